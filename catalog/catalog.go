@@ -1,0 +1,114 @@
+// Package catalog owns the order of the log: topics and their configs, partitions and
+// their watermarks, segments and chunk rows, and the one-transaction segment commit that
+// assigns offsets. It has two backends behind the same behaviour: Postgres (catalog/
+// postgres) and SQLite for the embedded mode (catalog/sqlite). The domain rules (names,
+// configs, per-request checks, offset assignment) live here in shared Go; the backends
+// differ only in SQL.
+package catalog
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Options configure either backend.
+type Options struct {
+	// CommitTimeout bounds how old a segment (by its key time, on the database clock)
+	// may be when committed; the orphan sweep only touches objects older than twice
+	// this. Default 30s.
+	CommitTimeout time.Duration
+	Logger        *slog.Logger
+}
+
+// Topic is a topic as the catalog knows it. ID is immutable and never reused: a topic
+// deleted and recreated under the same name gets a new ID and never sees old data.
+type Topic struct {
+	ID         int64
+	Name       string
+	Partitions int32
+	Configs    map[string]string // only explicitly set keys; see Config for effective values
+	CreatedAt  time.Time
+}
+
+// PartitionInfo is one partition's state.
+type PartitionInfo struct {
+	TopicID        int64
+	Partition      int32
+	LogStartOffset int64
+	HighWatermark  int64 // next offset to be assigned
+	Bytes          int64 // bytes of chunks at or above the log start offset
+}
+
+// Segment is one flush to commit: an object already durable in the store, and the
+// requests whose batches it holds.
+type Segment struct {
+	Key      string // unique object key (segment.NewKey); its time bounds the commit
+	Size     int64
+	Requests []Request
+}
+
+// Request is one produce request's share of a flush. It commits atomically: all its
+// batches or none.
+type Request struct {
+	Producer *Producer // nil: not idempotent
+	Batches  []Batch
+}
+
+// Producer identifies an idempotent producer instance.
+type Producer struct {
+	ID    int64
+	Epoch int16
+}
+
+// Batch is one record batch of a request, for one partition, at a byte range of the
+// segment object. A request's batches for one partition are adjacent in the object.
+type Batch struct {
+	TopicID      int64
+	Partition    int32
+	Pos, Len     int64 // byte range in the object
+	Records      int32 // offsets this batch takes (LastOffsetDelta+1)
+	MaxTimestamp int64 // unix ms
+	BaseSequence int32 // -1 when not idempotent
+}
+
+// Result answers one Request.
+type Result struct {
+	// Err is the request's own error (ErrTopicNotFound, ErrPartitionOutOfRange, ...);
+	// nil when its batches committed.
+	Err error
+	// BaseOffsets[i] is the first offset assigned to Request.Batches[i].
+	BaseOffsets []int64
+	// Duplicate is set when an idempotent retry matched an earlier commit: BaseOffsets
+	// are the original ones and nothing new was written.
+	Duplicate bool
+}
+
+// Chunk is one catalog chunk row: a contiguous offset range of one partition stored at
+// a byte range of one object.
+type Chunk struct {
+	TopicID      int64
+	Partition    int32
+	BaseOffset   int64
+	LastOffset   int64
+	SegmentKey   string
+	SegmentSize  int64 // the whole object's size, so a reader can align cache blocks
+	Pos, Len     int64
+	MaxTimestamp int64
+	// RealOffsets is set for compactor objects whose batches carry their real base
+	// offsets (possibly with gaps); otherwise the reader rewrites base offsets from
+	// BaseOffset.
+	RealOffsets bool
+}
+
+// ChunkList answers a chunk lookup.
+type ChunkList struct {
+	Partition PartitionInfo
+	Chunks    []Chunk // ascending; the first holds the requested offset
+}
+
+// Watermark is a commit notification: a partition's high watermark after a commit.
+type Watermark struct {
+	TopicID       int64
+	Partition     int32
+	HighWatermark int64
+}

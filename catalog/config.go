@@ -1,0 +1,149 @@
+package catalog
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Config is a topic's effective configuration: its explicit configs over the defaults.
+type Config struct {
+	CleanupPolicy        string // "delete", "compact" or "compact,delete"
+	RetentionMs          int64  // -1: infinite
+	RetentionBytes       int64  // per partition; -1: infinite
+	DeleteRetentionMs    int64  // how long tombstones survive key compaction
+	TimestampType        string // "CreateTime" or "LogAppendTime"
+	TimestampBeforeMaxMs int64  // how far in the past a CreateTime may be
+	TimestampAfterMaxMs  int64  // how far in the future a CreateTime may be
+	KeyFormat            string // "string", "json" or "binary"
+	ValueFormat          string // "json", "string" or "binary"
+	SegmentBytes         int64  // compactor's target object size per partition
+	MaxMessageBytes      int64  // largest record (key + value + headers) accepted
+}
+
+type configKey struct {
+	def   string
+	parse func(c *Config, v string) error
+}
+
+func intIn(min, max int64, set func(*Config, int64)) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("not an integer")
+		}
+		if n < min || n > max {
+			if min == -1 {
+				return fmt.Errorf("must be -1 (infinite) or between 0 and %d", max)
+			}
+			return fmt.Errorf("must be between %d and %d", min, max)
+		}
+		set(c, n)
+		return nil
+	}
+}
+
+func oneOf(choices []string, set func(*Config, string)) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		for _, ch := range choices {
+			if v == ch {
+				set(c, v)
+				return nil
+			}
+		}
+		return fmt.Errorf("must be one of %s", strings.Join(choices, ", "))
+	}
+}
+
+var formats = []string{"json", "string", "binary"}
+
+// configKeys are the supported topic configs with their defaults. The timestamp bounds
+// default to one day into the future and unbounded into the past: a producer clock far
+// ahead must not pin data against time retention forever.
+var configKeys = map[string]configKey{
+	"cleanup.policy":                  {"delete", oneOf([]string{"delete", "compact", "compact,delete"}, func(c *Config, v string) { c.CleanupPolicy = v })},
+	"retention.ms":                    {"604800000", intIn(-1, math.MaxInt64, func(c *Config, n int64) { c.RetentionMs = n })},
+	"retention.bytes":                 {"-1", intIn(-1, math.MaxInt64, func(c *Config, n int64) { c.RetentionBytes = n })},
+	"delete.retention.ms":             {"86400000", intIn(0, math.MaxInt64, func(c *Config, n int64) { c.DeleteRetentionMs = n })},
+	"message.timestamp.type":          {"CreateTime", oneOf([]string{"CreateTime", "LogAppendTime"}, func(c *Config, v string) { c.TimestampType = v })},
+	"message.timestamp.before.max.ms": {strconv.FormatInt(math.MaxInt64, 10), intIn(0, math.MaxInt64, func(c *Config, n int64) { c.TimestampBeforeMaxMs = n })},
+	"message.timestamp.after.max.ms":  {"86400000", intIn(0, math.MaxInt64, func(c *Config, n int64) { c.TimestampAfterMaxMs = n })},
+	"key.format":                      {"string", oneOf(formats, func(c *Config, v string) { c.KeyFormat = v })},
+	"value.format":                    {"json", oneOf(formats, func(c *Config, v string) { c.ValueFormat = v })},
+	"segment.bytes":                   {"67108864", intIn(1<<20, 1<<30, func(c *Config, n int64) { c.SegmentBytes = n })},
+	"max.message.bytes":               {"1048576", intIn(1, 64<<20, func(c *Config, n int64) { c.MaxMessageBytes = n })},
+}
+
+// ConfigKeys lists the supported config names, sorted.
+func ConfigKeys() []string {
+	keys := make([]string, 0, len(configKeys))
+	for k := range configKeys {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	c, _ := ParseConfig(nil)
+	return c
+}
+
+// ParseConfig validates explicit configs and returns the effective configuration. An
+// unknown key or a bad value is a *ConfigError.
+func ParseConfig(explicit map[string]string) (Config, error) {
+	var c Config
+	for k, ck := range configKeys {
+		if err := ck.parse(&c, ck.def); err != nil {
+			panic(fmt.Sprintf("catalog: default for %s: %v", k, err))
+		}
+	}
+	// Sorted so the first error reported is stable.
+	keys := make([]string, 0, len(explicit))
+	for k := range explicit {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		ck, ok := configKeys[k]
+		if !ok {
+			return Config{}, &ConfigError{Key: k, Value: explicit[k], Reason: "unknown config (supported: " + strings.Join(ConfigKeys(), ", ") + ")"}
+		}
+		if err := ck.parse(&c, explicit[k]); err != nil {
+			return Config{}, &ConfigError{Key: k, Value: explicit[k], Reason: err.Error()}
+		}
+	}
+	return c, nil
+}
+
+// MaxPartitions bounds a topic's partition count.
+const MaxPartitions = 10000
+
+var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
+// ValidateTopicName applies Kafka's rule: 1-249 of [a-zA-Z0-9._-], not "." or "..".
+func ValidateTopicName(name string) error {
+	if !topicName.MatchString(name) || name == "." || name == ".." {
+		return fmt.Errorf("%w: %q: use 1-249 characters from a-z, A-Z, 0-9, '.', '_', '-' (not \".\" or \"..\")", ErrInvalidTopicName, truncate(name, 64))
+	}
+	return nil
+}
+
+// ValidatePartitions checks a partition count.
+func ValidatePartitions(n int32) error {
+	if n < 1 || n > MaxPartitions {
+		return fmt.Errorf("%w: %d: must be between 1 and %d", ErrInvalidPartitions, n, MaxPartitions)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

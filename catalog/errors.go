@@ -1,0 +1,35 @@
+package catalog
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	ErrTopicExists         = errors.New("topic already exists")
+	ErrTopicNotFound       = errors.New("topic not found")
+	ErrPartitionOutOfRange = errors.New("partition out of range")
+	ErrInvalidTopicName    = errors.New("invalid topic name")
+	ErrInvalidPartitions   = errors.New("invalid partition count")
+	ErrInvalidConfig       = errors.New("invalid topic config")
+	// ErrOffsetOutOfRange: an offset below the log start or above the high watermark.
+	ErrOffsetOutOfRange = errors.New("offset out of range")
+	// ErrCommitTooLate: the segment's key time is older than the commit timeout by the
+	// database clock; the sweep may already own the object, so the commit is refused.
+	ErrCommitTooLate = errors.New("commit refused: segment older than commit timeout")
+	// ErrCommitAborted: the fencing insert won; the segment can never commit.
+	ErrCommitAborted = errors.New("commit aborted by fencing")
+	// ErrTimestampOutOfRange: a LogAppendTime flush stamped ahead of the database clock.
+	ErrTimestampOutOfRange = errors.New("timestamp out of range")
+)
+
+// ConfigError says which config key is wrong and how to fix it.
+type ConfigError struct {
+	Key, Value, Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("invalid topic config %s=%q: %s", e.Key, e.Value, e.Reason)
+}
+
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Starts what the integration tests need on this machine: PostgreSQL 15 (installed, not
+# running) and MinIO (built once from the pinned module and cached), then prints the
+# environment the tests read. Idempotent: running services are reused.
+#
+#   eval "$(scripts/services.sh)"
+set -euo pipefail
+
+MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+CACHE=${STRATA_CACHE:-$HOME/.cache/strata}
+MINIO_BIN=$CACHE/bin/minio
+MINIO_PORT=${STRATA_MINIO_PORT:-9100}
+MINIO_DATA=${STRATA_MINIO_DATA:-$CACHE/minio-data}
+PG_USER=strata
+PG_PASS=strata
+PG_DB=strata_test
+
+log() { echo "services: $*" >&2; }
+
+start_postgres() {
+  if ! command -v pg_ctlcluster >/dev/null; then
+    log "pg_ctlcluster not found: installing postgresql"
+    apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2
+  fi
+  local ver
+  ver=$(pg_lsclusters -h | awk 'NR==1{print $1}')
+  if ! pg_lsclusters -h | awk '{print $4}' | grep -q online; then
+    log "starting postgres $ver"
+    pg_ctlcluster --skip-systemctl-redirect "$ver" main start >&2
+  fi
+  for _ in $(seq 1 50); do
+    su postgres -c "psql -qAtc 'select 1'" >/dev/null 2>&1 && break
+    sleep 0.2
+  done
+  su postgres -c "psql -qAtc \"select 1 from pg_roles where rolname='$PG_USER'\"" | grep -q 1 ||
+    su postgres -c "psql -qc \"create role $PG_USER login createdb password '$PG_PASS'\"" >&2
+  su postgres -c "psql -qAtc \"select 1 from pg_database where datname='$PG_DB'\"" | grep -q 1 ||
+    su postgres -c "psql -qc 'create database $PG_DB owner $PG_USER'" >&2
+}
+
+start_minio() {
+  if [ ! -x "$MINIO_BIN" ]; then
+    log "building MinIO $MINIO_VERSION (about five minutes, cached in $CACHE/bin)"
+    mkdir -p "$CACHE/bin"
+    (cd /tmp && GOBIN="$CACHE/bin" GOFLAGS=-buildvcs=false go install "github.com/minio/minio@$MINIO_VERSION") >&2
+  fi
+  if ! curl -fsS "http://127.0.0.1:$MINIO_PORT/minio/health/live" >/dev/null 2>&1; then
+    log "starting MinIO on 127.0.0.1:$MINIO_PORT"
+    mkdir -p "$MINIO_DATA"
+    MINIO_ROOT_USER=strata MINIO_ROOT_PASSWORD=stratasecret MINIO_BROWSER=off \
+      nohup "$MINIO_BIN" server --quiet --address "127.0.0.1:$MINIO_PORT" "$MINIO_DATA" \
+      >"$CACHE/minio.log" 2>&1 &
+    for _ in $(seq 1 100); do
+      curl -fsS "http://127.0.0.1:$MINIO_PORT/minio/health/live" >/dev/null 2>&1 && break
+      sleep 0.2
+    done
+    curl -fsS "http://127.0.0.1:$MINIO_PORT/minio/health/live" >/dev/null || { cat "$CACHE/minio.log" >&2; exit 1; }
+  fi
+}
+
+start_postgres
+start_minio
+cat <<ENV
+export STRATA_TEST_POSTGRES='postgres://$PG_USER:$PG_PASS@127.0.0.1:5432/$PG_DB?sslmode=disable'
+export STRATA_TEST_S3_ENDPOINT='http://127.0.0.1:$MINIO_PORT'
+export STRATA_TEST_S3_ACCESS_KEY=strata
+export STRATA_TEST_S3_SECRET_KEY=stratasecret
+export STRATA_TEST_S3_REGION=us-east-1
+ENV
