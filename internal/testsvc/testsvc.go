@@ -1,0 +1,198 @@
+// Package testsvc finds the services integration tests run against: Postgres and MinIO
+// started by scripts/services.sh (their addresses in STRATA_TEST_* variables), and
+// private Postgres instances for tests that restart the database. Under CI a missing
+// service fails the test instead of skipping it.
+package testsvc
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Require returns the value of env var name, or skips (fails under CI) when unset.
+func Require(t testing.TB, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not set: CI must run against real services (run scripts/test.sh)", name)
+		}
+		t.Skipf("set %s (eval \"$(scripts/services.sh)\") to run against the real service", name)
+	}
+	return v
+}
+
+func randomSuffix() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// PostgresDSN creates a fresh database on the test server and returns its DSN; the
+// database is dropped when the test ends.
+func PostgresDSN(t testing.TB) string {
+	t.Helper()
+	base := Require(t, "STRATA_TEST_POSTGRES")
+	return CreateDatabase(t, base)
+}
+
+// CreateDatabase creates a fresh database on the server base points at.
+func CreateDatabase(t testing.TB, base string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("testsvc: connect to %s: %v", base, err)
+	}
+	defer conn.Close(ctx)
+	name := "strata_t_" + randomSuffix()
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("testsvc: create database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, base)
+		if err != nil {
+			return
+		}
+		defer c.Close(ctx)
+		_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("testsvc: parse dsn: %v", err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// S3 describes the test MinIO.
+type S3 struct {
+	Endpoint, AccessKey, SecretKey, Region string
+}
+
+// MinIO returns the test MinIO's coordinates.
+func MinIO(t testing.TB) S3 {
+	t.Helper()
+	return S3{
+		Endpoint:  Require(t, "STRATA_TEST_S3_ENDPOINT"),
+		AccessKey: os.Getenv("STRATA_TEST_S3_ACCESS_KEY"),
+		SecretKey: os.Getenv("STRATA_TEST_S3_SECRET_KEY"),
+		Region:    os.Getenv("STRATA_TEST_S3_REGION"),
+	}
+}
+
+// BucketName returns a fresh, valid bucket name for a test.
+func BucketName() string { return "strata-t-" + randomSuffix() }
+
+// Postgres is a private Postgres instance a test may stop and restart without
+// disturbing other tests that share the main server.
+type Postgres struct {
+	Dir  string
+	Port int
+	DSN  string
+	bin  string
+}
+
+// StartPrivatePostgres initialises and starts a private instance in a temporary
+// directory, running as the postgres user when the test runs as root.
+func StartPrivatePostgres(t testing.TB) *Postgres {
+	t.Helper()
+	Require(t, "STRATA_TEST_POSTGRES") // the same prerequisites as the shared server
+	bin := findPostgresBin(t)
+	dir, err := os.MkdirTemp("", "strata-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	port := freePort(t)
+	p := &Postgres{Dir: dir, Port: port, bin: bin,
+		DSN: fmt.Sprintf("postgres://strata:strata@127.0.0.1:%d/strata?sslmode=disable", port)}
+	if os.Geteuid() == 0 {
+		if out, err := exec.Command("chown", "postgres", dir).CombinedOutput(); err != nil {
+			t.Fatalf("testsvc: chown %s: %v: %s", dir, err, out)
+		}
+	}
+	pw := filepath.Join(dir, "pw")
+	p.run(t, "sh", "-c", "echo strata > "+pw)
+	p.run(t, filepath.Join(bin, "initdb"), "-D", filepath.Join(dir, "data"), "-U", "strata", "--pwfile", pw, "-A", "md5")
+	p.Start(t)
+	t.Cleanup(func() { p.Stop(t, "fast") })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, strings.Replace(p.DSN, "/strata?", "/postgres?", 1))
+	if err != nil {
+		t.Fatalf("testsvc: connect private postgres: %v", err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, "CREATE DATABASE strata"); err != nil {
+		t.Fatalf("testsvc: create database: %v", err)
+	}
+	return p
+}
+
+// Start starts (or restarts after Stop) the instance and waits until it accepts.
+func (p *Postgres) Start(t testing.TB) {
+	t.Helper()
+	p.run(t, filepath.Join(p.bin, "pg_ctl"), "-D", filepath.Join(p.Dir, "data"), "-l", filepath.Join(p.Dir, "log"),
+		"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1", p.Port, p.Dir), "-w", "start")
+}
+
+// Stop stops the instance: mode "immediate" is a crash, "fast" a clean shutdown.
+func (p *Postgres) Stop(t testing.TB, mode string) {
+	t.Helper()
+	cmd := p.command(filepath.Join(p.bin, "pg_ctl"), "-D", filepath.Join(p.Dir, "data"), "-m", mode, "-w", "stop")
+	_ = cmd.Run()
+}
+
+func (p *Postgres) command(name string, args ...string) *exec.Cmd {
+	if os.Geteuid() == 0 {
+		q := make([]string, 0, len(args)+1)
+		for _, a := range append([]string{name}, args...) {
+			q = append(q, "'"+strings.ReplaceAll(a, "'", `'\''`)+"'")
+		}
+		return exec.Command("su", "postgres", "-c", strings.Join(q, " "))
+	}
+	return exec.Command(name, args...)
+}
+
+func (p *Postgres) run(t testing.TB, name string, args ...string) {
+	t.Helper()
+	if out, err := p.command(name, args...).CombinedOutput(); err != nil {
+		t.Fatalf("testsvc: %s %v: %v: %s", name, args, err, out)
+	}
+}
+
+func findPostgresBin(t testing.TB) string {
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	if len(matches) == 0 {
+		t.Fatalf("testsvc: no initdb under /usr/lib/postgresql: install postgresql (scripts/services.sh does)")
+	}
+	return filepath.Dir(matches[len(matches)-1])
+}
+
+func freePort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// FreePort returns a TCP port free on loopback right now.
+func FreePort(t testing.TB) int { return freePort(t) }
