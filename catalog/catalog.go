@@ -20,6 +20,20 @@ type Options struct {
 	Logger        *slog.Logger
 }
 
+// DefaultCommitTimeout is Options.CommitTimeout when it is zero.
+const DefaultCommitTimeout = 30 * time.Second
+
+// WithDefaults returns o with zero fields set to their defaults (a nil Logger discards).
+func (o Options) WithDefaults() Options {
+	if o.CommitTimeout <= 0 {
+		o.CommitTimeout = DefaultCommitTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
 // Topic is a topic as the catalog knows it. ID is immutable and never reused: a topic
 // deleted and recreated under the same name gets a new ID and never sees old data.
 type Topic struct {

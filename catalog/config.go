@@ -147,3 +147,28 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// UpdateConfigs applies an update to a topic's explicit configs — a non-empty value sets
+// a key, an empty one removes it — and validates the result as a whole. The current map
+// is not modified. Removing an unknown key is a *ConfigError like setting one.
+func UpdateConfigs(current, update map[string]string) (map[string]string, Config, error) {
+	merged := make(map[string]string, len(current)+len(update))
+	for k, v := range current {
+		merged[k] = v
+	}
+	for k, v := range update {
+		if v != "" {
+			merged[k] = v
+			continue
+		}
+		if _, ok := configKeys[k]; !ok {
+			return nil, Config{}, &ConfigError{Key: k, Value: v, Reason: "unknown config (supported: " + strings.Join(ConfigKeys(), ", ") + ")"}
+		}
+		delete(merged, k)
+	}
+	c, err := ParseConfig(merged)
+	if err != nil {
+		return nil, Config{}, err
+	}
+	return merged, c, nil
+}

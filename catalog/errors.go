@@ -21,6 +21,9 @@ var (
 	ErrCommitAborted = errors.New("commit aborted by fencing")
 	// ErrTimestampOutOfRange: a LogAppendTime flush stamped ahead of the database clock.
 	ErrTimestampOutOfRange = errors.New("timestamp out of range")
+	// ErrInvalidSegment: the Segment handed to Commit or Settle is malformed — a caller
+	// bug, not a condition to retry. Nothing was written.
+	ErrInvalidSegment = errors.New("invalid segment")
 )
 
 // ConfigError says which config key is wrong and how to fix it.

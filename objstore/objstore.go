@@ -6,6 +6,8 @@ package objstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -14,7 +16,35 @@ var (
 	ErrNotExist = errors.New("object does not exist")
 	// ErrExists is returned (wrapped) by Put when the key already holds different content.
 	ErrExists = errors.New("object already exists")
+	// ErrRange is returned (wrapped) by GetRange when the requested range does not lie
+	// inside the object, so the caller can tell a bad offset from a missing object.
+	ErrRange = errors.New("range outside object")
+	// ErrInvalidKey is returned (wrapped) for a key that CheckKey refuses.
+	ErrInvalidKey = errors.New("invalid object key")
 )
+
+// CheckKey reports whether key is portable across every implementation: non-empty
+// slash-separated segments, none empty, "." or "..", no leading slash, no backslash or
+// NUL. S3 would accept more, but a key that works there and not on the filesystem store
+// would make the embedded mode behave differently from production, so every
+// implementation refuses the same keys.
+func CheckKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidKey)
+	}
+	if strings.ContainsAny(key, "\\\x00") {
+		return fmt.Errorf("%w: %q contains a backslash or NUL", ErrInvalidKey, key)
+	}
+	for _, seg := range strings.Split(key, "/") {
+		switch seg {
+		case "":
+			return fmt.Errorf("%w: %q has an empty segment (leading, trailing or double slash)", ErrInvalidKey, key)
+		case ".", "..":
+			return fmt.Errorf("%w: %q has a %q segment", ErrInvalidKey, key, seg)
+		}
+	}
+	return nil
+}
 
 // Info describes one stored object.
 type Info struct {

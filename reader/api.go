@@ -7,10 +7,17 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/segment"
 )
 
 // Fetch asks for records of one partition from Offset.
+//
+// MaxRecords and MaxBytes bound the answer, except that a fetch returns at least one
+// record (or, for FetchRaw, one batch) whenever one is available, as Kafka does, so a
+// record larger than MaxBytes can still be consumed. Fetch counts a record's key,
+// value and header bytes; FetchRaw counts whole batches. Values above the Config caps
+// are clamped; negative values are ErrInvalidFetch.
 type Fetch struct {
 	TopicID    int64
 	Partition  int32
@@ -20,13 +27,28 @@ type Fetch struct {
 	Wait       time.Duration // long-poll: wait up to this long for data at Offset
 }
 
-// Result answers a Fetch.
+// Result answers a Fetch. Records is empty when a long-poll's Wait elapsed without
+// data; NextOffset is then the requested offset.
 type Result struct {
 	Records        []segment.DecodedRecord
 	NextOffset     int64
 	HighWatermark  int64
 	LogStartOffset int64
 }
+
+// RawResult answers FetchRaw: whole Kafka v2 record batches, byte for byte as stored
+// except for their base offsets, which carry the real offsets. The first batch may
+// start below the requested offset (Kafka clients skip those records themselves).
+// Each batch is a private copy.
+type RawResult struct {
+	Batches        [][]byte
+	NextOffset     int64
+	HighWatermark  int64
+	LogStartOffset int64
+}
+
+// ErrInvalidFetch: a Fetch with a negative limit or wait.
+var ErrInvalidFetch = errors.New("reader: invalid fetch")
 
 // OutOfRangeError: Offset is below the log start or above the high watermark.
 type OutOfRangeError struct {
@@ -40,4 +62,8 @@ func (e *OutOfRangeError) Error() string {
 // ErrOffsetOutOfRange matches *OutOfRangeError with errors.Is.
 var ErrOffsetOutOfRange = errors.New("offset out of range")
 
-func (e *OutOfRangeError) Is(target error) bool { return target == ErrOffsetOutOfRange }
+// Is matches ErrOffsetOutOfRange and the catalog's catalog.ErrOffsetOutOfRange, so a
+// caller mapping errors to responses needs to know only one of them.
+func (e *OutOfRangeError) Is(target error) bool {
+	return target == ErrOffsetOutOfRange || target == catalog.ErrOffsetOutOfRange
+}

@@ -58,7 +58,15 @@ var (
 	// ErrStore: the segment could not be stored; nothing was committed; retryable.
 	ErrStore = errors.New("writer: object store unavailable")
 	// ErrCommit: the commit failed or was aborted; nothing was committed; retryable.
+	// When the error also matches ErrOutcomeUnknown, the commit could not be settled in
+	// time and may have landed: retry only idempotent requests blindly.
 	ErrCommit = errors.New("writer: commit failed")
 	// ErrTooLarge: one request exceeds the flush size.
 	ErrTooLarge = errors.New("writer: request too large")
+	// ErrInvalid: the request is malformed (no records, a bad partition, a missing
+	// sequence, ...); the wrapped message says what to fix. Not retryable.
+	ErrInvalid = errors.New("writer: invalid request")
+	// ErrOutcomeUnknown accompanies ErrCommit when a commit's outcome stayed unknown:
+	// the catalog could not be reached to settle it within Config.SettleTimeout.
+	ErrOutcomeUnknown = errors.New("writer: commit outcome unknown")
 )

@@ -1,0 +1,174 @@
+package api
+
+import (
+	"bytes"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/strata-io/strata/reader"
+)
+
+// fetchParams are the query parameters shared by fetch and tail.
+type fetchParams struct {
+	maxRecords int
+	maxBytes   int64
+	wait       time.Duration
+	render     renderOpts
+}
+
+// fetchOrTail serves GET /v1/topics/{topic}/partitions/{partition}/records: a fetch
+// (optionally long-polling with wait_ms), or, with Accept: text/event-stream, a tail.
+func (a *API) fetchOrTail(w http.ResponseWriter, r *http.Request) {
+	if a.rd == nil {
+		writeProblem(w, r, newProblem(CodeRoleUnavailable, "this node does not run the reader role; send fetches to a reader node"))
+		return
+	}
+	if !a.needCatalog(w, r) {
+		return
+	}
+	ti, part, p := a.topicPartition(r)
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	fp, p := a.parseFetchParams(r, ti)
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	if wantsEventStream(r) {
+		a.tail(w, r, ti, part, fp)
+		return
+	}
+	offset, p := a.startOffset(r, ti, part, r.URL.Query().Get("offset"), "earliest")
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	res, err := a.rd.Fetch(r.Context(), reader.Fetch{
+		TopicID:    ti.topic.ID,
+		Partition:  part,
+		Offset:     offset,
+		MaxRecords: fp.maxRecords,
+		MaxBytes:   fp.maxBytes,
+		Wait:       fp.wait,
+	})
+	if err != nil {
+		writeProblem(w, r, a.readerProblem(r, err))
+		return
+	}
+	writeJSONBytes(w, http.StatusOK, appendFetchResult(nil, &res, fp.render))
+}
+
+func (a *API) parseFetchParams(r *http.Request, ti topicInfo) (fetchParams, *problem) {
+	q := r.URL.Query()
+	var fp fetchParams
+	if s := q.Get("max_records"); s != "" {
+		n, ok := parseDigits(s, 1<<31-1)
+		if !ok {
+			return fp, newProblem(CodeInvalidParameter, "max_records %q must be a non-negative integer", truncate(s, 32)).with("parameter", "max_records")
+		}
+		fp.maxRecords = int(n)
+	}
+	if s := q.Get("max_bytes"); s != "" {
+		n, ok := parseDigits(s, 1<<63-1)
+		if !ok {
+			return fp, newProblem(CodeInvalidParameter, "max_bytes %q must be a non-negative integer", truncate(s, 32)).with("parameter", "max_bytes")
+		}
+		fp.maxBytes = n
+	}
+	if s := q.Get("wait_ms"); s != "" {
+		n, ok := parseDigits(s, 1<<63-1)
+		if !ok {
+			return fp, newProblem(CodeInvalidParameter, "wait_ms %q must be a non-negative integer", truncate(s, 32)).with("parameter", "wait_ms")
+		}
+		// Capped rather than refused: a client asking for a long poll gets the longest
+		// this node allows.
+		fp.wait = a.cfg.MaxWait
+		if n < a.cfg.MaxWait.Milliseconds() {
+			fp.wait = time.Duration(n) * time.Millisecond
+		}
+	}
+	var b64 bool
+	switch s := q.Get("format"); s {
+	case "":
+	case "base64":
+		b64 = true
+	default:
+		return fp, newProblem(CodeInvalidParameter, "format %q: the only alternative format is base64", truncate(s, 32)).with("parameter", "format")
+	}
+	fp.render = newRenderOpts(ti.cfg, b64)
+	return fp, nil
+}
+
+// startOffset resolves an offset parameter: digits, "earliest" (the log start) or
+// "latest" (the high watermark: only records produced from now on). def is used when
+// the parameter is absent.
+func (a *API) startOffset(r *http.Request, ti topicInfo, part int32, s, def string) (int64, *problem) {
+	if s == "" {
+		s = def
+	}
+	switch s {
+	case "earliest", "latest":
+		pi, p := a.partitionInfo(r, ti, part)
+		if p != nil {
+			return 0, p
+		}
+		if s == "earliest" {
+			return pi.LogStartOffset, nil
+		}
+		return pi.HighWatermark, nil
+	}
+	n, ok := parseDigits(s, 1<<63-1)
+	if !ok {
+		return 0, newProblem(CodeInvalidOffset, "offset %q must be a non-negative integer, earliest or latest", truncate(s, 32))
+	}
+	return n, nil
+}
+
+// wantsEventStream reports whether the client accepts text/event-stream.
+func wantsEventStream(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for part := range strings.SplitSeq(v, ",") {
+			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err == nil && mt == "text/event-stream" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// appendFetchResult appends the fetch response body.
+func appendFetchResult(dst []byte, res *reader.Result, o renderOpts) []byte {
+	if dst == nil {
+		size := 96
+		for i := range res.Records {
+			rec := &res.Records[i]
+			// Base64 grows by a third; 64 covers the fixed members.
+			size += 64 + (len(rec.Key)+len(rec.Value))*4/3
+			for _, h := range rec.Headers {
+				size += 24 + len(h.Key) + len(h.Value)*4/3
+			}
+		}
+		dst = make([]byte, 0, size)
+	}
+	var scratch bytes.Buffer
+	dst = append(dst, `{"records":[`...)
+	for i := range res.Records {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendRecord(dst, &res.Records[i], o, &scratch)
+	}
+	dst = append(dst, `],"next_offset":`...)
+	dst = strconv.AppendInt(dst, res.NextOffset, 10)
+	dst = append(dst, `,"high_watermark":`...)
+	dst = strconv.AppendInt(dst, res.HighWatermark, 10)
+	dst = append(dst, `,"log_start_offset":`...)
+	dst = strconv.AppendInt(dst, res.LogStartOffset, 10)
+	return append(dst, "}\n"...)
+}

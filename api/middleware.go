@@ -1,0 +1,197 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type ctxKey int
+
+const requestIDKey ctxKey = iota
+
+// requestID returns the request's id, set by requestIDMiddleware.
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// requestIDMiddleware takes the caller's X-Request-Id when it is short and printable (a
+// load balancer's id ties logs together across hops), else makes one, and echoes it.
+func requestIDMiddleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if !validRequestID(id) {
+			id = fmt.Sprintf("%016x", rand.Uint64())
+		}
+		w.Header().Set("X-Request-Id", id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+	})
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// recoverMiddleware turns a handler panic into a logged 500 problem, so one bad request
+// never takes the process down. http.ErrAbortHandler keeps its meaning (abort quietly).
+func (a *API) recoverMiddleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			a.log.Error("handler panic", "panic", fmt.Sprint(v), "method", r.Method, "path", r.URL.Path,
+				"request_id", requestID(r.Context()), "stack", string(debug.Stack()))
+			if !sw.wroteHeader {
+				writeProblem(sw, r, newProblem(CodeInternal, "the server hit a bug; it has been logged"))
+			}
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// bodyLimitMiddleware bounds every request body. A declared length over the limit is
+// refused before reading; otherwise the reader fails at the limit and the handler's
+// decode answers body_too_large.
+func bodyLimitMiddleware(limit int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ContentLength > limit {
+				writeProblem(w, r, bodyTooLarge(limit))
+				return
+			}
+			if r.Body != nil && r.Body != http.NoBody {
+				r.Body = http.MaxBytesReader(w, r.Body, limit)
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+func bodyTooLarge(limit int64) *problem {
+	return newProblem(CodeBodyTooLarge, "the request body exceeds %d bytes; split it into several requests", limit).
+		with("max_body_bytes", limit)
+}
+
+// httpMetrics are the API's request metrics, labelled by chi's route pattern so that
+// label values stay bounded whatever paths clients send.
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	seconds  *prometheus.HistogramVec
+}
+
+func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
+	m := &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_http_requests_total",
+			Help: "HTTP requests served, by route pattern, method and status code.",
+		}, []string{"route", "method", "code"}),
+		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "strata_http_request_seconds",
+			Help: "HTTP request duration by route pattern (long-polls and tails included).",
+			// Long-polls run up to MaxWait; the top buckets keep them apart from the rest.
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"route"}),
+	}
+	m.requests = register(reg, m.requests)
+	m.seconds = register(reg, m.seconds)
+	return m
+}
+
+// register registers c, or returns the collector an earlier API registered under the
+// same name (several APIs in one process share one registry in tests and in dev mode).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic(fmt.Sprintf("api: register metrics: %v", err))
+	}
+	return c
+}
+
+func (m *httpMetrics) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		route := "unmatched"
+		if rctx := chi.RouteContext(r.Context()); rctx != nil {
+			if p := rctx.RoutePattern(); p != "" {
+				// Mounted routers leave a trailing slash ("/v1/topics/"); drop it so
+				// the label reads like the documented path.
+				if len(p) > 1 {
+					p = strings.TrimSuffix(p, "/")
+				}
+				route = p
+			}
+		}
+		status := sw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
+		m.seconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	})
+}
+
+// statusWriter remembers the status written. Unwrap lets http.ResponseController reach
+// the connection's Flush and SetWriteDeadline through it (the SSE tail needs both).
+type statusWriter struct {
+	http.ResponseWriter
+	status      int
+	wroteHeader bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wroteHeader {
+		w.status = code
+		// 1xx responses are informational; the final status comes later.
+		w.wroteHeader = code >= 200
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wroteHeader {
+		w.status = http.StatusOK
+		w.wroteHeader = true
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if !w.wroteHeader {
+		w.status = http.StatusOK
+		w.wroteHeader = true
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,104 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/strata-io/strata/writer"
+)
+
+// recordsResource is /v1/topics/{topic}/records: produce to one topic. (Fetch lives
+// under a partition: partitionsResource.)
+type recordsResource struct{ a *API }
+
+// Routes returns the router mounted at /v1/topics/{topic}/records.
+func (rs *recordsResource) Routes() chi.Router {
+	r := chi.NewRouter()
+	r.Post("/", rs.produce)
+	return r
+}
+
+// produce is the hot path: one body decode, a cached topic lookup (no catalog read),
+// one writer.Produce that returns once the records are durable and committed.
+// Everything that can be refused is refused before the writer sees the request, so bad
+// input changes nothing.
+func (rs *recordsResource) produce(w http.ResponseWriter, r *http.Request) {
+	a := rs.a
+	if a.wr == nil {
+		writeProblem(w, r, newProblem(CodeRoleUnavailable, "this node does not run the writer role; send produce requests to a writer node"))
+		return
+	}
+	if !a.needCatalog(w, r) {
+		return
+	}
+	name, p := topicParam(r)
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	body, p := readBody(r)
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	req, p := decodeProduce(body, a.cfg.MaxRecordsPerRequest)
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	ti, err := a.topics.get(r.Context(), name)
+	if err != nil {
+		writeProblem(w, r, a.catalogProblem(r, "get topic", err))
+		return
+	}
+	now := a.now()
+	recs, p := buildRecords(&req, ti, now)
+	if p != nil && p.code == CodePartitionOutOfRange {
+		// The topic may have grown since it was cached: look again before refusing.
+		if ti, err = a.topics.refresh(r.Context(), name); err != nil {
+			writeProblem(w, r, a.catalogProblem(r, "get topic", err))
+			return
+		}
+		recs, p = buildRecords(&req, ti, now)
+	}
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	resp, err := a.wr.Produce(r.Context(), writer.Request{Records: recs})
+	if err != nil {
+		p := a.writerProblem(r, err)
+		if p.code == CodeTopicNotFound || p.code == CodePartitionOutOfRange {
+			a.topics.invalidate(name) // the cached entry is stale
+		}
+		writeProblem(w, r, p)
+		return
+	}
+	if len(resp.Records) != len(recs) {
+		a.logUnexpected(r, "produce", errWriterAnswer{len(recs), len(resp.Records)})
+		writeProblem(w, r, newProblem(CodeInternal, "produce: the writer answered for the wrong number of records"))
+		return
+	}
+	out := make([]byte, 0, 16+len(resp.Records)*36)
+	out = append(out, `{"offsets":[`...)
+	for i, rr := range resp.Records {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `{"partition":`...)
+		out = strconv.AppendInt(out, int64(rr.Partition), 10)
+		out = append(out, `,"offset":`...)
+		out = strconv.AppendInt(out, rr.Offset, 10)
+		out = append(out, '}')
+	}
+	out = append(out, "]}\n"...)
+	writeJSONBytes(w, http.StatusOK, out)
+}
+
+type errWriterAnswer struct{ sent, answered int }
+
+func (e errWriterAnswer) Error() string {
+	return "writer answered " + strconv.Itoa(e.answered) + " records for " + strconv.Itoa(e.sent)
+}

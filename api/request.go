@@ -1,0 +1,167 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/strata-io/strata/catalog"
+)
+
+// writeJSON writes v as the response body.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("api: encode response: " + err.Error()) // response types are plain data
+	}
+	writeJSONBytes(w, status, b)
+}
+
+func writeJSONBytes(w http.ResponseWriter, status int, b []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// checkJSONContentType requires application/json (parameters such as charset allowed).
+func checkJSONContentType(r *http.Request) *problem {
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return newProblem(CodeUnsupportedMediaType, "Content-Type must be application/json, not %q", ct)
+	}
+	return nil
+}
+
+// readBody checks the content type and reads the whole body, bounded by
+// bodyLimitMiddleware.
+func readBody(r *http.Request) ([]byte, *problem) {
+	if p := checkJSONContentType(r); p != nil {
+		return nil, p
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, bodyTooLarge(mbe.Limit)
+		}
+		return nil, newProblem(CodeInvalidRequest, "reading the request body: %v", err)
+	}
+	return body, nil
+}
+
+// decodeStrict decodes one JSON value from body into v: invalid UTF-8, unknown fields
+// and trailing data are refused. UTF-8 is checked up front because encoding/json would
+// otherwise replace invalid bytes silently in strings and keep them in raw values.
+func decodeStrict(body []byte, v any) *problem {
+	if !utf8.Valid(body) {
+		return newProblem(CodeInvalidJSON, "the request body is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonProblem(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return newProblem(CodeInvalidJSON, "unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// jsonProblem classifies a decode error: broken JSON is invalid_json; well-formed JSON
+// of the wrong shape (unknown field, wrong type) is invalid_request.
+func jsonProblem(err error) *problem {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return newProblem(CodeInvalidJSON, "malformed JSON at byte %d: %v", se.Offset, err)
+	case errors.Is(err, io.EOF):
+		return newProblem(CodeInvalidJSON, "the request body is empty")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return newProblem(CodeInvalidJSON, "the request body ends inside a JSON value")
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			field = "the body"
+		}
+		return newProblem(CodeInvalidRequest, "%s: expected %s, got JSON %s", field, te.Type, te.Value).with("field", te.Field)
+	}
+	return newProblem(CodeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// topicParam returns the {topic} path parameter, validated with Kafka's rule before
+// anything asks the catalog.
+func topicParam(r *http.Request) (string, *problem) {
+	name := chi.URLParam(r, "topic")
+	if err := catalog.ValidateTopicName(name); err != nil {
+		return "", newProblem(CodeInvalidTopicName, "%s", err.Error())
+	}
+	return name, nil
+}
+
+// partitionParam returns the {partition} path parameter: decimal digits only.
+func partitionParam(r *http.Request) (int32, *problem) {
+	s := chi.URLParam(r, "partition")
+	n, ok := parseDigits(s, 1<<31-1)
+	if !ok {
+		return 0, newProblem(CodeInvalidPartition, "partition %q must be a non-negative integer", truncate(s, 32))
+	}
+	return int32(n), nil
+}
+
+// parseDigits parses a non-empty run of ASCII digits no larger than max. Signs, spaces
+// and exponents are refused: an offset or partition is written one way only.
+func parseDigits(s string, max int64) (int64, bool) {
+	if s == "" || len(s) > 19 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := int64(c - '0')
+		if n > (max-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
+}
+
+// parseTime parses a timestamp written as unix milliseconds or RFC 3339.
+func parseTime(s string) (int64, bool) {
+	if s == "" {
+		return 0, false
+	}
+	if s[0] >= '0' && s[0] <= '9' || s[0] == '-' {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return n, true
+		}
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return 0, false
+	}
+	return t.UnixMilli(), true
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,133 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/strata-io/strata/reader"
+)
+
+// tail streams a partition as Server-Sent Events: one event per record, its id the
+// record's offset and its data the record's JSON (as in a fetch). Last-Event-ID, which
+// browsers' EventSource resends on reconnect, resumes after that offset and overrides
+// ?offset (default: latest, so a bare tail shows what is produced from now on). Idle
+// periods send a comment line every HeartbeatInterval. The stream ends when the client
+// goes away, or after an "error" event carrying a problem body (e.g. retention moved
+// the log start past the stream's position).
+func (a *API) tail(w http.ResponseWriter, r *http.Request, ti topicInfo, part int32, fp fetchParams) {
+	var offset int64
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		n, ok := parseDigits(id, 1<<63-2)
+		if !ok {
+			writeProblem(w, r, newProblem(CodeInvalidOffset, "Last-Event-ID %q must be the offset of the last event received", truncate(id, 32)))
+			return
+		}
+		offset = n + 1
+	} else {
+		var p *problem
+		if offset, p = a.startOffset(r, ti, part, r.URL.Query().Get("offset"), "latest"); p != nil {
+			writeProblem(w, r, p)
+			return
+		}
+	}
+
+	rc := http.NewResponseController(w)
+	// The stream outlives any server WriteTimeout meant for ordinary requests.
+	_ = rc.SetWriteDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+
+	buf := make([]byte, 0, 4096)
+	buf = append(buf, ": tailing "...)
+	buf = append(buf, ti.topic.Name...)
+	buf = append(buf, '/')
+	buf = strconv.AppendInt(buf, int64(part), 10)
+	buf = append(buf, " from offset "...)
+	buf = strconv.AppendInt(buf, offset, 10)
+	buf = append(buf, "\n\n"...)
+	if !sendEvents(w, rc, buf) {
+		return
+	}
+
+	ctx := r.Context()
+	wait := a.cfg.HeartbeatInterval
+	var scratch bytes.Buffer
+	for {
+		started := time.Now()
+		res, err := a.rd.Fetch(ctx, reader.Fetch{
+			TopicID:    ti.topic.ID,
+			Partition:  part,
+			Offset:     offset,
+			MaxRecords: fp.maxRecords,
+			MaxBytes:   fp.maxBytes,
+			Wait:       wait,
+		})
+		if ctx.Err() != nil {
+			return // the client went away
+		}
+		if err != nil {
+			buf = append(buf[:0], "event: error\ndata: "...)
+			buf = append(buf, problemBody(r, a.readerProblem(r, err))...)
+			buf = append(buf, "\n\n"...)
+			sendEvents(w, rc, buf)
+			return
+		}
+		if len(res.Records) == 0 {
+			// A reader that answers before the wait is up must not make this loop spin:
+			// idle time is paced here, whatever the reader does.
+			if !sleepCtx(ctx, wait-time.Since(started)) {
+				return
+			}
+			if res.NextOffset > offset {
+				offset = res.NextOffset // skipped a gap (compacted away)
+			}
+			if !sendEvents(w, rc, []byte(": heartbeat\n\n")) {
+				return
+			}
+			continue
+		}
+		buf = buf[:0]
+		for i := range res.Records {
+			rec := &res.Records[i]
+			buf = append(buf, "id: "...)
+			buf = strconv.AppendInt(buf, rec.Offset, 10)
+			buf = append(buf, "\ndata: "...)
+			buf = appendRecord(buf, rec, fp.render, &scratch)
+			buf = append(buf, "\n\n"...)
+		}
+		if !sendEvents(w, rc, buf) {
+			return
+		}
+		next := res.Records[len(res.Records)-1].Offset + 1
+		offset = max(next, res.NextOffset)
+	}
+}
+
+// sendEvents writes and flushes; false when the client is gone.
+func sendEvents(w http.ResponseWriter, rc *http.ResponseController, b []byte) bool {
+	if _, err := w.Write(b); err != nil {
+		return false
+	}
+	return rc.Flush() == nil
+}
+
+// sleepCtx sleeps for d unless ctx ends first; false when it ended.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

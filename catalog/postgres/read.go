@@ -1,0 +1,125 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/strata-io/strata/catalog"
+)
+
+// maxChunksPerLookup bounds one Chunks answer whatever maxBytes says, so a huge budget
+// over tiny chunks cannot read a partition's whole index.
+const maxChunksPerLookup = 1000
+
+// chunksSQL reads the partition's state and the chunks from the one holding $3 on, in
+// one snapshot: a seek on the primary key (topic_id, partition, last_offset), stopped
+// by the LIMIT, then the byte budget ($4) applied to the running total.
+const chunksSQL = `
+SELECT p.log_start_offset, p.high_watermark, p.bytes,
+       c.base_offset, c.last_offset, s.key, s.size, c.pos, c.len, c.max_timestamp, c.real_offsets
+FROM partitions p
+JOIN topics t ON t.id = p.topic_id AND t.deleted_at IS NULL
+LEFT JOIN LATERAL (
+    SELECT w.* FROM (
+        SELECT r.*,
+               row_number() OVER (ORDER BY r.last_offset) AS rn,
+               sum(r.len) OVER (ORDER BY r.last_offset)::bigint AS cum
+        FROM (SELECT * FROM chunks c
+              WHERE c.topic_id = p.topic_id AND c.partition = p.partition
+                AND c.last_offset >= $3 AND c.last_offset < p.high_watermark
+                AND $3 >= p.log_start_offset AND $3 < p.high_watermark
+              ORDER BY c.last_offset
+              LIMIT $5) r
+    ) w
+    WHERE w.rn = 1 OR w.cum <= $4
+) c ON true
+LEFT JOIN segments s ON s.id = c.segment_id
+WHERE p.topic_id = $1 AND p.partition = $2
+ORDER BY c.last_offset`
+
+// offsetForTimeSQL seeks the (topic_id, partition, running_max_timestamp, last_offset)
+// index: the running maximum never decreases along the log, so the first index entry at
+// or above $3 is the first chunk, in offset order, whose running maximum reaches $3.
+const offsetForTimeSQL = `
+SELECT p.log_start_offset, p.high_watermark,
+       (SELECT c.base_offset FROM chunks c
+        WHERE c.topic_id = p.topic_id AND c.partition = p.partition
+          AND c.running_max_timestamp >= $3
+        ORDER BY c.running_max_timestamp, c.last_offset
+        LIMIT 1)
+FROM partitions p
+JOIN topics t ON t.id = p.topic_id AND t.deleted_at IS NULL
+WHERE p.topic_id = $1 AND p.partition = $2`
+
+// Chunks returns the chunk holding offset and those after it within maxBytes.
+func (c *Catalog) Chunks(ctx context.Context, topicID int64, partition int32, offset, maxBytes int64) (catalog.ChunkList, error) {
+	rows, err := c.pool.Query(ctx, chunksSQL, topicID, partition, offset, maxBytes, maxChunksPerLookup)
+	if err != nil {
+		return catalog.ChunkList{}, fmt.Errorf("postgres: chunks of topic id %d partition %d at %d: %w", topicID, partition, offset, err)
+	}
+	list := catalog.ChunkList{Partition: catalog.PartitionInfo{TopicID: topicID, Partition: partition}}
+	found := false
+	var (
+		base, last, size, pos, ln, mts *int64
+		key                            *string
+		real                           *bool
+	)
+	p := &list.Partition
+	_, err = pgx.ForEachRow(rows, []any{&p.LogStartOffset, &p.HighWatermark, &p.Bytes,
+		&base, &last, &key, &size, &pos, &ln, &mts, &real}, func() error {
+		found = true
+		if base != nil {
+			list.Chunks = append(list.Chunks, catalog.Chunk{
+				TopicID: topicID, Partition: partition,
+				BaseOffset: *base, LastOffset: *last,
+				SegmentKey: *key, SegmentSize: *size,
+				Pos: *pos, Len: *ln, MaxTimestamp: *mts, RealOffsets: *real,
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return catalog.ChunkList{}, fmt.Errorf("postgres: chunks of topic id %d partition %d at %d: %w", topicID, partition, offset, err)
+	}
+	if !found {
+		return catalog.ChunkList{}, c.partitionMissing(ctx, topicID, partition)
+	}
+	if offset < p.LogStartOffset || offset > p.HighWatermark {
+		return list, fmt.Errorf("postgres: chunks of topic id %d partition %d at %d (log start %d, high watermark %d): %w",
+			topicID, partition, offset, p.LogStartOffset, p.HighWatermark, catalog.ErrOffsetOutOfRange)
+	}
+	return list, nil
+}
+
+// OffsetForTime returns the earliest offset at or after ts at chunk granularity.
+func (c *Catalog) OffsetForTime(ctx context.Context, topicID int64, partition int32, ts int64) (int64, error) {
+	var logStart, hwm int64
+	var base *int64
+	err := c.pool.QueryRow(ctx, offsetForTimeSQL, topicID, partition, ts).Scan(&logStart, &hwm, &base)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, c.partitionMissing(ctx, topicID, partition)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("postgres: offset for time %d in topic id %d partition %d: %w", ts, topicID, partition, err)
+	}
+	if base == nil {
+		return hwm, nil
+	}
+	return max(*base, logStart), nil
+}
+
+// partitionMissing explains why a live topic's partition row was not found.
+func (c *Catalog) partitionMissing(ctx context.Context, topicID int64, partition int32) error {
+	var n int32
+	err := c.pool.QueryRow(ctx, `SELECT partitions FROM topics WHERE id = $1 AND deleted_at IS NULL`, topicID).Scan(&n)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("postgres: topic id %d: %w", topicID, catalog.ErrTopicNotFound)
+	case err != nil:
+		return fmt.Errorf("postgres: topic id %d: %w", topicID, err)
+	}
+	return fmt.Errorf("postgres: topic id %d partition %d (topic has %d): %w", topicID, partition, n, catalog.ErrPartitionOutOfRange)
+}

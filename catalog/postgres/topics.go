@@ -1,0 +1,207 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/strata-io/strata/catalog"
+)
+
+const topicColumns = `id, name, partitions, configs, created_at`
+
+func scanTopic(row pgx.Row) (catalog.Topic, error) {
+	var t catalog.Topic
+	if err := row.Scan(&t.ID, &t.Name, &t.Partitions, &t.Configs, &t.CreatedAt); err != nil {
+		return catalog.Topic{}, err
+	}
+	if t.Configs == nil {
+		t.Configs = map[string]string{}
+	}
+	t.CreatedAt = t.CreatedAt.UTC()
+	return t, nil
+}
+
+// configsJSON encodes configs as a JSON string: as text, it binds the same way in every
+// query exec mode (a Go map has no parameter type of its own under exec or simple
+// protocol).
+func configsJSON(configs map[string]string) string {
+	if configs == nil {
+		return "{}"
+	}
+	b, _ := json.Marshal(configs) // a map[string]string always encodes
+	return string(b)
+}
+
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// CreateTopic creates a topic and its partition rows in one statement.
+func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (catalog.Topic, error) {
+	if err := catalog.ValidateTopicName(name); err != nil {
+		return catalog.Topic{}, err
+	}
+	if err := catalog.ValidatePartitions(partitions); err != nil {
+		return catalog.Topic{}, err
+	}
+	if _, err := catalog.ParseConfig(configs); err != nil {
+		return catalog.Topic{}, err
+	}
+	t, err := scanTopic(c.pool.QueryRow(ctx, `
+		WITH t AS (
+			INSERT INTO topics (name, partitions, configs) VALUES ($1, $2, $3::jsonb)
+			RETURNING `+topicColumns+`
+		), p AS (
+			INSERT INTO partitions (topic_id, partition)
+			SELECT t.id, g FROM t, generate_series(0, $2 - 1) AS g
+		)
+		SELECT `+topicColumns+` FROM t`, name, partitions, configsJSON(configs)))
+	if isUniqueViolation(err) {
+		return catalog.Topic{}, fmt.Errorf("postgres: create topic %q: %w", name, catalog.ErrTopicExists)
+	}
+	if err != nil {
+		return catalog.Topic{}, fmt.Errorf("postgres: create topic %q: %w", name, err)
+	}
+	return t, nil
+}
+
+// Topic returns the live topic called name.
+func (c *Catalog) Topic(ctx context.Context, name string) (catalog.Topic, error) {
+	t, err := scanTopic(c.pool.QueryRow(ctx,
+		`SELECT `+topicColumns+` FROM topics WHERE name = $1 AND deleted_at IS NULL`, name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return catalog.Topic{}, fmt.Errorf("postgres: topic %q: %w", name, catalog.ErrTopicNotFound)
+	}
+	if err != nil {
+		return catalog.Topic{}, fmt.Errorf("postgres: topic %q: %w", name, err)
+	}
+	return t, nil
+}
+
+// TopicByID returns the live topic with the given id.
+func (c *Catalog) TopicByID(ctx context.Context, id int64) (catalog.Topic, error) {
+	t, err := scanTopic(c.pool.QueryRow(ctx,
+		`SELECT `+topicColumns+` FROM topics WHERE id = $1 AND deleted_at IS NULL`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return catalog.Topic{}, fmt.Errorf("postgres: topic id %d: %w", id, catalog.ErrTopicNotFound)
+	}
+	if err != nil {
+		return catalog.Topic{}, fmt.Errorf("postgres: topic id %d: %w", id, err)
+	}
+	return t, nil
+}
+
+// Topics lists the live topics by name.
+func (c *Catalog) Topics(ctx context.Context) ([]catalog.Topic, error) {
+	rows, err := c.pool.Query(ctx,
+		`SELECT `+topicColumns+` FROM topics WHERE deleted_at IS NULL ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list topics: %w", err)
+	}
+	ts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (catalog.Topic, error) { return scanTopic(r) })
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list topics: %w", err)
+	}
+	return ts, nil
+}
+
+// lockTopic locks a live topic's row, then its partition rows in order (the commit's
+// lock order), so a commit either finishes before the change or sees it.
+func lockTopic(ctx context.Context, tx pgx.Tx, name string) (catalog.Topic, error) {
+	t, err := scanTopic(tx.QueryRow(ctx,
+		`SELECT `+topicColumns+` FROM topics WHERE name = $1 AND deleted_at IS NULL FOR UPDATE`, name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return catalog.Topic{}, catalog.ErrTopicNotFound
+	}
+	if err != nil {
+		return catalog.Topic{}, err
+	}
+	if _, err := tx.Exec(ctx,
+		`SELECT 1 FROM partitions WHERE topic_id = $1 ORDER BY partition FOR UPDATE`, t.ID); err != nil {
+		return catalog.Topic{}, err
+	}
+	return t, nil
+}
+
+// DeleteTopic marks the topic deleted. Its rows stay for the compactor to reclaim; its
+// name is free at once.
+func (c *Catalog) DeleteTopic(ctx context.Context, name string) error {
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		t, err := lockTopic(ctx, tx, name)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE topics SET deleted_at = clock_timestamp() WHERE id = $1`, t.ID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: delete topic %q: %w", name, err)
+	}
+	return nil
+}
+
+// UpdateTopic grows the partition count and sets or removes configs.
+func (c *Catalog) UpdateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (catalog.Topic, error) {
+	if partitions != 0 {
+		if err := catalog.ValidatePartitions(partitions); err != nil {
+			return catalog.Topic{}, err
+		}
+	}
+	var out catalog.Topic
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		t, err := lockTopic(ctx, tx, name)
+		if err != nil {
+			return err
+		}
+		if partitions != 0 && partitions < t.Partitions {
+			return fmt.Errorf("%w: %d: the topic has %d partitions and partitions only grow", catalog.ErrInvalidPartitions, partitions, t.Partitions)
+		}
+		merged, _, err := catalog.UpdateConfigs(t.Configs, configs)
+		if err != nil {
+			return err
+		}
+		n := t.Partitions
+		if partitions > n {
+			n = partitions
+			if _, err := tx.Exec(ctx, `
+				INSERT INTO partitions (topic_id, partition)
+				SELECT $1, g FROM generate_series($2::int, $3::int - 1) AS g`, t.ID, t.Partitions, n); err != nil {
+				return err
+			}
+		}
+		out, err = scanTopic(tx.QueryRow(ctx,
+			`UPDATE topics SET partitions = $2, configs = $3::jsonb WHERE id = $1 RETURNING `+topicColumns,
+			t.ID, n, configsJSON(merged)))
+		return err
+	})
+	if err != nil {
+		return catalog.Topic{}, fmt.Errorf("postgres: update topic %q: %w", name, err)
+	}
+	return out, nil
+}
+
+// Partitions lists a live topic's partitions in order.
+func (c *Catalog) Partitions(ctx context.Context, topicID int64) ([]catalog.PartitionInfo, error) {
+	rows, err := c.pool.Query(ctx, `
+		SELECT p.topic_id, p.partition, p.log_start_offset, p.high_watermark, p.bytes
+		FROM topics t JOIN partitions p ON p.topic_id = t.id
+		WHERE t.id = $1 AND t.deleted_at IS NULL
+		ORDER BY p.partition`, topicID)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: partitions of topic id %d: %w", topicID, err)
+	}
+	ps, err := pgx.CollectRows(rows, pgx.RowToStructByPos[catalog.PartitionInfo])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: partitions of topic id %d: %w", topicID, err)
+	}
+	if len(ps) == 0 {
+		return nil, fmt.Errorf("postgres: partitions of topic id %d: %w", topicID, catalog.ErrTopicNotFound)
+	}
+	return ps, nil
+}

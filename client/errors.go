@@ -1,0 +1,131 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Error is an error answer from the server, parsed from its application/problem+json
+// body. Code is the API's stable machine-readable code (e.g. "topic_not_found"); Detail
+// is the human explanation. An answer that is not problem+json (a proxy's error page)
+// leaves Code empty and puts the start of the body in Detail.
+type Error struct {
+	Status int
+	Code   string
+	Title  string
+	Detail string
+	// RetryAfter is the server's Retry-After, zero when it sent none.
+	RetryAfter time.Duration
+}
+
+func (e *Error) Error() string {
+	msg := e.Detail
+	if msg == "" {
+		msg = e.Title
+	}
+	if msg == "" {
+		msg = http.StatusText(e.Status)
+	}
+	if e.Code != "" {
+		return fmt.Sprintf("%s (code %s, HTTP %d)", msg, e.Code, e.Status)
+	}
+	return fmt.Sprintf("%s (HTTP %d)", msg, e.Status)
+}
+
+// Retryable says whether the same call may succeed later unchanged: 429 (back-pressure)
+// and 503 (a dependency unavailable; by the API's contract nothing was done).
+func (e *Error) Retryable() bool {
+	return e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable
+}
+
+// IsRetryable reports whether err is, or wraps, a retryable *Error.
+func IsRetryable(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Retryable()
+}
+
+// HasCode reports whether err is, or wraps, an *Error with the given code.
+func HasCode(err error, code string) bool {
+	var e *Error
+	return code != "" && errors.As(err, &e) && e.Code == code
+}
+
+// StatusOf returns the HTTP status of an *Error in err's chain, or 0.
+func StatusOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}
+
+// problem is RFC 9457's body, with the API's "code" extension.
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	Code   string `json:"code"`
+	// RetryAfterMs is accepted as an extension, for bodies read without headers (SSE
+	// error events).
+	RetryAfterMs int64 `json:"retry_after_ms"`
+}
+
+func (p problem) toError(status int) *Error {
+	if status == 0 {
+		status = p.Status
+	}
+	return &Error{
+		Status:     status,
+		Code:       p.Code,
+		Title:      p.Title,
+		Detail:     p.Detail,
+		RetryAfter: time.Duration(p.RetryAfterMs) * time.Millisecond,
+	}
+}
+
+// parseError turns an error answer into *Error. It never fails: whatever the body is,
+// the status alone is an answer.
+func parseError(resp *http.Response) *Error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	e := &Error{Status: resp.StatusCode}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	var p problem
+	if (mt == "application/problem+json" || mt == "application/json") && json.Unmarshal(body, &p) == nil {
+		e = p.toError(resp.StatusCode)
+	} else {
+		e.Detail = strings.TrimSpace(string(body))
+		if len(e.Detail) > 200 {
+			e.Detail = e.Detail[:200] + "…"
+		}
+	}
+	if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+		e.RetryAfter = d
+	}
+	return e
+}
+
+// parseRetryAfter reads either form RFC 9110 allows: delay-seconds or an HTTP-date.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 {
+			return 0, false
+		}
+		return time.Duration(min(n, 3600)) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}

@@ -1,0 +1,196 @@
+// Command strata is Strata's one binary: the server (serve, with the writer, reader and
+// compactor roles; dev, everything embedded on one machine) and the command-line verbs
+// that talk to a running server over the HTTP API (topics, produce, consume).
+//
+// Exit codes: 0 success, 1 error, 2 usage.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/strata-io/strata/client"
+)
+
+// version is set at build time (-ldflags "-X main.version=v1.2.3"); otherwise the
+// module's build info tells what it can.
+var version = ""
+
+func versionString() string {
+	v, rev, dirty := version, "", false
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+	}
+	if v == "" {
+		v = "devel"
+	}
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		v += " " + rev
+		if dirty {
+			v += "+dirty"
+		}
+	}
+	return v
+}
+
+// env is the process's surroundings, injected so commands can be tested in-process.
+type env struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	getenv func(string) string
+	// stderrTTY says whether stderr is a terminal (progress lines are redrawn in place).
+	stderrTTY bool
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, stderrTTY: isTerminal(os.Stderr)}
+	code := run(ctx, e, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// verb is one runnable subcommand.
+type verb struct {
+	name string // "topics create"
+	new  func() (*command, func(ctx context.Context, e *env, c *command, args []string) error)
+}
+
+func verbs() []verb {
+	return []verb{
+		{"dev", devCommand},
+		{"serve", serveCommand},
+		{"topics create", topicsCreateCommand},
+		{"topics list", topicsListCommand},
+		{"topics describe", topicsDescribeCommand},
+		{"topics delete", topicsDeleteCommand},
+		{"topics alter", topicsAlterCommand},
+		{"produce", produceCommand},
+		{"consume", consumeCommand},
+		{"version", versionCommand},
+	}
+}
+
+const topUsage = `strata - a streaming platform on object storage
+
+Usage: strata COMMAND [flags]
+
+Servers:
+  dev              run everything in one process on a local directory (SQLite, files)
+  serve            run a node: --roles writer,reader against Postgres and S3
+
+Talking to a server (--server, env STRATA_SERVER, default http://127.0.0.1:8080):
+  topics create    create a topic
+  topics list      list topics
+  topics describe  show a topic's configs and partitions
+  topics delete    delete a topic
+  topics alter     add partitions, set or remove configs
+  produce          send JSON lines from stdin or a file
+  consume          print records as JSON lines
+
+Other:
+  version          print the version
+
+Run 'strata COMMAND -h' for a command's flags. Exit codes: 0 ok, 1 error, 2 usage.
+`
+
+// run runs one command line and returns the exit code.
+func run(ctx context.Context, e *env, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(e.stderr, topUsage)
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(e.stdout, topUsage)
+		return 0
+	case "-v", "-version", "--version":
+		args = []string{"version"}
+	}
+	name, rest := args[0], args[1:]
+	if name == "topics" {
+		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			fmt.Fprint(e.stderr, "Usage: strata topics create|list|describe|delete|alter ...\nRun 'strata topics VERB -h' for a verb's flags.\n")
+			if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "--help") {
+				return 0
+			}
+			return 2
+		}
+		name, rest = "topics "+rest[0], rest[1:]
+	}
+	for _, v := range verbs() {
+		if v.name != name {
+			continue
+		}
+		cmd, fn := v.new()
+		pos, err := cmd.parse(rest, e.getenv)
+		if errors.Is(err, flag.ErrHelp) {
+			cmd.usage(e.stdout)
+			return 0
+		}
+		if err == nil {
+			err = fn(ctx, e, cmd, pos)
+		}
+		return report(e, name, err)
+	}
+	fmt.Fprintf(e.stderr, "strata: unknown command %q\n\n%s", name, topUsage)
+	return 2
+}
+
+// report prints err the way a person can act on it and returns the exit code.
+func report(e *env, cmd string, err error) int {
+	var ue *usageError
+	var ce *client.Error
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(e.stderr, "strata %s: %s\nRun 'strata %s -h' for usage.\n", cmd, ue.msg, cmd)
+		return 2
+	case errors.As(err, &ce):
+		// The client's error already carries the server's detail and code.
+		fmt.Fprintf(e.stderr, "strata %s: %v\n", cmd, err)
+		return 1
+	default:
+		fmt.Fprintf(e.stderr, "strata %s: %v\n", cmd, err)
+		return 1
+	}
+}
+
+func versionCommand() (*command, func(context.Context, *env, *command, []string) error) {
+	c := newCommand("version", "strata version", "Prints the version of this binary.")
+	return c, func(ctx context.Context, e *env, c *command, args []string) error {
+		if len(args) > 0 {
+			return usagef(c.name, "unexpected argument %q", args[0])
+		}
+		fmt.Fprintf(e.stdout, "strata %s\n", versionString())
+		return nil
+	}
+}

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/strata-io/strata/client"
+)
+
+// DefaultServer is where the CLI verbs look for a server: what `strata dev` listens on.
+const DefaultServer = "http://127.0.0.1:8080"
+
+// serverFlags are the flags of every verb that talks to a server.
+type serverFlags struct {
+	server  string
+	apiKey  string
+	timeout time.Duration
+}
+
+func addServerFlags(c *command) *serverFlags {
+	s := &serverFlags{}
+	c.fs.StringVar(&s.server, "server", DefaultServer, "the Strata server's base `URL`")
+	c.fs.StringVar(&s.apiKey, "api-key", "", "API `key` sent as a bearer token, for servers that require one")
+	c.fs.DurationVar(&s.timeout, "timeout", 30*time.Second, "how long one request may take before it is abandoned")
+	return s
+}
+
+func (s *serverFlags) client(cmd string, extra ...client.Option) (*client.Client, error) {
+	u, err := url.Parse(s.server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usagef(cmd, "--server %q: want the server's base URL, like %s (flag --server or env STRATA_SERVER)", s.server, DefaultServer)
+	}
+	if s.timeout <= 0 {
+		return nil, usagef(cmd, "--timeout %s: want a positive duration such as 30s", s.timeout)
+	}
+	opts := []client.Option{client.WithUserAgent("strata-cli/" + strings.Fields(versionString())[0])}
+	if s.apiKey != "" {
+		opts = append(opts, client.WithAPIKey(s.apiKey))
+	}
+	return client.New(s.server, append(opts, extra...)...), nil
+}
+
+// oneName checks that a verb got exactly the one topic name it needs.
+func oneName(cmd string, args []string) (string, error) {
+	switch len(args) {
+	case 0:
+		return "", usagef(cmd, "missing the topic name: strata %s NAME", cmd)
+	case 1:
+		return args[0], nil
+	default:
+		return "", usagef(cmd, "one topic name expected, got %d arguments (%s); flags may go before or after the name", len(args), strings.Join(args, " "))
+	}
+}
+
+func topicsCreateCommand() (*command, func(context.Context, *env, *command, []string) error) {
+	c := newCommand("topics create", "strata topics create NAME [--partitions N] [--config KEY=VALUE ...]",
+		"Creates a topic. Configs are Kafka-style topic configs (retention.ms, cleanup.policy,\nkey.format, value.format, ...); unset ones take their defaults.")
+	sf := addServerFlags(c)
+	partitions := c.fs.Int("partitions", 1, "number of `partitions` (can grow later, never shrink)")
+	var configs stringList
+	c.fs.Var(&configs, "config", "topic config as `KEY=VALUE`; repeat for several")
+	return c, func(ctx context.Context, e *env, c *command, args []string) error {
+		name, err := oneName(c.name, args)
+		if err != nil {
+			return err
+		}
+		if *partitions < 1 || *partitions > 10000 {
+			return usagef(c.name, "--partitions %d: want between 1 and 10000", *partitions)
+		}
+		cfg, err := keyValues(configs.vals, "config")
+		if err != nil {
+			return usagef(c.name, "%v", err)
+		}
+		cl, err := sf.client(c.name)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, sf.timeout)
+		defer cancel()
+		t, err := cl.CreateTopic(ctx, name, int32(*partitions), cfg)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "created topic %s with %d partitions\n", t.Name, t.Partitions)
+		return nil
+	}
+}
+
+func topicsListCommand() (*command, func(context.Context, *env, *command, []string) error) {
+	c := newCommand("topics list", "strata topics list [--json]", "Lists the topics and their partition counts.")
+	sf := addServerFlags(c)
+	asJSON := c.fs.Bool("json", false, "print one JSON object per topic instead of a table")
+	return c, func(ctx context.Context, e *env, c *command, args []string) error {
+		if len(args) > 0 {
+			return usagef(c.name, "unexpected argument %q", args[0])
+		}
+		cl, err := sf.client(c.name)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, sf.timeout)
+		defer cancel()
+		ts, err := cl.ListTopics(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(e.stdout)
+			for _, t := range ts {
+				if err := enc.Encode(t); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tPARTITIONS")
+		for _, t := range ts {
+			fmt.Fprintf(tw, "%s\t%d\n", t.Name, t.Partitions)
+		}
+		return tw.Flush()
+	}
+}
+
+func topicsDescribeCommand() (*command, func(context.Context, *env, *command, []string) error) {
+	c := newCommand("topics describe", "strata topics describe NAME [--json]",
+		"Shows a topic's configs and, per partition, its log start offset and high watermark.")
+	sf := addServerFlags(c)
+	asJSON := c.fs.Bool("json", false, "print one JSON object instead of text")
+	return c, func(ctx context.Context, e *env, c *command, args []string) error {
+		name, err := oneName(c.name, args)
+		if err != nil {
+			return err
+		}
+		cl, err := sf.client(c.name)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, sf.timeout)
+		defer cancel()
+		t, err := cl.Topic(ctx, name)
+		if err != nil {
+			return err
+		}
+		parts, err := cl.Partitions(ctx, name)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(e.stdout).Encode(struct {
+				client.Topic
+				PartitionStates []client.Partition `json:"partition_states"`
+			}{t, parts})
+		}
+		fmt.Fprintf(e.stdout, "Topic:      %s\nPartitions: %d\n", t.Name, t.Partitions)
+		if !t.CreatedAt.IsZero() {
+			fmt.Fprintf(e.stdout, "Created:    %s\n", t.CreatedAt.UTC().Format(time.RFC3339))
+		}
+		fmt.Fprintln(e.stdout, "Configs:")
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		shown := 0
+		for _, k := range sortedKeys(t.Configs) {
+			fmt.Fprintf(tw, "  %s\t%s\n", k, t.Configs[k])
+			shown++
+		}
+		for _, k := range sortedKeys(t.EffectiveConfigs) {
+			if _, set := t.Configs[k]; !set {
+				fmt.Fprintf(tw, "  %s\t%s\t(default)\n", k, t.EffectiveConfigs[k])
+				shown++
+			}
+		}
+		if shown == 0 {
+			fmt.Fprintln(tw, "  (all defaults)")
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(e.stdout)
+		tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "PARTITION\tLOG START\tHIGH WATERMARK\tRECORDS\tBYTES\t")
+		for _, p := range parts {
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t\n", p.Partition, p.LogStartOffset, p.HighWatermark, p.HighWatermark-p.LogStartOffset, formatBytes(p.Bytes))
+		}
+		return tw.Flush()
+	}
+}
+
+func topicsDeleteCommand() (*command, func(context.Context, *env, *command, []string) error) {
+	c := newCommand("topics delete", "strata topics delete NAME",
+		"Deletes a topic. Its data becomes unreadable at once and is removed by the compactor;\na topic created later under the same name starts empty.")
+	sf := addServerFlags(c)
+	return c, func(ctx context.Context, e *env, c *command, args []string) error {
+		name, err := oneName(c.name, args)
+		if err != nil {
+			return err
+		}
+		cl, err := sf.client(c.name)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, sf.timeout)
+		defer cancel()
+		if err := cl.DeleteTopic(ctx, name); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "deleted topic %s\n", name)
+		return nil
+	}
+}
+
+func topicsAlterCommand() (*command, func(context.Context, *env, *command, []string) error) {
+	c := newCommand("topics alter", "strata topics alter NAME [--partitions N] [--config KEY=VALUE ...] [--delete-config KEY ...]",
+		"Grows a topic's partition count and sets or removes configs, as one change.\nKeyed records of existing keys may move partition when the count grows.")
+	sf := addServerFlags(c)
+	partitions := c.fs.Int("partitions", 0, "new partition `count`, larger than the current one (0: unchanged)")
+	var configs, deletes stringList
+	c.fs.Var(&configs, "config", "set a topic config, `KEY=VALUE`; repeat for several")
+	c.fs.Var(&deletes, "delete-config", "remove an explicit config, back to its default: `KEY`; repeat for several")
+	return c, func(ctx context.Context, e *env, c *command, args []string) error {
+		name, err := oneName(c.name, args)
+		if err != nil {
+			return err
+		}
+		if *partitions < 0 || *partitions > 10000 {
+			return usagef(c.name, "--partitions %d: want between 1 and 10000 (or 0 to leave it)", *partitions)
+		}
+		cfg, err := keyValues(configs.vals, "config")
+		if err != nil {
+			return usagef(c.name, "%v", err)
+		}
+		for _, k := range deletes.vals {
+			if _, both := cfg[k]; both {
+				return usagef(c.name, "%s is both set (--config) and removed (--delete-config): choose one", k)
+			}
+		}
+		if *partitions == 0 && len(cfg) == 0 && len(deletes.vals) == 0 {
+			return usagef(c.name, "nothing to change: give --partitions, --config or --delete-config")
+		}
+		cl, err := sf.client(c.name)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, sf.timeout)
+		defer cancel()
+		t, err := cl.AlterTopic(ctx, name, client.TopicAlter{Partitions: int32(*partitions), Configs: cfg, DeleteConfigs: deletes.vals})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "altered topic %s: %d partitions\n", t.Name, t.Partitions)
+		return nil
+	}
+}

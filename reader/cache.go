@@ -1,0 +1,234 @@
+package reader
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// blockKey names one cache block: the idx-th BlockSize-aligned range of an object.
+// Objects are immutable and their keys never reused, so a block never goes stale.
+type blockKey struct {
+	obj string
+	idx int64
+}
+
+type cached struct {
+	key  blockKey
+	data []byte
+}
+
+// load is one block being fetched. Whoever created it (the leader) completes it;
+// others needing the block meanwhile (followers) wait on done instead of sending their
+// own GET.
+type load struct {
+	done chan struct{}
+	data []byte
+	err  error
+	// leaderGone says err came from the leader's own context ending: a follower whose
+	// context is still alive retries instead of failing with someone else's cancellation.
+	leaderGone bool
+}
+
+// blockCache is an LRU of object blocks sized in bytes, with concurrent misses for
+// one block merged into one GET. golang.org/x/sync/singleflight would merge calls by
+// key, but a miss here GETs a run of adjacent blocks in one request while other
+// fetches wait on single blocks of that run, and each block must be in the cache
+// before its waiters are released; a small map of loads does both.
+type blockCache struct {
+	store     rangeGetter
+	blockSize int64
+	max       int64
+	m         *metrics
+
+	mu      sync.Mutex
+	size    int64
+	items   map[blockKey]*list.Element // values *cached
+	lru     list.List                  // front: most recently used
+	loading map[blockKey]*load
+}
+
+func newBlockCache(store rangeGetter, blockSize, maxBytes int64, m *metrics) *blockCache {
+	return &blockCache{
+		store:     store,
+		blockSize: blockSize,
+		max:       maxBytes,
+		m:         m,
+		items:     make(map[blockKey]*list.Element),
+		loading:   make(map[blockKey]*load),
+	}
+}
+
+// read returns bytes [off, off+n) of object obj, whose whole size is objSize. They
+// may be the cache's own (a range inside one block is not copied): read-only.
+func (c *blockCache) read(ctx context.Context, obj string, objSize, off, n int64) ([]byte, error) {
+	if off < 0 || n <= 0 || off+n > objSize {
+		return nil, fmt.Errorf("read %s [%d,+%d): range outside the object's %d bytes", obj, off, n, objSize)
+	}
+	first, last := off/c.blockSize, (off+n-1)/c.blockSize
+	for {
+		blocks, retry, err := c.blocks(ctx, obj, objSize, first, last)
+		if retry {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s [%d,+%d): %w", obj, off, n, err)
+		}
+		if len(blocks) == 1 {
+			lo := off - first*c.blockSize
+			return blocks[0][lo : lo+n : lo+n], nil
+		}
+		out := make([]byte, n)
+		w := 0
+		for i, b := range blocks {
+			start := (first + int64(i)) * c.blockSize
+			lo := max(off-start, 0)
+			hi := min(off+n-start, int64(len(b)))
+			w += copy(out[w:], b[lo:hi])
+		}
+		return out, nil
+	}
+}
+
+type pending struct {
+	idx int64
+	l   *load
+}
+
+// blocks returns blocks first..last of obj. retry reports that a block this call
+// waited for failed only because its leader's context ended.
+func (c *blockCache) blocks(ctx context.Context, obj string, objSize, first, last int64) (blocks [][]byte, retry bool, err error) {
+	blocks = make([][]byte, last-first+1)
+	var mine, theirs []pending
+	var hits, misses int
+	c.mu.Lock()
+	for i := first; i <= last; i++ {
+		k := blockKey{obj, i}
+		if e, ok := c.items[k]; ok {
+			c.lru.MoveToFront(e)
+			blocks[i-first] = e.Value.(*cached).data
+			hits++
+			continue
+		}
+		misses++
+		if l, ok := c.loading[k]; ok {
+			theirs = append(theirs, pending{i, l})
+			continue
+		}
+		l := &load{done: make(chan struct{})}
+		c.loading[k] = l
+		mine = append(mine, pending{i, l})
+	}
+	c.mu.Unlock()
+	c.m.cacheHits.Add(float64(hits))
+	c.m.cacheMisses.Add(float64(misses))
+
+	// Every load this call leads completes before it waits on anyone else's, so two
+	// fetches that each lead a block the other needs cannot deadlock.
+	if err := c.fetch(ctx, obj, objSize, mine); err != nil {
+		return nil, false, err
+	}
+	for _, p := range mine {
+		blocks[p.idx-first] = p.l.data
+	}
+	for _, p := range theirs {
+		select {
+		case <-p.l.done:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+		if p.l.err != nil {
+			return nil, p.l.leaderGone, p.l.err
+		}
+		blocks[p.idx-first] = p.l.data
+	}
+	return blocks, false, nil
+}
+
+// fetch GETs the blocks of mine (ascending), one GET per run of adjacent blocks, and
+// completes every one of their loads, whatever happens.
+func (c *blockCache) fetch(ctx context.Context, obj string, objSize int64, mine []pending) (err error) {
+	next := 0 // mine[:next] are completed
+	defer func() {
+		if next < len(mine) {
+			e := err
+			if e == nil { // a panic below: release the waiters, then let it unwind
+				e = errors.New("block load abandoned")
+			}
+			c.complete(obj, mine[next:], nil, e, ctx.Err() != nil)
+		}
+	}()
+	for next < len(mine) {
+		end := next + 1
+		for end < len(mine) && mine[end].idx == mine[end-1].idx+1 {
+			end++
+		}
+		run := mine[next:end]
+		off := run[0].idx * c.blockSize
+		n := min((run[len(run)-1].idx+1)*c.blockSize, objSize) - off
+		var data []byte
+		data, err = c.store.GetRange(ctx, obj, off, n)
+		c.m.gets.Inc()
+		c.m.getBytes.Add(float64(len(data)))
+		if err == nil && int64(len(data)) != n {
+			err = fmt.Errorf("get range %s [%d,+%d): got %d bytes", obj, off, n, len(data))
+		}
+		if err != nil {
+			return err
+		}
+		c.complete(obj, run, data, nil, false)
+		next = end
+	}
+	return nil
+}
+
+// complete caches the blocks of run (cut from data, which starts at run[0]'s block)
+// or, on err, drops their loads so the next lookup tries again; then wakes waiters.
+func (c *blockCache) complete(obj string, run []pending, data []byte, err error, leaderGone bool) {
+	c.mu.Lock()
+	for i, p := range run {
+		k := blockKey{obj, p.idx}
+		delete(c.loading, k)
+		if err != nil {
+			p.l.err, p.l.leaderGone = err, leaderGone
+			continue
+		}
+		lo := int64(i) * c.blockSize
+		hi := min(lo+c.blockSize, int64(len(data)))
+		p.l.data = data[lo:hi:hi]
+		c.insert(k, p.l.data)
+	}
+	c.m.cacheBytes.Set(float64(c.size))
+	c.mu.Unlock()
+	for _, p := range run {
+		close(p.l.done)
+	}
+}
+
+// insert adds a block and evicts least recently used ones beyond max. c.mu is held.
+func (c *blockCache) insert(k blockKey, data []byte) {
+	if int64(len(data)) > c.max {
+		return
+	}
+	c.items[k] = c.lru.PushFront(&cached{key: k, data: data})
+	c.size += int64(len(data))
+	for c.size > c.max {
+		e := c.lru.Back()
+		b := e.Value.(*cached)
+		c.lru.Remove(e)
+		delete(c.items, b.key)
+		c.size -= int64(len(b.data))
+	}
+}
+
+// stats reports the cache's contents, for tests.
+func (c *blockCache) stats() (blocks int, bytes int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.items), c.size
+}

@@ -1,0 +1,108 @@
+package reader
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config tunes a Reader. A zero field takes its default.
+type Config struct {
+	// CacheBytes bounds the in-memory block cache (LRU by bytes). Default 256 MiB.
+	CacheBytes int64
+	// BlockSize is the cache's unit: blocks are aligned ranges of an object, and a
+	// miss GETs the block(s) covering what a fetch needs, clamped to the object's
+	// size. Default 4 MiB.
+	BlockSize int64
+	// PollInterval is how often a long-poll re-reads the high watermark when no
+	// commit notification wakes it (notifications are best effort). Default 500ms.
+	PollInterval time.Duration
+	// DefaultMaxRecords applies when a Fetch leaves MaxRecords at 0. Default 500.
+	DefaultMaxRecords int
+	// DefaultMaxBytes applies when a Fetch leaves MaxBytes at 0. Default 1 MiB.
+	DefaultMaxBytes int64
+	// MaxRecords caps Fetch.MaxRecords (larger asks are clamped). Default 10,000.
+	MaxRecords int
+	// MaxBytes caps Fetch.MaxBytes (larger asks are clamped). Default 16 MiB.
+	MaxBytes int64
+	// MaxWait caps Fetch.Wait (longer asks are clamped). Default 30s.
+	MaxWait time.Duration
+}
+
+// Defaults.
+const (
+	DefaultCacheBytes        = 256 << 20
+	DefaultBlockSize         = 4 << 20
+	DefaultPollInterval      = 500 * time.Millisecond
+	DefaultDefaultMaxRecords = 500
+	DefaultDefaultMaxBytes   = 1 << 20
+	DefaultMaxRecordsCap     = 10000
+	DefaultMaxBytesCap       = 16 << 20
+	DefaultMaxWait           = 30 * time.Second
+)
+
+// maxMaxBytes bounds Config.MaxBytes.
+const maxMaxBytes = 1 << 30
+
+// minBlockSize keeps the cache from degenerating into one GET per batch header.
+const minBlockSize = 4 << 10
+
+// ErrInvalidConfig is wrapped by every Config.Validate error.
+var ErrInvalidConfig = errors.New("reader: invalid config")
+
+// withDefaults returns c with zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.CacheBytes == 0 {
+		c.CacheBytes = DefaultCacheBytes
+	}
+	if c.BlockSize == 0 {
+		c.BlockSize = DefaultBlockSize
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.DefaultMaxRecords == 0 {
+		c.DefaultMaxRecords = DefaultDefaultMaxRecords
+	}
+	if c.DefaultMaxBytes == 0 {
+		c.DefaultMaxBytes = DefaultDefaultMaxBytes
+	}
+	if c.MaxRecords == 0 {
+		c.MaxRecords = DefaultMaxRecordsCap
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultMaxBytesCap
+	}
+	if c.MaxWait == 0 {
+		c.MaxWait = DefaultMaxWait
+	}
+	return c
+}
+
+// Validate checks c (zero fields meaning their defaults) and says how to fix it.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case c.BlockSize < minBlockSize:
+		return bad("block size %d: must be at least %d bytes (default %d)", c.BlockSize, minBlockSize, DefaultBlockSize)
+	case c.CacheBytes < c.BlockSize:
+		return bad("cache bytes %d: must hold at least one block (block size %d); raise the cache or lower the block size", c.CacheBytes, c.BlockSize)
+	case c.PollInterval < time.Millisecond:
+		return bad("poll interval %s: must be at least 1ms (default %s)", c.PollInterval, DefaultPollInterval)
+	case c.MaxRecords < 1:
+		return bad("max records %d: must be positive (default %d)", c.MaxRecords, DefaultMaxRecordsCap)
+	case c.MaxBytes < 1 || c.MaxBytes > maxMaxBytes:
+		// A fetch is held in memory whole.
+		return bad("max bytes %d: must be between 1 and %d (default %d)", c.MaxBytes, maxMaxBytes, DefaultMaxBytesCap)
+	case c.DefaultMaxRecords < 1 || c.DefaultMaxRecords > c.MaxRecords:
+		return bad("default max records %d: must be between 1 and max records %d", c.DefaultMaxRecords, c.MaxRecords)
+	case c.DefaultMaxBytes < 1 || c.DefaultMaxBytes > c.MaxBytes:
+		return bad("default max bytes %d: must be between 1 and max bytes %d", c.DefaultMaxBytes, c.MaxBytes)
+	case c.MaxWait < 0:
+		return bad("max wait %s: must not be negative (default %s)", c.MaxWait, DefaultMaxWait)
+	}
+	return nil
+}

@@ -1,0 +1,394 @@
+package reader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/objstore"
+	"github.com/strata-io/strata/segment"
+)
+
+// rangeGetter is the part of the object store the reader uses.
+type rangeGetter interface {
+	// GetRange returns exactly n bytes of key starting at off.
+	GetRange(ctx context.Context, key string, off, n int64) ([]byte, error)
+}
+
+// chunkSource is the part of the catalog the reader uses.
+type chunkSource interface {
+	Chunks(ctx context.Context, topicID int64, partition int32, offset, maxBytes int64) (catalog.ChunkList, error)
+	Listen(ctx context.Context, fn func(catalog.Watermark)) error
+}
+
+var (
+	_ rangeGetter = (objstore.Store)(nil)
+	_ chunkSource = (catalog.Catalog)(nil)
+)
+
+// Reader serves fetches. It is safe for concurrent use.
+type Reader struct {
+	cat   chunkSource
+	cfg   Config
+	log   *slog.Logger
+	m     *metrics
+	cache *blockCache
+	// narrowAbove: chunks longer than this are read through the object's footer, so a
+	// fetch GETs only the batches it needs from a large compacted chunk.
+	narrowAbove int64
+
+	mu      sync.Mutex
+	waiters map[partKey]map[*waiter]struct{}
+}
+
+type partKey struct {
+	topicID   int64
+	partition int32
+}
+
+// waiter is one long-poll waiting for its partition's high watermark to pass offset.
+type waiter struct {
+	key    partKey
+	offset int64
+	wake   chan string // buffered 1: why it was woken ("notify" or "poll")
+}
+
+// Backoff between Listen attempts.
+const (
+	minListenBackoff = 100 * time.Millisecond
+	maxListenBackoff = 10 * time.Second
+)
+
+// New returns a Reader. cfg's zero fields take their defaults; an invalid cfg panics,
+// so call cfg.Validate at start-up to report it properly. A nil reg registers no
+// metrics.
+func New(store rangeGetter, cat chunkSource, cfg Config, log *slog.Logger, reg prometheus.Registerer) *Reader {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	cfg = cfg.withDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := newMetrics(reg)
+	return &Reader{
+		cat:         cat,
+		cfg:         cfg,
+		log:         log.With("component", "reader"),
+		m:           m,
+		cache:       newBlockCache(store, cfg.BlockSize, cfg.CacheBytes, m),
+		narrowAbove: 2 * cfg.BlockSize,
+		waiters:     make(map[partKey]map[*waiter]struct{}),
+	}
+}
+
+// Run receives commit notifications and wakes the long-polls of their partitions,
+// until ctx ends. When Listen fails it retries with backoff; long-polls meanwhile rely
+// on polling. It returns nil when ctx ends.
+func (r *Reader) Run(ctx context.Context) error {
+	backoff := minListenBackoff
+	t := time.NewTimer(0)
+	defer t.Stop()
+	<-t.C
+	for {
+		start := time.Now()
+		err := r.cat.Listen(ctx, r.Notify)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(start) > maxListenBackoff {
+			backoff = minListenBackoff
+		}
+		r.log.Warn("commit notifications interrupted; long-polls poll until they resume", "err", err, "retry_in", backoff)
+		// Commits made while nobody listened went unannounced: have every waiter look
+		// now instead of at its next poll.
+		r.wakeAll()
+		t.Reset(jitter(backoff))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		backoff = min(2*backoff, maxListenBackoff)
+	}
+}
+
+// Notify wakes the long-polls of w's partition that wait below w.HighWatermark. Run
+// calls it for catalog notifications; in-process writers may call it directly.
+func (r *Reader) Notify(w catalog.Watermark) {
+	r.wake(partKey{w.TopicID, w.Partition}, w.HighWatermark, "notify")
+}
+
+func (r *Reader) wake(k partKey, hw int64, by string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for w := range r.waiters[k] {
+		if hw > w.offset {
+			select {
+			case w.wake <- by:
+			default:
+			}
+		}
+	}
+}
+
+func (r *Reader) wakeAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ws := range r.waiters {
+		for w := range ws {
+			select {
+			case w.wake <- "poll":
+			default:
+			}
+		}
+	}
+}
+
+func (r *Reader) addWaiter(k partKey, offset int64) *waiter {
+	w := &waiter{key: k, offset: offset, wake: make(chan string, 1)}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ws := r.waiters[k]
+	if ws == nil {
+		ws = make(map[*waiter]struct{})
+		r.waiters[k] = ws
+	}
+	ws[w] = struct{}{}
+	return w
+}
+
+func (r *Reader) removeWaiter(w *waiter) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ws := r.waiters[w.key]
+	delete(ws, w)
+	if len(ws) == 0 {
+		delete(r.waiters, w.key)
+	}
+}
+
+// Fetch returns records of one partition from f.Offset, waiting up to f.Wait when
+// f.Offset is the high watermark. Errors: *OutOfRangeError, ErrInvalidFetch, the
+// catalog's ErrTopicNotFound / ErrPartitionOutOfRange (wrapped), ctx's error;
+// anything else is a server error (a missing object, a corrupt batch), never wrong
+// data. Record bytes are the caller's.
+func (r *Reader) Fetch(ctx context.Context, f Fetch) (Result, error) {
+	f, err := r.normalize(f)
+	if err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+	list, waited, err := r.lookup(ctx, f)
+	if err != nil {
+		return Result{}, err
+	}
+	defer func() { r.m.fetchSeconds.Observe((time.Since(start) - waited).Seconds()) }()
+	res := Result{
+		NextOffset:     f.Offset,
+		HighWatermark:  list.Partition.HighWatermark,
+		LogStartOffset: list.Partition.LogStartOffset,
+	}
+	var size int64
+	err = r.scan(ctx, f, list, func(b rawBatch) (bool, error) {
+		if b.data == nil { // a hole left by key compaction
+			res.NextOffset = max(res.NextOffset, b.last+1)
+			return true, nil
+		}
+		// Records of an uncompressed batch alias its bytes: decode a private copy so
+		// the caller owns them. A compressed one decompresses into a new buffer
+		// anyway, and is decoded where it lies, its offsets shifted after.
+		raw := b.data
+		if !b.compressed {
+			raw = b.own()
+		}
+		db, err := segment.DecodeBatch(raw)
+		if err != nil {
+			return false, fmt.Errorf("decode batch at offset %d: %w", b.base, err)
+		}
+		shift := b.base - db.BaseOffset
+		for _, rec := range db.Records {
+			rec.Offset += shift
+			if rec.Offset < res.NextOffset {
+				continue
+			}
+			if rec.Offset > b.last {
+				return false, fmt.Errorf("decode batch at offset %d: record offset %d beyond the batch's last %d: %w", b.base, rec.Offset, b.last, segment.ErrCorrupt)
+			}
+			n := recordSize(rec)
+			if len(res.Records) > 0 && (len(res.Records) >= f.MaxRecords || size+n > f.MaxBytes) {
+				return false, nil
+			}
+			res.Records = append(res.Records, rec)
+			size += n
+			res.NextOffset = rec.Offset + 1
+		}
+		// Offsets past the last record but inside the batch were removed by key
+		// compaction: the next fetch starts after them.
+		res.NextOffset = max(res.NextOffset, b.last+1)
+		return len(res.Records) < f.MaxRecords && size < f.MaxBytes, nil
+	})
+	if err == nil && res.NextOffset == f.Offset && f.Offset < res.HighWatermark {
+		err = fmt.Errorf("no batch holds offset %d below the high watermark %d: %w", f.Offset, res.HighWatermark, segment.ErrCorrupt)
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("reader: fetch topic %d partition %d offset %d: %w", f.TopicID, f.Partition, f.Offset, err)
+	}
+	return res, nil
+}
+
+// FetchRaw is Fetch for callers that serve Kafka v2 batches as they are: it returns
+// whole batches with their base offsets rewritten.
+func (r *Reader) FetchRaw(ctx context.Context, f Fetch) (RawResult, error) {
+	f, err := r.normalize(f)
+	if err != nil {
+		return RawResult{}, err
+	}
+	start := time.Now()
+	list, waited, err := r.lookup(ctx, f)
+	if err != nil {
+		return RawResult{}, err
+	}
+	defer func() { r.m.fetchSeconds.Observe((time.Since(start) - waited).Seconds()) }()
+	res := RawResult{
+		NextOffset:     f.Offset,
+		HighWatermark:  list.Partition.HighWatermark,
+		LogStartOffset: list.Partition.LogStartOffset,
+	}
+	var size int64
+	var records int
+	err = r.scan(ctx, f, list, func(b rawBatch) (bool, error) {
+		if b.data == nil { // a hole left by key compaction
+			res.NextOffset = max(res.NextOffset, b.last+1)
+			return true, nil
+		}
+		n := int64(len(b.data))
+		if len(res.Batches) > 0 && size+n > f.MaxBytes {
+			return false, nil
+		}
+		res.Batches = append(res.Batches, b.own())
+		size += n
+		// Records below the fetch offset in the first batch do not count.
+		records += int(min(b.last+1-res.NextOffset, int64(b.records)))
+		res.NextOffset = b.last + 1
+		return records < f.MaxRecords && size < f.MaxBytes, nil
+	})
+	if err == nil && res.NextOffset == f.Offset && f.Offset < res.HighWatermark {
+		err = fmt.Errorf("no batch holds offset %d below the high watermark %d: %w", f.Offset, res.HighWatermark, segment.ErrCorrupt)
+	}
+	if err != nil {
+		return RawResult{}, fmt.Errorf("reader: fetch raw topic %d partition %d offset %d: %w", f.TopicID, f.Partition, f.Offset, err)
+	}
+	return res, nil
+}
+
+// recordSize is what a record counts against Fetch.MaxBytes: the bytes a response
+// carries for it.
+func recordSize(rec segment.DecodedRecord) int64 {
+	n := int64(len(rec.Key) + len(rec.Value))
+	for _, h := range rec.Headers {
+		n += int64(len(h.Key) + len(h.Value))
+	}
+	return n
+}
+
+// normalize applies defaults and caps.
+func (r *Reader) normalize(f Fetch) (Fetch, error) {
+	if f.MaxRecords < 0 || f.MaxBytes < 0 || f.Wait < 0 {
+		return f, fmt.Errorf("%w: max records %d, max bytes %d, wait %s: none may be negative", ErrInvalidFetch, f.MaxRecords, f.MaxBytes, f.Wait)
+	}
+	if f.MaxRecords == 0 {
+		f.MaxRecords = r.cfg.DefaultMaxRecords
+	}
+	if f.MaxBytes == 0 {
+		f.MaxBytes = r.cfg.DefaultMaxBytes
+	}
+	f.MaxRecords = min(f.MaxRecords, r.cfg.MaxRecords)
+	f.MaxBytes = min(f.MaxBytes, r.cfg.MaxBytes)
+	f.Wait = min(f.Wait, r.cfg.MaxWait)
+	return f, nil
+}
+
+// lookup finds the chunks from f.Offset. At the high watermark with f.Wait > 0 it
+// long-polls: it returns when a notification or a poll shows data, or, with no chunks,
+// when f.Wait has elapsed. waited is the time spent waiting.
+func (r *Reader) lookup(ctx context.Context, f Fetch) (list catalog.ChunkList, waited time.Duration, err error) {
+	if f.Wait <= 0 {
+		list, err = r.chunks(ctx, f)
+		return list, 0, err
+	}
+	// Registered before the first look, so a commit landing between the look and the
+	// wait still wakes this fetch.
+	k := partKey{f.TopicID, f.Partition}
+	w := r.addWaiter(k, f.Offset)
+	defer r.removeWaiter(w)
+	list, err = r.chunks(ctx, f)
+	if err != nil || f.Offset < list.Partition.HighWatermark {
+		return list, 0, err
+	}
+	start := time.Now()
+	defer func() { waited = time.Since(start) }()
+	deadline := time.NewTimer(f.Wait)
+	defer deadline.Stop()
+	poll := time.NewTimer(jitter(r.cfg.PollInterval))
+	defer poll.Stop()
+	for {
+		var by string
+		select {
+		case <-ctx.Done():
+			return catalog.ChunkList{}, 0, ctx.Err()
+		case <-deadline.C:
+			return list, 0, nil
+		case by = <-w.wake:
+		case <-poll.C:
+			by = "poll"
+			poll.Reset(jitter(r.cfg.PollInterval))
+		}
+		list, err = r.chunks(ctx, f)
+		if err != nil {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			return list, 0, err
+		}
+		if hw := list.Partition.HighWatermark; f.Offset < hw {
+			if by == "notify" {
+				r.m.wakeupsNotify.Inc()
+			} else {
+				r.m.wakeupsPoll.Inc()
+				// Others waiting on this partition need not each wait for their own poll.
+				r.wake(k, hw, "poll")
+			}
+			return list, 0, nil
+		}
+	}
+}
+
+// chunks looks up f's chunks and turns an out-of-range offset into *OutOfRangeError.
+func (r *Reader) chunks(ctx context.Context, f Fetch) (catalog.ChunkList, error) {
+	// The catalog counts whole chunks, batch framing included, and stops before the
+	// chunk that would pass its limit, while Fetch counts record bytes: asking for
+	// twice as much usually fills a fetch in one lookup. Chunk rows are small, and
+	// chunks past what the fetch uses are never read.
+	list, err := r.cat.Chunks(ctx, f.TopicID, f.Partition, f.Offset, 2*f.MaxBytes)
+	p := list.Partition
+	if errors.Is(err, catalog.ErrOffsetOutOfRange) || (err == nil && (f.Offset < p.LogStartOffset || f.Offset > p.HighWatermark)) {
+		return list, &OutOfRangeError{Offset: f.Offset, LogStartOffset: p.LogStartOffset, HighWatermark: p.HighWatermark}
+	}
+	if err != nil {
+		return list, fmt.Errorf("reader: look up chunks of topic %d partition %d at offset %d: %w", f.TopicID, f.Partition, f.Offset, err)
+	}
+	return list, nil
+}
+
+// jitter spreads d by ±10% so waiters and retries do not move in lockstep.
+func jitter(d time.Duration) time.Duration {
+	return d - d/10 + rand.N(d/5+1)
+}

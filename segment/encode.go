@@ -1,0 +1,321 @@
+package segment
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// EncodeOptions tunes Encode.
+type EncodeOptions struct {
+	// IndexInterval, when > 0, adds a sparse index entry at least every IndexInterval
+	// bytes (compactor objects, whose batches carry real offsets). Every partition's
+	// first batch gets an entry. It requires each partition's batches, in the order
+	// given, to cover strictly increasing offset ranges.
+	IndexInterval int64
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// plan is what validating a batch learns, reused when laying it out.
+type plan struct {
+	size      int   // bytes of the uncompressed records section
+	lastDelta int32 // offset delta of the last record
+	assign    bool  // the records' offset deltas are 0..n-1 (all given as 0)
+	maxTs     int64
+	encLen    int // bytes of the encoded batch
+	staged    int // where a compressed batch starts in encoder.staged
+}
+
+// encoder holds scratch space reused across batches and calls.
+type encoder struct {
+	records []byte        // uncompressed records of a compressed batch
+	staged  []byte        // compressed batches, before they are copied into the object
+	footer  []byte        // the footer, measured before the object is allocated
+	headers []kmsg.Header // one record's headers, converted for kmsg
+}
+
+var encoders = sync.Pool{New: func() any { return new(encoder) }}
+
+// Encode lays out batches as one object. infos[i] describes batches[i].
+//
+// Batches are grouped by (TopicID, Partition), ascending, keeping the caller's order
+// within a partition, so each partition's batches form one contiguous byte range: from
+// the Pos of its first batch to the end of its last. Invalid input (an empty batch, a
+// negative partition or base offset, offset deltas that do not strictly increase, a
+// batch over MaxBatchBytes, ...) is refused with an error wrapping ErrInvalid.
+func Encode(batches []Batch, opts EncodeOptions) (obj []byte, infos []BatchInfo, err error) {
+	if len(batches) == 0 {
+		return nil, nil, fmt.Errorf("segment: encode: no batches: %w", ErrInvalid)
+	}
+	if opts.IndexInterval < 0 {
+		return nil, nil, fmt.Errorf("segment: encode: index interval %d is negative: %w", opts.IndexInterval, ErrInvalid)
+	}
+	plans := make([]plan, len(batches))
+	for i := range batches {
+		b := &batches[i]
+		p, err := checkBatch(b)
+		if err != nil {
+			return nil, nil, fmt.Errorf("segment: encode: batch %d (topic %d, partition %d): %w", i, b.TopicID, b.Partition, err)
+		}
+		plans[i] = p
+	}
+
+	order := make([]int, len(batches))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return comparePartition(&batches[a], &batches[b]) })
+	if opts.IndexInterval > 0 {
+		for k := 1; k < len(order); k++ {
+			prev, next := &batches[order[k-1]], &batches[order[k]]
+			if comparePartition(prev, next) == 0 && next.BaseOffset <= prev.BaseOffset+int64(plans[order[k-1]].lastDelta) {
+				return nil, nil, fmt.Errorf("segment: encode: batch %d (topic %d, partition %d): base offset %d not above the previous batch's last offset %d: %w",
+					order[k], next.TopicID, next.Partition, next.BaseOffset, prev.BaseOffset+int64(plans[order[k-1]].lastDelta), ErrInvalid)
+			}
+		}
+	}
+
+	// The object is allocated once at its exact size. Compressed batches have no size
+	// until compressed, so they are laid out first in scratch space and copied in; the
+	// footer's size does not depend on the CRCs still unknown (fixed width), so it is
+	// measured before the uncompressed batches are written.
+	e := encoders.Get().(*encoder)
+	defer e.release()
+	e.staged = e.staged[:0]
+	for _, i := range order {
+		b, p := &batches[i], &plans[i]
+		if b.Compression == CompressionNone {
+			p.encLen = batchHeaderSize + p.size
+			continue
+		}
+		p.staged = len(e.staged)
+		if e.staged, err = e.appendBatch(e.staged, b, p); err != nil {
+			return nil, nil, fmt.Errorf("segment: encode: batch %d (topic %d, partition %d): %w", i, b.TopicID, b.Partition, err)
+		}
+		p.encLen = len(e.staged) - p.staged
+	}
+	infos = make([]BatchInfo, len(batches))
+	footer := Footer{Version: FormatVersion, Batches: make([]BatchInfo, len(batches))}
+	var pos, lastIndexed int64
+	for k, i := range order {
+		b, p := &batches[i], &plans[i]
+		infos[i] = BatchInfo{
+			TopicID:         b.TopicID,
+			Partition:       b.Partition,
+			Pos:             pos,
+			Len:             int64(p.encLen),
+			Records:         int32(len(b.Records)),
+			BaseOffset:      b.BaseOffset,
+			LastOffsetDelta: p.lastDelta,
+			FirstTimestamp:  b.Records[0].Timestamp,
+			MaxTimestamp:    p.maxTs,
+			ProducerID:      b.ProducerID,
+			ProducerEpoch:   b.ProducerEpoch,
+			BaseSequence:    b.BaseSequence,
+		}
+		if opts.IndexInterval > 0 {
+			newRun := k == 0 || comparePartition(&batches[order[k-1]], b) != 0
+			if newRun || pos-lastIndexed >= opts.IndexInterval {
+				footer.Index = append(footer.Index, IndexEntry{Offset: b.BaseOffset, Pos: pos})
+				lastIndexed = pos
+			}
+		}
+		pos += int64(p.encLen)
+	}
+	for k, i := range order {
+		footer.Batches[k] = infos[i] // sized now; the CRCs follow
+	}
+	e.footer = appendFooter(e.footer[:0], &footer)
+	footerLen := len(e.footer)
+	if footerLen > maxFooterLen {
+		return nil, nil, fmt.Errorf("segment: encode: footer of %d batches takes %d bytes, more than %d: %w", len(batches), footerLen, maxFooterLen, ErrInvalid)
+	}
+
+	obj = make([]byte, 0, int(pos)+footerLen+TrailerSize)
+	for k, i := range order {
+		b, p := &batches[i], &plans[i]
+		start := len(obj)
+		if b.Compression == CompressionNone {
+			if obj, err = e.appendBatch(obj, b, p); err != nil {
+				return nil, nil, fmt.Errorf("segment: encode: batch %d (topic %d, partition %d): %w", i, b.TopicID, b.Partition, err)
+			}
+		} else {
+			obj = append(obj, e.staged[p.staged:p.staged+p.encLen]...)
+		}
+		infos[i].CRC = binary.BigEndian.Uint32(obj[start+offCRC:])
+		footer.Batches[k] = infos[i]
+	}
+	obj = appendFooter(obj, &footer)
+	obj = appendTrailer(obj, footerLen, binary.BigEndian.Uint32(obj[len(obj)-4:]))
+	return obj, infos, nil
+}
+
+func (e *encoder) release() {
+	// A rare huge batch must not pin its scratch space in the pool for ever.
+	if cap(e.records) > 16<<20 {
+		e.records = nil
+	}
+	if cap(e.staged) > 16<<20 {
+		e.staged = nil
+	}
+	clear(e.headers[:cap(e.headers)]) // drop references to the caller's bytes
+	e.headers = e.headers[:0]
+	encoders.Put(e)
+}
+
+func comparePartition(a, b *Batch) int {
+	if c := cmp.Compare(a.TopicID, b.TopicID); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Partition, b.Partition)
+}
+
+// checkBatch validates b and measures its records section.
+func checkBatch(b *Batch) (plan, error) {
+	p := plan{assign: true}
+	n := len(b.Records)
+	switch {
+	case n == 0:
+		return p, fmt.Errorf("no records: %w", ErrInvalid)
+	case n > MaxBatchBytes/minRecordSize:
+		return p, fmt.Errorf("%d records, more than %d: %w", n, MaxBatchBytes/minRecordSize, ErrInvalid)
+	case b.Partition < 0:
+		return p, fmt.Errorf("negative partition: %w", ErrInvalid)
+	case b.BaseOffset < 0:
+		return p, fmt.Errorf("negative base offset %d: %w", b.BaseOffset, ErrInvalid)
+	case b.Compression < CompressionNone || b.Compression > CompressionZstd:
+		return p, fmt.Errorf("unknown compression %d: %w", b.Compression, ErrInvalid)
+	}
+	for j := range b.Records {
+		if b.Records[j].OffsetDelta != 0 {
+			p.assign = false
+			break
+		}
+	}
+	first := b.Records[0].Timestamp
+	p.maxTs = first
+	prev := int32(-1)
+	for j := range b.Records {
+		r := &b.Records[j]
+		od := int32(j)
+		if !p.assign {
+			od = r.OffsetDelta
+			if od <= prev {
+				return p, fmt.Errorf("record %d: offset delta %d not above the previous %d: %w", j, od, prev, ErrInvalid)
+			}
+			prev = od
+		}
+		p.maxTs = max(p.maxTs, r.Timestamp)
+		body, err := recordBodyLen(r, od, r.Timestamp-first)
+		if err != nil {
+			return p, fmt.Errorf("record %d: %w", j, err)
+		}
+		p.size += varintLen(int32(body)) + body
+		if p.size > MaxBatchBytes {
+			return p, fmt.Errorf("records take more than %d bytes: %w", MaxBatchBytes, ErrInvalid)
+		}
+		p.lastDelta = od
+	}
+	if b.BaseOffset > math.MaxInt64-int64(p.lastDelta) {
+		return p, fmt.Errorf("base offset %d overflows: %w", b.BaseOffset, ErrInvalid)
+	}
+	return p, nil
+}
+
+// recordBodyLen is the encoded size of a record after its length prefix.
+func recordBodyLen(r *Record, offsetDelta int32, tsDelta int64) (int, error) {
+	if len(r.Key) > MaxBatchBytes || len(r.Value) > MaxBatchBytes || len(r.Headers) > MaxBatchBytes {
+		return 0, fmt.Errorf("larger than %d bytes: %w", MaxBatchBytes, ErrInvalid)
+	}
+	n := 1 + varlongLen(tsDelta) + varintLen(offsetDelta) + bytesLen(r.Key) + bytesLen(r.Value) +
+		varintLen(int32(len(r.Headers)))
+	for i := range r.Headers {
+		h := &r.Headers[i]
+		if len(h.Key) > MaxBatchBytes || len(h.Value) > MaxBatchBytes {
+			return 0, fmt.Errorf("header %d larger than %d bytes: %w", i, MaxBatchBytes, ErrInvalid)
+		}
+		n += varintLen(int32(len(h.Key))) + len(h.Key) + bytesLen(h.Value)
+		if n > MaxBatchBytes {
+			return 0, fmt.Errorf("larger than %d bytes: %w", MaxBatchBytes, ErrInvalid)
+		}
+	}
+	return n, nil
+}
+
+// appendBatch appends b as one Kafka v2 record batch: kmsg lays out the header and the
+// records; the length, CRC-32C and compression are filled in here.
+func (e *encoder) appendBatch(dst []byte, b *Batch, p *plan) ([]byte, error) {
+	attrs := int16(b.Compression)
+	if b.LogAppendTime {
+		attrs |= attrTimestampType
+	}
+	h := kmsg.RecordBatch{
+		FirstOffset:          b.BaseOffset,
+		PartitionLeaderEpoch: -1, // as producers send it
+		Magic:                2,
+		Attributes:           attrs,
+		LastOffsetDelta:      p.lastDelta,
+		FirstTimestamp:       b.Records[0].Timestamp,
+		MaxTimestamp:         p.maxTs,
+		ProducerID:           b.ProducerID,
+		ProducerEpoch:        b.ProducerEpoch,
+		FirstSequence:        b.BaseSequence,
+		NumRecords:           int32(len(b.Records)),
+	}
+	start := len(dst)
+	dst = h.AppendTo(dst)
+	if b.Compression == CompressionNone {
+		dst = grow(dst, p.size)
+		dst = e.appendRecords(dst, b, p)
+	} else {
+		if cap(e.records) < p.size {
+			e.records = make([]byte, 0, p.size)
+		}
+		e.records = e.appendRecords(e.records[:0], b, p)
+		var err error
+		if dst, err = compress(dst, e.records, b.Compression); err != nil {
+			return nil, err
+		}
+	}
+	length := len(dst) - start - 12
+	if length > math.MaxInt32 {
+		return nil, fmt.Errorf("batch of %d bytes: %w", length, ErrInvalid)
+	}
+	binary.BigEndian.PutUint32(dst[start+offLength:], uint32(length))
+	binary.BigEndian.PutUint32(dst[start+offCRC:], crc32.Checksum(dst[start+offAttributes:], castagnoli))
+	return dst, nil
+}
+
+func (e *encoder) appendRecords(dst []byte, b *Batch, p *plan) []byte {
+	first := b.Records[0].Timestamp
+	for j := range b.Records {
+		r := &b.Records[j]
+		od := r.OffsetDelta
+		if p.assign {
+			od = int32(j)
+		}
+		tsDelta := r.Timestamp - first
+		body, _ := recordBodyLen(r, od, tsDelta) // checked by checkBatch
+		e.headers = e.headers[:0]
+		for _, h := range r.Headers {
+			e.headers = append(e.headers, kmsg.Header{Key: h.Key, Value: h.Value})
+		}
+		kr := kmsg.Record{
+			Length:           int32(body),
+			TimestampDelta64: tsDelta,
+			OffsetDelta:      od,
+			Key:              r.Key,
+			Value:            r.Value,
+			Headers:          e.headers,
+		}
+		dst = kr.AppendTo(dst)
+	}
+	return dst
+}

@@ -1,0 +1,312 @@
+package writer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/segment"
+)
+
+// layout is a flush laid out as segment batches: one per (request, partition).
+type layout struct {
+	reqs    []*pending
+	batches []segment.Batch
+	spans   []span // per request
+}
+
+// span locates one request's batches and records.
+type span struct {
+	first, n int      // its batches are batches[first : first+n]
+	locs     []recLoc // per record of the request
+}
+
+// recLoc is where one record sits: its batch (relative to the request's first) and its
+// index in that batch, which is its offset relative to the batch's base offset.
+type recLoc struct {
+	batch, index int32
+}
+
+// flush runs one flush to its end and sets every request's answer: encode, one PUT,
+// then, after the previous flush is answered, one commit (settled if its outcome is
+// unknown).
+func (w *Writer) flush(f *flush) {
+	// Answers go out in flush order, whatever happened to this flush, so that a
+	// producer that pipelines sees them in order too.
+	waitPrev := func() {
+		if f.prevDone != nil {
+			<-f.prevDone
+		}
+	}
+	now := w.cfg.Now()
+	start := time.Now()
+	lay, obj, infos, err := w.encodeFlush(f, now)
+	w.m.stage.WithLabelValues("encode").Observe(time.Since(start).Seconds())
+	if err != nil {
+		w.log.Error("encode segment", "requests", len(f.reqs), "err", err)
+		waitPrev()
+		failAll(lay.reqs, fmt.Errorf("%w: encode segment: %w", ErrStore, err))
+		return
+	}
+	if len(lay.reqs) == 0 {
+		waitPrev() // every request was refused by the encoder and has its answer
+		return
+	}
+	w.m.flushBytes.Observe(float64(len(obj)))
+
+	key := w.newKey(now)
+	start = time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.PutTimeout)
+	err = w.store.Put(ctx, key, obj)
+	cancel()
+	w.m.stage.WithLabelValues("put").Observe(time.Since(start).Seconds())
+	if err != nil {
+		w.m.puts.WithLabelValues("error").Inc()
+		w.log.Warn("put segment", "key", key, "bytes", len(obj), "requests", len(lay.reqs), "err", err)
+		waitPrev()
+		failAll(lay.reqs, fmt.Errorf("%w: put %s: %w", ErrStore, key, err))
+		return
+	}
+	w.m.puts.WithLabelValues("ok").Inc()
+
+	seg := catalog.Segment{Key: key, Size: int64(len(obj)), Requests: make([]catalog.Request, len(lay.reqs))}
+	for k, p := range lay.reqs {
+		sp := lay.spans[k]
+		cr := catalog.Request{Producer: p.req.Producer, Batches: make([]catalog.Batch, sp.n)}
+		for j := range sp.n {
+			b, info := &lay.batches[sp.first+j], &infos[sp.first+j]
+			cr.Batches[j] = catalog.Batch{
+				TopicID:      b.TopicID,
+				Partition:    b.Partition,
+				Pos:          info.Pos,
+				Len:          info.Len,
+				Records:      info.LastOffsetDelta + 1,
+				MaxTimestamp: info.MaxTimestamp,
+				BaseSequence: b.BaseSequence,
+			}
+		}
+		seg.Requests[k] = cr
+	}
+
+	// Commits run in flush order: this one starts only once the previous flush is
+	// answered, so a producer's order survives overlapping uploads.
+	waitPrev()
+	start = time.Now()
+	w.commit(lay, seg)
+	w.m.stage.WithLabelValues("commit").Observe(time.Since(start).Seconds())
+}
+
+// encodeFlush lays out and encodes f. A request the encoder refuses on its own gets
+// ErrInvalid and is left out; the others go on. The returned layout holds only the
+// requests still to commit; on error, those to fail.
+func (w *Writer) encodeFlush(f *flush, now time.Time) (layout, []byte, []segment.BatchInfo, error) {
+	lay := w.layout(f, f.reqs, now)
+	obj, infos, err := w.encode(lay.batches, segment.EncodeOptions{})
+	if err == nil {
+		err = checkInfos(lay.batches, infos)
+	}
+	if err == nil {
+		return lay, obj, infos, nil
+	}
+	// Find the requests that cannot be encoded even alone, answer them, and encode the
+	// rest again: one bad request must not fail a whole flush.
+	var keep []*pending
+	for k, p := range lay.reqs {
+		sp := lay.spans[k]
+		if _, _, e := w.encode(lay.batches[sp.first:sp.first+sp.n], segment.EncodeOptions{}); e != nil {
+			p.err = fmt.Errorf("%w: encode: %w", ErrInvalid, e)
+			continue
+		}
+		keep = append(keep, p)
+	}
+	if len(keep) == len(lay.reqs) {
+		return lay, nil, nil, err
+	}
+	w.log.Warn("encode segment: requests refused", "refused", len(lay.reqs)-len(keep), "err", err)
+	lay = w.layout(f, keep, now)
+	if len(keep) == 0 {
+		return lay, nil, nil, nil
+	}
+	obj, infos, err = w.encode(lay.batches, segment.EncodeOptions{})
+	if err == nil {
+		err = checkInfos(lay.batches, infos)
+	}
+	return lay, obj, infos, err
+}
+
+// checkInfos guards the commit against an encoder that does not describe the batches it
+// was given: wrong byte ranges in the catalog would serve other records.
+func checkInfos(batches []segment.Batch, infos []segment.BatchInfo) error {
+	if len(infos) != len(batches) {
+		return fmt.Errorf("encoder described %d batches of %d", len(infos), len(batches))
+	}
+	for i := range batches {
+		b, info := &batches[i], &infos[i]
+		if info.TopicID != b.TopicID || info.Partition != b.Partition || info.LastOffsetDelta+1 != int32(len(b.Records)) {
+			return fmt.Errorf("encoder info %d is for topic %d partition %d with %d records; the batch is topic %d partition %d with %d",
+				i, info.TopicID, info.Partition, info.LastOffsetDelta+1, b.TopicID, b.Partition, len(b.Records))
+		}
+	}
+	return nil
+}
+
+// layout builds one batch per (request, partition), keeping each request's record order
+// within a partition. Sticky records take their topic's partition for f; LogAppendTime
+// records are stamped with now.
+func (w *Writer) layout(f *flush, reqs []*pending, now time.Time) layout {
+	lay := layout{reqs: reqs, spans: make([]span, len(reqs))}
+	nowMs := now.UnixMilli()
+	idx := make(map[TopicPartition]int)
+	for k, p := range reqs {
+		clear(idx)
+		first := len(lay.batches)
+		comp := p.req.Compression
+		if comp == segment.CompressionNone {
+			comp = w.cfg.Compression
+		}
+		locs := make([]recLoc, len(p.req.Records))
+		for i := range p.req.Records {
+			r := &p.req.Records[i]
+			part := p.parts[i]
+			if part < 0 {
+				part = int32(f.sticky[r.TopicID] % uint32(r.Partitions))
+			}
+			tp := TopicPartition{r.TopicID, part}
+			j, ok := idx[tp]
+			if !ok {
+				j = len(lay.batches) - first
+				idx[tp] = j
+				b := segment.Batch{
+					TopicID:       r.TopicID,
+					Partition:     part,
+					ProducerID:    -1,
+					ProducerEpoch: -1,
+					BaseSequence:  -1,
+					Compression:   comp,
+					LogAppendTime: r.LogAppendTime,
+				}
+				if pr := p.req.Producer; pr != nil {
+					b.ProducerID, b.ProducerEpoch, b.BaseSequence = pr.ID, pr.Epoch, p.req.Sequences[tp]
+				}
+				lay.batches = append(lay.batches, b)
+			}
+			rec := r.Record
+			rec.OffsetDelta = 0 // the writer owns offsets: Encode numbers them 0..n-1
+			if r.LogAppendTime {
+				rec.Timestamp = nowMs
+			}
+			b := &lay.batches[first+j]
+			locs[i] = recLoc{batch: int32(j), index: int32(len(b.Records))}
+			b.Records = append(b.Records, rec)
+		}
+		lay.spans[k] = span{first: first, n: len(lay.batches) - first, locs: locs}
+	}
+	return lay
+}
+
+// commit commits seg, settles an unknown outcome, and sets every request's answer.
+func (w *Writer) commit(lay layout, seg catalog.Segment) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.CommitTimeout)
+	results, err := w.cat.Commit(ctx, seg)
+	cancel()
+	if err == nil && len(results) != len(seg.Requests) {
+		err = fmt.Errorf("catalog answered %d results for %d requests", len(results), len(seg.Requests))
+	}
+	switch {
+	case err == nil:
+		w.m.commits.WithLabelValues("ok").Inc()
+		w.answer(lay, results, false)
+		return
+	case errors.Is(err, catalog.ErrCommitTooLate):
+		w.m.commits.WithLabelValues("too_late").Inc()
+		w.log.Warn("commit segment refused as too late", "key", seg.Key, "err", err)
+		failAll(lay.reqs, fmt.Errorf("%w: commit %s: %w", ErrCommit, seg.Key, err))
+		return
+	case errors.Is(err, catalog.ErrCommitAborted):
+		w.m.commits.WithLabelValues("aborted").Inc()
+		w.log.Warn("commit segment aborted", "key", seg.Key, "err", err)
+		failAll(lay.reqs, fmt.Errorf("%w: commit %s: %w", ErrCommit, seg.Key, err))
+		return
+	}
+	w.m.commits.WithLabelValues("unknown").Inc()
+	w.log.Warn("commit segment: outcome unknown, settling", "key", seg.Key, "err", err)
+	results, serr := w.settle(seg)
+	if serr != nil {
+		failAll(lay.reqs, fmt.Errorf("%w: commit %s: %v; %w", ErrCommit, seg.Key, err, serr))
+		return
+	}
+	w.answer(lay, results, true)
+}
+
+// settle retries Settle with backoff until it gives a definite answer (results, or
+// catalog.ErrCommitAborted) or SettleTimeout passes.
+func (w *Writer) settle(seg catalog.Segment) ([]catalog.Result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.SettleTimeout)
+	defer cancel()
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		results, err := w.cat.Settle(ctx, seg)
+		if err == nil && len(results) != len(seg.Requests) {
+			err = fmt.Errorf("catalog settled %d results for %d requests", len(results), len(seg.Requests))
+		}
+		switch {
+		case err == nil:
+			w.m.settles.WithLabelValues("committed").Inc()
+			w.log.Info("settled commit: found", "key", seg.Key, "attempts", attempt)
+			return results, nil
+		case errors.Is(err, catalog.ErrCommitAborted):
+			w.m.settles.WithLabelValues("aborted").Inc()
+			w.log.Info("settled commit: aborted", "key", seg.Key, "attempts", attempt)
+			return nil, fmt.Errorf("settle: %w", err)
+		}
+		w.log.Warn("settle commit", "key", seg.Key, "attempt", attempt, "err", err)
+		// Full jitter keeps writers that lost the catalog together from retrying in step.
+		t := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			w.m.settles.WithLabelValues("unknown").Inc()
+			w.log.Error("settle commit: gave up, outcome unknown", "key", seg.Key, "attempts", attempt, "err", err)
+			return nil, fmt.Errorf("%w: settle gave up after %s and %d attempts: %w", ErrOutcomeUnknown, w.cfg.SettleTimeout, attempt, err)
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// answer sets each request's answer from its result. Settled results without rows are
+// retryable (ErrCommit): the request may have been refused for its own reason, which a
+// retry will tell.
+func (w *Writer) answer(lay layout, results []catalog.Result, settled bool) {
+	for k, p := range lay.reqs {
+		res, sp := results[k], lay.spans[k]
+		switch {
+		case res.Err != nil && settled:
+			p.err = fmt.Errorf("%w: not found in the settled commit: %w", ErrCommit, res.Err)
+		case res.Err != nil:
+			p.err = fmt.Errorf("writer: the catalog refused the request: %w", res.Err)
+		case len(res.BaseOffsets) != sp.n:
+			// A catalog bug: better a retryable error than offsets that may be wrong.
+			p.err = fmt.Errorf("%w: catalog answered %d base offsets for %d batches", ErrCommit, len(res.BaseOffsets), sp.n)
+			w.log.Error("commit answer does not match the request", "err", p.err)
+		default:
+			resp := Response{Records: make([]RecordResult, len(sp.locs)), Duplicate: res.Duplicate}
+			for i, loc := range sp.locs {
+				resp.Records[i] = RecordResult{
+					Partition: lay.batches[sp.first+int(loc.batch)].Partition,
+					Offset:    res.BaseOffsets[loc.batch] + int64(loc.index),
+				}
+			}
+			p.resp = resp
+		}
+	}
+}
+
+func failAll(reqs []*pending, err error) {
+	for _, p := range reqs {
+		p.err = err
+	}
+}

@@ -1,0 +1,103 @@
+package writer
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the writer's Prometheus metrics. They exist whether or not a registry was
+// given, so the code never checks for nil.
+type metrics struct {
+	requests     prometheus.Counter
+	flushes      prometheus.Counter
+	flushBytes   prometheus.Histogram
+	flushRecords prometheus.Histogram
+	puts         *prometheus.CounterVec   // result: ok|error
+	commits      *prometheus.CounterVec   // result: ok|too_late|aborted|unknown
+	settles      *prometheus.CounterVec   // result: committed|aborted|unknown
+	stage        *prometheus.HistogramVec // stage: encode|put|commit
+	buffered     prometheus.Gauge
+	rejected     *prometheus.CounterVec // reason: buffer_full|too_large|invalid|closed
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_writer_requests_total",
+			Help: "Produce requests accepted into the buffer.",
+		})),
+		flushes: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_writer_flushes_total",
+			Help: "Flushes cut from the buffer (each is one object PUT and one catalog commit).",
+		})),
+		flushBytes: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "strata_writer_flush_bytes",
+			Help:    "Size of the segment object of each flush, in bytes.",
+			Buckets: prometheus.ExponentialBuckets(1<<10, 4, 10), // 1 KiB .. 256 MiB
+		})),
+		flushRecords: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "strata_writer_flush_records",
+			Help:    "Records per flush.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 12), // 1 .. 4M
+		})),
+		puts: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_writer_puts_total",
+			Help: "Segment object PUTs by result (ok, error).",
+		}, []string{"result"})),
+		commits: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_writer_commits_total",
+			Help: "Catalog commits by result (ok, too_late, aborted, unknown: settled afterwards).",
+		}, []string{"result"})),
+		settles: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_writer_settles_total",
+			Help: "Unknown commit outcomes settled, by result (committed, aborted, unknown: gave up).",
+		}, []string{"result"})),
+		stage: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "strata_writer_flush_seconds",
+			Help:    "Time spent per flush in each stage (encode, put, commit; commit includes settling).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14), // 100µs .. ~15s
+		}, []string{"stage"})),
+		buffered: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "strata_writer_buffered_bytes",
+			Help: "Bytes held by the writer: buffered, uploading and committing.",
+		})),
+		rejected: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_writer_rejected_total",
+			Help: "Produce requests refused before buffering, by reason (buffer_full, too_large, invalid, closed).",
+		}, []string{"reason"})),
+	}
+	// Pre-create the label values so dashboards see zeros rather than gaps.
+	for _, r := range []string{"ok", "error"} {
+		m.puts.WithLabelValues(r)
+	}
+	for _, r := range []string{"ok", "too_late", "aborted", "unknown"} {
+		m.commits.WithLabelValues(r)
+	}
+	for _, r := range []string{"committed", "aborted", "unknown"} {
+		m.settles.WithLabelValues(r)
+	}
+	for _, r := range []string{"buffer_full", "too_large", "invalid", "closed"} {
+		m.rejected.WithLabelValues(r)
+	}
+	return m
+}
+
+// register registers c on reg, or reuses the collector already registered under the
+// same name (several writers in one process share their metrics). A nil reg keeps the
+// metrics unregistered.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if reg == nil {
+		return c
+	}
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic("writer: register metrics: " + err.Error())
+	}
+	return c
+}
