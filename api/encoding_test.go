@@ -206,11 +206,11 @@ func TestDecodeField(t *testing.T) {
 
 func TestAppendString(t *testing.T) {
 	for in, want := range map[string]string{
-		"":              `""`,
-		"plain":         `"plain"`,
-		"q\"b\\":        `"q\"b\\"`,
+		"":               `""`,
+		"plain":          `"plain"`,
+		"q\"b\\":         `"q\"b\\"`,
 		"\n\r\t\x00\x1f": `"\n\r\t\u0000\u001f"`,
-		"é😀<>&\u2028":   "\"é😀<>&\u2028\"",
+		"é😀<>&\u2028":    "\"é😀<>&\u2028\"",
 	} {
 		got := string(appendString(nil, in))
 		if got != want {
@@ -376,6 +376,26 @@ func benchProduceBody(b *testing.B) []byte {
 func BenchmarkDecodeProduce(b *testing.B) {
 	body := benchProduceBody(b)
 	ti := topicInfo{topic: catalog.Topic{ID: 1, Name: "b", Partitions: 8}, cfg: catalog.DefaultConfig()}
+	// Baselines in the same run, since absolute figures drift with the machine's load:
+	// one encoding/json validation pass, and a lax Unmarshal into the same struct.
+	b.Run("baseline-json.Valid", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			if !json.Valid(body) {
+				b.Fatal("invalid")
+			}
+		}
+	})
+	b.Run("baseline-json.Unmarshal", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			var req produceRequest
+			if err := json.Unmarshal(body, &req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("decode", func(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()

@@ -7,7 +7,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -142,18 +141,14 @@ func parseDigits(s string, max int64) (int64, bool) {
 	return n, true
 }
 
-// parseTime parses a timestamp written as unix milliseconds or RFC 3339.
+// parseTime parses a timestamp written as unix milliseconds or RFC 3339, not before
+// 1970 (Kafka reserves negative timestamps).
 func parseTime(s string) (int64, bool) {
-	if s == "" {
-		return 0, false
-	}
-	if s[0] >= '0' && s[0] <= '9' || s[0] == '-' {
-		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-			return n, true
-		}
+	if n, ok := parseDigits(s, 1<<63-1); ok {
+		return n, true
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
+	if err != nil || t.UnixMilli() < 0 {
 		return 0, false
 	}
 	return t.UnixMilli(), true

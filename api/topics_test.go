@@ -226,6 +226,8 @@ func TestOffsetForTime(t *testing.T) {
 		{"/v1/topics/t/partitions/1/offsets", 400, CodeInvalidTimestamp},
 		{"/v1/topics/t/partitions/1/offsets?timestamp=yesterday", 400, CodeInvalidTimestamp},
 		{"/v1/topics/t/partitions/1/offsets?timestamp=1.5", 400, CodeInvalidTimestamp},
+		{"/v1/topics/t/partitions/1/offsets?timestamp=-1", 400, CodeInvalidTimestamp},
+		{"/v1/topics/t/partitions/1/offsets?timestamp=1969-12-31T23:59:59Z", 400, CodeInvalidTimestamp},
 		{"/v1/topics/t/partitions/2/offsets?timestamp=1", 404, CodePartitionOutOfRange},
 		{"/v1/topics/t/partitions/-1/offsets?timestamp=1", 400, CodeInvalidPartition},
 		{"/v1/topics/t/partitions/x/offsets?timestamp=1", 400, CodeInvalidPartition},

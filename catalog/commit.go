@@ -178,7 +178,7 @@ func PlanSegment(seg Segment) (*Plan, error) {
 func KeyTime(key string) (time.Time, error) {
 	t, err := segment.KeyTime(key)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%w: key %q: %v", ErrInvalidSegment, key, err)
+		return time.Time{}, fmt.Errorf("%w: %v", ErrInvalidSegment, err)
 	}
 	return t, nil
 }

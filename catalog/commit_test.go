@@ -497,3 +497,15 @@ func TestUpdateConfigs(t *testing.T) {
 		t.Fatalf("current configs modified: %v", cur)
 	}
 }
+
+func TestKeyTime(t *testing.T) {
+	got, err := KeyTime("segments/20250102T030405.678Z-00000000000000ff")
+	if want := time.Date(2025, 1, 2, 3, 4, 5, 678e6, time.UTC); err != nil || !got.Equal(want) {
+		t.Fatalf("KeyTime = %s, %v; want %s", got, err, want)
+	}
+	for _, key := range []string{"", "objects/1", "segments/20250102T030405.678Z", "segments/2025-01-02-00000000000000ff"} {
+		if _, err := KeyTime(key); !errors.Is(err, ErrInvalidSegment) {
+			t.Errorf("KeyTime(%q) = %v, want ErrInvalidSegment", key, err)
+		}
+	}
+}

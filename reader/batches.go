@@ -36,7 +36,6 @@ func (b rawBatch) own() []byte {
 func (r *Reader) scan(ctx context.Context, f Fetch, list catalog.ChunkList, visit func(rawBatch) (bool, error)) error {
 	hw := list.Partition.HighWatermark
 	next := f.Offset
-	footers := make(map[string]segment.Footer)
 	for _, ch := range list.Chunks {
 		if ch.LastOffset < next {
 			continue
@@ -47,7 +46,7 @@ func (r *Reader) scan(ctx context.Context, f Fetch, list catalog.ChunkList, visi
 			return nil
 		}
 		for next <= ch.LastOffset {
-			batches, complete, err := r.chunkBatches(ctx, ch, next, f.MaxBytes, f.MaxRecords, footers)
+			batches, complete, err := r.chunkBatches(ctx, ch, next, f.MaxBytes, f.MaxRecords)
 			if err != nil {
 				return fmt.Errorf("chunk %s [%d,+%d) offsets %d-%d: %w", ch.SegmentKey, ch.Pos, ch.Len, ch.BaseOffset, ch.LastOffset, err)
 			}
@@ -80,14 +79,14 @@ func (r *Reader) scan(ctx context.Context, f Fetch, list catalog.ChunkList, visi
 // chunkBatches returns ch's batches from the one holding offset (earlier ones may be
 // included) with their real offsets; complete says they run to the chunk's end.
 //
-// A large chunk is read through its object's footer (decoded once per scan, kept in
-// footers), only as far as about maxBytes / maxRecords from offset. So is every chunk
+// A large chunk is read through its object's footer, only as far as about maxBytes /
+// maxRecords from offset. So is every chunk
 // whose batches carry real offsets: a batch's base offset is not covered by its CRC,
 // and the footer's copy (under the footer's CRC) is how a corrupt one is caught
 // rather than served.
-func (r *Reader) chunkBatches(ctx context.Context, ch catalog.Chunk, offset, maxBytes int64, maxRecords int, footers map[string]segment.Footer) (batches []rawBatch, complete bool, err error) {
+func (r *Reader) chunkBatches(ctx context.Context, ch catalog.Chunk, offset, maxBytes int64, maxRecords int) (batches []rawBatch, complete bool, err error) {
 	if ch.RealOffsets || ch.Len > r.narrowAbove {
-		return r.narrowBatches(ctx, ch, offset, maxBytes, maxRecords, footers)
+		return r.narrowBatches(ctx, ch, offset, maxBytes, maxRecords)
 	}
 	data, err := r.cache.read(ctx, ch.SegmentKey, ch.SegmentSize, ch.Pos, ch.Len)
 	if err != nil {
@@ -124,16 +123,13 @@ func checkSpan(ch catalog.Chunk, end int64) error {
 	return fmt.Errorf("batches end at offset %d, the catalog says %d: %w", end-1, ch.LastOffset, segment.ErrCorrupt)
 }
 
-// narrowBatches is chunkBatches for a large chunk: the footer tells where each batch
-// lies and how many offsets it takes, so only the batches needed are read.
-func (r *Reader) narrowBatches(ctx context.Context, ch catalog.Chunk, offset, maxBytes int64, maxRecords int, footers map[string]segment.Footer) ([]rawBatch, bool, error) {
-	ft, ok := footers[ch.SegmentKey]
-	if !ok {
-		var err error
-		if ft, err = r.footer(ctx, ch.SegmentKey, ch.SegmentSize); err != nil {
-			return nil, false, err
-		}
-		footers[ch.SegmentKey] = ft
+// narrowBatches is chunkBatches through the object's footer: it tells where each batch
+// lies, how many offsets it takes and (compacted objects) its base offset, so only the
+// batches needed are read, and each is checked against its footer entry.
+func (r *Reader) narrowBatches(ctx context.Context, ch catalog.Chunk, offset, maxBytes int64, maxRecords int) ([]rawBatch, bool, error) {
+	ft, err := r.footer(ctx, ch.SegmentKey, ch.SegmentSize)
+	if err != nil {
+		return nil, false, err
 	}
 	i := sort.Search(len(ft.Batches), func(i int) bool { return ft.Batches[i].Pos >= ch.Pos })
 	var infos []segment.BatchInfo
@@ -206,9 +202,12 @@ func (r *Reader) narrowBatches(ctx context.Context, ch catalog.Chunk, offset, ma
 	return out, e == len(infos), nil
 }
 
-// footer reads and decodes an object's footer through the block cache, where the
-// object's last block stays while its footer is in use.
+// footer returns an object's decoded footer, from the footer cache or read through
+// the block cache.
 func (r *Reader) footer(ctx context.Context, key string, size int64) (segment.Footer, error) {
+	if ft, ok := r.footers.get(key); ok {
+		return ft, nil
+	}
 	if size < segment.TrailerSize {
 		return segment.Footer{}, fmt.Errorf("object %s of %d bytes: shorter than a trailer: %w", key, size, segment.ErrCorrupt)
 	}
@@ -231,5 +230,6 @@ func (r *Reader) footer(ctx context.Context, key string, size int64) (segment.Fo
 	if err != nil {
 		return segment.Footer{}, fmt.Errorf("object %s: footer: %w", key, err)
 	}
+	r.footers.put(key, ft)
 	return ft, nil
 }

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"unsafe"
+
+	"github.com/strata-io/strata/segment"
 )
 
 // blockKey names one cache block: the idx-th BlockSize-aligned range of an object.
@@ -231,4 +234,59 @@ func (c *blockCache) stats() (blocks int, bytes int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.items), c.size
+}
+
+// footerCache keeps decoded footers, so fetches from a large compacted object do not
+// decode its footer (thousands of entries) every time. It is an LRU by approximate
+// size; the footer's bytes themselves live in the block cache.
+type footerCache struct {
+	mu    sync.Mutex
+	max   int64
+	size  int64
+	items map[string]*list.Element // values *footerEntry
+	lru   list.List
+}
+
+type footerEntry struct {
+	key  string
+	ft   segment.Footer
+	size int64
+}
+
+func newFooterCache(maxBytes int64) *footerCache {
+	return &footerCache{max: maxBytes, items: make(map[string]*list.Element)}
+}
+
+func footerSize(ft segment.Footer) int64 {
+	return int64(len(ft.Batches))*int64(unsafe.Sizeof(segment.BatchInfo{})) +
+		int64(len(ft.Index))*int64(unsafe.Sizeof(segment.IndexEntry{})) + 64
+}
+
+func (c *footerCache) get(key string) (segment.Footer, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.items[key]
+	if !ok {
+		return segment.Footer{}, false
+	}
+	c.lru.MoveToFront(e)
+	return e.Value.(*footerEntry).ft, true
+}
+
+func (c *footerCache) put(key string, ft segment.Footer) {
+	n := footerSize(ft)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.items[key]; ok || n > c.max {
+		return
+	}
+	c.items[key] = c.lru.PushFront(&footerEntry{key: key, ft: ft, size: n})
+	c.size += n
+	for c.size > c.max {
+		e := c.lru.Back()
+		fe := e.Value.(*footerEntry)
+		c.lru.Remove(e)
+		delete(c.items, fe.key)
+		c.size -= fe.size
+	}
 }

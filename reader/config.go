@@ -8,7 +8,9 @@ import (
 
 // Config tunes a Reader. A zero field takes its default.
 type Config struct {
-	// CacheBytes bounds the in-memory block cache (LRU by bytes). Default 256 MiB.
+	// CacheBytes bounds the in-memory block cache (LRU by bytes). Decoded footers of
+	// objects read through their footer are kept besides, in up to CacheBytes/16.
+	// Default 256 MiB.
 	CacheBytes int64
 	// BlockSize is the cache's unit: blocks are aligned ranges of an object, and a
 	// miss GETs the block(s) covering what a fetch needs, clamped to the object's

@@ -35,11 +35,12 @@ var (
 
 // Reader serves fetches. It is safe for concurrent use.
 type Reader struct {
-	cat   chunkSource
-	cfg   Config
-	log   *slog.Logger
-	m     *metrics
-	cache *blockCache
+	cat     chunkSource
+	cfg     Config
+	log     *slog.Logger
+	m       *metrics
+	cache   *blockCache
+	footers *footerCache
 	// narrowAbove: chunks longer than this are read through the object's footer, so a
 	// fetch GETs only the batches it needs from a large compacted chunk.
 	narrowAbove int64
@@ -84,6 +85,7 @@ func New(store rangeGetter, cat chunkSource, cfg Config, log *slog.Logger, reg p
 		log:         log.With("component", "reader"),
 		m:           m,
 		cache:       newBlockCache(store, cfg.BlockSize, cfg.CacheBytes, m),
+		footers:     newFooterCache(cfg.CacheBytes / 16),
 		narrowAbove: 2 * cfg.BlockSize,
 		waiters:     make(map[partKey]map[*waiter]struct{}),
 	}
@@ -94,9 +96,6 @@ func New(store rangeGetter, cat chunkSource, cfg Config, log *slog.Logger, reg p
 // on polling. It returns nil when ctx ends.
 func (r *Reader) Run(ctx context.Context) error {
 	backoff := minListenBackoff
-	t := time.NewTimer(0)
-	defer t.Stop()
-	<-t.C
 	for {
 		start := time.Now()
 		err := r.cat.Listen(ctx, r.Notify)
@@ -110,11 +109,10 @@ func (r *Reader) Run(ctx context.Context) error {
 		// Commits made while nobody listened went unannounced: have every waiter look
 		// now instead of at its next poll.
 		r.wakeAll()
-		t.Reset(jitter(backoff))
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-time.After(jitter(backoff)):
 		}
 		backoff = min(2*backoff, maxListenBackoff)
 	}
@@ -195,6 +193,9 @@ func (r *Reader) Fetch(ctx context.Context, f Fetch) (Result, error) {
 		NextOffset:     f.Offset,
 		HighWatermark:  list.Partition.HighWatermark,
 		LogStartOffset: list.Partition.LogStartOffset,
+	}
+	if n := min(int64(f.MaxRecords), res.HighWatermark-f.Offset); n > 0 {
+		res.Records = make([]segment.DecodedRecord, 0, n)
 	}
 	var size int64
 	err = r.scan(ctx, f, list, func(b rawBatch) (bool, error) {

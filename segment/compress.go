@@ -158,7 +158,7 @@ var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
 func errTooLarge() error { return fmt.Errorf("decompressed records exceed %d bytes", decompressLimit) }
 
 // decompress inflates a batch's records section. hint is a guess of the result's size.
-// The result never exceeds MaxBatchBytes.
+// The result never exceeds decompressLimit (MaxBatchBytes).
 func decompress(src []byte, c Compression, hint int) (out []byte, err error) {
 	// The decoders are third-party code fed hostile bytes: a panic in one must surface
 	// as corrupt data, not crash the reader.
@@ -169,10 +169,12 @@ func decompress(src []byte, c Compression, hint int) (out []byte, err error) {
 	}()
 	switch c {
 	case CompressionGzip:
+		// Pooled decoders go back only after a clean return: one that panicked is
+		// dropped rather than reused.
 		d := gzipDecs.Get().(*gzipDec)
-		defer gzipDecs.Put(d)
 		d.src.Reset(src)
 		if err := d.r.Reset(&d.src); err != nil {
+			gzipDecs.Put(d)
 			return nil, fmt.Errorf("gzip: %w", err)
 		}
 		// A gzip member ends with its inflated size (mod 2^32): a good first guess,
@@ -183,6 +185,8 @@ func decompress(src []byte, c Compression, hint int) (out []byte, err error) {
 			}
 		}
 		out, err := readLimited(&d.r, hint)
+		d.src.Reset(nil)
+		gzipDecs.Put(d)
 		if err != nil {
 			return nil, fmt.Errorf("gzip: %w", err)
 		}
@@ -194,10 +198,11 @@ func decompress(src []byte, c Compression, hint int) (out []byte, err error) {
 		return snappyBlock(nil, src)
 	case CompressionLZ4:
 		d := lz4Decs.Get().(*lz4Dec)
-		defer lz4Decs.Put(d)
 		d.src.Reset(src)
 		d.r.Reset(&d.src)
 		out, err := readLimited(d.r, hint)
+		d.src.Reset(nil)
+		lz4Decs.Put(d)
 		if err != nil {
 			return nil, fmt.Errorf("lz4: %w", err)
 		}

@@ -11,6 +11,17 @@
 // Writer objects carry base offset 0 in every batch (offsets are unknown at upload
 // time); the reader rewrites them from the catalog's chunk rows. Compactor objects carry
 // real offsets and a sparse offset index.
+//
+// The footer lists every batch (BatchInfo) and the index, and ends in a CRC-32C; the
+// trailer (TrailerSize bytes) gives the footer's length, so a reader can GET the last
+// TrailerSize bytes, then the footer by range (ParseTrailer, DecodeFooter), or decode
+// both from a whole object (ReadFooter; Verify also checks every batch against it).
+// A reader serving a chunk splits its byte range into batches (SplitBatches, which
+// checks each CRC), rewrites their base offsets (ParseBatchHeader, SetBaseOffset) and
+// serves them raw, or decodes the records (DecodeBatch, DecodeBatches).
+//
+// Every decoder treats its input as hostile: corrupt or truncated input is an error
+// wrapping ErrCorrupt, and decompression is bounded by MaxBatchBytes.
 package segment
 
 import (

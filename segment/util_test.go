@@ -169,6 +169,9 @@ func checkObject(t testing.TB, batches []Batch, obj []byte, infos []BatchInfo, o
 	if len(infos) != len(batches) {
 		t.Fatalf("%d infos for %d batches", len(infos), len(batches))
 	}
+	if cap(obj) != len(obj) {
+		t.Fatalf("object of %d bytes allocated with capacity %d", len(obj), cap(obj))
+	}
 	f, err := Verify(obj)
 	if err != nil {
 		t.Fatalf("verify: %v", err)

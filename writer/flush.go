@@ -172,7 +172,7 @@ func (w *Writer) layout(f *flush, reqs []*pending, now time.Time) layout {
 			r := &p.req.Records[i]
 			part := p.parts[i]
 			if part < 0 {
-				part = int32(f.sticky[r.TopicID] % uint32(r.Partitions))
+				part = int32(f.sticky[r.TopicID] % uint64(r.Partitions))
 			}
 			tp := TopicPartition{r.TopicID, part}
 			j, ok := idx[tp]
@@ -228,6 +228,13 @@ func (w *Writer) commit(lay layout, seg catalog.Segment) {
 	case errors.Is(err, catalog.ErrCommitAborted):
 		w.m.commits.WithLabelValues("aborted").Inc()
 		w.log.Warn("commit segment aborted", "key", seg.Key, "err", err)
+		failAll(lay.reqs, fmt.Errorf("%w: commit %s: %w", ErrCommit, seg.Key, err))
+		return
+	case errors.Is(err, catalog.ErrInvalidSegment):
+		// A writer bug, not the requests' fault: nothing was written, and each request
+		// may well commit in another flush.
+		w.m.commits.WithLabelValues("invalid").Inc()
+		w.log.Error("commit segment refused as malformed", "key", seg.Key, "err", err)
 		failAll(lay.reqs, fmt.Errorf("%w: commit %s: %w", ErrCommit, seg.Key, err))
 		return
 	}

@@ -14,7 +14,7 @@ type metrics struct {
 	flushBytes   prometheus.Histogram
 	flushRecords prometheus.Histogram
 	puts         *prometheus.CounterVec   // result: ok|error
-	commits      *prometheus.CounterVec   // result: ok|too_late|aborted|unknown
+	commits      *prometheus.CounterVec   // result: ok|too_late|aborted|invalid|unknown
 	settles      *prometheus.CounterVec   // result: committed|aborted|unknown
 	stage        *prometheus.HistogramVec // stage: encode|put|commit
 	buffered     prometheus.Gauge
@@ -47,7 +47,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"result"})),
 		commits: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_writer_commits_total",
-			Help: "Catalog commits by result (ok, too_late, aborted, unknown: settled afterwards).",
+			Help: "Catalog commits by result (ok; too_late, aborted, invalid: refused whole; unknown: settled afterwards).",
 		}, []string{"result"})),
 		settles: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_writer_settles_total",
@@ -71,7 +71,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{"ok", "error"} {
 		m.puts.WithLabelValues(r)
 	}
-	for _, r := range []string{"ok", "too_late", "aborted", "unknown"} {
+	for _, r := range []string{"ok", "too_late", "aborted", "invalid", "unknown"} {
 		m.commits.WithLabelValues(r)
 	}
 	for _, r := range []string{"committed", "aborted", "unknown"} {

@@ -25,7 +25,8 @@ type segmentStore interface {
 // committer is the part of the catalog the writer uses (catalog.Catalog has it).
 type committer interface {
 	// Commit commits one flush in one transaction. Its error is for the whole flush:
-	// catalog.ErrCommitTooLate, or anything else, after which the outcome is unknown.
+	// definite (catalog.ErrCommitTooLate, ErrCommitAborted, ErrInvalidSegment: nothing
+	// was written), or anything else, after which the outcome is unknown.
 	Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Result, error)
 	// Settle settles an unknown outcome with the fencing insert on seg.Key.
 	Settle(ctx context.Context, seg catalog.Segment) ([]catalog.Result, error)
@@ -70,7 +71,7 @@ type Writer struct {
 	inflight   int
 	seq        uint64
 	lastDone   chan struct{}    // done of the last flush cut; nil before the first
-	sticky     map[int64]uint32 // per topic: the counter choosing the next sticky partition
+	sticky     map[int64]uint64 // per topic: the counter choosing the next sticky partition
 }
 
 // pending is one request waiting for its flush.
@@ -90,7 +91,7 @@ type flush struct {
 	reqs     []*pending
 	bytes    int64
 	records  int
-	sticky   map[int64]uint32 // per topic: the sticky partition counter for this flush
+	sticky   map[int64]uint64 // per topic: the sticky partition counter for this flush
 	prevDone chan struct{}    // closed when the previous flush is answered; nil for the first
 	done     chan struct{}    // closed when every request of this flush is answered
 }
@@ -114,7 +115,7 @@ func New(store segmentStore, cat committer, cfg Config, log *slog.Logger, reg pr
 		encode: segment.Encode,
 		newKey: segment.NewKey,
 		kick:   make(chan struct{}, 1),
-		sticky: make(map[int64]uint32),
+		sticky: make(map[int64]uint64),
 	}
 }
 
@@ -408,11 +409,11 @@ func (w *Writer) cutLocked() {
 				continue
 			}
 			if f.sticky == nil {
-				f.sticky = make(map[int64]uint32)
+				f.sticky = make(map[int64]uint64)
 			}
 			c, ok := w.sticky[t]
 			if !ok {
-				c = rand.Uint32()
+				c = uint64(rand.Uint32()) // 64 bits: never wraps, so never repeats a partition
 			}
 			f.sticky[t] = c
 			w.sticky[t] = c + 1

@@ -371,18 +371,31 @@ func TestCommitUnknownSettled(t *testing.T) {
 	})
 }
 
-func TestCommitTooLate(t *testing.T) {
-	h := start(t, Config{Linger: never}, true)
-	h.cat.commitFault = func(int) (bool, error) {
-		return false, fmt.Errorf("commit: %w", catalog.ErrCommitTooLate)
-	}
-	chs := h.enqueueInOrder(t, req(rec(1, 1, 0, "", "a")))
-	h.w.Flush(context.Background())
-	if o := await(t, chs[0]); !errors.Is(o.err, ErrCommit) || !errors.Is(o.err, catalog.ErrCommitTooLate) {
-		t.Errorf("too late: %v, want ErrCommit wrapping ErrCommitTooLate", o.err)
-	}
-	if h.cat.settles != 0 {
-		t.Errorf("%d Settle calls: a refusal is an answer, nothing to settle", h.cat.settles)
+// A commit refused as a whole is a definite answer: ErrCommit, nothing to settle.
+func TestCommitRefusedWhole(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		result string
+	}{
+		{catalog.ErrCommitTooLate, "too_late"},
+		{catalog.ErrCommitAborted, "aborted"},
+		{catalog.ErrInvalidSegment, "invalid"},
+	} {
+		t.Run(tc.result, func(t *testing.T) {
+			h := start(t, Config{Linger: never}, true)
+			h.cat.commitFault = func(int) (bool, error) { return false, fmt.Errorf("commit: %w", tc.err) }
+			chs := h.enqueueInOrder(t, req(rec(1, 1, 0, "", "a")))
+			h.w.Flush(context.Background())
+			if o := await(t, chs[0]); !errors.Is(o.err, ErrCommit) || !errors.Is(o.err, tc.err) {
+				t.Errorf("refused commit: %v, want ErrCommit wrapping %v", o.err, tc.err)
+			}
+			if h.cat.settles != 0 {
+				t.Errorf("%d Settle calls: a refusal is an answer, nothing to settle", h.cat.settles)
+			}
+			if got := metricValue(t, h.w.m.commits.WithLabelValues(tc.result)); got != 1 {
+				t.Errorf("commits{%s} = %v, want 1", tc.result, got)
+			}
+		})
 	}
 }
 

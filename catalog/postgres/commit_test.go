@@ -16,6 +16,7 @@ import (
 )
 
 func TestOpenConcurrentOnFreshDatabase(t *testing.T) {
+	t.Parallel()
 	dsn := newDatabase(t)
 	const nodes = 8
 	var wg sync.WaitGroup
@@ -60,6 +61,7 @@ func TestOpenConcurrentOnFreshDatabase(t *testing.T) {
 }
 
 func TestCommitBasics(t *testing.T) {
+	t.Parallel()
 	c := openTest(t, catalog.Options{})
 	ctx := context.Background()
 	a := mustTopic(t, c, "a", 2, nil)
@@ -134,6 +136,7 @@ var _ = rand.IntN
 // exactly as the shared Go rules (catalog.Plan.CheckRequests and Plan.Assign) do on the
 // state before the commit: results, chunk rows and partition state.
 func TestCommitMatchesSharedRules(t *testing.T) {
+	t.Parallel()
 	c := openTest(t, catalog.Options{})
 	ctx := context.Background()
 	a := mustTopic(t, c, "a", 3, nil)

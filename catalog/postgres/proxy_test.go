@@ -20,9 +20,10 @@ type cutProxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	mode  cutMode
-	conns []net.Conn
+	mu      sync.Mutex
+	mode    cutMode
+	conns   []net.Conn
+	dropped []string // the server's messages swallowed after a cut, for failure reports
 
 	fired      chan struct{} // closed when the client side has been cut
 	serverDone chan struct{} // cutAfter: closed when the server answered the cut call
@@ -226,6 +227,12 @@ func (s *proxySession) serverToClient() {
 			return
 		}
 		if s.dropReplies.Load() {
+			s.p.mu.Lock()
+			s.p.dropped = append(s.p.dropped, string(typ))
+			if typ == 'E' {
+				s.p.dropped = append(s.p.dropped, string(msg[5:]))
+			}
+			s.p.mu.Unlock()
 			if typ == 'Z' {
 				s.server.Close()
 				return

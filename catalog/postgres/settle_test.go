@@ -47,6 +47,7 @@ func waitClosed(t *testing.T, ch chan struct{}, what string) {
 // the server, so Commit fails without knowing; Settle must find the commit and answer
 // with its offsets, and the key stays committed.
 func TestSettleAfterLostReply(t *testing.T) {
+	t.Parallel()
 	dsn := newDatabase(t)
 	direct := openDSN(t, dsn, catalog.Options{})
 	proxy := newCutProxy(t, proxyTarget(t, dsn))
@@ -82,7 +83,8 @@ func TestSettleAfterLostReply(t *testing.T) {
 	}
 	res, err := c.Settle(ctx, seg)
 	if err != nil {
-		t.Fatalf("settle: %v", err)
+		proxy.mu.Lock()
+		t.Fatalf("settle: %v (the server's answers to the cut commit: %q)", err, proxy.dropped)
 	}
 	checkResults(t, res, want)
 
@@ -117,6 +119,7 @@ func TestSettleAfterLostReply(t *testing.T) {
 // TestSettleBeforeCommitArrives: the connection is cut before the commit call reaches
 // the server; Settle wins, and the key can never commit afterwards.
 func TestSettleBeforeCommitArrives(t *testing.T) {
+	t.Parallel()
 	dsn := newDatabase(t)
 	direct := openDSN(t, dsn, catalog.Options{})
 	proxy := newCutProxy(t, proxyTarget(t, dsn))
@@ -157,6 +160,7 @@ func TestSettleBeforeCommitArrives(t *testing.T) {
 // for it, then answer with its outcome — the offsets when it commits, a win when it
 // rolls back.
 func TestSettleWaitsForInFlightCommit(t *testing.T) {
+	t.Parallel()
 	c := openTest(t, catalog.Options{})
 	ctx := context.Background()
 	tp := mustTopic(t, c, "t", 1, nil)
@@ -222,6 +226,7 @@ func TestSettleWaitsForInFlightCommit(t *testing.T) {
 }
 
 func TestCommitRefusals(t *testing.T) {
+	t.Parallel()
 	c := openTest(t, catalog.Options{CommitTimeout: 2 * time.Second})
 	ctx := context.Background()
 	tp := mustTopic(t, c, "t", 1, nil)
@@ -267,6 +272,7 @@ func TestCommitRefusals(t *testing.T) {
 // TestCommitAllRefused: a flush whose every request fails still records its segment, so
 // the object is accounted for, and Settle then answers without offsets.
 func TestCommitAllRefused(t *testing.T) {
+	t.Parallel()
 	c := openTest(t, catalog.Options{})
 	ctx := context.Background()
 	seg := makeSegment(testKey(time.Now()), 10, []flushBatch{{42, 0, 1, 1}})

@@ -71,8 +71,20 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32
 	return t, nil
 }
 
+// notFoundByName answers for a name no topic can have (it could not be stored, e.g. a
+// NUL byte): ErrTopicNotFound, without asking the database.
+func notFoundByName(op, name string) error {
+	if catalog.ValidateTopicName(name) != nil {
+		return fmt.Errorf("postgres: %s %q: %w", op, name, catalog.ErrTopicNotFound)
+	}
+	return nil
+}
+
 // Topic returns the live topic called name.
 func (c *Catalog) Topic(ctx context.Context, name string) (catalog.Topic, error) {
+	if err := notFoundByName("topic", name); err != nil {
+		return catalog.Topic{}, err
+	}
 	t, err := scanTopic(c.pool.QueryRow(ctx,
 		`SELECT `+topicColumns+` FROM topics WHERE name = $1 AND deleted_at IS NULL`, name))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -132,6 +144,9 @@ func lockTopic(ctx context.Context, tx pgx.Tx, name string) (catalog.Topic, erro
 // DeleteTopic marks the topic deleted. Its rows stay for the compactor to reclaim; its
 // name is free at once.
 func (c *Catalog) DeleteTopic(ctx context.Context, name string) error {
+	if err := notFoundByName("delete topic", name); err != nil {
+		return err
+	}
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		t, err := lockTopic(ctx, tx, name)
 		if err != nil {
@@ -148,6 +163,9 @@ func (c *Catalog) DeleteTopic(ctx context.Context, name string) error {
 
 // UpdateTopic grows the partition count and sets or removes configs.
 func (c *Catalog) UpdateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (catalog.Topic, error) {
+	if err := notFoundByName("update topic", name); err != nil {
+		return catalog.Topic{}, err
+	}
 	if partitions != 0 {
 		if err := catalog.ValidatePartitions(partitions); err != nil {
 			return catalog.Topic{}, err

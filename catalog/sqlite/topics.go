@@ -93,6 +93,9 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32
 
 // Topic returns the live topic called name.
 func (c *Catalog) Topic(ctx context.Context, name string) (catalog.Topic, error) {
+	if catalog.ValidateTopicName(name) != nil { // cannot exist; spare the query
+		return catalog.Topic{}, fmt.Errorf("sqlite: topic %q: %w", name, catalog.ErrTopicNotFound)
+	}
 	t, err := scanTopic(c.r.QueryRowContext(ctx, `SELECT `+topicColumns+` FROM topics WHERE name = ? AND deleted_at IS NULL`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return catalog.Topic{}, fmt.Errorf("sqlite: topic %q: %w", name, catalog.ErrTopicNotFound)
@@ -140,6 +143,9 @@ func (c *Catalog) Topics(ctx context.Context) ([]catalog.Topic, error) {
 // to reclaim; nothing can reach them any more, since every lookup skips deleted topics
 // and a new topic of the same name gets a new id.
 func (c *Catalog) DeleteTopic(ctx context.Context, name string) error {
+	if catalog.ValidateTopicName(name) != nil {
+		return fmt.Errorf("sqlite: delete topic %q: %w", name, catalog.ErrTopicNotFound)
+	}
 	res, err := c.w.ExecContext(ctx, `UPDATE topics SET deleted_at = (`+nowSQL+`) WHERE name = ? AND deleted_at IS NULL`, name)
 	if err != nil {
 		return fmt.Errorf("sqlite: delete topic %q: %w", name, err)
@@ -156,6 +162,9 @@ func (c *Catalog) DeleteTopic(ctx context.Context, name string) error {
 
 // UpdateTopic grows the partition count and updates configs (see catalog.Catalog).
 func (c *Catalog) UpdateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (catalog.Topic, error) {
+	if catalog.ValidateTopicName(name) != nil {
+		return catalog.Topic{}, fmt.Errorf("sqlite: update topic %q: %w", name, catalog.ErrTopicNotFound)
+	}
 	tx, err := c.w.BeginTx(ctx, nil)
 	if err != nil {
 		return catalog.Topic{}, fmt.Errorf("sqlite: update topic %q: %w", name, err)

@@ -176,6 +176,9 @@ type lineRecord struct {
 
 func (p *producer) parseLine(line []byte) (client.Record, error) {
 	var r client.Record
+	if len(line) == 0 {
+		return r, errors.New("empty line")
+	}
 	if p.valueOnly {
 		if !json.Valid(line) {
 			return r, errors.New("not valid JSON: with --value-only each line must be one JSON value")

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -22,6 +21,7 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/strata-io/strata/internal/testsvc"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/objstoretest"
 )
@@ -31,22 +31,14 @@ import (
 // test is skipped, or fails under CI.
 func minioConfig(tb testing.TB) Config {
 	tb.Helper()
-	endpoint := os.Getenv("STRATA_TEST_S3_ENDPOINT")
-	if endpoint == "" {
-		if os.Getenv("CI") != "" {
-			tb.Fatal("STRATA_TEST_S3_ENDPOINT is not set: CI must run against MinIO (eval \"$(scripts/services.sh)\")")
-		}
-		tb.Skip("set STRATA_TEST_S3_ENDPOINT to run against MinIO (eval \"$(scripts/services.sh)\")")
-	}
-	var b [4]byte
-	rand.Read(b[:])
+	m := testsvc.MinIO(tb)
 	cfg := Config{
-		Bucket:    fmt.Sprintf("strata-test-%d-%x", time.Now().Unix(), b),
-		Endpoint:  endpoint,
-		Region:    os.Getenv("STRATA_TEST_S3_REGION"),
+		Bucket:    testsvc.BucketName(),
+		Endpoint:  m.Endpoint,
+		Region:    m.Region,
 		PathStyle: true,
-		AccessKey: os.Getenv("STRATA_TEST_S3_ACCESS_KEY"),
-		SecretKey: os.Getenv("STRATA_TEST_S3_SECRET_KEY"),
+		AccessKey: m.AccessKey,
+		SecretKey: m.SecretKey,
 	}
 	s := newStore(tb, cfg)
 	if err := s.EnsureBucket(context.Background()); err != nil {
@@ -305,6 +297,16 @@ func TestMissingBucket(t *testing.T) {
 	s := newStore(t, cfg)
 	if _, err := s.Get(t.Context(), "k"); err == nil || errors.Is(err, objstore.ErrNotExist) {
 		t.Errorf("Get from a missing bucket: %v, want an error other than ErrNotExist", err)
+	}
+	// EnsureBucket creates it, and a second call finds it.
+	for range 2 {
+		if err := s.EnsureBucket(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { removeBucket(t, s) })
+	if _, err := s.Get(t.Context(), "k"); !errors.Is(err, objstore.ErrNotExist) {
+		t.Errorf("Get from the created bucket: %v, want ErrNotExist", err)
 	}
 }
 

@@ -1,0 +1,355 @@
+package writer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/postgres"
+	"github.com/strata-io/strata/catalog/sqlite"
+	"github.com/strata-io/strata/objstore"
+	"github.com/strata-io/strata/objstore/fault"
+	"github.com/strata-io/strata/objstore/fs"
+	"github.com/strata-io/strata/objstore/s3"
+	"github.com/strata-io/strata/segment"
+)
+
+// The write path end to end: the writer over a real object store and a real catalog,
+// read back through the catalog's chunk rows and the objects.
+func TestIntegration(t *testing.T) {
+	t.Run("fs+sqlite", func(t *testing.T) {
+		store, err := fs.New(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cat, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "catalog.db"), catalog.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cat.Close() })
+		runIntegration(t, store, cat)
+	})
+	t.Run("minio+postgres", func(t *testing.T) {
+		store := newBucket(t)
+		cat, err := postgres.Open(t.Context(), newDatabase(t), catalog.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cat.Close() })
+		runIntegration(t, store, cat)
+	})
+}
+
+// needEnv returns the environment variable, skipping the test when it is unset, or
+// failing it under CI.
+func needEnv(tb testing.TB, name string) string {
+	tb.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		if os.Getenv("CI") != "" {
+			tb.Fatalf("%s is not set: CI must run against Postgres and MinIO (eval \"$(scripts/services.sh)\")", name)
+		}
+		tb.Skipf("set %s to run against Postgres and MinIO (eval \"$(scripts/services.sh)\")", name)
+	}
+	return v
+}
+
+func randomName(prefix string) string {
+	var b [6]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// newBucket returns a store on the test bucket under a prefix of its own.
+func newBucket(tb testing.TB) *s3.Store {
+	tb.Helper()
+	endpoint := needEnv(tb, "STRATA_TEST_S3_ENDPOINT")
+	s, err := s3.New(context.Background(), s3.Config{
+		Bucket:    "strata-writer-test",
+		Prefix:    randomName("t-"),
+		Endpoint:  endpoint,
+		Region:    os.Getenv("STRATA_TEST_S3_REGION"),
+		PathStyle: true,
+		AccessKey: os.Getenv("STRATA_TEST_S3_ACCESS_KEY"),
+		SecretKey: os.Getenv("STRATA_TEST_S3_SECRET_KEY"),
+	}, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := s.EnsureBucket(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// newDatabase creates a database for one test, dropped at cleanup, and returns its DSN.
+func newDatabase(tb testing.TB) string {
+	tb.Helper()
+	admin := needEnv(tb, "STRATA_TEST_POSTGRES")
+	name := randomName("strata_w_")
+	exec := func(sql string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	if err := exec("CREATE DATABASE " + name); err != nil {
+		tb.Fatalf("create database %s: %v", name, err)
+	}
+	tb.Cleanup(func() {
+		// A backend of the closed catalog may still be exiting (FORCE cannot terminate
+		// a backend it does not see as ours yet): retry for a while.
+		var err error
+		for range 50 {
+			if err = exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		tb.Errorf("drop database %s: %v", name, err)
+	})
+	u, err := url.Parse(admin)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return admin + " dbname=" + name
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// lossyCommitter loses the answer of the next commits on cue: landed ones commit and
+// then fail, as a connection lost after COMMIT; others fail without reaching the
+// catalog, as a connection lost before it.
+type lossyCommitter struct {
+	committer
+	landed, lost atomic.Int32
+}
+
+func (c *lossyCommitter) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Result, error) {
+	if c.lost.Add(-1) >= 0 {
+		return nil, errLost
+	}
+	res, err := c.committer.Commit(ctx, seg)
+	if c.landed.Add(-1) >= 0 && err == nil {
+		return nil, errLost
+	}
+	return res, err
+}
+
+// where is a record's place in the log.
+type where struct {
+	topic     int64
+	partition int32
+	offset    int64
+}
+
+func runIntegration(t *testing.T, inner objstore.Store, cat catalog.Catalog) {
+	ctx := t.Context()
+	orders, err := cat.CreateTopic(ctx, "orders", 4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := cat.CreateTopic(ctx, "events", 2, map[string]string{"message.timestamp.type": "LogAppendTime"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, err := cat.CreateTopic(ctx, "gone", 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.DeleteTopic(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+
+	store := fault.New(inner)
+	lossy := &lossyCommitter{committer: cat}
+	reg := prometheus.NewRegistry()
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	w := New(store, lossy, Config{Linger: 5 * time.Millisecond, MaxFlushBytes: 32 << 10, MaxInflight: 3}, log, reg)
+	runCtx, stop := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() { runDone <- w.Run(runCtx) }()
+	defer stop()
+
+	// Phase 1: concurrent producers over keyed, sticky and explicit partitions of two
+	// topics, one of them stamped with LogAppendTime.
+	t0 := time.Now().UnixMilli()
+	var mu sync.Mutex
+	acked := make(map[where]string)
+	keys := make(map[where]string)
+	record := func(req Request, resp Response) {
+		mu.Lock()
+		defer mu.Unlock()
+		for i, rr := range resp.Records {
+			at := where{req.Records[i].TopicID, rr.Partition, rr.Offset}
+			if _, dup := acked[at]; dup {
+				t.Errorf("offset %+v acknowledged twice", at)
+			}
+			acked[at] = string(req.Records[i].Value)
+			if req.Records[i].Key != nil {
+				keys[at] = string(req.Records[i].Key)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Go(func() {
+			for i := range 20 {
+				v := func(j int) string { return fmt.Sprintf("g%d-i%d-r%d", g, i, j) }
+				req := Request{Records: []Record{
+					rec(orders.ID, 4, -1, fmt.Sprintf("user-%d", (g*20+i)%7), v(0)),
+					rec(orders.ID, 4, -1, "", v(1)),
+					rec(orders.ID, 4, int32(i%4), "", v(2)),
+					rec(orders.ID, 4, -1, "", v(3)),
+					{TopicID: events.ID, Partitions: 2, Partition: -1, LogAppendTime: true, Record: segment.Record{Value: []byte(v(4))}},
+				}}
+				if i%5 == 0 {
+					req.Compression = segment.CompressionZstd
+				}
+				resp, err := w.Produce(ctx, req)
+				if err != nil {
+					t.Errorf("produce: %v", err)
+					return
+				}
+				record(req, resp)
+			}
+		})
+	}
+	wg.Wait()
+	t1 := time.Now().UnixMilli()
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// Phase 2: failures, one flush each.
+	one := func(part int32, value string) Request { return req(rec(orders.ID, 4, part, "", value)) }
+	store.FailNext(fault.Put, 1, errBoom)
+	if _, err := w.Produce(ctx, one(0, "put fails")); !errors.Is(err, ErrStore) || !errors.Is(err, errBoom) {
+		t.Errorf("produce with the put failing: %v, want ErrStore", err)
+	}
+	lossy.landed.Store(1)
+	r := one(1, "commit landed, answer lost")
+	if resp, err := w.Produce(ctx, r); err != nil {
+		t.Errorf("produce with the commit answer lost: %v, want the settled offsets", err)
+	} else {
+		record(r, resp)
+	}
+	lossy.lost.Store(1)
+	if _, err := w.Produce(ctx, one(2, "commit never landed")); !errors.Is(err, ErrCommit) || !errors.Is(err, catalog.ErrCommitAborted) {
+		t.Errorf("produce with the commit lost: %v, want ErrCommit after fencing", err)
+	}
+	if _, err := w.Produce(ctx, req(rec(gone.ID, 1, 0, "", "deleted topic"))); !errors.Is(err, catalog.ErrTopicNotFound) {
+		t.Errorf("produce to a deleted topic: %v, want ErrTopicNotFound", err)
+	}
+	if _, err := w.Produce(ctx, one(9, "no such partition")); !errors.Is(err, catalog.ErrPartitionOutOfRange) {
+		t.Errorf("produce to partition 9 of 4: %v, want ErrPartitionOutOfRange", err)
+	}
+
+	// Phase 3: shutdown.
+	stop()
+	if err := <-runDone; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if _, err := w.Produce(ctx, one(0, "late")); !errors.Is(err, ErrClosed) {
+		t.Errorf("produce after shutdown: %v, want ErrClosed", err)
+	}
+
+	// Read everything back: every acknowledged record is where its answer said, with
+	// its value; every committed offset was acknowledged (dense, nothing extra).
+	got := make(map[where]segment.DecodedRecord)
+	logAppend := make(map[where]bool)
+	for _, topic := range []catalog.Topic{orders, events} {
+		parts, err := cat.Partitions(ctx, topic.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pi := range parts {
+			for off := int64(0); off < pi.HighWatermark; {
+				list, err := cat.Chunks(ctx, topic.ID, pi.Partition, off, 1<<20)
+				if err != nil {
+					t.Fatalf("chunks of %s/%d at %d: %v", topic.Name, pi.Partition, off, err)
+				}
+				for _, ch := range list.Chunks {
+					data, err := inner.GetRange(ctx, ch.SegmentKey, ch.Pos, ch.Len)
+					if err != nil {
+						t.Fatal(err)
+					}
+					raws, err := segment.SplitBatches(data)
+					if err != nil {
+						t.Fatalf("chunk %+v: %v", ch, err)
+					}
+					next := ch.BaseOffset
+					for _, raw := range raws {
+						segment.SetBaseOffset(raw, next)
+						b, err := segment.DecodeBatch(raw)
+						if err != nil {
+							t.Fatalf("chunk %+v: %v", ch, err)
+						}
+						for _, dr := range b.Records {
+							at := where{topic.ID, pi.Partition, dr.Offset}
+							got[at] = dr
+							logAppend[at] = b.LogAppendTime
+						}
+						next += int64(b.LastOffsetDelta) + 1
+					}
+					if next != ch.LastOffset+1 {
+						t.Errorf("chunk %+v holds offsets up to %d", ch, next-1)
+					}
+					off = ch.LastOffset + 1
+				}
+			}
+		}
+	}
+	if len(acked) != 6*20*5+1 {
+		t.Errorf("%d records acknowledged, want %d", len(acked), 6*20*5+1)
+	}
+	if len(got) != len(acked) {
+		t.Errorf("%d records in the log, %d acknowledged: want the same", len(got), len(acked))
+	}
+	for at, v := range acked {
+		dr, ok := got[at]
+		switch {
+		case !ok:
+			t.Errorf("acknowledged record %q at %+v is not in the log", v, at)
+		case string(dr.Value) != v:
+			t.Errorf("at %+v: %q, acknowledged %q", at, dr.Value, v)
+		case keys[at] != "" && keyPartition([]byte(keys[at]), 4) != at.partition:
+			t.Errorf("key %q in partition %d, Kafka would use %d", keys[at], at.partition, keyPartition([]byte(keys[at]), 4))
+		case at.topic == events.ID && (!logAppend[at] || dr.Timestamp < t0 || dr.Timestamp > t1):
+			t.Errorf("LogAppendTime record at %+v: timestamp %d (flag %v), want the writer's clock in [%d, %d]", at, dr.Timestamp, logAppend[at], t0, t1)
+		}
+	}
+
+	// The cost model: one PUT per flush and one commit per stored object.
+	var objects int
+	if err := inner.List(ctx, "segments/", func(objstore.Info) error { objects++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	flushes := metricValue(t, w.m.flushes)
+	putsOK, putsErr := metricValue(t, w.m.puts.WithLabelValues("ok")), metricValue(t, w.m.puts.WithLabelValues("error"))
+	commits := metricValue(t, w.m.commits.WithLabelValues("ok")) + metricValue(t, w.m.commits.WithLabelValues("unknown"))
+	if putsOK+putsErr != flushes || float64(objects) != putsOK || commits != putsOK || putsErr != 1 {
+		t.Errorf("%v flushes, %v+%v puts, %d objects, %v commits: want one put per flush, one object and one commit per put", flushes, putsOK, putsErr, objects, commits)
+	}
+	if flushes >= 6*20 {
+		t.Errorf("%v flushes for %d requests: no batching", flushes, 6*20+5)
+	}
+}
