@@ -46,6 +46,8 @@ type Reader interface {
 
 var (
 	_ Catalog = catalog.Catalog(nil)
+	_ Writer  = (*writer.Writer)(nil)
+	_ Reader  = (*reader.Reader)(nil)
 )
 
 // Config tunes the API. Zero values take the documented defaults.

@@ -46,6 +46,7 @@ const (
 	CodeBufferFull            Code = "buffer_full"
 	CodeStoreUnavailable      Code = "store_unavailable"
 	CodeCommitFailed          Code = "commit_failed"
+	CodeCommitOutcomeUnknown  Code = "commit_outcome_unknown"
 	CodeShuttingDown          Code = "shutting_down"
 	CodeCatalogUnavailable    Code = "catalog_unavailable"
 	CodeRoleUnavailable       Code = "role_unavailable"
@@ -92,6 +93,7 @@ var codeTable = []CodeInfo{
 	{CodeBufferFull, http.StatusTooManyRequests, "Writer buffer full", true},
 	{CodeStoreUnavailable, http.StatusServiceUnavailable, "Object store unavailable", true},
 	{CodeCommitFailed, http.StatusServiceUnavailable, "Commit failed", true},
+	{CodeCommitOutcomeUnknown, http.StatusServiceUnavailable, "Commit outcome unknown", true},
 	{CodeShuttingDown, http.StatusServiceUnavailable, "Node shutting down", true},
 	{CodeCatalogUnavailable, http.StatusServiceUnavailable, "Catalog unavailable", true},
 	{CodeRoleUnavailable, http.StatusServiceUnavailable, "Role not served by this node", true},
@@ -226,10 +228,18 @@ func (a *API) writerProblem(r *http.Request, err error) *problem {
 		return newProblem(CodeShuttingDown, "the writer is shutting down; retry on another node")
 	case errors.Is(err, writer.ErrStore):
 		return newProblem(CodeStoreUnavailable, "the object store did not accept the segment; nothing was written; retry")
+	case errors.Is(err, writer.ErrOutcomeUnknown):
+		// Checked before ErrCommit, which it accompanies: here a blind retry may
+		// write the records twice.
+		return newProblem(CodeCommitOutcomeUnknown, "the catalog could not be reached to settle the commit: the records may or may not have been written; retrying may duplicate them")
 	case errors.Is(err, writer.ErrCommit):
 		return newProblem(CodeCommitFailed, "the catalog commit failed; nothing was written; retry")
 	case errors.Is(err, writer.ErrTooLarge):
 		return newProblem(CodeRequestTooLarge, "the request is larger than one flush; split it")
+	case errors.Is(err, writer.ErrInvalid):
+		// The API validates first; this is the writer's own check, and its message
+		// says what to fix.
+		return newProblem(CodeInvalidRequest, "%s", err.Error())
 	}
 	a.logUnexpected(r, "produce", err)
 	return newProblem(CodeInternal, "produce: unexpected error")
@@ -245,6 +255,8 @@ func (a *API) readerProblem(r *http.Request, err error) *problem {
 			with("high_watermark", oor.HighWatermark)
 	case errors.Is(err, reader.ErrOffsetOutOfRange):
 		return newProblem(CodeOffsetOutOfRange, "%s", err.Error())
+	case errors.Is(err, reader.ErrInvalidFetch):
+		return newProblem(CodeInvalidParameter, "%s", err.Error())
 	case errors.Is(err, catalog.ErrTopicNotFound),
 		errors.Is(err, catalog.ErrPartitionOutOfRange),
 		errors.Is(err, catalog.ErrOffsetOutOfRange):

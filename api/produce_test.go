@@ -152,6 +152,8 @@ func TestProduceWriterErrors(t *testing.T) {
 		{writer.ErrBufferFull, 429, CodeBufferFull, true},
 		{fmt.Errorf("writer: flush: %w", writer.ErrStore), 503, CodeStoreUnavailable, true},
 		{fmt.Errorf("writer: flush: %w", writer.ErrCommit), 503, CodeCommitFailed, true},
+		{fmt.Errorf("writer: settle: %w: %w", writer.ErrCommit, writer.ErrOutcomeUnknown), 503, CodeCommitOutcomeUnknown, true},
+		{fmt.Errorf("%w: partition 9 of 1", writer.ErrInvalid), 400, CodeInvalidRequest, false},
 		{writer.ErrClosed, 503, CodeShuttingDown, true},
 		{writer.ErrTooLarge, 413, CodeRequestTooLarge, false},
 		{fmt.Errorf("writer: commit: %w", catalog.ErrTopicNotFound), 404, CodeTopicNotFound, false},

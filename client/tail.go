@@ -26,6 +26,9 @@ type TailOptions struct {
 	// nothing forever otherwise. The server sends heartbeats every 15s by default.
 	// Default 60s; negative disables it.
 	IdleTimeout time.Duration
+	// OnRetry, when set, is told why the stream broke and how long Tail waits before it
+	// reconnects, e.g. to log it. It must not block.
+	OnRetry func(err error, wait time.Duration)
 }
 
 // Tail follows one partition from offset over Server-Sent Events, calling fn for every
@@ -73,6 +76,9 @@ func (c *Client) TailWith(ctx context.Context, topic string, partition int32, of
 		}
 		if e != nil && e.RetryAfter > 0 {
 			wait = e.RetryAfter
+		}
+		if o.OnRetry != nil {
+			o.OnRetry(err, wait)
 		}
 		if err := c.sleep(ctx, wait); err != nil {
 			return err

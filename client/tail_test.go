@@ -133,8 +133,10 @@ func TestTailResumes(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var got []int64
+	var retries []error
 	done := errors.New("done")
-	err := c.Tail(ctx, "t", 1, 2, func(r Record) error {
+	onRetry := func(err error, wait time.Duration) { retries = append(retries, err) }
+	err := c.TailWith(ctx, "t", 1, 2, TailOptions{OnRetry: onRetry}, func(r Record) error {
 		if *r.Partition != 1 {
 			t.Errorf("record partition %d, want 1", *r.Partition)
 		}
@@ -165,6 +167,9 @@ func TestTailResumes(t *testing.T) {
 	}
 	if len(slept) != 3 {
 		t.Errorf("slept %v: want one wait per reconnect", slept)
+	}
+	if len(retries) != 3 || StatusOf(retries[0]) != 503 {
+		t.Errorf("OnRetry saw %v: want the 503, then two broken streams", retries)
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/strata-io/strata/segment"
 )
 
 const testBlock = 4 << 10
@@ -243,5 +245,27 @@ func TestCacheFollowerRetriesWhenLeaderCancels(t *testing.T) {
 	}
 	if got := s.gets.Load(); got != 2 {
 		t.Errorf("GETs = %d, want 2", got)
+	}
+}
+
+func TestFooterCacheEvictsLRUBySize(t *testing.T) {
+	ft := func(n int) segment.Footer { return segment.Footer{Version: 1, Batches: make([]segment.BatchInfo, n)} }
+	one := footerSize(ft(10))
+	c := newFooterCache(3 * one)
+	c.put("a", ft(10))
+	c.put("b", ft(10))
+	c.put("c", ft(10))
+	if _, ok := c.get("a"); !ok { // a becomes the most recent
+		t.Fatal("a missing")
+	}
+	c.put("d", ft(10)) // evicts b
+	c.put("huge", ft(1000))
+	for key, want := range map[string]bool{"a": true, "b": false, "c": true, "d": true, "huge": false} {
+		if _, ok := c.get(key); ok != want {
+			t.Errorf("%s cached: %v, want %v", key, ok, want)
+		}
+	}
+	if c.size != 3*one {
+		t.Errorf("size %d, want %d", c.size, 3*one)
 	}
 }

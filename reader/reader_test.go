@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/strata-io/strata/catalog"
@@ -606,5 +607,53 @@ func TestFooterReadsOnlyWhatIsNeeded(t *testing.T) {
 				t.Errorf("read %d bytes of a %d-byte chunk for 8 records", got, ch.Len)
 			}
 		})
+	}
+}
+
+func TestMetricsRegistered(t *testing.T) {
+	l := newTestLog(t)
+	l.flush(l.batch(0, 3, 100, segment.CompressionNone))
+	reg := prometheus.NewRegistry()
+	r := New(l.store, l.cat, Config{}, nil, reg)
+	for range 2 {
+		if _, err := r.Fetch(t.Context(), Fetch{TopicID: testTopic}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, lp := range m.GetLabel() {
+				name += "{" + lp.GetName() + "=" + lp.GetValue() + "}"
+			}
+			switch {
+			case m.Counter != nil:
+				got[name] = m.Counter.GetValue()
+			case m.Gauge != nil:
+				got[name] = m.Gauge.GetValue()
+			case m.Histogram != nil:
+				got[name] = float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	objSize := float64(len(l.store.objects["seg/000001"]))
+	for name, want := range map[string]float64{
+		"strata_reader_cache_hits_total":                  1,
+		"strata_reader_cache_misses_total":                1,
+		"strata_reader_cache_bytes":                       objSize,
+		"strata_reader_gets_total":                        1,
+		"strata_reader_get_bytes_total":                   objSize,
+		"strata_reader_fetch_seconds":                     2,
+		"strata_reader_longpoll_wakeups_total{by=notify}": 0,
+		"strata_reader_longpoll_wakeups_total{by=poll}":   0,
+	} {
+		if v, ok := got[name]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v", name, v, ok, want)
+		}
 	}
 }

@@ -48,8 +48,8 @@ start_minio() {
     log "starting MinIO on 127.0.0.1:$MINIO_PORT"
     mkdir -p "$MINIO_DATA"
     MINIO_ROOT_USER=strata MINIO_ROOT_PASSWORD=stratasecret MINIO_BROWSER=off \
-      nohup "$MINIO_BIN" server --quiet --address "127.0.0.1:$MINIO_PORT" "$MINIO_DATA" \
-      >"$CACHE/minio.log" 2>&1 &
+      setsid nohup "$MINIO_BIN" server --quiet --address "127.0.0.1:$MINIO_PORT" "$MINIO_DATA" \
+      >"$CACHE/minio.log" 2>&1 </dev/null &
     for _ in $(seq 1 100); do
       curl -fsS "http://127.0.0.1:$MINIO_PORT/minio/health/live" >/dev/null 2>&1 && break
       sleep 0.2

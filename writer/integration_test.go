@@ -7,25 +7,29 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/postgres"
 	"github.com/strata-io/strata/catalog/sqlite"
+	"github.com/strata-io/strata/internal/testsvc"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fault"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/objstore/s3"
 	"github.com/strata-io/strata/segment"
+)
+
+// The real store and catalog have what the writer needs.
+var (
+	_ segmentStore = objstore.Store(nil)
+	_ committer    = catalog.Catalog(nil)
 )
 
 // The write path end to end: the writer over a real object store and a real catalog,
@@ -45,7 +49,7 @@ func TestIntegration(t *testing.T) {
 	})
 	t.Run("minio+postgres", func(t *testing.T) {
 		store := newBucket(t)
-		cat, err := postgres.Open(t.Context(), newDatabase(t), catalog.Options{})
+		cat, err := postgres.Open(t.Context(), testsvc.PostgresDSN(t), catalog.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,38 +58,20 @@ func TestIntegration(t *testing.T) {
 	})
 }
 
-// needEnv returns the environment variable, skipping the test when it is unset, or
-// failing it under CI.
-func needEnv(tb testing.TB, name string) string {
-	tb.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		if os.Getenv("CI") != "" {
-			tb.Fatalf("%s is not set: CI must run against Postgres and MinIO (eval \"$(scripts/services.sh)\")", name)
-		}
-		tb.Skipf("set %s to run against Postgres and MinIO (eval \"$(scripts/services.sh)\")", name)
-	}
-	return v
-}
-
-func randomName(prefix string) string {
-	var b [6]byte
-	rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
-}
-
 // newBucket returns a store on the test bucket under a prefix of its own.
 func newBucket(tb testing.TB) *s3.Store {
 	tb.Helper()
-	endpoint := needEnv(tb, "STRATA_TEST_S3_ENDPOINT")
+	m := testsvc.MinIO(tb)
+	var b [6]byte
+	rand.Read(b[:])
 	s, err := s3.New(context.Background(), s3.Config{
 		Bucket:    "strata-writer-test",
-		Prefix:    randomName("t-"),
-		Endpoint:  endpoint,
-		Region:    os.Getenv("STRATA_TEST_S3_REGION"),
+		Prefix:    "t-" + hex.EncodeToString(b[:]),
+		Endpoint:  m.Endpoint,
+		Region:    m.Region,
 		PathStyle: true,
-		AccessKey: os.Getenv("STRATA_TEST_S3_ACCESS_KEY"),
-		SecretKey: os.Getenv("STRATA_TEST_S3_SECRET_KEY"),
+		AccessKey: m.AccessKey,
+		SecretKey: m.SecretKey,
 	}, nil)
 	if err != nil {
 		tb.Fatal(err)
@@ -94,45 +80,6 @@ func newBucket(tb testing.TB) *s3.Store {
 		tb.Fatal(err)
 	}
 	return s
-}
-
-// newDatabase creates a database for one test, dropped at cleanup, and returns its DSN.
-func newDatabase(tb testing.TB) string {
-	tb.Helper()
-	admin := needEnv(tb, "STRATA_TEST_POSTGRES")
-	name := randomName("strata_w_")
-	exec := func(sql string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	if err := exec("CREATE DATABASE " + name); err != nil {
-		tb.Fatalf("create database %s: %v", name, err)
-	}
-	tb.Cleanup(func() {
-		// A backend of the closed catalog may still be exiting (FORCE cannot terminate
-		// a backend it does not see as ours yet): retry for a while.
-		var err error
-		for range 50 {
-			if err = exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		tb.Errorf("drop database %s: %v", name, err)
-	})
-	u, err := url.Parse(admin)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return admin + " dbname=" + name
-	}
-	u.Path = "/" + name
-	return u.String()
 }
 
 // lossyCommitter loses the answer of the next commits on cue: landed ones commit and

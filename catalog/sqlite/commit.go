@@ -52,11 +52,20 @@ func prepare(ctx context.Context, db *sql.DB) (stmts, error) {
 	} {
 		s, err := db.PrepareContext(ctx, p.sql)
 		if err != nil {
+			st.close()
 			return stmts{}, fmt.Errorf("prepare %q: %w", p.sql, err)
 		}
 		*p.dst = s
 	}
 	return st, nil
+}
+
+func (st stmts) close() {
+	for _, s := range []*sql.Stmt{st.now, st.segment, st.topic, st.partition, st.insertSegment, st.insertChunk, st.advance, st.fence, st.segmentChunks} {
+		if s != nil {
+			s.Close()
+		}
+	}
 }
 
 // Commit commits one flush in one immediate transaction (see catalog.Catalog).
@@ -81,7 +90,7 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
 	}
 	if err := catalog.CheckCommitTime(keyTime, now, c.opts.CommitTimeout); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
 	}
 
 	var (

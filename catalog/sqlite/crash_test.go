@@ -17,9 +17,10 @@ import (
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/catalogtest"
+	"github.com/strata-io/strata/segment"
 )
 
-// The crash test re-executes this test binary as a child that commits in a loop and
+// The crash test re-executes this test binary (TestMain) as a child that commits in a loop and
 // kills it with SIGKILL wherever it happens to be — almost always inside a commit,
 // which is where it spends its time.
 const (
@@ -36,32 +37,41 @@ func crashFlush(key string, topicID int64) catalog.Segment {
 	)
 }
 
-// TestCrashChild is the child's body; it does nothing in a normal run.
-func TestCrashChild(t *testing.T) {
-	path := os.Getenv(crashEnvPath)
-	if path == "" {
-		t.Skip("the child of TestKillMidCommit")
+func TestMain(m *testing.M) {
+	if path := os.Getenv(crashEnvPath); path != "" {
+		crashChild(path)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// crashChild is the child's body: commit and acknowledge until killed.
+func crashChild(path string) {
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, "crash child:", err)
+		os.Exit(2)
 	}
 	topicID, err := strconv.ParseInt(os.Getenv(crashEnvTopic), 10, 64)
 	if err != nil {
-		t.Fatal(err)
+		fail(err)
 	}
 	ctx := context.Background()
 	c, err := Open(ctx, path, catalog.Options{})
 	if err != nil {
-		t.Fatal(err)
+		fail(err)
 	}
 	// Bounded in case the parent dies without killing us.
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
-		seg := crashFlush(catalogtest.NewKey(t), topicID)
+		seg := crashFlush(segment.NewKey(time.Now()), topicID)
 		res, err := c.Commit(ctx, seg)
 		if err != nil {
-			t.Fatal(err)
+			fail(err)
 		}
 		// The acknowledgement goes out only after Commit returned: from here on the
 		// flush must survive the kill.
 		fmt.Printf("ack %s %d %d %d %d\n", seg.Key, res[0].BaseOffsets[0], res[0].BaseOffsets[1], res[1].BaseOffsets[0], res[1].BaseOffsets[1])
 	}
+	fail(fmt.Errorf("not killed within a minute"))
 }
 
 func TestKillMidCommit(t *testing.T) {
@@ -78,7 +88,7 @@ func TestKillMidCommit(t *testing.T) {
 	acked := map[string][]int64{}
 	for round := range 4 {
 		kills := 30 + rand.IntN(150) // acknowledgements to wait for before the kill
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), crashEnvPath+"="+path, crashEnvTopic+"="+strconv.FormatInt(tp.ID, 10))
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()

@@ -194,3 +194,26 @@ func TestSlowListenerNeverBlocksCommit(t *testing.T) {
 		t.Fatalf("high watermark %d", got)
 	}
 }
+
+// TestLogStartOffset: once retention has moved a partition's log start (set here by
+// hand; the compactor does it), offsets below it are out of range, the chunk holding it
+// is still served, and a time lookup never answers below it.
+func TestLogStartOffset(t *testing.T) {
+	c := openTest(t)
+	tp := catalogtest.SeedTopic(t, c, "retained", 1, nil)
+	catalogtest.SeedRecords(t, c, tp.ID, 0, 5, 10) // chunks [0,9] ... [40,49]
+	if _, err := c.w.ExecContext(t.Context(), `UPDATE partitions SET log_start_offset = 25 WHERE topic_id = ?`, tp.ID); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Chunks(t.Context(), tp.ID, 0, 24, 1<<20)
+	if !errors.Is(err, catalog.ErrOffsetOutOfRange) || l.Partition.LogStartOffset != 25 || l.Partition.HighWatermark != 50 {
+		t.Fatalf("Chunks(24) = %+v, %v; want out of range [25, 50]", l, err)
+	}
+	l, err = c.Chunks(t.Context(), tp.ID, 0, 25, 1<<20)
+	if err != nil || len(l.Chunks) != 3 || l.Chunks[0].BaseOffset != 20 {
+		t.Fatalf("Chunks(25) = %+v, %v; want chunks from 20", l, err)
+	}
+	if got, err := c.OffsetForTime(t.Context(), tp.ID, 0, 0); err != nil || got != 25 {
+		t.Fatalf("OffsetForTime(0) = %d, %v; want the log start 25", got, err)
+	}
+}

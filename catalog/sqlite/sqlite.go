@@ -107,6 +107,7 @@ func Open(ctx context.Context, path string, opts catalog.Options) (*Catalog, err
 func (c *Catalog) Close() error {
 	c.closeOnce.Do(func() {
 		c.hub.close()
+		c.st.close()
 		werr := c.w.Close()
 		rerr := c.r.Close()
 		if werr != nil {

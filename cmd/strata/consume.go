@@ -50,7 +50,7 @@ plain reader: it never joins a group or commits offsets.`)
 		if err != nil {
 			return err
 		}
-		cs := &consumer{cl: cl, topic: topic, start: start, max: *maxRecs, base64: *b64, timeout: sf.timeout}
+		cs := &consumer{cl: cl, topic: topic, start: start, max: *maxRecs, base64: *b64, timeout: sf.timeout, stderr: e.stderr}
 		return cs.run(ctx, e.stdout, onlyPart, *follow)
 	}
 }
@@ -88,6 +88,7 @@ type consumer struct {
 	max     int64
 	base64  bool
 	timeout time.Duration
+	stderr  io.Writer
 
 	mu      sync.Mutex
 	out     *bufio.Writer
@@ -208,7 +209,10 @@ func (cs *consumer) follow(ctx context.Context, parts []client.Partition, starts
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := cs.cl.TailWith(ctx, cs.topic, p.Partition, starts[i], client.TailOptions{Base64: cs.base64}, func(r client.Record) error {
+			opts := client.TailOptions{Base64: cs.base64, OnRetry: func(err error, wait time.Duration) {
+				fmt.Fprintf(cs.stderr, "strata consume: partition %d: %v; reconnecting in %s\n", p.Partition, err, wait.Round(time.Millisecond))
+			}}
+			err := cs.cl.TailWith(ctx, cs.topic, p.Partition, starts[i], opts, func(r client.Record) error {
 				return cs.print(r, true)
 			})
 			if err != nil && ctx.Err() == nil {

@@ -7,14 +7,18 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-io/strata/client"
 )
@@ -146,9 +150,20 @@ func cleanEnv() []string {
 func startDev(t *testing.T, bin, data string) *devServer {
 	t.Helper()
 	addr := freeAddr(t)
+	s, out := startStrata(t, bin, nil, addr, "dev", "--data", data, "--listen", addr, "--log-level", "warn")
+	if !strings.Contains(out.String(), s.url) || !strings.Contains(out.String(), "curl -X POST "+s.url+"/v1/topics") {
+		t.Errorf("the banner does not show the URL and a first command:\n%s", out.String())
+	}
+	return s
+}
+
+// startStrata runs the binary with args (listening on addr) and waits until /readyz
+// answers 200.
+func startStrata(t *testing.T, bin string, extraEnv []string, addr string, args ...string) (*devServer, *lockedBuffer) {
+	t.Helper()
 	out := &lockedBuffer{}
-	cmd := exec.Command(bin, "dev", "--data", data, "--listen", addr, "--log-level", "warn")
-	cmd.Env = cleanEnv()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(cleanEnv(), extraEnv...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -161,7 +176,7 @@ func startDev(t *testing.T, bin, data string) *devServer {
 			<-s.done
 		}
 		if t.Failed() {
-			t.Logf("strata dev output:\n%s", out.String())
+			t.Logf("strata %s output:\n%s", args[0], out.String())
 		}
 	})
 	deadline := time.Now().Add(60 * time.Second)
@@ -175,33 +190,32 @@ func startDev(t *testing.T, bin, data string) *devServer {
 		}
 		select {
 		case err := <-s.done:
-			t.Fatalf("strata dev exited before it was ready: %v\n%s", err, out.String())
+			t.Fatalf("strata %s exited before it was ready: %v\n%s", args[0], err, out.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("strata dev not ready after 60s (last: %v)\n%s", err, out.String())
+			t.Fatalf("strata %s not ready after 60s (last: %v)\n%s", args[0], err, out.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if !strings.Contains(out.String(), s.url) || !strings.Contains(out.String(), "curl -X POST "+s.url+"/v1/topics") {
-		t.Errorf("the banner does not show the URL and a first command:\n%s", out.String())
-	}
-	return s
+	return s, out
 }
 
 // stop interrupts the server as Ctrl-C would and expects a clean exit.
-func (s *devServer) stop(t *testing.T) {
+func (s *devServer) stop(t *testing.T) { s.signal(t, os.Interrupt) }
+
+func (s *devServer) signal(t *testing.T, sig os.Signal) {
 	t.Helper()
-	if err := s.cmd.Process.Signal(os.Interrupt); err != nil {
+	if err := s.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case err := <-s.done:
 		if err != nil {
-			t.Fatalf("strata dev exited with %v after SIGINT, want 0", err)
+			t.Fatalf("strata exited with %v after %v, want 0", err, sig)
 		}
 	case <-time.After(45 * time.Second):
-		t.Fatal("strata dev did not stop within 45s of SIGINT")
+		t.Fatalf("strata did not stop within 45s of %v", sig)
 	}
 }
 
@@ -390,4 +404,75 @@ func TestDevEndToEnd(t *testing.T) {
 		t.Errorf("after restart a record landed at %d/%d, want 1/%d", offs[0].Partition, offs[0].Offset, parts[1].HighWatermark)
 	}
 	srv.stop(t)
+}
+
+// TestServeEndToEnd is the same run against Postgres and MinIO through `strata serve`,
+// stopped with SIGTERM as an orchestrator would.
+func TestServeEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	dsn := os.Getenv("STRATA_TEST_POSTGRES")
+	endpoint := os.Getenv("STRATA_TEST_S3_ENDPOINT")
+	if dsn == "" || endpoint == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("STRATA_TEST_POSTGRES and STRATA_TEST_S3_ENDPOINT must be set in CI (scripts/services.sh)")
+		}
+		t.Skip("set STRATA_TEST_POSTGRES and STRATA_TEST_S3_* (eval \"$(scripts/services.sh)\") to run against Postgres and MinIO")
+	}
+	catalogURL := testDatabase(t, dsn)
+	bucket := fmt.Sprintf("strata-cmd-%d", time.Now().UnixNano())
+	bucketURL := fmt.Sprintf("s3://%s/e2e?endpoint=%s&path_style=true&region=%s", bucket, endpoint, os.Getenv("STRATA_TEST_S3_REGION"))
+	creds := []string{
+		"AWS_ACCESS_KEY_ID=" + os.Getenv("STRATA_TEST_S3_ACCESS_KEY"),
+		"AWS_SECRET_ACCESS_KEY=" + os.Getenv("STRATA_TEST_S3_SECRET_KEY"),
+	}
+	bin := buildStrata(t)
+	serve := func() *devServer {
+		addr := freeAddr(t)
+		s, _ := startStrata(t, bin, creds, addr, "serve", "--catalog", catalogURL, "--bucket", bucketURL,
+			"--create-bucket", "--listen", addr, "--log-level", "warn")
+		return s
+	}
+
+	srv := serve()
+	if _, err := client.New(srv.url).CreateTopic(t.Context(), e2eTopic, e2ePartitions, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := produceAll(t, srv.url)
+	checkLog(t, srv.url, want)
+	srv.signal(t, syscall.SIGTERM)
+
+	srv = serve()
+	checkLog(t, srv.url, want)
+	srv.signal(t, syscall.SIGTERM)
+}
+
+// testDatabase creates a database of its own for the test and returns its URL.
+func testDatabase(t *testing.T, dsn string) string {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", dsn, err)
+	}
+	defer conn.Close(ctx)
+	name := fmt.Sprintf("strata_cmd_%d", time.Now().UnixNano())
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, dsn); err == nil {
+			_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			c.Close(ctx)
+		}
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
 }

@@ -203,6 +203,7 @@ behind a load balancer. /readyz answers 200 once the catalog and the bucket answ
 	roles := c.fs.String("roles", "writer,reader", "comma-separated `roles` to run: writer, reader, compactor")
 	cat := c.fs.String("catalog", "", "catalog `URL`: postgres://user:pass@host:5432/db, or a SQLite file (sqlite:path or a plain path) for a single node")
 	bucket := c.fs.String("bucket", "", "object store `URL`: s3://bucket/prefix[?endpoint=http://host:9000&path_style=true&region=R], or file:///dir")
+	createBucket := c.fs.Bool("create-bucket", false, "create the S3 bucket at start-up if it is missing (MinIO, development); needs the s3:CreateBucket permission")
 	nf := addNodeFlags(c, ":8080", "json")
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
 		if len(args) > 0 {
@@ -222,7 +223,19 @@ behind a load balancer. /readyz answers 200 once the catalog and the bucket answ
 		} else {
 			b := *bucket
 			spec.bucketName = redactURL(b)
-			spec.store = func(ctx context.Context, log *slog.Logger) (objstore.Store, error) { return open.Open(ctx, b, log) }
+			create := *createBucket
+			spec.store = func(ctx context.Context, log *slog.Logger) (objstore.Store, error) {
+				st, err := open.Open(ctx, b, log)
+				if err != nil || !create {
+					return st, err
+				}
+				if eb, ok := st.(interface{ EnsureBucket(context.Context) error }); ok {
+					if err := eb.EnsureBucket(ctx); err != nil {
+						return nil, fmt.Errorf("create bucket: %w", err)
+					}
+				}
+				return st, nil
+			}
 		}
 		if len(bad) > 0 {
 			return badFlags(c.name, bad)
@@ -329,6 +342,12 @@ func runNode(ctx context.Context, e *env, spec nodeSpec) (err error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	// The store first: opening it only parses its URL (unless --create-bucket), so a
+	// typo there is reported before the catalog runs its migrations.
+	rawStore, err := spec.store(ctx, log)
+	if err != nil {
+		return fmt.Errorf("%w (check --bucket)", err)
+	}
 	cat, err := spec.catalog(ctx, catalog.Options{CommitTimeout: nf.commitTimeout, Logger: log})
 	if err != nil {
 		return fmt.Errorf("open catalog %s: %w (check --catalog and that the database is reachable)", spec.catalogName, err)
@@ -338,10 +357,6 @@ func runNode(ctx context.Context, e *env, spec nodeSpec) (err error) {
 			log.Warn("close catalog", "err", cerr)
 		}
 	}()
-	rawStore, err := spec.store(ctx, log)
-	if err != nil {
-		return fmt.Errorf("open bucket %s: %w (check --bucket)", spec.bucketName, err)
-	}
 	store := metered.New(rawStore, reg)
 
 	ready := func(ctx context.Context) error {
