@@ -40,6 +40,9 @@ const (
 
 var commitMarker = []byte("strata_commit")
 
+// cancelRequestCode opens a CancelRequest startup packet.
+const cancelRequestCode = 80877102
+
 func newCutProxy(t *testing.T, target string) *cutProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -149,6 +152,11 @@ func (s *proxySession) clientToServer() {
 	startup := make([]byte, binary.BigEndian.Uint32(lenBuf[:]))
 	copy(startup, lenBuf[:])
 	if _, err := io.ReadFull(s.client, startup[4:]); err != nil {
+		return
+	}
+	// pgx sends a CancelRequest on a new connection when one breaks mid-query. A cut
+	// network would lose it too; forwarding it would make the cut commit's fate a race.
+	if len(startup) == 16 && binary.BigEndian.Uint32(startup[4:8]) == cancelRequestCode {
 		return
 	}
 	if _, err := s.server.Write(startup); err != nil {

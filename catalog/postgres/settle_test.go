@@ -84,7 +84,9 @@ func TestSettleAfterLostReply(t *testing.T) {
 	res, err := c.Settle(ctx, seg)
 	if err != nil {
 		proxy.mu.Lock()
-		t.Fatalf("settle: %v (the server's answers to the cut commit: %q)", err, proxy.dropped)
+		dropped := proxy.dropped
+		proxy.mu.Unlock()
+		t.Fatalf("settle: %v (the server's answers to the cut commit: %q)", err, dropped)
 	}
 	checkResults(t, res, want)
 

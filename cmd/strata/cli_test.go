@@ -40,6 +40,7 @@ func TestUsageAndExitCodes(t *testing.T) {
 		{[]string{"help"}, 0, "Usage: strata COMMAND", ""},
 		{[]string{"bogus"}, 2, "", `unknown command "bogus"`},
 		{[]string{"topics"}, 2, "", "strata topics create|list|describe|delete|alter"},
+		{[]string{"topics", "-h"}, 0, "strata topics create|list|describe|delete|alter", ""},
 		{[]string{"topics", "frobnicate"}, 2, "", `unknown command "topics frobnicate"`},
 		{[]string{"version"}, 0, "strata ", ""},
 		{[]string{"--version"}, 0, "strata ", ""},
@@ -562,6 +563,11 @@ func TestProduceAndConsume(t *testing.T) {
 	code, _, stderr = runCLI(t, env, "", "consume", "t", "--partition", "9")
 	if code != 1 || !strings.Contains(stderr, "topic t has partitions 0 to 1") {
 		t.Errorf("consume --partition 9: exit %d, %s", code, stderr)
+	}
+	// Progress lines, every --progress when stderr is not a terminal.
+	code, _, stderr = runCLI(t, env, strings.Repeat("{\"value\":1}\n", 3), "produce", "t", "--batch", "1", "--progress", "1ns")
+	if code != 0 || strings.Count(stderr, "records/s") != 4 || !strings.Contains(stderr, "2 records, ") {
+		t.Errorf("produce --progress 1ns: exit %d, stderr %q; want a line per batch and a summary", code, stderr)
 	}
 	code, _, stderr = runCLI(t, env, "{\"value\":1}\n[oops]\n", "produce", "t")
 	if code != 1 || !strings.Contains(stderr, "line 2: not a record object") {

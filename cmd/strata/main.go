@@ -16,8 +16,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
-
-	"github.com/strata-io/strata/client"
 )
 
 // version is set at build time (-ldflags "-X main.version=v1.2.3"); otherwise the
@@ -137,10 +135,12 @@ func run(ctx context.Context, e *env, args []string) int {
 	name, rest := args[0], args[1:]
 	if name == "topics" {
 		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
-			fmt.Fprint(e.stderr, "Usage: strata topics create|list|describe|delete|alter ...\nRun 'strata topics VERB -h' for a verb's flags.\n")
+			const u = "Usage: strata topics create|list|describe|delete|alter ...\nRun 'strata topics VERB -h' for a verb's flags.\n"
 			if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "--help") {
+				fmt.Fprint(e.stdout, u)
 				return 0
 			}
+			fmt.Fprint(e.stderr, u)
 			return 2
 		}
 		name, rest = "topics "+rest[0], rest[1:]
@@ -164,24 +164,19 @@ func run(ctx context.Context, e *env, args []string) int {
 	return 2
 }
 
-// report prints err the way a person can act on it and returns the exit code.
+// report prints err the way a person can act on it and returns the exit code. A
+// server's refusal (*client.Error) already reads "detail (code C, HTTP N)".
 func report(e *env, cmd string, err error) int {
 	var ue *usageError
-	var ce *client.Error
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &ue):
 		fmt.Fprintf(e.stderr, "strata %s: %s\nRun 'strata %s -h' for usage.\n", cmd, ue.msg, cmd)
 		return 2
-	case errors.As(err, &ce):
-		// The client's error already carries the server's detail and code.
-		fmt.Fprintf(e.stderr, "strata %s: %v\n", cmd, err)
-		return 1
-	default:
-		fmt.Fprintf(e.stderr, "strata %s: %v\n", cmd, err)
-		return 1
 	}
+	fmt.Fprintf(e.stderr, "strata %s: %v\n", cmd, err)
+	return 1
 }
 
 func versionCommand() (*command, func(context.Context, *env, *command, []string) error) {
