@@ -70,6 +70,11 @@ type Config struct {
 	// sends a comment line, so proxies keep the connection and clients notice a dead
 	// one. Default 15s.
 	HeartbeatInterval time.Duration
+	// Auth requires bearer API keys when it holds any (auth.go). Default: no keys.
+	Auth AuthConfig
+	// NoStreaming answers SSE tails with 406 streaming_unsupported, for front ends that
+	// buffer whole responses (Lambda behind API Gateway's HTTP API).
+	NoStreaming bool
 }
 
 // Defaults of Config.
@@ -192,8 +197,12 @@ func (a *API) routes() http.Handler {
 		requestIDMiddleware,
 		a.metrics.middleware,
 		a.recoverMiddleware,
+		authMiddleware(a.cfg.Auth),
 		bodyLimitMiddleware(a.cfg.MaxBodyBytes),
 	)
+	if a.cfg.NoStreaming {
+		r.Use(noStreamingMiddleware)
+	}
 
 	r.Get("/healthz", a.healthz)
 	r.Get("/readyz", a.readyz)

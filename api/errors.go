@@ -37,10 +37,12 @@ const (
 	CodeInvalidOffset         Code = "invalid_offset"
 	CodeInvalidTimestamp      Code = "invalid_timestamp"
 	CodeInvalidParameter      Code = "invalid_parameter"
+	CodeUnauthorized          Code = "unauthorized"
 	CodeTopicNotFound         Code = "topic_not_found"
 	CodePartitionOutOfRange   Code = "partition_out_of_range"
 	CodeNotFound              Code = "not_found"
 	CodeMethodNotAllowed      Code = "method_not_allowed"
+	CodeStreamingUnsupported  Code = "streaming_unsupported"
 	CodeTopicExists           Code = "topic_exists"
 	CodeOffsetOutOfRange      Code = "offset_out_of_range"
 	CodeBufferFull            Code = "buffer_full"
@@ -84,10 +86,12 @@ var codeTable = []CodeInfo{
 	{CodeInvalidOffset, http.StatusBadRequest, "Invalid offset", false},
 	{CodeInvalidTimestamp, http.StatusBadRequest, "Invalid timestamp", false},
 	{CodeInvalidParameter, http.StatusBadRequest, "Invalid query parameter", false},
+	{CodeUnauthorized, http.StatusUnauthorized, "API key missing or invalid", false},
 	{CodeTopicNotFound, http.StatusNotFound, "Topic not found", false},
 	{CodePartitionOutOfRange, http.StatusNotFound, "Partition out of range", false},
 	{CodeNotFound, http.StatusNotFound, "Not found", false},
 	{CodeMethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed", false},
+	{CodeStreamingUnsupported, http.StatusNotAcceptable, "Streaming not supported here", false},
 	{CodeTopicExists, http.StatusConflict, "Topic already exists", false},
 	{CodeOffsetOutOfRange, http.StatusRequestedRangeNotSatisfiable, "Offset out of range", false},
 	{CodeBufferFull, http.StatusTooManyRequests, "Writer buffer full", true},

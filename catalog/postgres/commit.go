@@ -52,13 +52,18 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	if err == nil {
 		var i int32
 		var br batchRow
-		_, err = pgx.ForEachRow(rows, []any{&i, &br.code, &br.base}, func() error {
+		var tag pgconn.CommandTag
+		tag, err = pgx.ForEachRow(rows, []any{&i, &br.code, &br.base}, func() error {
 			if i < 0 || int(i) >= n {
 				return fmt.Errorf("strata_commit answered for batch %d of %d", i, n)
 			}
 			out[i] = br
 			return nil
 		})
+		if err == nil && tag.RowsAffected() != int64(n) {
+			// Committed, but the answer is incomplete: an error, so the caller settles.
+			err = fmt.Errorf("strata_commit answered %d rows for %d batches", tag.RowsAffected(), n)
+		}
 	}
 	if err != nil {
 		var pe *pgconn.PgError

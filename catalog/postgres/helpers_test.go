@@ -123,8 +123,7 @@ func mustTopic(tb testing.TB, c *Catalog, name string, partitions int32, configs
 	return t
 }
 
-// flush builds a segment from requests, laying batches out in the object grouped by
-// partition in request order (as segment.Encode does), each batch size bytes.
+// flushBatch is one batch of a test flush.
 type flushBatch struct {
 	topic     int64
 	partition int32
@@ -132,6 +131,9 @@ type flushBatch struct {
 	maxTS     int64
 }
 
+// makeSegment builds a flush from requests, laying batches out in the object grouped by
+// partition in order of first appearance (as segment.Encode does), each batch size
+// bytes, and a 100-byte footer.
 func makeSegment(key string, size int64, reqs ...[]flushBatch) catalog.Segment {
 	seg := catalog.Segment{Key: key}
 	type ref struct{ r, b int }

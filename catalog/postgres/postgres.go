@@ -94,6 +94,3 @@ func (c *Catalog) Now(ctx context.Context) (time.Time, error) {
 	}
 	return t.UTC(), nil
 }
-
-// Pool is the connection pool, for tools and tests that need the database directly.
-func (c *Catalog) Pool() *pgxpool.Pool { return c.pool }

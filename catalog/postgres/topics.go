@@ -214,7 +214,11 @@ func (c *Catalog) Partitions(ctx context.Context, topicID int64) ([]catalog.Part
 	if err != nil {
 		return nil, fmt.Errorf("postgres: partitions of topic id %d: %w", topicID, err)
 	}
-	ps, err := pgx.CollectRows(rows, pgx.RowToStructByPos[catalog.PartitionInfo])
+	ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (catalog.PartitionInfo, error) {
+		var p catalog.PartitionInfo
+		err := r.Scan(&p.TopicID, &p.Partition, &p.LogStartOffset, &p.HighWatermark, &p.Bytes)
+		return p, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: partitions of topic id %d: %w", topicID, err)
 	}

@@ -1,0 +1,601 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/strata-io/strata/catalog"
+)
+
+var _ catalog.Compaction = (*Catalog)(nil)
+
+// The compactor's side of the catalog (catalog/compact.go). None of this is on the
+// produce path, so it favours plain statements in explicit transactions over the
+// commit's one-round-trip function. Lock order, as everywhere: partition rows, then
+// compactor_partitions rows, then segment rows (by id).
+
+// dropBatch bounds the rows one DropChunks call deletes.
+const dropBatch = 5000
+
+// settleMS is SettleAge in milliseconds, for SQL intervals.
+func (c *Catalog) settleMS() int64 { return catalog.SettleAge(c.commitTimeout).Milliseconds() }
+
+// AcquirePartitions leases up to max partitions whose lease is free or expired. Rows
+// another compactor is claiming at this moment are skipped, not waited for.
+func (c *Catalog) AcquirePartitions(ctx context.Context, holder string, ttl time.Duration, max int) ([]catalog.PartitionLease, error) {
+	var out []catalog.PartitionLease
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO compactor_partitions (topic_id, partition)
+			SELECT p.topic_id, p.partition FROM partitions p
+			WHERE NOT EXISTS (SELECT 1 FROM compactor_partitions c WHERE c.topic_id = p.topic_id AND c.partition = p.partition)
+			ON CONFLICT DO NOTHING`); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `UPDATE compactor_partitions c
+			SET holder = $1, token = c.token + 1, lease_until = clock_timestamp() + $2::bigint * interval '1 millisecond'
+			FROM (SELECT topic_id, partition FROM compactor_partitions
+			      WHERE reclaimed_at IS NULL AND lease_until < clock_timestamp()
+			      ORDER BY last_pass_at, topic_id, partition
+			      LIMIT $3
+			      FOR UPDATE SKIP LOCKED) x
+			WHERE c.topic_id = x.topic_id AND c.partition = x.partition
+			RETURNING c.topic_id, c.partition, c.token, c.lease_until`, holder, ttl.Milliseconds(), max)
+		if err != nil {
+			return err
+		}
+		l := catalog.PartitionLease{Holder: holder}
+		_, err = pgx.ForEachRow(rows, []any{&l.TopicID, &l.Partition, &l.Token, &l.Until}, func() error {
+			l.Until = l.Until.UTC()
+			out = append(out, l)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: acquire partitions for %s: %w", holder, err)
+	}
+	return out, nil
+}
+
+// ReleasePartition records the checkpoint and frees the lease.
+func (c *Catalog) ReleasePartition(ctx context.Context, l catalog.PartitionLease, cp catalog.PartitionCheckpoint, reclaimed bool) error {
+	var compactedArg any = cp.CompactedAt
+	if cp.CompactedAt.IsZero() {
+		compactedArg = nil
+	}
+	tag, err := c.pool.Exec(ctx, `UPDATE compactor_partitions
+		SET holder = NULL, lease_until = '-infinity', last_pass_at = clock_timestamp(),
+		    clean_offset = $1, tombstone_due = $2, compacted_at = coalesce($3::timestamptz, '-infinity'),
+		    reclaimed_at = CASE WHEN $4 THEN coalesce(reclaimed_at, clock_timestamp()) ELSE reclaimed_at END
+		WHERE topic_id = $5 AND partition = $6 AND holder = $7 AND token = $8`,
+		cp.CleanOffset, cp.TombstoneDue, compactedArg, reclaimed, l.TopicID, l.Partition, l.Holder, l.Token)
+	if err != nil {
+		return fmt.Errorf("postgres: release topic id %d partition %d: %w", l.TopicID, l.Partition, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("postgres: release topic id %d partition %d: lease token %d lost: %w", l.TopicID, l.Partition, l.Token, catalog.ErrCompactionConflict)
+	}
+	return nil
+}
+
+// AcquireJob leases a named job that is free and last completed at least every ago.
+func (c *Catalog) AcquireJob(ctx context.Context, name, holder string, ttl, every time.Duration) (catalog.JobLease, bool, error) {
+	l := catalog.JobLease{Name: name, Holder: holder}
+	ok := false
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO compactor_jobs (name) VALUES ($1) ON CONFLICT DO NOTHING`, name); err != nil {
+			return err
+		}
+		err := tx.QueryRow(ctx, `UPDATE compactor_jobs j
+			SET holder = $1, token = j.token + 1, lease_until = clock_timestamp() + $2::bigint * interval '1 millisecond'
+			FROM (SELECT name FROM compactor_jobs
+			      WHERE name = $3 AND lease_until < clock_timestamp()
+			        AND done_at <= clock_timestamp() - $4::bigint * interval '1 millisecond'
+			      FOR UPDATE SKIP LOCKED) x
+			WHERE j.name = x.name
+			RETURNING j.token, j.lease_until`, holder, ttl.Milliseconds(), name, every.Milliseconds()).Scan(&l.Token, &l.Until)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		ok = err == nil
+		l.Until = l.Until.UTC()
+		return err
+	})
+	if err != nil {
+		return catalog.JobLease{}, false, fmt.Errorf("postgres: acquire job %s: %w", name, err)
+	}
+	return l, ok, nil
+}
+
+// ReleaseJob frees a job lease; done records the job completed now.
+func (c *Catalog) ReleaseJob(ctx context.Context, l catalog.JobLease, done bool) error {
+	tag, err := c.pool.Exec(ctx, `UPDATE compactor_jobs SET holder = NULL, lease_until = '-infinity',
+		done_at = CASE WHEN $1 THEN clock_timestamp() ELSE done_at END
+		WHERE name = $2 AND holder = $3 AND token = $4`, done, l.Name, l.Holder, l.Token)
+	if err != nil {
+		return fmt.Errorf("postgres: release job %s: %w", l.Name, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("postgres: release job %s: lease token %d lost: %w", l.Name, l.Token, catalog.ErrCompactionConflict)
+	}
+	return nil
+}
+
+// CompactionState reads a partition's state, its topic's (deleted or not) and the
+// checkpoint, in one statement.
+func (c *Catalog) CompactionState(ctx context.Context, l catalog.PartitionLease) (catalog.CompactionState, error) {
+	var (
+		st        catalog.CompactionState
+		deletedAt *time.Time
+		partFound bool
+		clean     *int64
+		due       *int64
+		compAt    *time.Time
+		logStart  *int64
+		hwm       *int64
+		nbytes    *int64
+	)
+	err := c.pool.QueryRow(ctx, `
+		SELECT clock_timestamp(), t.id, t.name, t.partitions, t.configs, t.created_at, t.deleted_at,
+		       p.log_start_offset, p.high_watermark, p.bytes,
+		       cp.clean_offset, cp.tombstone_due, nullif(cp.compacted_at, '-infinity')
+		FROM topics t
+		LEFT JOIN partitions p ON p.topic_id = t.id AND p.partition = $2
+		LEFT JOIN compactor_partitions cp ON cp.topic_id = t.id AND cp.partition = $2
+		WHERE t.id = $1`, l.TopicID, l.Partition).Scan(&st.Now, &st.Topic.ID, &st.Topic.Name, &st.Topic.Partitions,
+		&st.Topic.Configs, &st.Topic.CreatedAt, &deletedAt, &logStart, &hwm, &nbytes, &clean, &due, &compAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return st, fmt.Errorf("postgres: compaction state of topic id %d: %w", l.TopicID, catalog.ErrTopicNotFound)
+	}
+	if err != nil {
+		return st, fmt.Errorf("postgres: compaction state of topic id %d partition %d: %w", l.TopicID, l.Partition, err)
+	}
+	partFound = logStart != nil
+	if !partFound {
+		return st, fmt.Errorf("postgres: compaction state of topic id %d partition %d: %w", l.TopicID, l.Partition, catalog.ErrPartitionOutOfRange)
+	}
+	st.Now = st.Now.UTC()
+	st.SettledBefore = st.Now.Add(-catalog.SettleAge(c.commitTimeout))
+	st.Topic.CreatedAt = st.Topic.CreatedAt.UTC()
+	if st.Topic.Configs == nil {
+		st.Topic.Configs = map[string]string{}
+	}
+	st.Deleted = deletedAt != nil
+	st.Partition = catalog.PartitionInfo{TopicID: l.TopicID, Partition: l.Partition,
+		LogStartOffset: *logStart, HighWatermark: *hwm, Bytes: *nbytes}
+	if clean != nil {
+		st.Checkpoint.CleanOffset = *clean
+		st.Checkpoint.TombstoneDue = *due
+		if compAt != nil {
+			st.Checkpoint.CompactedAt = compAt.UTC()
+		}
+	}
+	return st, nil
+}
+
+// CompactionChunks returns up to limit rows from the one holding from.
+func (c *Catalog) CompactionChunks(ctx context.Context, topicID int64, partition int32, from int64, limit int) ([]catalog.CompactionChunk, error) {
+	rows, err := c.pool.Query(ctx, `SELECT c.base_offset, c.last_offset, s.key, s.size, c.pos, c.len, c.max_timestamp,
+		c.real_offsets, c.running_max_timestamp, s.created_at
+		FROM chunks c JOIN segments s ON s.id = c.segment_id
+		WHERE c.topic_id = $1 AND c.partition = $2 AND c.last_offset >= $3
+		ORDER BY c.last_offset LIMIT $4`, topicID, partition, from, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: compaction chunks of topic id %d partition %d from %d: %w", topicID, partition, from, err)
+	}
+	var out []catalog.CompactionChunk
+	ch := catalog.CompactionChunk{Chunk: catalog.Chunk{TopicID: topicID, Partition: partition}}
+	_, err = pgx.ForEachRow(rows, []any{&ch.BaseOffset, &ch.LastOffset, &ch.SegmentKey, &ch.SegmentSize, &ch.Pos, &ch.Len,
+		&ch.MaxTimestamp, &ch.RealOffsets, &ch.RunningMaxTimestamp, &ch.SegmentCreated}, func() error {
+		ch.SegmentCreated = ch.SegmentCreated.UTC()
+		out = append(out, ch)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: compaction chunks of topic id %d partition %d from %d: %w", topicID, partition, from, err)
+	}
+	return out, nil
+}
+
+// checkLease fails with ErrCompactionConflict unless l still holds its partition; the
+// row is share-locked until the transaction ends, so the lease cannot be taken over
+// while a write made under it commits.
+func checkLease(ctx context.Context, tx pgx.Tx, l catalog.PartitionLease) error {
+	var n int
+	err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM compactor_partitions
+		WHERE topic_id = $1 AND partition = $2 AND holder = $3 AND token = $4 FOR SHARE) x`,
+		l.TopicID, l.Partition, l.Holder, l.Token).Scan(&n)
+	if err != nil {
+		return fmt.Errorf("check lease: %w", err)
+	}
+	if n != 1 {
+		return fmt.Errorf("lease token %d of %s lost: %w", l.Token, l.Holder, catalog.ErrCompactionConflict)
+	}
+	return nil
+}
+
+// markDeleting turns segments 'deleting' once no chunk row refers to them. The rows
+// are locked first, in id order, and checked in a later statement: under READ
+// COMMITTED that statement sees every transaction that dropped rows of the same segment
+// and committed before the lock was granted, so two partitions dropping a segment's
+// last rows at once cannot both miss that it is empty.
+func markDeleting(ctx context.Context, tx pgx.Tx, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `SELECT id FROM segments WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids); err != nil {
+		return fmt.Errorf("lock segments: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE segments s SET state = 'deleting', marked_at = clock_timestamp()
+		WHERE s.id = ANY($1) AND s.state = 'live' AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.segment_id = s.id)`, ids); err != nil {
+		return fmt.Errorf("mark segments deleting: %w", err)
+	}
+	return nil
+}
+
+// SwapChunks replaces s.Old with s.New over a new object, as a compare-and-swap in one
+// transaction.
+func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
+	if err := s.Check(); err != nil {
+		return err
+	}
+	keyTime, _ := catalog.KeyTime(s.Key) // checked by Check
+	l := s.Lease
+	first, last := s.Old[0].BaseOffset, s.Old[len(s.Old)-1].LastOffset
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		var (
+			now      time.Time
+			logStart int64
+		)
+		// The partition row first (lock order), which also orders this swap after any
+		// commit or log start advance in flight on the partition.
+		err := tx.QueryRow(ctx, `SELECT clock_timestamp(), log_start_offset FROM partitions
+			WHERE topic_id = $1 AND partition = $2 FOR UPDATE`, l.TopicID, l.Partition).Scan(&now, &logStart)
+		if err != nil {
+			return fmt.Errorf("lock partition: %w", err)
+		}
+		if err := catalog.CheckCommitTime(keyTime, now, c.commitTimeout); err != nil {
+			return err
+		}
+		if err := checkLease(ctx, tx, l); err != nil {
+			return err
+		}
+		if logStart != s.LogStart {
+			return fmt.Errorf("log start moved from %d to %d: %w", s.LogStart, logStart, catalog.ErrCompactionConflict)
+		}
+		rows, err := tx.Query(ctx, `SELECT c.segment_id, c.base_offset, c.last_offset, s.key, s.size, c.pos, c.len, c.real_offsets,
+			s.created_at < clock_timestamp() - $5::bigint * interval '1 millisecond'
+			FROM chunks c JOIN segments s ON s.id = c.segment_id
+			WHERE c.topic_id = $1 AND c.partition = $2 AND c.last_offset >= $3 AND c.base_offset <= $4
+			ORDER BY c.last_offset`, l.TopicID, l.Partition, first, last, c.settleMS())
+		if err != nil {
+			return fmt.Errorf("read rows: %w", err)
+		}
+		var (
+			found    []catalog.Chunk
+			segIDs   []int64
+			seen     = map[int64]bool{}
+			unsettle bool
+			oldBytes int64
+			segID    int64
+			settled  bool
+			ch       = catalog.Chunk{TopicID: l.TopicID, Partition: l.Partition}
+		)
+		_, err = pgx.ForEachRow(rows, []any{&segID, &ch.BaseOffset, &ch.LastOffset, &ch.SegmentKey, &ch.SegmentSize,
+			&ch.Pos, &ch.Len, &ch.RealOffsets, &settled}, func() error {
+			found = append(found, ch)
+			if !seen[segID] {
+				seen[segID] = true
+				segIDs = append(segIDs, segID)
+			}
+			unsettle = unsettle || !settled
+			if ch.LastOffset >= logStart {
+				oldBytes += ch.Len
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read rows: %w", err)
+		}
+		if err := s.CheckOld(found); err != nil {
+			return err
+		}
+		if unsettle {
+			return fmt.Errorf("a replaced row's segment is younger than %s: %w", catalog.SettleAge(c.commitTimeout), catalog.ErrCompactionConflict)
+		}
+		prev := catalog.NoTimestamp
+		err = tx.QueryRow(ctx, `SELECT running_max_timestamp FROM chunks
+			WHERE topic_id = $1 AND partition = $2 AND last_offset < $3
+			ORDER BY last_offset DESC LIMIT 1`, l.TopicID, l.Partition, first).Scan(&prev)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("previous row: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM chunks WHERE topic_id = $1 AND partition = $2 AND last_offset >= $3 AND base_offset <= $4`,
+			l.TopicID, l.Partition, first, last); err != nil {
+			return fmt.Errorf("delete rows: %w", err)
+		}
+		var newID int64
+		err = tx.QueryRow(ctx, `INSERT INTO segments (key, size, state) VALUES ($1, $2, 'live')
+			ON CONFLICT (key) DO NOTHING RETURNING id`, s.Key, s.Size).Scan(&newID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("key %s already has a row (fenced by the sweep?): %w", s.Key, catalog.ErrCompactionConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("insert segment: %w", err)
+		}
+		rowsNew := s.RunningMax(prev)
+		var (
+			base, lastOff, pos, ln, mts, run = make([]int64, len(rowsNew)), make([]int64, len(rowsNew)), make([]int64, len(rowsNew)),
+				make([]int64, len(rowsNew)), make([]int64, len(rowsNew)), make([]int64, len(rowsNew))
+			newBytes int64
+		)
+		for i, r := range rowsNew {
+			base[i], lastOff[i], pos[i], ln[i], mts[i], run[i] = r.BaseOffset, r.LastOffset, r.Pos, r.Len, r.MaxTimestamp, r.RunningMaxTimestamp
+			if r.LastOffset >= logStart {
+				newBytes += r.Len
+			}
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO chunks (topic_id, partition, base_offset, last_offset, segment_id, pos, len,
+				max_timestamp, running_max_timestamp, real_offsets)
+			SELECT $1, $2, u.b, u.l, $3, u.p, u.n, u.m, u.r, true
+			FROM unnest($4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[]) AS u(b, l, p, n, m, r)`,
+			l.TopicID, l.Partition, newID, base, lastOff, pos, ln, mts, run); err != nil {
+			return fmt.Errorf("insert rows: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE partitions SET bytes = bytes + $1 WHERE topic_id = $2 AND partition = $3`,
+			newBytes-oldBytes, l.TopicID, l.Partition); err != nil {
+			return fmt.Errorf("update bytes: %w", err)
+		}
+		return markDeleting(ctx, tx, segIDs)
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: swap topic id %d partition %d offsets [%d, %d] into %s: %w", l.TopicID, l.Partition, first, last, s.Key, err)
+	}
+	return nil
+}
+
+// DeleteRecords advances a partition's log start offset (never backwards).
+func (c *Catalog) DeleteRecords(ctx context.Context, topicID int64, partition int32, offset int64) (catalog.PartitionInfo, error) {
+	info := catalog.PartitionInfo{TopicID: topicID, Partition: partition}
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `SELECT p.log_start_offset, p.high_watermark, p.bytes FROM partitions p
+			JOIN topics t ON t.id = p.topic_id AND t.deleted_at IS NULL
+			WHERE p.topic_id = $1 AND p.partition = $2 FOR UPDATE OF p`, topicID, partition).
+			Scan(&info.LogStartOffset, &info.HighWatermark, &info.Bytes)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return c.partitionMissing(ctx, topicID, partition)
+		}
+		if err != nil {
+			return err
+		}
+		start, err := catalog.NewLogStart(info, offset)
+		if err != nil || start == info.LogStartOffset {
+			return err
+		}
+		var gone int64
+		if err := tx.QueryRow(ctx, `WITH g AS (
+				SELECT coalesce(sum(len), 0)::bigint AS n FROM chunks
+				WHERE topic_id = $1 AND partition = $2 AND last_offset >= $3 AND last_offset < $4)
+			UPDATE partitions SET log_start_offset = $4, bytes = bytes - g.n FROM g
+			WHERE topic_id = $1 AND partition = $2 RETURNING g.n`, topicID, partition, info.LogStartOffset, start).Scan(&gone); err != nil {
+			return err
+		}
+		info.LogStartOffset = start
+		info.Bytes -= gone
+		return nil
+	})
+	if err != nil {
+		return info, fmt.Errorf("postgres: delete records of topic id %d partition %d before %d: %w", topicID, partition, offset, err)
+	}
+	return info, nil
+}
+
+// DropChunks deletes the partition's settled rows below its log start (all of them for
+// a deleted topic).
+func (c *Catalog) DropChunks(ctx context.Context, l catalog.PartitionLease) (dropped, pending int, err error) {
+	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		var (
+			deleted  bool
+			logStart int64
+		)
+		if err := tx.QueryRow(ctx, `SELECT t.deleted_at IS NOT NULL, p.log_start_offset
+			FROM partitions p JOIN topics t ON t.id = p.topic_id WHERE p.topic_id = $1 AND p.partition = $2`,
+			l.TopicID, l.Partition).Scan(&deleted, &logStart); err != nil {
+			return err
+		}
+		if err := checkLease(ctx, tx, l); err != nil {
+			return err
+		}
+		below := logStart
+		if deleted {
+			below = math.MaxInt64
+		}
+		rows, err := tx.Query(ctx, `DELETE FROM chunks c USING (
+				SELECT c2.topic_id, c2.partition, c2.last_offset FROM chunks c2 JOIN segments s ON s.id = c2.segment_id
+				WHERE c2.topic_id = $1 AND c2.partition = $2 AND c2.last_offset < $3
+				  AND s.created_at < clock_timestamp() - $4::bigint * interval '1 millisecond'
+				ORDER BY c2.last_offset LIMIT $5) x
+			WHERE c.topic_id = x.topic_id AND c.partition = x.partition AND c.last_offset = x.last_offset
+			RETURNING c.segment_id`, l.TopicID, l.Partition, below, c.settleMS(), dropBatch)
+		if err != nil {
+			return err
+		}
+		seen := map[int64]bool{}
+		var ids []int64
+		var id int64
+		if _, err := pgx.ForEachRow(rows, []any{&id}, func() error {
+			dropped++
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if deleted {
+			if _, err := tx.Exec(ctx, `UPDATE partitions SET bytes = 0 WHERE topic_id = $1 AND partition = $2 AND bytes <> 0`,
+				l.TopicID, l.Partition); err != nil {
+				return err
+			}
+		}
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM chunks WHERE topic_id = $1 AND partition = $2 AND last_offset < $3`,
+			l.TopicID, l.Partition, below).Scan(&pending); err != nil {
+			return err
+		}
+		return markDeleting(ctx, tx, ids)
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("postgres: drop chunks of topic id %d partition %d: %w", l.TopicID, l.Partition, err)
+	}
+	return dropped, pending, nil
+}
+
+// MarkUnreferenced marks settled live segments without chunk rows 'deleting'.
+func (c *Catalog) MarkUnreferenced(ctx context.Context, limit int) (int, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT s.id FROM segments s
+			WHERE s.state = 'live' AND s.created_at < clock_timestamp() - $1::bigint * interval '1 millisecond'
+			  AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.segment_id = s.id)
+			ORDER BY s.id LIMIT $2`, c.settleMS(), limit)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		if err := markDeleting(ctx, tx, ids); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT count(*) FROM segments WHERE id = ANY($1) AND state = 'deleting'`, ids).Scan(&n)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("postgres: mark unreferenced segments: %w", err)
+	}
+	return int(n), nil
+}
+
+// DeletableSegments lists 'deleting' segments marked more than grace ago.
+func (c *Catalog) DeletableSegments(ctx context.Context, grace time.Duration, limit int) ([]string, error) {
+	rows, err := c.pool.Query(ctx, `SELECT key FROM segments
+		WHERE state = 'deleting' AND marked_at < clock_timestamp() - $1::bigint * interval '1 millisecond'
+		ORDER BY marked_at LIMIT $2`, grace.Milliseconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: deletable segments: %w", err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: deletable segments: %w", err)
+	}
+	return keys, nil
+}
+
+// ForgetSegments drops the rows of 'deleting' or 'aborted' segments without chunk rows.
+func (c *Catalog) ForgetSegments(ctx context.Context, keys []string) (int, error) {
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	tag, err := c.pool.Exec(ctx, `DELETE FROM segments s
+		WHERE s.key = ANY($1) AND s.state IN ('deleting', 'aborted')
+		  AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.segment_id = s.id)`, keys)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: forget %d segments: %w", len(keys), err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// OrphanHorizon is the database clock minus SettleAge.
+func (c *Catalog) OrphanHorizon(ctx context.Context) (time.Time, error) {
+	now, err := c.Now(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return now.Add(-catalog.SettleAge(c.commitTimeout)), nil
+}
+
+// SegmentStates returns the state of each key that has a row.
+func (c *Catalog) SegmentStates(ctx context.Context, keys []string) (map[string]catalog.SegmentState, error) {
+	out := make(map[string]catalog.SegmentState, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	rows, err := c.pool.Query(ctx, `SELECT key, state FROM segments WHERE key = ANY($1)`, keys)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: segment states: %w", err)
+	}
+	var k, s string
+	if _, err := pgx.ForEachRow(rows, []any{&k, &s}, func() error {
+		out[k] = catalog.SegmentState(s)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("postgres: segment states: %w", err)
+	}
+	return out, nil
+}
+
+// FenceOrphans claims old keys without a row with the fencing insert: the insert waits
+// for any commit of the same key in flight, so exactly one of them wins.
+func (c *Catalog) FenceOrphans(ctx context.Context, keys []string) ([]string, error) {
+	horizon, err := c.OrphanHorizon(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var old []string
+	for _, k := range keys {
+		if kt, err := catalog.KeyTime(k); err == nil && kt.Before(horizon) {
+			old = append(old, k)
+		}
+	}
+	if len(old) == 0 {
+		return nil, nil
+	}
+	var out []string
+	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO segments (key, size, state, marked_at)
+			SELECT k, 0, 'aborted', clock_timestamp() FROM unnest($1::text[]) AS k
+			ON CONFLICT (key) DO NOTHING`, old); err != nil {
+			return fmt.Errorf("fencing insert: %w", err)
+		}
+		rows, err := tx.Query(ctx, `SELECT key FROM segments WHERE key = ANY($1) AND state = 'aborted'`, old)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: fence %d orphans: %w", len(old), err)
+	}
+	return out, nil
+}
+
+// AbortedSegments lists 'aborted' keys older than the orphan horizon.
+func (c *Catalog) AbortedSegments(ctx context.Context, limit int) ([]string, error) {
+	horizon, err := c.OrphanHorizon(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := c.pool.Query(ctx, `SELECT key FROM segments WHERE state = 'aborted' AND created_at < $1
+		ORDER BY created_at LIMIT $2`, horizon, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: aborted segments: %w", err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: aborted segments: %w", err)
+	}
+	out := keys[:0]
+	for _, k := range keys {
+		if kt, err := catalog.KeyTime(k); err == nil && kt.Before(horizon) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/strata-io/strata/objstore/fault"
+)
+
+// TestStoreFailingPuts: while the object store refuses PUTs, every produce request is
+// answered 503 store_unavailable with Retry-After, and nothing becomes visible; a PUT
+// that took effect but whose answer was lost is refused the same way and commits
+// nothing; once the store behaves, requests succeed with offsets from 0.
+func TestStoreFailingPuts(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			s := newStack(t, stackOptions{backend: backend, fault: true})
+			const topic, parts = "faulty", 3
+			createTopic(t, s.url, topic, parts, nil)
+
+			// Several concurrent requests, so that one flush holds several of them
+			// and several flushes fail.
+			const clients, batches, perBatch = 4, 3, 20
+			send := func(tag string) [][]producedOffset {
+				var mu sync.Mutex
+				var answers [][]producedOffset
+				var wg sync.WaitGroup
+				for c := range clients {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for b := range batches {
+							recs := make([]map[string]any, perBatch)
+							for i := range recs {
+								recs[i] = map[string]any{
+									"key":   fmt.Sprintf("k%d", i),
+									"value": map[string]any{"tag": tag, "c": c, "b": b, "i": i},
+								}
+							}
+							out, offs, res, err := produceOnce(context.Background(), s.url, topic, produceBody(recs))
+							if err != nil {
+								t.Errorf("%s: client %d batch %d: %v", tag, c, b, err)
+								return
+							}
+							mu.Lock()
+							switch tag {
+							case "failing":
+								p, _ := res.problem()
+								if out != refused || res.status != http.StatusServiceUnavailable || p.Code != "store_unavailable" {
+									t.Errorf("%s: client %d batch %d: HTTP %d %s, want 503 store_unavailable", tag, c, b, res.status, res.body)
+								}
+								if ra := res.header.Get("Retry-After"); ra == "" {
+									t.Errorf("%s: 503 without Retry-After", tag)
+								}
+							default:
+								if out != acked {
+									t.Errorf("%s: client %d batch %d: HTTP %d %s, want 200", tag, c, b, res.status, res.body)
+								} else {
+									answers = append(answers, offs)
+								}
+							}
+							mu.Unlock()
+						}
+					}()
+				}
+				wg.Wait()
+				return answers
+			}
+			nothingVisible := func(when string) {
+				t.Helper()
+				for _, p := range partitions(t, s.url, topic) {
+					if p.HighWatermark != 0 || p.Bytes != 0 {
+						t.Errorf("%s: partition %d has high watermark %d and %d bytes, want 0 and 0", when, p.Partition, p.HighWatermark, p.Bytes)
+					}
+					if a := fetch(t, s.url, topic, p.Partition, 0, 100); len(a.Records) != 0 || a.HighWatermark != 0 {
+						t.Errorf("%s: fetch of partition %d from 0 shows %d records, high watermark %d", when, p.Partition, len(a.Records), a.HighWatermark)
+					}
+				}
+			}
+
+			// Every PUT fails: nothing reaches the store, nothing commits.
+			s.fault.FailAlways(fault.Put, nil)
+			send("failing")
+			nothingVisible("while PUTs fail")
+			if keys := s.objects(t); len(keys) != 0 {
+				t.Errorf("the store holds %d objects after failed PUTs: %v", len(keys), keys)
+			}
+			if s.fault.Injected(fault.Put) == 0 {
+				t.Fatal("no PUT was attempted: the test proved nothing")
+			}
+			c := writerCounts(t, s.url)
+			if c.commits != 0 {
+				t.Errorf("%v commits while every PUT failed, want 0", c.commits)
+			}
+
+			// A PUT that is stored but whose answer is lost: the writer cannot know
+			// the object exists, so it must not commit it either.
+			s.fault.LoseNext(fault.Put, 1)
+			res := do(t, http.MethodPost, s.url+"/v1/topics/"+topic+"/records", "application/json",
+				produceBody([]map[string]any{{"value": "lost", "partition": 1}}))
+			if p, _ := res.problem(); res.status != http.StatusServiceUnavailable || p.Code != "store_unavailable" || res.header.Get("Retry-After") == "" {
+				t.Errorf("lost PUT answer: HTTP %d %s (Retry-After %q), want 503 store_unavailable with Retry-After",
+					res.status, res.body, res.header.Get("Retry-After"))
+			}
+			nothingVisible("after a lost PUT answer")
+
+			// The store behaves again: requests succeed, the log starts at 0.
+			s.fault.ClearAll()
+			answers := send("healthy")
+			seen := map[producedOffset]bool{}
+			for _, offs := range answers {
+				for _, o := range offs {
+					if seen[o] {
+						t.Errorf("offset %d/%d acknowledged twice", o.Partition, o.Offset)
+					}
+					seen[o] = true
+				}
+			}
+			total := 0
+			for _, p := range partitions(t, s.url, topic) {
+				recs := readPartition(t, s.url, topic, p)
+				for _, r := range recs {
+					if !seen[producedOffset{p.Partition, r.Offset}] {
+						t.Errorf("partition %d offset %d (%s) was never acknowledged", p.Partition, r.Offset, r.Value)
+					}
+				}
+				total += len(recs)
+			}
+			if want := clients * batches * perBatch; total != want || len(seen) != want {
+				t.Errorf("after the fault: %d records in the log, %d acknowledged, want %d", total, len(seen), want)
+			}
+		})
+	}
+}
