@@ -234,13 +234,11 @@ func (h *Handler) request(ctx context.Context, ev *events.APIGatewayV2HTTPReques
 	if path == "" {
 		path = "/"
 	}
-	u := &url.URL{Path: path, RawQuery: ev.RawQueryString}
-	if raw, err := url.PathUnescape(path); err == nil {
-		u.Path, u.RawPath = raw, path
-		if u.EscapedPath() != path {
-			u.RawPath = path
-		}
+	u, err := url.Parse(path)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.RawQuery != "" {
+		return nil, fmt.Errorf("the event's path %q is not a valid request path", path)
 	}
+	u.RawQuery = ev.RawQueryString
 	u.RawQuery = h.capFetch(ev.RequestContext.HTTP.Method, u)
 
 	req, err := http.NewRequestWithContext(ctx, ev.RequestContext.HTTP.Method, u.RequestURI(), bytes.NewReader(body))
@@ -408,7 +406,7 @@ func (h *Handler) stream(ctx context.Context, req *http.Request) *events.LambdaF
 		h.flush(ctx)
 	}()
 	<-sw.ready
-	headers, cookies := flatHeaders(sw.header)
+	headers, cookies := flatHeaders(sw.sent)
 	return &events.LambdaFunctionURLStreamingResponse{
 		StatusCode: sw.status,
 		Headers:    headers,
@@ -436,13 +434,14 @@ type streamWriter struct {
 	pw     *io.PipeWriter
 	once   sync.Once
 	status int
+	sent   http.Header // the headers as they were when the status was fixed
 	ready  chan struct{}
 }
 
 func (w *streamWriter) start(code int) {
 	w.once.Do(func() {
 		w.status = code
-		w.header = w.header.Clone() // later header changes cannot reach the client
+		w.sent = w.header.Clone() // later header changes cannot reach the client
 		close(w.ready)
 	})
 }

@@ -1,0 +1,485 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/strata-io/strata/catalog"
+)
+
+// Consumer groups. A heartbeat locks its group's row FOR UPDATE, reads the group in one
+// round trip, runs catalog's rules in Go and writes what changed in a second; an offset
+// commit locks the row FOR SHARE, so commits of one group run side by side but never
+// beside a heartbeat. Lock order, everywhere: partitions (sorted), then producer state,
+// then groups — nothing here locks partition rows (high watermarks only grow, so a plain
+// read bounds a commit safely).
+
+var _ catalog.Groups = (*Catalog)(nil)
+
+const (
+	groupLockSQL   = `SELECT assignor, epoch, created_at FROM groups WHERE name = $1`
+	groupNowSQL    = `SELECT clock_timestamp()`
+	groupMembersQL = `SELECT member_id, epoch, prev_epoch, topics, session_timeout_ms, expires_at, joined_at
+		FROM group_members WHERE group_name = $1`
+	groupOwnersSQL = `SELECT topic_id, partition, coalesce(owner, ''), coalesce(target, '')
+		FROM group_assignments WHERE group_name = $1`
+	// The live topics a heartbeat needs: every member's subscription and the caller's.
+	groupTopicsSQL = `SELECT id, name, partitions FROM topics WHERE deleted_at IS NULL AND name IN (
+		SELECT unnest(topics) FROM group_members WHERE group_name = $1
+		UNION SELECT unnest($2::text[]))`
+)
+
+// groupRead is a group read in one batch.
+type groupRead struct {
+	st     *catalog.GroupState
+	found  bool
+	now    time.Time
+	topics map[string]catalog.TopicMeta
+}
+
+// readGroup sends one batch: lock the group row (lock: "FOR UPDATE", "FOR SHARE" or ""),
+// read the clock after the lock is held, then the members, assignments and, when
+// withTopics, the live topics of the subscriptions plus extra. create inserts the group
+// first when it is missing.
+func readGroup(ctx context.Context, q pgx.Tx, name, lock string, create bool, assignor string, withTopics bool, extra []string) (groupRead, error) {
+	b := &pgx.Batch{}
+	if create {
+		if assignor == "" {
+			assignor = catalog.DefaultAssignor
+		}
+		b.Queue(`INSERT INTO groups (name, assignor) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`, name, assignor)
+	}
+	var (
+		r       groupRead
+		assign  string
+		epoch   int32
+		created time.Time
+	)
+	b.Queue(groupLockSQL+" "+lock, name).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&assign, &epoch, &created)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err == nil {
+			r.found = true
+		}
+		return err
+	})
+	b.Queue(groupNowSQL).QueryRow(func(row pgx.Row) error { return row.Scan(&r.now) })
+	var members []*catalog.GroupMember
+	b.Queue(groupMembersQL, name).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var (
+				m       catalog.GroupMember
+				session int64
+			)
+			if err := rows.Scan(&m.ID, &m.Epoch, &m.PrevEpoch, &m.Topics, &session, &m.ExpiresAt, &m.JoinedAt); err != nil {
+				return err
+			}
+			m.SessionTimeout = time.Duration(session) * time.Millisecond
+			m.ExpiresAt, m.JoinedAt = m.ExpiresAt.UTC(), m.JoinedAt.UTC()
+			members = append(members, &m)
+		}
+		return rows.Err()
+	})
+	owners := map[catalog.TopicPartition]*catalog.Ownership{}
+	b.Queue(groupOwnersSQL, name).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var (
+				tp catalog.TopicPartition
+				o  catalog.Ownership
+			)
+			if err := rows.Scan(&tp.TopicID, &tp.Partition, &o.Owner, &o.Target); err != nil {
+				return err
+			}
+			owners[tp] = &o
+		}
+		return rows.Err()
+	})
+	r.topics = map[string]catalog.TopicMeta{}
+	if withTopics {
+		if extra == nil {
+			extra = []string{}
+		}
+		b.Queue(groupTopicsSQL, name, extra).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var t catalog.TopicMeta
+				if err := rows.Scan(&t.ID, &t.Name, &t.Partitions); err != nil {
+					return err
+				}
+				r.topics[t.Name] = t
+			}
+			return rows.Err()
+		})
+	}
+	if err := q.SendBatch(ctx, b).Close(); err != nil {
+		return groupRead{}, err
+	}
+	r.now = r.now.UTC()
+	if !r.found {
+		return r, nil
+	}
+	r.st = catalog.NewGroupState(name, assign, created.UTC())
+	r.st.Epoch = epoch
+	for _, m := range members {
+		r.st.Members[m.ID] = m
+	}
+	r.st.Owners = owners
+	return r, nil
+}
+
+// writeGroup stores what changed between before and after in one batch.
+func writeGroup(ctx context.Context, tx pgx.Tx, before, after *catalog.GroupState) error {
+	ch := catalog.DiffGroup(before, after)
+	name := after.Name
+	b := &pgx.Batch{}
+	if ch.GroupChanged {
+		b.Queue(`UPDATE groups SET epoch = $2, assignor = $3 WHERE name = $1`, name, after.Epoch, after.Assignor)
+	}
+	if len(ch.DeleteMembers) > 0 {
+		b.Queue(`DELETE FROM group_members WHERE group_name = $1 AND member_id = ANY($2::text[])`, name, ch.DeleteMembers)
+	}
+	for _, m := range ch.UpsertMembers {
+		topics := m.Topics
+		if topics == nil {
+			topics = []string{}
+		}
+		b.Queue(`INSERT INTO group_members
+			(group_name, member_id, epoch, prev_epoch, topics, session_timeout_ms, expires_at, joined_at)
+			VALUES ($1, $2, $3, $4, $5::text[], $6, $7, $8)
+			ON CONFLICT (group_name, member_id) DO UPDATE SET
+				epoch = excluded.epoch, prev_epoch = excluded.prev_epoch, topics = excluded.topics,
+				session_timeout_ms = excluded.session_timeout_ms, expires_at = excluded.expires_at,
+				joined_at = excluded.joined_at`,
+			name, m.ID, m.Epoch, m.PrevEpoch, topics, m.SessionTimeout.Milliseconds(), m.ExpiresAt, m.JoinedAt)
+	}
+	if len(ch.DeleteOwners) > 0 {
+		ids := make([]int64, len(ch.DeleteOwners))
+		parts := make([]int32, len(ch.DeleteOwners))
+		for i, tp := range ch.DeleteOwners {
+			ids[i], parts[i] = tp.TopicID, tp.Partition
+		}
+		b.Queue(`DELETE FROM group_assignments WHERE group_name = $1
+			AND (topic_id, partition) IN (SELECT * FROM unnest($2::bigint[], $3::int[]))`, name, ids, parts)
+	}
+	if len(ch.UpsertOwners) > 0 {
+		tps := make([]catalog.TopicPartition, 0, len(ch.UpsertOwners))
+		for tp := range ch.UpsertOwners {
+			tps = append(tps, tp)
+		}
+		slices.SortFunc(tps, func(a, b catalog.TopicPartition) int {
+			if a.TopicID != b.TopicID {
+				return compareInt(a.TopicID, b.TopicID)
+			}
+			return compareInt(int64(a.Partition), int64(b.Partition))
+		})
+		ids := make([]int64, len(tps))
+		parts := make([]int32, len(tps))
+		owners := make([]string, len(tps))
+		targets := make([]string, len(tps))
+		for i, tp := range tps {
+			o := ch.UpsertOwners[tp]
+			ids[i], parts[i], owners[i], targets[i] = tp.TopicID, tp.Partition, o.Owner, o.Target
+		}
+		b.Queue(`INSERT INTO group_assignments (group_name, topic_id, partition, owner, target)
+			SELECT $1, t, p, nullif(o, ''), nullif(g, '')
+			FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[]) AS u(t, p, o, g)
+			ON CONFLICT (group_name, topic_id, partition) DO UPDATE SET owner = excluded.owner, target = excluded.target`,
+			name, ids, parts, owners, targets)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	return tx.SendBatch(ctx, b).Close()
+}
+
+func compareInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Heartbeat runs one member's heartbeat (see catalog.Groups).
+func (c *Catalog) Heartbeat(ctx context.Context, hb catalog.Heartbeat) (catalog.HeartbeatResult, error) {
+	if err := catalog.ValidateHeartbeat(hb); err != nil {
+		return catalog.HeartbeatResult{}, fmt.Errorf("postgres: heartbeat %s/%s: %w", hb.Group, hb.MemberID, err)
+	}
+	var res catalog.HeartbeatResult
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		r, err := readGroup(ctx, tx, hb.Group, "FOR UPDATE", hb.MemberEpoch == catalog.JoinEpoch, hb.Assignor, true, hb.Topics)
+		if err != nil {
+			return err
+		}
+		if !r.found {
+			return fmt.Errorf("%w: %s", catalog.ErrGroupNotFound, hb.Group)
+		}
+		before := r.st.Clone()
+		res, err = catalog.ApplyHeartbeat(r.st, r.now, hb, r.topics)
+		if err != nil {
+			return err
+		}
+		return writeGroup(ctx, tx, before, r.st)
+	})
+	if err != nil {
+		return catalog.HeartbeatResult{}, fmt.Errorf("postgres: heartbeat %s/%s: %w", hb.Group, hb.MemberID, err)
+	}
+	return res, nil
+}
+
+// CommitOffsets stores committed offsets after catalog.CheckOffsetCommit.
+func (c *Catalog) CommitOffsets(ctx context.Context, oc catalog.OffsetCommit) error {
+	if err := c.commitOffsets(ctx, oc); err != nil {
+		return fmt.Errorf("postgres: commit offsets of group %s: %w", oc.Group, err)
+	}
+	return nil
+}
+
+// ResetOffsets sets offsets while the group has no live members.
+func (c *Catalog) ResetOffsets(ctx context.Context, group string, offsets []catalog.CommitOffset) error {
+	if err := c.commitOffsets(ctx, catalog.OffsetCommit{Group: group, Offsets: offsets}); err != nil {
+		return fmt.Errorf("postgres: reset offsets of group %s: %w", group, err)
+	}
+	return nil
+}
+
+func (c *Catalog) commitOffsets(ctx context.Context, oc catalog.OffsetCommit) error {
+	if err := catalog.ValidateOffsetCommit(oc); err != nil {
+		return err
+	}
+	// A member's commit shares the lock with other commits; one from outside the group
+	// takes it exclusively, so no member can join between its check and its write.
+	lock := "FOR SHARE"
+	if oc.MemberID == "" {
+		lock = "FOR UPDATE"
+	}
+	names := make([]string, len(oc.Offsets))
+	for i, o := range oc.Offsets {
+		names[i] = o.Topic
+	}
+	return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		r, err := readGroup(ctx, tx, oc.Group, lock, oc.MemberID == "", "", false, nil)
+		if err != nil {
+			return err
+		}
+		if !r.found {
+			return fmt.Errorf("%w: %s", catalog.ErrGroupNotFound, oc.Group)
+		}
+		topics := map[string]catalog.TopicMeta{}
+		hws := map[catalog.TopicPartition]int64{}
+		rows, err := tx.Query(ctx, `SELECT t.id, t.name, t.partitions, p.partition, p.high_watermark
+			FROM topics t JOIN partitions p ON p.topic_id = t.id
+			WHERE t.deleted_at IS NULL AND t.name = ANY($1::text[])`, names)
+		if err != nil {
+			return err
+		}
+		var (
+			t  catalog.TopicMeta
+			p  int32
+			hw int64
+		)
+		if _, err := pgx.ForEachRow(rows, []any{&t.ID, &t.Name, &t.Partitions, &p, &hw}, func() error {
+			topics[t.Name] = t
+			hws[catalog.TopicPartition{TopicID: t.ID, Partition: p}] = hw
+			return nil
+		}); err != nil {
+			return err
+		}
+		tps, err := catalog.CheckOffsetCommit(r.st, r.now, oc, topics, hws)
+		if err != nil {
+			return err
+		}
+		// Sorted, so two commits touching the same rows take their locks in one order.
+		idx := make([]int, len(tps))
+		for i := range idx {
+			idx[i] = i
+		}
+		slices.SortFunc(idx, func(a, b int) int {
+			if tps[a].TopicID != tps[b].TopicID {
+				return compareInt(tps[a].TopicID, tps[b].TopicID)
+			}
+			return compareInt(int64(tps[a].Partition), int64(tps[b].Partition))
+		})
+		ids := make([]int64, len(idx))
+		parts := make([]int32, len(idx))
+		offs := make([]int64, len(idx))
+		metas := make([]string, len(idx))
+		for i, k := range idx {
+			ids[i], parts[i], offs[i], metas[i] = tps[k].TopicID, tps[k].Partition, oc.Offsets[k].Offset, oc.Offsets[k].Metadata
+		}
+		var member *string
+		var epoch *int32
+		if oc.MemberID != "" {
+			member, epoch = &oc.MemberID, &oc.MemberEpoch
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO group_offsets
+			(group_name, topic_id, partition, committed_offset, metadata, member_id, member_epoch, committed_at)
+			SELECT $1, t, p, o, m, $6, $7, clock_timestamp()
+			FROM unnest($2::bigint[], $3::int[], $4::bigint[], $5::text[]) AS u(t, p, o, m)
+			ON CONFLICT (group_name, topic_id, partition) DO UPDATE SET
+				committed_offset = excluded.committed_offset, metadata = excluded.metadata,
+				member_id = excluded.member_id, member_epoch = excluded.member_epoch,
+				committed_at = excluded.committed_at`,
+			oc.Group, ids, parts, offs, metas, member, epoch)
+		return err
+	})
+}
+
+// GroupOffsets lists a group's committed offsets of live topics.
+func (c *Catalog) GroupOffsets(ctx context.Context, group string) ([]catalog.GroupOffset, error) {
+	if err := catalog.ValidateGroupName(group); err != nil {
+		return nil, fmt.Errorf("postgres: offsets of group %q: %w: %w", group, catalog.ErrGroupNotFound, err)
+	}
+	rows, err := c.pool.Query(ctx, `SELECT t.name, o.topic_id, o.partition, o.committed_offset, o.metadata, o.committed_at
+		FROM groups g
+		LEFT JOIN group_offsets o ON o.group_name = g.name
+		LEFT JOIN topics t ON t.id = o.topic_id AND t.deleted_at IS NULL
+		WHERE g.name = $1 ORDER BY t.name, o.partition`, group)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: offsets of group %s: %w", group, err)
+	}
+	var (
+		out   []catalog.GroupOffset
+		found bool
+	)
+	var (
+		name   *string
+		id     *int64
+		part   *int32
+		off    *int64
+		meta   *string
+		commit *time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&name, &id, &part, &off, &meta, &commit}, func() error {
+		found = true
+		if name == nil || id == nil { // no offsets, or a deleted topic's
+			return nil
+		}
+		out = append(out, catalog.GroupOffset{Topic: *name, TopicID: *id, Partition: *part, Offset: *off, Metadata: *meta, CommittedAt: commit.UTC()})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: offsets of group %s: %w", group, err)
+	}
+	if !found {
+		return nil, fmt.Errorf("postgres: offsets of group %s: %w", group, catalog.ErrGroupNotFound)
+	}
+	return out, nil
+}
+
+// GroupLag answers lag per partition (catalog.GroupLagOf).
+func (c *Catalog) GroupLag(ctx context.Context, group string) ([]catalog.PartitionLag, error) {
+	l, err := catalog.GroupLagOf(ctx, c, group)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: lag of group %s: %w", group, err)
+	}
+	return l, nil
+}
+
+// DescribeGroup reads a group in one snapshot (one repeatable-read transaction).
+func (c *Catalog) DescribeGroup(ctx context.Context, group string) (catalog.GroupDescription, error) {
+	if err := catalog.ValidateGroupName(group); err != nil {
+		return catalog.GroupDescription{}, fmt.Errorf("postgres: describe group %q: %w: %w", group, catalog.ErrGroupNotFound, err)
+	}
+	var d catalog.GroupDescription
+	err := pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		r, err := readGroup(ctx, tx, group, "", false, "", false, nil)
+		if err != nil {
+			return err
+		}
+		if !r.found {
+			return catalog.ErrGroupNotFound
+		}
+		rows, err := tx.Query(ctx, `SELECT id, name FROM topics WHERE deleted_at IS NULL AND id IN
+			(SELECT topic_id FROM group_assignments WHERE group_name = $1)`, group)
+		if err != nil {
+			return err
+		}
+		names := map[int64]string{}
+		var (
+			id   int64
+			name string
+		)
+		if _, err := pgx.ForEachRow(rows, []any{&id, &name}, func() error { names[id] = name; return nil }); err != nil {
+			return err
+		}
+		d = r.st.Describe(r.now, names)
+		return nil
+	})
+	if err != nil {
+		return catalog.GroupDescription{}, fmt.Errorf("postgres: describe group %s: %w", group, err)
+	}
+	return d, nil
+}
+
+// ListGroups lists every group with its state at the database clock.
+func (c *Catalog) ListGroups(ctx context.Context) ([]catalog.GroupSummary, error) {
+	// A revocation pending from an expired member is not reconciling: the next
+	// heartbeat frees it.
+	rows, err := c.pool.Query(ctx, `WITH now AS (SELECT clock_timestamp() AS t)
+		SELECT g.name, g.assignor,
+			(SELECT count(*) FROM group_members m, now WHERE m.group_name = g.name AND m.expires_at > now.t),
+			EXISTS (SELECT 1 FROM group_assignments a WHERE a.group_name = g.name AND a.owner IS DISTINCT FROM a.target
+				AND (a.owner IS NULL OR a.owner IN (SELECT member_id FROM group_members m, now
+					WHERE m.group_name = g.name AND m.expires_at > now.t)))
+		FROM groups g ORDER BY g.name`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list groups: %w", err)
+	}
+	var (
+		out         []catalog.GroupSummary
+		s           catalog.GroupSummary
+		members     int64
+		reconciling bool
+	)
+	_, err = pgx.ForEachRow(rows, []any{&s.Name, &s.Assignor, &members, &reconciling}, func() error {
+		s.Members = int(members)
+		switch {
+		case s.Members == 0:
+			s.State = catalog.GroupEmpty
+		case reconciling:
+			s.State = catalog.GroupReconciling
+		default:
+			s.State = catalog.GroupStable
+		}
+		out = append(out, s)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list groups: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteGroup deletes a group without live members, with its offsets.
+func (c *Catalog) DeleteGroup(ctx context.Context, group string) error {
+	if err := catalog.ValidateGroupName(group); err != nil {
+		return fmt.Errorf("postgres: delete group %q: %w: %w", group, catalog.ErrGroupNotFound, err)
+	}
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		r, err := readGroup(ctx, tx, group, "FOR UPDATE", false, "", false, nil)
+		if err != nil {
+			return err
+		}
+		if !r.found {
+			return catalog.ErrGroupNotFound
+		}
+		if n := r.st.LiveMembers(r.now); n > 0 {
+			return fmt.Errorf("%w: %d live members", catalog.ErrGroupNotEmpty, n)
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM groups WHERE name = $1`, group)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: delete group %s: %w", group, err)
+	}
+	return nil
+}
