@@ -112,6 +112,8 @@ type Deps struct {
 	Catalog Catalog
 	Writer  Writer
 	Reader  Reader
+	// Groups serves /v1/groups; nil answers role_unavailable there.
+	Groups Groups
 	// Ready reports whether the node can serve (/readyz); nil: always ready.
 	Ready func(ctx context.Context) error
 	// Gatherer is served on /metrics; Registerer receives the API's own metrics. Either
@@ -130,6 +132,7 @@ type API struct {
 	cat      Catalog
 	wr       Writer
 	rd       Reader
+	groups   Groups
 	ready    func(ctx context.Context) error
 	gatherer prometheus.Gatherer
 	log      *slog.Logger
@@ -144,13 +147,14 @@ type API struct {
 func New(cfg Config, d Deps) *API {
 	cfg = cfg.withDefaults()
 	a := &API{
-		cfg:   cfg,
-		cat:   d.Catalog,
-		wr:    d.Writer,
-		rd:    d.Reader,
-		ready: d.Ready,
-		log:   d.Log,
-		now:   d.Now,
+		cfg:    cfg,
+		cat:    d.Catalog,
+		wr:     d.Writer,
+		rd:     d.Reader,
+		groups: d.Groups,
+		ready:  d.Ready,
+		log:    d.Log,
+		now:    d.Now,
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
@@ -211,6 +215,11 @@ func (a *API) routes() http.Handler {
 	r.Route("/v1", func(v1 chi.Router) {
 		v1.Get("/openapi.json", serveOpenAPI)
 		v1.Mount("/topics", (&topicsResource{a}).Routes())
+		// Beside the topics mount: chi matches this longer path first (records_delete.go).
+		v1.Post("/topics/{topic}/partitions/{partition}/records:delete", a.deleteRecords)
+		v1.Mount("/groups", (&groupsResource{a, a.groups}).Routes())
+		v1.Mount("/producers", (&producersResource{a}).Routes())
+		v1.Mount("/records", (&transactResource{a}).Routes())
 	})
 	return r
 }

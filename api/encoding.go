@@ -34,6 +34,8 @@ const (
 // mean, without a reflective decode per field.
 type produceRequest struct {
 	Records []produceRecord `json:"records"`
+	// Producer makes the request idempotent (producers.go).
+	Producer *producerJSON `json:"producer"`
 }
 
 type produceRecord struct {
@@ -64,58 +66,64 @@ func decodeProduce(body []byte, maxRecords int) (produceRequest, *problem) {
 // config. now is the node clock: it stamps CreateTime records that carry no timestamp
 // and bounds those that do.
 func buildRecords(req *produceRequest, ti topicInfo, now time.Time) ([]writer.Record, *problem) {
-	cfg := &ti.cfg
-	logAppend := cfg.TimestampType == "LogAppendTime"
-	nowMs := now.UnixMilli()
 	out := make([]writer.Record, len(req.Records))
 	for i := range req.Records {
-		pr := &req.Records[i]
-		rec := &out[i]
-		rec.TopicID = ti.topic.ID
-		rec.Partitions = ti.topic.Partitions
-		part, p := recordPartition(i, pr.Partition, ti)
-		if p != nil {
+		if p := buildRecord(i, &req.Records[i], ti, now, &out[i]); p != nil {
 			return nil, p
-		}
-		rec.Partition = part
-		var reason string
-		if rec.Key, reason = decodeField(pr.Key, cfg.KeyFormat); reason != "" {
-			return nil, recordProblem(i, "key", "%s (the topic's key.format is %s)", reason, cfg.KeyFormat)
-		}
-		if rec.Value, reason = decodeField(pr.Value, cfg.ValueFormat); reason != "" {
-			return nil, recordProblem(i, "value", "%s (the topic's value.format is %s)", reason, cfg.ValueFormat)
-		}
-		if rec.Headers, p = decodeHeaders(i, pr.Headers); p != nil {
-			return nil, p
-		}
-		if logAppend {
-			// The writer stamps the flush time; a producer's timestamp is ignored, as
-			// Kafka's broker overwrites it.
-			rec.LogAppendTime = true
-		} else {
-			ts := nowMs
-			if !isNull(pr.Timestamp) {
-				var ok bool
-				if ts, ok = recordTimestamp(pr.Timestamp); !ok {
-					return nil, recordProblem(i, "timestamp", "must be unix milliseconds (a non-negative integer) or an RFC 3339 string")
-				}
-				// ts >= 0 and nowMs > 0, so neither difference overflows.
-				if nowMs-ts > cfg.TimestampBeforeMaxMs || ts-nowMs > cfg.TimestampAfterMaxMs {
-					return nil, newProblem(CodeTimestampOutOfRange,
-						"records[%d].timestamp %d is outside [now-%d ms, now+%d ms] (message.timestamp.before.max.ms, message.timestamp.after.max.ms)",
-						i, ts, cfg.TimestampBeforeMaxMs, cfg.TimestampAfterMaxMs).
-						with("record", i).with("timestamp", ts).with("now", nowMs)
-				}
-			}
-			rec.Timestamp = ts
-		}
-		if size := recordSize(&rec.Record); size > cfg.MaxMessageBytes {
-			return nil, newProblem(CodeRecordTooLarge, "records[%d] is %d bytes (key, value and headers); the topic's max.message.bytes is %d",
-				i, size, cfg.MaxMessageBytes).
-				with("record", i).with("size", size).with("max_message_bytes", cfg.MaxMessageBytes)
 		}
 	}
 	return out, nil
+}
+
+// buildRecord builds records[i] of a request into rec, as buildRecords does.
+func buildRecord(i int, pr *produceRecord, ti topicInfo, now time.Time, rec *writer.Record) *problem {
+	cfg := &ti.cfg
+	logAppend := cfg.TimestampType == "LogAppendTime"
+	nowMs := now.UnixMilli()
+	rec.TopicID = ti.topic.ID
+	rec.Partitions = ti.topic.Partitions
+	part, p := recordPartition(i, pr.Partition, ti)
+	if p != nil {
+		return p
+	}
+	rec.Partition = part
+	var reason string
+	if rec.Key, reason = decodeField(pr.Key, cfg.KeyFormat); reason != "" {
+		return recordProblem(i, "key", "%s (the topic's key.format is %s)", reason, cfg.KeyFormat)
+	}
+	if rec.Value, reason = decodeField(pr.Value, cfg.ValueFormat); reason != "" {
+		return recordProblem(i, "value", "%s (the topic's value.format is %s)", reason, cfg.ValueFormat)
+	}
+	if rec.Headers, p = decodeHeaders(i, pr.Headers); p != nil {
+		return p
+	}
+	if logAppend {
+		// The writer stamps the flush time; a producer's timestamp is ignored, as
+		// Kafka's broker overwrites it.
+		rec.LogAppendTime = true
+	} else {
+		ts := nowMs
+		if !isNull(pr.Timestamp) {
+			var ok bool
+			if ts, ok = recordTimestamp(pr.Timestamp); !ok {
+				return recordProblem(i, "timestamp", "must be unix milliseconds (a non-negative integer) or an RFC 3339 string")
+			}
+			// ts >= 0 and nowMs > 0, so neither difference overflows.
+			if nowMs-ts > cfg.TimestampBeforeMaxMs || ts-nowMs > cfg.TimestampAfterMaxMs {
+				return newProblem(CodeTimestampOutOfRange,
+					"records[%d].timestamp %d is outside [now-%d ms, now+%d ms] (message.timestamp.before.max.ms, message.timestamp.after.max.ms)",
+					i, ts, cfg.TimestampBeforeMaxMs, cfg.TimestampAfterMaxMs).
+					with("record", i).with("timestamp", ts).with("now", nowMs)
+			}
+		}
+		rec.Timestamp = ts
+	}
+	if size := recordSize(&rec.Record); size > cfg.MaxMessageBytes {
+		return newProblem(CodeRecordTooLarge, "records[%d] is %d bytes (key, value and headers); the topic's max.message.bytes is %d",
+			i, size, cfg.MaxMessageBytes).
+			with("record", i).with("size", size).with("max_message_bytes", cfg.MaxMessageBytes)
+	}
+	return nil
 }
 
 func recordProblem(i int, field, format string, args ...any) *problem {

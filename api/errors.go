@@ -103,6 +103,16 @@ var codeTable = []CodeInfo{
 	{CodeRoleUnavailable, http.StatusServiceUnavailable, "Role not served by this node", true},
 	{CodeNotReady, http.StatusServiceUnavailable, "Not ready", true},
 	{CodeInternal, http.StatusInternalServerError, "Internal error", false},
+	{CodeGroupNotFound, http.StatusNotFound, "Group not found", false},
+	{CodeInvalidGroupName, http.StatusBadRequest, "Invalid group name", false},
+	{CodeUnknownMember, http.StatusConflict, "Unknown group member", false},
+	{CodeStaleMemberEpoch, http.StatusConflict, "Stale member epoch", false},
+	{CodeNotOwner, http.StatusConflict, "Partition not owned by member", false},
+	{CodeGroupNotEmpty, http.StatusConflict, "Group has live members", false},
+	{CodeProducerFenced, http.StatusConflict, "Producer fenced", false},
+	{CodeOutOfOrderSequence, http.StatusConflict, "Out of order sequence", false},
+	{CodeUnknownProducer, http.StatusConflict, "Unknown producer id", false},
+	{CodeInvalidTransactionalID, http.StatusBadRequest, "Invalid transactional id", false},
 }
 
 var codeIndex = func() map[Code]CodeInfo {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/writer"
 )
 
@@ -48,6 +49,22 @@ func (rs *recordsResource) produce(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, p)
 		return
 	}
+	var (
+		prod     *catalog.Producer
+		partSeqs map[int32]int32
+	)
+	if req.Producer != nil {
+		if prod, p = req.Producer.identity(); p == nil {
+			partSeqs, p = partitionSequences(req.Producer.Sequences, "producer.sequences")
+		}
+		if p == nil {
+			p = explicitPartitions(req.Records)
+		}
+		if p != nil {
+			writeProblem(w, r, p)
+			return
+		}
+	}
 	ti, err := a.topics.get(r.Context(), name)
 	if err != nil {
 		writeProblem(w, r, a.catalogProblem(r, "get topic", err))
@@ -67,9 +84,19 @@ func (rs *recordsResource) produce(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, p)
 		return
 	}
-	resp, err := a.wr.Produce(r.Context(), writer.Request{Records: recs})
+	wreq := writer.Request{Records: recs}
+	names := map[int64]string{ti.topic.ID: ti.topic.Name}
+	if prod != nil {
+		seqs, p := sequencesFor(recs, map[int64]map[int32]int32{ti.topic.ID: partSeqs}, names)
+		if p != nil {
+			writeProblem(w, r, p)
+			return
+		}
+		wreq.Producer, wreq.Sequences = prod, seqs
+	}
+	resp, err := a.wr.Produce(r.Context(), wreq)
 	if err != nil {
-		p := a.writerProblem(r, err)
+		p := a.producerProblem(r, "produce", err, names)
 		if p.code == CodeTopicNotFound || p.code == CodePartitionOutOfRange {
 			a.topics.invalidate(name) // the cached entry is stale
 		}
@@ -93,8 +120,21 @@ func (rs *recordsResource) produce(w http.ResponseWriter, r *http.Request) {
 		out = strconv.AppendInt(out, rr.Offset, 10)
 		out = append(out, '}')
 	}
-	out = append(out, "]}\n"...)
-	writeJSONBytes(w, http.StatusOK, out)
+	out = append(out, ']')
+	writeJSONBytes(w, http.StatusOK, appendDuplicate(out, resp.Duplicate))
+}
+
+// explicitPartitions requires every record of an idempotent request to name its
+// partition: a retry must land where the first attempt did, and a key's partition
+// moves when the topic grows, a sticky one with every flush.
+func explicitPartitions(recs []produceRecord) *problem {
+	for i := range recs {
+		if isNull(recs[i].Partition) {
+			return newProblem(CodeInvalidRequest, "records[%d].partition: an idempotent request (with \"producer\") names every record's partition, so that a retry lands where the first attempt did", i).
+				with("record", i).with("field", "partition")
+		}
+	}
+	return nil
 }
 
 type errWriterAnswer struct{ sent, answered int }

@@ -17,7 +17,12 @@ type Options struct {
 	// may be when committed; the orphan sweep only touches objects older than twice
 	// this. Default 30s.
 	CommitTimeout time.Duration
-	Logger        *slog.Logger
+	// ProducerExpiry is how long an idempotent producer (and a transactional id) may
+	// stay idle — no commit, no InitProducer — before its id, epoch and sequence state
+	// are forgotten; it then gets ErrUnknownProducer and must initialise again. Default
+	// DefaultProducerExpiry (7 days, Kafka's transactional.id.expiration.ms).
+	ProducerExpiry time.Duration
+	Logger         *slog.Logger
 }
 
 // DefaultCommitTimeout is Options.CommitTimeout when it is zero.
@@ -27,6 +32,9 @@ const DefaultCommitTimeout = 30 * time.Second
 func (o Options) WithDefaults() Options {
 	if o.CommitTimeout <= 0 {
 		o.CommitTimeout = DefaultCommitTimeout
+	}
+	if o.ProducerExpiry <= 0 {
+		o.ProducerExpiry = DefaultProducerExpiry
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -66,6 +74,11 @@ type Segment struct {
 type Request struct {
 	Producer *Producer // nil: not idempotent
 	Batches  []Batch
+	// GroupOffsets, when set, commits consumer-group offsets in the same transaction:
+	// they are stored only if the request's batches commit, and a refused offset
+	// commit (stale member epoch, not the owner, ...) refuses the whole request. This
+	// is the single-request transaction of exactly-once consume-transform-produce.
+	GroupOffsets *OffsetCommit
 }
 
 // Producer identifies an idempotent producer instance.
@@ -93,7 +106,7 @@ type Result struct {
 	// BaseOffsets[i] is the first offset assigned to Request.Batches[i].
 	BaseOffsets []int64
 	// Duplicate is set when an idempotent retry matched an earlier commit: BaseOffsets
-	// are the original ones and nothing new was written.
+	// are the original ones and nothing new was written (group offsets included).
 	Duplicate bool
 }
 

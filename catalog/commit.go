@@ -87,7 +87,11 @@ func invalid(format string, args ...any) error {
 //   - every batch has Records > 0, Len > 0 and lies inside [0, Size);
 //   - no two batches overlap;
 //   - a request's batches for one partition are adjacent in the object (one
-//     contiguous byte range), so a request never straddles another's batch.
+//     contiguous byte range), so a request never straddles another's batch;
+//   - an idempotent request (Producer set) has a non-negative producer id and epoch
+//     and a non-negative BaseSequence on every batch, and within a partition the
+//     requests of one producer id lie in request order, so that sequence order (checked
+//     in request order) is offset order (assigned in object order).
 //
 // Topic ids and partitions are not checked here: an unknown topic or a partition out
 // of range fails only its own request (CheckRequests).
@@ -106,6 +110,16 @@ func PlanSegment(seg Segment) (*Plan, error) {
 	for ri, r := range seg.Requests {
 		if len(r.Batches) == 0 {
 			return nil, invalid("%s: request %d has no batches", seg.Key, ri)
+		}
+		if pr := r.Producer; pr != nil {
+			if pr.ID < 0 || pr.Epoch < 0 {
+				return nil, invalid("%s: request %d: producer id %d epoch %d", seg.Key, ri, pr.ID, pr.Epoch)
+			}
+			for bi, b := range r.Batches {
+				if b.BaseSequence < 0 {
+					return nil, invalid("%s: request %d batch %d: idempotent, with base sequence %d", seg.Key, ri, bi, b.BaseSequence)
+				}
+			}
 		}
 		for bi, b := range r.Batches {
 			switch {
@@ -142,7 +156,15 @@ func PlanSegment(seg Segment) (*Plan, error) {
 		// A request's batches for this partition must be consecutive in object order
 		// and touch each other: once a request's run ends it must not reappear.
 		done := map[int]bool{}
+		lastOf := map[int64]int{} // producer id → its last request seen here
 		for i := range refs {
+			if pr := seg.Requests[refs[i].Request].Producer; pr != nil {
+				if last, ok := lastOf[pr.ID]; ok && refs[i].Request < last {
+					return nil, invalid("%s: requests %d and %d of producer id %d lie out of request order in topic %d partition %d",
+						seg.Key, last, refs[i].Request, pr.ID, tp.TopicID, tp.Partition)
+				}
+				lastOf[pr.ID] = refs[i].Request
+			}
 			if i > 0 {
 				prev := refs[i-1]
 				refs[i].Adjacent = refs[i].Pos == prev.Pos+prev.Len
@@ -421,6 +443,9 @@ var requestCodes = []struct {
 	{CodePartitionOutOfRange, ErrPartitionOutOfRange},
 	{CodeTimestampOutOfRange, ErrTimestampOutOfRange},
 	{CodeCommitAborted, ErrCommitAborted},
+	{CodeProducerFenced, ErrProducerFenced},
+	{CodeOutOfOrderSequence, ErrOutOfOrderSequence},
+	{CodeUnknownProducer, ErrUnknownProducer},
 }
 
 // RequestErrorCode returns the code of a per-request error, "" for nil or an error

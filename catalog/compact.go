@@ -217,9 +217,12 @@ const (
 // (FOR UPDATE SKIP LOCKED on Postgres), and every write re-checks what it was planned
 // on.
 type Compaction interface {
-	// AcquirePartitions leases up to max partitions (live, or of deleted topics not yet
-	// reclaimed) whose lease is free or expired, least recently compacted first, to
-	// holder for ttl.
+	// PreparePartitions registers the partitions created since the last call for
+	// compaction (a pass calls it once, before leasing: it reads every partition row).
+	PreparePartitions(ctx context.Context) error
+	// AcquirePartitions leases up to max registered partitions (live, or of deleted
+	// topics not yet reclaimed) whose lease is free or expired, least recently
+	// compacted first, to holder for ttl.
 	AcquirePartitions(ctx context.Context, holder string, ttl time.Duration, max int) ([]PartitionLease, error)
 	// ReleasePartition records cp and frees the lease. A lease lost meanwhile:
 	// ErrCompactionConflict, nothing recorded. reclaimed marks a deleted topic's

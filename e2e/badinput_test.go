@@ -224,3 +224,47 @@ func TestBadInputChangesNothing(t *testing.T) {
 		t.Fatalf("good produce after bad input: HTTP %d %s %v", r.status, r.body, err)
 	}
 }
+
+// TestBadInputStrictness holds input the API accepts today although it is malformed or
+// breaks a Kafka rule; each case should be refused with a 400 and write nothing.
+func TestBadInputStrictness(t *testing.T) {
+	s := newStack(t, stackOptions{backend: embedded})
+	createTopic(t, s.url, "plain", 1, nil)
+	createTopic(t, s.url, "compacted", 1, map[string]string{"cleanup.policy": "compact"})
+	createTopic(t, s.url, "appendtime", 1, map[string]string{"message.timestamp.type": "LogAppendTime"})
+	for _, c := range []struct {
+		name, topic, body string
+		codes             []string // any of these
+	}{
+		// A record is an object: [1] is refused as invalid_request, but JSON null
+		// decodes as an empty record and is written as a null-key tombstone.
+		{"null record", "plain", `{"records":[null]}`, []string{"invalid_record", "invalid_request"}},
+		// Kafka refuses keyless records on compacted topics (INVALID_RECORD,
+		// "Compacted topic cannot accept message without key"): compaction keeps the
+		// latest value per key, and such a record has none.
+		{"keyless record on a compacted topic", "compacted", `{"records":[{"value":1}]}`, []string{"invalid_record"}},
+		// LogAppendTime ignores the producer's timestamp, but a timestamp that is not a
+		// time at all is malformed input whatever the topic does with it.
+		{"garbage timestamp on a LogAppendTime topic", "appendtime", `{"records":[{"value":1,"timestamp":"garbage"}]}`, []string{"invalid_record"}},
+		{"negative timestamp on a LogAppendTime topic", "appendtime", `{"records":[{"value":1,"timestamp":-1}]}`, []string{"invalid_record"}},
+	} {
+		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
+			before := partitions(t, s.url, c.topic)[0].HighWatermark
+			res := do(t, http.MethodPost, s.url+"/v1/topics/"+c.topic+"/records", "application/json", []byte(c.body))
+			p, _ := res.problem()
+			ok := res.status == http.StatusBadRequest
+			if ok {
+				ok = false
+				for _, code := range c.codes {
+					ok = ok || p.Code == code
+				}
+			}
+			if !ok {
+				t.Errorf("%s: HTTP %d %s, want 400 %s", c.body, res.status, truncate(string(res.body), 200), strings.Join(c.codes, " or "))
+			}
+			if after := partitions(t, s.url, c.topic)[0].HighWatermark; after != before {
+				t.Errorf("%s: high watermark %d → %d: the bad input was written", c.body, before, after)
+			}
+		})
+	}
+}

@@ -135,3 +135,65 @@ func TestStoreFailingPuts(t *testing.T) {
 		})
 	}
 }
+
+// TestStoreFailingReads: a fetch while the object store fails its reads is answered
+// with a retryable 503 (as a produce is when PUTs fail), never a 200 that hides the
+// records or a 500 that says "bug"; a corrupted read is an error, never wrong records;
+// and neither failure stays in the block cache once the store behaves.
+func TestStoreFailingReads(t *testing.T) {
+	s := newStack(t, stackOptions{backend: embedded, fault: true})
+	const topic = "reads"
+	createTopic(t, s.url, topic, 1, nil)
+	out, _, res, err := produceOnce(context.Background(), s.url, topic,
+		produceBody([]map[string]any{{"value": "a"}, {"value": "b"}, {"value": "c"}}))
+	if err != nil || out != acked {
+		t.Fatalf("produce: HTTP %d %s %v", res.status, res.body, err)
+	}
+	u := s.url + "/v1/topics/" + topic + "/partitions/0/records?offset=0"
+	wantRecords := func(when string) {
+		t.Helper()
+		res := do(t, http.MethodGet, u, "", nil)
+		if res.status != http.StatusOK {
+			t.Errorf("%s: fetch: HTTP %d %s", when, res.status, truncate(string(res.body), 300))
+			return
+		}
+		a := fetch(t, s.url, topic, 0, 0, 100)
+		if len(a.Records) != 3 || string(a.Records[0].Value) != `"a"` || string(a.Records[2].Value) != `"c"` {
+			t.Errorf("%s: fetch shows %+v, want a, b, c", when, a.Records)
+		}
+	}
+
+	t.Run("unavailable", func(t *testing.T) {
+		s.fault.FailAlways(fault.GetRange, nil)
+		s.fault.FailAlways(fault.Get, nil)
+		res := do(t, http.MethodGet, u, "", nil)
+		s.fault.ClearAll()
+		p, _ := res.problem()
+		if res.status != http.StatusServiceUnavailable || p.Code != "store_unavailable" || res.header.Get("Retry-After") == "" {
+			t.Errorf("fetch while the store fails reads: HTTP %d %s (Retry-After %q), want 503 store_unavailable with Retry-After",
+				res.status, truncate(string(res.body), 300), res.header.Get("Retry-After"))
+		}
+		wantRecords("after the store recovered")
+	})
+	t.Run("corrupt", func(t *testing.T) {
+		// A fresh stack so the block is not cached yet.
+		s2 := newStack(t, stackOptions{backend: embedded, fault: true})
+		createTopic(t, s2.url, topic, 1, nil)
+		out, _, res, err := produceOnce(context.Background(), s2.url, topic,
+			produceBody([]map[string]any{{"value": "a"}, {"value": "b"}, {"value": "c"}}))
+		if err != nil || out != acked {
+			t.Fatalf("produce: HTTP %d %s %v", res.status, res.body, err)
+		}
+		s2.fault.Inject(fault.GetRange, fault.Fault{Times: 1, FlipBit: true})
+		s2.fault.Inject(fault.Get, fault.Fault{Times: 1, FlipBit: true})
+		res = do(t, http.MethodGet, s2.url+"/v1/topics/"+topic+"/partitions/0/records?offset=0", "", nil)
+		if res.status < 500 {
+			t.Errorf("fetch of a corrupted block: HTTP %d %s, want a 5xx", res.status, truncate(string(res.body), 300))
+		}
+		s2.fault.ClearAll()
+		a := fetch(t, s2.url, topic, 0, 0, 100)
+		if len(a.Records) != 3 || string(a.Records[0].Value) != `"a"` || string(a.Records[2].Value) != `"c"` {
+			t.Errorf("after a corrupted read: fetch shows %+v, want a, b, c (the corrupt block must not be cached)", a.Records)
+		}
+	})
+}

@@ -72,6 +72,10 @@ type loadConfig struct {
 	// retryFor bounds how long one batch is retried on 429/503 before it is given up
 	// (its records then stay refused).
 	retryFor time.Duration
+	// poisonEvery, when positive, makes every poisonEvery-th batch of a client carry,
+	// in its middle, one record for a partition that does not exist: the request must
+	// be refused whole (404 partition_out_of_range) and none of its records written.
+	poisonEvery int
 }
 
 // runLoad runs the producers and returns once each has stopped. A 429/503 problem
@@ -89,8 +93,10 @@ func runLoad(t *testing.T, ctx context.Context, cfg loadConfig, l *ledger) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			seq, ackedBatches, attempt := 0, 0, 0
+			seq, ackedBatches, attempt, sent := 0, 0, 0, 0
 			for cfg.more(c, ackedBatches) && ctx.Err() == nil {
+				sent++
+				poisoned := cfg.poisonEvery > 0 && sent%cfg.poisonEvery == 0
 				ids := make([]recordID, cfg.batchSize)
 				recs := make([]map[string]any, cfg.batchSize)
 				for i := range recs {
@@ -100,6 +106,9 @@ func runLoad(t *testing.T, ctx context.Context, cfg loadConfig, l *ledger) {
 						"value": loadValue{C: c, S: seq, Pad: pad},
 					}
 					seq++
+				}
+				if poisoned {
+					recs[len(recs)/2]["partition"] = 99
 				}
 				body := produceBody(recs)
 				deadline := time.Now().Add(cfg.retryFor)
@@ -117,6 +126,9 @@ func runLoad(t *testing.T, ctx context.Context, cfg loadConfig, l *ledger) {
 					if out == acked && len(offs) != len(recs) {
 						t.Errorf("client %d: %d offsets for %d records", c, len(offs), len(recs))
 						return
+					}
+					if out == acked && poisoned {
+						t.Errorf("client %d: a request with a record for partition 99 was acknowledged: %s", c, truncate(string(res.body), 300))
 					}
 					if out == acked {
 						final = fate{outcome: acked}
@@ -138,6 +150,16 @@ func runLoad(t *testing.T, ctx context.Context, cfg loadConfig, l *ledger) {
 					}
 					// A definite refusal.
 					retryable := res.status == http.StatusServiceUnavailable || res.status == http.StatusTooManyRequests
+					if poisoned && code == "partition_out_of_range" {
+						final = fate{outcome: refused, why: code}
+						break
+					}
+					if poisoned && !retryable {
+						t.Errorf("client %d: a request with a record for partition 99 answered HTTP %d %s, want 404 partition_out_of_range",
+							c, res.status, truncate(string(res.body), 300))
+						final = fate{outcome: refused, why: code}
+						break
+					}
 					if !retryable {
 						t.Errorf("client %d: produce refused for good: HTTP %d %s", c, res.status, truncate(string(res.body), 300))
 						final = fate{outcome: refused, why: code}

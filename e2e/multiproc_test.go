@@ -60,7 +60,8 @@ type serveProc struct {
 	cmd  *exec.Cmd
 	url  string
 	out  *lockedBuffer
-	done chan error
+	done chan struct{} // closed when the process has exited; err is then set
+	err  error
 }
 
 // cluster is what several `strata serve` processes share: one catalog database and one
@@ -109,8 +110,8 @@ func (c *cluster) start(t *testing.T, name string) *serveProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &serveProc{name: name, cmd: cmd, url: "http://" + addr, out: out, done: make(chan error, 1)}
-	go func() { p.done <- cmd.Wait() }()
+	p := &serveProc{name: name, cmd: cmd, url: "http://" + addr, out: out, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		select {
 		case <-p.done:
@@ -140,8 +141,8 @@ func (p *serveProc) waitReady(t *testing.T) {
 			return
 		}
 		select {
-		case err := <-p.done:
-			t.Fatalf("%s exited before it was ready: %v\n%s", p.name, err, p.out.String())
+		case <-p.done:
+			t.Fatalf("%s exited before it was ready: %v\n%s", p.name, p.err, p.out.String())
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -180,8 +181,9 @@ func TestTwoNodesSamePartitions(t *testing.T) {
 	defer cancel()
 	runLoad(t, ctx, loadConfig{
 		topic: topic, clients: clients, batchSize: batch,
-		target: func(c, attempt int) string { return nodes[(c+attempt)%2].url },
-		more:   func(_, acked int) bool { return acked < batches },
+		target:      func(c, attempt int) string { return nodes[(c+attempt)%2].url },
+		more:        func(_, acked int) bool { return acked < batches },
+		poisonEvery: 4,
 	}, l)
 	if got, want := l.acked(), clients*batches*batch; got != want {
 		t.Errorf("%d records acknowledged, want %d (answers %v)", got, want, l.codeCounts())
@@ -226,7 +228,8 @@ func TestKillNodeUnderLoad(t *testing.T) {
 				}
 				return nodes[(c+attempt)%2].url
 			},
-			more: func(int, int) bool { return ph.get() < 2 },
+			more:        func(int, int) bool { return ph.get() < 2 },
+			poisonEvery: 5,
 		}, l)
 	}()
 

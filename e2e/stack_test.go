@@ -61,6 +61,9 @@ type stackOptions struct {
 	// commitTimeout is the catalog's commit_timeout (cmd/strata's --commit-timeout);
 	// zero: 30s, the flag's default.
 	commitTimeout time.Duration
+	// topicCacheTTL overrides api.Config.TopicCacheTTL (cmd/strata leaves the default),
+	// for tests that need produce to reach the writer without a catalog read.
+	topicCacheTTL time.Duration
 }
 
 // stack is one in-process node: every role, wired exactly as cmd/strata's runNode wires
@@ -174,10 +177,14 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	startRole("writer", w.Run)
 	r := reader.New(store, cat, reader.Config{CacheBytes: reader.DefaultCacheBytes}, log, reg)
 	startRole("reader", r.Run)
-	a := api.New(api.Config{}, api.Deps{
+	deps := api.Deps{
 		Catalog: cat, Writer: w, Reader: r, Ready: ready,
 		Gatherer: reg, Registerer: reg, Log: log,
-	})
+	}
+	if g, ok := cat.(api.Groups); ok { // both backends serve consumer groups
+		deps.Groups = g
+	}
+	a := api.New(api.Config{TopicCacheTTL: o.topicCacheTTL}, deps)
 
 	// Long polls and tails never end by themselves: their requests' context is
 	// cancelled before the server closes, as runNode does a moment into its shutdown.
@@ -353,9 +360,9 @@ type producedOffset struct {
 type produceOutcome int
 
 const (
-	acked    produceOutcome = iota // 200 with offsets
-	refused                        // a problem answer other than commit_outcome_unknown: nothing written
-	unknown                        // commit_outcome_unknown, or the connection broke
+	acked   produceOutcome = iota // 200 with offsets
+	refused                       // a problem answer other than commit_outcome_unknown: nothing written
+	unknown                       // commit_outcome_unknown, or the connection broke
 )
 
 // produceOnce sends one produce request and classifies the answer.

@@ -13,8 +13,9 @@
 //     before each answer, so batching is the client's linger; commit notifications are
 //     not listened for, so long-polls poll.
 //   - Server-Sent Events need a Function URL in RESPONSE_STREAM invoke mode
-//     (Config.Streaming); the HTTP API buffers whole responses and a tail there answers
-//     406 streaming_unsupported (the API's NoStreaming).
+//     (Config.Stream); the HTTP API buffers whole responses, so the handler for
+//     buffered answers should refuse tails (the API's NoStreaming: 406
+//     streaming_unsupported).
 package lambda
 
 import (
@@ -50,10 +51,11 @@ type Compactor interface {
 
 // Config tunes a Handler. Zero values take the documented defaults.
 type Config struct {
-	// Streaming says the Function URL is configured with InvokeMode RESPONSE_STREAM:
-	// Function URL events are answered with a streamed response, so Server-Sent Events
-	// tails work. API Gateway events are always buffered.
-	Streaming bool
+	// Stream, when set, serves Function URL events with streamed responses: set it when
+	// the Function URL's InvokeMode is RESPONSE_STREAM, to the same API as the buffered
+	// handler but allowed to stream, so Server-Sent Events tails work there. API Gateway
+	// events are always buffered. Nil: every response is buffered.
+	Stream http.Handler
 	// MaxFetchBytes caps max_bytes on record fetches, so the rendered JSON stays under
 	// Lambda's 6 MB response limit (JSON escaping and base64 can double the bytes).
 	// Default 2 MiB.
@@ -97,7 +99,7 @@ type Handler struct {
 	log *slog.Logger
 }
 
-// New returns a Handler serving h. w is flushed after every HTTP invocation (nil: a node
+// New returns a Handler serving h (buffered answers). w is flushed after every HTTP invocation (nil: a node
 // without the writer role). c runs scheduled events (nil: scheduled events fail, saying
 // the compactor is not available).
 func New(h http.Handler, w Flusher, c Compactor, cfg Config, log *slog.Logger) *Handler {
@@ -180,7 +182,7 @@ func (h *Handler) serveHTTP(ctx context.Context, ev *events.APIGatewayV2HTTPRequ
 		// answer rather than an invocation error.
 		return h.buffered(fnURL, plainProblem(http.StatusBadRequest, "invalid_request", err.Error())), nil
 	}
-	if fnURL && h.cfg.Streaming {
+	if fnURL && h.cfg.Stream != nil {
 		return h.stream(ctx, req), nil
 	}
 	rec := newRecorder()
@@ -402,7 +404,7 @@ func (h *Handler) stream(ctx context.Context, req *http.Request) *events.LambdaF
 			sw.start(http.StatusOK) // a handler that wrote nothing
 			pw.Close()
 		}()
-		h.h.ServeHTTP(sw, req.WithContext(sctx))
+		h.cfg.Stream.ServeHTTP(sw, req.WithContext(sctx))
 		h.flush(ctx)
 	}()
 	<-sw.ready

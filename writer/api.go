@@ -30,6 +30,9 @@ type Request struct {
 	Producer *catalog.Producer
 	// Sequences holds the base sequence per (topic, partition) for idempotent produce.
 	Sequences map[TopicPartition]int32
+	// GroupOffsets, when set, commits consumer-group offsets in the same catalog
+	// transaction as the records: both or neither (catalog.Request.GroupOffsets).
+	GroupOffsets *catalog.OffsetCommit
 }
 
 // TopicPartition names a partition.
@@ -46,7 +49,9 @@ type RecordResult struct {
 
 // Response answers a Request: Records[i] is for Request.Records[i].
 type Response struct {
-	Records   []RecordResult
+	Records []RecordResult
+	// Duplicate: the request is an idempotent retry of one committed before; Records
+	// hold the original offsets and nothing new was written.
 	Duplicate bool
 }
 

@@ -561,6 +561,8 @@ func TestIdempotentRequest(t *testing.T) {
 		Records:   []Record{rec(1, 8, 2, "", "a"), rec(1, 8, -1, "foobar", "b")}, // foobar: 1357151166 % 8 = 6
 		Producer:  prod,
 		Sequences: map[TopicPartition]int32{{1, 2}: 10, {1, 6}: 20},
+		GroupOffsets: &catalog.OffsetCommit{Group: "g", MemberID: "m", MemberEpoch: 4,
+			Offsets: []catalog.CommitOffset{{Topic: "in", Partition: 1, Offset: 9}}},
 	}
 	chs := h.enqueueInOrder(t, r)
 	h.w.Flush(context.Background())
@@ -569,6 +571,9 @@ func TestIdempotentRequest(t *testing.T) {
 	cr := seg.Requests[0]
 	if cr.Producer != prod || len(cr.Batches) != 2 || cr.Batches[0].BaseSequence != 10 || cr.Batches[1].BaseSequence != 20 {
 		t.Fatalf("commit request %+v: want producer 42/3 and sequences 10, 20", cr)
+	}
+	if cr.GroupOffsets != r.GroupOffsets {
+		t.Fatalf("commit request group offsets %+v, want the request's, in the same commit", cr.GroupOffsets)
 	}
 	db := decodeAt(t, h.store, seg.Key, cr.Batches[1].Pos, cr.Batches[1].Len)
 	if db.ProducerID != 42 || db.ProducerEpoch != 3 || db.BaseSequence != 20 {

@@ -25,17 +25,22 @@ const dropBatch = 5000
 // settleMS is SettleAge in milliseconds, for SQL intervals.
 func (c *Catalog) settleMS() int64 { return catalog.SettleAge(c.commitTimeout).Milliseconds() }
 
+// PreparePartitions registers partitions created since the last call.
+func (c *Catalog) PreparePartitions(ctx context.Context) error {
+	if _, err := c.pool.Exec(ctx, `INSERT INTO compactor_partitions (topic_id, partition)
+		SELECT p.topic_id, p.partition FROM partitions p
+		WHERE NOT EXISTS (SELECT 1 FROM compactor_partitions c WHERE c.topic_id = p.topic_id AND c.partition = p.partition)
+		ON CONFLICT DO NOTHING`); err != nil {
+		return fmt.Errorf("postgres: prepare partitions for compaction: %w", err)
+	}
+	return nil
+}
+
 // AcquirePartitions leases up to max partitions whose lease is free or expired. Rows
 // another compactor is claiming at this moment are skipped, not waited for.
 func (c *Catalog) AcquirePartitions(ctx context.Context, holder string, ttl time.Duration, max int) ([]catalog.PartitionLease, error) {
 	var out []catalog.PartitionLease
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO compactor_partitions (topic_id, partition)
-			SELECT p.topic_id, p.partition FROM partitions p
-			WHERE NOT EXISTS (SELECT 1 FROM compactor_partitions c WHERE c.topic_id = p.topic_id AND c.partition = p.partition)
-			ON CONFLICT DO NOTHING`); err != nil {
-			return err
-		}
 		rows, err := tx.Query(ctx, `UPDATE compactor_partitions c
 			SET holder = $1, token = c.token + 1, lease_until = clock_timestamp() + $2::bigint * interval '1 millisecond'
 			FROM (SELECT topic_id, partition FROM compactor_partitions

@@ -24,8 +24,10 @@ type Catalog struct {
 	pool          *pgxpool.Pool
 	connConfig    *pgx.ConnConfig // for Listen's dedicated connections
 	commitTimeout time.Duration
-	log           *slog.Logger
-	notify        *notifier
+	// producerExpiry forgets idle producers (catalog.Options.ProducerExpiry).
+	producerExpiry time.Duration
+	log            *slog.Logger
+	notify         *notifier
 
 	closeOnce sync.Once
 }
@@ -67,10 +69,11 @@ func OpenConfig(ctx context.Context, cfg *pgxpool.Config, opts catalog.Options) 
 		return nil, fmt.Errorf("postgres: open pool: %w", err)
 	}
 	c := &Catalog{
-		pool:          pool,
-		connConfig:    cfg.ConnConfig.Copy(),
-		commitTimeout: opts.CommitTimeout,
-		log:           log,
+		pool:           pool,
+		connConfig:     cfg.ConnConfig.Copy(),
+		commitTimeout:  opts.CommitTimeout,
+		producerExpiry: opts.ProducerExpiry,
+		log:            log,
 	}
 	c.notify = startNotifier(pool, log)
 	return c, nil

@@ -177,7 +177,7 @@ func TestSettleWaitsForInFlightCommit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows, err := tx.Query(ctx, commitSQL, commitArgs(seg, kt, time.Minute)...)
+		rows, err := tx.Query(ctx, commitSQL, c.commitArgs(seg, kt, nil)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,7 +185,9 @@ func TestSettleWaitsForInFlightCommit(t *testing.T) {
 		for rows.Next() {
 			var i int32
 			var code *string
-			if err := rows.Scan(&i, &code, &base); err != nil {
+			var dup bool
+			var expected *int32
+			if err := rows.Scan(&i, &code, &base, &dup, &expected); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/strata-io/strata/catalog"
 )
@@ -25,6 +26,13 @@ const (
 		ON CONFLICT (key) DO NOTHING`
 	selectSegmentChunks = `SELECT topic_id, partition, base_offset, last_offset, pos, len, max_timestamp, running_max_timestamp
 		FROM chunks WHERE segment_id = ?`
+	selectProducer      = `SELECT epoch FROM producers WHERE id = ?`
+	selectProducerState = `SELECT epoch, batches FROM producer_state WHERE topic_id = ? AND partition = ? AND producer_id = ?`
+	upsertProducerState = `INSERT INTO producer_state (topic_id, partition, producer_id, epoch, batches, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (topic_id, partition, producer_id) DO UPDATE SET
+			epoch = excluded.epoch, batches = excluded.batches, updated_at = excluded.updated_at`
+	touchProducer = `UPDATE producers SET last_used_at = ?1 WHERE id = ?2 AND last_used_at < ?3`
 )
 
 // stmts are the commit path's statements, parsed once: parsing costs more CPU than
@@ -32,6 +40,7 @@ const (
 // preparation on the one writer connection.
 type stmts struct {
 	now, segment, topic, partition, insertSegment, insertChunk, advance, fence, segmentChunks *sql.Stmt
+	producer, producerState, upsertProducerState, touchProducer                              *sql.Stmt
 }
 
 func prepare(ctx context.Context, db *sql.DB) (stmts, error) {
@@ -49,6 +58,10 @@ func prepare(ctx context.Context, db *sql.DB) (stmts, error) {
 		{&st.advance, advancePartition},
 		{&st.fence, fenceSegment},
 		{&st.segmentChunks, selectSegmentChunks},
+		{&st.producer, selectProducer},
+		{&st.producerState, selectProducerState},
+		{&st.upsertProducerState, upsertProducerState},
+		{&st.touchProducer, touchProducer},
 	} {
 		s, err := db.PrepareContext(ctx, p.sql)
 		if err != nil {
@@ -61,7 +74,8 @@ func prepare(ctx context.Context, db *sql.DB) (stmts, error) {
 }
 
 func (st stmts) close() {
-	for _, s := range []*sql.Stmt{st.now, st.segment, st.topic, st.partition, st.insertSegment, st.insertChunk, st.advance, st.fence, st.segmentChunks} {
+	for _, s := range []*sql.Stmt{st.now, st.segment, st.topic, st.partition, st.insertSegment, st.insertChunk, st.advance, st.fence, st.segmentChunks,
+		st.producer, st.producerState, st.upsertProducerState, st.touchProducer} {
 		if s != nil {
 			s.Close()
 		}
@@ -127,6 +141,23 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	}
 	reqErrs := plan.CheckRequests(topics, now)
 
+	// Lock order is moot here (one writer holds the whole file), but the checks run in
+	// the shared order: requests, then group offsets, then producers.
+	var gc *catalog.GroupCheck
+	if names, _ := plan.GroupNames(); len(names) > 0 {
+		if gc, err = c.checkGroupOffsets(ctx, tx, plan, reqErrs, now, names); err != nil {
+			return nil, fmt.Errorf("sqlite: commit %s: group offsets: %w", seg.Key, err)
+		}
+		reqErrs = gc.Errs
+	}
+	var pc *catalog.ProducerCheck
+	if plan.Idempotent() {
+		if pc, err = c.checkProducers(ctx, stmt, plan, reqErrs); err != nil {
+			return nil, fmt.Errorf("sqlite: commit %s: producer state: %w", seg.Key, err)
+		}
+		reqErrs = pc.Errs
+	}
+
 	partStmt := stmt(c.st.partition)
 	parts := make(map[catalog.TopicPartition]catalog.PartitionState, len(plan.Partitions))
 	for _, pb := range plan.Partitions {
@@ -149,6 +180,12 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	a, err := plan.Assign(reqErrs, parts)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
+	}
+	var prodRows []catalog.ProducerStateRow
+	if pc != nil {
+		if prodRows, err = pc.Finish(&a); err != nil {
+			return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
+		}
 	}
 
 	res, err := stmt(c.st.insertSegment).ExecContext(ctx, seg.Key, seg.Size, now.UnixMilli())
@@ -180,6 +217,16 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 				seg.Key, adv.TopicID, adv.Partition, n, err)
 		}
 		marks = append(marks, catalog.Watermark{TopicID: adv.TopicID, Partition: adv.Partition, HighWatermark: adv.HighWatermark})
+	}
+	if pc != nil {
+		if err := c.writeProducers(ctx, stmt, pc, prodRows, now); err != nil {
+			return nil, fmt.Errorf("sqlite: commit %s: producer state: %w", seg.Key, err)
+		}
+	}
+	if gc != nil {
+		if err := writeGroupOffsets(ctx, tx, gc.Rows(a.Results), now); err != nil {
+			return nil, fmt.Errorf("sqlite: commit %s: group offsets: %w", seg.Key, err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("sqlite: commit %s: commit: %w", seg.Key, err)
@@ -262,4 +309,115 @@ func readBack(ctx context.Context, q *sql.Stmt, plan *catalog.Plan, segID int64)
 		return nil, fmt.Errorf("read chunk rows: %w", err)
 	}
 	return plan.ResultsFromChunks(chunks)
+}
+
+// checkProducers reads the registry rows and the state the flush's idempotent batches
+// name and applies catalog's producer rules.
+func (c *Catalog) checkProducers(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt, plan *catalog.Plan, errs []error) (*catalog.ProducerCheck, error) {
+	keys, ids := plan.ProducerKeys()
+	registry := make(map[int64]int16, len(ids))
+	q := stmt(c.st.producer)
+	for _, id := range ids {
+		var epoch int16
+		err := q.QueryRowContext(ctx, id).Scan(&epoch)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue // unknown or expired
+		}
+		if err != nil {
+			return nil, fmt.Errorf("producer %d: %w", id, err)
+		}
+		registry[id] = epoch
+	}
+	state := make(map[catalog.ProducerPartition]catalog.ProducerState, len(keys))
+	q = stmt(c.st.producerState)
+	for _, k := range keys {
+		var (
+			st      catalog.ProducerState
+			batches string
+		)
+		err := q.QueryRowContext(ctx, k.TopicID, k.Partition, k.ProducerID).Scan(&st.Epoch, &batches)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("producer %d topic %d partition %d: %w", k.ProducerID, k.TopicID, k.Partition, err)
+		}
+		if st.Batches, err = decodeBatches(batches); err != nil {
+			return nil, fmt.Errorf("producer %d topic %d partition %d: %w", k.ProducerID, k.TopicID, k.Partition, err)
+		}
+		state[k] = st
+	}
+	return plan.CheckProducers(errs, registry, state), nil
+}
+
+// writeProducers stores the new states and refreshes the last-used time of producers
+// whose row has grown stale.
+func (c *Catalog) writeProducers(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt, pc *catalog.ProducerCheck, rows []catalog.ProducerStateRow, now time.Time) error {
+	ms := now.UnixMilli()
+	up := stmt(c.st.upsertProducerState)
+	for _, r := range rows {
+		if _, err := up.ExecContext(ctx, r.TopicID, r.Partition, r.ProducerID, r.Epoch, encodeBatches(r.Batches), ms); err != nil {
+			return fmt.Errorf("producer %d topic %d partition %d: %w", r.ProducerID, r.TopicID, r.Partition, err)
+		}
+	}
+	touch := stmt(c.st.touchProducer)
+	stale := now.Add(-catalog.ProducerTouchInterval(c.opts.ProducerExpiry)).UnixMilli()
+	for _, id := range pc.Producers {
+		if _, err := touch.ExecContext(ctx, ms, id, stale); err != nil {
+			return fmt.Errorf("producer %d: refresh last use: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// checkGroupOffsets loads the groups the flush commits offsets for, and what
+// catalog.CheckOffsetCommit needs, and checks every request's offsets.
+func (c *Catalog) checkGroupOffsets(ctx context.Context, tx *sql.Tx, plan *catalog.Plan, errs []error, now time.Time, names []string) (*catalog.GroupCheck, error) {
+	groups := make(map[string]*catalog.GroupState, len(names))
+	for _, name := range names {
+		st, found, err := loadGroup(ctx, tx, name)
+		if err != nil {
+			return nil, fmt.Errorf("group %s: %w", name, err)
+		}
+		if found {
+			groups[name] = st
+		}
+	}
+	topics, err := loadTopics(ctx, tx, plan.OffsetTopics())
+	if err != nil {
+		return nil, err
+	}
+	hws, err := loadHighWatermarks(ctx, tx, topics)
+	if err != nil {
+		return nil, err
+	}
+	return plan.CheckGroupOffsets(errs, groups, now, topics, hws), nil
+}
+
+// writeGroupOffsets stores committed offsets, creating a group that a commit without a
+// member names for the first time.
+func writeGroupOffsets(ctx context.Context, tx *sql.Tx, rows []catalog.GroupOffsetRow, now time.Time) error {
+	ms := now.UnixMilli()
+	created := map[string]bool{}
+	for _, r := range rows {
+		if r.MemberID == "" && !created[r.Group] {
+			created[r.Group] = true
+			if _, err := tx.ExecContext(ctx, `INSERT INTO groups (name, assignor, epoch, created_at) VALUES (?, ?, 0, ?)
+				ON CONFLICT (name) DO NOTHING`, r.Group, catalog.DefaultAssignor, ms); err != nil {
+				return fmt.Errorf("group %s: %w", r.Group, err)
+			}
+		}
+		epoch := sql.NullInt32{Int32: r.MemberEpoch, Valid: r.MemberID != ""}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO group_offsets
+			(group_name, topic_id, partition, committed_offset, metadata, member_id, member_epoch, committed_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (group_name, topic_id, partition) DO UPDATE SET
+				committed_offset = excluded.committed_offset, metadata = excluded.metadata,
+				member_id = excluded.member_id, member_epoch = excluded.member_epoch,
+				committed_at = excluded.committed_at`,
+			r.Group, r.TopicID, r.Partition, r.Offset, r.Metadata, nullString(r.MemberID), epoch, ms); err != nil {
+			return fmt.Errorf("group %s topic %d partition %d: %w", r.Group, r.TopicID, r.Partition, err)
+		}
+	}
+	return nil
 }

@@ -47,16 +47,21 @@ func (c *Catalog) writeTx(ctx context.Context, fn func(tx *sql.Tx, now time.Time
 	return tx.Commit()
 }
 
+// PreparePartitions registers partitions created since the last call.
+func (c *Catalog) PreparePartitions(ctx context.Context) error {
+	// WHERE true: SQLite needs it to tell the upsert clause from a join constraint.
+	if _, err := c.w.ExecContext(ctx, `INSERT INTO compactor_partitions (topic_id, partition)
+		SELECT topic_id, partition FROM partitions WHERE true ON CONFLICT DO NOTHING`); err != nil {
+		return fmt.Errorf("sqlite: prepare partitions for compaction: %w", err)
+	}
+	return nil
+}
+
 // AcquirePartitions leases up to max partitions whose lease is free or expired, least
 // recently passed first.
 func (c *Catalog) AcquirePartitions(ctx context.Context, holder string, ttl time.Duration, max int) ([]catalog.PartitionLease, error) {
 	var out []catalog.PartitionLease
 	err := c.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
-		// WHERE true: SQLite needs it to tell the upsert clause from a join constraint.
-		if _, err := tx.ExecContext(ctx, `INSERT INTO compactor_partitions (topic_id, partition)
-			SELECT topic_id, partition FROM partitions WHERE true ON CONFLICT DO NOTHING`); err != nil {
-			return err
-		}
 		until := now.Add(ttl)
 		rows, err := tx.QueryContext(ctx, `UPDATE compactor_partitions SET holder = ?1, token = token + 1, lease_until = ?2
 			WHERE (topic_id, partition) IN (

@@ -26,6 +26,7 @@ plain reader: it never joins a group or commits offsets.`)
 	maxRecs := c.fs.Int64("max", 0, "stop after this many records in all (0: no limit)")
 	follow := c.fs.Bool("follow", false, "keep waiting for new records (SSE tail per partition)")
 	b64 := c.fs.Bool("base64", false, "print keys and values as base64 of their stored bytes")
+	group := c.fs.String("group", "", "consume as a member of this consumer `group`: only the partitions it is assigned, from the group's committed offsets (--from applies where none), committing as it prints, until interrupted or --max")
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
 		topic, err := oneName(c.name, args)
 		if err != nil {
@@ -49,6 +50,9 @@ plain reader: it never joins a group or commits offsets.`)
 		cl, err := sf.client(c.name)
 		if err != nil {
 			return err
+		}
+		if *group != "" {
+			return consumeGroup(ctx, e, c.name, cl, topic, *group, *partition, start, *maxRecs, *b64)
 		}
 		cs := &consumer{cl: cl, topic: topic, start: start, max: *maxRecs, base64: *b64, timeout: sf.timeout, stderr: e.stderr}
 		return cs.run(ctx, e.stdout, onlyPart, *follow)

@@ -85,6 +85,7 @@ func verbs() []verb {
 	return []verb{
 		{"dev", devCommand},
 		{"serve", serveCommand},
+		{"lambda", lambdaCommand},
 		{"topics create", topicsCreateCommand},
 		{"topics list", topicsListCommand},
 		{"topics describe", topicsDescribeCommand},
@@ -92,6 +93,10 @@ func verbs() []verb {
 		{"topics alter", topicsAlterCommand},
 		{"produce", produceCommand},
 		{"consume", consumeCommand},
+		{"groups list", groupsListCommand},
+		{"groups describe", groupsDescribeCommand},
+		{"groups reset", groupsResetCommand},
+		{"groups delete", groupsDeleteCommand},
 		{"version", versionCommand},
 	}
 }
@@ -103,6 +108,7 @@ Usage: strata COMMAND [flags]
 Servers:
   dev              run everything in one process on a local directory (SQLite, files)
   serve            run a node: --roles writer,reader against Postgres and S3
+  lambda           answer AWS Lambda invocations (the default inside Lambda)
 
 Talking to a server (--server, env STRATA_SERVER, default http://127.0.0.1:8080):
   topics create    create a topic
@@ -111,7 +117,11 @@ Talking to a server (--server, env STRATA_SERVER, default http://127.0.0.1:8080)
   topics delete    delete a topic
   topics alter     add partitions, set or remove configs
   produce          send JSON lines from stdin or a file
-  consume          print records as JSON lines
+  consume          print records as JSON lines (--group G: as a member of a consumer group)
+  groups list      list consumer groups
+  groups describe  show a group's members, assignments, committed offsets and lag
+  groups reset     move a group's committed offsets (no live members)
+  groups delete    delete a group and its offsets
 
 Other:
   version          print the version
@@ -121,6 +131,10 @@ Run 'strata COMMAND -h' for a command's flags. Exit codes: 0 ok, 1 error, 2 usag
 
 // run runs one command line and returns the exit code.
 func run(ctx context.Context, e *env, args []string) int {
+	if len(args) == 0 && e.getenv("AWS_LAMBDA_RUNTIME_API") != "" {
+		// Lambda runs the binary (named bootstrap) without arguments.
+		args = []string{"lambda"}
+	}
 	if len(args) == 0 {
 		fmt.Fprint(e.stderr, topUsage)
 		return 2
@@ -133,6 +147,17 @@ func run(ctx context.Context, e *env, args []string) int {
 		args = []string{"version"}
 	}
 	name, rest := args[0], args[1:]
+	if name == "groups" && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		name, rest = "groups "+rest[0], rest[1:]
+	} else if name == "groups" {
+		const u = "Usage: strata groups list|describe|reset|delete ...\nRun 'strata groups VERB -h' for a verb's flags.\n"
+		if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "--help") {
+			fmt.Fprint(e.stdout, u)
+			return 0
+		}
+		fmt.Fprint(e.stderr, u)
+		return 2
+	}
 	if name == "topics" {
 		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
 			const u = "Usage: strata topics create|list|describe|delete|alter ...\nRun 'strata topics VERB -h' for a verb's flags.\n"

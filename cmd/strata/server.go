@@ -23,6 +23,7 @@ import (
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/postgres"
 	"github.com/strata-io/strata/catalog/sqlite"
+	"github.com/strata-io/strata/compactor"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/objstore/metered"
@@ -40,6 +41,10 @@ type nodeFlags struct {
 	cacheBytes      byteSize
 	commitTimeout   time.Duration
 	shutdownTimeout time.Duration
+	// The compactor role's tuning.
+	compactInterval time.Duration
+	gracePeriod     time.Duration
+	sweepInterval   time.Duration
 	logLevel        oneOfFlag
 	logFormat       oneOfFlag
 }
@@ -59,6 +64,9 @@ func addNodeFlags(c *command, listen, logFormat string) *nodeFlags {
 	c.fs.Var(&n.cacheBytes, "cache-bytes", "reader block cache `size`")
 	c.fs.DurationVar(&n.commitTimeout, "commit-timeout", 30*time.Second, "how old a segment may be when its commit lands; the orphan sweep waits twice this")
 	c.fs.DurationVar(&n.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take: in-flight requests finish and the writer drains")
+	c.fs.DurationVar(&n.compactInterval, "compact-interval", compactor.DefaultInterval, "compactor role: time between compaction passes (merging, retention, deletion)")
+	c.fs.DurationVar(&n.gracePeriod, "grace-period", compactor.DefaultGracePeriod, "compactor role: how long an object no row refers to stays readable before it is deleted; longer than any fetch")
+	c.fs.DurationVar(&n.sweepInterval, "sweep-interval", compactor.DefaultSweepInterval, "compactor role: how often the orphan sweep lists the bucket (shared by all compactors)")
 	c.fs.Var(&n.logLevel, "log-level", "log `level`: debug, info, warn, error")
 	c.fs.Var(&n.logFormat, "log-format", "log `format`: json or text")
 	return n
@@ -100,6 +108,9 @@ func (n *nodeFlags) validate() []string {
 		if err := n.readerConfig().Validate(); err != nil {
 			bad = append(bad, err.Error())
 		}
+		if err := n.compactorConfig().Validate(); err != nil {
+			bad = append(bad, fmt.Sprintf("--compact-interval, --grace-period: %v", err))
+		}
 	}
 	return bad
 }
@@ -113,6 +124,10 @@ func (n *nodeFlags) writerConfig() writer.Config {
 		// than awaited, so it is settled before the catalog would refuse it as too late.
 		CommitTimeout: n.commitTimeout / 3,
 	}
+}
+
+func (n *nodeFlags) compactorConfig() compactor.Config {
+	return compactor.Config{Interval: n.compactInterval, GracePeriod: n.gracePeriod, SweepInterval: n.sweepInterval}
 }
 
 func (n *nodeFlags) readerConfig() reader.Config {
@@ -134,8 +149,8 @@ type nodeSpec struct {
 	flags  *nodeFlags
 	writer bool
 	reader bool
-	// compactor is accepted in --roles so deployments can name it now; the role is not
-	// built yet.
+	// compactor runs the compactor role in the node; Lambda runs it per scheduled event
+	// instead.
 	compactor bool
 	catalog   func(ctx context.Context, opts catalog.Options) (catalog.Catalog, error)
 	store     func(ctx context.Context, log *slog.Logger) (objstore.Store, error)
@@ -143,12 +158,18 @@ type nodeSpec struct {
 	catalogName, bucketName string
 	// banner, when set, is printed once the node serves (dev: what to try first).
 	banner func(w io.Writer, url string)
+	// api configures the HTTP API (API keys; limits on Lambda).
+	api api.Config
+	// lambda: the node answers Lambda invocations, between which nothing runs, so no
+	// role may depend on a background loop (the reader does not listen for commit
+	// notifications; long-polls poll).
+	lambda bool
 }
 
 func devCommand() (*command, func(context.Context, *env, *command, []string) error) {
 	c := newCommand("dev", "strata dev [--data ./strata-data] [--listen 127.0.0.1:8080]",
 		`Runs everything in one process for development: a SQLite catalog at DATA/catalog.db,
-objects under DATA/objects, the writer and reader roles and the HTTP API. Data survives
+objects under DATA/objects, the writer, reader and compactor roles and the HTTP API. Data survives
 restarts. Ctrl-C shuts down gracefully: requests in flight finish, the writer drains.`)
 	data := c.fs.String("data", "./strata-data", "`directory` holding the catalog and the objects (created if missing)")
 	nf := addNodeFlags(c, "127.0.0.1:8080", "text")
@@ -171,7 +192,7 @@ restarts. Ctrl-C shuts down gracefully: requests in flight finish, the writer dr
 		dbPath := filepath.Join(*data, "catalog.db")
 		objDir := filepath.Join(*data, "objects")
 		spec := nodeSpec{
-			flags: nf, writer: true, reader: true,
+			flags: nf, writer: true, reader: true, compactor: true,
 			catalog: func(ctx context.Context, opts catalog.Options) (catalog.Catalog, error) {
 				return sqlite.Open(ctx, dbPath, opts)
 			},
@@ -200,48 +221,91 @@ func serveCommand() (*command, func(context.Context, *env, *command, []string) e
 	c := newCommand("serve", "strata serve --catalog postgres://... --bucket s3://bucket/prefix [--roles writer,reader] [--listen :8080]",
 		`Runs a node. Any node serves any request for the roles it runs; put as many as needed
 behind a load balancer. /readyz answers 200 once the catalog and the bucket answer.`)
-	roles := c.fs.String("roles", "writer,reader", "comma-separated `roles` to run: writer, reader, compactor")
-	cat := c.fs.String("catalog", "", "catalog `URL`: postgres://user:pass@host:5432/db, or a SQLite file (sqlite:path or a plain path) for a single node")
-	bucket := c.fs.String("bucket", "", "object store `URL`: s3://bucket/prefix[?endpoint=http://host:9000&path_style=true&region=R], or file:///dir")
-	createBucket := c.fs.Bool("create-bucket", false, "create the S3 bucket at start-up if it is missing (MinIO, development); needs the s3:CreateBucket permission")
-	nf := addNodeFlags(c, ":8080", "json")
+	sf := addServeFlags(c, ":8080")
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
 		if len(args) > 0 {
 			return usagef(c.name, "unexpected argument %q (flags start with --)", args[0])
 		}
-		bad := nf.validate()
-		rs, err := parseRoles(*roles)
-		if err != nil {
-			bad = append(bad, err.Error())
-		}
-		spec := nodeSpec{flags: nf, writer: rs["writer"], reader: rs["reader"], compactor: rs["compactor"]}
-		if spec.catalog, spec.catalogName, err = catalogOpener(*cat); err != nil {
-			bad = append(bad, err.Error())
-		}
-		if *bucket == "" {
-			bad = append(bad, "--bucket is required: e.g. --bucket s3://my-bucket/strata (MinIO: add ?endpoint=http://127.0.0.1:9000&path_style=true), or set STRATA_BUCKET")
-		} else {
-			b := *bucket
-			spec.bucketName = redactURL(b)
-			create := *createBucket
-			spec.store = func(ctx context.Context, log *slog.Logger) (objstore.Store, error) {
-				st, err := open.Open(ctx, b, log)
-				if err != nil || !create {
-					return st, err
-				}
-				if eb, ok := st.(interface{ EnsureBucket(context.Context) error }); ok {
-					if err := eb.EnsureBucket(ctx); err != nil {
-						return nil, fmt.Errorf("create bucket: %w", err)
-					}
-				}
-				return st, nil
-			}
-		}
+		spec, bad := sf.spec()
 		if len(bad) > 0 {
 			return badFlags(c.name, bad)
 		}
 		return runNode(ctx, e, spec)
 	}
+}
+
+// serveFlags are the flags of a production node: serve's, shared with lambda.
+type serveFlags struct {
+	roles, catalog, bucket *string
+	createBucket           *bool
+	apiKeys, apiKeysFile   *string
+	publicMetrics          *bool
+	nf                     *nodeFlags
+}
+
+func addServeFlags(c *command, listen string) *serveFlags {
+	return &serveFlags{
+		roles:         c.fs.String("roles", "writer,reader", "comma-separated `roles` to run: writer, reader, compactor"),
+		catalog:       c.fs.String("catalog", "", "catalog `URL`: postgres://user:pass@host:5432/db, or a SQLite file (sqlite:path or a plain path) for a single node"),
+		bucket:        c.fs.String("bucket", "", "object store `URL`: s3://bucket/prefix[?endpoint=http://host:9000&path_style=true&region=R], or file:///dir"),
+		createBucket:  c.fs.Bool("create-bucket", false, "create the S3 bucket at start-up if it is missing (MinIO, development); needs the s3:CreateBucket permission"),
+		apiKeys:       c.fs.String("api-keys", "", "bearer API `keys`, comma-separated: with any, requests without one get 401 (the /healthz and /readyz probes stay open); prefer the environment or --api-keys-file to the command line"),
+		apiKeysFile:   c.fs.String("api-keys-file", "", "`file` of bearer API keys, one a line (# comments), e.g. a mounted secret; adds to --api-keys"),
+		publicMetrics: c.fs.Bool("public-metrics", false, "serve /metrics without an API key (when keys are set)"),
+		nf:            addNodeFlags(c, listen, "json"),
+	}
+}
+
+// spec validates the flags into a nodeSpec, or says everything that is wrong.
+func (sf *serveFlags) spec() (nodeSpec, []string) {
+	nf := sf.nf
+	bad := nf.validate()
+	rs, err := parseRoles(*sf.roles)
+	if err != nil {
+		bad = append(bad, err.Error())
+	}
+	spec := nodeSpec{flags: nf, writer: rs["writer"], reader: rs["reader"], compactor: rs["compactor"]}
+	if spec.catalog, spec.catalogName, err = catalogOpener(*sf.catalog); err != nil {
+		bad = append(bad, err.Error())
+	}
+	if *sf.bucket == "" {
+		bad = append(bad, "--bucket is required: e.g. --bucket s3://my-bucket/strata (MinIO: add ?endpoint=http://127.0.0.1:9000&path_style=true), or set STRATA_BUCKET")
+	} else {
+		b := *sf.bucket
+		spec.bucketName = redactURL(b)
+		create := *sf.createBucket
+		spec.store = func(ctx context.Context, log *slog.Logger) (objstore.Store, error) {
+			st, err := open.Open(ctx, b, log)
+			if err != nil || !create {
+				return st, err
+			}
+			if eb, ok := st.(interface{ EnsureBucket(context.Context) error }); ok {
+				if err := eb.EnsureBucket(ctx); err != nil {
+					return nil, fmt.Errorf("create bucket: %w", err)
+				}
+			}
+			return st, nil
+		}
+	}
+	keys, err := api.ParseAPIKeys(*sf.apiKeys)
+	if err != nil {
+		// The message never quotes the key.
+		bad = append(bad, fmt.Sprintf("--api-keys: %v", err))
+	}
+	if *sf.apiKeysFile != "" {
+		b, err := os.ReadFile(*sf.apiKeysFile)
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("--api-keys-file: %v", err))
+		} else if more, err := api.ParseAPIKeys(string(b)); err != nil {
+			bad = append(bad, fmt.Sprintf("--api-keys-file %s: %v", *sf.apiKeysFile, err))
+		} else if len(more) == 0 {
+			bad = append(bad, fmt.Sprintf("--api-keys-file %s holds no key: write one key a line", *sf.apiKeysFile))
+		} else {
+			keys = append(keys, more...)
+		}
+	}
+	spec.api.Auth = api.AuthConfig{Keys: keys, PublicMetrics: *sf.publicMetrics}
+	return spec, bad
 }
 
 // badFlags reports every problem found at start-up at once, so one run says all there
@@ -326,81 +390,37 @@ func redactURL(s string) string {
 // bucket is reachable and the credentials work, without writing anything.
 const readyProbeKey = "strata-readyz-probe"
 
+// node is a started node: its roles run and its API is built, not yet served.
+type node struct {
+	log    *slog.Logger
+	api    *api.API
+	writer *writer.Writer // nil without the writer role
+	// deps are what the API serves from, to build another API over the same node.
+	deps api.Deps
+	// cat and store are the node's catalog and (metered) object store, for roles
+	// wired outside startNode (Lambda's scheduled compactor).
+	cat   catalog.Catalog
+	store objstore.Store
+	// roleErr receives a role's failure.
+	roleErr chan error
+	// stopRoles stops the roles (the writer drains its buffer); wg waits for them.
+	stopRoles context.CancelFunc
+	wg        *sync.WaitGroup
+	// closeCatalog closes the catalog, after the roles have stopped.
+	closeCatalog func()
+}
+
 // runNode runs a node until ctx ends, then shuts down in order: stop accepting, let
 // requests in flight finish (the writer still runs, so produces get their answers),
 // end long polls and tails, drain the writer, stop the other roles, close the catalog.
 func runNode(ctx context.Context, e *env, spec nodeSpec) (err error) {
-	nf := spec.flags
-	log := nf.logger(e.stderr)
-	log.Info("starting strata", "version", versionString(), "catalog", spec.catalogName, "bucket", spec.bucketName,
-		"writer", spec.writer, "reader", spec.reader)
-
-	if spec.compactor {
-		log.Warn("the compactor role is not available in this build: this node runs without it (no merging, retention or orphan sweep)")
-	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	// The store first: opening it only parses its URL (unless --create-bucket), so a
-	// typo there is reported before the catalog runs its migrations.
-	rawStore, err := spec.store(ctx, log)
+	n, err := startNode(ctx, e, spec)
 	if err != nil {
-		return fmt.Errorf("%w (check --bucket)", err)
+		return err
 	}
-	cat, err := spec.catalog(ctx, catalog.Options{CommitTimeout: nf.commitTimeout, Logger: log})
-	if err != nil {
-		return fmt.Errorf("open catalog %s: %w (check --catalog and that the database is reachable)", spec.catalogName, err)
-	}
-	defer func() {
-		if cerr := cat.Close(); cerr != nil {
-			log.Warn("close catalog", "err", cerr)
-		}
-	}()
-	store := metered.New(rawStore, reg)
-
-	ready := func(ctx context.Context) error {
-		if _, err := cat.Now(ctx); err != nil {
-			return fmt.Errorf("catalog unreachable: %w", err)
-		}
-		if _, err := rawStore.Head(ctx, readyProbeKey); err != nil && !errors.Is(err, objstore.ErrNotExist) {
-			return fmt.Errorf("bucket unreachable: %w", err)
-		}
-		return nil
-	}
-
-	// The roles run under a context of their own: a signal first stops the HTTP
-	// server, and only then are the roles stopped, so the writer drains last.
-	roleCtx, stopRoles := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopRoles()
-	var wg sync.WaitGroup
-	roleErr := make(chan error, 3)
-	startRole := func(name string, run func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := run(roleCtx)
-			if roleCtx.Err() != nil {
-				return
-			}
-			if err == nil {
-				err = errors.New("stopped unexpectedly")
-			}
-			roleErr <- fmt.Errorf("%s: %w", name, err)
-		}()
-	}
-	deps := api.Deps{Catalog: cat, Ready: ready, Gatherer: reg, Registerer: reg, Log: log}
-	if spec.writer {
-		w := writer.New(store, cat, nf.writerConfig(), log, reg)
-		deps.Writer = w
-		startRole("writer", w.Run)
-	}
-	if spec.reader {
-		r := reader.New(store, cat, nf.readerConfig(), log, reg)
-		deps.Reader = r
-		startRole("reader", r.Run)
-	}
-	a := api.New(api.Config{}, deps)
+	defer n.closeCatalog()
+	defer n.stopRoles()
+	nf, log, a, roleErr, stopRoles, wg := spec.flags, n.log, n.api, n.roleErr, n.stopRoles, n.wg
 
 	ln, err := net.Listen("tcp", nf.listen)
 	if err != nil {
@@ -460,6 +480,101 @@ func runNode(ctx context.Context, e *env, spec nodeSpec) (err error) {
 		failure = errors.Join(failure, fmt.Errorf("roles did not stop within --shutdown-timeout %s", nf.shutdownTimeout))
 	}
 	return failure
+}
+
+// startNode opens the store and the catalog and starts the node's roles. On error
+// nothing is left running.
+func startNode(ctx context.Context, e *env, spec nodeSpec) (_ *node, err error) {
+	nf := spec.flags
+	log := nf.logger(e.stderr)
+	n := &node{log: log}
+	log.Info("starting strata", "version", versionString(), "catalog", spec.catalogName, "bucket", spec.bucketName,
+		"writer", spec.writer, "reader", spec.reader, "compactor", spec.compactor)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	// The store first: opening it only parses its URL (unless --create-bucket), so a
+	// typo there is reported before the catalog runs its migrations.
+	rawStore, err := spec.store(ctx, log)
+	if err != nil {
+		return nil, fmt.Errorf("%w (check --bucket)", err)
+	}
+	cat, err := spec.catalog(ctx, catalog.Options{CommitTimeout: nf.commitTimeout, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("open catalog %s: %w (check --catalog and that the database is reachable)", spec.catalogName, err)
+	}
+	closeCatalog := func() {
+		if cerr := cat.Close(); cerr != nil {
+			log.Warn("close catalog", "err", cerr)
+		}
+	}
+	store := metered.New(rawStore, reg)
+	n.cat, n.store = cat, store
+
+	ready := func(ctx context.Context) error {
+		if _, err := cat.Now(ctx); err != nil {
+			return fmt.Errorf("catalog unreachable: %w", err)
+		}
+		if _, err := rawStore.Head(ctx, readyProbeKey); err != nil && !errors.Is(err, objstore.ErrNotExist) {
+			return fmt.Errorf("bucket unreachable: %w", err)
+		}
+		return nil
+	}
+
+	// The roles run under a context of their own: a signal first stops the HTTP
+	// server, and only then are the roles stopped, so the writer drains last.
+	roleCtx, stopRoles := context.WithCancel(context.WithoutCancel(ctx))
+	wg := &sync.WaitGroup{}
+	defer func() {
+		if err != nil {
+			stopRoles()
+			wg.Wait()
+			closeCatalog()
+		}
+	}()
+	roleErr := make(chan error, 3)
+	startRole := func(name string, run func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := run(roleCtx)
+			if roleCtx.Err() != nil {
+				return
+			}
+			if err == nil {
+				err = errors.New("stopped unexpectedly")
+			}
+			roleErr <- fmt.Errorf("%s: %w", name, err)
+		}()
+	}
+	deps := api.Deps{Catalog: cat, Ready: ready, Gatherer: reg, Registerer: reg, Log: log}
+	if g, ok := cat.(api.Groups); ok { // both backends serve consumer groups
+		deps.Groups = g
+	}
+	if spec.writer {
+		w := writer.New(store, cat, nf.writerConfig(), log, reg)
+		deps.Writer = w
+		n.writer = w
+		startRole("writer", w.Run)
+	}
+	if spec.reader {
+		r := reader.New(store, cat, nf.readerConfig(), log, reg)
+		deps.Reader = r
+		if !spec.lambda {
+			startRole("reader", r.Run)
+		}
+	}
+	if spec.compactor {
+		cc, ok := cat.(compactionCatalog)
+		if !ok {
+			return nil, fmt.Errorf("the %s catalog cannot run the compactor role", spec.catalogName)
+		}
+		startRole("compactor", compactor.New(store, cc, nf.compactorConfig(), log, reg).Run)
+	}
+	n.api, n.deps = api.New(spec.api, deps), deps
+	n.roleErr, n.stopRoles, n.wg, n.closeCatalog = roleErr, stopRoles, wg, closeCatalog
+	return n, nil
 }
 
 // displayAddr turns a listener address into one a browser or curl can use: a wildcard

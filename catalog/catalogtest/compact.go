@@ -1,0 +1,543 @@
+package catalogtest
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/strata-io/strata/catalog"
+)
+
+// CompactionCatalog is a catalog with the compactor's interface.
+type CompactionCatalog interface {
+	catalog.Catalog
+	catalog.Compaction
+}
+
+// CompactionCommitTimeout is the commit timeout RunCompaction's open must use: rows
+// settle (catalog.SettleAge) a second after their commit, so the suite can wait for it.
+const CompactionCommitTimeout = 500 * time.Millisecond
+
+// RunCompaction is the conformance suite of catalog.Compaction. open returns a catalog
+// for one subtest, opened with catalog.Options{CommitTimeout: CompactionCommitTimeout},
+// and arranges its Close; it may be shared between subtests (the suite names its
+// topics uniquely) but must not be used by any other compactor.
+func RunCompaction(t *testing.T, open func(t *testing.T) CompactionCatalog) {
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T, c CompactionCatalog)
+	}{
+		{"leases/partitions", testCompactionPartitionLeases},
+		{"leases/jobs", testCompactionJobLeases},
+		{"swap/replaces_rows", testCompactionSwap},
+		{"swap/conflicts", testCompactionSwapConflicts},
+		{"delete_records", testCompactionDeleteRecords},
+		{"drop_chunks/settled_only", testCompactionDropChunks},
+		{"deleted_topic/reclaimed", testCompactionReclaimDeletedTopic},
+		{"orphans/fence_and_forget", testCompactionFenceOrphans},
+		{"orphans/unreferenced", testCompactionMarkUnreferenced},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
+	}
+}
+
+func compactionSettle() {
+	time.Sleep(catalog.SettleAge(CompactionCommitTimeout) + 100*time.Millisecond)
+}
+
+// lease takes the lease of one partition for holder, releasing (without a checkpoint
+// change) any other partition it got on the way.
+func compactionLease(t *testing.T, c CompactionCatalog, holder string, topicID int64, partition int32) catalog.PartitionLease {
+	t.Helper()
+	if err := c.PreparePartitions(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		ls, err := c.AcquirePartitions(t.Context(), holder, time.Minute, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got *catalog.PartitionLease
+		for i := range ls {
+			if ls[i].TopicID == topicID && ls[i].Partition == partition {
+				got = &ls[i]
+				continue
+			}
+			st, err := c.CompactionState(t.Context(), ls[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.ReleasePartition(t.Context(), ls[i], st.Checkpoint, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got != nil {
+			return *got
+		}
+		if len(ls) == 0 {
+			break
+		}
+	}
+	t.Fatalf("could not lease topic %d partition %d", topicID, partition)
+	return catalog.PartitionLease{}
+}
+
+func compactionRows(t *testing.T, c CompactionCatalog, topicID int64, partition int32) []catalog.CompactionChunk {
+	t.Helper()
+	rows, err := c.CompactionChunks(t.Context(), topicID, partition, 0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+func testCompactionPartitionLeases(t *testing.T, c CompactionCatalog) {
+	ctx := t.Context()
+	tp := SeedTopic(t, c, "leases", 3, nil)
+	a := compactionLease(t, c, "a", tp.ID, 1)
+	// Another holder cannot get a leased partition; a partition created since the last
+	// PreparePartitions is not leased at all.
+	late := SeedTopic(t, c, "late", 1, nil)
+	for range 20 {
+		ls, err := c.AcquirePartitions(ctx, "b", time.Minute, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			if l.TopicID == tp.ID && l.Partition == 1 {
+				t.Fatalf("partition leased to a was leased to b")
+			}
+			if l.TopicID == late.ID {
+				t.Fatalf("a partition created after PreparePartitions was leased")
+			}
+		}
+		if len(ls) == 0 {
+			break
+		}
+	}
+	compactionLease(t, c, "b", late.ID, 0) // prepares it first
+	cp := catalog.PartitionCheckpoint{CleanOffset: 7, TombstoneDue: 1234, CompactedAt: time.UnixMilli(1_700_000_000_000).UTC()}
+	if err := c.ReleasePartition(ctx, a, cp, false); err != nil {
+		t.Fatal(err)
+	}
+	// A released lease cannot be released again: its token is spent.
+	wantErr(t, "release twice", c.ReleasePartition(ctx, a, cp, false), catalog.ErrCompactionConflict)
+	b := compactionLease(t, c, "b", tp.ID, 1)
+	if b.Token <= a.Token {
+		t.Fatalf("token %d after %d: fencing tokens must grow", b.Token, a.Token)
+	}
+	st, err := c.CompactionState(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Checkpoint != cp {
+		t.Fatalf("checkpoint %+v, want %+v", st.Checkpoint, cp)
+	}
+	if st.Deleted || st.Topic.ID != tp.ID || st.Partition.Partition != 1 || st.Now.IsZero() ||
+		st.Now.Sub(st.SettledBefore) != catalog.SettleAge(CompactionCommitTimeout) {
+		t.Fatalf("state %+v", st)
+	}
+	// The old holder's fencing token no longer works.
+	wantErr(t, "release with a stale token", c.ReleasePartition(ctx, a, cp, false), catalog.ErrCompactionConflict)
+	if err := c.ReleasePartition(ctx, b, st.Checkpoint, false); err != nil {
+		t.Fatal(err)
+	}
+
+	// An expired lease is granted again.
+	if err := c.PreparePartitions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := c.AcquirePartitions(ctx, "short", 10*time.Millisecond, 1000)
+	if err != nil || len(ls) == 0 {
+		t.Fatalf("acquire: %d leases, %v", len(ls), err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	again, err := c.AcquirePartitions(ctx, "next", time.Minute, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again) < len(ls) {
+		t.Fatalf("%d expired leases, %d granted again", len(ls), len(again))
+	}
+	for _, l := range again {
+		st, err := c.CompactionState(ctx, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ReleasePartition(ctx, l, st.Checkpoint, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func testCompactionJobLeases(t *testing.T, c CompactionCatalog) {
+	ctx := t.Context()
+	job := Name(t, "job")
+	a, ok, err := c.AcquireJob(ctx, job, "a", time.Minute, 0)
+	if err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	if _, ok, err := c.AcquireJob(ctx, job, "b", time.Minute, 0); err != nil || ok {
+		t.Fatalf("a held job was granted again: %v %v", ok, err)
+	}
+	if err := c.ReleaseJob(ctx, a, true); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "release twice", c.ReleaseJob(ctx, a, true), catalog.ErrCompactionConflict)
+	if _, ok, err := c.AcquireJob(ctx, job, "b", time.Minute, time.Hour); err != nil || ok {
+		t.Fatalf("a job done just now was granted with every=1h: %v %v", ok, err)
+	}
+	b, ok, err := c.AcquireJob(ctx, job, "b", time.Minute, 0)
+	if err != nil || !ok || b.Token <= a.Token {
+		t.Fatalf("acquire after release: %+v %v %v", b, ok, err)
+	}
+	if err := c.ReleaseJob(ctx, b, false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// seedSwap makes four settled writer flushes of 10 records each on partition 0.
+func compactionSeed(t *testing.T, c CompactionCatalog) (catalog.Topic, []catalog.CompactionChunk) {
+	tp := SeedTopic(t, c, "swap", 1, nil)
+	for i := range 4 {
+		MustCommit(t, c, Flush(NewKey(t), Req(B{TopicID: tp.ID, Partition: 0, Records: 10, MaxTimestamp: int64(1000 + 100*i)})))
+	}
+	compactionSettle()
+	rows := compactionRows(t, c, tp.ID, 0)
+	if len(rows) != 4 {
+		t.Fatalf("%d rows, want 4", len(rows))
+	}
+	return tp, rows
+}
+
+func compactionChunks(rows []catalog.CompactionChunk) []catalog.Chunk {
+	out := make([]catalog.Chunk, len(rows))
+	for i, r := range rows {
+		out[i] = r.Chunk
+	}
+	return out
+}
+
+func compactionKey(t *testing.T, c CompactionCatalog) string {
+	t.Helper()
+	now, err := c.Now(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return KeyAt(t, now)
+}
+
+func testCompactionSwap(t *testing.T, c CompactionCatalog) {
+	ctx := t.Context()
+	tp, rows := compactionSeed(t, c)
+	l := compactionLease(t, c, "a", tp.ID, 0)
+	before := Partition(t, c, tp.ID, 0)
+	// Rows 1-3 (offsets 10-39, 3000 bytes) become two rows of one object of 1,000 bytes.
+	key := compactionKey(t, c)
+	s := catalog.Swap{Lease: l, LogStart: 0, Old: compactionChunks(rows[1:]), Key: key, Size: 1100, New: []catalog.ChunkRow{
+		{TopicID: tp.ID, Partition: 0, BaseOffset: 10, LastOffset: 24, Pos: 0, Len: 600, MaxTimestamp: 1200},
+		{TopicID: tp.ID, Partition: 0, BaseOffset: 25, LastOffset: 39, Pos: 600, Len: 400, MaxTimestamp: 1300},
+	}}
+	if err := c.SwapChunks(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	after := Partition(t, c, tp.ID, 0)
+	if after.Bytes != before.Bytes-3000+1000 || after.HighWatermark != 40 {
+		t.Fatalf("after the swap %+v, before %+v: want bytes down by 2000", after, before)
+	}
+	got := CheckDense(t, c, tp.ID, 0)
+	want := []catalog.Chunk{
+		rows[0].Chunk,
+		{TopicID: tp.ID, Partition: 0, BaseOffset: 10, LastOffset: 24, SegmentKey: key, SegmentSize: 1100, Pos: 0, Len: 600, MaxTimestamp: 1200, RealOffsets: true},
+		{TopicID: tp.ID, Partition: 0, BaseOffset: 25, LastOffset: 39, SegmentKey: key, SegmentSize: 1100, Pos: 600, Len: 400, MaxTimestamp: 1300, RealOffsets: true},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("chunks after the swap:\n%+v\nwant\n%+v", got, want)
+	}
+	// Running maxima continue from the row before: a time lookup still finds them.
+	for _, tc := range []struct{ ts, want int64 }{{1000, 0}, {1100, 10}, {1250, 25}, {1301, 40}} {
+		if off, err := c.OffsetForTime(ctx, tp.ID, 0, tc.ts); err != nil || off != tc.want {
+			t.Errorf("offset for time %d: %d, %v; want %d", tc.ts, off, err, tc.want)
+		}
+	}
+	// The replaced objects now have no rows: 'deleting'; the new one is live.
+	keys := []string{rows[1].SegmentKey, rows[2].SegmentKey, rows[3].SegmentKey, rows[0].SegmentKey, key}
+	states, err := c.SegmentStates(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []catalog.SegmentState{catalog.SegmentDeleting, catalog.SegmentDeleting, catalog.SegmentDeleting, catalog.SegmentLive, catalog.SegmentLive} {
+		if states[keys[i]] != want {
+			t.Errorf("segment %d: state %q, want %q", i, states[keys[i]], want)
+		}
+	}
+	// Deletable after the grace period only; forgotten once the store confirms.
+	if ks, err := c.DeletableSegments(ctx, time.Hour, 100); err != nil || len(ks) != 0 {
+		t.Fatalf("deletable within the grace period: %v %v", ks, err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	ks, err := c.DeletableSegments(ctx, 10*time.Millisecond, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys[:3] {
+		if !slices.Contains(ks, k) {
+			t.Errorf("%s not deletable after the grace period: %v", k, ks)
+		}
+	}
+	// Rows of live segments are never forgotten.
+	if n, err := c.ForgetSegments(ctx, keys); err != nil || n != 3 {
+		t.Fatalf("forget: %d, %v; want the 3 deleting segments", n, err)
+	}
+	if states, _ = c.SegmentStates(ctx, keys); len(states) != 2 {
+		t.Fatalf("states after forgetting: %v", states)
+	}
+	if err := c.ReleasePartition(ctx, l, catalog.PartitionCheckpoint{}, false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testCompactionSwapConflicts(t *testing.T, c CompactionCatalog) {
+	ctx := t.Context()
+	tp, rows := compactionSeed(t, c)
+	l := compactionLease(t, c, "a", tp.ID, 0)
+	swap := func(mod func(s *catalog.Swap)) error {
+		s := catalog.Swap{Lease: l, LogStart: 0, Old: compactionChunks(rows[:2]), Key: compactionKey(t, c), Size: 500, New: []catalog.ChunkRow{
+			{TopicID: tp.ID, Partition: 0, BaseOffset: 0, LastOffset: 19, Pos: 0, Len: 400, MaxTimestamp: 1100},
+		}}
+		mod(&s)
+		return c.SwapChunks(ctx, s)
+	}
+	dense := CheckDense(t, c, tp.ID, 0)
+	for _, tc := range []struct {
+		name string
+		mod  func(s *catalog.Swap)
+		want error
+	}{
+		{"stale row", func(s *catalog.Swap) { s.Old[1].Len++ }, catalog.ErrCompactionConflict},
+		{"row missing from the plan", func(s *catalog.Swap) {
+			s.Old = s.Old[:1]
+			s.Old[0].LastOffset = 19
+		}, catalog.ErrCompactionConflict},
+		{"log start moved", func(s *catalog.Swap) { s.LogStart = 5 }, catalog.ErrCompactionConflict},
+		{"stale token", func(s *catalog.Swap) { s.Lease.Token-- }, catalog.ErrCompactionConflict},
+		{"other holder", func(s *catalog.Swap) { s.Lease.Holder = "b" }, catalog.ErrCompactionConflict},
+		{"too late", func(s *catalog.Swap) { s.Key = KeyAt(t, time.Now().Add(-time.Hour)) }, catalog.ErrCommitTooLate},
+		{"not tiling", func(s *catalog.Swap) { s.New[0].LastOffset = 18 }, catalog.ErrInvalidSegment},
+		{"gap", func(s *catalog.Swap) { s.New[0].BaseOffset = 1 }, catalog.ErrInvalidSegment},
+		{"outside object", func(s *catalog.Swap) { s.New[0].Len = 501 }, catalog.ErrInvalidSegment},
+		{"not a key", func(s *catalog.Swap) { s.Key = "merged" }, catalog.ErrInvalidSegment},
+	} {
+		wantErr(t, tc.name, swap(tc.mod), tc.want)
+	}
+	// A key younger than the orphan horizon is never fenced.
+	key := compactionKey(t, c)
+	if got, err := c.FenceOrphans(ctx, []string{key}); err != nil || len(got) != 0 {
+		t.Fatalf("a key younger than the horizon was fenced: %v %v", got, err)
+	}
+	if !slices.Equal(CheckDense(t, c, tp.ID, 0), dense) {
+		t.Fatal("a refused swap changed the rows")
+	}
+	// Rows of a segment that has not settled are not rewritten (Settle may still read
+	// them back).
+	MustCommit(t, c, Flush(NewKey(t), Req(B{TopicID: tp.ID, Partition: 0, Records: 5})))
+	fresh := compactionRows(t, c, tp.ID, 0)
+	err := c.SwapChunks(ctx, catalog.Swap{Lease: l, Old: compactionChunks(fresh[3:]), Key: compactionKey(t, c), Size: 500, New: []catalog.ChunkRow{
+		{TopicID: tp.ID, Partition: 0, BaseOffset: 30, LastOffset: 44, Pos: 0, Len: 400, MaxTimestamp: 1300},
+	}})
+	wantErr(t, "swap of an unsettled row", err, catalog.ErrCompactionConflict)
+}
+
+func testCompactionDeleteRecords(t *testing.T, c CompactionCatalog) {
+	ctx := t.Context()
+	tp, _ := compactionSeed(t, c)
+	// 4 rows of 10 records, 1,000 bytes each. Inside the third row: the first two go.
+	info, err := c.DeleteRecords(ctx, tp.ID, 0, 25)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.LogStartOffset != 25 || info.HighWatermark != 40 || info.Bytes != 2000 {
+		t.Fatalf("after delete records: %+v, want log start 25, 2000 bytes", info)
+	}
+	if got := Partition(t, c, tp.ID, 0); got != info {
+		t.Fatalf("partition %+v, delete records answered %+v", got, info)
+	}
+	_, err = c.Chunks(ctx, tp.ID, 0, 24, 1<<20)
+	wantErr(t, "chunks below the new log start", err, catalog.ErrOffsetOutOfRange)
+	l, err := c.Chunks(ctx, tp.ID, 0, 25, 1<<20)
+	if err != nil || len(l.Chunks) != 2 || l.Chunks[0].BaseOffset != 20 {
+		t.Fatalf("chunks at the log start: %+v, %v", l, err)
+	}
+	if info, err = c.DeleteRecords(ctx, tp.ID, 0, 10); err != nil || info.LogStartOffset != 25 {
+		t.Fatalf("delete records backwards: %+v, %v", info, err)
+	}
+	_, err = c.DeleteRecords(ctx, tp.ID, 0, 41)
+	wantErr(t, "past the high watermark", err, catalog.ErrOffsetOutOfRange)
+	_, err = c.DeleteRecords(ctx, tp.ID, 1, 0)
+	wantErr(t, "missing partition", err, catalog.ErrPartitionOutOfRange)
+	_, err = c.DeleteRecords(ctx, tp.ID+1_000_000, 0, 0)
+	wantErr(t, "missing topic", err, catalog.ErrTopicNotFound)
+	if info, err = c.DeleteRecords(ctx, tp.ID, 0, 40); err != nil || info.LogStartOffset != 40 || info.Bytes != 0 {
+		t.Fatalf("delete everything: %+v, %v", info, err)
+	}
+}
+
+func testCompactionDropChunks(t *testing.T, c CompactionCatalog) {
+	ctx := t.Context()
+	tp, rows := compactionSeed(t, c)
+	// A fifth flush, not settled yet, below the log start too.
+	MustCommit(t, c, Flush(NewKey(t), Req(B{TopicID: tp.ID, Partition: 0, Records: 10})))
+	if _, err := c.DeleteRecords(ctx, tp.ID, 0, 50); err != nil {
+		t.Fatal(err)
+	}
+	l := compactionLease(t, c, "a", tp.ID, 0)
+	dropped, pending, err := c.DropChunks(ctx, l)
+	if err != nil || dropped != 4 || pending != 1 {
+		t.Fatalf("drop: %d dropped, %d pending, %v; want 4 and 1 (the unsettled row)", dropped, pending, err)
+	}
+	states, err := c.SegmentStates(ctx, []string{rows[0].SegmentKey, rows[3].SegmentKey})
+	if err != nil || states[rows[0].SegmentKey] != catalog.SegmentDeleting || states[rows[3].SegmentKey] != catalog.SegmentDeleting {
+		t.Fatalf("states after dropping: %v %v", states, err)
+	}
+	compactionSettle()
+	if dropped, pending, err = c.DropChunks(ctx, l); err != nil || dropped != 1 || pending != 0 {
+		t.Fatalf("drop once settled: %d dropped, %d pending, %v; want 1 and 0", dropped, pending, err)
+	}
+	// A stale lease drops nothing.
+	l.Token--
+	_, _, err = c.DropChunks(ctx, l)
+	wantErr(t, "drop with a stale token", err, catalog.ErrCompactionConflict)
+}
+
+func testCompactionReclaimDeletedTopic(t *testing.T, c CompactionCatalog) {
+	ctx := t.Context()
+	tp, rows := compactionSeed(t, c)
+	if err := c.DeleteTopic(ctx, tp.Name); err != nil {
+		t.Fatal(err)
+	}
+	l := compactionLease(t, c, "a", tp.ID, 0)
+	st, err := c.CompactionState(ctx, l)
+	if err != nil || !st.Deleted || st.Topic.ID != tp.ID {
+		t.Fatalf("state of a deleted topic: %+v, %v", st, err)
+	}
+	_, err = c.DeleteRecords(ctx, tp.ID, 0, 1)
+	wantErr(t, "delete records of a deleted topic", err, catalog.ErrTopicNotFound)
+	dropped, pending, err := c.DropChunks(ctx, l)
+	if err != nil || dropped != 4 || pending != 0 {
+		t.Fatalf("drop: %d dropped, %d pending, %v", dropped, pending, err)
+	}
+	states, err := c.SegmentStates(ctx, []string{rows[0].SegmentKey})
+	if err != nil || states[rows[0].SegmentKey] != catalog.SegmentDeleting {
+		t.Fatalf("state: %v %v", states, err)
+	}
+	if err := c.ReleasePartition(ctx, l, st.Checkpoint, true); err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		ls, err := c.AcquirePartitions(ctx, "b", time.Minute, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			if l.TopicID == tp.ID {
+				t.Fatal("a reclaimed partition was leased again")
+			}
+		}
+		if len(ls) == 0 {
+			break
+		}
+	}
+}
+
+func testCompactionFenceOrphans(t *testing.T, c CompactionCatalog) {
+	ctx := t.Context()
+	tp := SeedTopic(t, c, "orphans", 1, nil)
+	horizon, err := c.OrphanHorizon(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := c.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := now.Sub(horizon); d < catalog.SettleAge(CompactionCommitTimeout) || d > catalog.SettleAge(CompactionCommitTimeout)+time.Second {
+		t.Fatalf("horizon %s before now, want %s", d, catalog.SettleAge(CompactionCommitTimeout))
+	}
+	old := KeyAt(t, now.Add(-time.Hour))
+	young := KeyAt(t, now)
+	committed := KeyAt(t, now)
+	MustCommit(t, c, Flush(committed, Req(B{TopicID: tp.ID, Partition: 0, Records: 1})))
+	compactionSettle()
+	fenced, err := c.FenceOrphans(ctx, []string{old, committed, "not-a-key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(fenced, []string{old}) {
+		t.Fatalf("fenced %v, want only the old orphan", fenced)
+	}
+	// Fencing is idempotent: an aborted key is answered again.
+	if fenced, err = c.FenceOrphans(ctx, []string{old}); err != nil || !slices.Equal(fenced, []string{old}) {
+		t.Fatalf("fence again: %v %v", fenced, err)
+	}
+	states, err := c.SegmentStates(ctx, []string{old, young, committed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if states[old] != catalog.SegmentAborted || states[committed] != catalog.SegmentLive || len(states) != 2 {
+		t.Fatalf("states %v", states)
+	}
+	_, err = c.Commit(ctx, Flush(old, Req(B{TopicID: tp.ID, Partition: 0, Records: 1})))
+	if err == nil {
+		t.Fatal("a fenced key committed")
+	}
+	aborted, err := c.AbortedSegments(ctx, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(aborted, old) {
+		// Fenced just now: the row is younger than the horizon.
+		t.Fatalf("aborted row listed before it aged: %v", aborted)
+	}
+	compactionSettle()
+	if aborted, err = c.AbortedSegments(ctx, 1000); err != nil || !slices.Contains(aborted, old) {
+		t.Fatalf("aborted segments %v, %v; want %s", aborted, err, old)
+	}
+	if n, err := c.ForgetSegments(ctx, []string{old, committed}); err != nil || n != 1 {
+		t.Fatalf("forget: %d, %v; want only the aborted row", n, err)
+	}
+	if states, _ = c.SegmentStates(ctx, []string{old}); len(states) != 0 {
+		t.Fatalf("the aborted row survived: %v", states)
+	}
+}
+
+func testCompactionMarkUnreferenced(t *testing.T, c CompactionCatalog) {
+	ctx := t.Context()
+	tp := SeedTopic(t, c, "unreferenced", 1, nil)
+	// A flush whose only request is refused: its segment row is live without rows.
+	key := NewKey(t)
+	res, err := c.Commit(ctx, Flush(key, Req(B{TopicID: tp.ID, Partition: 9, Records: 1})))
+	if err != nil || res[0].Err == nil {
+		t.Fatalf("commit to a missing partition: %v %v", res, err)
+	}
+	if n, err := c.MarkUnreferenced(ctx, 1000); err != nil {
+		t.Fatal(err)
+	} else if st, _ := c.SegmentStates(ctx, []string{key}); st[key] != catalog.SegmentLive {
+		t.Fatalf("an unsettled segment was marked (%d): %v", n, st)
+	}
+	compactionSettle()
+	var wg sync.WaitGroup
+	for range 2 { // two at once mark it once
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.MarkUnreferenced(ctx, 1000); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if st, _ := c.SegmentStates(ctx, []string{key}); st[key] != catalog.SegmentDeleting {
+		t.Fatalf("state %v, want deleting", st)
+	}
+}

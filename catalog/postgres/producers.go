@@ -1,0 +1,94 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/strata-io/strata/catalog"
+)
+
+// Idempotent producers: InitProducer hands out identities from the producers table;
+// strata_commit checks every idempotent request against them and against
+// producer_state (migrations/0030_producers.sql). The rules are catalog's.
+
+var _ catalog.Producers = (*Catalog)(nil)
+
+// expireSQL forgets producers idle past the expiry, with their state, a thousand at a
+// time. Rows a commit holds (FOR SHARE) are in use: skipped, not waited for. The
+// subquery locks in id order, as commits do.
+const expireSQL = `WITH gone AS (
+	DELETE FROM producers WHERE id IN (
+		SELECT id FROM producers WHERE last_used_at <= clock_timestamp() - $1 * interval '1 millisecond'
+		ORDER BY id LIMIT 1000 FOR UPDATE SKIP LOCKED)
+	RETURNING id)
+DELETE FROM producer_state WHERE producer_id IN (SELECT id FROM gone)`
+
+// InitProducer hands out a producer identity (see catalog.Producers), and forgets the
+// producers idle past the expiry on the way.
+func (c *Catalog) InitProducer(ctx context.Context, transactionalID string) (catalog.Producer, error) {
+	p, err := c.initProducer(ctx, transactionalID)
+	if err != nil {
+		if transactionalID == "" {
+			return catalog.Producer{}, fmt.Errorf("postgres: init producer: %w", err)
+		}
+		return catalog.Producer{}, fmt.Errorf("postgres: init producer %q: %w", transactionalID, err)
+	}
+	return p, nil
+}
+
+func (c *Catalog) initProducer(ctx context.Context, tid string) (catalog.Producer, error) {
+	if tid != "" {
+		if err := catalog.ValidateTransactionalID(tid); err != nil {
+			return catalog.Producer{}, err
+		}
+	}
+	if _, err := c.pool.Exec(ctx, expireSQL, c.producerExpiry.Milliseconds()); err != nil {
+		return catalog.Producer{}, fmt.Errorf("expire idle producers: %w", err)
+	}
+	if tid == "" {
+		var p catalog.Producer
+		err := c.pool.QueryRow(ctx, `INSERT INTO producers (epoch) VALUES (0) RETURNING id`).Scan(&p.ID)
+		return p, err
+	}
+	var p catalog.Producer
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		for {
+			// FOR UPDATE waits for commits holding the row FOR SHARE: a request checked
+			// against the old epoch commits before the new epoch is handed out.
+			var epoch int16
+			err := tx.QueryRow(ctx, `SELECT id, epoch FROM producers WHERE transactional_id = $1 FOR UPDATE`, tid).Scan(&p.ID, &epoch)
+			if errors.Is(err, pgx.ErrNoRows) {
+				err = tx.QueryRow(ctx, `INSERT INTO producers (transactional_id, epoch) VALUES ($1, 0)
+					ON CONFLICT (transactional_id) DO NOTHING RETURNING id`, tid).Scan(&p.ID)
+				if errors.Is(err, pgx.ErrNoRows) {
+					continue // another node created it meanwhile: bump that one
+				}
+				p.Epoch = 0
+				return err
+			}
+			if err != nil {
+				return err
+			}
+			next, newID := catalog.NextEpoch(epoch)
+			if newID {
+				// The epoch cannot grow: retire the id (its requests become unknown)
+				// and give the transactional id a new one.
+				if _, err := tx.Exec(ctx, `DELETE FROM producer_state WHERE producer_id = $1`, p.ID); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, `DELETE FROM producers WHERE id = $1`, p.ID); err != nil {
+					return err
+				}
+				p.Epoch = 0
+				return tx.QueryRow(ctx, `INSERT INTO producers (transactional_id, epoch) VALUES ($1, 0) RETURNING id`, tid).Scan(&p.ID)
+			}
+			p.Epoch = next
+			_, err = tx.Exec(ctx, `UPDATE producers SET epoch = $2, last_used_at = clock_timestamp() WHERE id = $1`, p.ID, next)
+			return err
+		}
+	})
+	return p, err
+}

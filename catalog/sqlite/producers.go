@@ -1,0 +1,153 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/strata-io/strata/catalog"
+)
+
+// Idempotent producers: the registry of ids and epochs (InitProducer) and the per
+// partition state the commit checks (commit.go). The rules are catalog's.
+
+var _ catalog.Producers = (*Catalog)(nil)
+
+// InitProducer hands out a producer identity (see catalog.Producers), and forgets the
+// producers idle past the expiry on the way.
+func (c *Catalog) InitProducer(ctx context.Context, transactionalID string) (catalog.Producer, error) {
+	p, err := c.initProducer(ctx, transactionalID)
+	if err != nil {
+		if transactionalID == "" {
+			return catalog.Producer{}, fmt.Errorf("sqlite: init producer: %w", err)
+		}
+		return catalog.Producer{}, fmt.Errorf("sqlite: init producer %q: %w", transactionalID, err)
+	}
+	return p, nil
+}
+
+func (c *Catalog) initProducer(ctx context.Context, tid string) (catalog.Producer, error) {
+	if tid != "" {
+		if err := catalog.ValidateTransactionalID(tid); err != nil {
+			return catalog.Producer{}, err
+		}
+	}
+	tx, err := c.w.BeginTx(ctx, nil)
+	if err != nil {
+		return catalog.Producer{}, err
+	}
+	defer tx.Rollback()
+	now, err := scanNow(tx.QueryRowContext(ctx, nowSQL))
+	if err != nil {
+		return catalog.Producer{}, err
+	}
+	if err := expireProducers(ctx, tx, now, c.opts.ProducerExpiry); err != nil {
+		return catalog.Producer{}, fmt.Errorf("expire idle producers: %w", err)
+	}
+	ms := now.UnixMilli()
+	insert := func(tid sql.NullString) (catalog.Producer, error) {
+		var id int64
+		err := tx.QueryRowContext(ctx, `INSERT INTO producers (transactional_id, epoch, created_at, last_used_at)
+			VALUES (?, 0, ?, ?) RETURNING id`, tid, ms, ms).Scan(&id)
+		return catalog.Producer{ID: id}, err
+	}
+	var p catalog.Producer
+	if tid == "" {
+		p, err = insert(sql.NullString{})
+	} else {
+		var (
+			id    int64
+			epoch int16
+		)
+		err = tx.QueryRowContext(ctx, `SELECT id, epoch FROM producers WHERE transactional_id = ?`, tid).Scan(&id, &epoch)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			p, err = insert(sql.NullString{String: tid, Valid: true})
+		case err != nil:
+		default:
+			next, newID := catalog.NextEpoch(epoch)
+			if newID {
+				// The epoch cannot grow: retire the id (its requests become unknown)
+				// and give the transactional id a new one.
+				if err = deleteProducers(ctx, tx, []int64{id}); err == nil {
+					p, err = insert(sql.NullString{String: tid, Valid: true})
+				}
+				break
+			}
+			_, err = tx.ExecContext(ctx, `UPDATE producers SET epoch = ?, last_used_at = ? WHERE id = ?`, next, ms, id)
+			p = catalog.Producer{ID: id, Epoch: next}
+		}
+	}
+	if err != nil {
+		return catalog.Producer{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return catalog.Producer{}, fmt.Errorf("commit: %w", err)
+	}
+	return p, nil
+}
+
+// expireProducers deletes the producers idle past expiry, with their state. One writer
+// connection serialises it with every commit, so a producer cannot commit between its
+// check and its deletion.
+func expireProducers(ctx context.Context, tx *sql.Tx, now time.Time, expiry time.Duration) error {
+	rows, err := tx.QueryContext(ctx, `SELECT id FROM producers WHERE last_used_at <= ? ORDER BY id LIMIT 1000`,
+		now.Add(-expiry).UnixMilli())
+	if err != nil {
+		return err
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return deleteProducers(ctx, tx, ids)
+}
+
+func deleteProducers(ctx context.Context, tx *sql.Tx, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM producer_state WHERE producer_id IN (SELECT value FROM json_each(?))`, string(list)); err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `DELETE FROM producers WHERE id IN (SELECT value FROM json_each(?))`, string(list))
+	return err
+}
+
+// encodeBatches stores a state's batches as [[first, last, base], ...].
+func encodeBatches(bs []catalog.ProducerBatch) string {
+	out := make([][3]int64, len(bs))
+	for i, b := range bs {
+		out[i] = [3]int64{int64(b.FirstSequence), int64(b.LastSequence), b.BaseOffset}
+	}
+	j, _ := json.Marshal(out) // plain integers: cannot fail
+	return string(j)
+}
+
+func decodeBatches(s string) ([]catalog.ProducerBatch, error) {
+	var in [][3]int64
+	if err := json.Unmarshal([]byte(s), &in); err != nil {
+		return nil, fmt.Errorf("producer state batches %q: %w", s, err)
+	}
+	out := make([]catalog.ProducerBatch, len(in))
+	for i, b := range in {
+		out[i] = catalog.ProducerBatch{FirstSequence: int32(b[0]), LastSequence: int32(b[1]), BaseOffset: b[2]}
+	}
+	return out, nil
+}

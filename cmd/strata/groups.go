@@ -1,0 +1,329 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/strata-io/strata/client"
+)
+
+// The consumer-group verbs (groups list|describe|reset|delete) and consume --group.
+
+// oneGroup checks that a verb got exactly the one group name it needs.
+func oneGroup(cmd string, args []string) (string, error) {
+	switch len(args) {
+	case 0:
+		return "", usagef(cmd, "missing the group name: strata %s GROUP", cmd)
+	case 1:
+		return args[0], nil
+	default:
+		return "", usagef(cmd, "one group name expected, got %d arguments (%s)", len(args), strings.Join(args, " "))
+	}
+}
+
+func groupsListCommand() (*command, func(context.Context, *env, *command, []string) error) {
+	c := newCommand("groups list", "strata groups list [--json]", "Lists the consumer groups with their state and live member count.")
+	sf := addServerFlags(c)
+	asJSON := c.fs.Bool("json", false, "print one JSON object per group instead of a table")
+	return c, func(ctx context.Context, e *env, c *command, args []string) error {
+		if len(args) > 0 {
+			return usagef(c.name, "unexpected argument %q", args[0])
+		}
+		cl, err := sf.client(c.name)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, sf.timeout)
+		defer cancel()
+		gs, err := cl.ListGroups(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(e.stdout)
+			for _, g := range gs {
+				if err := enc.Encode(g); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tSTATE\tMEMBERS\tASSIGNOR")
+		for _, g := range gs {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", g.Name, g.State, g.Members, g.Assignor)
+		}
+		return tw.Flush()
+	}
+}
+
+func formatTPs(tps []client.TopicPartitions) string {
+	var parts []string
+	for _, tp := range tps {
+		ps := make([]string, len(tp.Partitions))
+		for i, p := range tp.Partitions {
+			ps[i] = strconv.Itoa(int(p))
+		}
+		parts = append(parts, tp.Topic+":"+strings.Join(ps, ","))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
+}
+
+func groupsDescribeCommand() (*command, func(context.Context, *env, *command, []string) error) {
+	c := newCommand("groups describe", "strata groups describe GROUP [--json]",
+		"Shows a group's state, its members with their epochs and assignments (owned, being\nrevoked, waiting), and per partition the committed offset and lag.")
+	sf := addServerFlags(c)
+	asJSON := c.fs.Bool("json", false, "print one JSON object instead of text")
+	return c, func(ctx context.Context, e *env, c *command, args []string) error {
+		name, err := oneGroup(c.name, args)
+		if err != nil {
+			return err
+		}
+		cl, err := sf.client(c.name)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, sf.timeout)
+		defer cancel()
+		g, err := cl.DescribeGroup(ctx, name)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(e.stdout).Encode(g)
+		}
+		fmt.Fprintf(e.stdout, "Group:     %s\nState:     %s\nAssignor:  %s\nEpoch:     %d\nTotal lag: %d\n\n", g.Name, g.State, g.Assignor, g.Epoch, g.TotalLag)
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "MEMBER\tEPOCH\tSESSION\tASSIGNED\tREVOKING\tWAITING FOR")
+		for _, m := range g.Members {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", m.MemberID, m.MemberEpoch, time.Duration(m.SessionTimeoutMs)*time.Millisecond,
+				formatTPs(m.Assignment), formatTPs(m.Revoking), formatTPs(m.Pending))
+		}
+		if len(g.Members) == 0 {
+			fmt.Fprintln(tw, "(no live members)")
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(e.stdout)
+		tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tHIGH WATERMARK\tLAG\tOWNER")
+		for _, p := range g.Partitions {
+			committed, owner := "-", p.Owner
+			if p.CommittedOffset != nil {
+				committed = strconv.FormatInt(*p.CommittedOffset, 10)
+			}
+			if owner == "" {
+				owner = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\n", p.Topic, p.Partition, committed, p.HighWatermark, p.Lag, owner)
+		}
+		return tw.Flush()
+	}
+}
+
+func groupsDeleteCommand() (*command, func(context.Context, *env, *command, []string) error) {
+	c := newCommand("groups delete", "strata groups delete GROUP",
+		"Deletes a group and its committed offsets. Refused while the group has live members.")
+	sf := addServerFlags(c)
+	return c, func(ctx context.Context, e *env, c *command, args []string) error {
+		name, err := oneGroup(c.name, args)
+		if err != nil {
+			return err
+		}
+		cl, err := sf.client(c.name)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, sf.timeout)
+		defer cancel()
+		if err := cl.DeleteGroup(ctx, name); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "deleted group %s\n", name)
+		return nil
+	}
+}
+
+// int32List is a repeatable integer flag.
+type int32List struct{ vals []int32 }
+
+func (l *int32List) String() string { return fmt.Sprint(l.vals) }
+
+func (l *int32List) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%q is not a partition number", s)
+		}
+		l.vals = append(l.vals, int32(n))
+	}
+	return nil
+}
+
+func groupsResetCommand() (*command, func(context.Context, *env, *command, []string) error) {
+	c := newCommand("groups reset", "strata groups reset GROUP --topic T --to earliest|latest|OFFSET|TIME [--partition P ...]",
+		"Moves a group's committed offsets of one topic: to the log start, to the end, to an\noffset, or to the first record at or after an RFC 3339 time. Only while the group\nhas no live members (stop its consumers first).")
+	sf := addServerFlags(c)
+	topic := c.fs.String("topic", "", "the `topic` whose offsets move")
+	to := c.fs.String("to", "", "`earliest`, latest, an offset, or an RFC 3339 time")
+	var parts int32List
+	c.fs.Var(&parts, "partition", "a partition `number` to reset (repeat or comma-separate; default all)")
+	return c, func(ctx context.Context, e *env, c *command, args []string) error {
+		name, err := oneGroup(c.name, args)
+		if err != nil {
+			return err
+		}
+		if *topic == "" {
+			return usagef(c.name, "--topic is required")
+		}
+		r := client.OffsetReset{Topic: *topic, Partitions: parts.vals}
+		switch *to {
+		case "":
+			return usagef(c.name, "--to is required: earliest, latest, an offset or an RFC 3339 time")
+		case "earliest", "beginning":
+			r.To = "earliest"
+		case "latest", "end":
+			r.To = "latest"
+		default:
+			if n, err := strconv.ParseInt(*to, 10, 64); err == nil && n >= 0 {
+				r.To, r.Offset = "offset", n
+			} else if t, err := time.Parse(time.RFC3339Nano, *to); err == nil {
+				r.To, r.Timestamp = "timestamp", t
+			} else {
+				return usagef(c.name, "--to %q: want earliest, latest, an offset (e.g. 42) or an RFC 3339 time (e.g. 2026-01-02T15:04:05Z)", *to)
+			}
+		}
+		cl, err := sf.client(c.name)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, sf.timeout)
+		defer cancel()
+		offs, err := cl.ResetOffsets(ctx, name, r)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TOPIC\tPARTITION\tOFFSET")
+		for _, o := range offs {
+			fmt.Fprintf(tw, "%s\t%d\t%d\n", o.Topic, o.Partition, o.Offset)
+		}
+		return tw.Flush()
+	}
+}
+
+// groupConsume is consume --group: it joins the group and prints the records of the
+// partitions the server assigns it, committing each batch once printed, until
+// interrupted or --max records.
+type groupConsume struct {
+	cl      *client.Client
+	group   string
+	topics  []string
+	startAt string // client.StartEarliest or client.StartLatest
+	max     int64
+	base64  bool
+	session time.Duration
+	stderr  io.Writer
+}
+
+func (g *groupConsume) run(ctx context.Context, stdout io.Writer) error {
+	out := bufio.NewWriterSize(stdout, 64<<10)
+	enc := json.NewEncoder(out)
+	var (
+		mu      sync.Mutex
+		printed int64
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	gc, err := client.NewConsumer(g.cl, client.ConsumerConfig{
+		Group: g.group, Topics: g.topics, SessionTimeout: g.session, StartAt: g.startAt,
+		ManualCommit: true, // each batch is committed as far as it was printed
+		OnAssigned: func(_ context.Context, tps []client.TopicPartition) {
+			fmt.Fprintf(g.stderr, "strata consume: group %s: assigned %v\n", g.group, tps)
+		},
+		OnRevoked: func(_ context.Context, tps []client.TopicPartition) {
+			fmt.Fprintf(g.stderr, "strata consume: group %s: revoked %v\n", g.group, tps)
+		},
+		OnLost: func(tps []client.TopicPartition) {
+			fmt.Fprintf(g.stderr, "strata consume: group %s: lost %v (session timed out); joining again\n", g.group, tps)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	err = gc.Run(ctx, func(hctx context.Context, b client.Batch) error {
+		mu.Lock()
+		next := int64(-1)
+		for _, r := range b.Records {
+			if g.max > 0 && printed >= g.max {
+				break
+			}
+			if g.base64 {
+				r = base64Record(r)
+			}
+			if err := enc.Encode(r); err != nil {
+				mu.Unlock()
+				return fmt.Errorf("write record: %w", err)
+			}
+			printed++
+			next = r.Offset + 1
+		}
+		done := g.max > 0 && printed >= g.max
+		ferr := out.Flush()
+		mu.Unlock()
+		if ferr != nil {
+			return fmt.Errorf("write record: %w", ferr)
+		}
+		if next >= 0 {
+			if err := gc.Commit(hctx, map[client.TopicPartition]int64{{Topic: b.Topic, Partition: b.Partition}: next}); err != nil {
+				fmt.Fprintf(g.stderr, "strata consume: commit %s/%d at %d: %v\n", b.Topic, b.Partition, next, err)
+			}
+		}
+		if done {
+			cancel()
+		}
+		return nil
+	})
+	return err
+}
+
+// base64Record is r as --base64 shows it when the server was not asked for base64
+// (a group consumer fetches in the topic's formats).
+func base64Record(r client.Record) client.Record {
+	if k, err := r.KeyBytes(); err == nil && r.Key != nil {
+		r.Key, r.KeyEncoding = client.Binary(k), "base64"
+	}
+	if v, err := r.ValueBytes(); err == nil && r.Value != nil {
+		r.Value, r.ValueEncoding = client.Binary(v), "base64"
+	}
+	return r
+}
+
+// consumeGroup checks consume's flags for --group and runs a group member.
+func consumeGroup(ctx context.Context, e *env, cmd string, cl *client.Client, topic, group, partition string, start startAt, max int64, b64 bool) error {
+	if partition != "all" {
+		return usagef(cmd, "--partition and --group do not mix: the group assigns the partitions")
+	}
+	g := &groupConsume{cl: cl, group: group, topics: []string{topic}, max: max, base64: b64, session: 10 * time.Second, stderr: e.stderr}
+	switch start.kind {
+	case "beginning":
+		g.startAt = client.StartEarliest
+	case "end":
+		g.startAt = client.StartLatest
+	default:
+		return usagef(cmd, "--from with --group: beginning or end (where a partition without a committed offset starts); move committed offsets with 'strata groups reset'")
+	}
+	return g.run(ctx, e.stdout)
+}

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	awslambda "github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/strata-io/strata/api"
+	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/compactor"
+	"github.com/strata-io/strata/lambda"
+)
+
+// Lambda limits (lambda/lambda.go explains them).
+const (
+	// lambdaMaxWait keeps long-polls under API Gateway's 30 s integration timeout.
+	lambdaMaxWait = 20 * time.Second
+	// lambdaLinger: one invocation serves one request, so batching is the client's
+	// linger; the writer cuts the flush at once and the invocation flushes it.
+	lambdaLinger = time.Millisecond
+	// lambdaPoolConns: one invocation at a time per sandbox needs few connections, and
+	// RDS Proxy multiplexes them.
+	lambdaPoolConns = "2"
+)
+
+func lambdaCommand() (*command, func(context.Context, *env, *command, []string) error) {
+	c, sf, streaming := lambdaFlags()
+	return c, func(ctx context.Context, e *env, c *command, args []string) error {
+		if len(args) > 0 {
+			return usagef(c.name, "unexpected argument %q (flags start with --)", args[0])
+		}
+		if e.getenv("AWS_LAMBDA_RUNTIME_API") == "" {
+			return usagef(c.name, "AWS_LAMBDA_RUNTIME_API is not set: strata lambda runs inside AWS Lambda (or the Lambda runtime interface emulator); to run a node elsewhere use strata serve")
+		}
+		h, n, err := startLambda(ctx, e, c, sf, *streaming)
+		if err != nil {
+			return err
+		}
+		go awslambda.StartWithOptions(h.Handle, awslambda.WithContext(ctx))
+		// Lambda sends SIGTERM before it reclaims a sandbox (when an extension is
+		// registered); each invocation has flushed already, so stopping is quick.
+		<-ctx.Done()
+		return stopLambda(n, sf.nf.shutdownTimeout)
+	}
+}
+
+// lambdaFlags are serve's flags, with Lambda's linger, plus --streaming.
+func lambdaFlags() (*command, *serveFlags, *bool) {
+	c := newCommand("lambda", "strata lambda   (inside AWS Lambda: configured by STRATA_* environment variables)",
+		`Answers AWS Lambda invocations: API Gateway HTTP API (payload 2.0) and Function URL
+requests with the HTTP API, flushing the writer per invocation; scheduled (EventBridge)
+events with one compaction pass. Lambda runs the binary, named bootstrap, without
+arguments: it then runs this command. A Postgres catalog URL gets
+default_query_exec_mode=exec and pool_max_conns=2 unless it sets them (RDS Proxy).
+--listen is not used.`)
+	sf := addServeFlags(c, "127.0.0.1:0")
+	// A flush per request: the client's linger does the batching.
+	sf.nf.linger = lambdaLinger
+	c.fs.Lookup("linger").DefValue = lambdaLinger.String()
+	streaming := c.fs.Bool("streaming", false, "the Function URL's invoke mode is RESPONSE_STREAM: Server-Sent Events tails stream through it (API Gateway answers them 406 streaming_unsupported)")
+	return c, sf, streaming
+}
+
+// startLambda validates the flags, starts a node for Lambda and returns its invocation
+// handler.
+func startLambda(ctx context.Context, e *env, c *command, sf *serveFlags, streaming bool) (*lambda.Handler, *node, error) {
+	if lower := strings.ToLower(*sf.catalog); strings.HasPrefix(lower, "postgres://") || strings.HasPrefix(lower, "postgresql://") {
+		u, err := lambdaCatalogURL(*sf.catalog)
+		if err != nil {
+			return nil, nil, usagef(c.name, "%v", err)
+		}
+		*sf.catalog = u
+	}
+	spec, bad := sf.spec()
+	if len(bad) > 0 {
+		return nil, nil, badFlags(c.name, bad)
+	}
+	spec.lambda = true
+	spec.api.MaxWait = lambdaMaxWait
+	spec.api.NoStreaming = true
+	// The compactor runs only when a scheduled event asks (below), never as a loop:
+	// the sandbox is frozen between invocations.
+	withCompactor := spec.compactor
+	spec.compactor = false
+	n, err := startNode(ctx, e, spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := lambda.Config{}
+	if streaming {
+		streamCfg := spec.api
+		streamCfg.NoStreaming = false
+		cfg.Stream = api.New(streamCfg, n.deps).Handler()
+	}
+	var fl lambda.Flusher
+	if n.writer != nil {
+		fl = n.writer
+	}
+	// Without the compactor role, scheduled events fail with lambda.ErrNoCompactor
+	// rather than pretend a pass ran.
+	var comp lambda.Compactor
+	if withCompactor {
+		cc, ok := n.cat.(compactionCatalog)
+		if !ok {
+			_ = stopLambda(n, time.Second)
+			return nil, nil, fmt.Errorf("the %s catalog cannot run the compactor", spec.catalogName)
+		}
+		comp = compactor.New(n.store, cc, compactor.Config{}, n.log, nil)
+	}
+	return lambda.New(n.api.Handler(), fl, comp, cfg, n.log), n, nil
+}
+
+// compactionCatalog is what compactor.New needs of a catalog.
+type compactionCatalog interface {
+	catalog.Compaction
+	OffsetForTime(ctx context.Context, topicID int64, partition int32, ts int64) (int64, error)
+	Now(ctx context.Context) (time.Time, error)
+}
+
+// stopLambda stops the roles, waits for them within timeout and closes the catalog.
+func stopLambda(n *node, timeout time.Duration) error {
+	n.stopRoles()
+	stopped := make(chan struct{})
+	go func() { n.wg.Wait(); close(stopped) }()
+	var err error
+	select {
+	case <-stopped:
+	case <-time.After(timeout):
+		err = errors.New("roles did not stop within --shutdown-timeout")
+	}
+	n.closeCatalog()
+	return err
+}
+
+// lambdaCatalogURL adds default_query_exec_mode=exec (no prepared statements cached per
+// connection, which RDS Proxy would pin or which would break when the proxy hands the
+// client another server connection) and a small pool to a Postgres URL.
+func lambdaCatalogURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("--catalog: %s is not a valid Postgres URL", redactURL(raw))
+	}
+	q := u.Query()
+	if q.Get("default_query_exec_mode") == "" {
+		q.Set("default_query_exec_mode", "exec")
+	}
+	if q.Get("pool_max_conns") == "" {
+		q.Set("pool_max_conns", lambdaPoolConns)
+	}
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}

@@ -1,0 +1,14 @@
+output "url" {
+  description = "Base URL of the Strata API."
+  value       = module.ecs.url
+}
+
+output "api_keys_secret_arn" {
+  description = "Secret holding the API key: aws secretsmanager get-secret-value --secret-id ARN."
+  value       = module.ecs.api_keys_secret_arn
+}
+
+output "catalog_secret_arn" {
+  description = "Secret holding the catalog's credentials."
+  value       = module.catalog.secret_arn
+}
