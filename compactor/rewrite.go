@@ -12,12 +12,18 @@ import (
 // keepFunc decides whether a record survives a rewrite.
 type keepFunc func(off int64, key, value []byte, ts int64) bool
 
+// rowBatch is one decoded batch of a row and its size as stored.
+type rowBatch struct {
+	segment.DecodedBatch
+	size int64
+}
+
 // decodeRow reads one chunk row's batches and decodes them, with every record's real
 // offset. It checks the batches against the row the way the reader does: a writer
 // chunk's batches take consecutive offsets from the row's base and end at its last
 // offset; a compactor chunk's batches carry real, increasing offsets inside the row's
 // range. Anything else is corrupt data, and nothing is rewritten from it.
-func (c *Compactor) decodeRow(ctx context.Context, r catalog.Chunk) ([]segment.DecodedBatch, error) {
+func (c *Compactor) decodeRow(ctx context.Context, r catalog.Chunk) ([]rowBatch, error) {
 	data, err := c.store.GetRange(ctx, r.SegmentKey, r.Pos, r.Len)
 	if err != nil {
 		return nil, fmt.Errorf("read chunk %s [%d,+%d): %w", r.SegmentKey, r.Pos, r.Len, err)
@@ -26,7 +32,7 @@ func (c *Compactor) decodeRow(ctx context.Context, r catalog.Chunk) ([]segment.D
 	if err != nil {
 		return nil, fmt.Errorf("chunk %s [%d,+%d): %w", r.SegmentKey, r.Pos, r.Len, err)
 	}
-	out := make([]segment.DecodedBatch, 0, len(raws))
+	out := make([]rowBatch, 0, len(raws))
 	next := r.BaseOffset
 	for _, raw := range raws {
 		db, err := segment.DecodeBatch(raw)
@@ -44,7 +50,7 @@ func (c *Compactor) decodeRow(ctx context.Context, r catalog.Chunk) ([]segment.D
 			db.Records[i].Offset += shift
 		}
 		db.BaseOffset = base
-		out = append(out, db)
+		out = append(out, rowBatch{db, int64(len(raw))})
 		next = base + int64(db.LastOffsetDelta) + 1
 	}
 	if (r.RealOffsets && next-1 > r.LastOffset) || (!r.RealOffsets && next-1 != r.LastOffset) {
@@ -118,12 +124,7 @@ func (w *rewriter) add(ctx context.Context, r catalog.Chunk) error {
 			ProducerID: db.ProducerID, ProducerEpoch: db.ProducerEpoch, BaseSequence: db.BaseSequence,
 			Compression: db.Compression, LogAppendTime: db.LogAppendTime,
 		}
-		var size int64
 		for _, rec := range db.Records {
-			size += int64(len(rec.Key)+len(rec.Value)) + 16
-			for _, h := range rec.Headers {
-				size += int64(len(h.Key) + len(h.Value))
-			}
 			sr := segment.Record{Key: rec.Key, Value: rec.Value, Headers: rec.Headers, Timestamp: rec.Timestamp,
 				OffsetDelta: int32(rec.Offset - db.BaseOffset)}
 			if w.keep(rec.Offset, rec.Key, rec.Value, rec.Timestamp) {
@@ -139,7 +140,10 @@ func (w *rewriter) add(ctx context.Context, r catalog.Chunk) error {
 		}
 		if len(b.Records) > 0 {
 			w.batches = append(w.batches, b)
-			w.est += size * int64(len(b.Records)) / int64(len(db.Records))
+			// A batch kept whole re-encodes to its stored size (the same encoder, the
+			// same records), so merged objects reach the target exactly and are not
+			// merged again; a compacted one is estimated pro rata.
+			w.est += db.size * int64(len(b.Records)) / int64(len(db.Records))
 		}
 	}
 	if w.est >= w.p.target && len(w.rows) >= w.minRows {

@@ -131,6 +131,23 @@ func (c *cluster) start(t *testing.T, name string) *serveProc {
 	return p
 }
 
+// stop sends SIGTERM, as an orchestrator does, and expects a clean exit: requests in
+// flight answered, the writer drained.
+func (p *serveProc) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+		if p.err != nil {
+			t.Errorf("%s exited with %v after SIGTERM, want 0", p.name, p.err)
+		}
+	case <-time.After(45 * time.Second):
+		t.Errorf("%s did not stop within 45s of SIGTERM", p.name)
+	}
+}
+
 // waitReady waits until the node's /readyz answers 200.
 func (p *serveProc) waitReady(t *testing.T) {
 	t.Helper()
@@ -198,6 +215,9 @@ func TestTwoNodesSamePartitions(t *testing.T) {
 		if fc := writerCounts(t, n.url); fc.commits == 0 {
 			t.Errorf("%s committed nothing", n.name)
 		}
+	}
+	for _, n := range nodes {
+		n.stop(t)
 	}
 }
 

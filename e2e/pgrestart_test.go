@@ -39,7 +39,8 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 			return nil
 		})
 	}()
-	defer func() { stopTail(); <-tailDone }()
+	endTail := sync.OnceValue(func() error { stopTail(); return <-tailDone })
+	defer endTail()
 
 	l := newLedger()
 	var ph phase // 0 running, 1 catalog down, 2 back, 3 stop
@@ -102,11 +103,9 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 		t.Errorf("the tail delivered %d records of %d within 30s", len(tailed), p0.HighWatermark)
 		tailMu.Unlock()
 	}
-	stopTail()
-	if err := <-tailDone; err != context.Canceled {
+	if err := endTail(); err != context.Canceled {
 		t.Errorf("tail ended with %v, want context.Canceled", err)
 	}
-	tailDone <- nil // for the deferred receive
 	tailMu.Lock()
 	defer tailMu.Unlock()
 	t.Logf("the tail delivered %d records, reconnecting %d times", len(tailed), retries)

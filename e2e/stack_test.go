@@ -204,9 +204,14 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		case <-time.After(60 * time.Second):
 			t.Errorf("the roles did not stop within 60s of the server closing")
 		}
-		close(roleErrs)
-		for err := range roleErrs {
-			t.Errorf("role: %v", err)
+		for {
+			select {
+			case err := <-roleErrs:
+				t.Errorf("role: %v", err)
+				continue
+			default:
+			}
+			break
 		}
 	})
 	s.url = srv.URL

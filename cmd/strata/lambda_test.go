@@ -7,9 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -314,5 +320,122 @@ func TestLambdaCommandOutsideLambda(t *testing.T) {
 	e := &env{stdout: io.Discard, stderr: &stderr, getenv: func(string) string { return "" }}
 	if code := run(t.Context(), e, []string{"lambda"}); code != 2 || !strings.Contains(stderr.String(), "AWS_LAMBDA_RUNTIME_API") {
 		t.Errorf("strata lambda outside Lambda: exit %d, %s", code, stderr.String())
+	}
+}
+
+// TestLambdaRuntimeAPI runs the built binary as Lambda does — no arguments,
+// AWS_LAMBDA_RUNTIME_API set, configuration by environment — against a fake Lambda
+// Runtime API that hands it two API Gateway events, and checks the answers it posts
+// back; then SIGTERM stops it cleanly.
+func TestLambdaRuntimeAPI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildStrata(t)
+	produce := `{"records":[{"value":"a","partition":0},{"value":"b","partition":0}]}`
+	evs := []events.APIGatewayV2HTTPRequest{
+		lambdaEvent("POST", "/v1/topics", "", `{"name":"fn","partitions":1}`, "Bearer "+lambdaTestKey, gatewayDomain, nil),
+		lambdaEvent("POST", "/v1/topics/fn/records", "", produce, "", gatewayDomain, nil),
+		lambdaEvent("POST", "/v1/topics/fn/records", "", produce, "Bearer "+lambdaTestKey, gatewayDomain, nil),
+	}
+	type answer struct {
+		id   string
+		body []byte
+	}
+	answers := make(chan answer, len(evs))
+	next := make(chan int, len(evs))
+	for i := range evs {
+		next <- i
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /2018-06-01/runtime/invocation/next", func(w http.ResponseWriter, r *http.Request) {
+		var i int
+		select {
+		case i = <-next:
+		case <-r.Context().Done():
+			return
+		}
+		b, _ := json.Marshal(evs[i])
+		w.Header().Set("Lambda-Runtime-Aws-Request-Id", fmt.Sprintf("inv-%d", i))
+		w.Header().Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(time.Now().Add(30*time.Second).UnixMilli(), 10))
+		w.Header().Set("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:eu-west-1:123456789012:function:strata-api")
+		w.Write(b)
+	})
+	mux.HandleFunc("POST /2018-06-01/runtime/invocation/{id}/response", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		answers <- answer{r.PathValue("id"), b}
+		w.WriteHeader(http.StatusAccepted)
+	})
+	mux.HandleFunc("POST /2018-06-01/runtime/invocation/{id}/error", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		answers <- answer{r.PathValue("id") + " ERROR", b}
+		w.WriteHeader(http.StatusAccepted)
+	})
+	rt := httptest.NewServer(mux)
+	defer rt.Close()
+
+	data := t.TempDir()
+	cmd := exec.Command(bin)
+	cmd.Env = append(cleanEnv(),
+		"AWS_LAMBDA_RUNTIME_API="+strings.TrimPrefix(rt.URL, "http://"),
+		"STRATA_CATALOG=sqlite:"+filepath.Join(data, "catalog.db"),
+		"STRATA_BUCKET=file://"+filepath.Join(data, "objects"),
+		"STRATA_API_KEYS="+lambdaTestKey,
+		"STRATA_LOG_LEVEL=warn",
+	)
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := os.MkdirAll(filepath.Join(data, "objects"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("strata output:\n%s", out.String())
+		}
+	}()
+
+	want := []struct {
+		status int
+		body   string
+	}{
+		{201, `"name":"fn"`},
+		{401, `"code":"unauthorized"`},
+		{200, `{"offsets":[{"partition":0,"offset":0},{"partition":0,"offset":1}]}`},
+	}
+	for i, w := range want {
+		select {
+		case a := <-answers:
+			var resp events.APIGatewayV2HTTPResponse
+			if a.id != fmt.Sprintf("inv-%d", i) || json.Unmarshal(a.body, &resp) != nil {
+				t.Fatalf("answer %d: %s %s", i, a.id, a.body)
+			}
+			if resp.StatusCode != w.status || !strings.Contains(resp.Body, w.body) {
+				t.Fatalf("answer %d: %d %s; want %d with %s", i, resp.StatusCode, resp.Body, w.status, w.body)
+			}
+		case err := <-done:
+			t.Fatalf("strata exited: %v", err)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no answer %d within 30s", i)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no exit 20s after SIGTERM")
 	}
 }
