@@ -275,6 +275,12 @@ func (a *API) readerProblem(r *http.Request, err error) *problem {
 		errors.Is(err, catalog.ErrPartitionOutOfRange),
 		errors.Is(err, catalog.ErrOffsetOutOfRange):
 		return a.catalogProblem(r, "fetch", err)
+	case errors.Is(err, reader.ErrStoreUnavailable):
+		a.logUnexpected(r, "fetch", err)
+		return newProblem(CodeStoreUnavailable, "fetch: the object store did not answer; retry")
+	case errors.Is(err, reader.ErrCatalogUnavailable):
+		a.logUnexpected(r, "fetch", err)
+		return newProblem(CodeCatalogUnavailable, "fetch: the catalog did not answer; retry")
 	}
 	a.logUnexpected(r, "fetch", err)
 	return newProblem(CodeInternal, "fetch: unexpected error")

@@ -64,6 +64,14 @@ var ErrOffsetOutOfRange = errors.New("offset out of range")
 
 // Is matches ErrOffsetOutOfRange and the catalog's catalog.ErrOffsetOutOfRange, so a
 // caller mapping errors to responses needs to know only one of them.
+// ErrStoreUnavailable and ErrCatalogUnavailable mark (wrapped) a fetch that failed
+// because the object store or the catalog did not answer: nothing is wrong with the
+// request, and a retry may succeed.
+var (
+	ErrStoreUnavailable   = errors.New("object store unavailable")
+	ErrCatalogUnavailable = errors.New("catalog unavailable")
+)
+
 func (e *OutOfRangeError) Is(target error) bool {
 	return target == ErrOffsetOutOfRange || target == catalog.ErrOffsetOutOfRange
 }

@@ -3,6 +3,7 @@ package reader
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -47,6 +48,13 @@ func (r *Reader) scan(ctx context.Context, f Fetch, list catalog.ChunkList, visi
 		}
 		for next <= ch.LastOffset {
 			batches, complete, err := r.chunkBatches(ctx, ch, next, f.MaxBytes, f.MaxRecords)
+			if errors.Is(err, segment.ErrCorrupt) {
+				// Objects are immutable and verified by CRC: a corrupt read is most
+				// likely damage in transit. Drop the object's cached blocks (footer included)
+				// and read once more.
+				r.cache.evict(ch.SegmentKey, 0, ch.SegmentSize) // the footer too
+				batches, complete, err = r.chunkBatches(ctx, ch, next, f.MaxBytes, f.MaxRecords)
+			}
 			if err != nil {
 				return fmt.Errorf("chunk %s [%d,+%d) offsets %d-%d: %w", ch.SegmentKey, ch.Pos, ch.Len, ch.BaseOffset, ch.LastOffset, err)
 			}

@@ -80,6 +80,9 @@ func (c *blockCache) read(ctx context.Context, obj string, objSize, off, n int64
 			continue
 		}
 		if err != nil {
+			if ctx.Err() == nil {
+				err = fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+			}
 			return nil, fmt.Errorf("read %s [%d,+%d): %w", obj, off, n, err)
 		}
 		if len(blocks) == 1 {
@@ -211,6 +214,26 @@ func (c *blockCache) complete(obj string, run []pending, data []byte, err error,
 	for _, p := range run {
 		close(p.l.done)
 	}
+}
+
+// evict drops the cached blocks holding [off, off+n) of obj: a range that failed to
+// decode may have been damaged on the way (a flipped bit in a GET) and must be read
+// again rather than served from the cache until it ages out.
+func (c *blockCache) evict(obj string, off, n int64) {
+	if n <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := off / c.blockSize; i <= (off+n-1)/c.blockSize; i++ {
+		k := blockKey{obj, i}
+		if e, ok := c.items[k]; ok {
+			c.lru.Remove(e)
+			delete(c.items, k)
+			c.size -= int64(len(e.Value.(*cached).data))
+		}
+	}
+	c.m.cacheBytes.Set(float64(c.size))
 }
 
 // insert adds a block and evicts least recently used ones beyond max. c.mu is held.

@@ -384,6 +384,9 @@ func (r *Reader) chunks(ctx context.Context, f Fetch) (catalog.ChunkList, error)
 		return list, &OutOfRangeError{Offset: f.Offset, LogStartOffset: p.LogStartOffset, HighWatermark: p.HighWatermark}
 	}
 	if err != nil {
+		if !errors.Is(err, catalog.ErrTopicNotFound) && !errors.Is(err, catalog.ErrPartitionOutOfRange) && ctx.Err() == nil {
+			err = fmt.Errorf("%w: %w", ErrCatalogUnavailable, err)
+		}
 		return list, fmt.Errorf("reader: look up chunks of topic %d partition %d at offset %d: %w", f.TopicID, f.Partition, f.Offset, err)
 	}
 	return list, nil
