@@ -87,6 +87,11 @@ func buildRecord(i int, pr *produceRecord, ti topicInfo, now time.Time, rec *wri
 		return p
 	}
 	rec.Partition = part
+	if pr.Key == nil && pr.Value == nil && pr.Headers == nil && pr.Partition == nil && pr.Timestamp == nil {
+		// `null` or `{}` in the records array: a mistake, not a tombstone (which names
+		// its key, or at least "value": null).
+		return recordProblem(i, "value", "the record is empty: give a key and/or a value (\"value\": null for a tombstone)")
+	}
 	var reason string
 	if rec.Key, reason = decodeField(pr.Key, cfg.KeyFormat); reason != "" {
 		return recordProblem(i, "key", "%s (the topic's key.format is %s)", reason, cfg.KeyFormat)
@@ -94,8 +99,19 @@ func buildRecord(i int, pr *produceRecord, ti topicInfo, now time.Time, rec *wri
 	if rec.Value, reason = decodeField(pr.Value, cfg.ValueFormat); reason != "" {
 		return recordProblem(i, "value", "%s (the topic's value.format is %s)", reason, cfg.ValueFormat)
 	}
+	if rec.Key == nil && strings.HasPrefix(cfg.CleanupPolicy, "compact") {
+		// As Kafka: compaction keeps the latest value per key, and this has none.
+		return recordProblem(i, "key", "a compacted topic (cleanup.policy=%s) cannot accept a record without a key", cfg.CleanupPolicy)
+	}
 	if rec.Headers, p = decodeHeaders(i, pr.Headers); p != nil {
 		return p
+	}
+	if !isNull(pr.Timestamp) {
+		if _, ok := recordTimestamp(pr.Timestamp); !ok {
+			// Malformed whatever the topic's timestamp type: LogAppendTime ignores
+			// the value, not the syntax.
+			return recordProblem(i, "timestamp", "must be unix milliseconds (a non-negative integer) or an RFC 3339 string")
+		}
 	}
 	if logAppend {
 		// The writer stamps the flush time; a producer's timestamp is ignored, as

@@ -43,6 +43,10 @@ func (a *API) fetchOrTail(w http.ResponseWriter, r *http.Request) {
 		a.tail(w, r, ti, part, fp)
 		return
 	}
+	if wantsRecordBatches(r) { // Kafka v2 record batches instead of JSON (binary.go)
+		a.fetchBinary(w, r, ti, part, fp)
+		return
+	}
 	offset, p := a.startOffset(r, ti, part, r.URL.Query().Get("offset"), "earliest")
 	if p != nil {
 		writeProblem(w, r, p)

@@ -53,7 +53,7 @@ func TestProduce(t *testing.T) {
 func TestProduceBadInput(t *testing.T) {
 	now := testNow.UnixMilli()
 	// Record 0 ({}: null key, tombstone) is valid in every format; record 1 is the bad one.
-	rec1 := func(r string) string { return `{"records":[{},` + r + `]}` }
+	rec1 := func(r string) string { return `{"records":[{"value":null},` + r + `]}` }
 	for _, tc := range []struct {
 		name    string
 		path    string

@@ -25,7 +25,7 @@ import (
 // Producers is the part of the catalog that hands out producer identities. The API
 // finds it on the catalog (both backends implement it).
 type Producers interface {
-	InitProducer(ctx context.Context, transactionalID string) (catalog.Producer, error)
+	InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer) (catalog.Producer, error)
 }
 
 var _ Producers = catalog.Producers(nil)
@@ -50,6 +50,10 @@ func (rs *producersResource) Routes() chi.Router {
 
 type initProducerRequest struct {
 	TransactionalID *string `json:"transactional_id"`
+	// ProducerID and Epoch, with a transactional id, are the identity the caller holds:
+	// it bumps its own epoch, and is fenced if a newer instance has taken the id over.
+	ProducerID *int64 `json:"producer_id"`
+	Epoch      *int64 `json:"epoch"`
 }
 
 type initProducerResponse struct {
@@ -92,7 +96,20 @@ func (rs *producersResource) init(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	p, err := pc.InitProducer(r.Context(), tid)
+	var current *catalog.Producer
+	if req.ProducerID != nil || req.Epoch != nil {
+		pj := producerJSON{ID: req.ProducerID, Epoch: req.Epoch}
+		cur, p := pj.identity()
+		if p == nil && tid == "" {
+			p = newProblem(CodeInvalidRequest, "producer_id and epoch go with a transactional_id: a producer without one gets a new id each time")
+		}
+		if p != nil {
+			writeProblem(w, r, p.with("field", "producer_id"))
+			return
+		}
+		current = cur
+	}
+	p, err := pc.InitProducer(r.Context(), tid, current)
 	if err != nil {
 		writeProblem(w, r, a.producerProblem(r, "init producer", err, nil))
 		return

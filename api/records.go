@@ -26,6 +26,10 @@ func (rs *recordsResource) Routes() chi.Router {
 // Everything that can be refused is refused before the writer sees the request, so bad
 // input changes nothing.
 func (rs *recordsResource) produce(w http.ResponseWriter, r *http.Request) {
+	if isRecordBatchBody(r) { // Kafka v2 record batches instead of JSON (binary.go)
+		rs.produceBinary(w, r)
+		return
+	}
 	a := rs.a
 	if a.wr == nil {
 		writeProblem(w, r, newProblem(CodeRoleUnavailable, "this node does not run the writer role; send produce requests to a writer node"))

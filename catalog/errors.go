@@ -19,6 +19,10 @@ var (
 	ErrCommitTooLate = errors.New("commit refused: segment older than commit timeout")
 	// ErrCommitAborted: the fencing insert won; the segment can never commit.
 	ErrCommitAborted = errors.New("commit aborted by fencing")
+	// ErrCommitFailed: the commit definitely did not happen (the request never reached
+	// the database, or the database refused it and rolled back): nothing was written,
+	// and no settling is needed.
+	ErrCommitFailed = errors.New("commit failed: nothing was written")
 	// ErrTimestampOutOfRange: a LogAppendTime flush stamped ahead of the database clock.
 	ErrTimestampOutOfRange = errors.New("timestamp out of range")
 	// ErrInvalidSegment: the Segment handed to Commit or Settle is malformed — a caller

@@ -26,13 +26,20 @@ import (
 // Catalog and proved by catalogtest.RunProducers.
 type Producers interface {
 	// InitProducer hands out a producer identity. Without a transactional id it is a
-	// new id at epoch 0. With one, a known id is returned again at the next epoch,
-	// which fences every older instance (their requests get ErrProducerFenced from then
-	// on); an unknown one (or one expired) gets a new id at epoch 0. The epoch never
-	// wraps: past math.MaxInt16 the transactional id moves to a new id at epoch 0. An
-	// invalid transactional id is ErrInvalidTransactionalID. InitProducer also forgets
-	// producers idle for longer than Options.ProducerExpiry.
-	InitProducer(ctx context.Context, transactionalID string) (Producer, error)
+	// new id at epoch 0 (current is ignored). With one, a known id is returned again at
+	// the next epoch, which fences every older instance (their requests get
+	// ErrProducerFenced from then on); an unknown one (or one expired) gets a new id at
+	// epoch 0. The epoch never wraps: past math.MaxInt16 the transactional id moves to
+	// a new id at epoch 0. An invalid transactional id is ErrInvalidTransactionalID.
+	//
+	// current, when set, is the identity the caller holds now for this transactional
+	// id: an instance bumping its own epoch (to restart its sequences after a refused
+	// request) must not fence a newer instance that has taken the id over. The bump
+	// then happens only if current is still the id's identity; otherwise
+	// ErrProducerFenced (ErrUnknownProducer when the id has expired).
+	//
+	// InitProducer also forgets producers idle for longer than Options.ProducerExpiry.
+	InitProducer(ctx context.Context, transactionalID string, current *Producer) (Producer, error)
 }
 
 var (
@@ -99,6 +106,20 @@ func NextEpoch(e int16) (next int16, newID bool) {
 		return 0, true
 	}
 	return e + 1, false
+}
+
+// CheckCurrent is InitProducer's rule for current (see Producers): the transactional
+// id's row, if found, is at (id, epoch).
+func CheckCurrent(current *Producer, found bool, id int64, epoch int16) error {
+	switch {
+	case current == nil:
+		return nil
+	case !found:
+		return fmt.Errorf("%w: producer id %d epoch %d: the transactional id has expired", ErrUnknownProducer, current.ID, current.Epoch)
+	case current.ID != id || current.Epoch != epoch:
+		return fmt.Errorf("%w: producer id %d epoch %d: the transactional id is now at id %d epoch %d", ErrProducerFenced, current.ID, current.Epoch, id, epoch)
+	}
+	return nil
 }
 
 // ProducerTouchInterval is how stale a producer's last-used time may grow before a

@@ -13,6 +13,7 @@ import (
 // intact, objects per partition within the bound, and exactly the referenced objects
 // left in the store.
 func TestTwoCompactors(t *testing.T) {
+	t.Parallel()
 	backends(t, func(t *testing.T, e *env) {
 		const target = 128 << 10
 		tp := e.topic("two", 4, nil)

@@ -36,6 +36,7 @@ func (c *lossyCatalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
 // only when nothing refers to it, and a row goes only once the store confirmed its
 // object gone.
 func TestFaults(t *testing.T) {
+	t.Parallel()
 	backends(t, func(t *testing.T, e *env) {
 		tp := e.topic("faults", 2, nil)
 		produced := e.produce(tp, newGen(13, 100, time.Now().UnixMilli()), 1500)
@@ -60,7 +61,7 @@ func TestFaults(t *testing.T) {
 		waitSettled()
 		fs := fault.New(e.store)
 		lossy := &lossyCatalog{compactionCatalog: e.cat}
-		c := New(fs, lossy, Config{TargetBytes: 64 << 10, GracePeriod: time.Second, SweepInterval: time.Millisecond}, nil, nil)
+		c := New(fs, lossy, Config{TargetBytes: 1 << 20, GracePeriod: time.Second, SweepInterval: time.Millisecond}, nil, nil)
 		before := rows()
 
 		// Uploads fail: the pass reports it and nothing changes.

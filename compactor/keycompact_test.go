@@ -45,6 +45,7 @@ func latestPerKey(recs []rec, dropTombstones bool) map[int32][]rec {
 // tombstones stay for delete.retention.ms and then go. STRATA_COMPACTOR_FULL=1 runs
 // the full size (100,000 records over 1,000 keys).
 func TestKeyCompaction(t *testing.T) {
+	t.Parallel()
 	records, keys := 20000, 200
 	if os.Getenv("STRATA_COMPACTOR_FULL") != "" {
 		records, keys = 100000, 1000

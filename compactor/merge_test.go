@@ -18,6 +18,7 @@ import (
 // or return wrong data, objects per partition end within ceil(bytes/target)+1, chunk
 // rows shrink, and the old objects are deleted once the grace period has passed.
 func TestMerge(t *testing.T) {
+	t.Parallel()
 	backends(t, func(t *testing.T, e *env) {
 		const target = 128 << 10
 		tp := e.topic("merge", 3, nil)

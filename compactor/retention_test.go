@@ -91,6 +91,7 @@ func keysOf(m map[string]bool) []string {
 // A short retention.ms advances the log start past old records and their objects go,
 // while recent data stays intact.
 func TestRetentionTime(t *testing.T) {
+	t.Parallel()
 	backends(t, func(t *testing.T, e *env) {
 		tp := e.topic("retention-ms", 1, nil)
 		old := e.produce(tp, newGen(2, 100, time.Now().Add(-2*time.Hour).UnixMilli()), 600)
@@ -133,6 +134,7 @@ func TestRetentionTime(t *testing.T) {
 // retention.bytes drops the oldest chunks while what remains is at least
 // retention.bytes.
 func TestRetentionBytes(t *testing.T) {
+	t.Parallel()
 	backends(t, func(t *testing.T, e *env) {
 		tp := e.topic("retention-bytes", 1, nil)
 		var recs []rec
@@ -178,6 +180,7 @@ func TestRetentionBytes(t *testing.T) {
 // Delete-records advances the log start to a given offset (never backwards, never past
 // the high watermark); the data below goes the same safe way.
 func TestDeleteRecords(t *testing.T) {
+	t.Parallel()
 	backends(t, func(t *testing.T, e *env) {
 		tp := e.topic("delete-records", 1, nil)
 		var recs []rec
@@ -225,6 +228,7 @@ func TestDeleteRecords(t *testing.T) {
 // A deleted topic's rows and objects are reclaimed; another topic sharing its objects
 // keeps its data.
 func TestDeletedTopic(t *testing.T) {
+	t.Parallel()
 	backends(t, func(t *testing.T, e *env) {
 		doomed := e.topic("doomed", 2, nil)
 		kept := e.topic("kept", 2, nil)

@@ -46,6 +46,7 @@ func (e *env) exists(key string) bool {
 // so does one whose commit was fenced by Settle. Once older than the orphan horizon
 // both are swept and leave no row; younger ones and committed ones are not touched.
 func TestOrphanSweep(t *testing.T) {
+	t.Parallel()
 	backends(t, func(t *testing.T, e *env) {
 		tp := e.topic("orphans", 1, nil)
 		now, err := e.cat.Now(e.ctx)
@@ -112,6 +113,7 @@ func TestOrphanSweep(t *testing.T) {
 // ends either committed with its object kept, or not committed with its object swept
 // (or, too young for the sweep, still there) — never committed with its object gone.
 func TestCommitRacesSweep(t *testing.T) {
+	t.Parallel()
 	backends(t, func(t *testing.T, e *env) {
 		tp := e.topic("race", 1, nil)
 		now, err := e.cat.Now(e.ctx)

@@ -184,16 +184,36 @@ func TestStoreFailingReads(t *testing.T) {
 		if err != nil || out != acked {
 			t.Fatalf("produce: HTTP %d %s %v", res.status, res.body, err)
 		}
+		// One flipped bit in transit: the reader finds the CRC wrong, drops the cached
+		// block and reads it again, so the fetch answers the right records.
 		s2.fault.Inject(fault.GetRange, fault.Fault{Times: 1, FlipBit: true})
 		s2.fault.Inject(fault.Get, fault.Fault{Times: 1, FlipBit: true})
-		res = do(t, http.MethodGet, s2.url+"/v1/topics/"+topic+"/partitions/0/records?offset=0", "", nil)
-		if res.status < 500 {
-			t.Errorf("fetch of a corrupted block: HTTP %d %s, want a 5xx", res.status, truncate(string(res.body), 300))
-		}
-		s2.fault.ClearAll()
 		a := fetch(t, s2.url, topic, 0, 0, 100)
 		if len(a.Records) != 3 || string(a.Records[0].Value) != `"a"` || string(a.Records[2].Value) != `"c"` {
-			t.Errorf("after a corrupted read: fetch shows %+v, want a, b, c (the corrupt block must not be cached)", a.Records)
+			t.Errorf("fetch through one corrupted read: %+v, want a, b, c", a.Records)
+		}
+		if n := s2.fault.Injected(fault.GetRange) + s2.fault.Injected(fault.Get); n != 1 {
+			t.Errorf("corrupted reads injected: %d, want 1", n)
+		}
+		// Corrupt on every read of an object not cached yet: never wrong data, a 5xx
+		// instead, and the right records once reads are healthy again.
+		const topic2 = "reads2"
+		createTopic(t, s2.url, topic2, 1, nil)
+		out, _, res, err = produceOnce(context.Background(), s2.url, topic2,
+			produceBody([]map[string]any{{"value": "a"}, {"value": "b"}, {"value": "c"}}))
+		if err != nil || out != acked {
+			t.Fatalf("produce: HTTP %d %s %v", res.status, res.body, err)
+		}
+		s2.fault.Inject(fault.GetRange, fault.Fault{Times: 1000, FlipBit: true})
+		s2.fault.Inject(fault.Get, fault.Fault{Times: 1000, FlipBit: true})
+		res = do(t, http.MethodGet, s2.url+"/v1/topics/"+topic2+"/partitions/0/records?offset=0", "", nil)
+		if res.status < 500 {
+			t.Errorf("fetch while every read is corrupted: HTTP %d %s, want a 5xx", res.status, truncate(string(res.body), 300))
+		}
+		s2.fault.ClearAll()
+		a = fetch(t, s2.url, topic2, 0, 0, 100)
+		if len(a.Records) != 3 || string(a.Records[0].Value) != `"a"` || string(a.Records[2].Value) != `"c"` {
+			t.Errorf("after corrupted reads: fetch shows %+v, want a, b, c (a corrupt block must not stay cached)", a.Records)
 		}
 	})
 }

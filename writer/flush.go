@@ -230,6 +230,13 @@ func (w *Writer) commit(lay layout, seg catalog.Segment) {
 		w.log.Warn("commit segment aborted", "key", seg.Key, "err", err)
 		failAll(lay.reqs, fmt.Errorf("%w: commit %s: %w", ErrCommit, seg.Key, err))
 		return
+	case errors.Is(err, catalog.ErrCommitFailed):
+		// Definitely not written (the catalog was unreachable or refused the whole
+		// transaction): answer at once instead of settling for SettleTimeout.
+		w.m.commits.WithLabelValues("failed").Inc()
+		w.log.Warn("commit segment failed", "key", seg.Key, "err", err)
+		failAll(lay.reqs, fmt.Errorf("%w: commit %s: %w", ErrCommit, seg.Key, err))
+		return
 	case errors.Is(err, catalog.ErrInvalidSegment):
 		// A writer bug, not the requests' fault: nothing was written, and each request
 		// may well commit in another flush.

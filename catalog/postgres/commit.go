@@ -109,6 +109,12 @@ func (c *Catalog) commitError(ctx context.Context, plan *catalog.Plan, err error
 		case stateAlreadyCommitted:
 			return c.readBack(ctx, plan)
 		}
+		// The server answered with an error: the statement's transaction rolled back.
+		return nil, fmt.Errorf("postgres: commit %s: %w: %w", key, catalog.ErrCommitFailed, err)
+	}
+	if pgconn.SafeToRetry(err) {
+		// pgx knows nothing was sent (e.g. the dial failed): no need to settle.
+		return nil, fmt.Errorf("postgres: commit %s: %w: %w", key, catalog.ErrCommitFailed, err)
 	}
 	return nil, fmt.Errorf("postgres: commit %s: %w", key, err)
 }

@@ -28,8 +28,8 @@ DELETE FROM producer_state WHERE producer_id IN (SELECT id FROM gone)`
 
 // InitProducer hands out a producer identity (see catalog.Producers), and forgets the
 // producers idle past the expiry on the way.
-func (c *Catalog) InitProducer(ctx context.Context, transactionalID string) (catalog.Producer, error) {
-	p, err := c.initProducer(ctx, transactionalID)
+func (c *Catalog) InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer) (catalog.Producer, error) {
+	p, err := c.initProducer(ctx, transactionalID, current)
 	if err != nil {
 		if transactionalID == "" {
 			return catalog.Producer{}, fmt.Errorf("postgres: init producer: %w", err)
@@ -39,7 +39,7 @@ func (c *Catalog) InitProducer(ctx context.Context, transactionalID string) (cat
 	return p, nil
 }
 
-func (c *Catalog) initProducer(ctx context.Context, tid string) (catalog.Producer, error) {
+func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog.Producer) (catalog.Producer, error) {
 	if tid != "" {
 		if err := catalog.ValidateTransactionalID(tid); err != nil {
 			return catalog.Producer{}, err
@@ -60,6 +60,11 @@ func (c *Catalog) initProducer(ctx context.Context, tid string) (catalog.Produce
 			// against the old epoch commits before the new epoch is handed out.
 			var epoch int16
 			err := tx.QueryRow(ctx, `SELECT id, epoch FROM producers WHERE transactional_id = $1 FOR UPDATE`, tid).Scan(&p.ID, &epoch)
+			if err == nil || errors.Is(err, pgx.ErrNoRows) {
+				if cerr := catalog.CheckCurrent(current, err == nil, p.ID, epoch); cerr != nil {
+					return cerr
+				}
+			}
 			if errors.Is(err, pgx.ErrNoRows) {
 				err = tx.QueryRow(ctx, `INSERT INTO producers (transactional_id, epoch) VALUES ($1, 0)
 					ON CONFLICT (transactional_id) DO NOTHING RETURNING id`, tid).Scan(&p.ID)

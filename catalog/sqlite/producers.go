@@ -18,8 +18,8 @@ var _ catalog.Producers = (*Catalog)(nil)
 
 // InitProducer hands out a producer identity (see catalog.Producers), and forgets the
 // producers idle past the expiry on the way.
-func (c *Catalog) InitProducer(ctx context.Context, transactionalID string) (catalog.Producer, error) {
-	p, err := c.initProducer(ctx, transactionalID)
+func (c *Catalog) InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer) (catalog.Producer, error) {
+	p, err := c.initProducer(ctx, transactionalID, current)
 	if err != nil {
 		if transactionalID == "" {
 			return catalog.Producer{}, fmt.Errorf("sqlite: init producer: %w", err)
@@ -29,7 +29,7 @@ func (c *Catalog) InitProducer(ctx context.Context, transactionalID string) (cat
 	return p, nil
 }
 
-func (c *Catalog) initProducer(ctx context.Context, tid string) (catalog.Producer, error) {
+func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog.Producer) (catalog.Producer, error) {
 	if tid != "" {
 		if err := catalog.ValidateTransactionalID(tid); err != nil {
 			return catalog.Producer{}, err
@@ -63,6 +63,11 @@ func (c *Catalog) initProducer(ctx context.Context, tid string) (catalog.Produce
 			epoch int16
 		)
 		err = tx.QueryRowContext(ctx, `SELECT id, epoch FROM producers WHERE transactional_id = ?`, tid).Scan(&id, &epoch)
+		if err == nil || errors.Is(err, sql.ErrNoRows) {
+			if cerr := catalog.CheckCurrent(current, err == nil, id, epoch); cerr != nil {
+				return catalog.Producer{}, cerr
+			}
+		}
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			p, err = insert(sql.NullString{String: tid, Valid: true})

@@ -1,0 +1,323 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/reader"
+	"github.com/strata-io/strata/segment"
+	"github.com/strata-io/strata/writer"
+)
+
+// The binary record path (DESIGN.md "Record encoding": a binary content type carrying
+// Kafka v2 record batches serves clients that want no JSON at all). The same URLs as
+// JSON produce and fetch, chosen by content type:
+//
+//	POST /v1/topics/{t}/records?partition=P     Content-Type: application/vnd.kafka.record-batch
+//	     body: one or more v2 record batches for partition P, back to back
+//	     → 200 {"partition":P,"base_offset":B,"last_offset":L} (JSON, like every answer)
+//	GET  /v1/topics/{t}/partitions/{p}/records  Accept: application/vnd.kafka.record-batch
+//	     → 200, the body the stored batches back to back, base offsets rewritten;
+//	       Strata-Next-Offset, Strata-High-Watermark, Strata-Log-Start-Offset headers
+//
+// A request's batches are validated as the segment decoder reads them (length, magic,
+// CRC-32C, every record's framing) and committed as one request: one batch per
+// partition in the flush, offsets contiguous. They are stored re-encoded with the
+// records and the codec they came with: an uncompressed batch laid out as Kafka clients
+// lay it out comes back byte for byte, base offset aside; a compressed one comes back
+// with the same records, recompressed. Decoding costs a fraction of what JSON does,
+// and it is what lets the node refuse a corrupt batch rather than store it.
+
+// RecordBatchContentType is the media type of a body of Kafka v2 record batches.
+const RecordBatchContentType = "application/vnd.kafka.record-batch"
+
+// Response headers of a binary fetch: what the JSON answer carries beside the records.
+const (
+	HeaderNextOffset     = "Strata-Next-Offset"
+	HeaderHighWatermark  = "Strata-High-Watermark"
+	HeaderLogStartOffset = "Strata-Log-Start-Offset"
+)
+
+// rawReader is the part of the reader the binary fetch uses; the API's Reader need not
+// have it (a node whose reader cannot serve batches answers role_unavailable).
+type rawReader interface {
+	FetchRaw(ctx context.Context, f reader.Fetch) (reader.RawResult, error)
+}
+
+var _ rawReader = (*reader.Reader)(nil)
+
+// isRecordBatchBody reports whether the request body is declared as record batches.
+func isRecordBatchBody(r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && mt == RecordBatchContentType
+}
+
+// wantsRecordBatches reports whether the client accepts record batches. Only an
+// explicit media type counts: "*/*" keeps the JSON answer.
+func wantsRecordBatches(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for part := range strings.SplitSeq(v, ",") {
+			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err == nil && mt == RecordBatchContentType {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// readRawBody reads the whole body into one buffer sized from Content-Length when the
+// client sent one (bounded by bodyLimitMiddleware), so a large body is not copied
+// through a growing buffer.
+func readRawBody(r *http.Request, limit int64) ([]byte, *problem) {
+	var buf bytes.Buffer
+	if n := r.ContentLength; n > 0 && n <= limit {
+		buf.Grow(int(n) + bytes.MinRead) // ReadFrom wants room for its last, empty read
+	}
+	if _, err := buf.ReadFrom(r.Body); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, bodyTooLarge(mbe.Limit)
+		}
+		return nil, newProblem(CodeInvalidRequest, "reading the request body: %v", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// binaryProduce is a decoded binary produce body.
+type binaryProduce struct {
+	records     []writer.Record
+	compression segment.Compression
+	producer    *catalog.Producer // nil unless the batches carry a producer id
+	sequence    int32             // the first batch's base sequence, with producer
+}
+
+// produceBinary serves POST /v1/topics/{topic}/records with a record-batch body.
+func (rs *recordsResource) produceBinary(w http.ResponseWriter, r *http.Request) {
+	a := rs.a
+	if a.wr == nil {
+		writeProblem(w, r, newProblem(CodeRoleUnavailable, "this node does not run the writer role; send produce requests to a writer node"))
+		return
+	}
+	if !a.needCatalog(w, r) {
+		return
+	}
+	name, p := topicParam(r)
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	s := r.URL.Query().Get("partition")
+	n, ok := parseDigits(s, 1<<31-1)
+	if !ok {
+		writeProblem(w, r, newProblem(CodeInvalidPartition, "partition %q: a record-batch body is for one partition: name it with ?partition=N", truncate(s, 32)).with("parameter", "partition"))
+		return
+	}
+	part := int32(n)
+	body, p := readRawBody(r, a.cfg.MaxBodyBytes)
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	if len(body) == 0 {
+		writeProblem(w, r, newProblem(CodeEmptyBatch, "the body holds no record batch"))
+		return
+	}
+	ti, err := a.topics.get(r.Context(), name)
+	if err == nil && part >= ti.topic.Partitions {
+		ti, err = a.topics.refresh(r.Context(), name) // the topic may have just grown
+	}
+	if err != nil {
+		writeProblem(w, r, a.catalogProblem(r, "get topic", err))
+		return
+	}
+	if part >= ti.topic.Partitions {
+		writeProblem(w, r, partitionOutOfRange(name, part, ti.topic.Partitions))
+		return
+	}
+	bp, p := decodeBinaryProduce(body, ti, part, a.now().UnixMilli(), a.cfg.MaxRecordsPerRequest)
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	wreq := writer.Request{Records: bp.records, Compression: bp.compression}
+	if bp.producer != nil {
+		wreq.Producer = bp.producer
+		wreq.Sequences = map[writer.TopicPartition]int32{{TopicID: ti.topic.ID, Partition: part}: bp.sequence}
+	}
+	resp, err := a.wr.Produce(r.Context(), wreq)
+	if err != nil {
+		p := a.producerProblem(r, "produce", err, map[int64]string{ti.topic.ID: ti.topic.Name})
+		if p.code == CodeTopicNotFound || p.code == CodePartitionOutOfRange {
+			a.topics.invalidate(name) // the cached entry is stale
+		}
+		writeProblem(w, r, p)
+		return
+	}
+	// One request's records of one partition are one batch of one flush: their offsets
+	// are contiguous. Anything else is a writer bug, not an answer to pass on.
+	recs := resp.Records
+	if len(recs) != len(bp.records) || recs[0].Partition != part || recs[len(recs)-1].Offset-recs[0].Offset != int64(len(recs)-1) {
+		a.logUnexpected(r, "produce", fmt.Errorf("writer answered %d records for %d, not one contiguous run of partition %d", len(recs), len(bp.records), part))
+		writeProblem(w, r, newProblem(CodeInternal, "produce: the writer answered for the wrong records"))
+		return
+	}
+	out := make([]byte, 0, 96)
+	out = append(out, `{"partition":`...)
+	out = strconv.AppendInt(out, int64(part), 10)
+	out = append(out, `,"base_offset":`...)
+	out = strconv.AppendInt(out, recs[0].Offset, 10)
+	out = append(out, `,"last_offset":`...)
+	out = strconv.AppendInt(out, recs[len(recs)-1].Offset, 10)
+	writeJSONBytes(w, http.StatusOK, appendDuplicate(out, resp.Duplicate))
+}
+
+// decodeBinaryProduce validates a body of record batches for one partition of ti and
+// turns it into writer records, under the same rules as a JSON produce: the topic's
+// timestamp type and bounds, max.message.bytes per record, the request's record limit.
+// Keys, values and headers alias body (or a batch's decompressed buffer).
+//
+// The batches' producer fields make the request idempotent, as they do in Kafka: a
+// producer id of -1 means none; otherwise every batch carries the same id and epoch and
+// sequences that follow on from the first batch's.
+func decodeBinaryProduce(body []byte, ti topicInfo, part int32, nowMs int64, maxRecords int) (binaryProduce, *problem) {
+	var bp binaryProduce
+	bad := func(format string, args ...any) *problem {
+		return newProblem(CodeInvalidRecord, "record batches: "+format, args...)
+	}
+	raws, err := segment.SplitBatches(body)
+	if err != nil {
+		return bp, bad("%s", trimSegmentErr(err))
+	}
+	cfg := &ti.cfg
+	logAppend := cfg.TimestampType == "LogAppendTime"
+	batches := make([]segment.DecodedBatch, len(raws))
+	total := 0
+	for i, raw := range raws {
+		db, err := segment.DecodeBatch(raw)
+		if err != nil {
+			return bp, bad("batch %d: %s", i, trimSegmentErr(err)).with("batch", i)
+		}
+		batches[i] = db
+		total += len(db.Records)
+		if total > maxRecords {
+			return bp, newProblem(CodeTooManyRecords, "more than %d records in one request", maxRecords).with("max_records", maxRecords)
+		}
+		first := &batches[0]
+		switch {
+		case db.LogAppendTime && !logAppend:
+			return bp, bad("batch %d has the LogAppendTime timestamp type; the topic's message.timestamp.type is CreateTime: send CreateTime batches", i).with("batch", i)
+		case i > 0 && db.Compression != first.Compression:
+			return bp, bad("batch %d is compressed with codec %d, batch 0 with %d: use one codec per request", i, db.Compression, first.Compression).with("batch", i)
+		case db.ProducerID != first.ProducerID || (db.ProducerID >= 0 && db.ProducerEpoch != first.ProducerEpoch):
+			return bp, bad("batch %d has producer %d epoch %d, batch 0 producer %d epoch %d: one producer per request", i, db.ProducerID, db.ProducerEpoch, first.ProducerID, first.ProducerEpoch).with("batch", i)
+		case db.ProducerID < -1:
+			return bp, bad("batch %d: producer id %d: use -1 for none", i, db.ProducerID).with("batch", i)
+		case db.ProducerID >= 0 && (db.ProducerEpoch < 0 || db.BaseSequence < 0):
+			return bp, bad("batch %d: producer %d with epoch %d and base sequence %d: an idempotent batch has both non-negative", i, db.ProducerID, db.ProducerEpoch, db.BaseSequence).with("batch", i)
+		case i > 0 && db.ProducerID >= 0 && int64(db.BaseSequence) != int64(batches[i-1].BaseSequence)+int64(len(batches[i-1].Records)):
+			return bp, bad("batch %d: base sequence %d does not follow on from batch %d's %d + %d records", i, db.BaseSequence, i-1, batches[i-1].BaseSequence, len(batches[i-1].Records)).with("batch", i)
+		}
+	}
+	if first := &batches[0]; first.ProducerID >= 0 {
+		bp.producer = &catalog.Producer{ID: first.ProducerID, Epoch: first.ProducerEpoch}
+		bp.sequence = first.BaseSequence
+	}
+	bp.compression = batches[0].Compression
+	bp.records = make([]writer.Record, 0, total)
+	for i := range batches {
+		for j := range batches[i].Records {
+			dr := &batches[i].Records[j]
+			k := len(bp.records)
+			rec := writer.Record{
+				TopicID:       ti.topic.ID,
+				Partitions:    ti.topic.Partitions,
+				Partition:     part,
+				LogAppendTime: logAppend,
+				Record:        segment.Record{Key: dr.Key, Value: dr.Value, Headers: dr.Headers, Timestamp: dr.Timestamp},
+			}
+			if !logAppend {
+				ts := dr.Timestamp
+				if ts < 0 {
+					return bp, newProblem(CodeInvalidRecord, "record %d (batch %d): timestamp %d: a CreateTime record carries unix milliseconds", k, i, ts).with("record", k)
+				}
+				if nowMs-ts > cfg.TimestampBeforeMaxMs || ts-nowMs > cfg.TimestampAfterMaxMs {
+					return bp, newProblem(CodeTimestampOutOfRange,
+						"record %d (batch %d): timestamp %d is outside [now-%d ms, now+%d ms] (message.timestamp.before.max.ms, message.timestamp.after.max.ms)",
+						k, i, ts, cfg.TimestampBeforeMaxMs, cfg.TimestampAfterMaxMs).
+						with("record", k).with("timestamp", ts).with("now", nowMs)
+				}
+			}
+			if size := recordSize(&rec.Record); size > cfg.MaxMessageBytes {
+				return bp, newProblem(CodeRecordTooLarge, "record %d (batch %d) is %d bytes (key, value and headers); the topic's max.message.bytes is %d",
+					k, i, size, cfg.MaxMessageBytes).
+					with("record", k).with("size", size).with("max_message_bytes", cfg.MaxMessageBytes)
+			}
+			bp.records = append(bp.records, rec)
+		}
+	}
+	return bp, nil
+}
+
+// trimSegmentErr drops the "segment: " prefixes and the trailing sentinel text from a
+// decoder error: the rest says what is wrong where.
+func trimSegmentErr(err error) string {
+	s := err.Error()
+	s = strings.TrimSuffix(s, ": "+segment.ErrCorrupt.Error())
+	return strings.ReplaceAll(s, "segment: ", "")
+}
+
+// fetchBinary serves a fetch whose client accepts record batches: the reader's raw
+// batches, byte for byte as stored except for their base offsets, which carry the real
+// offsets. The first batch may begin below the requested offset; a Kafka client skips
+// those records itself. An empty body means no records (a long-poll that timed out).
+func (a *API) fetchBinary(w http.ResponseWriter, r *http.Request, ti topicInfo, part int32, fp fetchParams) {
+	rr, ok := a.rd.(rawReader)
+	if !ok {
+		writeProblem(w, r, newProblem(CodeRoleUnavailable, "this node's reader does not serve record batches; ask for application/json"))
+		return
+	}
+	offset, p := a.startOffset(r, ti, part, r.URL.Query().Get("offset"), "earliest")
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	res, err := rr.FetchRaw(r.Context(), reader.Fetch{
+		TopicID:    ti.topic.ID,
+		Partition:  part,
+		Offset:     offset,
+		MaxRecords: fp.maxRecords,
+		MaxBytes:   fp.maxBytes,
+		Wait:       fp.wait,
+	})
+	if err != nil {
+		writeProblem(w, r, a.readerProblem(r, err))
+		return
+	}
+	size := 0
+	for _, b := range res.Batches {
+		size += len(b)
+	}
+	h := w.Header()
+	h.Set("Content-Type", RecordBatchContentType)
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.Itoa(size))
+	h.Set(HeaderNextOffset, strconv.FormatInt(res.NextOffset, 10))
+	h.Set(HeaderHighWatermark, strconv.FormatInt(res.HighWatermark, 10))
+	h.Set(HeaderLogStartOffset, strconv.FormatInt(res.LogStartOffset, 10))
+	w.WriteHeader(http.StatusOK)
+	// One write per batch: large ones go straight to the connection, small ones are
+	// gathered by the server's buffer; the batches are not copied into one body first.
+	for _, b := range res.Batches {
+		if _, err := w.Write(b); err != nil {
+			return // the client went away; nothing to tell it
+		}
+	}
+}
