@@ -11,5 +11,5 @@ pkgs=("$@")
 go vet "${pkgs[@]}"
 go test -count=1 -timeout 25m "${pkgs[@]}"
 if [ $# -eq 0 ]; then
-  scripts/fuzz.sh "${STRATA_FUZZTIME:-10s}"
+  scripts/fuzz.sh "${STRATA_FUZZTIME:-8s}"
 fi
