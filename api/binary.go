@@ -246,17 +246,17 @@ func decodeBinaryProduce(body []byte, ti topicInfo, part int32, nowMs int64, max
 			if !logAppend {
 				ts := dr.Timestamp
 				if ts < 0 {
-					return bp, newProblem(CodeInvalidRecord, "record %d (batch %d): timestamp %d: a CreateTime record carries unix milliseconds", k, i, ts).with("record", k)
+					return binaryProduce{}, newProblem(CodeInvalidRecord, "record %d (batch %d): timestamp %d: a CreateTime record carries unix milliseconds", k, i, ts).with("record", k)
 				}
 				if nowMs-ts > cfg.TimestampBeforeMaxMs || ts-nowMs > cfg.TimestampAfterMaxMs {
-					return bp, newProblem(CodeTimestampOutOfRange,
+					return binaryProduce{}, newProblem(CodeTimestampOutOfRange,
 						"record %d (batch %d): timestamp %d is outside [now-%d ms, now+%d ms] (message.timestamp.before.max.ms, message.timestamp.after.max.ms)",
 						k, i, ts, cfg.TimestampBeforeMaxMs, cfg.TimestampAfterMaxMs).
 						with("record", k).with("timestamp", ts).with("now", nowMs)
 				}
 			}
 			if size := recordSize(&rec.Record); size > cfg.MaxMessageBytes {
-				return bp, newProblem(CodeRecordTooLarge, "record %d (batch %d) is %d bytes (key, value and headers); the topic's max.message.bytes is %d",
+				return binaryProduce{}, newProblem(CodeRecordTooLarge, "record %d (batch %d) is %d bytes (key, value and headers); the topic's max.message.bytes is %d",
 					k, i, size, cfg.MaxMessageBytes).
 					with("record", k).with("size", size).with("max_message_bytes", cfg.MaxMessageBytes)
 			}

@@ -46,12 +46,11 @@ func latestPerKey(recs []rec, dropTombstones bool) map[int32][]rec {
 // the full size (100,000 records over 1,000 keys).
 func TestKeyCompaction(t *testing.T) {
 	t.Parallel()
-	records, keys := 20000, 200
+	records, keys, deleteRetention := 20000, 200, 20*time.Second
 	if os.Getenv("STRATA_COMPACTOR_FULL") != "" {
-		records, keys = 100000, 1000
+		records, keys, deleteRetention = 100000, 1000, 60*time.Second
 	}
 	backends(t, func(t *testing.T, e *env) {
-		const deleteRetention = 10 * time.Second
 		tp := e.topic("compacted", 2, map[string]string{
 			"cleanup.policy":      "compact",
 			"delete.retention.ms": fmt.Sprint(deleteRetention.Milliseconds()),

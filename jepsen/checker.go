@@ -305,6 +305,7 @@ func Check(h *History) *Report {
 // right after the last record.
 func checkPoll(r *Report, rd *Read) {
 	prev := rd.From - 1
+	top := prev
 	for i, rec := range rd.Records {
 		switch {
 		case i == 0 && rd.From < 0:
@@ -317,6 +318,7 @@ func checkPoll(r *Report, rd *Read) {
 				fmt.Sprintf("%s poll by %s from %d: offset %d after %d (skipped %d)", rd.Mode, rd.Consumer, rd.From, rec.Offset, prev, rec.Offset-prev-1)})
 		}
 		prev = rec.Offset
+		top = max(top, rec.Offset)
 	}
 	if len(rd.Records) == 0 {
 		if rd.From >= 0 && rd.Next < rd.From {
@@ -325,10 +327,10 @@ func checkPoll(r *Report, rd *Read) {
 		return
 	}
 	switch {
-	case rd.Next < prev+1:
-		r.add(Anomaly{Nonmonotonic, rd.Partition, rd.Next, "", fmt.Sprintf("%s poll by %s: next offset %d, last record %d", rd.Mode, rd.Consumer, rd.Next, prev)})
-	case rd.Next > prev+1:
-		r.add(Anomaly{Skipping, rd.Partition, rd.Next, "", fmt.Sprintf("%s poll by %s: next offset %d, last record %d", rd.Mode, rd.Consumer, rd.Next, prev)})
+	case rd.Next < top+1:
+		r.add(Anomaly{Nonmonotonic, rd.Partition, rd.Next, "", fmt.Sprintf("%s poll by %s: next offset %d, highest record %d", rd.Mode, rd.Consumer, rd.Next, top)})
+	case rd.Next > top+1:
+		r.add(Anomaly{Skipping, rd.Partition, rd.Next, "", fmt.Sprintf("%s poll by %s: next offset %d, highest record %d", rd.Mode, rd.Consumer, rd.Next, top)})
 	}
 }
 

@@ -113,13 +113,13 @@ type Event struct {
 
 // History is everything a run recorded. Recorder fills it concurrently.
 type History struct {
-	Topic      string          `json:"topic"`
-	Partitions int32           `json:"partitions"`
-	Sends      []Send          `json:"sends"`
-	Reads      []Read          `json:"reads"`
-	Groups     []GroupOffsets  `json:"groups"`
-	Final      []FinalState    `json:"final"`
-	Events     []Event         `json:"events"`
+	Topic      string         `json:"topic"`
+	Partitions int32          `json:"partitions"`
+	Sends      []Send         `json:"sends"`
+	Reads      []Read         `json:"reads"`
+	Groups     []GroupOffsets `json:"groups"`
+	Final      []FinalState   `json:"final"`
+	Events     []Event        `json:"events"`
 	Start      time.Time      `json:"start"`
 	End        time.Time      `json:"end"`
 

@@ -62,8 +62,6 @@ func (e *OutOfRangeError) Error() string {
 // ErrOffsetOutOfRange matches *OutOfRangeError with errors.Is.
 var ErrOffsetOutOfRange = errors.New("offset out of range")
 
-// Is matches ErrOffsetOutOfRange and the catalog's catalog.ErrOffsetOutOfRange, so a
-// caller mapping errors to responses needs to know only one of them.
 // ErrStoreUnavailable and ErrCatalogUnavailable mark (wrapped) a fetch that failed
 // because the object store or the catalog did not answer: nothing is wrong with the
 // request, and a retry may succeed.
@@ -72,6 +70,8 @@ var (
 	ErrCatalogUnavailable = errors.New("catalog unavailable")
 )
 
+// Is matches ErrOffsetOutOfRange and the catalog's catalog.ErrOffsetOutOfRange, so a
+// caller mapping errors to responses needs to know only one of them.
 func (e *OutOfRangeError) Is(target error) bool {
 	return target == ErrOffsetOutOfRange || target == catalog.ErrOffsetOutOfRange
 }

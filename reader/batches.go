@@ -20,6 +20,7 @@ type rawBatch struct {
 	last       int64 // real offset of the batch's last offset delta
 	records    int32
 	compressed bool
+	end        int64 // byte position in the object just past the batch
 }
 
 // own returns a private copy of the batch carrying its real base offset. Copying only
@@ -34,10 +35,13 @@ func (b rawBatch) own() []byte {
 // scan calls visit with the batches of list from the one holding f.Offset, in order,
 // until visit says stop. Chunks are read only as visit reaches them, and a large
 // chunk only as far as visit goes.
+//
+// When visit stops it, scan hands the bytes a sequential reader will want next to the
+// prefetcher: the rest of the chunk it stopped in, or the head of the next chunk.
 func (r *Reader) scan(ctx context.Context, f Fetch, list catalog.ChunkList, visit func(rawBatch) (bool, error)) error {
 	hw := list.Partition.HighWatermark
 	next := f.Offset
-	for _, ch := range list.Chunks {
+	for i, ch := range list.Chunks {
 		if ch.LastOffset < next {
 			continue
 		}
@@ -65,6 +69,9 @@ func (r *Reader) scan(ctx context.Context, f Fetch, list catalog.ChunkList, visi
 				}
 				more, err := visit(b)
 				if err != nil || !more {
+					if err == nil {
+						r.prefetchAfter(list.Chunks, i, b.end, hw)
+					}
 					return err
 				}
 				next = b.last + 1
@@ -106,14 +113,15 @@ func (r *Reader) chunkBatches(ctx context.Context, ch catalog.Chunk, offset, max
 	}
 	// A writer chunk: each batch starts where the previous one ended.
 	out := make([]rawBatch, 0, len(raws))
-	next := ch.BaseOffset
+	next, end := ch.BaseOffset, ch.Pos
 	for _, raw := range raws {
 		h, err := segment.ParseBatchHeader(raw)
 		if err != nil {
 			return nil, false, err
 		}
+		end += int64(len(raw))
 		out = append(out, rawBatch{data: raw, base: next, last: next + int64(h.LastOffsetDelta),
-			records: h.NumRecords, compressed: h.Compression != segment.CompressionNone})
+			records: h.NumRecords, compressed: h.Compression != segment.CompressionNone, end: end})
 		next += int64(h.LastOffsetDelta) + 1
 	}
 	if err := checkSpan(ch, next); err != nil {
@@ -205,7 +213,7 @@ func (r *Reader) narrowBatches(ctx context.Context, ch catalog.Chunk, offset, ma
 			return nil, false, fmt.Errorf("batch at byte %d: base offset %d, the footer says %d: %w", bi.Pos, h.BaseOffset, base, segment.ErrCorrupt)
 		}
 		out[j] = rawBatch{data: raw, base: base, last: base + int64(bi.LastOffsetDelta), records: h.NumRecords,
-			compressed: h.Compression != segment.CompressionNone}
+			compressed: h.Compression != segment.CompressionNone, end: bi.Pos + bi.Len}
 	}
 	return out, e == len(infos), nil
 }

@@ -45,6 +45,8 @@ type blockCache struct {
 	blockSize int64
 	max       int64
 	m         *metrics
+	// disk, when set, keeps blocks evicted from memory and is read before a GET.
+	disk *diskTier
 
 	mu      sync.Mutex
 	size    int64
@@ -159,6 +161,9 @@ func (c *blockCache) blocks(ctx context.Context, obj string, objSize, first, las
 // fetch GETs the blocks of mine (ascending), one GET per run of adjacent blocks, and
 // completes every one of their loads, whatever happens.
 func (c *blockCache) fetch(ctx context.Context, obj string, objSize int64, mine []pending) (err error) {
+	if c.disk != nil {
+		mine = c.fromDisk(obj, objSize, mine)
+	}
 	next := 0 // mine[:next] are completed
 	defer func() {
 		if next < len(mine) {
@@ -191,6 +196,42 @@ func (c *blockCache) fetch(ctx context.Context, obj string, objSize int64, mine 
 		next = end
 	}
 	return nil
+}
+
+// fromDisk completes the loads of mine whose blocks the disk tier holds and returns
+// the others, still to GET.
+func (c *blockCache) fromDisk(obj string, objSize int64, mine []pending) []pending {
+	rest := mine[:0:0]
+	for _, p := range mine {
+		k := blockKey{obj, p.idx}
+		data, ok := c.disk.get(k)
+		if ok && int64(len(data)) != min((p.idx+1)*c.blockSize, objSize)-p.idx*c.blockSize {
+			c.disk.remove(k) // not this object's block: never trust it
+			ok = false
+		}
+		if !ok {
+			rest = append(rest, p)
+			continue
+		}
+		c.complete(obj, []pending{p}, data, nil, false)
+	}
+	return rest
+}
+
+// cached reports whether every block holding [off, off+n) of obj is in memory. It
+// counts neither a hit nor a miss: the prefetcher asks before deciding to read.
+func (c *blockCache) cached(obj string, off, n int64) bool {
+	if n <= 0 {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := off / c.blockSize; i <= (off+n-1)/c.blockSize; i++ {
+		if _, ok := c.items[blockKey{obj, i}]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // complete caches the blocks of run (cut from data, which starts at run[0]'s block)
@@ -232,6 +273,9 @@ func (c *blockCache) evict(obj string, off, n int64) {
 			delete(c.items, k)
 			c.size -= int64(len(e.Value.(*cached).data))
 		}
+		if c.disk != nil {
+			c.disk.remove(k) // the damage may have come from the disk
+		}
 	}
 	c.m.cacheBytes.Set(float64(c.size))
 }
@@ -249,6 +293,9 @@ func (c *blockCache) insert(k blockKey, data []byte) {
 		c.lru.Remove(e)
 		delete(c.items, b.key)
 		c.size -= int64(len(b.data))
+		if c.disk != nil {
+			c.disk.offer(*b)
+		}
 	}
 }
 

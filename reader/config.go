@@ -3,6 +3,7 @@ package reader
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -29,6 +30,16 @@ type Config struct {
 	MaxBytes int64
 	// MaxWait caps Fetch.Wait (longer asks are clamped). Default 30s.
 	MaxWait time.Duration
+	// DiskCacheDir, when set, gives the block cache a disk tier there: blocks evicted
+	// from memory are written to files and read back instead of GET again, and kept
+	// across restarts. One directory per node. Default: none (memory only).
+	DiskCacheDir string
+	// DiskCacheBytes bounds the disk tier. Default 4 GiB when DiskCacheDir is set.
+	DiskCacheBytes int64
+	// NoPrefetch turns off reading ahead for sequential readers: by default, once a
+	// fetch is served, the bytes that follow it (the rest of its chunk or the head of
+	// the next one) are loaded into the cache in the background while Run runs.
+	NoPrefetch bool
 }
 
 // Defaults.
@@ -41,6 +52,7 @@ const (
 	DefaultMaxRecordsCap     = 10000
 	DefaultMaxBytesCap       = 16 << 20
 	DefaultMaxWait           = 30 * time.Second
+	DefaultDiskCacheBytes    = 4 << 30
 )
 
 // maxMaxBytes bounds Config.MaxBytes.
@@ -78,6 +90,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxWait == 0 {
 		c.MaxWait = DefaultMaxWait
 	}
+	if c.DiskCacheDir != "" && c.DiskCacheBytes == 0 {
+		c.DiskCacheBytes = DefaultDiskCacheBytes
+	}
 	return c
 }
 
@@ -105,6 +120,22 @@ func (c Config) Validate() error {
 		return bad("default max bytes %d: must be between 1 and max bytes %d", c.DefaultMaxBytes, c.MaxBytes)
 	case c.MaxWait < 0:
 		return bad("max wait %s: must not be negative (default %s)", c.MaxWait, DefaultMaxWait)
+	case c.DiskCacheBytes < 0 || (c.DiskCacheDir != "" && c.DiskCacheBytes < c.BlockSize):
+		return bad("disk cache bytes %d: must hold at least one block (block size %d); default %d", c.DiskCacheBytes, c.BlockSize, int64(DefaultDiskCacheBytes))
+	case c.DiskCacheBytes > 0 && c.DiskCacheDir == "":
+		return bad("disk cache bytes %d without a disk cache directory: set DiskCacheDir too", c.DiskCacheBytes)
+	}
+	if c.DiskCacheDir != "" {
+		// Checked here, at start-up, rather than failing on the first eviction.
+		if err := os.MkdirAll(c.DiskCacheDir, 0o755); err != nil {
+			return bad("disk cache directory: %v: give a writable directory", err)
+		}
+		f, err := os.CreateTemp(c.DiskCacheDir, ".tmp-*")
+		if err != nil {
+			return bad("disk cache directory %s is not writable: %v", c.DiskCacheDir, err)
+		}
+		f.Close()
+		os.Remove(f.Name())
 	}
 	return nil
 }

@@ -14,6 +14,12 @@ type metrics struct {
 	fetchSeconds  prometheus.Histogram
 	wakeupsNotify prometheus.Counter
 	wakeupsPoll   prometheus.Counter
+	diskHits      prometheus.Counter
+	diskMisses    prometheus.Counter
+	diskWrites    prometheus.Counter
+	diskDropped   prometheus.Counter
+	diskBytes     prometheus.Gauge
+	prefetches    *prometheus.CounterVec // result: ok|error|dropped
 }
 
 // newMetrics registers the reader's metrics with reg; a nil reg registers nothing
@@ -24,7 +30,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "strata_reader_longpoll_wakeups_total",
 		Help: "Long-polls that ended with data, by what woke them: a commit notification or the high-watermark poll.",
 	}, []string{"by"})
-	return &metrics{
+	disk := f.NewCounterVec(prometheus.CounterOpts{
+		Name: "strata_reader_disk_cache_lookups_total",
+		Help: "Memory misses looked up in the disk tier of the block cache, by result (hit, miss).",
+	}, []string{"result"})
+	m := &metrics{
 		cacheHits: f.NewCounter(prometheus.CounterOpts{
 			Name: "strata_reader_cache_hits_total",
 			Help: "Block lookups answered from the cache.",
@@ -52,5 +62,27 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		wakeupsNotify: wakeups.WithLabelValues("notify"),
 		wakeupsPoll:   wakeups.WithLabelValues("poll"),
+		diskHits:      disk.WithLabelValues("hit"),
+		diskMisses:    disk.WithLabelValues("miss"),
+		diskWrites: f.NewCounter(prometheus.CounterOpts{
+			Name: "strata_reader_disk_cache_writes_total",
+			Help: "Blocks evicted from memory and written to the disk tier.",
+		}),
+		diskDropped: f.NewCounter(prometheus.CounterOpts{
+			Name: "strata_reader_disk_cache_dropped_total",
+			Help: "Blocks evicted from memory and not written to the disk tier because its write queue was full.",
+		}),
+		diskBytes: f.NewGauge(prometheus.GaugeOpts{
+			Name: "strata_reader_disk_cache_bytes",
+			Help: "Bytes of blocks held in the disk tier.",
+		}),
+		prefetches: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_reader_prefetches_total",
+			Help: "Background reads of the bytes a sequential reader wants next, by result (ok, error, dropped: queue full).",
+		}, []string{"result"}),
 	}
+	for _, r := range []string{"ok", "error", "dropped"} {
+		m.prefetches.WithLabelValues(r)
+	}
+	return m
 }

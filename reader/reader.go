@@ -35,12 +35,13 @@ var (
 
 // Reader serves fetches. It is safe for concurrent use.
 type Reader struct {
-	cat     chunkSource
-	cfg     Config
-	log     *slog.Logger
-	m       *metrics
-	cache   *blockCache
-	footers *footerCache
+	cat      chunkSource
+	cfg      Config
+	log      *slog.Logger
+	m        *metrics
+	cache    *blockCache
+	prefetch *prefetcher // nil with Config.NoPrefetch
+	footers  *footerCache
 	// narrowAbove: chunks longer than this are read through the object's footer, so a
 	// fetch GETs only the batches it needs from a large compacted chunk.
 	narrowAbove int64
@@ -79,7 +80,7 @@ func New(store rangeGetter, cat chunkSource, cfg Config, log *slog.Logger, reg p
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := newMetrics(reg)
-	return &Reader{
+	r := &Reader{
 		cat:         cat,
 		cfg:         cfg,
 		log:         log.With("component", "reader"),
@@ -89,12 +90,37 @@ func New(store rangeGetter, cat chunkSource, cfg Config, log *slog.Logger, reg p
 		narrowAbove: 2 * cfg.BlockSize,
 		waiters:     make(map[partKey]map[*waiter]struct{}),
 	}
+	if cfg.DiskCacheDir != "" {
+		d, err := openDiskTier(cfg.DiskCacheDir, cfg.DiskCacheBytes, m, r.log)
+		if err != nil {
+			// Validate made and wrote to the directory a moment ago: serving from
+			// memory alone beats not serving.
+			r.log.Error("disk block cache unavailable: serving from memory only", "err", err)
+		} else {
+			r.cache.disk = d
+		}
+	}
+	if !cfg.NoPrefetch {
+		r.prefetch = newPrefetcher(r.cache, m)
+	}
+	return r
 }
 
 // Run receives commit notifications and wakes the long-polls of their partitions,
 // until ctx ends. When Listen fails it retries with backoff; long-polls meanwhile rely
-// on polling. It returns nil when ctx ends.
+// on polling. It also runs the prefetcher and the disk tier's writes. It returns nil
+// when ctx ends, once those have stopped.
 func (r *Reader) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if r.prefetch != nil {
+		wg.Go(func() { r.prefetch.run(ctx) })
+	}
+	if r.cache.disk != nil {
+		wg.Go(func() { r.cache.disk.run(ctx) })
+	}
 	backoff := minListenBackoff
 	for {
 		start := time.Now()

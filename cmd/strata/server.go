@@ -39,6 +39,8 @@ type nodeFlags struct {
 	maxFlushBytes   byteSize
 	bufferBytes     byteSize
 	cacheBytes      byteSize
+	cacheDir        string   // the block cache's disk tier (bench issue): none when empty
+	cacheDiskBytes  byteSize // and its size
 	commitTimeout   time.Duration
 	shutdownTimeout time.Duration
 	// The compactor role's tuning.
@@ -62,6 +64,8 @@ func addNodeFlags(c *command, listen, logFormat string) *nodeFlags {
 	c.fs.Var(&n.maxFlushBytes, "max-flush-bytes", "cut a flush early at this `size` (e.g. 8MiB)")
 	c.fs.Var(&n.bufferBytes, "buffer-bytes", "`size` of writer memory, buffered plus in flight; beyond it produce answers 429")
 	c.fs.Var(&n.cacheBytes, "cache-bytes", "reader block cache `size`")
+	c.fs.StringVar(&n.cacheDir, "cache-dir", "", "`directory` for a disk tier of the reader's block cache: blocks evicted from memory are kept there instead of read again from the bucket (one directory per node; kept across restarts)")
+	c.fs.Var(&n.cacheDiskBytes, "cache-disk-bytes", "`size` of the disk tier (with --cache-dir; default 4GiB)")
 	c.fs.DurationVar(&n.commitTimeout, "commit-timeout", 30*time.Second, "how old a segment may be when its commit lands; the orphan sweep waits twice this")
 	c.fs.DurationVar(&n.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take: in-flight requests finish and the writer drains")
 	c.fs.DurationVar(&n.compactInterval, "compact-interval", compactor.DefaultInterval, "compactor role: time between compaction passes (merging, retention, deletion)")
@@ -131,7 +135,7 @@ func (n *nodeFlags) compactorConfig() compactor.Config {
 }
 
 func (n *nodeFlags) readerConfig() reader.Config {
-	return reader.Config{CacheBytes: int64(n.cacheBytes)}
+	return reader.Config{CacheBytes: int64(n.cacheBytes), DiskCacheDir: n.cacheDir, DiskCacheBytes: int64(n.cacheDiskBytes)}
 }
 
 func (n *nodeFlags) logger(w io.Writer) *slog.Logger {

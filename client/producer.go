@@ -1,0 +1,1072 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// The producer: linger batching across calls, a bounded window of requests in flight,
+// and retries that are safe because requests are idempotent (DESIGN.md "Write path"; the
+// exactly-once issue).
+//
+// Every request the producer sends is sealed once — its records, their partitions (chosen
+// here), the producer id and epoch and a base sequence per partition — and retried byte
+// for byte, so the server recognises a retry of a committed request and answers its
+// original offsets. Requests are sequenced in the order they are sealed, and at most
+// MaxInFlight of them, counted from the oldest unresolved one, are sent at once: the
+// server remembers a producer's last 5 batches per partition, so a retry is always
+// recognised.
+//
+// A request the server refuses for good (a bad record, a deleted topic) leaves a gap in
+// its partitions' sequences, which later requests cannot cross. The producer then lets
+// everything in flight settle, takes a new identity (POST /v1/producers: a new id, or
+// for a transactional id the next epoch, bumped only from its own), and sends the
+// requests that did not commit again under it, in order. Nothing it resends can have
+// committed: each was refused as out of order while at most four later requests could
+// commit beside it.
+
+// ProducerConfig configures a Producer. Zero values take the documented defaults.
+type ProducerConfig struct {
+	// TransactionalID is a stable id of this application instance (a service name and
+	// shard). A producer with one fences every older producer of the same id: their
+	// requests are refused (producer_fenced) from the moment this one starts. Default:
+	// none, a new producer id per Producer.
+	TransactionalID string
+	// NotIdempotent sends requests without a producer id: no sequences, and a request
+	// whose outcome is unknown (a broken connection, commit_outcome_unknown) fails
+	// instead of being retried, since a retry could write it twice. Default: idempotent.
+	NotIdempotent bool
+	// Linger is how long a record may wait for others to share its request. Default
+	// 5ms.
+	Linger time.Duration
+	// BatchRecords and BatchBytes seal a request early: at this many records, or at
+	// about this many bytes of keys, values and headers. Defaults 5,000 and 4 MiB (the
+	// server takes 10,000 records and 16 MiB bodies by default).
+	BatchRecords int
+	BatchBytes   int
+	// MaxInFlight bounds the requests sent and not yet answered, counted from the
+	// oldest unanswered one. Default 5, which is also the most an idempotent producer
+	// may use: the server recognises a retry among a producer's last 5 requests.
+	MaxInFlight int
+	// BufferRecords bounds the records waiting (buffered or in flight); Send blocks
+	// beyond it. Default 100,000.
+	BufferRecords int
+	// DeliveryTimeout bounds how long a request is retried. Default 2 minutes.
+	DeliveryTimeout time.Duration
+	// RequestTimeout bounds one attempt. Default 30s.
+	RequestTimeout time.Duration
+	// RetryBackoff is the first wait between attempts, doubled up to 2s, or the
+	// server's Retry-After. Default 100ms.
+	RetryBackoff time.Duration
+	// MetadataMaxAge is how long a topic's partition count and key.format are trusted
+	// before they are read again. Default 30s.
+	MetadataMaxAge time.Duration
+	// Logger receives the producer's own log lines; default: discarded.
+	Logger *slog.Logger
+}
+
+// Producer error codes the server answers with (HTTP 409); branch with HasCode.
+const (
+	CodeProducerFenced     = "producer_fenced"
+	CodeOutOfOrderSequence = "out_of_order_sequence"
+	CodeUnknownProducer    = "unknown_producer_id"
+)
+
+var (
+	// ErrProducerClosed: Send or Produce after Close, or a request still waiting when
+	// Close's context ended.
+	ErrProducerClosed = errors.New("client: producer closed")
+	// ErrProducerFenced accompanies the server's producer_fenced answer on every
+	// request of a fenced producer: a newer instance with its transactional id has
+	// started. The producer is finished.
+	ErrProducerFenced = errors.New("client: producer fenced")
+)
+
+// ProducerIdentity is a producer id and epoch as POST /v1/producers hands them out.
+type ProducerIdentity struct {
+	ID    int64 `json:"producer_id"`
+	Epoch int16 `json:"epoch"`
+}
+
+// InitProducer asks for a producer identity: a new id, or for a transactional id its id
+// at the next epoch (fencing older holders). current, with a transactional id, is the
+// identity held now: the epoch is bumped only if it still is the id's (else
+// producer_fenced).
+func (c *Client) InitProducer(ctx context.Context, transactionalID string, current *ProducerIdentity) (ProducerIdentity, error) {
+	in := struct {
+		TransactionalID string `json:"transactional_id,omitempty"`
+		ProducerID      *int64 `json:"producer_id,omitempty"`
+		Epoch           *int16 `json:"epoch,omitempty"`
+	}{TransactionalID: transactionalID}
+	if current != nil {
+		in.ProducerID, in.Epoch = &current.ID, &current.Epoch
+	}
+	var out ProducerIdentity
+	err := c.do(ctx, "init producer", http.MethodPost, nil, in, &out, "v1", "producers")
+	return out, err
+}
+
+// TopicRecord is a record for a topic, for requests that write several topics.
+type TopicRecord struct {
+	Topic string
+	Record
+}
+
+// TopicOffset is where a record of a multi-topic request landed.
+type TopicOffset struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+}
+
+// Delivery is the outcome of one record given to Send, known once Done is closed.
+type Delivery struct {
+	Topic  string
+	done   chan struct{}
+	offset Offset
+	dup    bool
+	err    error
+}
+
+// Done is closed when the record has committed or failed for good.
+func (d *Delivery) Done() <-chan struct{} { return d.done }
+
+// Result is where the record landed, or why it did not; call it after Done.
+func (d *Delivery) Result() (Offset, error) { return d.offset, d.err }
+
+// Duplicate reports whether the record's request was answered as a retry of one that
+// had committed before (the offset is the original one).
+func (d *Delivery) Duplicate() bool { return d.dup }
+
+// Wait waits for the outcome, or for ctx (the record is still sent).
+func (d *Delivery) Wait(ctx context.Context) (Offset, error) {
+	select {
+	case <-d.done:
+		return d.offset, d.err
+	case <-ctx.Done():
+		return Offset{}, ctx.Err()
+	}
+}
+
+type tpKey struct {
+	topic     string
+	partition int32
+}
+
+// batchRec is one record of a request.
+type batchRec struct {
+	topic string
+	wire  wireRecord // Partition set
+	d     *Delivery  // nil in atomic requests
+}
+
+// txnGroup is a request's group offsets; refresh reads the member's current epoch, to
+// send again a request refused for a stale one.
+type txnGroup struct {
+	Group       string        `json:"group"`
+	MemberID    string        `json:"member_id,omitempty"`
+	MemberEpoch int32         `json:"member_epoch,omitempty"`
+	Offsets     []GroupOffset `json:"offsets"`
+	refresh     func() int32
+}
+
+// sendReq is one request, from sealing to its outcome.
+type sendReq struct {
+	recs   []batchRec
+	counts map[tpKey]int32 // records per partition
+	group  *txnGroup
+	sealed time.Time
+
+	// Guarded by Producer.mu.
+	ident   ProducerIdentity
+	seqs    map[tpKey]int32
+	body    []byte
+	started bool // an attempt loop runs
+	stopped bool // refused as out of order: to be sent again under a new identity
+
+	done    chan struct{}
+	offsets []TopicOffset
+	dup     bool
+	err     error
+}
+
+type topicMeta struct {
+	partitions int32
+	keyFormat  string
+	read       time.Time
+}
+
+// Producer sends records through the HTTP API with linger batching, a bounded window of
+// requests in flight, and safe retries (idempotent by default). Create it with
+// NewProducer; it is safe for concurrent use; Close it when done.
+type Producer struct {
+	c      *Client
+	cfg    ProducerConfig
+	log    *slog.Logger
+	ctx    context.Context // attempts; cancelled when Close gives up
+	cancel context.CancelFunc
+
+	metaMu sync.Mutex
+	meta   map[string]*topicMeta
+
+	mu        sync.Mutex
+	ident     ProducerIdentity
+	next      map[tpKey]int32 // next base sequence per partition, under ident
+	open      []batchRec      // the request being filled
+	openBytes int
+	openedAt  time.Time        // when the open request got its first record
+	sticky    map[string]int32 // per topic: the open request's partition for unkeyed records
+	rotate    map[string]int32
+	queue     []*sendReq // sealed and unresolved, in sealing order
+	running   int        // attempt loops
+	draining  bool       // a gap: let the running settle, then take a new identity
+	resetting bool
+	fatal     error
+	closed    bool
+	buffered  int
+	changed   chan struct{} // closed and replaced whenever a request resolves or stops
+	space     chan struct{} // likewise, when buffer room frees
+
+	kick chan struct{} // a request was opened: arm the linger timer
+	wg   sync.WaitGroup
+}
+
+// NewProducer returns a producer, initialised with the server when idempotent.
+func (c *Client) NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {
+	if cfg.Linger <= 0 {
+		cfg.Linger = 5 * time.Millisecond
+	}
+	if cfg.BatchRecords <= 0 {
+		cfg.BatchRecords = 5000
+	}
+	if cfg.BatchBytes <= 0 {
+		cfg.BatchBytes = 4 << 20
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 5
+	}
+	if !cfg.NotIdempotent && cfg.MaxInFlight > 5 {
+		return nil, fmt.Errorf("producer: MaxInFlight %d: an idempotent producer keeps at most 5 requests in flight", cfg.MaxInFlight)
+	}
+	if cfg.NotIdempotent && cfg.TransactionalID != "" {
+		return nil, errors.New("producer: a TransactionalID needs idempotence")
+	}
+	if cfg.BufferRecords <= 0 {
+		cfg.BufferRecords = 100_000
+	}
+	if cfg.DeliveryTimeout <= 0 {
+		cfg.DeliveryTimeout = 2 * time.Minute
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 30 * time.Second
+	}
+	if cfg.RetryBackoff <= 0 {
+		cfg.RetryBackoff = 100 * time.Millisecond
+	}
+	if cfg.MetadataMaxAge <= 0 {
+		cfg.MetadataMaxAge = 30 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Producer{
+		c: c, cfg: cfg, log: log.With("component", "producer"),
+		meta:    map[string]*topicMeta{},
+		next:    map[tpKey]int32{},
+		sticky:  map[string]int32{},
+		rotate:  map[string]int32{},
+		changed: make(chan struct{}),
+		space:   make(chan struct{}),
+		kick:    make(chan struct{}, 1),
+	}
+	if !cfg.NotIdempotent {
+		id, err := c.InitProducer(ctx, cfg.TransactionalID, nil)
+		if err != nil {
+			return nil, fmt.Errorf("producer: %w", err)
+		}
+		p.ident = id
+		p.log = p.log.With("producer_id", id.ID, "epoch", id.Epoch)
+	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.wg.Add(1)
+	go p.linger()
+	return p, nil
+}
+
+// Identity is the producer id and epoch requests are sealed under now.
+func (p *Producer) Identity() ProducerIdentity {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ident
+}
+
+// topicMeta returns a topic's partition count and key.format, cached for
+// MetadataMaxAge (refresh forces a read).
+func (p *Producer) topicMeta(ctx context.Context, topic string, refresh bool) (*topicMeta, error) {
+	p.metaMu.Lock()
+	m, ok := p.meta[topic]
+	p.metaMu.Unlock()
+	if ok && !refresh && time.Since(m.read) < p.cfg.MetadataMaxAge {
+		return m, nil
+	}
+	t, err := p.c.Topic(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	m = &topicMeta{partitions: t.Partitions, keyFormat: t.Configs["key.format"], read: time.Now()}
+	if m.keyFormat == "" {
+		m.keyFormat = "string"
+	}
+	p.metaMu.Lock()
+	p.meta[topic] = m
+	p.metaMu.Unlock()
+	return m, nil
+}
+
+// wireOf checks a record and turns it into its wire form; partition is -1 for sticky.
+func (p *Producer) wireOf(ctx context.Context, topic string, r Record) (wireRecord, int32, error) {
+	for _, h := range r.Headers {
+		if !utf8.Valid(h.Value) {
+			return wireRecord{}, 0, fmt.Errorf("header %q: value is not UTF-8; the JSON API carries header values as strings", h.Key)
+		}
+	}
+	w := wireRecord{Key: r.Key, Value: r.Value, Headers: r.Headers}
+	if !r.Timestamp.IsZero() {
+		ts := timestamp(r.Timestamp)
+		w.Timestamp = &ts
+	}
+	m, err := p.topicMeta(ctx, topic, false)
+	if err != nil {
+		return wireRecord{}, 0, err
+	}
+	switch {
+	case r.Partition != nil:
+		part := *r.Partition
+		if part < 0 || part >= m.partitions {
+			// The topic may have grown since it was read.
+			if m, err = p.topicMeta(ctx, topic, true); err != nil {
+				return wireRecord{}, 0, err
+			}
+			if part < 0 || part >= m.partitions {
+				return wireRecord{}, 0, fmt.Errorf("partition %d: topic %s has %d partitions", part, topic, m.partitions)
+			}
+		}
+		return w, part, nil
+	case r.Key != nil:
+		kb, err := storedKey(r.Key, m.keyFormat)
+		if err != nil {
+			return wireRecord{}, 0, err
+		}
+		return w, KeyPartition(kb, m.partitions), nil
+	}
+	return w, -1, nil
+}
+
+// stickyPartition is the open request's partition for unkeyed records of topic (mu
+// held): one per request, rotating, as Kafka's sticky partitioner does per batch.
+func (p *Producer) stickyPartition(topic string, partitions int32) int32 {
+	if part, ok := p.sticky[topic]; ok && part < partitions {
+		return part
+	}
+	part := p.rotate[topic] % partitions
+	p.rotate[topic] = part + 1
+	p.sticky[topic] = part
+	return part
+}
+
+func recordBytes(w *wireRecord) int {
+	n := len(w.Key) + len(w.Value) + 64
+	for _, h := range w.Headers {
+		n += len(h.Key) + len(h.Value) + 16
+	}
+	return n
+}
+
+// Send queues a record for topic and returns its Delivery. It blocks while BufferRecords
+// records are waiting, until ctx ends. The record's partition is its own, its key's, or
+// one chosen per request for unkeyed records.
+func (p *Producer) Send(ctx context.Context, topic string, r Record) (*Delivery, error) {
+	w, part, err := p.wireOf(ctx, topic, r)
+	if err != nil {
+		return nil, fmt.Errorf("producer: send to %s: %w", topic, err)
+	}
+	var partitions int32
+	if part < 0 {
+		m, err := p.topicMeta(ctx, topic, false)
+		if err != nil {
+			return nil, fmt.Errorf("producer: send to %s: %w", topic, err)
+		}
+		partitions = m.partitions
+	}
+	d := &Delivery{Topic: topic, done: make(chan struct{})}
+	p.mu.Lock()
+	for {
+		if err := p.usableLocked(); err != nil {
+			p.mu.Unlock()
+			return nil, err
+		}
+		if p.buffered < p.cfg.BufferRecords {
+			break
+		}
+		space := p.space
+		p.mu.Unlock()
+		select {
+		case <-space:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		p.mu.Lock()
+	}
+	if part < 0 {
+		part = p.stickyPartition(topic, partitions)
+	}
+	w.Partition = &part
+	if len(p.open) == 0 {
+		p.openedAt = time.Now()
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+	p.open = append(p.open, batchRec{topic: topic, wire: w, d: d})
+	p.openBytes += recordBytes(&w)
+	p.buffered++
+	if len(p.open) >= p.cfg.BatchRecords || p.openBytes >= p.cfg.BatchBytes {
+		p.sealOpenLocked()
+	}
+	p.mu.Unlock()
+	return d, nil
+}
+
+// Produce sends records to topic and waits for all of them. Records of one call may
+// travel in several requests (and with other calls' records): each commits exactly
+// once, in order per partition; use ProduceAtomic for all-or-nothing.
+func (p *Producer) Produce(ctx context.Context, topic string, records ...Record) ([]Offset, error) {
+	ds := make([]*Delivery, len(records))
+	for i, r := range records {
+		d, err := p.Send(ctx, topic, r)
+		if err != nil {
+			return nil, err
+		}
+		ds[i] = d
+	}
+	out := make([]Offset, len(ds))
+	var first error
+	for i, d := range ds {
+		off, err := d.Wait(ctx)
+		if err != nil && first == nil {
+			first = err
+		}
+		out[i] = off
+	}
+	return out, first
+}
+
+// AtomicResult answers ProduceAtomic.
+type AtomicResult struct {
+	Offsets []TopicOffset // Offsets[i] answers records[i]
+	// Duplicate: the request had committed before (an earlier attempt whose answer was
+	// lost); Offsets are the original ones.
+	Duplicate bool
+}
+
+// ProduceAtomic sends records, of any topics, as one request: all of them commit or
+// none. It returns once the request has committed or failed for good; ctx bounds only
+// the wait for buffer room, since a request once sent may still commit.
+func (p *Producer) ProduceAtomic(ctx context.Context, records []TopicRecord) (AtomicResult, error) {
+	return p.produceAtomic(ctx, records, nil)
+}
+
+func (p *Producer) produceAtomic(ctx context.Context, records []TopicRecord, group *txnGroup) (AtomicResult, error) {
+	if len(records) == 0 {
+		return AtomicResult{}, errors.New("producer: an atomic request needs at least one record")
+	}
+	recs := make([]batchRec, len(records))
+	sticky := map[string]int32{}
+	for i, r := range records {
+		w, part, err := p.wireOf(ctx, r.Topic, r.Record)
+		if err != nil {
+			return AtomicResult{}, fmt.Errorf("producer: records[%d] to %s: %w", i, r.Topic, err)
+		}
+		if part < 0 {
+			var ok bool
+			if part, ok = sticky[r.Topic]; !ok {
+				m, err := p.topicMeta(ctx, r.Topic, false)
+				if err != nil {
+					return AtomicResult{}, fmt.Errorf("producer: records[%d] to %s: %w", i, r.Topic, err)
+				}
+				p.mu.Lock()
+				part = p.rotate[r.Topic] % m.partitions
+				p.rotate[r.Topic] = part + 1
+				p.mu.Unlock()
+				sticky[r.Topic] = part
+			}
+		}
+		w.Partition = &part
+		recs[i] = batchRec{topic: r.Topic, wire: w}
+	}
+	p.mu.Lock()
+	for {
+		if err := p.usableLocked(); err != nil {
+			p.mu.Unlock()
+			return AtomicResult{}, err
+		}
+		if p.buffered < p.cfg.BufferRecords {
+			break
+		}
+		space := p.space
+		p.mu.Unlock()
+		select {
+		case <-space:
+		case <-ctx.Done():
+			return AtomicResult{}, ctx.Err()
+		}
+		p.mu.Lock()
+	}
+	p.buffered += len(recs)
+	r := p.sealLocked(recs, group)
+	p.mu.Unlock()
+	<-r.done
+	return AtomicResult{Offsets: r.offsets, Duplicate: r.dup}, r.err
+}
+
+func (p *Producer) usableLocked() error {
+	switch {
+	case p.fatal != nil:
+		return p.fatal
+	case p.closed:
+		return ErrProducerClosed
+	}
+	return nil
+}
+
+// linger seals the open request Linger after it was opened.
+func (p *Producer) linger() {
+	defer p.wg.Done()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-p.kick:
+		}
+		for {
+			p.mu.Lock()
+			if len(p.open) == 0 {
+				p.mu.Unlock()
+				break
+			}
+			wait := p.cfg.Linger - time.Since(p.openedAt)
+			if wait <= 0 {
+				p.sealOpenLocked()
+				p.mu.Unlock()
+				break
+			}
+			p.mu.Unlock()
+			if !sleepOr(p.ctx, wait) {
+				return
+			}
+		}
+	}
+}
+
+// sealOpenLocked seals the open request.
+func (p *Producer) sealOpenLocked() {
+	if len(p.open) == 0 {
+		return
+	}
+	recs := p.open
+	p.open, p.openBytes = nil, 0
+	clear(p.sticky)
+	p.sealLocked(recs, nil)
+}
+
+// sealLocked makes a request of recs, sequences it and queues it.
+func (p *Producer) sealLocked(recs []batchRec, group *txnGroup) *sendReq {
+	r := &sendReq{recs: recs, counts: map[tpKey]int32{}, group: group, sealed: time.Now(), done: make(chan struct{})}
+	for _, br := range recs {
+		r.counts[tpKey{br.topic, *br.wire.Partition}]++
+	}
+	p.sequenceLocked(r)
+	p.queue = append(p.queue, r)
+	p.dispatchLocked()
+	return r
+}
+
+// sequenceLocked gives r the current identity and the next base sequence of each of
+// its partitions, and encodes its body.
+func (p *Producer) sequenceLocked(r *sendReq) {
+	if !p.cfg.NotIdempotent {
+		r.ident = p.ident
+		r.seqs = make(map[tpKey]int32, len(r.counts))
+		for tp, n := range r.counts {
+			seq := p.next[tp]
+			r.seqs[tp] = seq
+			p.next[tp] = int32((int64(seq) + int64(n)) % (math.MaxInt32 + 1))
+		}
+	}
+	r.body = p.encode(r)
+}
+
+// encode renders r's body: fixed once sealed, except for the member epoch of a request
+// sent again after stale_member_epoch.
+func (p *Producer) encode(r *sendReq) []byte {
+	type txnRecord struct {
+		Topic string `json:"topic"`
+		wireRecord
+	}
+	type txnProducer struct {
+		ID        int64                       `json:"id"`
+		Epoch     int16                       `json:"epoch"`
+		Sequences map[string]map[string]int32 `json:"sequences"`
+	}
+	body := struct {
+		Records      []txnRecord  `json:"records"`
+		Producer     *txnProducer `json:"producer,omitempty"`
+		GroupOffsets *txnGroup    `json:"group_offsets,omitempty"`
+	}{Records: make([]txnRecord, len(r.recs)), GroupOffsets: r.group}
+	for i, br := range r.recs {
+		body.Records[i] = txnRecord{Topic: br.topic, wireRecord: br.wire}
+	}
+	if r.seqs != nil {
+		tp := &txnProducer{ID: r.ident.ID, Epoch: r.ident.Epoch, Sequences: map[string]map[string]int32{}}
+		for k, seq := range r.seqs {
+			if tp.Sequences[k.topic] == nil {
+				tp.Sequences[k.topic] = map[string]int32{}
+			}
+			tp.Sequences[k.topic][strconv.Itoa(int(k.partition))] = seq
+		}
+		body.Producer = tp
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		// Every part was validated JSON when it was sent: a bug, answered as an error.
+		b = nil
+		r.err = fmt.Errorf("producer: encode request: %w", err)
+	}
+	return b
+}
+
+// dispatchLocked starts the requests the window allows, or, after a gap, a new
+// identity once nothing runs.
+func (p *Producer) dispatchLocked() {
+	if p.fatal != nil {
+		for _, r := range slices.Clone(p.queue) {
+			if !r.started {
+				p.resolveLocked(r, nil, false, p.fatal)
+			}
+		}
+		return
+	}
+	if p.draining {
+		if p.running == 0 && !p.resetting {
+			p.resetting = true
+			p.wg.Add(1)
+			go p.reset()
+		}
+		return
+	}
+	for i, r := range p.queue {
+		if i >= p.cfg.MaxInFlight {
+			break
+		}
+		if r.started || r.stopped {
+			continue
+		}
+		r.started = true
+		p.running++
+		p.wg.Add(1)
+		go p.run(r)
+	}
+}
+
+// notifyLocked wakes waiters on p.changed.
+func (p *Producer) notifyLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// resolveLocked ends r with its outcome and hands it to its records.
+func (p *Producer) resolveLocked(r *sendReq, offsets []TopicOffset, dup bool, err error) {
+	if i := slices.Index(p.queue, r); i >= 0 {
+		p.queue = slices.Delete(p.queue, i, i+1)
+	}
+	p.buffered -= len(r.recs)
+	close(p.space)
+	p.space = make(chan struct{})
+	r.offsets, r.dup, r.err = offsets, dup, err
+	for i, br := range r.recs {
+		if br.d == nil {
+			continue
+		}
+		br.d.dup, br.d.err = dup, err
+		if err == nil && i < len(offsets) {
+			br.d.offset = Offset{Partition: offsets[i].Partition, Offset: offsets[i].Offset}
+		}
+		close(br.d.done)
+	}
+	close(r.done)
+	p.notifyLocked()
+}
+
+// action is what an attempt's error calls for.
+type action int
+
+const (
+	actRetry action = iota
+	actWaitEarlier
+	actResend // under a new identity
+	actRefreshGroup
+	actFatal
+	actFail
+)
+
+func (p *Producer) classify(r *sendReq, err error) action {
+	var e *Error
+	if !errors.As(err, &e) {
+		// No answer: the request may or may not have committed.
+		if p.cfg.NotIdempotent {
+			return actFail
+		}
+		return actRetry
+	}
+	switch e.Code {
+	case CodeProducerFenced:
+		return actFatal
+	case CodeOutOfOrderSequence:
+		return actWaitEarlier
+	case CodeUnknownProducer:
+		return actResend
+	case CodeStaleMemberEpoch:
+		if r.group != nil && r.group.refresh != nil {
+			return actRefreshGroup
+		}
+	case "commit_outcome_unknown":
+		if p.cfg.NotIdempotent {
+			return actFail
+		}
+	}
+	if e.Retryable() {
+		return actRetry
+	}
+	return actFail
+}
+
+// run sends r until it is resolved or stopped.
+func (p *Producer) run(r *sendReq) {
+	defer p.wg.Done()
+	defer func() {
+		p.mu.Lock()
+		p.running--
+		p.dispatchLocked()
+		p.mu.Unlock()
+	}()
+	backoff := p.cfg.RetryBackoff
+	for attempt := 1; ; attempt++ {
+		p.mu.Lock()
+		body, ident, encErr := r.body, r.ident, r.err
+		p.mu.Unlock()
+		if encErr != nil {
+			p.mu.Lock()
+			p.resolveLocked(r, nil, false, encErr)
+			p.mu.Unlock()
+			return
+		}
+		out, err := p.post(body)
+		if err == nil && len(out.Offsets) != len(r.recs) {
+			err = fmt.Errorf("producer: the server answered %d offsets for %d records", len(out.Offsets), len(r.recs))
+			p.mu.Lock()
+			p.resolveLocked(r, nil, false, err)
+			p.mu.Unlock()
+			return
+		}
+		if err == nil {
+			p.mu.Lock()
+			p.resolveLocked(r, out.Offsets, out.Duplicate, nil)
+			p.mu.Unlock()
+			return
+		}
+		act := p.classify(r, err)
+		p.mu.Lock()
+		fatal := p.fatal
+		p.mu.Unlock()
+		if fatal != nil && act != actFatal {
+			// Closed or fenced meanwhile: no more attempts.
+			p.mu.Lock()
+			p.resolveLocked(r, nil, false, fmt.Errorf("%w (last attempt: %v)", fatal, err))
+			p.mu.Unlock()
+			return
+		}
+		switch act {
+		case actRetry:
+			wait := backoff
+			var e *Error
+			if errors.As(err, &e) && e.RetryAfter > 0 {
+				wait = e.RetryAfter
+			}
+			backoff = min(2*backoff, 2*time.Second)
+			if time.Since(r.sealed)+wait > p.cfg.DeliveryTimeout {
+				p.mu.Lock()
+				p.resolveLocked(r, nil, false, fmt.Errorf("producer: gave up after %d attempts in %s: %w", attempt, p.cfg.DeliveryTimeout, err))
+				p.mu.Unlock()
+				return
+			}
+			p.log.Debug("retrying request", "attempt", attempt, "wait", wait, "err", err)
+			if !sleepOr(p.ctx, wait) {
+				continue // closing: the next attempt fails fast and resolves
+			}
+		case actWaitEarlier:
+			switch p.awaitEarlier(r) {
+			case earlierStopped:
+				p.stop(r, ident, err)
+				return
+			case earlierNone:
+				// Nothing before it can still commit: the gap is for good.
+				p.stop(r, ident, err)
+				return
+			}
+		case actResend:
+			p.stop(r, ident, err)
+			return
+		case actRefreshGroup:
+			epoch := r.group.refresh()
+			p.mu.Lock()
+			if epoch <= 0 || epoch == r.group.MemberEpoch {
+				p.resolveLocked(r, nil, false, err)
+				p.mu.Unlock()
+				return
+			}
+			r.group.MemberEpoch = epoch
+			r.body = p.encode(r)
+			p.mu.Unlock()
+		case actFatal:
+			p.setFatal(fmt.Errorf("%w: %w", ErrProducerFenced, err))
+			p.mu.Lock()
+			p.resolveLocked(r, nil, false, fmt.Errorf("%w: %w", ErrProducerFenced, err))
+			p.mu.Unlock()
+			return
+		default:
+			p.mu.Lock()
+			p.resolveLocked(r, nil, false, err)
+			p.mu.Unlock()
+			return
+		}
+	}
+}
+
+const (
+	earlierSettled = iota // every earlier request sharing a partition has resolved
+	earlierStopped        // one of them waits to be sent again under a new identity
+	earlierNone           // none was pending when the refusal came
+)
+
+// awaitEarlier waits until no request sealed before r that shares a partition with it
+// is still being sent.
+func (p *Producer) awaitEarlier(r *sendReq) int {
+	waited := false
+	for {
+		p.mu.Lock()
+		running, stopped := false, false
+		for _, e := range p.queue {
+			if e == r {
+				break
+			}
+			if !sharesPartition(e, r) {
+				continue
+			}
+			if e.stopped {
+				stopped = true
+			} else if e.started {
+				running = true
+			}
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		switch {
+		case stopped:
+			return earlierStopped
+		case !running && waited:
+			return earlierSettled
+		case !running:
+			return earlierNone
+		}
+		waited = true
+		<-ch
+	}
+}
+
+func sharesPartition(a, b *sendReq) bool {
+	for tp := range a.counts {
+		if _, ok := b.counts[tp]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// stop parks r, refused as out of order (or for an unknown producer id) under ident:
+// it has not committed and cannot under ident. Once nothing runs, the producer takes a
+// new identity and sends it again.
+func (p *Producer) stop(r *sendReq, ident ProducerIdentity, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r.started, r.stopped = false, true
+	if !p.draining {
+		p.log.Warn("sequence gap: taking a new producer identity for the requests that did not commit", "err", err)
+	}
+	p.draining = true
+	p.notifyLocked()
+}
+
+// reset takes a new identity once nothing is in flight, re-sequences every request not
+// yet committed under it, and sends them again, in order.
+func (p *Producer) reset() {
+	defer p.wg.Done()
+	p.mu.Lock()
+	cur := p.ident
+	p.mu.Unlock()
+	var current *ProducerIdentity
+	if p.cfg.TransactionalID != "" {
+		current = &cur
+	}
+	backoff := p.cfg.RetryBackoff
+	start := time.Now()
+	var (
+		id  ProducerIdentity
+		err error
+	)
+	for {
+		ctx, cancel := context.WithTimeout(p.ctx, p.cfg.RequestTimeout)
+		id, err = p.c.InitProducer(ctx, p.cfg.TransactionalID, current)
+		cancel()
+		if err == nil || !IsRetryable(err) && !isTransport(err) || time.Since(start) > p.cfg.DeliveryTimeout || p.ctx.Err() != nil {
+			break
+		}
+		sleepOr(p.ctx, backoff)
+		backoff = min(2*backoff, 2*time.Second)
+	}
+	if err != nil {
+		if HasCode(err, CodeProducerFenced) {
+			err = fmt.Errorf("%w: %w", ErrProducerFenced, err)
+		}
+		p.setFatal(fmt.Errorf("producer: take a new identity after a sequence gap: %w", err))
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.log.Info("new producer identity", "producer_id", id.ID, "epoch", id.Epoch, "resending", len(p.queue))
+	p.ident = id
+	p.next = map[tpKey]int32{}
+	for _, r := range p.queue {
+		r.started, r.stopped = false, false
+		p.sequenceLocked(r)
+	}
+	p.draining, p.resetting = false, false
+	p.dispatchLocked()
+}
+
+func isTransport(err error) bool {
+	var e *Error
+	return !errors.As(err, &e)
+}
+
+// setFatal ends the producer: every request not being sent now fails with err; those
+// being sent fail at their next attempt.
+func (p *Producer) setFatal(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fatal == nil {
+		p.fatal = err
+	}
+	for _, r := range slices.Clone(p.queue) {
+		if !r.started {
+			p.resolveLocked(r, nil, false, p.fatal)
+		}
+	}
+	if len(p.open) > 0 {
+		open := p.open
+		p.open, p.openBytes = nil, 0
+		for _, br := range open {
+			p.buffered--
+			br.d.err = p.fatal
+			close(br.d.done)
+		}
+	}
+	p.draining = false
+	p.notifyLocked()
+}
+
+type produceAnswer struct {
+	Offsets   []TopicOffset `json:"offsets"`
+	Duplicate bool          `json:"duplicate"`
+}
+
+// post sends one attempt.
+func (p *Producer) post(body []byte) (produceAnswer, error) {
+	u, err := p.c.endpoint(nil, "v1", "records")
+	if err != nil {
+		return produceAnswer{}, err
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.RequestTimeout)
+	defer cancel()
+	var out produceAnswer
+	err = p.c.once(ctx, http.MethodPost, u, body, &out)
+	return out, err
+}
+
+func sleepOr(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// Flush sends what is buffered now and waits until it, and everything sent before, has
+// committed or failed, or until ctx ends.
+func (p *Producer) Flush(ctx context.Context) error {
+	p.mu.Lock()
+	p.sealOpenLocked()
+	waits := make([]chan struct{}, len(p.queue))
+	for i, r := range p.queue {
+		waits[i] = r.done
+	}
+	p.mu.Unlock()
+	for _, ch := range waits {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Close sends what is buffered, waits for every request to finish, and stops the
+// producer. If ctx ends first, what is still waiting fails with ErrProducerClosed (a
+// request being sent may still commit).
+func (p *Producer) Close(ctx context.Context) error {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	err := p.Flush(ctx)
+	if err != nil {
+		p.setFatal(ErrProducerClosed)
+	}
+	p.cancel()
+	p.wg.Wait()
+	return err
+}

@@ -1,0 +1,356 @@
+package jepsen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/postgres"
+	"github.com/strata-io/strata/internal/faultproxy"
+	"github.com/strata-io/strata/objstore/fault"
+	"github.com/strata-io/strata/objstore/s3"
+)
+
+// The fault classes a torture run knows. Each runs its own cluster, catalog and bucket.
+const (
+	ClassKill       = "kill"       // SIGKILL of node and compactor processes, restarted
+	ClassPause      = "pause"      // SIGSTOP / SIGCONT of node and compactor processes
+	ClassStore      = "store"      // the objstore/fault decorator, in-process nodes
+	ClassS3Proxy    = "s3proxy"    // an HTTP proxy in front of MinIO
+	ClassPGRestart  = "pg-restart" // Postgres crashed with -m immediate and restarted
+	ClassPGCut      = "pg-cut"     // catalog connections cut right after COMMIT
+	ClassCompaction = "compaction" // compaction and deletion racing reads, compactor killed
+	ClassAll        = "all"        // every process fault together
+)
+
+// Classes lists every class, in the order a full run takes them.
+var Classes = []string{ClassKill, ClassPause, ClassStore, ClassS3Proxy, ClassPGRestart, ClassPGCut, ClassCompaction, ClassAll}
+
+// S3Config locates the S3-compatible store (MinIO) the runs use.
+type S3Config struct {
+	Endpoint, AccessKey, SecretKey, Region string
+}
+
+// Env is what a torture run needs from its surroundings. Tests fill it from
+// internal/testsvc; the torture command from its flags.
+type Env struct {
+	// Binary is the strata binary the process classes run.
+	Binary string
+	// NewDatabase returns the DSN of a fresh, empty catalog database.
+	NewDatabase func(ctx context.Context) (string, error)
+	// NewPrivatePostgres returns a Postgres of the run's own, which it may crash.
+	NewPrivatePostgres func(ctx context.Context) (*PrivatePostgres, error)
+	S3                 S3Config
+	// Dir receives process logs and histories.
+	Dir string
+	Log *slog.Logger
+}
+
+// RunConfig says how long a class runs and with what workload.
+type RunConfig struct {
+	Duration time.Duration
+	// Quiet and Active are the schedule's windows (defaults 2s and 4s).
+	Quiet, Active time.Duration
+	Workload      WorkloadConfig
+}
+
+// Result is one class's run.
+type Result struct {
+	Class    string
+	Duration time.Duration
+	Report   *Report
+	History  *History
+	// Faults counts fault windows started.
+	Faults int
+	// Notes says what the faults touched (proxy counts, ...).
+	Notes []string
+	// Err is a failure of the harness itself (a service that did not come back).
+	Err error
+}
+
+// OK reports whether the run found nothing wrong.
+func (r *Result) OK() bool { return r.Err == nil && r.Report != nil && r.Report.Valid() }
+
+// Run runs one fault class. A harness failure is returned in Result.Err, with
+// whatever was checked.
+func Run(ctx context.Context, env Env, class string, rc RunConfig) *Result {
+	if env.Log == nil {
+		env.Log = slog.New(slog.DiscardHandler)
+	}
+	res := &Result{Class: class}
+	dir, err := os.MkdirTemp(env.Dir, "torture-"+class+"-")
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	start := time.Now()
+	var cleanups []func()
+	defer func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}()
+	res.Err = run(ctx, env, class, rc, dir, res, func(f func()) { cleanups = append(cleanups, f) })
+	res.Duration = time.Since(start)
+	if res.History != nil {
+		if f, err := os.Create(filepath.Join(dir, "history.json")); err == nil {
+			_ = res.History.WriteJSON(f)
+			f.Close()
+		}
+	}
+	return res
+}
+
+func run(ctx context.Context, env Env, class string, rc RunConfig, dir string, res *Result, cleanup func(func())) error {
+	log := env.Log.With("class", class)
+	needPrivate := class == ClassPGRestart || class == ClassPGCut || class == ClassAll
+	var (
+		dsn  string
+		pg   *PrivatePostgres
+		pgpx *faultproxy.Postgres
+		err  error
+	)
+	if needPrivate {
+		if env.NewPrivatePostgres == nil {
+			return errors.New("jepsen: this class needs a private Postgres")
+		}
+		if pg, err = env.NewPrivatePostgres(ctx); err != nil {
+			return err
+		}
+		dsn = pg.DSN
+		if class == ClassPGCut || class == ClassAll {
+			if pgpx, err = faultproxy.NewPostgres(fmt.Sprintf("127.0.0.1:%d", pg.Port)); err != nil {
+				return err
+			}
+			cleanup(func() { _ = pgpx.Close() })
+			u, _ := url.Parse(dsn)
+			u.Host = pgpx.Addr()
+			dsn = u.String()
+		}
+	} else if dsn, err = env.NewDatabase(ctx); err != nil {
+		return err
+	}
+
+	bucket := fmt.Sprintf("strata-torture-%d", time.Now().UnixNano())
+	direct, err := s3.New(ctx, s3.Config{Bucket: bucket, Prefix: "t", Endpoint: env.S3.Endpoint, Region: env.S3.Region,
+		PathStyle: true, AccessKey: env.S3.AccessKey, SecretKey: env.S3.SecretKey}, log)
+	if err != nil {
+		return err
+	}
+	if err := direct.EnsureBucket(ctx); err != nil {
+		return fmt.Errorf("jepsen: create bucket: %w", err)
+	}
+	endpoint := env.S3.Endpoint
+	var s3px *faultproxy.HTTP
+	if class == ClassS3Proxy || class == ClassAll {
+		if s3px, err = faultproxy.NewHTTP(env.S3.Endpoint); err != nil {
+			return err
+		}
+		cleanup(func() { _ = s3px.Close() })
+		endpoint = s3px.URL()
+	}
+
+	wcfg := rc.Workload
+	var (
+		faults []Fault
+		nodes  []string
+		heal   func(ctx context.Context) error
+		alone  bool
+	)
+	if class == ClassStore {
+		// In-process nodes over the fault decorator.
+		cat, err := postgres.Open(ctx, dsn, catalog.Options{CommitTimeout: 3 * time.Second, Logger: log})
+		if err != nil {
+			return err
+		}
+		cleanup(func() { _ = cat.Close() })
+		fs := fault.New(direct)
+		for range 2 {
+			n, err := StartNode(NodeConfig{Catalog: cat, Store: fs, CommitTimeout: 3 * time.Second, Log: log})
+			if err != nil {
+				return err
+			}
+			cleanup(func() {
+				if err := n.Close(); err != nil {
+					res.Notes = append(res.Notes, "node: "+err.Error())
+				}
+			})
+			nodes = append(nodes, n.URL)
+		}
+		faults = []Fault{&StoreFault{Store: fs}}
+		heal = func(context.Context) error { fs.ClearAll(); return nil }
+		cleanup(func() {
+			var parts []string
+			for _, op := range fault.Ops {
+				parts = append(parts, fmt.Sprintf("%s %d/%d", op, fs.Injected(op), fs.Calls(op)))
+			}
+			res.Notes = append(res.Notes, "store calls faulted/total: "+strings.Join(parts, ", "))
+		})
+	} else {
+		if env.Binary == "" {
+			return errors.New("jepsen: no strata binary for the process classes")
+		}
+		q := url.Values{"endpoint": {endpoint}, "path_style": {"true"}}
+		if env.S3.Region != "" {
+			q.Set("region", env.S3.Region)
+		}
+		var penv []string
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "STRATA_") && !strings.HasPrefix(kv, "AWS_") {
+				penv = append(penv, kv)
+			}
+		}
+		penv = append(penv, "AWS_ACCESS_KEY_ID="+env.S3.AccessKey, "AWS_SECRET_ACCESS_KEY="+env.S3.SecretKey)
+		cl, err := StartCluster(ctx, ClusterConfig{
+			Binary: env.Binary, Nodes: 2, Compactor: true,
+			Catalog: dsn, Bucket: "s3://" + bucket + "/t?" + q.Encode(), Env: penv, Dir: dir,
+		})
+		if err != nil {
+			return err
+		}
+		cleanup(cl.Close)
+		nodes = cl.NodeURLs()
+		heal = cl.Heal
+		switch class {
+		case ClassKill:
+			faults = []Fault{&KillFault{Procs: cl.Procs}}
+		case ClassPause:
+			faults = []Fault{&PauseFault{Procs: cl.Procs}}
+		case ClassS3Proxy:
+			faults = []Fault{&ProxyFault{Proxy: s3px}}
+		case ClassPGRestart:
+			faults = []Fault{&PGRestartFault{PG: pg}}
+		case ClassPGCut:
+			faults = []Fault{&PGCutFault{Proxy: pgpx}}
+		case ClassCompaction:
+			faults = []Fault{&KillFault{Procs: cl.Procs[len(cl.Procs)-1:]}}
+			wcfg.Rereaders = max(wcfg.Rereaders, 2)
+		case ClassAll:
+			faults = []Fault{&KillFault{Procs: cl.Procs}, &PauseFault{Procs: cl.Procs}, &ProxyFault{Proxy: s3px},
+				&PGRestartFault{PG: pg}, &PGCutFault{Proxy: pgpx}}
+			wcfg.Rereaders = max(wcfg.Rereaders, 1)
+		default:
+			return fmt.Errorf("jepsen: unknown fault class %q (want one of %s)", class, strings.Join(Classes, ", "))
+		}
+		if class == ClassAll {
+			heal = func(ctx context.Context) error {
+				pgpx.SetCutRate(0)
+				s3px.Set()
+				return cl.Heal(ctx)
+			}
+		}
+		if cfgCompactor := cl.Procs[len(cl.Procs)-1]; cfgCompactor.Name == "compactor" {
+			cleanup(func() { res.Notes = append(res.Notes, compactorNote(cfgCompactor.URL)) })
+		}
+		cleanup(func() {
+			if res.Err != nil || (res.Report != nil && !res.Report.Valid()) {
+				res.Notes = append(res.Notes, "process logs:\n"+cl.Logs())
+			}
+		})
+	}
+	if s3px != nil {
+		cleanup(func() {
+			n, inj := s3px.Counts()
+			res.Notes = append(res.Notes, fmt.Sprintf("s3 proxy: %d of %d requests faulted", inj, n))
+		})
+	}
+	if pgpx != nil {
+		cleanup(func() {
+			commits, cuts := pgpx.Counts()
+			res.Notes = append(res.Notes, fmt.Sprintf("pg proxy: %d of %d writing transactions cut after COMMIT", cuts, commits))
+		})
+	}
+
+	wcfg.Log = log
+	wl := NewWorkload(NewBalancer(nodes), wcfg)
+	res.History = wl.History()
+	if err := wl.Setup(ctx); err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithTimeout(ctx, rc.Duration)
+	defer cancel()
+	wl.Start(runCtx)
+	sched := Schedule{Faults: faults, Quiet: rc.Quiet, Active: rc.Active, Alone: alone}
+	schedErr := sched.Run(runCtx, wl.History())
+	for _, e := range wl.History().Events {
+		if strings.HasPrefix(e.What, "start:") {
+			res.Faults++
+		}
+	}
+	// Heal everything, let the workload finish, then read it all back.
+	hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer hcancel()
+	healErr := heal(hctx)
+	wl.Stop()
+	if err := WaitReady(hctx, nodes); err != nil {
+		healErr = errors.Join(healErr, err)
+	}
+	wl.Final(context.WithoutCancel(ctx))
+	res.Report = Check(wl.History())
+	if schedErr != nil || healErr != nil {
+		return errors.Join(schedErr, healErr)
+	}
+	return nil
+}
+
+// WriteTable writes the summary table of a set of runs.
+func WriteTable(w io.Writer, results []*Result) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "fault\tduration\twindows\tok\tfailed\tunknown\tpolls\tlost\tunseen\tinconsistent\tduplicates(idem)\tnonmonotonic\tskipping\trefused-visible\tphantom\tfinal-incomplete\tgroup\tverdict\t")
+	for _, r := range results {
+		if r.Report == nil {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\tERROR\t\n", r.Class, r.Duration.Round(time.Second), r.Faults)
+			continue
+		}
+		c := r.Report.Counts
+		verdict := "PASS"
+		if !r.OK() {
+			verdict = "FAIL"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d(%d)\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
+			r.Class, r.Duration.Round(time.Second), r.Faults, r.Report.OK, r.Report.Failed, r.Report.Unknown, r.Report.Polls,
+			c[Lost], c[Unseen], c[Inconsistent], c[Duplicate], r.Report.DuplicatesIdempotent, c[Nonmonotonic], c[Skipping],
+			c[RefusedVisible], c[Phantom], c[FinalIncomplete], c[GroupRegressed]+c[GroupBeyondHWM]+c[GroupSkipped], verdict)
+	}
+	tw.Flush()
+	for _, r := range results {
+		if r.Err != nil {
+			fmt.Fprintf(w, "%s: harness error: %v\n", r.Class, r.Err)
+		}
+		if r.Report != nil && !r.Report.Valid() {
+			fmt.Fprintf(w, "%s anomalies:\n", r.Class)
+			for _, a := range r.Report.Anomalies() {
+				fmt.Fprintf(w, "  %s\n", a)
+			}
+		}
+	}
+}
+
+// compactorNote scrapes the compactor process's counters (since its last start).
+func compactorNote(base string) string {
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return "compactor metrics: " + err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var parts []string
+	for _, line := range strings.Split(string(b), "\n") {
+		for _, m := range []string{"merges_total", "objects_deleted_total", "orphans_swept_total", "swap_conflicts_total", "rows_dropped_total"} {
+			if strings.HasPrefix(line, "strata_compactor_"+m+" ") {
+				parts = append(parts, strings.TrimPrefix(line, "strata_compactor_"))
+			}
+		}
+	}
+	return "compactor since its last start: " + strings.Join(parts, ", ")
+}

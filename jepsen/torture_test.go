@@ -1,0 +1,148 @@
+package jepsen
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/strata-io/strata/internal/testsvc"
+)
+
+// The short version runs each class for -jepsen.duration (CI); the long version is the
+// same test with a longer duration, or `strata torture`:
+//
+//	go test ./jepsen -run TestTorture -jepsen.duration 10m -timeout 3h
+var (
+	duration = flag.Duration("jepsen.duration", 16*time.Second, "how long each fault class runs")
+	classes  = flag.String("jepsen.classes", "kill,pause,store,s3proxy,pg-restart,pg-cut,compaction", "comma-separated fault classes to run (all: every fault together)")
+	quiet    = flag.Duration("jepsen.quiet", time.Second, "time without faults between fault windows")
+	active   = flag.Duration("jepsen.active", 3*time.Second, "how long each fault window lasts")
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// strataBinary builds ./cmd/strata once per package run.
+func strataBinary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "strata-jepsen-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "strata")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/strata-io/strata/cmd/strata").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/strata: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+// testEnv fills an Env from internal/testsvc.
+func testEnv(t *testing.T, binary bool) Env {
+	t.Helper()
+	m := testsvc.MinIO(t)
+	testsvc.Require(t, "STRATA_TEST_POSTGRES")
+	env := Env{
+		S3:  S3Config{Endpoint: m.Endpoint, AccessKey: m.AccessKey, SecretKey: m.SecretKey, Region: m.Region},
+		Dir: t.TempDir(),
+		NewDatabase: func(context.Context) (string, error) {
+			return testsvc.PostgresDSN(t), nil
+		},
+		NewPrivatePostgres: func(context.Context) (*PrivatePostgres, error) {
+			p := testsvc.StartPrivatePostgres(t)
+			return ControlPostgres(p.Dir, p.Port, p.DSN)
+		},
+		Log: slog.New(slog.NewTextHandler(&testWriter{t: t}, &slog.HandlerOptions{Level: slog.LevelError})),
+	}
+	if binary {
+		env.Binary = strataBinary(t)
+	}
+	return env
+}
+
+// testWriter sends log lines to t.Log while the test runs.
+type testWriter struct {
+	t  *testing.T
+	mu sync.Mutex
+}
+
+func (w *testWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
+
+// TestTorture runs every fault class once against the real binary (the in-process
+// nodes for the fault decorator) and requires a clean history from each: no lost or
+// unseen records, no inconsistent offsets, no duplicates, no bad reads, nothing
+// refused yet visible, no group-offset anomaly, and a final read that completed.
+func TestTorture(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	var results []*Result
+	var mu sync.Mutex
+	for _, class := range strings.Split(*classes, ",") {
+		t.Run(class, func(t *testing.T) {
+			env := testEnv(t, class != ClassStore)
+			ctx, cancel := context.WithTimeout(context.Background(), *duration+6*time.Minute)
+			defer cancel()
+			res := Run(ctx, env, class, RunConfig{Duration: *duration, Quiet: *quiet, Active: *active})
+			mu.Lock()
+			results = append(results, res)
+			mu.Unlock()
+			var b bytes.Buffer
+			WriteTable(&b, []*Result{res})
+			t.Logf("%s\n%s", res.Class, b.String())
+			for _, n := range res.Notes {
+				t.Log(n)
+			}
+			if res.Err != nil {
+				t.Errorf("harness: %v", res.Err)
+			}
+			if res.Report == nil {
+				t.Fatal("no report")
+			}
+			if !res.Report.Valid() {
+				t.Errorf("anomalies: %s", res.Report.Summary())
+			}
+			if res.Report.OK == 0 || res.Report.RecordsRead == 0 {
+				t.Errorf("the workload did nothing: %s", res.Report.Summary())
+			}
+			if res.Faults == 0 {
+				t.Errorf("no fault window started")
+			}
+		})
+	}
+	var b bytes.Buffer
+	WriteTable(&b, results)
+	t.Logf("summary per fault class:\n%s", b.String())
+}
