@@ -48,7 +48,9 @@ func TestSwapCheck(t *testing.T) {
 		ok   bool
 	}{
 		{"valid", func(s *Swap) {}, true},
-		{"one new row", func(s *Swap) { s.New = []ChunkRow{{TopicID: 7, Partition: 2, BaseOffset: 10, LastOffset: 24, Len: 900}} }, true},
+		{"one new row", func(s *Swap) {
+			s.New = []ChunkRow{{TopicID: 7, Partition: 2, BaseOffset: 10, LastOffset: 24, Len: 900}}
+		}, true},
 		{"no old rows", func(s *Swap) { s.Old = nil }, false},
 		{"no new rows", func(s *Swap) { s.New = nil }, false},
 		{"bad key", func(s *Swap) { s.Key = "segments/x" }, false},

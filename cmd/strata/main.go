@@ -97,6 +97,8 @@ func verbs() []verb {
 		{"groups describe", groupsDescribeCommand},
 		{"groups reset", groupsResetCommand},
 		{"groups delete", groupsDeleteCommand},
+		{"check", checkCommand},
+		{"torture", tortureCommand},
 		{"version", versionCommand},
 	}
 }
@@ -124,6 +126,8 @@ Talking to a server (--server, env STRATA_SERVER, default http://127.0.0.1:8080)
   groups delete    delete a group and its offsets
 
 Other:
+  check            compare the catalog with the bucket (missing, stray, corrupt objects)
+  torture          run the reliability harness: faults, a recorded workload, a checked history
   version          print the version
 
 Run 'strata COMMAND -h' for a command's flags. Exit codes: 0 ok, 1 error, 2 usage.

@@ -1,0 +1,828 @@
+// Package bench drives running Strata nodes and measures them beside the floor of the
+// machine they run on (the `strata bench` command). One run measures, in order:
+//
+//   - the floor: PUT and GET bandwidth of segment-sized objects in the nodes' bucket, and
+//     the catalog database's rate of one-statement transactions updating 8 rows;
+//   - produce at maximum load, binary (Kafka record batches) and JSON paths: closed-loop
+//     producers, throughput, produce-ack latency, and from the nodes' metrics the
+//     object store PUTs per GiB, catalog commits per flush, CPU seconds per GiB and peak
+//     resident memory;
+//   - produce at half the binary path's maximum, open loop, with Server-Sent Events
+//     tails measuring end-to-end latency, and the PUT latency of objects the size of the
+//     flushes it made;
+//   - fetch: a first (cold) and a second (cached) reader of the same data, binary, with
+//     the GETs each caused, and a cached JSON reader;
+//   - at scale: fetch latency from a partition seeded to 10 M records (chunk rows
+//     inserted directly) against one of 10 K.
+//
+// Every headline figure is reported with its ratio to its floor and checked against
+// the targets of the performance issue. Output: Report, as a table, JSON and an SVG
+// chart of latency over time.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/strata-io/strata/client"
+)
+
+// Config says what to run. Zero fields take the defaults in brackets.
+type Config struct {
+	// Nodes are the base URLs of the nodes under test; requests go to them in turn.
+	Nodes []string
+	// Target names the setup in the report ("embedded", "postgres+minio", ...).
+	Target string
+	// Store is the nodes' bucket, for the floor (nil: no store floor).
+	Store Store
+	// DB is the nodes' catalog database, for the commit floor and the scale phase
+	// (nil: neither).
+	DB *DB
+
+	Topic        string        // [bench-<unix time>]
+	Partitions   int           // [8]
+	Producers    int           // closed-loop producers [4]
+	RecordSize   int           // value bytes [1024]
+	BatchRecords int           // records per produce request [500]
+	Duration     time.Duration // of each produce phase [10s]
+	// Paths to measure at maximum load: "binary", "json" [both].
+	Paths []string
+	// The nodes' settings, which the targets depend on.
+	Linger        time.Duration // [50ms]
+	MaxFlushBytes int64         // [8 MiB]
+	BufferBytes   int64         // [64 MiB]
+	CacheBytes    int64         // [256 MiB]
+
+	// ScaleRecords is the large partition's size in the scale phase [10,000,000]; 0
+	// with NoScale skips it. ScaleChunkRecords is the records per seeded chunk row
+	// [100]: 100,000 rows for 10 M records.
+	ScaleRecords      int64
+	ScaleChunkRecords int
+	NoScale           bool
+	// FloorDuration is spent on each floor measurement [3s].
+	FloorDuration time.Duration
+
+	// Phase, when set, is called as each phase starts ("produce-binary", ...) and
+	// ends (with done true): cmd uses it to profile a phase.
+	Phase func(name string, done bool)
+	Log   *slog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.Topic == "" {
+		c.Topic = "bench-" + strconv.FormatInt(time.Now().Unix(), 10)
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 8
+	}
+	if c.Producers == 0 {
+		c.Producers = 4
+	}
+	if c.RecordSize == 0 {
+		c.RecordSize = 1024
+	}
+	if c.BatchRecords == 0 {
+		c.BatchRecords = 500
+	}
+	if c.Duration == 0 {
+		c.Duration = 10 * time.Second
+	}
+	if len(c.Paths) == 0 {
+		c.Paths = []string{"binary", "json"}
+	}
+	if c.Linger == 0 {
+		c.Linger = 50 * time.Millisecond
+	}
+	if c.MaxFlushBytes == 0 {
+		c.MaxFlushBytes = 8 << 20
+	}
+	if c.BufferBytes == 0 {
+		c.BufferBytes = 64 << 20
+	}
+	if c.CacheBytes == 0 {
+		c.CacheBytes = 256 << 20
+	}
+	if c.ScaleRecords == 0 {
+		c.ScaleRecords = 10_000_000
+	}
+	if c.ScaleChunkRecords == 0 {
+		c.ScaleChunkRecords = 100
+	}
+	if c.FloorDuration == 0 {
+		c.FloorDuration = 3 * time.Second
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.Phase == nil {
+		c.Phase = func(string, bool) {}
+	}
+}
+
+// Validate says what is wrong with c, once defaults are applied.
+func (c Config) Validate() error {
+	c.defaults()
+	var errs []error
+	if len(c.Nodes) == 0 {
+		errs = append(errs, errors.New("no node to drive"))
+	}
+	if c.Partitions < 1 || c.Producers < 1 || c.RecordSize < 1 || c.BatchRecords < 1 {
+		errs = append(errs, errors.New("partitions, producers, record size and batch records must be positive"))
+	}
+	for _, p := range c.Paths {
+		if p != "binary" && p != "json" {
+			errs = append(errs, fmt.Errorf("path %q: use binary or json", p))
+		}
+	}
+	if c.Duration < time.Second {
+		errs = append(errs, fmt.Errorf("duration %s: at least 1s", c.Duration))
+	}
+	if c.ScaleChunkRecords < 1 || c.ScaleRecords < int64(c.ScaleChunkRecords) {
+		errs = append(errs, fmt.Errorf("scale: %d records in chunks of %d", c.ScaleRecords, c.ScaleChunkRecords))
+	}
+	return errors.Join(errs...)
+}
+
+// Produce is one produce phase's result.
+type Produce struct {
+	Name       string  `json:"name"`
+	Path       string  `json:"path"`
+	Mode       string  `json:"mode"` // closed (max) or open (fixed rate)
+	Seconds    float64 `json:"seconds"`
+	Requests   int64   `json:"requests"`
+	Records    int64   `json:"records"`
+	Bytes      int64   `json:"payload_bytes"`
+	RecordsPS  float64 `json:"records_per_s"`
+	MiBps      float64 `json:"mib_per_s"`
+	Rejected   int64   `json:"rejected_429"`
+	Failed     int64   `json:"failed"`
+	FirstError string  `json:"first_error,omitempty"`
+	Ack        Latency `json:"ack"`
+	// From the nodes' metrics over the phase.
+	Flushes         float64 `json:"flushes"`
+	Puts            float64 `json:"puts"`
+	PutsPerGiB      float64 `json:"puts_per_gib"`
+	CommitsPerFlush float64 `json:"catalog_commits_per_flush"`
+	MeanFlushBytes  float64 `json:"mean_flush_bytes"`
+	CPUSeconds      float64 `json:"node_cpu_seconds"`
+	CPUSecPerGiB    float64 `json:"node_cpu_seconds_per_gib"`
+	PeakRSS         float64 `json:"node_peak_rss_bytes"`
+}
+
+// Fetch is one fetch phase's result.
+type Fetch struct {
+	Name       string  `json:"name"`
+	Path       string  `json:"path"`
+	Bytes      int64   `json:"bytes"`
+	Seconds    float64 `json:"seconds"`
+	MiBps      float64 `json:"mib_per_s"`
+	Gets       float64 `json:"gets"`
+	GetBytes   float64 `json:"get_bytes"`
+	GetsPer4Mi float64 `json:"gets_per_4mib"`
+}
+
+// Scale is the scale phase's result.
+type Scale struct {
+	SmallRecords  int64   `json:"small_records"`
+	LargeRecords  int64   `json:"large_records"`
+	ChunkRecords  int     `json:"records_per_chunk"`
+	RowsSeeded    int64   `json:"rows_seeded"`
+	SeedSeconds   float64 `json:"seed_seconds"`
+	Small         Latency `json:"small_fetch"`
+	Large         Latency `json:"large_fetch"`
+	P50Ratio      float64 `json:"p50_ratio"`
+	CatalogKind   string  `json:"catalog"`
+	FetchesPerSet int     `json:"fetches_each"`
+}
+
+// Target is one target of the performance issue with this run's figure.
+type Target struct {
+	Name   string  `json:"name"`
+	Figure float64 `json:"figure"`
+	Bound  float64 `json:"bound"`
+	Unit   string  `json:"unit"`
+	// Ratio is the figure over its floor (or over the bound when there is no floor).
+	Ratio float64 `json:"ratio"`
+	Want  string  `json:"want"`
+	Pass  bool    `json:"pass"`
+	Note  string  `json:"note,omitempty"`
+}
+
+// Report is a whole run.
+type Report struct {
+	Started   time.Time `json:"started"`
+	Target    string    `json:"target"`
+	Nodes     int       `json:"nodes"`
+	GoVersion string    `json:"go_version"`
+	CPUs      int       `json:"cpus"`
+	Settings  struct {
+		Partitions    int     `json:"partitions"`
+		Producers     int     `json:"producers"`
+		RecordSize    int     `json:"record_size"`
+		BatchRecords  int     `json:"batch_records"`
+		PhaseSeconds  float64 `json:"phase_seconds"`
+		LingerMs      float64 `json:"linger_ms"`
+		MaxFlushBytes int64   `json:"max_flush_bytes"`
+		BufferBytes   int64   `json:"buffer_bytes"`
+		CacheBytes    int64   `json:"cache_bytes"`
+	} `json:"settings"`
+	Floor   *Floor    `json:"floor,omitempty"`
+	Produce []Produce `json:"produce"`
+	E2E     Latency   `json:"end_to_end"`
+	Fetch   []Fetch   `json:"fetch"`
+	Scale   *Scale    `json:"scale,omitempty"`
+	Targets []Target  `json:"targets"`
+	Series  struct {
+		Ack []Point `json:"ack"`
+		E2E []Point `json:"e2e"`
+	} `json:"series"`
+	Seconds float64  `json:"seconds"`
+	Notes   []string `json:"notes,omitempty"`
+}
+
+// Run runs the whole benchmark and returns its report. The topics it creates are left
+// for inspection, except the scale phase's seeded rows.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	cfg.defaults()
+	b := &runner{cfg: cfg, log: cfg.Log}
+	b.hc = &http.Client{Transport: &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}}
+	defer b.hc.CloseIdleConnections()
+	return b.run(ctx)
+}
+
+type runner struct {
+	cfg Config
+	log *slog.Logger
+	hc  *http.Client
+	rep Report
+	// written: per partition, the high watermark after the produce phases.
+	written map[int32]int64
+}
+
+func (b *runner) run(ctx context.Context) (*Report, error) {
+	cfg := &b.cfg
+	rep := &b.rep
+	rep.Started = time.Now().UTC()
+	rep.Target = cfg.Target
+	rep.Nodes = len(cfg.Nodes)
+	rep.GoVersion = runtime.Version()
+	rep.CPUs = runtime.NumCPU()
+	s := &rep.Settings
+	s.Partitions, s.Producers, s.RecordSize, s.BatchRecords = cfg.Partitions, cfg.Producers, cfg.RecordSize, cfg.BatchRecords
+	s.PhaseSeconds, s.LingerMs = cfg.Duration.Seconds(), float64(cfg.Linger)/1e6
+	s.MaxFlushBytes, s.BufferBytes, s.CacheBytes = cfg.MaxFlushBytes, cfg.BufferBytes, cfg.CacheBytes
+	start := time.Now()
+
+	c := client.New(cfg.Nodes[0], client.WithHTTPClient(b.hc))
+	formats := map[string]string{"key.format": "string", "value.format": "string"}
+	if _, err := c.CreateTopic(ctx, cfg.Topic, int32(cfg.Partitions), formats); err != nil {
+		return nil, fmt.Errorf("bench: create topic %s: %w", cfg.Topic, err)
+	}
+
+	// The floor first, on a quiet machine; the PUT latency of flush-sized objects
+	// once the half-load phase has shown the flush size.
+	prefix := "bench-floor/" + strconv.FormatInt(time.Now().UnixNano(), 36) + "/"
+	var commitP99 float64
+	if cfg.Store != nil || cfg.DB != nil {
+		rep.Floor = &Floor{SegmentBytes: cfg.MaxFlushBytes, Streams: 4}
+		cfg.Phase("floor", false)
+		if cfg.Store != nil {
+			b.log.Info("floor: object store")
+			put, get, err := floorStore(ctx, cfg.Store, prefix, cfg.MaxFlushBytes, 4, cfg.FloorDuration)
+			if err != nil {
+				return nil, err
+			}
+			rep.Floor.PutMiBps, rep.Floor.GetMiBps = put, get
+		}
+		if cfg.DB != nil {
+			b.log.Info("floor: catalog commits")
+			commit, cleanup, err := cfg.DB.commitFloor(ctx)
+			if err != nil {
+				return nil, err
+			}
+			rate, lat, err := floorCommit(ctx, commit, cfg.FloorDuration)
+			cleanup()
+			if err != nil {
+				return nil, err
+			}
+			rep.Floor.CommitsPerSec, rep.Floor.Commit = rate, lat
+			commitP99 = lat.P99
+		}
+		cfg.Phase("floor", true)
+	}
+
+	// Maximum load, each path.
+	var maxBinary float64
+	for _, path := range cfg.Paths {
+		p, err := b.produceMax(ctx, path)
+		if err != nil {
+			return nil, err
+		}
+		rep.Produce = append(rep.Produce, p)
+		if path == "binary" {
+			maxBinary = p.RecordsPS
+		}
+	}
+	if maxBinary == 0 {
+		maxBinary = rep.Produce[0].RecordsPS
+	}
+
+	// Half the binary maximum, with tails.
+	half, e2e, err := b.produceHalf(ctx, maxBinary/2)
+	if err != nil {
+		return nil, err
+	}
+	rep.Produce = append(rep.Produce, half)
+	rep.E2E = e2e
+
+	if rep.Floor != nil && cfg.Store != nil {
+		size := int64(half.MeanFlushBytes)
+		if size <= 0 {
+			size = 64 << 10
+		}
+		b.log.Info("floor: PUT latency of flush-sized objects", "bytes", size)
+		lat, err := floorPutLatency(ctx, cfg.Store, prefix, size, min(cfg.FloorDuration, 2*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		rep.Floor.FlushBytes, rep.Floor.FlushPut = size, lat
+	}
+
+	if err := b.fetches(ctx); err != nil {
+		return nil, err
+	}
+	if !cfg.NoScale && cfg.DB != nil {
+		sc, err := b.scale(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		rep.Scale = sc
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	b.targets(commitP99)
+	return rep, nil
+}
+
+// producerBodies builds, per producer, one body per partition.
+func (b *runner) producerBodies(path string, producers int) ([][]*body, error) {
+	cfg := &b.cfg
+	out := make([][]*body, producers)
+	for i := range out {
+		for p := range cfg.Partitions {
+			var bd *body
+			var err error
+			if path == "binary" {
+				if p > 0 { // one batch serves every partition: the query names it
+					bd = &body{buf: append([]byte(nil), out[i][0].buf...), slots: out[i][0].slots, crc: true, recs: out[i][0].recs, bytes: out[i][0].bytes}
+				} else {
+					bd, err = binaryBody(cfg.BatchRecords, cfg.RecordSize, i)
+				}
+			} else {
+				bd, err = jsonBody(cfg.BatchRecords, cfg.RecordSize, i, int32(p))
+			}
+			if err != nil {
+				return nil, err
+			}
+			out[i] = append(out[i], bd)
+		}
+	}
+	return out, nil
+}
+
+// watchRSS samples the nodes' resident memory every 250ms until ctx ends and returns
+// a func reporting the peak (summed over nodes).
+func (b *runner) watchRSS(ctx context.Context) func() float64 {
+	var mu sync.Mutex
+	var peak float64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if s, err := scrape(ctx, b.hc, b.cfg.Nodes); err == nil {
+				mu.Lock()
+				peak = max(peak, s.get("process_resident_memory_bytes"))
+				mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() float64 {
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return peak
+	}
+}
+
+// phase runs load for cfg.Duration between two scrapes of the nodes' metrics and fills
+// in p from the load's counters and from what the metrics say.
+func (b *runner) phase(ctx context.Context, name string, p *Produce, c *counters, ack *recorder, load func(ctx context.Context)) error {
+	cfg := &b.cfg
+	before, err := scrape(ctx, b.hc, cfg.Nodes)
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	rss := b.watchRSS(pctx)
+	cfg.Phase(name, false)
+	start := time.Now()
+	load(pctx)
+	p.Seconds = time.Since(start).Seconds()
+	cfg.Phase(name, true)
+	cancel()
+	p.PeakRSS = rss()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	p.Requests, p.Records, p.Bytes = c.requests.Load(), c.records.Load(), c.bytes.Load()
+	p.Rejected, p.Failed = c.rejected.Load(), c.failed.Load()
+	if e, ok := c.firstErr.Load().(string); ok {
+		p.FirstError = e
+	}
+	p.Ack = ack.summary()
+	after, err := scrape(ctx, b.hc, cfg.Nodes)
+	if err != nil {
+		return err
+	}
+	d := delta(before, after)
+	gib := float64(p.Bytes) / (1 << 30)
+	p.Flushes = d.get("strata_writer_flushes_total")
+	p.Puts = d.sum("strata_objstore_requests_total", `op="put"`)
+	commits := d.sum("strata_writer_commits_total") + d.sum("strata_writer_settles_total")
+	if p.Flushes > 0 {
+		p.CommitsPerFlush = commits / p.Flushes
+		p.MeanFlushBytes = d.get("strata_writer_flush_bytes_sum") / d.get("strata_writer_flush_bytes_count")
+	}
+	p.CPUSeconds = d.get("process_cpu_seconds_total")
+	if gib > 0 {
+		p.PutsPerGiB = p.Puts / gib
+		p.CPUSecPerGiB = p.CPUSeconds / gib
+	}
+	p.RecordsPS = float64(p.Records) / p.Seconds
+	p.MiBps = float64(p.Bytes) / (1 << 20) / p.Seconds
+	b.log.Info("phase done", "phase", name, "records_per_s", int(p.RecordsPS), "mib_per_s", fmt.Sprintf("%.1f", p.MiBps),
+		"ack_p50_ms", p.Ack.P50, "ack_p99_ms", p.Ack.P99, "rejected", p.Rejected, "failed", p.Failed)
+	if p.Failed > 0 && p.Records == 0 {
+		return fmt.Errorf("bench: %s: every request failed: %s", name, p.FirstError)
+	}
+	return nil
+}
+
+func (b *runner) produceMax(ctx context.Context, path string) (Produce, error) {
+	cfg := &b.cfg
+	name := "produce-" + path
+	b.log.Info("phase: maximum load", "path", path, "producers", cfg.Producers, "seconds", cfg.Duration.Seconds())
+	bodies, err := b.producerBodies(path, cfg.Producers)
+	if err != nil {
+		return Produce{}, err
+	}
+	p := Produce{Name: name, Path: path, Mode: "closed"}
+	var c counters
+	ack := newRecorder(time.Now())
+	s := &sender{hc: b.hc, nodes: cfg.Nodes, topic: cfg.Topic, path: path}
+	err = b.phase(ctx, name, &p, &c, ack, func(ctx context.Context) {
+		closedLoop(ctx, s, bodies, cfg.Partitions, &c, ack)
+	})
+	return p, err
+}
+
+func (b *runner) produceHalf(ctx context.Context, rate float64) (Produce, Latency, error) {
+	cfg := &b.cfg
+	name := "produce-binary-half"
+	b.log.Info("phase: half load with tails", "records_per_s", int(rate), "seconds", cfg.Duration.Seconds())
+	const maxInflight = 64
+	bodies, err := b.producerBodies("binary", 1)
+	if err != nil {
+		return Produce{}, Latency{}, err
+	}
+	pool := []*body{bodies[0][0]}
+	for len(pool) < maxInflight {
+		f := pool[0]
+		pool = append(pool, &body{buf: append([]byte(nil), f.buf...), slots: f.slots, crc: true, recs: f.recs, bytes: f.bytes})
+	}
+	p := Produce{Name: name, Path: "binary", Mode: "open"}
+	var c counters
+	now := time.Now()
+	ack, e2e := newRecorder(now), newRecorder(now)
+
+	// One tail per partition, open before the first record is sent.
+	tctx, stopTails := context.WithCancel(ctx)
+	var twg sync.WaitGroup
+	tailErrs := make(chan error, cfg.Partitions)
+	for part := range cfg.Partitions {
+		ready := make(chan struct{})
+		node := cfg.Nodes[part%len(cfg.Nodes)]
+		twg.Go(func() {
+			if err := tail(tctx, b.hc, node, cfg.Topic, int32(part), e2e, ready); err != nil {
+				tailErrs <- err
+			}
+		})
+		<-ready
+	}
+	s := &sender{hc: b.hc, nodes: cfg.Nodes, topic: cfg.Topic, path: "binary"}
+	err = b.phase(ctx, name, &p, &c, ack, func(ctx context.Context) {
+		openLoop(ctx, s, pool, cfg.Partitions, rate, maxInflight, &c, ack)
+	})
+	// The last records' events are on their way: give them a moment.
+	sleep(ctx, 500*time.Millisecond+cfg.Linger)
+	stopTails()
+	twg.Wait()
+	close(tailErrs)
+	if err != nil {
+		return p, Latency{}, err
+	}
+	for err := range tailErrs {
+		b.rep.Notes = append(b.rep.Notes, "tail: "+err.Error())
+	}
+	b.rep.Series.Ack = ack.series(250 * time.Millisecond)
+	b.rep.Series.E2E = e2e.series(250 * time.Millisecond)
+	sum := e2e.summary()
+	if sum.N < int(p.Records)*9/10 {
+		b.rep.Notes = append(b.rep.Notes, fmt.Sprintf("tails saw %d of %d records produced at half load", sum.N, p.Records))
+	}
+	return p, sum, nil
+}
+
+// fetches reads back what the produce phases wrote: a first reader (cold: the nodes'
+// caches do not hold it), a second reader of the same data (cached), and a JSON reader.
+// The data read is capped at three quarters of the cache, so the second reader can
+// find all of it there.
+func (b *runner) fetches(ctx context.Context) error {
+	cfg := &b.cfg
+	c := client.New(cfg.Nodes[0], client.WithHTTPClient(b.hc))
+	parts, err := c.Partitions(ctx, cfg.Topic)
+	if err != nil {
+		return fmt.Errorf("bench: partitions of %s: %w", cfg.Topic, err)
+	}
+	var total int64
+	for _, p := range parts {
+		total += p.Bytes
+	}
+	budget := min(total, cfg.CacheBytes*3/4/int64(len(cfg.Nodes)))
+	until := make(map[int32]int64, len(parts))
+	for _, p := range parts {
+		if p.Bytes > 0 {
+			until[p.Partition] = p.LogStartOffset + (p.HighWatermark-p.LogStartOffset)*budget/total
+		}
+	}
+	for _, pass := range []struct {
+		name   string
+		binary bool
+	}{{"fetch-cold", true}, {"fetch-cached", true}, {"fetch-cached-json", false}} {
+		b.log.Info("phase: "+pass.name, "bytes", budget)
+		before, err := scrape(ctx, b.hc, cfg.Nodes)
+		if err != nil {
+			return err
+		}
+		cfg.Phase(pass.name, false)
+		start := time.Now()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var read int64
+		var firstErr error
+		for part, end := range until {
+			// Each partition is read by the node that will read it again: the cache
+			// is per node.
+			node := cfg.Nodes[int(part)%len(cfg.Nodes)]
+			wg.Go(func() {
+				n, err := fetchRange(ctx, b.hc, node, cfg.Topic, part, 0, end, 4<<20, pass.binary)
+				mu.Lock()
+				read += n
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		secs := time.Since(start).Seconds()
+		cfg.Phase(pass.name, true)
+		if firstErr != nil {
+			return fmt.Errorf("bench: %s: %w", pass.name, firstErr)
+		}
+		after, err := scrape(ctx, b.hc, cfg.Nodes)
+		if err != nil {
+			return err
+		}
+		d := delta(before, after)
+		path := "json"
+		if pass.binary {
+			path = "binary"
+		}
+		f := Fetch{Name: pass.name, Path: path, Bytes: read, Seconds: secs, MiBps: float64(read) / (1 << 20) / secs,
+			Gets: d.sum("strata_objstore_requests_total", `op="get`), GetBytes: d.sum("strata_objstore_bytes_total", `op="get`)}
+		if read > 0 {
+			f.GetsPer4Mi = f.Gets / (float64(read) / (4 << 20))
+		}
+		b.log.Info("phase done", "phase", pass.name, "mib_per_s", fmt.Sprintf("%.1f", f.MiBps), "gets", f.Gets)
+		b.rep.Fetch = append(b.rep.Fetch, f)
+	}
+	return nil
+}
+
+// scale seeds one partition to 10 K records and one to cfg.ScaleRecords, both as chunk
+// rows copied from a real chunk, and compares fetch latency at random offsets.
+func (b *runner) scale(ctx context.Context, c *client.Client) (*Scale, error) {
+	cfg := &b.cfg
+	topic := cfg.Topic + "-scale"
+	const small = 10_000
+	per := cfg.ScaleChunkRecords
+	sc := &Scale{SmallRecords: small, LargeRecords: cfg.ScaleRecords, ChunkRecords: per, CatalogKind: cfg.DB.Kind()}
+	b.log.Info("phase: scale", "records", cfg.ScaleRecords, "per_chunk", per)
+	formats := map[string]string{"key.format": "string", "value.format": "string"}
+	if _, err := c.CreateTopic(ctx, topic, 2, formats); err != nil {
+		return nil, fmt.Errorf("bench: create topic %s: %w", topic, err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := cfg.DB.unseed(dctx, topic); err != nil {
+			b.rep.Notes = append(b.rep.Notes, err.Error())
+		}
+		_ = c.DeleteTopic(dctx, topic)
+	}()
+	recs := make([]client.RawRecord, per)
+	for i := range recs {
+		recs[i] = client.RawRecord{Key: []byte("k"), Value: payload(i, min(cfg.RecordSize, 256))}
+	}
+	for p := range int32(2) {
+		if _, err := c.ProduceBinary(ctx, topic, p, recs, client.BatchOptions{}); err != nil {
+			return nil, fmt.Errorf("bench: scale: %w", err)
+		}
+	}
+	start := time.Now()
+	for p, n := range []int64{small, cfg.ScaleRecords} {
+		rows, err := cfg.DB.seed(ctx, topic, int32(p), n)
+		if err != nil {
+			return nil, err
+		}
+		sc.RowsSeeded += rows
+	}
+	sc.SeedSeconds = time.Since(start).Seconds()
+
+	fetchAt := func(p int32, off int64) (time.Duration, error) {
+		node := cfg.Nodes[0] // one node: its cache holds the one block after the first fetch
+		u := node + "/v1/topics/" + topic + "/partitions/" + strconv.Itoa(int(p)) + "/records?max_records=" + strconv.Itoa(per) + "&offset=" + strconv.FormatInt(off, 10)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		req.Header.Set("Accept", client.RecordBatchContentType)
+		t := time.Now()
+		resp, err := b.hc.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return 0, err
+		}
+		if resp.StatusCode != http.StatusOK || len(body) == 0 {
+			return 0, fmt.Errorf("bench: scale fetch %s/%d at %d: HTTP %d", topic, p, off, resp.StatusCode)
+		}
+		return time.Since(t), nil
+	}
+	// Warm up both (connections, the block, the statement cache), then alternate.
+	for range 20 {
+		for p, n := range []int64{small, cfg.ScaleRecords} {
+			if _, err := fetchAt(int32(p), rand.Int64N(n)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	const fetches = 300
+	var ds [2][]time.Duration
+	for range fetches {
+		for p, n := range []int64{small, cfg.ScaleRecords} {
+			d, err := fetchAt(int32(p), rand.Int64N(n))
+			if err != nil {
+				return nil, err
+			}
+			ds[p] = append(ds[p], d)
+		}
+	}
+	sc.FetchesPerSet = fetches
+	sc.Small, sc.Large = summarize(ds[0]), summarize(ds[1])
+	if sc.Small.P50 > 0 {
+		sc.P50Ratio = sc.Large.P50 / sc.Small.P50
+	}
+	b.log.Info("phase done", "phase", "scale", "small_p50_ms", sc.Small.P50, "large_p50_ms", sc.Large.P50, "seeded_rows", sc.RowsSeeded)
+	return sc, nil
+}
+
+// targets checks the issue's targets against this run's figures.
+func (b *runner) targets(commitP99 float64) {
+	rep := &b.rep
+	cfg := &b.cfg
+	byName := map[string]*Produce{}
+	for i := range rep.Produce {
+		byName[rep.Produce[i].Name] = &rep.Produce[i]
+	}
+	add := func(t Target) { rep.Targets = append(rep.Targets, t) }
+	fl := rep.Floor
+	if p := byName["produce-binary"]; p != nil && fl != nil && fl.PutMiBps > 0 {
+		r := p.MiBps / fl.PutMiBps
+		add(Target{Name: "produce binary vs raw PUT bandwidth", Figure: p.MiBps, Bound: 0.7 * fl.PutMiBps, Unit: "MiB/s", Ratio: r, Want: ">= 0.7x", Pass: r >= 0.7})
+		add(Target{Name: "produce binary vs NATS JetStream 82 MiB/s", Figure: p.MiBps, Bound: 82, Unit: "MiB/s", Ratio: p.MiBps / 82, Want: ">= 1x", Pass: p.MiBps >= 82,
+			Note: "reference figure from the issue, not measured here"})
+	}
+	if p := byName["produce-json"]; p != nil && fl != nil && fl.PutMiBps > 0 {
+		r := p.MiBps / fl.PutMiBps
+		add(Target{Name: "produce JSON vs raw PUT bandwidth", Figure: p.MiBps, Bound: 0.35 * fl.PutMiBps, Unit: "MiB/s", Ratio: r, Want: ">= 0.35x", Pass: r >= 0.35})
+	}
+	if h := byName["produce-binary-half"]; h != nil {
+		linger := float64(cfg.Linger) / 1e6
+		if fl != nil && fl.FlushPut.N > 0 {
+			bound := linger + fl.FlushPut.P99 + commitP99 + 10
+			add(Target{Name: "produce-ack p99 at half load", Figure: h.Ack.P99, Bound: bound, Unit: "ms", Ratio: h.Ack.P99 / bound, Want: "<= linger + PUT p99 + commit p99 + 10ms", Pass: h.Ack.P99 <= bound,
+				Note: fmt.Sprintf("linger %.0f + PUT p99 %.1f + commit p99 %.1f + 10", linger, fl.FlushPut.P99, commitP99)})
+			add(Target{Name: "end-to-end p99 through SSE", Figure: rep.E2E.P99, Bound: bound + 20, Unit: "ms", Ratio: rep.E2E.P99 / (bound + 20), Want: "<= ack bound + 20ms", Pass: rep.E2E.P99 > 0 && rep.E2E.P99 <= bound+20})
+		}
+		// PUTs per GiB: the least possible is one PUT per full flush; at a load that
+		// fills less than a flush per linger, one per linger.
+		for _, p := range rep.Produce {
+			if p.Bytes == 0 || p.Puts == 0 {
+				continue
+			}
+			minPuts := float64(1<<30) / float64(cfg.MaxFlushBytes)
+			perLinger := p.MiBps * (1 << 20) * cfg.Linger.Seconds() // payload bytes per linger
+			expected := max(minPuts, float64(1<<30)/max(perLinger, 1))
+			add(Target{Name: "PUTs per GiB, " + p.Name, Figure: p.PutsPerGiB, Bound: 1.1 * minPuts, Unit: "PUTs/GiB", Ratio: p.PutsPerGiB / minPuts,
+				Want: "<= 1.1x the minimum for the flush size", Pass: p.PutsPerGiB <= 1.1*minPuts,
+				Note: fmt.Sprintf("minimum %.0f (full %s flushes); %.0f expected at this rate and linger; %.2f commits per flush",
+					minPuts, sizeString(cfg.MaxFlushBytes), expected, p.CommitsPerFlush)})
+		}
+	}
+	for _, f := range rep.Fetch {
+		switch f.Name {
+		case "fetch-cached":
+			if fl != nil && fl.GetMiBps > 0 {
+				r := f.MiBps / fl.GetMiBps
+				add(Target{Name: "cached fetch binary vs raw GET bandwidth", Figure: f.MiBps, Bound: 0.8 * fl.GetMiBps, Unit: "MiB/s", Ratio: r, Want: ">= 0.8x", Pass: r >= 0.8})
+			}
+			add(Target{Name: "second reader GETs per 4 MiB", Figure: f.GetsPer4Mi, Bound: 0.05, Unit: "GETs/4MiB", Ratio: f.GetsPer4Mi, Want: "~0", Pass: f.GetsPer4Mi <= 0.05})
+		case "fetch-cold":
+			add(Target{Name: "first reader GETs per 4 MiB", Figure: f.GetsPer4Mi, Bound: 1, Unit: "GETs/4MiB", Ratio: f.GetsPer4Mi, Want: "<= 1", Pass: f.GetsPer4Mi <= 1})
+		}
+	}
+	if sc := rep.Scale; sc != nil {
+		add(Target{Name: fmt.Sprintf("fetch p50 at %s vs %s records", countString(sc.LargeRecords), countString(sc.SmallRecords)),
+			Figure: sc.Large.P50, Bound: 1.2 * sc.Small.P50, Unit: "ms", Ratio: sc.P50Ratio, Want: "<= 1.2x", Pass: sc.P50Ratio <= 1.2,
+			Note: fmt.Sprintf("%d chunk rows seeded in %.1fs (%s)", sc.RowsSeeded, sc.SeedSeconds, sc.CatalogKind)})
+	}
+	var peak float64
+	for _, p := range rep.Produce {
+		peak = max(peak, p.PeakRSS)
+	}
+	if peak > 0 {
+		bound := float64(len(cfg.Nodes)) * float64(cfg.BufferBytes+cfg.CacheBytes+100<<20)
+		add(Target{Name: "peak node RSS vs buffer + cache + 100 MiB", Figure: peak / (1 << 20), Bound: bound / (1 << 20), Unit: "MiB", Ratio: peak / bound, Want: "<= 1x", Pass: peak <= bound})
+	}
+}
+
+func sizeString(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return strconv.FormatInt(n>>30, 10) + " GiB"
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " B"
+}
+
+func countString(n int64) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return strconv.FormatInt(n/1_000_000, 10) + " M"
+	case n >= 1000 && n%1000 == 0:
+		return strconv.FormatInt(n/1000, 10) + " K"
+	}
+	return strings.TrimSpace(strconv.FormatInt(n, 10))
+}

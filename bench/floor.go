@@ -1,0 +1,163 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Store is the part of the object store the floor measures: the bucket the nodes
+// write to (objstore.Store has it).
+type Store interface {
+	Put(ctx context.Context, key string, body []byte) error
+	Get(ctx context.Context, key string) ([]byte, error)
+	Delete(ctx context.Context, key string) error
+}
+
+// Floor is what the machine does without Strata in the way, measured in the same run:
+// the object store with segment-sized and flush-sized objects, and the catalog
+// database with transactions of the commit's shape.
+type Floor struct {
+	SegmentBytes int64   `json:"segment_bytes"`
+	Streams      int     `json:"streams"`
+	PutMiBps     float64 `json:"put_mib_per_s"`
+	GetMiBps     float64 `json:"get_mib_per_s"`
+	// FlushPut is the latency of one PUT at a time of FlushBytes objects: the size of
+	// the flushes the half-load phase made.
+	FlushBytes int64   `json:"flush_bytes"`
+	FlushPut   Latency `json:"flush_put"`
+	// Commit is one connection running one-statement transactions that update 8 rows,
+	// back to back: what one writer's in-order commits could at best do.
+	CommitsPerSec float64 `json:"commits_per_s"`
+	Commit        Latency `json:"commit"`
+}
+
+// floorStore measures PUT and GET bandwidth of segment-sized objects with streams
+// concurrent requests, each for about d, under prefix; the objects are deleted after.
+func floorStore(ctx context.Context, st Store, prefix string, size int64, streams int, d time.Duration) (put, get float64, err error) {
+	body := make([]byte, size)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range body {
+		body[i] = byte(rng.Uint32())
+	}
+	var (
+		mu   sync.Mutex
+		keys []string
+		seq  atomic.Int64
+	)
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		for _, k := range keys {
+			_ = st.Delete(dctx, k)
+		}
+	}()
+	run := func(op func(ctx context.Context, i int) error) (float64, error) {
+		pctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		var wg sync.WaitGroup
+		var n atomic.Int64
+		errs := make(chan error, streams)
+		start := time.Now()
+		for s := range streams {
+			wg.Go(func() {
+				for i := s; pctx.Err() == nil; i += streams {
+					if err := op(pctx, i); err != nil {
+						if pctx.Err() == nil {
+							errs <- err
+						}
+						return
+					}
+					n.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			return 0, err
+		}
+		// Requests cut short by the deadline are not counted, and neither is their time:
+		// the rate is of whole requests over the time to the last one's end.
+		return float64(n.Load()) * float64(size) / (1 << 20) / time.Since(start).Seconds(), nil
+	}
+	put, err = run(func(ctx context.Context, _ int) error {
+		k := prefix + "seg-" + strconv.FormatInt(seq.Add(1), 10)
+		if err := st.Put(ctx, k, body); err != nil {
+			return fmt.Errorf("floor: put %s: %w", k, err)
+		}
+		mu.Lock()
+		keys = append(keys, k)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	mu.Lock()
+	have := append([]string(nil), keys...)
+	mu.Unlock()
+	if len(have) == 0 {
+		return put, 0, fmt.Errorf("floor: no PUT of %d bytes finished within %s", size, d)
+	}
+	get, err = run(func(ctx context.Context, i int) error {
+		k := have[i%len(have)]
+		b, err := st.Get(ctx, k)
+		if err == nil && int64(len(b)) != size {
+			err = fmt.Errorf("got %d bytes, want %d", len(b), size)
+		}
+		if err != nil {
+			return fmt.Errorf("floor: get %s: %w", k, err)
+		}
+		return nil
+	})
+	return put, get, err
+}
+
+// floorPutLatency measures PUTs of size-byte objects one at a time for about d.
+func floorPutLatency(ctx context.Context, st Store, prefix string, size int64, d time.Duration) (Latency, error) {
+	body := make([]byte, size)
+	for i := range body {
+		body[i] = byte(i * 31)
+	}
+	var lat []time.Duration
+	var keys []string
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		for _, k := range keys {
+			_ = st.Delete(dctx, k)
+		}
+	}()
+	for end := time.Now().Add(d); time.Now().Before(end) || len(lat) < 20; {
+		k := prefix + "flush-" + strconv.Itoa(len(keys))
+		start := time.Now()
+		if err := st.Put(ctx, k, body); err != nil {
+			return Latency{}, fmt.Errorf("floor: put %s: %w", k, err)
+		}
+		lat = append(lat, time.Since(start))
+		keys = append(keys, k)
+		if len(lat) >= 2000 {
+			break
+		}
+	}
+	return summarize(lat), nil
+}
+
+// floorCommit runs commit, one at a time, for about d.
+func floorCommit(ctx context.Context, commit func(context.Context) error, d time.Duration) (perSec float64, lat Latency, err error) {
+	var ds []time.Duration
+	start := time.Now()
+	for time.Since(start) < d || len(ds) < 20 {
+		t := time.Now()
+		if err := commit(ctx); err != nil {
+			return 0, Latency{}, fmt.Errorf("floor: commit: %w", err)
+		}
+		ds = append(ds, time.Since(t))
+	}
+	return float64(len(ds)) / time.Since(start).Seconds(), summarize(ds), nil
+}

@@ -1,0 +1,205 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable writes the report for a person: the floor, each phase, the targets.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	s := r.Settings
+	fmt.Fprintf(tw, "Strata bench: %s, %d node(s), %d CPUs, %s; %.0fs\n", r.Target, r.Nodes, r.CPUs, r.GoVersion, r.Seconds)
+	fmt.Fprintf(tw, "%d partitions, %d producers, %d-byte records in requests of %d, linger %.0fms, flush %s, buffer %s, cache %s\n\n",
+		s.Partitions, s.Producers, s.RecordSize, s.BatchRecords, s.LingerMs, sizeString(s.MaxFlushBytes), sizeString(s.BufferBytes), sizeString(s.CacheBytes))
+	if f := r.Floor; f != nil {
+		fmt.Fprintf(tw, "FLOOR\t\n")
+		if f.PutMiBps > 0 {
+			fmt.Fprintf(tw, "  PUT %s objects, %d streams\t%.1f MiB/s\n", sizeString(f.SegmentBytes), f.Streams, f.PutMiBps)
+			fmt.Fprintf(tw, "  GET %s objects, %d streams\t%.1f MiB/s\n", sizeString(f.SegmentBytes), f.Streams, f.GetMiBps)
+		}
+		if f.FlushPut.N > 0 {
+			fmt.Fprintf(tw, "  PUT %s objects (flush-sized), one at a time\tp50 %.1f ms  p99 %.1f ms\n", sizeString(roundSize(f.FlushBytes)), f.FlushPut.P50, f.FlushPut.P99)
+		}
+		if f.CommitsPerSec > 0 {
+			fmt.Fprintf(tw, "  catalog: 1-statement transactions updating 8 rows\t%.0f /s  p50 %.2f ms  p99 %.2f ms\n", f.CommitsPerSec, f.Commit.P50, f.Commit.P99)
+		}
+		fmt.Fprintln(tw)
+	}
+	fmt.Fprintf(tw, "PRODUCE\trecords/s\tMiB/s\tack p50\tp99\tp999 ms\tPUTs/GiB\tcommits/flush\tflush\tCPU s/GiB\tpeak RSS\t429s\n")
+	for _, p := range r.Produce {
+		fmt.Fprintf(tw, "  %s\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.2f\t%s\t%.1f\t%s\t%d\n",
+			p.Name, p.RecordsPS, p.MiBps, p.Ack.P50, p.Ack.P99, p.Ack.P999, p.PutsPerGiB, p.CommitsPerFlush,
+			sizeString(roundSize(int64(p.MeanFlushBytes))), p.CPUSecPerGiB, sizeString(roundSize(int64(p.PeakRSS))), p.Rejected)
+		if p.Failed > 0 {
+			fmt.Fprintf(tw, "    %d requests failed; first: %s\n", p.Failed, p.FirstError)
+		}
+	}
+	if r.E2E.N > 0 {
+		fmt.Fprintf(tw, "  end to end through SSE (half load)\t\t\t%.1f\t%.1f\t%.1f\t(%d records)\n", r.E2E.P50, r.E2E.P99, r.E2E.P999, r.E2E.N)
+	}
+	fmt.Fprintln(tw)
+	if len(r.Fetch) > 0 {
+		fmt.Fprintf(tw, "FETCH\tMiB/s\tread\tGETs\tGETs per 4 MiB\n")
+		for _, f := range r.Fetch {
+			fmt.Fprintf(tw, "  %s\t%.1f\t%s\t%.0f\t%.2f\n", f.Name, f.MiBps, sizeString(roundSize(f.Bytes)), f.Gets, f.GetsPer4Mi)
+		}
+		fmt.Fprintln(tw)
+	}
+	if sc := r.Scale; sc != nil {
+		fmt.Fprintf(tw, "SCALE (%s, %d records per chunk row, %d rows seeded in %.1fs)\tp50 ms\tp99 ms\n", sc.CatalogKind, sc.ChunkRecords, sc.RowsSeeded, sc.SeedSeconds)
+		fmt.Fprintf(tw, "  fetch from a partition of %s records\t%.2f\t%.2f\n", countString(sc.SmallRecords), sc.Small.P50, sc.Small.P99)
+		fmt.Fprintf(tw, "  fetch from a partition of %s records\t%.2f\t%.2f\n", countString(sc.LargeRecords), sc.Large.P50, sc.Large.P99)
+		fmt.Fprintln(tw)
+	}
+	if len(r.Targets) > 0 {
+		fmt.Fprintf(tw, "TARGETS\tfigure\tbound\tratio\twant\t\n")
+		for _, t := range r.Targets {
+			mark := "ok"
+			if !t.Pass {
+				mark = "MISSED"
+			}
+			fmt.Fprintf(tw, "  %s\t%s %s\t%s\t%.2f\t%s\t%s\n", t.Name, num(t.Figure), t.Unit, num(t.Bound), t.Ratio, t.Want, mark)
+			if t.Note != "" {
+				fmt.Fprintf(tw, "    %s\t\n", t.Note)
+			}
+		}
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(tw, "note: %s\n", n)
+	}
+	return tw.Flush()
+}
+
+func num(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case math.Abs(v) >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case math.Abs(v) >= 10:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// roundSize rounds to two significant binary units for display (3.98 MiB shows as 4 MiB
+// would mislead; 3.9 MiB shows as 3993 KiB).
+func roundSize(n int64) int64 {
+	for _, u := range []int64{1 << 30, 1 << 20, 1 << 10} {
+		if n >= 4*u {
+			return n / u * u
+		}
+	}
+	return n
+}
+
+// WriteSVG draws produce-ack and end-to-end latency (p50 and p99 per 250 ms) over the
+// half-load phase, on a log scale, as a self-contained SVG.
+func (r *Report) WriteSVG(w io.Writer) error {
+	const (
+		width, height = 900, 420
+		left, right   = 70, 20
+		top, bottom   = 40, 50
+	)
+	pw, ph := float64(width-left-right), float64(height-top-bottom)
+	series := []struct {
+		name, color string
+		pts         []Point
+		p99         bool
+	}{
+		{"ack p50", "#1f77b4", r.Series.Ack, false},
+		{"ack p99", "#1f77b4", r.Series.Ack, true},
+		{"end-to-end p50", "#d62728", r.Series.E2E, false},
+		{"end-to-end p99", "#d62728", r.Series.E2E, true},
+	}
+	var tmax, vmin, vmax float64 = 1, math.Inf(1), 0
+	for _, s := range series {
+		for _, p := range s.pts {
+			v := p.P50
+			if s.p99 {
+				v = p.P99
+			}
+			tmax = max(tmax, p.T+0.25)
+			if v > 0 {
+				vmin, vmax = min(vmin, v), max(vmax, v)
+			}
+		}
+	}
+	if math.IsInf(vmin, 1) {
+		vmin, vmax = 1, 10
+	}
+	lo, hi := math.Floor(math.Log10(vmin)), math.Ceil(math.Log10(vmax))
+	if hi <= lo {
+		hi = lo + 1
+	}
+	x := func(t float64) float64 { return float64(left) + t/tmax*pw }
+	y := func(v float64) float64 {
+		return float64(top) + ph - (math.Log10(max(v, math.Pow(10, lo)))-lo)/(hi-lo)*ph
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15">Latency over time at half load (%s, %d-byte records, linger %.0f ms)</text>`+"\n",
+		left, escape(r.Target), r.Settings.RecordSize, r.Settings.LingerMs)
+	for e := lo; e <= hi; e++ {
+		for _, m := range []float64{1, 2, 5} {
+			v := m * math.Pow(10, e)
+			if e == hi && m > 1 {
+				break
+			}
+			yy := y(v)
+			stroke := "#eee"
+			if m == 1 {
+				stroke = "#ccc"
+			}
+			fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="%s"/>`+"\n", left, width-right, yy, yy, stroke)
+			fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s ms</text>`+"\n", left-6, yy+4, num(v))
+		}
+	}
+	step := math.Max(1, math.Round(tmax/10))
+	for t := 0.0; t <= tmax; t += step {
+		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#eee"/>`+"\n", x(t), x(t), top, height-bottom)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%.0f s</text>`+"\n", x(t), height-bottom+18, t)
+	}
+	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.0f" height="%.0f" fill="none" stroke="#888"/>`+"\n", left, top, pw, ph)
+	for i, s := range series {
+		if len(s.pts) == 0 {
+			continue
+		}
+		var pts []string
+		for _, p := range s.pts {
+			v := p.P50
+			if s.p99 {
+				v = p.P99
+			}
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(p.T+0.125), y(v)))
+		}
+		dash := ""
+		if s.p99 {
+			dash = ` stroke-dasharray="5,3"`
+		}
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5"%s points="%s"/>`+"\n", s.color, dash, strings.Join(pts, " "))
+		lx := left + 10 + i*180
+		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2"%s/>`+"\n", lx, lx+24, height-12, height-12, s.color, dash)
+		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", lx+30, height-8, s.name)
+	}
+	b.WriteString("</svg>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func escape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}

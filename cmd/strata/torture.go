@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/strata-io/strata/jepsen"
+)
+
+func tortureCommand() (*command, func(context.Context, *env, *command, []string) error) {
+	c := newCommand("torture", "strata torture [--duration 10m] [--classes kill,pause,...] --postgres DSN --s3-endpoint URL",
+		`Runs the reliability harness (package jepsen): for each fault class, a fresh cluster of
+'strata serve' processes (this binary), a fresh catalog and bucket, a workload of producers and
+consumers whose every operation is recorded, faults injected in windows for --duration, then
+healing, a final read of everything and a check of the history. Prints a table per class: records
+ok / failed / unknown, and lost, unseen, inconsistent, duplicate, nonmonotonic, skipping,
+refused-but-visible records and group-offset anomalies, which must all be 0.
+Needs Postgres (a role that may CREATE DATABASE; the pg-* classes start a private instance with
+initdb) and MinIO. Exit code 1 when any class finds an anomaly.`)
+	duration := c.fs.Duration("duration", time.Minute, "how long each fault class runs")
+	classes := c.fs.String("classes", strings.Join(jepsen.Classes, ","), "comma-separated fault `classes`: "+strings.Join(jepsen.Classes, ", "))
+	quiet := c.fs.Duration("quiet", 2*time.Second, "time without faults between fault windows")
+	active := c.fs.Duration("active", 4*time.Second, "how long each fault window lasts")
+	pg := c.fs.String("postgres", "", "`DSN` of a Postgres server where fresh databases may be created (default $STRATA_TEST_POSTGRES)")
+	endpoint := c.fs.String("s3-endpoint", "", "MinIO `URL` (default $STRATA_TEST_S3_ENDPOINT)")
+	accessKey := c.fs.String("s3-access-key", "", "MinIO access `key` (default $STRATA_TEST_S3_ACCESS_KEY)")
+	secretKey := c.fs.String("s3-secret-key", "", "MinIO secret `key` (default $STRATA_TEST_S3_SECRET_KEY)")
+	region := c.fs.String("s3-region", "", "`region` (default $STRATA_TEST_S3_REGION)")
+	dir := c.fs.String("dir", "", "`directory` for process logs and each class's history.json (default: a new temporary directory, kept)")
+	return c, func(ctx context.Context, e *env, c *command, args []string) error {
+		if len(args) > 0 {
+			return usagef(c.name, "unexpected argument %q (flags start with --)", args[0])
+		}
+		orEnv := func(v *string, name string) {
+			if *v == "" {
+				*v = e.getenv(name)
+			}
+		}
+		orEnv(pg, "STRATA_TEST_POSTGRES")
+		orEnv(endpoint, "STRATA_TEST_S3_ENDPOINT")
+		orEnv(accessKey, "STRATA_TEST_S3_ACCESS_KEY")
+		orEnv(secretKey, "STRATA_TEST_S3_SECRET_KEY")
+		orEnv(region, "STRATA_TEST_S3_REGION")
+		var bad []string
+		if *pg == "" {
+			bad = append(bad, "--postgres is required (or STRATA_TEST_POSTGRES): e.g. postgres://strata:strata@127.0.0.1:5432/strata_test?sslmode=disable")
+		}
+		if *endpoint == "" {
+			bad = append(bad, "--s3-endpoint is required (or STRATA_TEST_S3_ENDPOINT): e.g. http://127.0.0.1:9100")
+		}
+		if *duration < time.Second {
+			bad = append(bad, fmt.Sprintf("--duration %s: want at least 1s", *duration))
+		}
+		var list []string
+		for _, cl := range strings.Split(*classes, ",") {
+			cl = strings.TrimSpace(cl)
+			known := false
+			for _, k := range jepsen.Classes {
+				known = known || k == cl
+			}
+			if !known {
+				bad = append(bad, fmt.Sprintf("--classes: unknown class %q: use %s", cl, strings.Join(jepsen.Classes, ", ")))
+			}
+			list = append(list, cl)
+		}
+		if len(bad) > 0 {
+			return badFlags(c.name, bad)
+		}
+		bin, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find this binary: %w", err)
+		}
+		if *dir == "" {
+			if *dir, err = os.MkdirTemp("", "strata-torture-"); err != nil {
+				return err
+			}
+		}
+		log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+		var privates []*jepsen.PrivatePostgres
+		defer func() {
+			for _, p := range privates {
+				_ = p.Stop(context.WithoutCancel(ctx), "fast")
+				_ = os.RemoveAll(p.Dir)
+			}
+		}()
+		env := jepsen.Env{
+			Binary: bin,
+			S3:     jepsen.S3Config{Endpoint: *endpoint, AccessKey: *accessKey, SecretKey: *secretKey, Region: *region},
+			Dir:    *dir,
+			Log:    log,
+			NewDatabase: func(ctx context.Context) (string, error) {
+				return jepsen.CreateDatabase(ctx, *pg)
+			},
+			NewPrivatePostgres: func(ctx context.Context) (*jepsen.PrivatePostgres, error) {
+				p, err := jepsen.StartPrivatePostgres(ctx, *dir)
+				if p != nil {
+					privates = append(privates, p)
+				}
+				return p, err
+			},
+		}
+		fmt.Fprintf(e.stderr, "strata torture: %s per class, classes %s; logs and histories in %s\n", *duration, strings.Join(list, ","), *dir)
+		var results []*jepsen.Result
+		failed := 0
+		for _, cl := range list {
+			if ctx.Err() != nil {
+				break
+			}
+			fmt.Fprintf(e.stderr, "strata torture: %s ...\n", cl)
+			r := jepsen.Run(ctx, env, cl, jepsen.RunConfig{Duration: *duration, Quiet: *quiet, Active: *active})
+			results = append(results, r)
+			if !r.OK() {
+				failed++
+			}
+			for _, n := range r.Notes {
+				fmt.Fprintf(e.stderr, "  %s\n", n)
+			}
+		}
+		jepsen.WriteTable(e.stdout, results)
+		if failed > 0 {
+			return fmt.Errorf("%d of %d fault classes found anomalies or could not run", failed, len(results))
+		}
+		return nil
+	}
+}
