@@ -112,8 +112,10 @@ func (c *Catalog) commitError(ctx context.Context, plan *catalog.Plan, err error
 		// The server answered with an error: the statement's transaction rolled back.
 		return nil, fmt.Errorf("postgres: commit %s: %w: %w", key, catalog.ErrCommitFailed, err)
 	}
-	if pgconn.SafeToRetry(err) {
-		// pgx knows nothing was sent (e.g. the dial failed): no need to settle.
+	var ce *pgconn.ConnectError
+	if pgconn.SafeToRetry(err) || errors.As(err, &ce) {
+		// pgx knows nothing was sent (no connection could be made, or the request
+		// never left): no need to settle.
 		return nil, fmt.Errorf("postgres: commit %s: %w: %w", key, catalog.ErrCommitFailed, err)
 	}
 	return nil, fmt.Errorf("postgres: commit %s: %w", key, err)
