@@ -74,11 +74,11 @@ func wantsRecordBatches(r *http.Request) bool {
 }
 
 // readRawBody reads the whole body into one buffer sized from Content-Length when the
-// client sent one (bounded by bodyLimitMiddleware), so a large body is not copied
-// through a growing buffer.
-func readRawBody(r *http.Request, limit int64) ([]byte, *problem) {
+// client sent one (bodyLimitMiddleware has refused lengths over the limit), so a large
+// body is not copied through a growing buffer.
+func readRawBody(r *http.Request) ([]byte, *problem) {
 	var buf bytes.Buffer
-	if n := r.ContentLength; n > 0 && n <= limit {
+	if n := r.ContentLength; n > 0 && n <= maxPresize {
 		buf.Grow(int(n) + bytes.MinRead) // ReadFrom wants room for its last, empty read
 	}
 	if _, err := buf.ReadFrom(r.Body); err != nil {
@@ -90,6 +90,9 @@ func readRawBody(r *http.Request, limit int64) ([]byte, *problem) {
 	}
 	return buf.Bytes(), nil
 }
+
+// maxPresize bounds the buffer a declared length reserves before any byte arrives.
+const maxPresize = 256 << 20
 
 // binaryProduce is a decoded binary produce body.
 type binaryProduce struct {
@@ -121,7 +124,7 @@ func (rs *recordsResource) produceBinary(w http.ResponseWriter, r *http.Request)
 		return
 	}
 	part := int32(n)
-	body, p := readRawBody(r, a.cfg.MaxBodyBytes)
+	body, p := readRawBody(r)
 	if p != nil {
 		writeProblem(w, r, p)
 		return

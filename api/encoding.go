@@ -48,9 +48,12 @@ type produceRecord struct {
 
 // decodeProduce parses a produce body. It never panics, whatever the body.
 func decodeProduce(body []byte, maxRecords int) (produceRequest, *problem) {
-	var req produceRequest
-	if p := decodeStrict(body, &req); p != nil {
-		return req, p
+	req, ok := fastDecodeProduce(body) // the common shape, several times faster (jsonscan.go)
+	if !ok {
+		req = produceRequest{}
+		if p := decodeStrict(body, &req); p != nil {
+			return req, p
+		}
 	}
 	switch n := len(req.Records); {
 	case n == 0:
@@ -269,6 +272,14 @@ func decodeHeaders(i int, raw json.RawMessage) ([]segment.Header, *problem) {
 	if isNull(raw) {
 		return nil, nil
 	}
+	if hs, ok := fastHeaders(raw); ok { // plain strings: no decoder per record (jsonscan.go)
+		return hs, nil
+	}
+	return decodeHeadersStrict(i, raw)
+}
+
+// decodeHeadersStrict is decodeHeaders with encoding/json, for every shape and error.
+func decodeHeadersStrict(i int, raw json.RawMessage) ([]segment.Header, *problem) {
 	bad := func(format string, args ...any) *problem { return recordProblem(i, "headers", format, args...) }
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	switch raw[0] {

@@ -49,15 +49,7 @@ func readBody(r *http.Request) ([]byte, *problem) {
 	if p := checkJSONContentType(r); p != nil {
 		return nil, p
 	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, bodyTooLarge(mbe.Limit)
-		}
-		return nil, newProblem(CodeInvalidRequest, "reading the request body: %v", err)
-	}
-	return body, nil
+	return readRawBody(r) // sized from Content-Length: no copying through a growing buffer
 }
 
 // decodeStrict decodes one JSON value from body into v: invalid UTF-8, unknown fields

@@ -182,6 +182,7 @@ type txnGroup struct {
 
 // sendReq is one request, from sealing to its outcome.
 type sendReq struct {
+	idx    uint64 // sealing order
 	recs   []batchRec
 	counts map[tpKey]int32 // records per partition
 	group  *txnGroup
@@ -228,6 +229,7 @@ type Producer struct {
 	sticky    map[string]int32 // per topic: the open request's partition for unkeyed records
 	rotate    map[string]int32
 	queue     []*sendReq // sealed and unresolved, in sealing order
+	sealedN   uint64     // requests sealed so far
 	running   int        // attempt loops
 	draining  bool       // a gap: let the running settle, then take a new identity
 	resetting bool
@@ -593,7 +595,8 @@ func (p *Producer) sealOpenLocked() {
 
 // sealLocked makes a request of recs, sequences it and queues it.
 func (p *Producer) sealLocked(recs []batchRec, group *txnGroup) *sendReq {
-	r := &sendReq{recs: recs, counts: map[tpKey]int32{}, group: group, sealed: time.Now(), done: make(chan struct{})}
+	r := &sendReq{idx: p.sealedN, recs: recs, counts: map[tpKey]int32{}, group: group, sealed: time.Now(), done: make(chan struct{})}
+	p.sealedN++
 	for _, br := range recs {
 		r.counts[tpKey{br.topic, *br.wire.Partition}]++
 	}
@@ -676,8 +679,15 @@ func (p *Producer) dispatchLocked() {
 		}
 		return
 	}
-	for i, r := range p.queue {
-		if i >= p.cfg.MaxInFlight {
+	// The window is anchored at the oldest unresolved request, counting the resolved
+	// ones after it: while a request may still be retried, at most MaxInFlight-1
+	// requests sealed after it can commit, so the server still recognises its retry.
+	if len(p.queue) == 0 {
+		return
+	}
+	limit := p.queue[0].idx + uint64(p.cfg.MaxInFlight)
+	for _, r := range p.queue {
+		if r.idx >= limit {
 			break
 		}
 		if r.started || r.stopped {
@@ -775,6 +785,7 @@ func (p *Producer) run(r *sendReq) {
 	for attempt := 1; ; attempt++ {
 		p.mu.Lock()
 		body, ident, encErr := r.body, r.ident, r.err
+		pendingBefore := p.earlierPendingLocked(r)
 		p.mu.Unlock()
 		if encErr != nil {
 			p.mu.Lock()
@@ -826,12 +837,10 @@ func (p *Producer) run(r *sendReq) {
 				continue // closing: the next attempt fails fast and resolves
 			}
 		case actWaitEarlier:
-			switch p.awaitEarlier(r) {
-			case earlierStopped:
-				p.stop(r, ident, err)
-				return
-			case earlierNone:
-				// Nothing before it can still commit: the gap is for good.
+			// Refused as out of order: an earlier request on one of its partitions had
+			// not committed when this attempt was sent. If none was pending then, the
+			// gap is for good; else wait for them and try again.
+			if !pendingBefore || p.awaitEarlier(r) {
 				p.stop(r, ident, err)
 				return
 			}
@@ -864,19 +873,27 @@ func (p *Producer) run(r *sendReq) {
 	}
 }
 
-const (
-	earlierSettled = iota // every earlier request sharing a partition has resolved
-	earlierStopped        // one of them waits to be sent again under a new identity
-	earlierNone           // none was pending when the refusal came
-)
+// earlierPendingLocked says whether a request sealed before r, sharing a partition
+// with it, has not resolved yet.
+func (p *Producer) earlierPendingLocked(r *sendReq) bool {
+	for _, e := range p.queue {
+		if e == r {
+			return false
+		}
+		if sharesPartition(e, r) {
+			return true
+		}
+	}
+	return false
+}
 
 // awaitEarlier waits until no request sealed before r that shares a partition with it
-// is still being sent.
-func (p *Producer) awaitEarlier(r *sendReq) int {
-	waited := false
+// is being sent, and reports whether one of them waits to be sent again under a new
+// identity (so r cannot commit under its own either).
+func (p *Producer) awaitEarlier(r *sendReq) (stopped bool) {
 	for {
 		p.mu.Lock()
-		running, stopped := false, false
+		running := false
 		for _, e := range p.queue {
 			if e == r {
 				break
@@ -885,22 +902,18 @@ func (p *Producer) awaitEarlier(r *sendReq) int {
 				continue
 			}
 			if e.stopped {
-				stopped = true
-			} else if e.started {
+				p.mu.Unlock()
+				return true
+			}
+			if e.started {
 				running = true
 			}
 		}
 		ch := p.changed
 		p.mu.Unlock()
-		switch {
-		case stopped:
-			return earlierStopped
-		case !running && waited:
-			return earlierSettled
-		case !running:
-			return earlierNone
+		if !running {
+			return false
 		}
-		waited = true
 		<-ch
 	}
 }

@@ -134,7 +134,7 @@ type storeMode struct {
 }
 
 // storeWrites and storeReads are the object store faults of the decorator: each
-// window takes the next of each list, so every one has run after five windows.
+// window takes the next of each list, so every one has run after four windows.
 var (
 	storeWrites = []storeMode{
 		{"put errors", map[fault.Op]fault.Fault{fault.Put: {Err: fault.ErrInjected}}},
@@ -144,10 +144,9 @@ var (
 	}
 	storeReads = []storeMode{
 		{"read errors", map[fault.Op]fault.Fault{fault.GetRange: {Err: fault.ErrInjected}, fault.Get: {Err: fault.ErrInjected}, fault.Head: {Err: fault.ErrInjected}}},
-		{"truncated reads", map[fault.Op]fault.Fault{fault.GetRange: {Truncate: 7}, fault.Get: {Truncate: 7}}},
+		{"slow, truncated reads", map[fault.Op]fault.Fault{fault.GetRange: {Latency: time.Second, Truncate: 7}, fault.Get: {Latency: time.Second, Truncate: 7}}},
 		{"bit-flipped reads", map[fault.Op]fault.Fault{fault.GetRange: {FlipBit: true}, fault.Get: {FlipBit: true}}},
-		{"read lost responses", map[fault.Op]fault.Fault{fault.GetRange: {LoseResponse: true}, fault.Get: {LoseResponse: true}}},
-		{"slow reads", map[fault.Op]fault.Fault{fault.GetRange: {Latency: time.Second}, fault.Get: {Latency: time.Second}}},
+		{"slow reads, responses lost", map[fault.Op]fault.Fault{fault.GetRange: {Latency: time.Second, LoseResponse: true}, fault.Get: {Latency: time.Second, LoseResponse: true}}},
 	}
 )
 

@@ -22,10 +22,10 @@ import (
 //
 //	go test ./jepsen -run TestTorture -jepsen.duration 10m -timeout 3h
 var (
-	duration = flag.Duration("jepsen.duration", 16*time.Second, "how long each fault class runs")
+	duration = flag.Duration("jepsen.duration", 12*time.Second, "how long each fault class runs")
 	classes  = flag.String("jepsen.classes", "kill,pause,store,s3proxy,pg-restart,pg-cut,compaction", "comma-separated fault classes to run (all: every fault together)")
 	quiet    = flag.Duration("jepsen.quiet", time.Second, "time without faults between fault windows")
-	active   = flag.Duration("jepsen.active", 3*time.Second, "how long each fault window lasts")
+	active   = flag.Duration("jepsen.active", 2*time.Second, "how long each fault window lasts")
 )
 
 var (

@@ -99,6 +99,7 @@ func verbs() []verb {
 		{"groups delete", groupsDeleteCommand},
 		{"check", checkCommand},
 		{"torture", tortureCommand},
+		{"bench", benchCommand},
 		{"version", versionCommand},
 	}
 }
@@ -128,6 +129,7 @@ Talking to a server (--server, env STRATA_SERVER, default http://127.0.0.1:8080)
 Other:
   check            compare the catalog with the bucket (missing, stray, corrupt objects)
   torture          run the reliability harness: faults, a recorded workload, a checked history
+  bench            measure throughput, latency and cost beside this machine's floor
   version          print the version
 
 Run 'strata COMMAND -h' for a command's flags. Exit codes: 0 ok, 1 error, 2 usage.
