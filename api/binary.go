@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"mime"
@@ -47,8 +48,10 @@ const (
 
 // rawReader is the part of the reader the binary fetch uses; the API's Reader need not
 // have it (a node whose reader cannot serve batches answers role_unavailable).
+// FetchRawShared hands out the cache's own bytes, which are written out with the real
+// base offsets in front of them rather than copied first.
 type rawReader interface {
-	FetchRaw(ctx context.Context, f reader.Fetch) (reader.RawResult, error)
+	FetchRawShared(ctx context.Context, f reader.Fetch) (reader.SharedRawResult, error)
 }
 
 var _ rawReader = (*reader.Reader)(nil)
@@ -292,7 +295,7 @@ func (a *API) fetchBinary(w http.ResponseWriter, r *http.Request, ti topicInfo, 
 		writeProblem(w, r, p)
 		return
 	}
-	res, err := rr.FetchRaw(r.Context(), reader.Fetch{
+	res, err := rr.FetchRawShared(r.Context(), reader.Fetch{
 		TopicID:    ti.topic.ID,
 		Partition:  part,
 		Offset:     offset,
@@ -316,11 +319,17 @@ func (a *API) fetchBinary(w http.ResponseWriter, r *http.Request, ti topicInfo, 
 	h.Set(HeaderHighWatermark, strconv.FormatInt(res.HighWatermark, 10))
 	h.Set(HeaderLogStartOffset, strconv.FormatInt(res.LogStartOffset, 10))
 	w.WriteHeader(http.StatusOK)
-	// One write per batch: large ones go straight to the connection, small ones are
-	// gathered by the server's buffer; the batches are not copied into one body first.
-	for _, b := range res.Batches {
-		if _, err := w.Write(b); err != nil {
+	// Each batch as two writes, its real base offset and the rest as the cache holds
+	// it: large ones go straight to the connection, small ones are gathered by the
+	// server's buffer; nothing is copied into one body first.
+	var base [8]byte
+	for i, b := range res.Batches {
+		binary.BigEndian.PutUint64(base[:], uint64(res.BaseOffsets[i]))
+		if _, err := w.Write(base[:]); err != nil {
 			return // the client went away; nothing to tell it
+		}
+		if _, err := w.Write(b[8:]); err != nil {
+			return
 		}
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -50,13 +51,16 @@ type Config struct {
 	// (nil: neither).
 	DB *DB
 
-	Topic        string        // [bench-<unix time>]
-	Partitions   int           // [8]
-	Producers    int           // closed-loop producers [16]: enough requests in flight to fill flushes
+	Topic      string // [bench-<unix time>]
+	Partitions int    // [8]
+	Producers  int    // closed-loop producers [32]: enough requests in flight to fill flushes
+	// OverloadProducers drive the overload phase, which offers more than the writer's
+	// buffer holds to check back-pressure and the memory bound [4 x buffer / request].
+	OverloadProducers int
 	// Tails is how many partitions the half-load phase tails over Server-Sent Events
 	// for end-to-end latency [2]: a sample, since rendering every record as an event
 	// would load the node beyond what the produce path is being measured with.
-	Tails int
+	Tails        int
 	RecordSize   int           // value bytes [1024]
 	BatchRecords int           // records per produce request [500]
 	Duration     time.Duration // of each produce phase [10s]
@@ -91,7 +95,7 @@ func (c *Config) defaults() {
 		c.Partitions = 8
 	}
 	if c.Producers == 0 {
-		c.Producers = 16
+		c.Producers = 32
 	}
 	if c.Tails == 0 {
 		c.Tails = 2
@@ -120,6 +124,9 @@ func (c *Config) defaults() {
 	}
 	if c.CacheBytes == 0 {
 		c.CacheBytes = 256 << 20
+	}
+	if c.OverloadProducers == 0 {
+		c.OverloadProducers = int(min(512, max(8, 4*c.BufferBytes/int64(c.BatchRecords*(c.RecordSize+40)))))
 	}
 	if c.ScaleRecords == 0 {
 		c.ScaleRecords = 10_000_000
@@ -193,6 +200,7 @@ type Fetch struct {
 	Name       string  `json:"name"`
 	Path       string  `json:"path"`
 	Bytes      int64   `json:"bytes"`
+	Objects    float64 `json:"mean_object_bytes,omitempty"`
 	Seconds    float64 `json:"seconds"`
 	MiBps      float64 `json:"mib_per_s"`
 	Gets       float64 `json:"gets"`
@@ -255,8 +263,11 @@ type Report struct {
 		Ack []Point `json:"ack"`
 		E2E []Point `json:"e2e"`
 	} `json:"series"`
-	Seconds float64  `json:"seconds"`
-	Notes   []string `json:"notes,omitempty"`
+	Seconds float64 `json:"seconds"`
+	// Load is the machine's 1-minute load average when the run started and ended
+	// (/proc/loadavg): figures from a machine shared with other work drift with it.
+	Load  [2]float64 `json:"load_average"`
+	Notes []string   `json:"notes,omitempty"`
 }
 
 // Run runs the whole benchmark and returns its report. The topics it creates are left
@@ -284,8 +295,8 @@ type runner struct {
 	log *slog.Logger
 	hc  *http.Client
 	rep Report
-	// written: per partition, the high watermark after the produce phases.
-	written map[int32]int64
+	// meanObject is the mean size of the objects the produce phases wrote.
+	meanObject float64
 }
 
 func (b *runner) run(ctx context.Context) (*Report, error) {
@@ -301,6 +312,8 @@ func (b *runner) run(ctx context.Context) (*Report, error) {
 	s.PhaseSeconds, s.LingerMs = cfg.Duration.Seconds(), float64(cfg.Linger)/1e6
 	s.MaxFlushBytes, s.BufferBytes, s.CacheBytes = cfg.MaxFlushBytes, cfg.BufferBytes, cfg.CacheBytes
 	start := time.Now()
+	rep.Load[0] = loadAverage()
+	defer func() { rep.Load[1] = loadAverage() }()
 
 	c := client.New(cfg.Nodes[0], client.WithHTTPClient(b.hc))
 	formats := map[string]string{"key.format": "string", "value.format": "string"}
@@ -364,6 +377,12 @@ func (b *runner) run(ctx context.Context) (*Report, error) {
 	rep.Produce = append(rep.Produce, half)
 	rep.E2E = e2e
 
+	over, err := b.overload(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep.Produce = append(rep.Produce, over)
+
 	if rep.Floor != nil && cfg.Store != nil {
 		size := int64(half.MeanFlushBytes)
 		if size <= 0 {
@@ -377,6 +396,14 @@ func (b *runner) run(ctx context.Context) (*Report, error) {
 		rep.Floor.FlushBytes, rep.Floor.FlushPut = size, lat
 	}
 
+	var objBytes, objs float64
+	for _, p := range rep.Produce {
+		objBytes += p.MeanFlushBytes * p.Flushes
+		objs += p.Flushes
+	}
+	if objs > 0 {
+		b.meanObject = objBytes / objs
+	}
 	if err := b.fetches(ctx); err != nil {
 		return nil, err
 	}
@@ -392,27 +419,21 @@ func (b *runner) run(ctx context.Context) (*Report, error) {
 	return rep, nil
 }
 
-// producerBodies builds, per producer, one body per partition.
-func (b *runner) producerBodies(path string, producers int) ([][]*body, error) {
+// producerBodies builds n request bodies, body i for partition i%Partitions (JSON
+// names the partition in the body; binary in the query, so any body serves any
+// partition).
+func (b *runner) producerBodies(path string, n int) ([]*body, error) {
 	cfg := &b.cfg
-	out := make([][]*body, producers)
+	out := make([]*body, n)
 	for i := range out {
-		for p := range cfg.Partitions {
-			var bd *body
-			var err error
-			if path == "binary" {
-				if p > 0 { // one batch serves every partition: the query names it
-					bd = &body{buf: append([]byte(nil), out[i][0].buf...), slots: out[i][0].slots, crc: true, recs: out[i][0].recs, bytes: out[i][0].bytes}
-				} else {
-					bd, err = binaryBody(cfg.BatchRecords, cfg.RecordSize, i)
-				}
-			} else {
-				bd, err = jsonBody(cfg.BatchRecords, cfg.RecordSize, i, int32(p))
-			}
-			if err != nil {
-				return nil, err
-			}
-			out[i] = append(out[i], bd)
+		var err error
+		if path == "binary" {
+			out[i], err = binaryBody(cfg.BatchRecords, cfg.RecordSize, i)
+		} else {
+			out[i], err = jsonBody(cfg.BatchRecords, cfg.RecordSize, i, int32(i%cfg.Partitions))
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
@@ -516,7 +537,32 @@ func (b *runner) produceMax(ctx context.Context, path string) (Produce, error) {
 	ack := newRecorder(time.Now())
 	s := &sender{hc: b.hc, nodes: cfg.Nodes, topic: cfg.Topic, path: path}
 	err = b.phase(ctx, name, &p, &c, ack, func(ctx context.Context) {
-		closedLoop(ctx, s, bodies, cfg.Partitions, &c, ack)
+		closedLoop(ctx, s, cfg.Producers, bodies, true, cfg.Partitions, &c, ack)
+	})
+	return p, err
+}
+
+// overload offers about four times what the writer's buffer holds, from producers that
+// retry at once on 429, for a few seconds: the writer must answer with back-pressure
+// rather than grow, and the nodes' memory must stay within its bound.
+func (b *runner) overload(ctx context.Context) (Produce, error) {
+	cfg := &b.cfg
+	name := "produce-binary-overload"
+	n := cfg.OverloadProducers
+	b.log.Info("phase: overload", "producers", n)
+	bodies, err := b.producerBodies("binary", 1) // shared, unstamped: only the acks are timed
+	if err != nil {
+		return Produce{}, err
+	}
+	p := Produce{Name: name, Path: "binary", Mode: "closed"}
+	var c counters
+	ack := newRecorder(time.Now())
+	s := &sender{hc: b.hc, nodes: cfg.Nodes, topic: cfg.Topic, path: "binary"}
+	saved := cfg.Duration
+	cfg.Duration = min(cfg.Duration, 4*time.Second)
+	defer func() { cfg.Duration = saved }()
+	err = b.phase(ctx, name, &p, &c, ack, func(ctx context.Context) {
+		closedLoop(ctx, s, n, bodies, false, cfg.Partitions, &c, ack)
 	})
 	return p, err
 }
@@ -530,7 +576,7 @@ func (b *runner) produceHalf(ctx context.Context, rate float64) (Produce, Latenc
 	if err != nil {
 		return Produce{}, Latency{}, err
 	}
-	pool := []*body{bodies[0][0]}
+	pool := []*body{bodies[0]}
 	for len(pool) < maxInflight {
 		f := pool[0]
 		pool = append(pool, &body{buf: append([]byte(nil), f.buf...), slots: f.slots, crc: true, recs: f.recs, bytes: f.bytes})
@@ -645,7 +691,8 @@ func (b *runner) fetches(ctx context.Context) error {
 			path = "binary"
 		}
 		f := Fetch{Name: pass.name, Path: path, Bytes: read, Seconds: secs, MiBps: float64(read) / (1 << 20) / secs,
-			Gets: d.sum("strata_objstore_requests_total", `op="get`), GetBytes: d.sum("strata_objstore_bytes_total", `op="get`)}
+			Gets: d.sum("strata_objstore_requests_total", `op="get`), GetBytes: d.sum("strata_objstore_bytes_total", `op="get`),
+			Objects: b.meanObject}
 		if read > 0 {
 			f.GetsPer4Mi = f.Gets / (float64(read) / (4 << 20))
 		}
@@ -795,7 +842,12 @@ func (b *runner) targets(commitP99 float64) {
 			}
 			add(Target{Name: "second reader GETs per 4 MiB", Figure: f.GetsPer4Mi, Bound: 0.05, Unit: "GETs/4MiB", Ratio: f.GetsPer4Mi, Want: "~0", Pass: f.GetsPer4Mi <= 0.05})
 		case "fetch-cold":
-			add(Target{Name: "first reader GETs per 4 MiB", Figure: f.GetsPer4Mi, Bound: 1, Unit: "GETs/4MiB", Ratio: f.GetsPer4Mi, Want: "<= 1", Pass: f.GetsPer4Mi <= 1})
+			t := Target{Name: "first reader GETs per 4 MiB", Figure: f.GetsPer4Mi, Bound: 1, Unit: "GETs/4MiB", Ratio: f.GetsPer4Mi, Want: "<= 1", Pass: f.GetsPer4Mi <= 1}
+			if f.Objects > 0 {
+				t.Note = fmt.Sprintf("objects average %s: one GET each is %.2f per 4 MiB; %s fetched from the store for %s served",
+					sizeString(roundSize(int64(f.Objects))), float64(4<<20)/f.Objects, sizeString(roundSize(int64(f.GetBytes))), sizeString(roundSize(f.Bytes)))
+			}
+			add(t)
 		}
 	}
 	if sc := rep.Scale; sc != nil {
@@ -811,6 +863,20 @@ func (b *runner) targets(commitP99 float64) {
 		bound := float64(len(cfg.Nodes)) * float64(cfg.BufferBytes+cfg.CacheBytes+100<<20)
 		add(Target{Name: "peak node RSS vs buffer + cache + 100 MiB", Figure: peak / (1 << 20), Bound: bound / (1 << 20), Unit: "MiB", Ratio: peak / bound, Want: "<= 1x", Pass: peak <= bound})
 	}
+}
+
+// loadAverage is the 1-minute load average, 0 where /proc/loadavg is missing.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
 func sizeString(n int64) string {

@@ -196,16 +196,20 @@ func (s *sender) send(ctx context.Context, b *body, p int32) (retryAfter time.Du
 var errBackPressure = errors.New("back-pressure")
 
 // closedLoop runs producers that each send their next request as soon as the last
-// is answered, until ctx ends.
-func closedLoop(ctx context.Context, s *sender, bodies [][]*body, partitions int, c *counters, ack *recorder) {
+// is answered, until ctx ends. Producer i writes partition i%partitions with
+// bodies[i%len(bodies)]; with stamp, it writes its send time into the body first (so
+// each producer needs a body of its own), else bodies may be shared.
+func closedLoop(ctx context.Context, s *sender, producers int, bodies []*body, stamp bool, partitions int, c *counters, ack *recorder) {
 	var wg sync.WaitGroup
-	for i, mine := range bodies {
+	for i := range producers {
+		b := bodies[i%len(bodies)]
+		p := int32(i % partitions)
 		wg.Go(func() {
-			for k := 0; ctx.Err() == nil; k++ {
-				p := int32((i + k) % partitions)
-				b := mine[int(p)%len(mine)]
+			for ctx.Err() == nil {
 				start := time.Now()
-				b.stamp(start)
+				if stamp {
+					b.stamp(start)
+				}
 				wait, err := s.send(ctx, b, p)
 				switch {
 				case err == nil:

@@ -20,7 +20,8 @@ func (r *Report) WriteJSON(w io.Writer) error {
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 	s := r.Settings
-	fmt.Fprintf(tw, "Strata bench: %s, %d node(s), %d CPUs, %s; %.0fs\n", r.Target, r.Nodes, r.CPUs, r.GoVersion, r.Seconds)
+	fmt.Fprintf(tw, "Strata bench: %s, %d node(s), %d CPUs, %s; %.0fs; load average %.1f at the start, %.1f at the end\n",
+		r.Target, r.Nodes, r.CPUs, r.GoVersion, r.Seconds, r.Load[0], r.Load[1])
 	fmt.Fprintf(tw, "%d partitions, %d producers, %d-byte records in requests of %d, linger %.0fms, flush %s, buffer %s, cache %s\n\n",
 		s.Partitions, s.Producers, s.RecordSize, s.BatchRecords, s.LingerMs, sizeString(s.MaxFlushBytes), sizeString(s.BufferBytes), sizeString(s.CacheBytes))
 	if f := r.Floor; f != nil {
@@ -51,9 +52,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintln(tw)
 	if len(r.Fetch) > 0 {
-		fmt.Fprintf(tw, "FETCH\tMiB/s\tread\tGETs\tGETs per 4 MiB\n")
+		fmt.Fprintf(tw, "FETCH\tMiB/s\tread\tGETs\tGET bytes\tGETs per 4 MiB\n")
 		for _, f := range r.Fetch {
-			fmt.Fprintf(tw, "  %s\t%.1f\t%s\t%.0f\t%.2f\n", f.Name, f.MiBps, sizeString(roundSize(f.Bytes)), f.Gets, f.GetsPer4Mi)
+			fmt.Fprintf(tw, "  %s\t%.1f\t%s\t%.0f\t%s\t%.2f\n", f.Name, f.MiBps, sizeString(roundSize(f.Bytes)), f.Gets, sizeString(roundSize(int64(f.GetBytes))), f.GetsPer4Mi)
 		}
 		fmt.Fprintln(tw)
 	}

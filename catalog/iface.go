@@ -51,6 +51,15 @@ type Catalog interface {
 	//
 	// Committing a key that already committed changes nothing and answers as Settle
 	// does (the original offsets; ErrCommitAborted for requests that were refused).
+	//
+	// Idempotent requests (Request.Producer) are checked with Plan.CheckProducers in the
+	// same transaction: a retry of a committed request answers its original offsets with
+	// Result.Duplicate set and writes nothing; others may be refused with
+	// ErrProducerFenced, ErrUnknownProducer or a *SequenceError (ErrOutOfOrderSequence).
+	// A request's GroupOffsets are checked with Plan.CheckGroupOffsets (the group
+	// errors of CheckOffsetCommit refuse the request) and stored only if its batches
+	// commit. Settle and a repeated Commit answer a duplicate, which has no chunk rows,
+	// with ErrCommitAborted (retryable: the retry is recognised again).
 	Commit(ctx context.Context, seg Segment) ([]Result, error)
 	// Settle settles a commit whose outcome is unknown with the fencing insert on
 	// seg.Key: it waits for any in-flight commit of the key, then either finds it

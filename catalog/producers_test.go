@@ -297,8 +297,8 @@ func TestCheckProducers(t *testing.T) {
 			}}}},
 		},
 		{
-			name: "sequences wrap",
-			reqs: []preq{{prod(9, 0), []pb{{0, 2, 0}}}},
+			name:     "sequences wrap",
+			reqs:     []preq{{prod(9, 0), []pb{{0, 2, 0}}}},
 			registry: map[int64]int16{9: 0},
 			state: map[ProducerPartition]ProducerState{key(9, 0): {0, []ProducerBatch{
 				{math.MaxInt32 - 1, math.MaxInt32, 10},
@@ -309,8 +309,8 @@ func TestCheckProducers(t *testing.T) {
 			}}}},
 		},
 		{
-			name: "a batch that wraps",
-			reqs: []preq{{prod(9, 0), []pb{{0, 3, math.MaxInt32 - 1}}}, {prod(9, 0), []pb{{0, 1, 1}}}},
+			name:     "a batch that wraps",
+			reqs:     []preq{{prod(9, 0), []pb{{0, 3, math.MaxInt32 - 1}}}, {prod(9, 0), []pb{{0, 1, 1}}}},
 			registry: map[int64]int16{9: 0},
 			state: map[ProducerPartition]ProducerState{key(9, 0): {0, []ProducerBatch{
 				{0, math.MaxInt32 - 2, 10},

@@ -837,6 +837,7 @@ func (p *Producer) run(r *sendReq) {
 				continue // closing: the next attempt fails fast and resolves
 			}
 		case actWaitEarlier:
+			p.log.Debug("refused as out of order", "earlier_pending", pendingBefore, "err", err)
 			// Refused as out of order: an earlier request on one of its partitions had
 			// not committed when this attempt was sent. If none was pending then, the
 			// gap is for good; else wait for them and try again.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/postgres"
+	"github.com/strata-io/strata/check"
 	"github.com/strata-io/strata/internal/faultproxy"
 	"github.com/strata-io/strata/objstore/fault"
 	"github.com/strata-io/strata/objstore/s3"
@@ -74,12 +75,17 @@ type Result struct {
 	Faults int
 	// Notes says what the faults touched (proxy counts, ...).
 	Notes []string
+	// Check is what `strata check` found after the run: the catalog against the
+	// bucket (strays are not counted: the sweep may not have run yet).
+	Check *check.Report
 	// Err is a failure of the harness itself (a service that did not come back).
 	Err error
 }
 
 // OK reports whether the run found nothing wrong.
-func (r *Result) OK() bool { return r.Err == nil && r.Report != nil && r.Report.Valid() }
+func (r *Result) OK() bool {
+	return r.Err == nil && r.Report != nil && r.Report.Valid() && r.Check != nil && r.Check.OK()
+}
 
 // Run runs one fault class. A harness failure is returned in Result.Err, with
 // whatever was checked.
@@ -297,6 +303,13 @@ func run(ctx context.Context, env Env, class string, rc RunConfig, dir string, r
 	}
 	wl.Final(context.WithoutCancel(ctx))
 	res.Report = Check(wl.History())
+	checkDSN := dsn
+	if pg != nil {
+		checkDSN = pg.DSN // not through the proxy
+	}
+	if res.Check, err = checkStore(ctx, checkDSN, direct, log); err != nil {
+		return errors.Join(schedErr, healErr, err)
+	}
 	if schedErr != nil || healErr != nil {
 		return errors.Join(schedErr, healErr)
 	}
@@ -306,10 +319,10 @@ func run(ctx context.Context, env Env, class string, rc RunConfig, dir string, r
 // WriteTable writes the summary table of a set of runs.
 func WriteTable(w io.Writer, results []*Result) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "fault\tduration\twindows\tok\tfailed\tunknown\tpolls\tlost\tunseen\tinconsistent\tduplicates(idem)\tnonmonotonic\tskipping\trefused-visible\tphantom\tfinal-incomplete\tgroup\tverdict\t")
+	fmt.Fprintln(tw, "fault\tduration\twindows\tok\tfailed\tunknown\tpolls\tlost\tunseen\tinconsistent\tduplicates(idem)\tnonmonotonic\tskipping\trefused-visible\tphantom\tfinal-incomplete\tgroup\tcheck\tverdict\t")
 	for _, r := range results {
 		if r.Report == nil {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\tERROR\t\n", r.Class, r.Duration.Round(time.Second), r.Faults)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\tERROR\t\n", r.Class, r.Duration.Round(time.Second), r.Faults)
 			continue
 		}
 		c := r.Report.Counts
@@ -317,15 +330,23 @@ func WriteTable(w io.Writer, results []*Result) {
 		if !r.OK() {
 			verdict = "FAIL"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d(%d)\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
+		checked := "-"
+		if r.Check != nil {
+			checked = fmt.Sprint(len(r.Check.Problems))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d(%d)\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n",
 			r.Class, r.Duration.Round(time.Second), r.Faults, r.Report.OK, r.Report.Failed, r.Report.Unknown, r.Report.Polls,
 			c[Lost], c[Unseen], c[Inconsistent], c[Duplicate], r.Report.DuplicatesIdempotent, c[Nonmonotonic], c[Skipping],
-			c[RefusedVisible], c[Phantom], c[FinalIncomplete], c[GroupRegressed]+c[GroupBeyondHWM]+c[GroupSkipped], verdict)
+			c[RefusedVisible], c[Phantom], c[FinalIncomplete], c[GroupRegressed]+c[GroupBeyondHWM]+c[GroupSkipped], checked, verdict)
 	}
 	tw.Flush()
 	for _, r := range results {
 		if r.Err != nil {
 			fmt.Fprintf(w, "%s: harness error: %v\n", r.Class, r.Err)
+		}
+		if r.Check != nil && !r.Check.OK() {
+			fmt.Fprintf(w, "%s: strata check:\n", r.Class)
+			r.Check.WriteText(w)
 		}
 		if r.Report != nil && !r.Report.Valid() {
 			fmt.Fprintf(w, "%s anomalies:\n", r.Class)
@@ -353,4 +374,16 @@ func compactorNote(base string) string {
 		}
 	}
 	return "compactor since its last start: " + strings.Join(parts, ", ")
+}
+
+// checkStore runs `strata check` against the run's catalog and bucket, with every
+// batch verified. Objects without a row are not reported (SweepAge an hour): a short
+// run ends before the orphan sweep has had its chance.
+func checkStore(ctx context.Context, dsn string, st *s3.Store, log *slog.Logger) (*check.Report, error) {
+	cat, err := postgres.Open(ctx, dsn, catalog.Options{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("jepsen: check: %w", err)
+	}
+	defer cat.Close()
+	return check.Run(ctx, cat, st, check.Options{SweepAge: time.Hour, Verify: true, Log: log})
 }

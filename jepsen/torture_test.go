@@ -125,11 +125,20 @@ func TestTorture(t *testing.T) {
 			for _, n := range res.Notes {
 				t.Log(n)
 			}
+			if res.Check != nil {
+				var c bytes.Buffer
+				res.Check.WriteText(&c)
+				t.Logf("strata check: %s", c.String())
+			}
+			t.Logf("fault windows: %s", events(res.History))
 			if res.Err != nil {
 				t.Errorf("harness: %v", res.Err)
 			}
 			if res.Report == nil {
 				t.Fatal("no report")
+			}
+			if res.Check == nil || !res.Check.OK() {
+				t.Errorf("strata check after the run: %+v", res.Check)
 			}
 			if !res.Report.Valid() {
 				t.Errorf("anomalies: %s", res.Report.Summary())
@@ -145,4 +154,18 @@ func TestTorture(t *testing.T) {
 	var b bytes.Buffer
 	WriteTable(&b, results)
 	t.Logf("summary per fault class:\n%s", b.String())
+}
+
+// events summarises the fault windows of a history.
+func events(h *History) string {
+	if h == nil {
+		return ""
+	}
+	var parts []string
+	for _, e := range h.Events {
+		if strings.HasPrefix(e.What, "start") {
+			parts = append(parts, e.Fault+": "+strings.TrimPrefix(e.What, "start: "))
+		}
+	}
+	return strings.Join(parts, "; ")
 }

@@ -47,6 +47,14 @@ type RawResult struct {
 	LogStartOffset int64
 }
 
+// SharedRawResult answers FetchRawShared: RawResult's batches, shared with the cache
+// (read-only), their first 8 bytes as stored; BaseOffsets[i] is Batches[i]'s real base
+// offset.
+type SharedRawResult struct {
+	RawResult
+	BaseOffsets []int64
+}
+
 // ErrInvalidFetch: a Fetch with a negative limit or wait.
 var ErrInvalidFetch = errors.New("reader: invalid fetch")
 

@@ -274,21 +274,39 @@ func (r *Reader) Fetch(ctx context.Context, f Fetch) (Result, error) {
 // FetchRaw is Fetch for callers that serve Kafka v2 batches as they are: it returns
 // whole batches with their base offsets rewritten.
 func (r *Reader) FetchRaw(ctx context.Context, f Fetch) (RawResult, error) {
-	f, err := r.normalize(f)
+	res, err := r.fetchRaw(ctx, f, false)
 	if err != nil {
 		return RawResult{}, err
+	}
+	return res.RawResult, nil
+}
+
+// FetchRawShared is FetchRaw without a copy of each batch, for callers that write the
+// batches out at once (the HTTP API): on a cached fetch the copies are most of the
+// cost. Batches alias the reader's cache and must not be modified; their first 8 bytes
+// still hold the base offset as stored, and BaseOffsets[i] is the real one, to be
+// written in their place. Holding them is safe: blocks are immutable, and evicting one
+// only drops the cache's reference.
+func (r *Reader) FetchRawShared(ctx context.Context, f Fetch) (SharedRawResult, error) {
+	return r.fetchRaw(ctx, f, true)
+}
+
+func (r *Reader) fetchRaw(ctx context.Context, f Fetch, shared bool) (SharedRawResult, error) {
+	f, err := r.normalize(f)
+	if err != nil {
+		return SharedRawResult{}, err
 	}
 	start := time.Now()
 	list, waited, err := r.lookup(ctx, f)
 	if err != nil {
-		return RawResult{}, err
+		return SharedRawResult{}, err
 	}
 	defer func() { r.m.fetchSeconds.Observe((time.Since(start) - waited).Seconds()) }()
-	res := RawResult{
+	res := SharedRawResult{RawResult: RawResult{
 		NextOffset:     f.Offset,
 		HighWatermark:  list.Partition.HighWatermark,
 		LogStartOffset: list.Partition.LogStartOffset,
-	}
+	}}
 	var size int64
 	var records int
 	err = r.scan(ctx, f, list, func(b rawBatch) (bool, error) {
@@ -300,7 +318,12 @@ func (r *Reader) FetchRaw(ctx context.Context, f Fetch) (RawResult, error) {
 		if len(res.Batches) > 0 && size+n > f.MaxBytes {
 			return false, nil
 		}
-		res.Batches = append(res.Batches, b.own())
+		if shared {
+			res.Batches = append(res.Batches, b.data)
+			res.BaseOffsets = append(res.BaseOffsets, b.base)
+		} else {
+			res.Batches = append(res.Batches, b.own())
+		}
 		size += n
 		// Records below the fetch offset in the first batch do not count.
 		records += int(min(b.last+1-res.NextOffset, int64(b.records)))
@@ -311,7 +334,7 @@ func (r *Reader) FetchRaw(ctx context.Context, f Fetch) (RawResult, error) {
 		err = fmt.Errorf("no batch holds offset %d below the high watermark %d: %w", f.Offset, res.HighWatermark, segment.ErrCorrupt)
 	}
 	if err != nil {
-		return RawResult{}, fmt.Errorf("reader: fetch raw topic %d partition %d offset %d: %w", f.TopicID, f.Partition, f.Offset, err)
+		return SharedRawResult{}, fmt.Errorf("reader: fetch raw topic %d partition %d offset %d: %w", f.TopicID, f.Partition, f.Offset, err)
 	}
 	return res, nil
 }

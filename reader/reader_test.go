@@ -3,6 +3,7 @@ package reader
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -115,10 +116,38 @@ func TestFetchRewritesOffsets(t *testing.T) {
 					if raw.NextOffset != wantNext || raw.HighWatermark != l.hw[tc.p] {
 						t.Errorf("raw: next %d hw %d, want %d %d", raw.NextOffset, raw.HighWatermark, wantNext, l.hw[tc.p])
 					}
+					// Shared: the same batches, uncopied and untouched, with the
+					// real base offsets beside them.
+					sh, err := r.FetchRawShared(t.Context(), f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(sh.Batches) != len(raw.Batches) || len(sh.BaseOffsets) != len(sh.Batches) || sh.NextOffset != raw.NextOffset {
+						t.Fatalf("shared: %d batches, %d bases, next %d; raw %d batches, next %d", len(sh.Batches), len(sh.BaseOffsets), sh.NextOffset, len(raw.Batches), raw.NextOffset)
+					}
+					for i, b := range sh.Batches {
+						stored, _ := segment.ParseBatchHeader(b)
+						if sh.BaseOffsets[i] != tc.rawBases[i] || !bytes.Equal(b[8:], raw.Batches[i][8:]) || stored.BaseOffset != storedBase(t, l, b) {
+							t.Errorf("shared batch %d: base %d (stored %d), want %d", i, sh.BaseOffsets[i], stored.BaseOffset, tc.rawBases[i])
+						}
+					}
 				})
 			}
 		})
 	}
+}
+
+// storedBase finds b in the stored objects and returns the base offset stored there,
+// so a shared batch is known to be the cache's bytes, not a rewritten copy.
+func storedBase(t *testing.T, l *testLog, b []byte) int64 {
+	t.Helper()
+	for _, obj := range l.store.objects {
+		if i := bytes.Index(obj, b); i >= 0 {
+			return int64(binary.BigEndian.Uint64(obj[i:]))
+		}
+	}
+	t.Fatal("shared batch not found byte for byte in any stored object")
+	return 0
 }
 
 func TestFetchSkipsCompactedHoles(t *testing.T) {

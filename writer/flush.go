@@ -302,6 +302,15 @@ func (w *Writer) answer(lay layout, results []catalog.Result, settled bool) {
 			p.err = fmt.Errorf("%w: not found in the settled commit: %w", ErrCommit, res.Err)
 		case res.Err != nil:
 			p.err = fmt.Errorf("writer: the catalog refused the request: %w", res.Err)
+			var se *catalog.SequenceError
+			if errors.As(res.Err, &se) && seqBefore(se.Expected, se.Got) && p.requeues < maxRequeues {
+				// Ahead of its producer's sequence: the request it follows was sent at
+				// the same time and has not reached this writer's flushes yet (or went
+				// to another node). Wait a flush for it rather than send the client
+				// round a retry.
+				p.requeue = true
+				p.requeues++
+			}
 		case len(res.BaseOffsets) != sp.n:
 			// A catalog bug: better a retryable error than offsets that may be wrong.
 			p.err = fmt.Errorf("%w: catalog answered %d base offsets for %d batches", ErrCommit, len(res.BaseOffsets), sp.n)
@@ -318,6 +327,10 @@ func (w *Writer) answer(lay layout, results []catalog.Result, settled bool) {
 		}
 	}
 }
+
+// maxRequeues bounds how many flushes a request ahead of its producer's sequence waits
+// for the request before it, before the refusal is answered.
+const maxRequeues = 4
 
 func failAll(reqs []*pending, err error) {
 	for _, p := range reqs {

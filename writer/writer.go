@@ -83,6 +83,11 @@ type pending struct {
 	done    chan struct{}
 	resp    Response
 	err     error
+	// requeue: the catalog refused the request as ahead of its producer's sequence (an
+	// earlier request of the producer had not arrived yet): put it in the next flush
+	// rather than answer. requeues counts how often that happened.
+	requeue  bool
+	requeues int
 }
 
 // flush is one cut of the buffer: one object, one commit.
@@ -391,6 +396,7 @@ func (w *Writer) cutLocked() {
 	if len(w.buf) == 0 {
 		return
 	}
+	orderBySequence(w.buf)
 	f := &flush{
 		seq:      w.seq,
 		reqs:     w.buf,
@@ -451,6 +457,16 @@ func (w *Writer) process(f *flush) {
 	w.mu.Unlock()
 	w.m.buffered.Sub(float64(f.bytes))
 	for _, p := range f.reqs {
+		if p.requeue {
+			p.requeue = false
+			refusal := p.err
+			p.err, p.resp = nil, Response{}
+			if err := w.enqueue(p); err != nil {
+				p.err = refusal // no room to wait: answer the refusal after all
+			} else {
+				continue
+			}
+		}
 		close(p.done)
 	}
 	close(f.done)

@@ -698,3 +698,49 @@ func testConcurrentProducers(t *testing.T, open func(t *testing.T, opts catalog.
 		t.Fatalf("%d batches landed, want %d", total, producers*n)
 	}
 }
+
+// BenchmarkCommitIdempotence measures commits per second of flushes of 8 requests, each
+// writing one batch of 10 records to each of 8 partitions, plain and idempotent (each
+// request from its own producer, continuing its sequences), in one run, so the cost of
+// the producer checks can be quoted as a ratio.
+func BenchmarkCommitIdempotence(b *testing.B, c ProducerCatalog) {
+	for _, idempotent := range []bool{false, true} {
+		name := "plain"
+		if idempotent {
+			name = "idempotent"
+		}
+		b.Run(name, func(b *testing.B) {
+			tp := SeedTopic(b, c, "bench-idem", 8, nil)
+			prods := make([]catalog.Producer, 8)
+			for i := range prods {
+				prods[i] = MustInit(b, c, "")
+			}
+			var seq int32
+			for b.Loop() {
+				reqs := make([][]B, 8)
+				for r := range reqs {
+					for p := range int32(8) {
+						reqs[r] = append(reqs[r], B{TopicID: tp.ID, Partition: p, Records: 10})
+					}
+				}
+				seg := Flush(NewKey(b), reqs...)
+				if idempotent {
+					for r := range reqs {
+						Idempotent(&seg, r, prods[r], seq, seq, seq, seq, seq, seq, seq, seq)
+					}
+					seq += 10
+				}
+				res, err := c.Commit(b.Context(), seg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, r := range res {
+					if r.Err != nil || r.Duplicate {
+						b.Fatalf("commit: %+v", r)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
+		})
+	}
+}

@@ -40,7 +40,7 @@ const (
 // preparation on the one writer connection.
 type stmts struct {
 	now, segment, topic, partition, insertSegment, insertChunk, advance, fence, segmentChunks *sql.Stmt
-	producer, producerState, upsertProducerState, touchProducer                              *sql.Stmt
+	producer, producerState, upsertProducerState, touchProducer                               *sql.Stmt
 }
 
 func prepare(ctx context.Context, db *sql.DB) (stmts, error) {

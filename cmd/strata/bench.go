@@ -41,11 +41,12 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 	createBucket := c.fs.Bool("create-bucket", false, "create the S3 bucket if it is missing (MinIO)")
 	nodes := c.fs.Int("nodes", 1, "`number` of node processes to start")
 	inProcess := c.fs.Bool("in-process", false, "run the node inside this process (one node; needed for --cpuprofile)")
-	cpuprofile := c.fs.String("cpuprofile", "", "write a CPU profile of the maximum-load phases to `file` (implies --in-process)")
+	cpuprofile := c.fs.String("cpuprofile", "", "write a CPU profile of each phase to `directory`/PHASE.prof (implies --in-process)")
 	out := c.fs.String("out", "bench-out", "`directory` for report.json, latency.svg and the nodes' logs")
 	jsonOut := c.fs.Bool("json", false, "print the JSON report to stdout instead of the table")
 	partitions := c.fs.Int("partitions", 8, "`number` of partitions of the bench topic")
-	producers := c.fs.Int("producers", 16, "`number` of closed-loop producers at maximum load")
+	producers := c.fs.Int("producers", 32, "`number` of closed-loop producers at maximum load")
+	overload := c.fs.Int("overload-producers", 0, "`number` of producers in the overload phase (default: enough to offer 4x --buffer-bytes)")
 	tails := c.fs.Int("tails", 2, "`number` of partitions tailed over Server-Sent Events at half load")
 	recordSize := c.fs.Int("record-size", 1024, "record value `bytes` (e.g. 100, 1024, 10240)")
 	batch := c.fs.Int("batch", 500, "records per produce `request`")
@@ -87,7 +88,7 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 			}
 		}
 		cfg := bench.Config{
-			Partitions: *partitions, Producers: *producers, Tails: *tails, RecordSize: *recordSize, BatchRecords: *batch,
+			Partitions: *partitions, Producers: *producers, Tails: *tails, OverloadProducers: *overload, RecordSize: *recordSize, BatchRecords: *batch,
 			Duration: *duration, Paths: pathList, Linger: *linger, MaxFlushBytes: int64(maxFlush),
 			BufferBytes: int64(bufferBytes), CacheBytes: int64(cacheBytes), ScaleRecords: *scaleRecords,
 			ScaleChunkRecords: *scaleChunk, NoScale: *noScale, FloorDuration: *floorDur, Nodes: []string{"http://placeholder"},
@@ -211,28 +212,31 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 			cfg.DB = db
 		}
 
-		var prof *os.File
 		if *cpuprofile != "" {
-			f, err := os.Create(*cpuprofile)
-			if err != nil {
-				return fmt.Errorf("create --cpuprofile: %w", err)
+			if err := os.MkdirAll(*cpuprofile, 0o755); err != nil {
+				return fmt.Errorf("create --cpuprofile %s: %w", *cpuprofile, err)
 			}
-			defer f.Close()
-			prof = f
+			var prof *os.File
 			cfg.Phase = func(name string, done bool) {
-				if !strings.HasPrefix(name, "produce-") || strings.HasSuffix(name, "-half") {
+				if done {
+					if prof != nil {
+						pprof.StopCPUProfile()
+						prof.Close()
+						prof = nil
+					}
 					return
 				}
-				// One profile over the maximum-load phases: started at the first, paused
-				// in between by stopping and restarting is not possible, so it spans them.
-				if !done && name == "produce-"+pathList[0] {
-					if err := pprof.StartCPUProfile(prof); err != nil {
-						log.Warn("cpu profile", "err", err)
-					}
+				f, err := os.Create(filepath.Join(*cpuprofile, name+".prof"))
+				if err != nil {
+					log.Warn("cpu profile", "err", err)
+					return
 				}
-				if done && name == "produce-"+pathList[len(pathList)-1] {
-					pprof.StopCPUProfile()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					log.Warn("cpu profile", "err", err)
+					f.Close()
+					return
 				}
+				prof = f
 			}
 		}
 

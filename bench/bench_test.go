@@ -1,0 +1,259 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/strata-io/strata/api"
+	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/sqlite"
+	"github.com/strata-io/strata/objstore/fs"
+	"github.com/strata-io/strata/objstore/metered"
+	"github.com/strata-io/strata/reader"
+	"github.com/strata-io/strata/segment"
+	"github.com/strata-io/strata/writer"
+)
+
+func TestParseText(t *testing.T) {
+	const text = `# HELP strata_objstore_requests_total x
+# TYPE strata_objstore_requests_total counter
+strata_objstore_requests_total{op="put",result="ok"} 12
+strata_objstore_requests_total{op="put",result="error"} 1
+strata_objstore_requests_total{op="get_range",result="ok"} 7
+strata_objstore_requests_total{op="get",result="ok"} 2
+strata_writer_flush_bytes_sum 1.5e+06
+process_cpu_seconds_total 3.25
+some_quantile{quantile="0.5"} NaN
+with_timestamp 4 1700000000000
+`
+	s := samples{}
+	if err := parseText(strings.NewReader(text), s); err != nil {
+		t.Fatal(err)
+	}
+	// A second node's scrape adds to the first.
+	if err := parseText(strings.NewReader("process_cpu_seconds_total 1\n"), s); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		got, want float64
+	}{
+		{s.sum("strata_objstore_requests_total", `op="put"`), 13},
+		{s.sum("strata_objstore_requests_total", `op="get`), 9},
+		{s.sum("strata_objstore_requests_total"), 22},
+		{s.get("strata_writer_flush_bytes_sum"), 1.5e6},
+		{s.get("process_cpu_seconds_total"), 4.25},
+		{s.get("with_timestamp"), 4},
+		{s.get(`some_quantile{quantile="0.5"}`), 0},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %v, want %v", tc.got, tc.want)
+		}
+	}
+	d := delta(samples{"a": 1, "b": 5}, samples{"a": 4, "b": 5, "c": 2})
+	if d["a"] != 3 || d["b"] != 0 || d["c"] != 2 {
+		t.Errorf("delta %v", d)
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	var ds []time.Duration
+	for i := 1000; i >= 1; i-- { // unsorted on purpose
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	l := summarize(ds)
+	if l.N != 1000 || l.P50 != 500 || l.P99 != 990 || l.P999 != 999 || l.Max != 1000 || l.Mean != 500.5 {
+		t.Errorf("summary %+v", l)
+	}
+	if ds[0] != time.Second {
+		t.Error("summarize sorted its input in place")
+	}
+	r := newRecorder(time.Unix(100, 0))
+	r.add(time.Unix(100, 0), 10*time.Millisecond)
+	r.add(time.Unix(100, 1e8), 30*time.Millisecond)
+	r.add(time.Unix(101, 5e8), 20*time.Millisecond)
+	s := r.series(time.Second)
+	if len(s) != 2 || s[0].N != 2 || s[0].P50 != 10 || s[0].P99 != 30 || s[1].T != 1 || s[1].P50 != 20 {
+		t.Errorf("series %+v", s)
+	}
+}
+
+func TestBodiesStamp(t *testing.T) {
+	at := time.Unix(1_700_000_000, 123456789)
+	want := strconv.FormatInt(at.UnixNano(), 10)
+
+	b, err := binaryBody(20, 100, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.stamp(at)
+	batches, err := segment.DecodeBatches(b.buf) // checks the recomputed CRC
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(batches) != 1 || len(batches[0].Records) != 20 || b.bytes != 20*(100+11) {
+		t.Fatalf("%d batches, payload %d", len(batches), b.bytes)
+	}
+	for _, r := range batches[0].Records {
+		if len(r.Headers) != 1 || r.Headers[0].Key != "t" || string(r.Headers[0].Value) != want || len(r.Value) != 100 {
+			t.Fatalf("record %+v", r)
+		}
+	}
+
+	j, err := jsonBody(20, 100, 3, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.stamp(at)
+	var req struct {
+		Records []struct {
+			Partition int32
+			Key       string
+			Value     string
+			Headers   map[string]string
+		}
+	}
+	if err := json.Unmarshal(j.buf, &req); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range req.Records {
+		if r.Partition != 5 || r.Headers["t"] != want || len(r.Value) != 100 || !strings.HasPrefix(r.Key, "key-") {
+			t.Fatalf("record %+v", r)
+		}
+	}
+}
+
+// stack is a node in this process: the API over a real writer and reader, a SQLite
+// catalog and a filesystem store, as `strata dev` wires them (minus the compactor).
+func stack(t *testing.T) (url string, store *fs.Store, catPath string) {
+	t.Helper()
+	dir := t.TempDir()
+	catPath = filepath.Join(dir, "catalog.db")
+	cat, err := sqlite.Open(t.Context(), catPath, catalog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	store, err = fs.New(filepath.Join(dir, "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	st := metered.New(store, reg)
+	w := writer.New(st, cat, writer.Config{Linger: 20 * time.Millisecond, BufferBytes: 16 << 20}, nil, reg)
+	r := reader.New(st, cat, reader.Config{CacheBytes: 64 << 20}, nil, reg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, 2)
+	go func() { _ = w.Run(ctx); done <- struct{}{} }()
+	go func() { _ = r.Run(ctx); done <- struct{}{} }()
+	a := api.New(api.Config{}, api.Deps{Catalog: cat, Writer: w, Reader: r, Gatherer: reg, Registerer: reg,
+		Ready: func(context.Context) error { return nil }})
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		cancel()
+		<-done
+		<-done
+	})
+	return srv.URL, store, catPath
+}
+
+// TestRun runs the whole bench, briefly, against a node in this process and checks
+// that every phase measured something and that the cost model's counts hold: one PUT
+// and one commit per flush, no GET for a second reader.
+func TestRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every phase of the bench for a few seconds")
+	}
+	url, store, catPath := stack(t)
+	db, err := OpenSQLite(t.Context(), catPath, filepath.Join(t.TempDir(), "floor.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var phases []string
+	rep, err := Run(t.Context(), Config{
+		Nodes: []string{url}, Target: "test", Store: store, DB: db,
+		Partitions: 4, Producers: 4, RecordSize: 100, BatchRecords: 50, Duration: time.Second,
+		Linger: 20 * time.Millisecond, BufferBytes: 16 << 20, CacheBytes: 64 << 20, MaxFlushBytes: 1 << 20,
+		OverloadProducers: 8, ScaleRecords: 20_000, ScaleChunkRecords: 50, FloorDuration: 200 * time.Millisecond,
+		Phase: func(name string, done bool) {
+			if !done {
+				phases = append(phases, name)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(phases, " "); got != "floor produce-binary produce-json produce-binary-half produce-binary-overload fetch-cold fetch-cached fetch-cached-json" {
+		t.Errorf("phases %s", got)
+	}
+	if rep.Floor == nil || rep.Floor.PutMiBps <= 0 || rep.Floor.GetMiBps <= 0 || rep.Floor.CommitsPerSec <= 0 || rep.Floor.FlushPut.N == 0 {
+		t.Errorf("floor %+v", rep.Floor)
+	}
+	for _, p := range rep.Produce {
+		if p.Failed > 0 {
+			t.Errorf("%s: %d requests failed: %s", p.Name, p.Failed, p.FirstError)
+		}
+		if p.Name == "produce-binary-overload" {
+			continue
+		}
+		if p.Records == 0 || p.Ack.N == 0 || p.Flushes == 0 {
+			t.Errorf("%s measured nothing: %+v", p.Name, p)
+		}
+		// Flushes still in flight when a phase ends are counted as cut but not yet
+		// committed; never more PUTs or commits than flushes.
+		if p.Puts > p.Flushes || p.CommitsPerFlush > 1 || p.Puts < p.Flushes-float64(writer.DefaultMaxInflight) {
+			t.Errorf("%s: %v flushes, %v PUTs, %.2f commits per flush", p.Name, p.Flushes, p.Puts, p.CommitsPerFlush)
+		}
+	}
+	if rep.E2E.N == 0 {
+		t.Error("no end-to-end latency measured")
+	}
+	for _, f := range rep.Fetch {
+		if f.Bytes == 0 || f.MiBps <= 0 {
+			t.Errorf("%s read nothing", f.Name)
+		}
+		if f.Name == "fetch-cached" && f.Gets != 0 {
+			t.Errorf("a second reader of the same data sent %v GETs", f.Gets)
+		}
+	}
+	if rep.Scale == nil || rep.Scale.Small.N == 0 || rep.Scale.Large.N == 0 || rep.Scale.RowsSeeded != 20_000/50-1+10_000/50-1 {
+		t.Errorf("scale %+v", rep.Scale)
+	}
+	if len(rep.Targets) < 8 {
+		t.Errorf("%d targets checked", len(rep.Targets))
+	}
+	var table, js, svg bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil || !strings.Contains(table.String(), "TARGETS") {
+		t.Errorf("table: %v\n%s", err, table.String())
+	}
+	if err := rep.WriteJSON(&js); err != nil || !json.Valid(js.Bytes()) {
+		t.Errorf("json: %v", err)
+	}
+	if err := rep.WriteSVG(&svg); err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(&svg)
+	for {
+		_, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the SVG is not well-formed XML: %v", err)
+		}
+	}
+}
