@@ -55,7 +55,7 @@ type Config struct {
 	Partitions int    // [8]
 	Producers  int    // closed-loop producers [32]: enough requests in flight to fill flushes
 	// OverloadProducers drive the overload phase, which offers more than the writer's
-	// buffer holds to check back-pressure and the memory bound [4 x buffer / request].
+	// buffer holds to check back-pressure and the memory bound [2 x buffer / request, at most 256].
 	OverloadProducers int
 	// Tails is how many partitions the half-load phase tails over Server-Sent Events
 	// for end-to-end latency [2]: a sample, since rendering every record as an event
@@ -126,7 +126,7 @@ func (c *Config) defaults() {
 		c.CacheBytes = 256 << 20
 	}
 	if c.OverloadProducers == 0 {
-		c.OverloadProducers = int(min(512, max(8, 4*c.BufferBytes/int64(c.BatchRecords*(c.RecordSize+40)))))
+		c.OverloadProducers = int(min(256, max(8, 2*c.BufferBytes/int64(c.BatchRecords*(c.RecordSize+40)))))
 	}
 	if c.ScaleRecords == 0 {
 		c.ScaleRecords = 10_000_000
@@ -542,7 +542,7 @@ func (b *runner) produceMax(ctx context.Context, path string) (Produce, error) {
 	return p, err
 }
 
-// overload offers about four times what the writer's buffer holds, from producers that
+// overload offers about twice what the writer's buffer holds, from producers that
 // retry at once on 429, for a few seconds: the writer must answer with back-pressure
 // rather than grow, and the nodes' memory must stay within its bound.
 func (b *runner) overload(ctx context.Context) (Produce, error) {

@@ -56,20 +56,18 @@ func floorStore(ctx context.Context, st Store, prefix string, size int64, stream
 			_ = st.Delete(dctx, k)
 		}
 	}()
+	// Each stream runs whole requests until d has passed and every stream has done
+	// one: the rate is of whole requests over the time to the last one's end.
 	run := func(op func(ctx context.Context, i int) error) (float64, error) {
-		pctx, cancel := context.WithTimeout(ctx, d)
-		defer cancel()
 		var wg sync.WaitGroup
 		var n atomic.Int64
 		errs := make(chan error, streams)
 		start := time.Now()
 		for s := range streams {
 			wg.Go(func() {
-				for i := s; pctx.Err() == nil; i += streams {
-					if err := op(pctx, i); err != nil {
-						if pctx.Err() == nil {
-							errs <- err
-						}
+				for i := s; ctx.Err() == nil && (time.Since(start) < d || i == s); i += streams {
+					if err := op(ctx, i); err != nil {
+						errs <- err
 						return
 					}
 					n.Add(1)
@@ -81,8 +79,9 @@ func floorStore(ctx context.Context, st Store, prefix string, size int64, stream
 		if err := <-errs; err != nil {
 			return 0, err
 		}
-		// Requests cut short by the deadline are not counted, and neither is their time:
-		// the rate is of whole requests over the time to the last one's end.
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
 		return float64(n.Load()) * float64(size) / (1 << 20) / time.Since(start).Seconds(), nil
 	}
 	put, err = run(func(ctx context.Context, _ int) error {
@@ -101,9 +100,6 @@ func floorStore(ctx context.Context, st Store, prefix string, size int64, stream
 	mu.Lock()
 	have := append([]string(nil), keys...)
 	mu.Unlock()
-	if len(have) == 0 {
-		return put, 0, fmt.Errorf("floor: no PUT of %d bytes finished within %s", size, d)
-	}
 	get, err = run(func(ctx context.Context, i int) error {
 		k := have[i%len(have)]
 		b, err := st.Get(ctx, k)

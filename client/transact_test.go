@@ -340,9 +340,11 @@ func (w *txWorker) output() []txLine {
 	return slices.Clone(w.lines)
 }
 
-// txSetup creates the topics and starts producing input in the background; the
-// returned function waits for the input to be complete and returns it per partition.
-func txSetup(t *testing.T, c *Client, n int, over time.Duration) func() [txParts][]string {
+// txSetup creates the topics and starts producing input in the background: n records
+// over about the given time, or, with n 0, 60 records every 100ms until stop is
+// closed. The returned function waits for the input to be complete and returns it per
+// partition.
+func txSetup(t *testing.T, c *Client, n int, over time.Duration, stop <-chan struct{}) func() [txParts][]string {
 	ctx := t.Context()
 	for _, name := range []string{txIn, txOut} {
 		if _, err := c.CreateTopic(ctx, name, txParts, nil); err != nil {
@@ -353,17 +355,33 @@ func txSetup(t *testing.T, c *Client, n int, over time.Duration) func() [txParts
 	if err != nil {
 		t.Fatal(err)
 	}
+	chunk, tick := 60, 100*time.Millisecond
+	if n > 0 {
+		chunk, tick = max(n/50, 1), over/50
+	}
 	done := make(chan error, 1)
+	sent := 0
 	go func() {
-		chunk := max(n/50, 1)
-		for i := 0; i < n; i += chunk {
-			for j := i; j < min(i+chunk, n); j++ {
+		for i := 0; n == 0 || i < n; i += chunk {
+			last := i + chunk
+			if n > 0 {
+				last = min(last, n)
+			}
+			for j := i; j < last; j++ {
 				if _, err := p.Send(ctx, txIn, Record{Key: String(fmt.Sprintf("k%d", j%97)), Value: String(fmt.Sprintf("v%d", j))}); err != nil {
 					done <- err
 					return
 				}
 			}
-			time.Sleep(over / 50)
+			sent = last
+			select {
+			case <-stop:
+				if n == 0 {
+					done <- p.Close(ctx)
+					return
+				}
+			case <-time.After(tick):
+			}
 		}
 		done <- p.Close(ctx)
 	}()
@@ -377,8 +395,8 @@ func txSetup(t *testing.T, c *Client, n int, over time.Duration) func() [txParts
 			in[part] = values(t, readAll(t, c, txIn, int32(part)))
 			total += len(in[part])
 		}
-		if total != n {
-			t.Fatalf("input holds %d records, want %d", total, n)
+		if total != sent {
+			t.Fatalf("input holds %d records, want %d", total, sent)
 		}
 		return in
 	}
@@ -459,23 +477,31 @@ func TestTransactExactlyOnceAcrossSIGKILL(t *testing.T) {
 	s := newStack(t, stackOptions{linger: 10 * time.Millisecond})
 	c := New(s.url)
 	const session = 3 * time.Second
-	input := txSetup(t, c, 3000, 6*time.Second)
+	input := txSetup(t, c, 3000, 6*time.Second, nil)
 	workers := []*txWorker{startTxWorker(t, s.url, 0, session, 0), startTxWorker(t, s.url, 1, session, 0)}
 	rng := rand.New(rand.NewPCG(1, 2))
-	kills := 0
+	kills, midStream := 0, 0
 	for range 6 {
 		time.Sleep(time.Duration(500+rng.IntN(1000)) * time.Millisecond)
+		// A kill counts as mid-stream when committed input lags what was written.
+		lag, err := c.GroupLag(t.Context(), txGroup)
+		if err == nil && lag.TotalLag > 0 {
+			midStream++
+		}
 		slot := rng.IntN(len(workers))
 		workers[slot].kill()
 		kills++
 		workers[slot] = startTxWorker(t, s.url, slot, session, 0)
+	}
+	if midStream < kills/2 {
+		t.Fatalf("only %d of %d kills happened while input was waiting to be copied", midStream, kills)
 	}
 	in := input()
 	txVerify(t, c, in)
 	for _, w := range workers {
 		w.stop(t)
 	}
-	t.Logf("%d records copied exactly once across %d SIGKILLs", len(in[0])+len(in[1])+len(in[2])+len(in[3])+len(in[4])+len(in[5]), kills)
+	t.Logf("%d records copied exactly once across %d SIGKILLs (%d mid-stream)", len(in[0])+len(in[1])+len(in[2])+len(in[3])+len(in[4])+len(in[5]), kills, midStream)
 }
 
 // postLine is a parsed POST line of a worker.
@@ -528,13 +554,14 @@ func TestTransactSIGSTOPPastSession(t *testing.T) {
 	s := newStack(t, stackOptions{linger: 10 * time.Millisecond})
 	c := New(s.url)
 	const session = 2 * time.Second
-	input := txSetup(t, c, 2400, 8*time.Second)
+	stopInput := make(chan struct{})
+	input := txSetup(t, c, 0, 0, stopInput) // input keeps coming while the worker is paused
 	// Slow batches, so that a pause most likely catches a batch between its fetch and
 	// its transaction.
 	paused := startTxWorker(t, s.url, 0, session, 150*time.Millisecond)
 	other := startTxWorker(t, s.url, 1, session, 150*time.Millisecond)
 	staleRefused := 0
-	for cycle := 0; cycle < 4 && staleRefused == 0; cycle++ {
+	for cycle := 0; cycle < 5 && staleRefused == 0; cycle++ {
 		time.Sleep(1500 * time.Millisecond)
 		before := parsePosts(paused.output())
 		var epoch int32
@@ -560,8 +587,9 @@ func TestTransactSIGSTOPPastSession(t *testing.T) {
 			}
 		}
 	}
+	close(stopInput)
 	if staleRefused == 0 {
-		t.Fatal("no request of the paused worker under its old membership was seen refused in four pauses")
+		t.Fatal("no request of the paused worker under its old membership was seen refused in five pauses")
 	}
 	in := input()
 	txVerify(t, c, in)

@@ -34,6 +34,8 @@ start_postgres() {
   done
   su postgres -c "psql -qAtc \"select 1 from pg_roles where rolname='$PG_USER'\"" | grep -q 1 ||
     su postgres -c "psql -qc \"create role $PG_USER login createdb password '$PG_PASS'\"" >&2
+  # Tests drop their databases WITH (FORCE), which must be allowed to end sessions.
+  su postgres -c "psql -qc 'grant pg_signal_backend to $PG_USER'" >/dev/null 2>&1 || true
   su postgres -c "psql -qAtc \"select 1 from pg_database where datname='$PG_DB'\"" | grep -q 1 ||
     su postgres -c "psql -qc 'create database $PG_DB owner $PG_USER'" >&2
 }

@@ -1,8 +1,12 @@
 package writer
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/strata-io/strata/catalog"
@@ -84,5 +88,88 @@ func TestOrderBySequence(t *testing.T) {
 				t.Fatalf("order %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// sequencedCatalog checks one producer's sequence on partition (1, 0) the way the
+// catalog does, and counts the commits each base sequence took part in.
+type sequencedCatalog struct {
+	mu   sync.Mutex
+	next int32
+	seen map[int32]int
+	hw   int64
+}
+
+func (c *sequencedCatalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Result, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	res := make([]catalog.Result, len(seg.Requests))
+	for i, r := range seg.Requests {
+		b := r.Batches[0]
+		c.seen[b.BaseSequence]++
+		if b.BaseSequence != c.next {
+			res[i].Err = fmt.Errorf("producer id 1 epoch 0: %w", &catalog.SequenceError{TopicID: 1, Expected: c.next, Got: b.BaseSequence})
+			continue
+		}
+		c.next += b.Records
+		res[i].BaseOffsets = []int64{c.hw}
+		c.hw += int64(b.Records)
+	}
+	return res, nil
+}
+
+func (c *sequencedCatalog) Settle(ctx context.Context, seg catalog.Segment) ([]catalog.Result, error) {
+	return nil, catalog.ErrCommitAborted
+}
+
+// A request that reaches the writer ahead of the one it follows (they were sent at
+// once) waits in the next flush instead of being refused; one behind (a stale
+// sequence) is refused at once, and one whose predecessor never comes is refused
+// after maxRequeues flushes.
+func TestRequeueAheadOfSequence(t *testing.T) {
+	cat := &sequencedCatalog{seen: map[int32]int{}}
+	w := New(newMemStore(), cat, Config{Linger: never}, nil, nil)
+	prod := &catalog.Producer{ID: 1}
+	idem := func(seq int32) Request {
+		return Request{Records: []Record{rec(1, 1, 0, "", "x"), rec(1, 1, 0, "", "y")}, Producer: prod,
+			Sequences: map[TopicPartition]int32{{1, 0}: seq}}
+	}
+	produce := func(r Request) chan error {
+		ch := make(chan error, 1)
+		go func() { _, err := w.Produce(context.Background(), r); ch <- err }()
+		return ch
+	}
+	ctx := context.Background()
+	ahead := produce(idem(2))
+	waitFor(t, "the request ahead buffered", func() bool { return w.bufferedRequests() == 1 })
+	w.Flush(ctx) // refused as ahead: buffered again, not answered
+	waitFor(t, "the request ahead buffered again", func() bool { return w.bufferedRequests() == 1 })
+	first := produce(idem(0))
+	waitFor(t, "both buffered", func() bool { return w.bufferedRequests() == 2 })
+	w.Flush(ctx)
+	for what, ch := range map[string]chan error{"first": first, "ahead": ahead} {
+		if err := <-ch; err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	if cat.seen[2] != 2 || cat.seen[0] != 1 {
+		t.Fatalf("commits per sequence %v: want the request ahead twice, the first once", cat.seen)
+	}
+	// Behind the expected sequence: answered at once.
+	stale := produce(idem(0))
+	waitFor(t, "stale buffered", func() bool { return w.bufferedRequests() == 1 })
+	w.Flush(ctx)
+	var se *catalog.SequenceError
+	if err := <-stale; !errors.As(err, &se) || se.Expected != 4 {
+		t.Fatalf("stale request: %v, want the sequence error expecting 4", err)
+	}
+	// Ahead, and nothing ever fills the gap: refused after maxRequeues more flushes.
+	lost := produce(idem(9))
+	for i := 0; i <= maxRequeues; i++ {
+		waitFor(t, "gap buffered", func() bool { return w.bufferedRequests() == 1 })
+		w.Flush(ctx)
+	}
+	if err := <-lost; !errors.As(err, &se) || se.Expected != 4 || cat.seen[9] != maxRequeues+1 {
+		t.Fatalf("request after a gap: %v after %d commits, want refused after %d", err, cat.seen[9], maxRequeues+1)
 	}
 }

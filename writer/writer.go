@@ -183,7 +183,9 @@ func (w *Writer) shutdown() error {
 // before it, has answered its requests. It returns nil then, or ctx.Err() if ctx ends
 // first (the flushes go on). Each request's outcome goes to its own Produce call. On
 // cloud functions, where one invocation serves one request, call Flush per invocation
-// rather than wait for Linger.
+// rather than wait for Linger. (An idempotent request the catalog refuses as ahead of
+// its producer's sequence is not answered by its flush: it waits in the next ones, at
+// most maxRequeues, for the request it follows — order.go.)
 func (w *Writer) Flush(ctx context.Context) error {
 	w.mu.Lock()
 	w.cutLocked()

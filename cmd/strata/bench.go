@@ -46,7 +46,7 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 	jsonOut := c.fs.Bool("json", false, "print the JSON report to stdout instead of the table")
 	partitions := c.fs.Int("partitions", 8, "`number` of partitions of the bench topic")
 	producers := c.fs.Int("producers", 32, "`number` of closed-loop producers at maximum load")
-	overload := c.fs.Int("overload-producers", 0, "`number` of producers in the overload phase (default: enough to offer 4x --buffer-bytes)")
+	overload := c.fs.Int("overload-producers", 0, "`number` of producers in the overload phase (default: enough to offer 2x --buffer-bytes, at most 256)")
 	tails := c.fs.Int("tails", 2, "`number` of partitions tailed over Server-Sent Events at half load")
 	recordSize := c.fs.Int("record-size", 1024, "record value `bytes` (e.g. 100, 1024, 10240)")
 	batch := c.fs.Int("batch", 500, "records per produce `request`")
