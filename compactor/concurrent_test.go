@@ -44,7 +44,7 @@ func TestTwoCompactors(t *testing.T) {
 		}
 		wg.Wait()
 		// The grace period has passed for everything marked during the passes.
-		time.Sleep(1100 * time.Millisecond)
+		time.Sleep(testGracePeriod + 100*time.Millisecond)
 		if err := a.Pass(e.ctx); err != nil {
 			t.Fatal(err)
 		}

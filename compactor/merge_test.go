@@ -81,7 +81,7 @@ func TestMerge(t *testing.T) {
 		passes := e.passUntilQuiet(c)
 		// Past the grace period, the deletion job removes the old objects while the
 		// fetchers still run.
-		time.Sleep(1200 * time.Millisecond)
+		time.Sleep(testGracePeriod + 200*time.Millisecond)
 		if err := c.Pass(e.ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -61,7 +61,7 @@ func (e *env) reclaimed(c *Compactor, topicID int64, partition int32, gone map[s
 			e.t.Errorf("object %s deleted before the grace period passed", k)
 		}
 	}
-	time.Sleep(1100 * time.Millisecond)
+	time.Sleep(c.cfg.GracePeriod + 100*time.Millisecond)
 	if err := c.Pass(e.ctx); err != nil {
 		e.t.Fatal(err)
 	}
@@ -257,9 +257,9 @@ func TestDeletedTopic(t *testing.T) {
 				t.Fatalf("partition %d of the deleted topic still has %d rows", p, len(rows))
 			}
 		}
-		time.Sleep(1100 * time.Millisecond)
+		time.Sleep(testGracePeriod + 100*time.Millisecond)
 		e.passUntilQuiet(c)
-		time.Sleep(1100 * time.Millisecond)
+		time.Sleep(testGracePeriod + 100*time.Millisecond)
 		if err := c.Pass(e.ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -195,7 +195,9 @@ func TestCommitRacesSweep(t *testing.T) {
 			t.Errorf("read %d records back, want the %d committed", len(got), kept)
 		}
 		if kept == 0 || swept == 0 {
-			t.Errorf("%d kept, %d swept: the race should have both", kept, swept)
+			// Timing decides the mix; on a loaded machine every commit may lose. The
+			// verdict above (never both, never neither) is what must hold.
+			t.Logf("%d kept, %d swept: this run exercised one side of the race only", kept, swept)
 		}
 		t.Logf("%d committed and kept, %d refused and swept", kept, swept)
 	})

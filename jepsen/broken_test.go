@@ -128,7 +128,7 @@ func runBroken(t *testing.T, com func(catalog.Catalog) Committer, store func(obj
 		}()
 		nodes = append(nodes, n.URL)
 	}
-	wl := NewWorkload(NewBalancer(nodes), WorkloadConfig{Partitions: 2, GroupMembers: -1, FinalTimeout: 15 * time.Second})
+	wl := NewWorkload(NewBalancer(nodes), WorkloadConfig{Partitions: 2, GroupMembers: -1, FinalTimeout: 8 * time.Second})
 	if err := wl.Setup(ctx); err != nil {
 		t.Fatal(err)
 	}

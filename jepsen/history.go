@@ -19,6 +19,7 @@ package jepsen
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"sync"
 	"time"
@@ -182,4 +183,13 @@ func (h *History) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", " ")
 	return enc.Encode(h)
+}
+
+// ReadHistory reads a history written by WriteJSON, to check it again.
+func ReadHistory(r io.Reader) (*History, error) {
+	h := &History{}
+	if err := json.NewDecoder(r).Decode(h); err != nil {
+		return nil, fmt.Errorf("jepsen: read history: %w", err)
+	}
+	return h, nil
 }

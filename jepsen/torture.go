@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -119,7 +120,19 @@ func Run(ctx context.Context, env Env, class string, rc RunConfig) *Result {
 
 func run(ctx context.Context, env Env, class string, rc RunConfig, dir string, res *Result, cleanup func(func())) error {
 	log := env.Log.With("class", class)
-	needPrivate := class == ClassPGRestart || class == ClassPGCut || class == ClassAll
+	// A class is one name, or process faults joined with '+' to run together
+	// ("kill+pg-cut"); "all" is every process fault.
+	parts := strings.Split(class, "+")
+	if class == ClassAll {
+		parts = []string{ClassKill, ClassPause, ClassS3Proxy, ClassPGRestart, ClassPGCut, ClassCompaction}
+	}
+	has := func(name string) bool { return slices.Contains(parts, name) }
+	for _, p := range parts {
+		if !slices.Contains(Classes, p) || p == ClassAll || (p == ClassStore && len(parts) > 1) {
+			return fmt.Errorf("jepsen: unknown fault class %q (want one of %s, or process faults joined with '+')", class, strings.Join(Classes, ", "))
+		}
+	}
+	needPrivate := has(ClassPGRestart) || has(ClassPGCut)
 	var (
 		dsn  string
 		pg   *PrivatePostgres
@@ -134,7 +147,7 @@ func run(ctx context.Context, env Env, class string, rc RunConfig, dir string, r
 			return err
 		}
 		dsn = pg.DSN
-		if class == ClassPGCut || class == ClassAll {
+		if has(ClassPGCut) {
 			if pgpx, err = faultproxy.NewPostgres(fmt.Sprintf("127.0.0.1:%d", pg.Port)); err != nil {
 				return err
 			}
@@ -158,7 +171,7 @@ func run(ctx context.Context, env Env, class string, rc RunConfig, dir string, r
 	}
 	endpoint := env.S3.Endpoint
 	var s3px *faultproxy.HTTP
-	if class == ClassS3Proxy || class == ClassAll {
+	if has(ClassS3Proxy) {
 		if s3px, err = faultproxy.NewHTTP(env.S3.Endpoint); err != nil {
 			return err
 		}
@@ -171,9 +184,8 @@ func run(ctx context.Context, env Env, class string, rc RunConfig, dir string, r
 		faults []Fault
 		nodes  []string
 		heal   func(ctx context.Context) error
-		alone  bool
 	)
-	if class == ClassStore {
+	if has(ClassStore) {
 		// In-process nodes over the fault decorator.
 		cat, err := postgres.Open(ctx, dsn, catalog.Options{CommitTimeout: 3 * time.Second, Logger: log})
 		if err != nil {
@@ -226,38 +238,34 @@ func run(ctx context.Context, env Env, class string, rc RunConfig, dir string, r
 		}
 		cleanup(cl.Close)
 		nodes = cl.NodeURLs()
-		heal = cl.Heal
-		switch class {
-		case ClassKill:
-			faults = []Fault{&KillFault{Procs: cl.Procs}}
-		case ClassPause:
-			faults = []Fault{&PauseFault{Procs: cl.Procs}}
-		case ClassS3Proxy:
-			faults = []Fault{&ProxyFault{Proxy: s3px}}
-		case ClassPGRestart:
-			faults = []Fault{&PGRestartFault{PG: pg}}
-		case ClassPGCut:
-			faults = []Fault{&PGCutFault{Proxy: pgpx}}
-		case ClassCompaction:
-			faults = []Fault{&KillFault{Procs: cl.Procs[len(cl.Procs)-1:]}}
-			wcfg.Rereaders = max(wcfg.Rereaders, 2)
-		case ClassAll:
-			faults = []Fault{&KillFault{Procs: cl.Procs}, &PauseFault{Procs: cl.Procs}, &ProxyFault{Proxy: s3px},
-				&PGRestartFault{PG: pg}, &PGCutFault{Proxy: pgpx}}
-			wcfg.Rereaders = max(wcfg.Rereaders, 1)
-		default:
-			return fmt.Errorf("jepsen: unknown fault class %q (want one of %s)", class, strings.Join(Classes, ", "))
-		}
-		if class == ClassAll {
-			heal = func(ctx context.Context) error {
-				pgpx.SetCutRate(0)
-				s3px.Set()
-				return cl.Heal(ctx)
+		for _, p := range parts {
+			switch p {
+			case ClassKill:
+				faults = append(faults, &KillFault{Procs: cl.Procs})
+			case ClassPause:
+				faults = append(faults, &PauseFault{Procs: cl.Procs})
+			case ClassS3Proxy:
+				faults = append(faults, &ProxyFault{Proxy: s3px})
+			case ClassPGRestart:
+				faults = append(faults, &PGRestartFault{PG: pg})
+			case ClassPGCut:
+				faults = append(faults, &PGCutFault{Proxy: pgpx})
+			case ClassCompaction:
+				faults = append(faults, &KillFault{Procs: cl.Procs[len(cl.Procs)-1:]})
+				wcfg.Rereaders = max(wcfg.Rereaders, 2)
 			}
 		}
-		if cfgCompactor := cl.Procs[len(cl.Procs)-1]; cfgCompactor.Name == "compactor" {
-			cleanup(func() { res.Notes = append(res.Notes, compactorNote(cfgCompactor.URL)) })
+		heal = func(ctx context.Context) error {
+			if pgpx != nil {
+				pgpx.SetCutRate(0)
+			}
+			if s3px != nil {
+				s3px.Set()
+			}
+			return cl.Heal(ctx)
 		}
+		compactorURL := cl.Procs[len(cl.Procs)-1].URL
+		cleanup(func() { res.Notes = append(res.Notes, compactorNote(compactorURL)) })
 		cleanup(func() {
 			if res.Err != nil || (res.Report != nil && !res.Report.Valid()) {
 				res.Notes = append(res.Notes, "process logs:\n"+cl.Logs())
@@ -286,7 +294,7 @@ func run(ctx context.Context, env Env, class string, rc RunConfig, dir string, r
 	runCtx, cancel := context.WithTimeout(ctx, rc.Duration)
 	defer cancel()
 	wl.Start(runCtx)
-	sched := Schedule{Faults: faults, Quiet: rc.Quiet, Active: rc.Active, Alone: alone}
+	sched := Schedule{Faults: faults, Quiet: rc.Quiet, Active: rc.Active}
 	schedErr := sched.Run(runCtx, wl.History())
 	for _, e := range wl.History().Events {
 		if strings.HasPrefix(e.What, "start:") {

@@ -49,7 +49,7 @@ type WorkloadConfig struct {
 	// ResolveTimeout bounds how long, after the run, idempotent producers keep
 	// resending unanswered requests. Default 60s.
 	ResolveTimeout time.Duration
-	// FinalTimeout bounds the final catch-up read. Default 2m.
+	// FinalTimeout bounds the final catch-up read of each partition. Default 3m.
 	FinalTimeout time.Duration
 	Log          *slog.Logger
 }
@@ -89,7 +89,7 @@ func (c WorkloadConfig) withDefaults() WorkloadConfig {
 		c.ResolveTimeout = time.Minute
 	}
 	if c.FinalTimeout <= 0 {
-		c.FinalTimeout = 2 * time.Minute
+		c.FinalTimeout = 3 * time.Minute
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -455,7 +455,11 @@ func (w *Workload) reread(ctx context.Context, name string) {
 func (w *Workload) poll(ctx context.Context, name, mode string, p int32, offset int64, wait time.Duration) (int64, error) {
 	fctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
 	defer cancel()
-	res, err := w.cli.Fetch(fctx, w.cfg.Topic, p, client.FetchOptions{Offset: offset, MaxRecords: 200, Wait: wait})
+	max := 200
+	if mode == ReadFinal {
+		max = 2000 // the final read is a bulk read
+	}
+	res, err := w.cli.Fetch(fctx, w.cfg.Topic, p, client.FetchOptions{Offset: offset, MaxRecords: max, Wait: wait})
 	rd := Read{Consumer: name, Mode: mode, Topic: w.cfg.Topic, Partition: p, From: offset, At: time.Now()}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -538,46 +542,14 @@ func (w *Workload) recordGroupOffsets(ctx context.Context, final bool) error {
 }
 
 // Final reads every partition from its log start to its high watermark, retrying
-// failures until FinalTimeout, then records the group's final committed offsets.
-func (w *Workload) Final(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.FinalTimeout)
-	defer cancel()
+// failures for up to FinalTimeout per partition, then records the group's final
+// committed offsets.
+func (w *Workload) Final(parent context.Context) {
 	for p := range w.cfg.Partitions {
-		f := FinalState{Topic: w.cfg.Topic, Partition: p}
-		var lastErr error
-		for ctx.Err() == nil {
-			parts, err := w.cli.Partitions(ctx, w.cfg.Topic)
-			if err != nil || int(p) >= len(parts) {
-				lastErr = errors.Join(err, fmt.Errorf("partitions: %d answered", len(parts)))
-				sleep(ctx, 200*time.Millisecond)
-				continue
-			}
-			f.LogStart, f.HWM = parts[p].LogStartOffset, parts[p].HighWatermark
-			break
-		}
-		offset := f.LogStart
-		for ctx.Err() == nil && offset < f.HWM {
-			next, err := w.poll(ctx, "final", ReadFinal, p, offset, 0)
-			if err != nil {
-				lastErr = err
-				sleep(ctx, 200*time.Millisecond)
-				continue
-			}
-			if next <= offset {
-				lastErr = fmt.Errorf("fetch at %d below the high watermark %d answered next offset %d", offset, f.HWM, next)
-				sleep(ctx, 200*time.Millisecond)
-				continue
-			}
-			offset = next
-		}
-		f.Complete = offset >= f.HWM && ctx.Err() == nil
-		if !f.Complete && lastErr != nil {
-			f.Err = lastErr.Error()
-		} else if !f.Complete {
-			f.Err = fmt.Sprintf("read to %d of %d: %v", offset, f.HWM, ctx.Err())
-		}
-		w.hist.AddFinal(f)
+		w.finalPartition(parent, p)
 	}
+	ctx, cancel := context.WithTimeout(parent, w.cfg.FinalTimeout)
+	defer cancel()
 	if w.cfg.GroupMembers > 0 {
 		for ctx.Err() == nil {
 			if err := w.recordGroupOffsets(ctx, true); err == nil {
@@ -586,7 +558,48 @@ func (w *Workload) Final(ctx context.Context) {
 			sleep(ctx, 200*time.Millisecond)
 		}
 	}
+	w.hist.mu.Lock()
 	w.hist.End = time.Now()
+	w.hist.mu.Unlock()
+}
+
+func (w *Workload) finalPartition(parent context.Context, p int32) {
+	ctx, cancel := context.WithTimeout(parent, w.cfg.FinalTimeout)
+	defer cancel()
+	f := FinalState{Topic: w.cfg.Topic, Partition: p}
+	var lastErr error
+	for ctx.Err() == nil {
+		parts, err := w.cli.Partitions(ctx, w.cfg.Topic)
+		if err != nil || int(p) >= len(parts) {
+			lastErr = errors.Join(err, fmt.Errorf("partitions: %d answered", len(parts)))
+			sleep(ctx, 200*time.Millisecond)
+			continue
+		}
+		f.LogStart, f.HWM = parts[p].LogStartOffset, parts[p].HighWatermark
+		break
+	}
+	offset := f.LogStart
+	for ctx.Err() == nil && offset < f.HWM {
+		next, err := w.poll(ctx, "final", ReadFinal, p, offset, 0)
+		if err != nil {
+			lastErr = err
+			sleep(ctx, 200*time.Millisecond)
+			continue
+		}
+		if next <= offset {
+			lastErr = fmt.Errorf("fetch at %d below the high watermark %d answered next offset %d", offset, f.HWM, next)
+			sleep(ctx, 200*time.Millisecond)
+			continue
+		}
+		offset = next
+	}
+	f.Complete = offset >= f.HWM && ctx.Err() == nil
+	if !f.Complete && lastErr != nil {
+		f.Err = lastErr.Error()
+	} else if !f.Complete {
+		f.Err = fmt.Sprintf("read to %d of %d: %v", offset, f.HWM, ctx.Err())
+	}
+	w.hist.AddFinal(f)
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,7 +23,7 @@ refused-but-visible records and group-offset anomalies, which must all be 0.
 Needs Postgres (a role that may CREATE DATABASE; the pg-* classes start a private instance with
 initdb) and MinIO. Exit code 1 when any class finds an anomaly.`)
 	duration := c.fs.Duration("duration", time.Minute, "how long each fault class runs")
-	classes := c.fs.String("classes", strings.Join(jepsen.Classes, ","), "comma-separated fault `classes`: "+strings.Join(jepsen.Classes, ", "))
+	classes := c.fs.String("classes", strings.Join(jepsen.Classes, ","), "comma-separated fault `classes`, each run alone: "+strings.Join(jepsen.Classes, ", ")+"; process faults joined with '+' run together (kill+pg-cut)")
 	quiet := c.fs.Duration("quiet", 2*time.Second, "time without faults between fault windows")
 	active := c.fs.Duration("active", 4*time.Second, "how long each fault window lasts")
 	pg := c.fs.String("postgres", "", "`DSN` of a Postgres server where fresh databases may be created (default $STRATA_TEST_POSTGRES)")
@@ -30,10 +31,14 @@ initdb) and MinIO. Exit code 1 when any class finds an anomaly.`)
 	accessKey := c.fs.String("s3-access-key", "", "MinIO access `key` (default $STRATA_TEST_S3_ACCESS_KEY)")
 	secretKey := c.fs.String("s3-secret-key", "", "MinIO secret `key` (default $STRATA_TEST_S3_SECRET_KEY)")
 	region := c.fs.String("s3-region", "", "`region` (default $STRATA_TEST_S3_REGION)")
+	recheck := c.fs.String("history", "", "check the history.json `file` of an earlier run again and print its anomalies, instead of running")
 	dir := c.fs.String("dir", "", "`directory` for process logs and each class's history.json (default: a new temporary directory, kept)")
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
 		if len(args) > 0 {
 			return usagef(c.name, "unexpected argument %q (flags start with --)", args[0])
+		}
+		if *recheck != "" {
+			return recheckHistory(e, *recheck)
 		}
 		orEnv := func(v *string, name string) {
 			if *v == "" {
@@ -58,12 +63,11 @@ initdb) and MinIO. Exit code 1 when any class finds an anomaly.`)
 		var list []string
 		for _, cl := range strings.Split(*classes, ",") {
 			cl = strings.TrimSpace(cl)
-			known := false
-			for _, k := range jepsen.Classes {
-				known = known || k == cl
-			}
-			if !known {
-				bad = append(bad, fmt.Sprintf("--classes: unknown class %q: use %s", cl, strings.Join(jepsen.Classes, ", ")))
+			for _, part := range strings.Split(cl, "+") {
+				if !slices.Contains(jepsen.Classes, part) || (part == jepsen.ClassAll || part == jepsen.ClassStore) && part != cl {
+					bad = append(bad, fmt.Sprintf("--classes: unknown class %q: use %s, or process faults joined with '+' (kill+pg-cut)", cl, strings.Join(jepsen.Classes, ", ")))
+					break
+				}
 			}
 			list = append(list, cl)
 		}
@@ -126,4 +130,23 @@ initdb) and MinIO. Exit code 1 when any class finds an anomaly.`)
 		}
 		return nil
 	}
+}
+
+// recheckHistory checks a saved history again.
+func recheckHistory(e *env, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h, err := jepsen.ReadHistory(f)
+	if err != nil {
+		return err
+	}
+	r := jepsen.Check(h)
+	r.WriteText(e.stdout)
+	if !r.Valid() {
+		return fmt.Errorf("the history of %s has anomalies", path)
+	}
+	return nil
 }

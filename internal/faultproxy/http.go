@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -78,7 +79,8 @@ func NewHTTP(target string) (*HTTP, error) {
 			r.SetURL(u)
 			r.Out.Host = r.In.Host // keep the signed Host
 		},
-		ErrorLog: nil,
+		// Aborted requests (a client that gave up on a slow answer) are expected.
+		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = p.srv.Serve(ln) }()

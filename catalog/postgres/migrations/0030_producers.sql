@@ -20,7 +20,8 @@ CREATE INDEX producers_last_used ON producers (last_used_at);
 
 -- A producer's state on one partition: the epoch of its batches and its latest
 -- catalog.ProducerBatchesKept batches there, oldest first, as parallel arrays. Written
--- only by the commit, under the partition's row lock.
+-- only by the commit, under the partition's row lock; rewritten by every idempotent
+-- commit to its partition, so pages keep room for HOT updates (no index change).
 DROP TABLE producer_state;
 CREATE TABLE producer_state (
     topic_id     bigint      NOT NULL,
@@ -33,7 +34,7 @@ CREATE TABLE producer_state (
     updated_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (topic_id, partition, producer_id),
     CHECK (cardinality(first_seqs) = cardinality(last_seqs) AND cardinality(first_seqs) = cardinality(base_offsets))
-);
+) WITH (fillfactor = 70);
 CREATE INDEX producer_state_producer ON producer_state (producer_id);
 
 DROP FUNCTION strata_commit(text, bigint, timestamptz, bigint, int[], bigint[], int[], bigint[], bigint[], int[], bigint[]);
@@ -229,17 +230,18 @@ BEGIN
         ), ks AS (
             SELECT keys.*, row_number() OVER (ORDER BY keys.tid, keys.pno, keys.pid)::int AS slot FROM keys
         )
+        -- Each slot's kept batches are padded to kept elements, so that they aggregate
+        -- into rectangular (slot × kept) arrays, flattened below.
         SELECT array_agg(ks.pid ORDER BY ks.slot), array_agg(ks.tid ORDER BY ks.slot), array_agg(ks.pno ORDER BY ks.slot),
-               array_agg(s.epoch ORDER BY ks.slot), array_agg(coalesce(cardinality(s.first_seqs), 0) ORDER BY ks.slot)
-        INTO k_pid, k_tid, k_part, s_epoch, s_n
+               array_agg(s.epoch ORDER BY ks.slot), array_agg(coalesce(cardinality(s.first_seqs), 0) ORDER BY ks.slot),
+               array_agg(coalesce(s.first_seqs, '{}') || array_fill(NULL::int, ARRAY[kept - coalesce(cardinality(s.first_seqs), 0)]) ORDER BY ks.slot),
+               array_agg(coalesce(s.last_seqs, '{}') || array_fill(NULL::int, ARRAY[kept - coalesce(cardinality(s.last_seqs), 0)]) ORDER BY ks.slot),
+               array_agg(coalesce(s.base_offsets, '{}') || array_fill(NULL::bigint, ARRAY[kept - coalesce(cardinality(s.base_offsets), 0)]) ORDER BY ks.slot)
+        INTO k_pid, k_tid, k_part, s_epoch, s_n, s_first, s_last, s_base
         FROM ks LEFT JOIN producer_state s ON s.topic_id = ks.tid AND s.partition = ks.pno AND s.producer_id = ks.pid;
-
-        SELECT array_agg(s.first_seqs[g.j] ORDER BY x.slot, g.j), array_agg(s.last_seqs[g.j] ORDER BY x.slot, g.j),
-               array_agg(s.base_offsets[g.j] ORDER BY x.slot, g.j)
-        INTO s_first, s_last, s_base
-        FROM unnest(k_pid, k_tid, k_part) WITH ORDINALITY AS x(pid, tid, pno, slot)
-        CROSS JOIN generate_series(1, kept) AS g(j)
-        LEFT JOIN producer_state s ON s.topic_id = x.tid AND s.partition = x.pno AND s.producer_id = x.pid;
+        s_first := ARRAY(SELECT unnest(s_first));
+        s_last := ARRAY(SELECT unnest(s_last));
+        s_base := ARRAY(SELECT unnest(s_base));
 
         SELECT array_agg(x.slot ORDER BY u.n) INTO v_slot
         FROM unnest(p_pid, p_topic, p_part) WITH ORDINALITY AS u(pid, tid, pno, n)
