@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -20,6 +21,7 @@ import (
 	"github.com/strata-io/strata/api"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/sqlite"
+	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
@@ -226,6 +228,9 @@ func FuzzRecordRoundTrip(f *testing.F) {
 	f.Add([]byte("ключ"), []byte(`"☃"`), "e\u0301")
 	f.Add([]byte(""), []byte(`123456789012345678901234567890`), "x")
 	s := newStack(f)
+	srv := httptest.NewServer(s.h)
+	f.Cleanup(srv.Close)
+	cli := client.New(srv.URL)
 	var n [3]int64
 	f.Fuzz(func(t *testing.T, key, value []byte, header string) {
 		if len(key)+len(value)+len(header) > 4096 {
@@ -255,6 +260,14 @@ func FuzzRecordRoundTrip(f *testing.F) {
 			if !same(out.Records[0].Value) {
 				t.Fatalf("%s: produced %s, fetched %s", topic, v, out.Records[0].Value)
 			}
+			// The Go client's decoding of the same record, as stored bytes.
+			res, err := cli.Fetch(context.Background(), topic, 0, client.FetchOptions{Offset: n[p] - 1, MaxRecords: 1, Base64: true})
+			if err != nil || len(res.Records) != 1 {
+				t.Fatalf("client fetch %s: %v", topic, err)
+			}
+			if stored, err := res.Records[0].ValueBytes(); err != nil || !same(storedAs(topic, stored)) {
+				t.Fatalf("%s: client read stored bytes %q (%v)", topic, stored, err)
+			}
 		}
 		b64 := func(b []byte) json.RawMessage { r, _ := json.Marshal(base64.StdEncoding.EncodeToString(b)); return r }
 		check("bins", 2, b64(key), b64(value), true, func(got json.RawMessage) bool {
@@ -274,6 +287,65 @@ func FuzzRecordRoundTrip(f *testing.F) {
 		if json.Valid(value) {
 			ks, _ := json.Marshal(string(bytes.ToValidUTF8(key, nil)))
 			check("orders", 0, ks, value, false, func(got json.RawMessage) bool { return sameJSON(got, value) })
+		}
+	})
+}
+
+// storedAs renders stored bytes the way the topic's value format shows them.
+func storedAs(topic string, b []byte) json.RawMessage {
+	switch topic {
+	case "bins":
+		r, _ := json.Marshal(base64.StdEncoding.EncodeToString(b))
+		return r
+	case "strs":
+		r, _ := json.Marshal(string(b))
+		return r
+	}
+	return b
+}
+
+// FuzzClientFetchDecode answers the Go client's fetch with arbitrary bytes: it must
+// return records or an error, never panic or hang.
+func FuzzClientFetchDecode(f *testing.F) {
+	for _, seed := range []string{
+		`{"records":[{"offset":0,"timestamp":1700000000000,"key":"k","value":{"a":1},"headers":[{"key":"h","value":"v"}]}],"next_offset":1,"high_watermark":1,"log_start_offset":0}`,
+		`{"records":[{"offset":1,"timestamp":"2024-01-01T00:00:00Z","key":null,"value":"AAE=","value_encoding":"base64","headers":{"h":"v"}}],"next_offset":2}`,
+		`{"records":[{"headers":[{"key":"h","value":"!!","encoding":"base64"}]}]}`,
+		`{"records":null}`, `[]`, `{"records":[{"timestamp":1e400}]}`,
+	} {
+		f.Add(uint16(200), []byte(seed))
+	}
+	f.Add(uint16(503), []byte(`{"type":"about:blank","code":"store_unavailable","status":503}`))
+	var (
+		mu     sync.Mutex
+		status uint16
+		body   []byte
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		st, b := status, body
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(int(st))
+		_, _ = w.Write(b)
+	}))
+	f.Cleanup(srv.Close)
+	cli := client.New(srv.URL)
+	f.Fuzz(func(t *testing.T, st uint16, b []byte) {
+		mu.Lock()
+		status, body = 100+st%500, b
+		if status < 200 {
+			status = 200
+		}
+		mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		res, err := cli.Fetch(ctx, "t", 0, client.FetchOptions{})
+		if err == nil {
+			for _, r := range res.Records {
+				_, _ = r.KeyBytes()
+				_, _ = r.ValueBytes()
+			}
 		}
 	})
 }

@@ -723,9 +723,10 @@ func (b *runner) scale(ctx context.Context, c *client.Client) (*Scale, error) {
 		}
 		_ = c.DeleteTopic(dctx, topic)
 	}()
+	valueSize := min(cfg.RecordSize, 256)
 	recs := make([]client.RawRecord, per)
 	for i := range recs {
-		recs[i] = client.RawRecord{Key: []byte("k"), Value: payload(i, min(cfg.RecordSize, 256))}
+		recs[i] = client.RawRecord{Key: []byte("k"), Value: payload(i, valueSize)}
 	}
 	for p := range int32(2) {
 		if _, err := c.ProduceBinary(ctx, topic, p, recs, client.BatchOptions{}); err != nil {
@@ -744,7 +745,10 @@ func (b *runner) scale(ctx context.Context, c *client.Client) (*Scale, error) {
 
 	fetchAt := func(p int32, off int64) (time.Duration, error) {
 		node := cfg.Nodes[0] // one node: its cache holds the one block after the first fetch
-		u := node + "/v1/topics/" + topic + "/partitions/" + strconv.Itoa(int(p)) + "/records?max_records=" + strconv.Itoa(per) + "&offset=" + strconv.FormatInt(off, 10)
+		// A consumer's fetch of one chunk's worth: the lookup's byte budget is then the
+		// same for both partitions, whatever lies beyond it.
+		u := node + "/v1/topics/" + topic + "/partitions/" + strconv.Itoa(int(p)) + "/records?max_records=" + strconv.Itoa(per) +
+			"&max_bytes=" + strconv.Itoa(per*valueSize) + "&offset=" + strconv.FormatInt(off, 10)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 		req.Header.Set("Accept", client.RecordBatchContentType)
 		t := time.Now()

@@ -33,3 +33,20 @@ func TestChunkAgrees(t *testing.T) {
 		}
 	}
 }
+
+func TestOverlaps(t *testing.T) {
+	spans := map[partKey][]span{
+		{1, 0}: {{10, 19, "b"}, {0, 9, "a"}, {20, 29, "c"}}, // tiles: fine
+		{1, 1}: {{0, 9, "a"}, {5, 12, "b"}, {13, 13, "c"}},  // b overlaps a
+		{2, 0}: {{0, 0, "a"}, {0, 0, "b"}},                  // one offset twice
+	}
+	got := overlaps(spans)
+	if len(got) != 2 {
+		t.Fatalf("%d overlaps, want 2: %v", len(got), got)
+	}
+	for _, p := range got {
+		if p.Kind != ChunkOverlap || p.Key != "b" {
+			t.Errorf("unexpected %v", p)
+		}
+	}
+}

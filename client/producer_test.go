@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -106,7 +104,7 @@ func TestProducerRetriesThroughLossyProxy(t *testing.T) {
 	if _, err := c.CreateTopic(ctx, "lossy", 4, nil); err != nil {
 		t.Fatal(err)
 	}
-	p, err := c.NewProducer(ctx, ProducerConfig{Linger: 2 * time.Millisecond, BatchRecords: 40, RetryBackoff: time.Millisecond, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+	p, err := c.NewProducer(ctx, ProducerConfig{Linger: 2 * time.Millisecond, BatchRecords: 40, RetryBackoff: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -16,7 +17,10 @@ import (
 type Balancer struct {
 	mu    sync.Mutex
 	nodes []string // base URLs, "http://127.0.0.1:8080"
-	rt    http.RoundTripper
+	// writers and readers, when set, take the produce and the fetch requests, as a
+	// load balancer routing by path in front of role-split nodes would.
+	writers, readers []string
+	rt               http.RoundTripper
 }
 
 // BalancedURL is the base URL of clients that go through a Balancer.
@@ -37,6 +41,14 @@ func (b *Balancer) SetNodes(nodes []string) {
 	b.nodes = append([]string(nil), nodes...)
 }
 
+// SetRoles routes produce requests to writers and fetches to readers; every other
+// request goes to any node.
+func (b *Balancer) SetRoles(writers, readers []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.writers, b.readers = append([]string(nil), writers...), append([]string(nil), readers...)
+}
+
 // Nodes returns the current nodes.
 func (b *Balancer) Nodes() []string {
 	b.mu.Lock()
@@ -44,15 +56,23 @@ func (b *Balancer) Nodes() []string {
 	return append([]string(nil), b.nodes...)
 }
 
-func (b *Balancer) pick() string {
+func (b *Balancer) pick(req *http.Request) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.nodes[rand.IntN(len(b.nodes))]
+	from := b.nodes
+	records := strings.HasSuffix(req.URL.Path, "/records")
+	switch {
+	case records && req.Method == http.MethodPost && len(b.writers) > 0:
+		from = b.writers
+	case records && req.Method == http.MethodGet && len(b.readers) > 0:
+		from = b.readers
+	}
+	return from[rand.IntN(len(from))]
 }
 
 // RoundTrip implements http.RoundTripper.
 func (b *Balancer) RoundTrip(req *http.Request) (*http.Response, error) {
-	node := b.pick()
+	node := b.pick(req)
 	r := req.Clone(req.Context())
 	u := *req.URL
 	host := node[len("http://"):]

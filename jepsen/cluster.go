@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -19,8 +21,9 @@ import (
 type ClusterConfig struct {
 	// Binary is the strata binary.
 	Binary string
-	// Nodes is how many writer+reader nodes run. Default 2.
-	Nodes int
+	// Roles are the API nodes' --roles, one node each. Default: a writer, a reader,
+	// and a node running both.
+	Roles []string
 	// Compactor adds a node running only the compactor role, with settings that make
 	// it merge, and delete merged objects, within seconds.
 	Compactor bool
@@ -54,13 +57,13 @@ type Proc struct {
 // Cluster is a running set of processes.
 type Cluster struct {
 	cfg   ClusterConfig
-	Procs []*Proc // writer+reader nodes first, then the compactor
+	Procs []*Proc // the API nodes in the order of Roles, then the compactor
 }
 
 // StartCluster starts the processes and waits until the writer+reader nodes are ready.
 func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
-	if cfg.Nodes <= 0 {
-		cfg.Nodes = 2
+	if len(cfg.Roles) == 0 {
+		cfg.Roles = []string{"writer", "reader", "writer,reader"}
 	}
 	if cfg.CommitTimeout <= 0 {
 		cfg.CommitTimeout = 3 * time.Second
@@ -68,14 +71,14 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	c := &Cluster{cfg: cfg}
 	common := []string{"serve", "--catalog", cfg.Catalog, "--bucket", cfg.Bucket, "--log-level", "warn",
 		"--commit-timeout", cfg.CommitTimeout.String(), "--shutdown-timeout", "5s", "--linger", "20ms"}
-	for i := range cfg.Nodes {
+	for i, roles := range cfg.Roles {
 		port, err := freePort()
 		if err != nil {
 			return nil, err
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(port)
-		c.Procs = append(c.Procs, &Proc{Name: fmt.Sprintf("node%d", i), URL: "http://" + addr,
-			args: append(append([]string(nil), common...), "--roles", "writer,reader", "--listen", addr)})
+		c.Procs = append(c.Procs, &Proc{Name: fmt.Sprintf("node%d-%s", i, strings.ReplaceAll(roles, ",", "+")), URL: "http://" + addr,
+			args: append(append([]string(nil), common...), "--roles", roles, "--listen", addr)})
 	}
 	if cfg.Compactor {
 		port, err := freePort()
@@ -104,11 +107,22 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	return c, nil
 }
 
-// NodeURLs are the writer+reader nodes' URLs.
+// NodeURLs are the API nodes' URLs.
 func (c *Cluster) NodeURLs() []string {
 	var out []string
-	for _, p := range c.Procs[:c.cfg.Nodes] {
+	for _, p := range c.Procs[:len(c.cfg.Roles)] {
 		out = append(out, p.URL)
+	}
+	return out
+}
+
+// RoleURLs are the URLs of the nodes running role.
+func (c *Cluster) RoleURLs(role string) []string {
+	var out []string
+	for i, p := range c.Procs[:len(c.cfg.Roles)] {
+		if slices.Contains(strings.Split(c.cfg.Roles[i], ","), role) {
+			out = append(out, p.URL)
+		}
 	}
 	return out
 }

@@ -184,6 +184,8 @@ func run(ctx context.Context, env Env, class string, rc RunConfig, dir string, r
 		faults []Fault
 		nodes  []string
 		heal   func(ctx context.Context) error
+		// writers and readers route produces and fetches on role-split clusters.
+		writers, readers []string
 	)
 	if has(ClassStore) {
 		// In-process nodes over the fault decorator.
@@ -230,7 +232,7 @@ func run(ctx context.Context, env Env, class string, rc RunConfig, dir string, r
 		}
 		penv = append(penv, "AWS_ACCESS_KEY_ID="+env.S3.AccessKey, "AWS_SECRET_ACCESS_KEY="+env.S3.SecretKey)
 		cl, err := StartCluster(ctx, ClusterConfig{
-			Binary: env.Binary, Nodes: 2, Compactor: true,
+			Binary: env.Binary, Compactor: true,
 			Catalog: dsn, Bucket: "s3://" + bucket + "/t?" + q.Encode(), Env: penv, Dir: dir,
 		})
 		if err != nil {
@@ -238,6 +240,7 @@ func run(ctx context.Context, env Env, class string, rc RunConfig, dir string, r
 		}
 		cleanup(cl.Close)
 		nodes = cl.NodeURLs()
+		writers, readers = cl.RoleURLs("writer"), cl.RoleURLs("reader")
 		for _, p := range parts {
 			switch p {
 			case ClassKill:
@@ -286,7 +289,9 @@ func run(ctx context.Context, env Env, class string, rc RunConfig, dir string, r
 	}
 
 	wcfg.Log = log
-	wl := NewWorkload(NewBalancer(nodes), wcfg)
+	bal := NewBalancer(nodes)
+	bal.SetRoles(writers, readers)
+	wl := NewWorkload(bal, wcfg)
 	res.History = wl.History()
 	if err := wl.Setup(ctx); err != nil {
 		return err
