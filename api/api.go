@@ -75,6 +75,11 @@ type Config struct {
 	// NoStreaming answers SSE tails with 406 streaming_unsupported, for front ends that
 	// buffer whole responses (Lambda behind API Gateway's HTTP API).
 	NoStreaming bool
+	// MaxInflightProduceBytes bounds the produce request bodies held at once (being
+	// read, decoded or waiting for their flush), counted by Content-Length before the
+	// body is read; beyond it a produce answers 429 buffer_full at once (admission.go).
+	// Set it to the writer's buffer size. Default 64 MiB, the writer's default buffer.
+	MaxInflightProduceBytes int64
 }
 
 // Defaults of Config.
@@ -89,6 +94,9 @@ const (
 func (c Config) withDefaults() Config {
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxInflightProduceBytes <= 0 {
+		c.MaxInflightProduceBytes = writer.DefaultBufferBytes
 	}
 	if c.MaxRecordsPerRequest <= 0 {
 		c.MaxRecordsPerRequest = DefaultMaxRecordsPerRequest
@@ -140,6 +148,8 @@ type API struct {
 	topics   *topicCache
 	metrics  *httpMetrics
 	handler  http.Handler
+	// admission bounds produce bodies in flight (admission.go).
+	admission *admission
 }
 
 // New builds the API and its router. It registers the API's metrics on d.Registerer
@@ -180,6 +190,7 @@ func New(cfg Config, d Deps) *API {
 	}
 	a.gatherer = gat
 	a.metrics = newHTTPMetrics(reg)
+	a.admission = &admission{max: cfg.MaxInflightProduceBytes}
 	if a.cat != nil {
 		a.topics = newTopicCache(a.cat, cfg.TopicCacheTTL, time.Now)
 	}

@@ -17,7 +17,7 @@ type recordsResource struct{ a *API }
 // Routes returns the router mounted at /v1/topics/{topic}/records.
 func (rs *recordsResource) Routes() chi.Router {
 	r := chi.NewRouter()
-	r.Post("/", rs.produce)
+	r.With(rs.a.admitProduce).Post("/", rs.produce) // admission.go
 	return r
 }
 

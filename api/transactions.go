@@ -21,7 +21,7 @@ type transactResource struct{ a *API }
 // Routes returns the router mounted at /v1/records.
 func (rs *transactResource) Routes() chi.Router {
 	r := chi.NewRouter()
-	r.Post("/", rs.produce)
+	r.With(rs.a.admitProduce).Post("/", rs.produce) // admission.go
 	return r
 }
 

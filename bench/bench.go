@@ -825,8 +825,8 @@ func (b *runner) targets(commitP99 float64) {
 		// PUTs per GiB: the least possible is one PUT per full flush; at a load that
 		// fills less than a flush per linger, one per linger.
 		for _, p := range rep.Produce {
-			if p.Bytes == 0 || p.Puts == 0 {
-				continue
+			if p.Bytes == 0 || p.Puts == 0 || p.Mode != "closed" || p.Name == "produce-binary-overload" {
+				continue // sustained load: the maximum-load phases
 			}
 			minPuts := float64(1<<30) / float64(cfg.MaxFlushBytes)
 			perLinger := p.MiBps * (1 << 20) * cfg.Linger.Seconds() // payload bytes per linger

@@ -1,10 +1,12 @@
 package reader
 
 import (
+	"cmp"
 	"container/list"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -45,6 +47,8 @@ type blockCache struct {
 	blockSize int64
 	max       int64
 	m         *metrics
+	// wholeObject: objects up to this size are fetched whole on their first miss.
+	wholeObject int64
 	// disk, when set, keeps blocks evicted from memory and is read before a GET.
 	disk *diskTier
 
@@ -132,6 +136,31 @@ func (c *blockCache) blocks(ctx context.Context, obj string, objSize, first, las
 		c.loading[k] = l
 		mine = append(mine, pending{i, l})
 	}
+	// A small object about to be fetched anyway is fetched whole, in the same GET: a
+	// writer object holds every partition of its flush, and the readers of the other
+	// partitions come for the rest soon. It makes a first reader's cost one GET per
+	// object, whatever block boundaries its chunks straddle.
+	if len(mine) > 0 && objSize <= c.wholeObject {
+		n := len(mine)
+		for i := int64(0); i*c.blockSize < objSize; i++ {
+			if i >= first && i <= last {
+				continue
+			}
+			k := blockKey{obj, i}
+			if _, ok := c.items[k]; ok {
+				continue
+			}
+			if _, ok := c.loading[k]; ok {
+				continue
+			}
+			l := &load{done: make(chan struct{})}
+			c.loading[k] = l
+			mine = append(mine, pending{i, l})
+		}
+		if len(mine) > n {
+			slices.SortFunc(mine, func(a, b pending) int { return cmp.Compare(a.idx, b.idx) })
+		}
+	}
 	c.mu.Unlock()
 	c.m.cacheHits.Add(float64(hits))
 	c.m.cacheMisses.Add(float64(misses))
@@ -142,7 +171,9 @@ func (c *blockCache) blocks(ctx context.Context, obj string, objSize, first, las
 		return nil, false, err
 	}
 	for _, p := range mine {
-		blocks[p.idx-first] = p.l.data
+		if p.idx >= first && p.idx <= last {
+			blocks[p.idx-first] = p.l.data
+		}
 	}
 	for _, p := range theirs {
 		select {

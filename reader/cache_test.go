@@ -269,3 +269,37 @@ func TestFooterCacheEvictsLRUBySize(t *testing.T) {
 		t.Errorf("size %d, want %d", c.size, 3*one)
 	}
 }
+
+func TestCacheReadsSmallObjectsWhole(t *testing.T) {
+	small := patterned(2*testBlock + testBlock/2) // three blocks: read whole
+	large := patterned(4 * testBlock)             // four: block by block
+	s := newFakeStore()
+	s.put("small", small)
+	s.put("large", large)
+	c := newBlockCache(s, testBlock, 1<<20, newMetrics(nil))
+	c.wholeObject = 3 * testBlock
+	read := func(obj string, body []byte, off, n int64) {
+		t.Helper()
+		got, err := c.read(t.Context(), obj, int64(len(body)), off, n)
+		if err != nil || !bytes.Equal(got, body[off:off+n]) {
+			t.Fatalf("read %s [%d,+%d): %v", obj, off, n, err)
+		}
+	}
+	read("small", small, testBlock+10, 100) // the middle block first
+	if got := s.gets.Load(); got != 1 {
+		t.Fatalf("first read of a small object: %d GETs, want 1 for the whole object", got)
+	}
+	read("small", small, 0, 10)
+	read("small", small, 2*testBlock, testBlock/2)
+	if got := s.gets.Load(); got != 1 {
+		t.Errorf("the rest of a small object: %d GETs in all, want still 1", got)
+	}
+	read("large", large, 10, 10)
+	read("large", large, 3*testBlock, 10)
+	if got := s.gets.Load(); got != 3 {
+		t.Errorf("two blocks of a large object: %d GETs in all, want 3 (1 + one per block)", got)
+	}
+	if blocks, _ := c.stats(); blocks != 5 {
+		t.Errorf("%d blocks cached, want 5", blocks)
+	}
+}

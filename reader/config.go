@@ -36,6 +36,11 @@ type Config struct {
 	DiskCacheDir string
 	// DiskCacheBytes bounds the disk tier. Default 4 GiB when DiskCacheDir is set.
 	DiskCacheBytes int64
+	// WholeObjectBytes: an object up to this size is read whole on its first miss,
+	// in one GET, rather than block by block as its chunks are asked for; a first
+	// reader of new data then costs one GET per writer object. Default three blocks
+	// (12 MiB), above the writer's default flush; -1 turns it off.
+	WholeObjectBytes int64
 	// NoPrefetch turns off reading ahead for sequential readers: by default, once a
 	// fetch is served, the bytes that follow it (the rest of its chunk or the head of
 	// the next one) are loaded into the cache in the background while Run runs.
@@ -89,6 +94,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxWait == 0 {
 		c.MaxWait = DefaultMaxWait
+	}
+	if c.WholeObjectBytes == 0 {
+		c.WholeObjectBytes = 3 * c.BlockSize
 	}
 	if c.DiskCacheDir != "" && c.DiskCacheBytes == 0 {
 		c.DiskCacheBytes = DefaultDiskCacheBytes

@@ -90,6 +90,7 @@ func New(store rangeGetter, cat chunkSource, cfg Config, log *slog.Logger, reg p
 		narrowAbove: 2 * cfg.BlockSize,
 		waiters:     make(map[partKey]map[*waiter]struct{}),
 	}
+	r.cache.wholeObject = cfg.WholeObjectBytes
 	if cfg.DiskCacheDir != "" {
 		d, err := openDiskTier(cfg.DiskCacheDir, cfg.DiskCacheBytes, m, r.log)
 		if err != nil {

@@ -15,29 +15,45 @@ import (
 const maxChunksPerLookup = 1000
 
 // chunksSQL reads the partition's state and the chunks from the one holding $3 on, in
-// one snapshot: a seek on the primary key (topic_id, partition, last_offset), stopped
-// by the LIMIT, then the byte budget ($4) applied to the running total.
+// one snapshot. The chunks are walked one primary-key seek at a time (a recursive
+// CTE), each taken while the running total of their lengths stays within the byte
+// budget $4 (the first is always taken) and at most $5 of them: the rows read are the
+// rows returned, so a lookup costs the same whatever lies beyond the budget.
 const chunksSQL = `
+WITH RECURSIVE part AS (
+    SELECT p.topic_id, p.partition, p.log_start_offset, p.high_watermark, p.bytes
+    FROM partitions p
+    JOIN topics t ON t.id = p.topic_id AND t.deleted_at IS NULL
+    WHERE p.topic_id = $1 AND p.partition = $2
+), walk AS (
+    (SELECT c.base_offset, c.last_offset, c.segment_id, c.pos, c.len, c.max_timestamp, c.real_offsets,
+            1 AS n, c.len AS cum
+     FROM part p
+     CROSS JOIN LATERAL (
+         SELECT * FROM chunks c
+         WHERE c.topic_id = p.topic_id AND c.partition = p.partition
+           AND c.last_offset >= $3 AND c.last_offset < p.high_watermark
+           AND $3 >= p.log_start_offset AND $3 < p.high_watermark
+         ORDER BY c.last_offset
+         LIMIT 1) c)
+    UNION ALL
+    (SELECT c.base_offset, c.last_offset, c.segment_id, c.pos, c.len, c.max_timestamp, c.real_offsets,
+            w.n + 1, w.cum + c.len
+     FROM walk w
+     CROSS JOIN part p
+     CROSS JOIN LATERAL (
+         SELECT * FROM chunks c
+         WHERE c.topic_id = p.topic_id AND c.partition = p.partition
+           AND c.last_offset > w.last_offset AND c.last_offset < p.high_watermark
+         ORDER BY c.last_offset
+         LIMIT 1) c
+     WHERE w.n < $5 AND w.cum + c.len <= $4)
+)
 SELECT p.log_start_offset, p.high_watermark, p.bytes,
        c.base_offset, c.last_offset, s.key, s.size, c.pos, c.len, c.max_timestamp, c.real_offsets
-FROM partitions p
-JOIN topics t ON t.id = p.topic_id AND t.deleted_at IS NULL
-LEFT JOIN LATERAL (
-    SELECT w.* FROM (
-        SELECT r.*,
-               row_number() OVER (ORDER BY r.last_offset) AS rn,
-               sum(r.len) OVER (ORDER BY r.last_offset)::bigint AS cum
-        FROM (SELECT * FROM chunks c
-              WHERE c.topic_id = p.topic_id AND c.partition = p.partition
-                AND c.last_offset >= $3 AND c.last_offset < p.high_watermark
-                AND $3 >= p.log_start_offset AND $3 < p.high_watermark
-              ORDER BY c.last_offset
-              LIMIT $5) r
-    ) w
-    WHERE w.rn = 1 OR w.cum <= $4
-) c ON true
+FROM part p
+LEFT JOIN walk c ON true
 LEFT JOIN segments s ON s.id = c.segment_id
-WHERE p.topic_id = $1 AND p.partition = $2
 ORDER BY c.last_offset`
 
 // offsetForTimeSQL seeks the (topic_id, partition, running_max_timestamp, last_offset)

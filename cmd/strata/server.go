@@ -579,7 +579,13 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (_ *node, err error) 
 		}
 		startRole("compactor", compactor.New(store, cc, nf.compactorConfig(), log, reg).Run)
 	}
-	n.api, n.deps = api.New(spec.api, deps), deps
+	apiCfg := spec.api
+	if apiCfg.MaxInflightProduceBytes == 0 {
+		// Produce bodies held at once are bounded like the writer's buffer, and refused
+		// before they are read beyond it (api/admission.go).
+		apiCfg.MaxInflightProduceBytes = int64(nf.bufferBytes)
+	}
+	n.api, n.deps = api.New(apiCfg, deps), deps
 	n.roleErr, n.stopRoles, n.wg, n.closeCatalog = roleErr, stopRoles, wg, closeCatalog
 	return n, nil
 }
