@@ -53,6 +53,9 @@ func (s Schedule) Run(ctx context.Context, h *History) error {
 		}
 		var started []Fault
 		for _, f := range active {
+			// A start that failed may have half happened (a server stopped, its
+			// pg_ctl timed out): it is healed like the others.
+			started = append(started, f)
 			what, err := f.Start(ctx)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: start: %w", f.Name(), err))
@@ -60,7 +63,6 @@ func (s Schedule) Run(ctx context.Context, h *History) error {
 				continue
 			}
 			h.AddEvent(f.Name(), "start: "+what)
-			started = append(started, f)
 		}
 		sleep(ctx, s.Active)
 		// Healing must happen even when the run is over.
@@ -229,15 +231,22 @@ type PGRestartFault struct {
 func (f *PGRestartFault) Name() string { return "pg-restart" }
 
 func (f *PGRestartFault) Start(ctx context.Context) (string, error) {
-	if err := f.PG.Stop(ctx, "immediate"); err != nil {
+	// Marked down first, and not cut short by the end of the run: a stop that was
+	// interrupted may still have stopped the server, which Stop must then start.
+	f.down = true
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := f.PG.Stop(sctx, "immediate"); err != nil {
 		return "", err
 	}
-	f.down = true
 	return "pg_ctl stop -m immediate", nil
 }
 
+// Stop starts the server unless it already runs. It is safe to call at any time (the
+// run's final healing calls it whatever happened).
 func (f *PGRestartFault) Stop(ctx context.Context) error {
-	if !f.down {
+	if f.PG.Running(ctx) {
+		f.down = false
 		return nil
 	}
 	if err := f.PG.Start(ctx); err != nil {

@@ -86,6 +86,11 @@ func (p *PrivatePostgres) Start(ctx context.Context) error {
 		"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1", p.Port, p.Dir), "-w", "start")
 }
 
+// Running reports whether the instance runs (pg_ctl status).
+func (p *PrivatePostgres) Running(ctx context.Context) bool {
+	return p.run(ctx, filepath.Join(p.bin, "pg_ctl"), "-D", filepath.Join(p.Dir, "data"), "status") == nil
+}
+
 // Stop stops the instance: "immediate" is a crash, "fast" a clean shutdown.
 func (p *PrivatePostgres) Stop(ctx context.Context, mode string) error {
 	return p.run(ctx, filepath.Join(p.bin, "pg_ctl"), "-D", filepath.Join(p.Dir, "data"), "-m", mode, "-w", "stop")

@@ -259,13 +259,15 @@ func run(ctx context.Context, env Env, class string, rc RunConfig, dir string, r
 			}
 		}
 		heal = func(ctx context.Context) error {
-			if pgpx != nil {
-				pgpx.SetCutRate(0)
+			// Every fault's Stop is safe to repeat: whatever the schedule left
+			// behind (a Postgres still down, a proxy still cutting) is healed here.
+			var errs []error
+			for _, f := range faults {
+				if err := f.Stop(ctx); err != nil {
+					errs = append(errs, fmt.Errorf("heal %s: %w", f.Name(), err))
+				}
 			}
-			if s3px != nil {
-				s3px.Set()
-			}
-			return cl.Heal(ctx)
+			return errors.Join(append(errs, cl.Heal(ctx))...)
 		}
 		compactorURL := cl.Procs[len(cl.Procs)-1].URL
 		cleanup(func() { res.Notes = append(res.Notes, compactorNote(compactorURL)) })
@@ -314,7 +316,7 @@ func run(ctx context.Context, env Env, class string, rc RunConfig, dir string, r
 	if err := WaitReady(hctx, nodes); err != nil {
 		healErr = errors.Join(healErr, err)
 	}
-	wl.Final(context.WithoutCancel(ctx))
+	wl.Final(ctx)
 	res.Report = Check(wl.History())
 	checkDSN := dsn
 	if pg != nil {

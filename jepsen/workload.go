@@ -188,7 +188,16 @@ func (w *Workload) Stop() {
 	w.wg.Wait()
 	if w.stopGrp != nil {
 		w.stopGrp()
-		w.groupWG.Wait()
+		done := make(chan struct{})
+		go func() { w.groupWG.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			// A member that cannot stop is the client's problem, not the log's: the run
+			// goes on to its final read, and the history says so.
+			w.hist.AddEvent("workload", "group members did not stop within a minute")
+			w.cfg.Log.Error("group members did not stop within a minute")
+		}
 	}
 }
 

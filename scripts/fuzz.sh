@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# Runs every Fuzz target for a bounded time each: scripts/fuzz.sh 10s
+# Runs every Fuzz target for a bounded time each and ends with a table of executions
+# per target: scripts/fuzz.sh 10s
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t=${1:-10s}
+summary=$(mktemp)
+trap 'rm -f "$summary"' EXIT
 for pkg in $(go list ./...); do
   dir=$(go list -f '{{.Dir}}' "$pkg")
   for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/func //'); do
     echo "fuzz $pkg $f for $t"
-    go test -run '^$' -fuzz "^$f\$" -fuzztime "$t" "$pkg"
+    out=$(go test -run '^$' -fuzz "^$f\$" -fuzztime "$t" "$pkg" 2>&1) || { echo "$out"; exit 1; }
+    execs=$(grep -o 'execs: [0-9]*' <<<"$out" | tail -1 | cut -d' ' -f2)
+    printf '%-45s %-28s %12s\n' "${pkg#github.com/strata-io/strata/}" "$f" "${execs:-?}" >>"$summary"
   done
 done
+echo
+printf '%-45s %-28s %12s\n' package target "execs in $t"
+cat "$summary"

@@ -11,7 +11,17 @@ pkgs=("$@")
 go vet "${pkgs[@]}"
 # -p 1: packages that start servers and processes are timing-sensitive; run them one at
 # a time rather than two at once on a 2-core machine.
-go test -count=1 -p 1 -timeout 30m "${pkgs[@]}"
-if [ $# -eq 0 ]; then
-  scripts/fuzz.sh "${STRATA_FUZZTIME:-5s}"
+if [ $# -gt 0 ]; then
+  go test -count=1 -p 1 -timeout 30m "${pkgs[@]}"
+  exit
 fi
+# The fault classes of the reliability harness run on their own, verbose, so that the
+# output shows each class's table (operations ok/failed/unknown and every anomaly count).
+go test -count=1 -p 1 -timeout 30m -skip '^TestTorture$' ./...
+# (The nodes' error logs, expected under faults, are left out.)
+set +e
+go test -count=1 -timeout 20m -v -run '^TestTorture$' ./jepsen | grep -Ev '^\s+torture_test\.go:[0-9]+: time='
+status=${PIPESTATUS[0]}
+set -e
+[ "$status" -eq 0 ] || { echo "TestTorture failed"; exit "$status"; }
+scripts/fuzz.sh "${STRATA_FUZZTIME:-5s}"

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -123,6 +125,12 @@ initdb) and MinIO. Exit code 1 when any class finds an anomaly.`)
 			for _, n := range r.Notes {
 				fmt.Fprintf(e.stderr, "  %s\n", n)
 			}
+			// Each class's figures are printed and saved as it ends: a long run that
+			// is interrupted keeps what it measured.
+			jepsen.WriteTable(e.stderr, []*jepsen.Result{r})
+			if err := writeSummary(filepath.Join(*dir, "summary.txt"), results); err != nil {
+				fmt.Fprintf(e.stderr, "strata torture: %v\n", err)
+			}
 		}
 		jepsen.WriteTable(e.stdout, results)
 		if failed > 0 {
@@ -130,6 +138,16 @@ initdb) and MinIO. Exit code 1 when any class finds an anomaly.`)
 		}
 		return nil
 	}
+}
+
+// writeSummary writes the table of the classes run so far to path.
+func writeSummary(path string, results []*jepsen.Result) error {
+	var b bytes.Buffer
+	jepsen.WriteTable(&b, results)
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write the summary: %w", err)
+	}
+	return nil
 }
 
 // recheckHistory checks a saved history again.
