@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/reader"
+	"github.com/strata-io/strata/segment"
 	"github.com/strata-io/strata/writer"
 )
 
@@ -278,6 +279,12 @@ func (a *API) readerProblem(r *http.Request, err error) *problem {
 	case errors.Is(err, reader.ErrStoreUnavailable):
 		a.logUnexpected(r, "fetch", err)
 		return newProblem(CodeStoreUnavailable, "fetch: the object store did not answer; retry")
+	case errors.Is(err, segment.ErrCorrupt):
+		// The reader has already dropped the bad bytes and read them again once: a read
+		// corrupted in transit is cured by a retry, a damaged object is not, and the
+		// error line (naming the object) is how an operator learns which.
+		a.logUnexpected(r, "fetch", err)
+		return newProblem(CodeStoreUnavailable, "fetch: the object store returned data that fails its checksums; retry (if it persists, the object is damaged: see the node's log)")
 	case errors.Is(err, reader.ErrCatalogUnavailable):
 		a.logUnexpected(r, "fetch", err)
 		return newProblem(CodeCatalogUnavailable, "fetch: the catalog did not answer; retry")

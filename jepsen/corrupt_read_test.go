@@ -2,7 +2,6 @@ package jepsen
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -13,21 +12,11 @@ import (
 	"github.com/strata-io/strata/objstore/fs"
 )
 
-// Bugs the harness found in other packages, each a test that fails until it is fixed.
-// They run with STRATA_KNOWN_BUGS=1, so CI stays green meanwhile.
-func knownBug(t *testing.T, where string) {
-	t.Helper()
-	if os.Getenv("STRATA_KNOWN_BUGS") == "" {
-		t.Skip("known bug (STRATA_KNOWN_BUGS=1 runs it): " + where)
-	}
-}
-
 // A fetch whose object read comes back corrupted (a flipped bit, a short body) is a
-// failure of the store, which a retry may cure: it should answer a retryable 503
-// (store_unavailable), not 500 internal_error with an "unexpected error" log line.
-func TestKnownBugCorruptReadAnswers500(t *testing.T) {
-	knownBug(t, "api/errors.go readerProblem has no case for segment.ErrCorrupt from reader.Fetch, "+
-		"so a corrupted object read (a flipped bit) falls through to CodeInternal (HTTP 500); a truncated one already answers 503")
+// failure of the store, which a retry may cure: it answers a retryable 503
+// (store_unavailable), not 500 internal_error. The harness found the flipped-bit case
+// answering 500.
+func TestCorruptReadAnswers503(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	cat, err := sqlite.Open(ctx, filepath.Join(dir, "catalog.db"), catalog.Options{})
@@ -52,7 +41,7 @@ func TestKnownBugCorruptReadAnswers500(t *testing.T) {
 	if _, err := c.Produce(ctx, "t", []client.Record{{Value: client.String("v")}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []fault.Fault{{FlipBit: true}, {Truncate: 5}} { // the truncated read passes today
+	for _, f := range []fault.Fault{{FlipBit: true}, {Truncate: 5}} {
 		st.Inject(fault.GetRange, f)
 		_, err := c.Fetch(ctx, "t", 0, client.FetchOptions{Offset: 0})
 		st.ClearAll()
