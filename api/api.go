@@ -75,6 +75,10 @@ type Config struct {
 	// NoStreaming answers SSE tails with 406 streaming_unsupported, for front ends that
 	// buffer whole responses (Lambda behind API Gateway's HTTP API).
 	NoStreaming bool
+	// BodyTimeout bounds the time a request body may take to arrive, from the handler's
+	// start; beyond it the request answers 408 request_timeout. Default 30s; negative:
+	// no bound.
+	BodyTimeout time.Duration
 	// MaxInflightProduceBytes bounds the produce request bodies held at once (being
 	// read, decoded or waiting for their flush), counted by Content-Length before the
 	// body is read; beyond it a produce answers 429 buffer_full at once (admission.go).
@@ -88,12 +92,16 @@ const (
 	DefaultMaxRecordsPerRequest = 10000
 	DefaultTopicCacheTTL        = 2 * time.Second
 	DefaultMaxWait              = 30 * time.Second
+	DefaultBodyTimeout          = 30 * time.Second
 	DefaultHeartbeatInterval    = 15 * time.Second
 )
 
 func (c Config) withDefaults() Config {
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.BodyTimeout == 0 {
+		c.BodyTimeout = DefaultBodyTimeout
 	}
 	if c.MaxInflightProduceBytes <= 0 {
 		c.MaxInflightProduceBytes = writer.DefaultBufferBytes
@@ -213,7 +221,8 @@ func (a *API) routes() http.Handler {
 		a.metrics.middleware,
 		a.recoverMiddleware,
 		authMiddleware(a.cfg.Auth),
-		bodyLimitMiddleware(a.cfg.MaxBodyBytes),
+		queryMiddleware,
+		bodyLimitMiddleware(a.cfg.MaxBodyBytes, a.cfg.BodyTimeout),
 	)
 	if a.cfg.NoStreaming {
 		r.Use(noStreamingMiddleware)

@@ -89,6 +89,9 @@ func readRawBody(r *http.Request) ([]byte, *problem) {
 		if errors.As(err, &mbe) {
 			return nil, bodyTooLarge(mbe.Limit)
 		}
+		if errors.Is(err, errBodyTimeout) {
+			return nil, newProblem(CodeRequestTimeout, "%v; nothing was written", err)
+		}
 		return nil, newProblem(CodeInvalidRequest, "reading the request body: %v", err)
 	}
 	return buf.Bytes(), nil

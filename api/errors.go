@@ -25,6 +25,7 @@ const (
 	CodeInvalidRequest        Code = "invalid_request"
 	CodeUnsupportedMediaType  Code = "unsupported_media_type"
 	CodeBodyTooLarge          Code = "body_too_large"
+	CodeRequestTimeout        Code = "request_timeout"
 	CodeRecordTooLarge        Code = "record_too_large"
 	CodeRequestTooLarge       Code = "request_too_large"
 	CodeEmptyBatch            Code = "empty_batch"
@@ -114,6 +115,7 @@ var codeTable = []CodeInfo{
 	{CodeOutOfOrderSequence, http.StatusConflict, "Out of order sequence", false},
 	{CodeUnknownProducer, http.StatusConflict, "Unknown producer id", false},
 	{CodeInvalidTransactionalID, http.StatusBadRequest, "Invalid transactional id", false},
+	{CodeRequestTimeout, http.StatusRequestTimeout, "Request body timed out", false},
 }
 
 var codeIndex = func() map[Code]CodeInfo {

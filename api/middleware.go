@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
+	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -73,10 +76,15 @@ func (a *API) recoverMiddleware(next http.Handler) http.Handler {
 	})
 }
 
-// bodyLimitMiddleware bounds every request body. A declared length over the limit is
-// refused before reading; otherwise the reader fails at the limit and the handler's
-// decode answers body_too_large.
-func bodyLimitMiddleware(limit int64) func(http.Handler) http.Handler {
+// bodyLimitMiddleware bounds every request body, in size and in time. A declared length
+// over the limit is refused before reading; otherwise the reader fails at the limit and
+// the handler's decode answers body_too_large. A body must arrive within timeout of the
+// handler's start (0: no bound), or its read fails with errBodyTimeout and the handler
+// answers 408 request_timeout: without it, a client that sends headers and then stalls
+// holds a goroutine and its buffers for as long as it likes. The deadline is on the
+// connection; net/http lifts it once the body has been read to its end (when it starts
+// its background read), so a produce that then waits for its flush is not cut short.
+func bodyLimitMiddleware(limit int64, timeout time.Duration) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.ContentLength > limit {
@@ -84,11 +92,47 @@ func bodyLimitMiddleware(limit int64) func(http.Handler) http.Handler {
 				return
 			}
 			if r.Body != nil && r.Body != http.NoBody {
+				if timeout > 0 {
+					// Not every ResponseWriter has a connection (Lambda, tests): there
+					// the front end bounds the body.
+					if http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout)) == nil {
+						r.Body = &deadlineBody{ReadCloser: r.Body, timeout: timeout}
+					}
+				}
 				r.Body = http.MaxBytesReader(w, r.Body, limit)
 			}
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// errBodyTimeout: the body did not arrive within the body timeout.
+var errBodyTimeout = errors.New("the request body did not arrive in time")
+
+// deadlineBody turns the deadline's error into errBodyTimeout.
+type deadlineBody struct {
+	io.ReadCloser
+	timeout time.Duration
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("%w within %s", errBodyTimeout, b.timeout)
+	}
+	return n, err
+}
+
+// queryMiddleware refuses a malformed query string (bad percent-encoding): r.URL.Query
+// drops such pairs silently, so ?offset=%zz would read as no offset at all.
+func queryMiddleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+			writeProblem(w, r, newProblem(CodeInvalidParameter, "the query string is malformed: %v", err))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func bodyTooLarge(limit int64) *problem {

@@ -11,7 +11,7 @@ for pkg in $(go list ./...); do
   for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/func //'); do
     echo "fuzz $pkg $f for $t"
     out=$(go test -run '^$' -fuzz "^$f\$" -fuzztime "$t" "$pkg" 2>&1) || { echo "$out"; exit 1; }
-    execs=$(grep -o 'execs: [0-9]*' <<<"$out" | tail -1 | cut -d' ' -f2)
+    execs=$(grep -o 'execs: [0-9]*' <<<"$out" | tail -1 | cut -d' ' -f2 || true)
     printf '%-45s %-28s %12s\n' "${pkg#github.com/strata-io/strata/}" "$f" "${execs:-?}" >>"$summary"
   done
 done

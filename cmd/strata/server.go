@@ -45,6 +45,7 @@ type nodeFlags struct {
 	cacheDiskBytes  byteSize // and its size
 	commitTimeout   time.Duration
 	shutdownTimeout time.Duration
+	bodyTimeout     time.Duration
 	// The compactor role's tuning.
 	compactInterval time.Duration
 	gracePeriod     time.Duration
@@ -70,6 +71,7 @@ func addNodeFlags(c *command, listen, logFormat string) *nodeFlags {
 	c.fs.Var(&n.cacheDiskBytes, "cache-disk-bytes", "`size` of the disk tier (with --cache-dir; default 4GiB)")
 	c.fs.DurationVar(&n.commitTimeout, "commit-timeout", 30*time.Second, "how old a segment may be when its commit lands; the orphan sweep waits twice this")
 	c.fs.DurationVar(&n.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take: in-flight requests finish and the writer drains")
+	c.fs.DurationVar(&n.bodyTimeout, "body-timeout", api.DefaultBodyTimeout, "how long a request body may take to arrive; a slower or stalled client gets 408 request_timeout")
 	c.fs.DurationVar(&n.compactInterval, "compact-interval", compactor.DefaultInterval, "compactor role: time between compaction passes (merging, retention, deletion)")
 	c.fs.DurationVar(&n.gracePeriod, "grace-period", compactor.DefaultGracePeriod, "compactor role: how long an object no row refers to stays readable before it is deleted; longer than any fetch")
 	c.fs.DurationVar(&n.sweepInterval, "sweep-interval", compactor.DefaultSweepInterval, "compactor role: how often the orphan sweep lists the bucket (shared by all compactors)")
@@ -102,6 +104,9 @@ func (n *nodeFlags) validate() []string {
 	}
 	if n.commitTimeout < 3*time.Second || n.commitTimeout > time.Hour {
 		bad = append(bad, fmt.Sprintf("--commit-timeout %s: want between 3s and 1h (default 30s)", n.commitTimeout))
+	}
+	if n.bodyTimeout < time.Second {
+		bad = append(bad, fmt.Sprintf("--body-timeout %s: want at least 1s (default %s)", n.bodyTimeout, api.DefaultBodyTimeout))
 	}
 	if n.shutdownTimeout < time.Second {
 		bad = append(bad, fmt.Sprintf("--shutdown-timeout %s: want at least 1s (default 30s)", n.shutdownTimeout))
@@ -580,6 +585,9 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (_ *node, err error) 
 		startRole("compactor", compactor.New(store, cc, nf.compactorConfig(), log, reg).Run)
 	}
 	apiCfg := spec.api
+	if apiCfg.BodyTimeout == 0 {
+		apiCfg.BodyTimeout = nf.bodyTimeout
+	}
 	if apiCfg.MaxInflightProduceBytes == 0 {
 		// Produce bodies held at once are bounded like the writer's buffer, and refused
 		// before they are read beyond it (api/admission.go).
