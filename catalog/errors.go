@@ -23,6 +23,11 @@ var (
 	// the database, or the database refused it and rolled back): nothing was written,
 	// and no settling is needed.
 	ErrCommitFailed = errors.New("commit failed: nothing was written")
+	// ErrSettleExpired: Settle found the segment committed, but too long ago (past
+	// SettleAge) for its chunk rows to tell each request's outcome — the compactor may
+	// have rewritten them — and some request had none. The outcome of those requests is
+	// unknown, not refused.
+	ErrSettleExpired = errors.New("settle: the segment committed longer ago than the settle age; its requests' outcomes are unknown")
 	// ErrTimestampOutOfRange: a LogAppendTime flush stamped ahead of the database clock.
 	ErrTimestampOutOfRange = errors.New("timestamp out of range")
 	// ErrInvalidSegment: the Segment handed to Commit or Settle is malformed — a caller

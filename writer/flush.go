@@ -275,6 +275,12 @@ func (w *Writer) settle(seg catalog.Segment) ([]catalog.Result, error) {
 			w.m.settles.WithLabelValues("aborted").Inc()
 			w.log.Info("settled commit: aborted", "key", seg.Key, "attempts", attempt)
 			return nil, fmt.Errorf("settle: %w", err)
+		case errors.Is(err, catalog.ErrSettleExpired):
+			// Committed, but too long ago to tell which requests: asking again will
+			// not tell either.
+			w.m.settles.WithLabelValues("unknown").Inc()
+			w.log.Error("settle commit: outcome unknown", "key", seg.Key, "attempts", attempt, "err", err)
+			return nil, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 		}
 		w.log.Warn("settle commit", "key", seg.Key, "attempt", attempt, "err", err)
 		// Full jitter keeps writers that lost the catalog together from retrying in step.

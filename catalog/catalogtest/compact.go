@@ -1,6 +1,7 @@
 package catalogtest
 
 import (
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -33,6 +34,7 @@ func RunCompaction(t *testing.T, open func(t *testing.T) CompactionCatalog) {
 		{"leases/jobs", testCompactionJobLeases},
 		{"swap/replaces_rows", testCompactionSwap},
 		{"swap/conflicts", testCompactionSwapConflicts},
+		{"swap/settle_after_merge", testCompactionSettleAfterMerge},
 		{"delete_records", testCompactionDeleteRecords},
 		{"drop_chunks/settled_only", testCompactionDropChunks},
 		{"deleted_topic/reclaimed", testCompactionReclaimDeletedTopic},
@@ -227,6 +229,38 @@ func compactionKey(t *testing.T, c CompactionCatalog) string {
 		t.Fatal(err)
 	}
 	return KeyAt(t, now)
+}
+
+// testCompactionSettleAfterMerge: a writer that settles a commit only after the settle
+// age (the catalog was unreachable that long) may find the commit's rows rewritten by a
+// merge. Settle must then say the outcome is unknown, not that the requests were
+// refused: they were committed, and their records are readable.
+func testCompactionSettleAfterMerge(t *testing.T, c CompactionCatalog) {
+	ctx := t.Context()
+	tp := SeedTopic(t, c, "late-settle", 1, nil)
+	first := Flush(NewKey(t), Req(B{TopicID: tp.ID, Partition: 0, Records: 10, MaxTimestamp: 1000}))
+	MustCommit(t, c, first)
+	MustCommit(t, c, Flush(NewKey(t), Req(B{TopicID: tp.ID, Partition: 0, Records: 10, MaxTimestamp: 1100})))
+	compactionSettle()
+	// Past the settle age with its rows intact, Settle still answers.
+	back, err := c.Settle(ctx, first)
+	if err != nil {
+		t.Fatalf("settle with the rows intact: %v", err)
+	}
+	wantOffsets(t, "settle", back, [][]int64{{0}})
+	rows := compactionRows(t, c, tp.ID, 0)
+	if len(rows) != 2 {
+		t.Fatalf("%d rows, want 2", len(rows))
+	}
+	l := compactionLease(t, c, "a", tp.ID, 0)
+	if err := c.SwapChunks(ctx, catalog.Swap{Lease: l, LogStart: 0, Old: compactionChunks(rows), Key: compactionKey(t, c), Size: 2100,
+		New: []catalog.ChunkRow{{TopicID: tp.ID, Partition: 0, BaseOffset: 0, LastOffset: 19, Pos: 0, Len: 2000, MaxTimestamp: 1100}}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Settle(ctx, first)
+	if !errors.Is(err, catalog.ErrSettleExpired) {
+		t.Fatalf("settle after a merge rewrote its rows: %+v, %v; want ErrSettleExpired (not a refusal)", res, err)
+	}
 }
 
 func testCompactionSwap(t *testing.T, c CompactionCatalog) {

@@ -100,7 +100,7 @@ func (c *Catalog) callCommit(ctx context.Context, q queryer, plan *catalog.Plan,
 func (c *Catalog) commitError(ctx context.Context, plan *catalog.Plan, err error) ([]catalog.Result, error) {
 	key := plan.Segment.Key
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
+	if errors.As(err, &pe) && !sessionEnded(pe) {
 		switch pe.Code {
 		case stateTooLate:
 			return nil, fmt.Errorf("postgres: commit %s: %w: %s", key, catalog.ErrCommitTooLate, pe.Message)
@@ -119,6 +119,21 @@ func (c *Catalog) commitError(ctx context.Context, plan *catalog.Plan, err error
 		return nil, fmt.Errorf("postgres: commit %s: %w: %w", key, catalog.ErrCommitFailed, err)
 	}
 	return nil, fmt.Errorf("postgres: commit %s: %w", key, err)
+}
+
+// sessionEnded reports whether pe ended the session (severity FATAL or PANIC: an
+// administrator or crash shutdown, a terminated backend) rather than the statement. Such
+// an error can arrive after the transaction committed — a server stopped with -m
+// immediate after its commit record reached the WAL but before its answer left — so it
+// says nothing about the outcome. (Only a statement's ERROR rolls its transaction back.)
+// The reliability harness's pg-restart class found a commit_failed whose records were
+// visible.
+func sessionEnded(pe *pgconn.PgError) bool {
+	sev := pe.SeverityUnlocalized
+	if sev == "" {
+		sev = pe.Severity
+	}
+	return sev == "FATAL" || sev == "PANIC"
 }
 
 // answer maps strata_commit's rows to per-request results and queues the commit
@@ -389,24 +404,25 @@ func (c *Catalog) Settle(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 func (c *Catalog) readBack(ctx context.Context, plan *catalog.Plan) ([]catalog.Result, error) {
 	key := plan.Segment.Key
 	rows, err := c.pool.Query(ctx, `
-		SELECT s.state, c.topic_id, c.partition, c.base_offset, c.last_offset, c.pos, c.len,
-		       c.max_timestamp, c.running_max_timestamp
+		SELECT s.state, s.created_at, clock_timestamp(), c.topic_id, c.partition, c.base_offset, c.last_offset,
+		       c.pos, c.len, c.max_timestamp, c.running_max_timestamp
 		FROM segments s LEFT JOIN chunks c ON c.segment_id = s.id
 		WHERE s.key = $1`, key)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: settle %s: read chunk rows: %w", key, err)
 	}
 	var (
-		state  string
-		found  bool
-		chunks []catalog.ChunkRow
+		state          string
+		committed, now time.Time
+		found          bool
+		chunks         []catalog.ChunkRow
 	)
 	var (
 		tid                              *int64
 		p                                *int32
 		base, last, pos, ln, mts, runMax *int64
 	)
-	_, err = pgx.ForEachRow(rows, []any{&state, &tid, &p, &base, &last, &pos, &ln, &mts, &runMax}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&state, &committed, &now, &tid, &p, &base, &last, &pos, &ln, &mts, &runMax}, func() error {
 		found = true
 		if tid != nil {
 			chunks = append(chunks, catalog.ChunkRow{
@@ -426,6 +442,9 @@ func (c *Catalog) readBack(ctx context.Context, plan *catalog.Plan) ([]catalog.R
 		return nil, fmt.Errorf("postgres: settle %s: %w", key, catalog.ErrCommitAborted)
 	}
 	results, err := plan.ResultsFromChunks(chunks)
+	if err == nil {
+		err = catalog.CheckSettled(results, committed, now, c.commitTimeout)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: settle %s: %w", key, err)
 	}

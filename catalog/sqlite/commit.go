@@ -13,7 +13,7 @@ import (
 // The commit's statements. SQLite runs them in-process, so a statement per row costs
 // microseconds; what a commit waits for is the WAL fsync.
 const (
-	selectSegment = `SELECT id, state FROM segments WHERE key = ?`
+	selectSegment = `SELECT id, state, created_at FROM segments WHERE key = ?`
 	selectTopic   = `SELECT partitions, coalesce(json_extract(configs, '$."message.timestamp.type"'), '') = 'LogAppendTime'
 		FROM topics WHERE id = ? AND deleted_at IS NULL`
 	selectPartition = `SELECT high_watermark, max_timestamp FROM partitions WHERE topic_id = ? AND partition = ?`
@@ -108,16 +108,19 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	}
 
 	var (
-		segID int64
-		state string
+		segID, created int64
+		state          string
 	)
-	switch err := stmt(c.st.segment).QueryRowContext(ctx, seg.Key).Scan(&segID, &state); {
+	switch err := stmt(c.st.segment).QueryRowContext(ctx, seg.Key).Scan(&segID, &state, &created); {
 	case err == nil:
 		if state == "aborted" {
 			return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, catalog.ErrCommitAborted)
 		}
 		// Committed before: answer as Settle would, writing nothing.
 		res, err := readBack(ctx, stmt(c.st.segmentChunks), plan, segID)
+		if err == nil {
+			err = catalog.CheckSettled(res, time.UnixMilli(created), now, c.opts.CommitTimeout)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: commit %s: already committed: %w", seg.Key, err)
 		}
@@ -273,16 +276,19 @@ func (c *Catalog) Settle(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 		return nil, fmt.Errorf("sqlite: settle %s: fenced: %w", seg.Key, catalog.ErrCommitAborted)
 	}
 	var (
-		segID int64
-		state string
+		segID, created int64
+		state          string
 	)
-	if err := stmt(c.st.segment).QueryRowContext(ctx, seg.Key).Scan(&segID, &state); err != nil {
+	if err := stmt(c.st.segment).QueryRowContext(ctx, seg.Key).Scan(&segID, &state, &created); err != nil {
 		return nil, fmt.Errorf("sqlite: settle %s: %w", seg.Key, err)
 	}
 	if state == "aborted" {
 		return nil, fmt.Errorf("sqlite: settle %s: fenced before: %w", seg.Key, catalog.ErrCommitAborted)
 	}
 	results, err := readBack(ctx, stmt(c.st.segmentChunks), plan, segID)
+	if err == nil {
+		err = catalog.CheckSettled(results, time.UnixMilli(created), now, c.opts.CommitTimeout)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: settle %s: %w", seg.Key, err)
 	}
