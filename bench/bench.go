@@ -193,6 +193,26 @@ type Produce struct {
 	CPUSeconds      float64 `json:"node_cpu_seconds"`
 	CPUSecPerGiB    float64 `json:"node_cpu_seconds_per_gib"`
 	PeakRSS         float64 `json:"node_peak_rss_bytes"`
+	// StageP99 is the writer's p99 per flush stage over the phase, in ms, from the
+	// nodes' strata_writer_flush_seconds histogram: where produce-ack latency goes.
+	StageP99 map[string]float64 `json:"writer_stage_p99_ms,omitempty"`
+}
+
+// writerStages are the stage labels of strata_writer_flush_seconds, in flush order.
+var writerStages = []string{"encode", "put", "wait", "commit"}
+
+// stageNote formats StageP99 in flush order.
+func stageNote(p99 map[string]float64) string {
+	var parts []string
+	for _, st := range writerStages {
+		if v, ok := p99[st]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.1f", st, v))
+		}
+	}
+	if len(parts) == 0 {
+		return "not exposed"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Fetch is one fetch phase's result.
@@ -509,6 +529,14 @@ func (b *runner) phase(ctx context.Context, name string, p *Produce, c *counters
 		p.CommitsPerFlush = commits / p.Flushes
 		p.MeanFlushBytes = d.get("strata_writer_flush_bytes_sum") / d.get("strata_writer_flush_bytes_count")
 	}
+	for _, st := range writerStages {
+		if v := d.quantile("strata_writer_flush_seconds", `stage="`+st+`"`, 0.99); v > 0 {
+			if p.StageP99 == nil {
+				p.StageP99 = map[string]float64{}
+			}
+			p.StageP99[st] = v * 1000
+		}
+	}
 	p.CPUSeconds = d.get("process_cpu_seconds_total")
 	if gib > 0 {
 		p.PutsPerGiB = p.Puts / gib
@@ -819,7 +847,7 @@ func (b *runner) targets(commitP99 float64) {
 		if fl != nil && fl.FlushPut.N > 0 {
 			bound := linger + fl.FlushPut.P99 + commitP99 + 10
 			add(Target{Name: "produce-ack p99 at half load", Figure: h.Ack.P99, Bound: bound, Unit: "ms", Ratio: h.Ack.P99 / bound, Want: "<= linger + PUT p99 + commit p99 + 10ms", Pass: h.Ack.P99 <= bound,
-				Note: fmt.Sprintf("linger %.0f + PUT p99 %.1f + commit p99 %.1f + 10", linger, fl.FlushPut.P99, commitP99)})
+				Note: fmt.Sprintf("linger %.0f + PUT p99 %.1f + commit p99 %.1f + 10; the node's flush stages p99: %s", linger, fl.FlushPut.P99, commitP99, stageNote(h.StageP99))})
 			add(Target{Name: "end-to-end p99 through SSE", Figure: rep.E2E.P99, Bound: bound + 20, Unit: "ms", Ratio: rep.E2E.P99 / (bound + 20), Want: "<= ack bound + 20ms", Pass: rep.E2E.P99 > 0 && rep.E2E.P99 <= bound+20})
 		}
 		// PUTs per GiB: the least possible is one PUT per full flush; at a load that

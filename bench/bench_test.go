@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"io"
+	"math"
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
@@ -257,6 +258,35 @@ func TestRun(t *testing.T) {
 		}
 		if err != nil {
 			t.Fatalf("the SVG is not well-formed XML: %v", err)
+		}
+	}
+}
+
+func TestHistogramQuantile(t *testing.T) {
+	s := samples{}
+	in := `strata_writer_flush_seconds_bucket{stage="put",le="0.1"} 10
+strata_writer_flush_seconds_bucket{stage="put",le="0.2"} 50
+strata_writer_flush_seconds_bucket{stage="put",le="0.4"} 100
+strata_writer_flush_seconds_bucket{stage="put",le="+Inf"} 100
+strata_writer_flush_seconds_bucket{stage="commit",le="0.1"} 0
+strata_writer_flush_seconds_bucket{stage="commit",le="+Inf"} 4
+`
+	if err := parseText(strings.NewReader(in), s); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		label string
+		q     float64
+		want  float64
+	}{
+		{`stage="put"`, 0.1, 0.1},
+		{`stage="put"`, 0.5, 0.2},
+		{`stage="put"`, 0.99, 0.396},
+		{`stage="commit"`, 0.99, 0.1}, // all above the last finite bound
+		{`stage="encode"`, 0.99, 0},   // no such series
+	} {
+		if got := s.quantile("strata_writer_flush_seconds", tc.label, tc.q); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%s q%.2f = %v, want %v", tc.label, tc.q, got, tc.want)
 		}
 	}
 }

@@ -3,11 +3,13 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -103,4 +105,51 @@ func parseText(r io.Reader, out samples) error {
 		out[series] += v
 	}
 	return sc.Err()
+}
+
+// quantile estimates quantile q (0..1) of a histogram from the cumulative bucket
+// series of one label set (`stage="put"`), as Prometheus's histogram_quantile does:
+// linear within the bucket that holds the rank. It returns 0 without observations.
+func (s samples) quantile(metric, label string, q float64) float64 {
+	type bucket struct{ le, n float64 }
+	var bs []bucket
+	for k, v := range s {
+		name, rest, _ := strings.Cut(k, "{")
+		if name != metric+"_bucket" || !strings.Contains(rest, label) {
+			continue
+		}
+		_, le, ok := strings.Cut(rest, `le="`)
+		if !ok {
+			continue
+		}
+		le, _, _ = strings.Cut(le, `"`)
+		bound, err := strconv.ParseFloat(le, 64)
+		if err != nil {
+			continue
+		}
+		bs = append(bs, bucket{bound, v})
+	}
+	if len(bs) == 0 {
+		return 0
+	}
+	slices.SortFunc(bs, func(a, b bucket) int { return cmp.Compare(a.le, b.le) })
+	total := bs[len(bs)-1].n
+	if total <= 0 {
+		return 0
+	}
+	rank := q * total
+	lo, below := 0.0, 0.0
+	for _, b := range bs {
+		if b.n >= rank {
+			if math.IsInf(b.le, 1) {
+				return lo // beyond the last finite bound: report that bound
+			}
+			if b.n == below {
+				return b.le
+			}
+			return lo + (b.le-lo)*(rank-below)/(b.n-below)
+		}
+		lo, below = b.le, b.n
+	}
+	return lo
 }
