@@ -6,8 +6,11 @@
 # The table goes to stdout; report.json, latency.svg and the nodes' logs to ./bench-out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mode=${1:-embedded}
-[ $# -gt 0 ] && shift
+mode=embedded
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then # a first argument that is not a flag
+  mode=$1
+  shift
+fi
 case "$mode" in
 embedded)
   exec go run ./cmd/strata bench "$@"
