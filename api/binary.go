@@ -29,12 +29,18 @@ import (
 //	       Strata-Next-Offset, Strata-High-Watermark, Strata-Log-Start-Offset headers
 //
 // A request's batches are validated as the segment decoder reads them (length, magic,
-// CRC-32C, every record's framing) and committed as one request: one batch per
-// partition in the flush, offsets contiguous. They are stored re-encoded with the
-// records and the codec they came with: an uncompressed batch laid out as Kafka clients
-// lay it out comes back byte for byte, base offset aside; a compressed one comes back
-// with the same records, recompressed. Decoding costs a fraction of what JSON does,
-// and it is what lets the node refuse a corrupt batch rather than store it.
+// CRC-32C, every record's framing), under the rules of a JSON produce, and committed
+// as one request, offsets contiguous. Batches laid out as Strata's encoder would lay
+// out their records — as Kafka clients lay them out: offset deltas 0..n-1, timestamps
+// measured from the first record's, the header's maximum timestamp right, -1 in the
+// producer fields unless idempotent — are stored as they came, compressed bytes and
+// all (the writer writes only their base offsets, which the CRC does not cover), and
+// come back byte for byte, base offset aside: the node validates them without decoding
+// them into records and never re-encodes them. Anything else (a topic with
+// LogAppendTime, whose records the writer stamps; another layout) is decoded and
+// re-encoded with the records and the codec it came with, several batches as one.
+// Validating costs a fraction of what JSON does, and it is what lets the node refuse a
+// corrupt batch rather than store it.
 
 // RecordBatchContentType is the media type of a body of Kafka v2 record batches.
 const RecordBatchContentType = "application/vnd.kafka.record-batch"
@@ -151,15 +157,10 @@ func (rs *recordsResource) produceBinary(w http.ResponseWriter, r *http.Request)
 		writeProblem(w, r, partitionOutOfRange(name, part, ti.topic.Partitions))
 		return
 	}
-	bp, p := decodeBinaryProduce(body, ti, part, a.now().UnixMilli(), a.cfg.MaxRecordsPerRequest)
+	wreq, count, p := binaryRequest(body, ti, part, a.now().UnixMilli(), a.cfg.MaxRecordsPerRequest)
 	if p != nil {
 		writeProblem(w, r, p)
 		return
-	}
-	wreq := writer.Request{Records: bp.records, Compression: bp.compression}
-	if bp.producer != nil {
-		wreq.Producer = bp.producer
-		wreq.Sequences = map[writer.TopicPartition]int32{{TopicID: ti.topic.ID, Partition: part}: bp.sequence}
 	}
 	resp, err := a.wr.Produce(r.Context(), wreq)
 	if err != nil {
@@ -173,8 +174,8 @@ func (rs *recordsResource) produceBinary(w http.ResponseWriter, r *http.Request)
 	// One request's records of one partition are one batch of one flush: their offsets
 	// are contiguous. Anything else is a writer bug, not an answer to pass on.
 	recs := resp.Records
-	if len(recs) != len(bp.records) || recs[0].Partition != part || recs[len(recs)-1].Offset-recs[0].Offset != int64(len(recs)-1) {
-		a.logUnexpected(r, "produce", fmt.Errorf("writer answered %d records for %d, not one contiguous run of partition %d", len(recs), len(bp.records), part))
+	if len(recs) != count || recs[0].Partition != part || recs[len(recs)-1].Offset-recs[0].Offset != int64(len(recs)-1) {
+		a.logUnexpected(r, "produce", fmt.Errorf("writer answered %d records for %d, not one contiguous run of partition %d", len(recs), count, part))
 		writeProblem(w, r, newProblem(CodeInternal, "produce: the writer answered for the wrong records"))
 		return
 	}
@@ -186,6 +187,92 @@ func (rs *recordsResource) produceBinary(w http.ResponseWriter, r *http.Request)
 	out = append(out, `,"last_offset":`...)
 	out = strconv.AppendInt(out, recs[len(recs)-1].Offset, 10)
 	writeJSONBytes(w, http.StatusOK, appendDuplicate(out, resp.Duplicate))
+}
+
+// binaryRequest turns a body of record batches for one partition of ti into a writer
+// request and the number of records it holds: the batches as they are when the writer
+// can store them so (rawBinaryProduce), else their records (decodeBinaryProduce), which
+// also gives every refusal its problem.
+func binaryRequest(body []byte, ti topicInfo, part int32, nowMs int64, maxRecords int) (writer.Request, int, *problem) {
+	if req, n, ok := rawBinaryProduce(body, ti, part, nowMs, maxRecords); ok {
+		return req, n, nil
+	}
+	return decodedBinaryRequest(body, ti, part, nowMs, maxRecords)
+}
+
+// decodedBinaryRequest is binaryRequest by decodeBinaryProduce alone: the records,
+// re-encoded by the writer at flush.
+func decodedBinaryRequest(body []byte, ti topicInfo, part int32, nowMs int64, maxRecords int) (writer.Request, int, *problem) {
+	bp, p := decodeBinaryProduce(body, ti, part, nowMs, maxRecords)
+	if p != nil {
+		return writer.Request{}, 0, p
+	}
+	req := writer.Request{Records: bp.records, Compression: bp.compression}
+	if bp.producer != nil {
+		req.Producer = bp.producer
+		req.Sequences = map[writer.TopicPartition]int32{{TopicID: ti.topic.ID, Partition: part}: bp.sequence}
+	}
+	return req, len(bp.records), nil
+}
+
+// rawBinaryProduce accepts a body whose batches can be stored as they came: each one
+// valid (segment.ScanBatches checks exactly what the decoder checks, allocating nothing
+// per record) and laid out as the writer would lay out its records, under the rules
+// decodeBinaryProduce applies — a CreateTime topic, the timestamp bounds and
+// max.message.bytes (through each batch's extremes), the request's record limit, one
+// codec, one producer with sequences following on, or none (-1 in all three fields).
+// It refuses nothing itself: ok false sends the body down decodeBinaryProduce, which
+// accepts it re-encoded or refuses it with its problem, exactly as before the raw path
+// existed. The batches alias body.
+func rawBinaryProduce(body []byte, ti topicInfo, part int32, nowMs int64, maxRecords int) (req writer.Request, n int, ok bool) {
+	cfg := &ti.cfg
+	if cfg.TimestampType == "LogAppendTime" {
+		return req, 0, false // the writer stamps these records at flush
+	}
+	var (
+		raws [][]byte
+		sums []segment.BatchSummary
+	)
+	ok = true
+	err := segment.ScanBatches(body, func(raw []byte, s segment.BatchSummary) bool {
+		h, first := &s.Header, &s.Header
+		if len(sums) > 0 {
+			first = &sums[0].Header
+		}
+		n += int(h.NumRecords)
+		switch {
+		case !s.Canonical,
+			n > maxRecords, // stop before decompressing more of an oversized request
+			h.LogAppendTime,
+			h.Compression != first.Compression,
+			s.MinTimestamp < 0,
+			nowMs-s.MinTimestamp > cfg.TimestampBeforeMaxMs,
+			s.MaxTimestamp-nowMs > cfg.TimestampAfterMaxMs,
+			s.MaxRecordDataBytes > cfg.MaxMessageBytes:
+			ok = false
+		case h.ProducerID == -1:
+			// The writer would write -1 in all three.
+			ok = h.ProducerEpoch == -1 && h.BaseSequence == -1 && first.ProducerID == -1
+		default:
+			ok = h.ProducerID >= 0 && h.ProducerEpoch >= 0 && h.BaseSequence >= 0 &&
+				h.ProducerID == first.ProducerID && h.ProducerEpoch == first.ProducerEpoch
+			if prev := len(sums) - 1; ok && prev >= 0 {
+				p := &sums[prev].Header
+				ok = int64(h.BaseSequence) == int64(p.BaseSequence)+int64(p.NumRecords)
+			}
+		}
+		raws, sums = append(raws, raw), append(sums, s)
+		return ok
+	})
+	if err != nil || !ok {
+		return writer.Request{}, 0, false
+	}
+	req.Raw = &writer.RawBatches{TopicID: ti.topic.ID, Partition: part, Batches: raws, Summaries: sums}
+	if h := &sums[0].Header; h.ProducerID >= 0 {
+		req.Producer = &catalog.Producer{ID: h.ProducerID, Epoch: h.ProducerEpoch}
+		req.Sequences = map[writer.TopicPartition]int32{{TopicID: ti.topic.ID, Partition: part}: h.BaseSequence}
+	}
+	return req, n, true
 }
 
 // decodeBinaryProduce validates a body of record batches for one partition of ti and

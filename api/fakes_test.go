@@ -48,6 +48,7 @@ type fakeCluster struct {
 	produceCalls  int
 	produceErr    error           // returned by Produce instead of writing
 	produced      []writer.Record // every record Produce accepted
+	rawRequests   int             // accepted requests that came as raw batches
 	fetchWaits    []time.Duration
 	panicOnTopics bool
 }
@@ -215,6 +216,21 @@ func (c *fakeCluster) Produce(ctx context.Context, req writer.Request) (writer.R
 	c.produceCalls++
 	if c.produceErr != nil {
 		return writer.Response{}, c.produceErr
+	}
+	if rb := req.Raw; rb != nil {
+		// The fake keeps records: read back those of the batches the real writer would
+		// store as they are.
+		for _, raw := range rb.Batches {
+			d, err := segment.DecodeBatch(raw)
+			if err != nil {
+				return writer.Response{}, fmt.Errorf("%w: raw batch: %v", writer.ErrInvalid, err)
+			}
+			for _, r := range d.Records {
+				req.Records = append(req.Records, writer.Record{TopicID: rb.TopicID, Partition: rb.Partition,
+					Record: segment.Record{Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp}})
+			}
+		}
+		c.rawRequests++
 	}
 	parts := make([]int32, len(req.Records))
 	for i, r := range req.Records {

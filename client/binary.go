@@ -67,7 +67,8 @@ type BatchOptions struct {
 }
 
 // EncodeBatch appends records to dst as one Kafka v2 record batch (base offset 0; the
-// server assigns offsets), laid out as Kafka clients lay it out.
+// server assigns offsets), laid out as Kafka clients lay it out, and as the server's
+// writer lays out records: the server stores it as it is rather than re-encode it.
 func EncodeBatch(dst []byte, records []RawRecord, o BatchOptions) ([]byte, error) {
 	if len(records) == 0 {
 		return dst, fmt.Errorf("encode batch: no records")

@@ -42,6 +42,11 @@ func TestEncodeBatchIsAKafkaBatch(t *testing.T) {
 			kb.FirstTimestamp != ts.UnixMilli() || kb.MaxTimestamp != ts.UnixMilli()+5 || kb.Attributes&7 != int16(o.Compression) {
 			t.Errorf("%+v: batch header %+v", o, kb)
 		}
+		// Laid out as the server's writer lays out records, so the server stores it as it
+		// is rather than decode and re-encode it.
+		if s, err := segment.ScanBatch(raw); err != nil || !s.Canonical {
+			t.Errorf("%+v: the server would re-encode the batch: scan %v, canonical %v", o, err, s.Canonical)
+		}
 		got, err := DecodeBatches(raw, 0)
 		if err != nil {
 			t.Fatal(err)

@@ -195,18 +195,9 @@ func DecodeBatches(data []byte) ([]DecodedBatch, error) {
 // batch (compressed ones): they must not be modified, and raw must not be reused while
 // they are in use.
 func DecodeBatch(raw []byte) (DecodedBatch, error) {
-	h, err := ParseBatchHeader(raw)
+	h, section, err := openBatch(raw)
 	if err != nil {
 		return DecodedBatch{}, fmt.Errorf("segment: decode batch: %w", err)
-	}
-	if crc := batchCRC(raw); crc != h.CRC {
-		return DecodedBatch{}, fmt.Errorf("segment: decode batch: CRC %#08x, computed %#08x: %w", h.CRC, crc, ErrCorrupt)
-	}
-	section := raw[batchHeaderSize:]
-	if h.Compression != CompressionNone {
-		if section, err = decompress(section, h.Compression, 4*len(section)); err != nil {
-			return DecodedBatch{}, fmt.Errorf("segment: decode batch: %w: %w", err, ErrCorrupt)
-		}
 	}
 	d := DecodedBatch{
 		BaseOffset:      h.BaseOffset,
@@ -225,95 +216,253 @@ func DecodeBatch(raw []byte) (DecodedBatch, error) {
 	return d, nil
 }
 
+// BatchSummary is what ScanBatch learns of a batch's records without decoding them.
+type BatchSummary struct {
+	Header BatchHeader
+	// MinTimestamp and MaxTimestamp bound the records' timestamps as DecodeBatch reads
+	// them.
+	MinTimestamp, MaxTimestamp int64
+	// DataBytes counts the records' keys, values, header keys and header values;
+	// MaxRecordDataBytes is the largest one record's count.
+	DataBytes, MaxRecordDataBytes int64
+	// Headers is the number of headers over all records.
+	Headers int
+	// Canonical: the batch is laid out exactly as Encode lays out the records DecodeBatch
+	// reads from it, with the header's producer fields, codec and timestamp type (the
+	// compressed bytes of a compressed batch aside): offset deltas 0..n-1, the first
+	// record's timestamp delta 0 and the header's MaxTimestamp the records' maximum
+	// (LogAppendTime: every delta 0 and FirstTimestamp equal to MaxTimestamp). Varints
+	// are minimal in every batch the decoders accept. A canonical batch can be stored
+	// as it is (Batch.Raw) in place of its records.
+	Canonical bool
+}
+
+// ScanBatch validates one raw batch exactly as DecodeBatch does, and refuses exactly
+// what it refuses, but only summarises the records instead of returning them: it
+// allocates nothing per record (a compressed batch is still decompressed, once).
+func ScanBatch(raw []byte) (BatchSummary, error) {
+	h, section, err := openBatch(raw)
+	if err != nil {
+		return BatchSummary{}, fmt.Errorf("segment: scan batch: %w", err)
+	}
+	s := BatchSummary{Header: h, Canonical: true}
+	if err := checkRecordCount(section, &h); err != nil {
+		return BatchSummary{}, fmt.Errorf("segment: scan batch: %w", err)
+	}
+	err = walkRecords(section, &h, false, func(i int, f *recordFields) {
+		ts := f.timestamp(&h)
+		if i == 0 {
+			s.MinTimestamp, s.MaxTimestamp = ts, ts
+		}
+		s.MinTimestamp, s.MaxTimestamp = min(s.MinTimestamp, ts), max(s.MaxTimestamp, ts)
+		data := int64(len(f.key)+len(f.value)) + f.headerData
+		s.DataBytes += data
+		s.MaxRecordDataBytes = max(s.MaxRecordDataBytes, data)
+		s.Headers += int(f.headers)
+		// Encode numbers records 0..n-1 and measures timestamps from the first record's
+		// (LogAppendTime: all stamped alike, so every delta is 0).
+		if f.offsetDelta != int32(i) || (f.tsDelta != 0 && (i == 0 || h.LogAppendTime)) {
+			s.Canonical = false
+		}
+	})
+	if err != nil {
+		return BatchSummary{}, fmt.Errorf("segment: scan batch: %w", err)
+	}
+	if h.LogAppendTime {
+		s.Canonical = s.Canonical && h.FirstTimestamp == h.MaxTimestamp
+	} else {
+		s.Canonical = s.Canonical && h.MaxTimestamp == s.MaxTimestamp
+	}
+	return s, nil
+}
+
+// ScanBatches splits data into batches and scans each (ScanBatch), calling visit with
+// each batch (as SplitBatches returns it) and its summary, in order, until visit
+// returns false. It refuses what SplitBatches and ScanBatch refuse, computing each
+// batch's CRC once, and lets a caller that has seen enough (too many records, say)
+// stop it before the batches after are decompressed. The framing of the whole of data
+// is checked before the first call: empty data, a truncated batch or trailing bytes
+// are refused without one.
+func ScanBatches(data []byte, visit func(raw []byte, s BatchSummary) bool) error {
+	if len(data) == 0 {
+		return fmt.Errorf("segment: scan batches: no data: %w", ErrCorrupt)
+	}
+	for pos := 0; pos < len(data); {
+		end, err := batchEnd(data, pos)
+		if err != nil {
+			return err
+		}
+		pos = end
+	}
+	for pos := 0; pos < len(data); {
+		end, _ := batchEnd(data, pos)
+		raw := data[pos:end:end]
+		s, err := ScanBatch(raw)
+		if err != nil {
+			return fmt.Errorf("segment: scan batches: batch at byte %d: %w", pos, err)
+		}
+		if !visit(raw, s) {
+			return nil
+		}
+		pos = end
+	}
+	return nil
+}
+
+// openBatch checks raw's header and CRC and returns its records section, decompressed.
+func openBatch(raw []byte) (BatchHeader, []byte, error) {
+	h, err := ParseBatchHeader(raw)
+	if err != nil {
+		return h, nil, err
+	}
+	if crc := batchCRC(raw); crc != h.CRC {
+		return h, nil, fmt.Errorf("CRC %#08x, computed %#08x: %w", h.CRC, crc, ErrCorrupt)
+	}
+	section := raw[batchHeaderSize:]
+	if h.Compression != CompressionNone {
+		if section, err = decompress(section, h.Compression, 4*len(section)); err != nil {
+			return h, nil, fmt.Errorf("%w: %w", err, ErrCorrupt)
+		}
+	}
+	return h, section, nil
+}
+
 // decodeRecords parses an uncompressed records section holding h.NumRecords records.
 func decodeRecords(p []byte, h *BatchHeader) ([]DecodedRecord, error) {
-	n := int(h.NumRecords)
-	if n > len(p)/minRecordSize {
-		return nil, fmt.Errorf("%d records cannot fit in %d bytes: %w", n, len(p), ErrCorrupt)
+	if err := checkRecordCount(p, h); err != nil {
+		return nil, err
 	}
-	recs := make([]DecodedRecord, n)
-	prev := int32(-1)
-	for i := range recs {
-		length, k := readVarint32(p)
-		if k == 0 || length < 0 || int(length) > len(p)-k {
-			return nil, fmt.Errorf("record %d: bad length: %w", i, ErrCorrupt)
+	recs := make([]DecodedRecord, h.NumRecords)
+	err := walkRecords(p, h, true, func(i int, f *recordFields) {
+		recs[i] = DecodedRecord{
+			Offset:    h.BaseOffset + int64(f.offsetDelta),
+			Timestamp: f.timestamp(h),
+			Key:       f.key,
+			Value:     f.value,
+			Headers:   f.kept,
 		}
-		body := p[k : k+int(length)]
-		p = p[k+int(length):]
-		od, err := decodeRecord(body, &recs[i], h)
-		if err != nil {
-			return nil, fmt.Errorf("record %d: %w", i, err)
-		}
-		if od <= prev {
-			return nil, fmt.Errorf("record %d: offset delta %d not above the previous %d: %w", i, od, prev, ErrCorrupt)
-		}
-		prev = od
-	}
-	if prev != h.LastOffsetDelta {
-		return nil, fmt.Errorf("last record's offset delta %d, header says %d: %w", prev, h.LastOffsetDelta, ErrCorrupt)
-	}
-	if len(p) != 0 {
-		return nil, fmt.Errorf("%d bytes after the last record: %w", len(p), ErrCorrupt)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return recs, nil
 }
 
-// decodeRecord parses one record's body (after its length) into r, returning its
-// offset delta. The body must be consumed exactly.
-func decodeRecord(b []byte, r *DecodedRecord, h *BatchHeader) (int32, error) {
+// checkRecordCount refuses a record count that cannot fit in p, before anything is
+// allocated for it.
+func checkRecordCount(p []byte, h *BatchHeader) error {
+	if n := int(h.NumRecords); n > len(p)/minRecordSize {
+		return fmt.Errorf("%d records cannot fit in %d bytes: %w", n, len(p), ErrCorrupt)
+	}
+	return nil
+}
+
+// recordFields is one record as parsed, aliasing the records section.
+type recordFields struct {
+	tsDelta     int64
+	offsetDelta int32
+	key, value  []byte
+	headers     int32    // header count
+	headerData  int64    // bytes of the header keys and values
+	kept        []Header // the headers, when walkRecords was asked to keep them
+}
+
+// timestamp is the record's timestamp as Kafka reads it.
+func (f *recordFields) timestamp(h *BatchHeader) int64 {
+	if h.LogAppendTime {
+		return h.MaxTimestamp
+	}
+	return h.FirstTimestamp + f.tsDelta
+}
+
+// walkRecords parses an uncompressed records section holding h.NumRecords records
+// (checkRecordCount has bounded it), calling visit with each, in order. It checks every
+// record's framing, strictly increasing offset deltas ending at the header's last
+// offset delta, and that nothing follows the last record. keep asks for each record's
+// headers as a new slice (recordFields.kept); otherwise they are only counted.
+func walkRecords(p []byte, h *BatchHeader, keep bool, visit func(i int, f *recordFields)) error {
+	prev := int32(-1)
+	var f recordFields // one for all records: visit's pointer would move a new one to the heap each time
+	for i := range int(h.NumRecords) {
+		length, k := readVarint32(p)
+		if k == 0 || length < 0 || int(length) > len(p)-k {
+			return fmt.Errorf("record %d: bad length: %w", i, ErrCorrupt)
+		}
+		body := p[k : k+int(length)]
+		p = p[k+int(length):]
+		f = recordFields{}
+		if err := parseRecord(body, &f, h, keep); err != nil {
+			return fmt.Errorf("record %d: %w", i, err)
+		}
+		if f.offsetDelta <= prev {
+			return fmt.Errorf("record %d: offset delta %d not above the previous %d: %w", i, f.offsetDelta, prev, ErrCorrupt)
+		}
+		prev = f.offsetDelta
+		visit(i, &f)
+	}
+	if prev != h.LastOffsetDelta {
+		return fmt.Errorf("last record's offset delta %d, header says %d: %w", prev, h.LastOffsetDelta, ErrCorrupt)
+	}
+	if len(p) != 0 {
+		return fmt.Errorf("%d bytes after the last record: %w", len(p), ErrCorrupt)
+	}
+	return nil
+}
+
+// parseRecord parses one record's body (after its length) into f. The body must be
+// consumed exactly.
+func parseRecord(b []byte, f *recordFields, h *BatchHeader, keep bool) error {
 	if len(b) == 0 || b[0] != 0 {
-		return 0, fmt.Errorf("missing or non-zero attributes: %w", ErrCorrupt)
+		return fmt.Errorf("missing or non-zero attributes: %w", ErrCorrupt)
 	}
 	b = b[1:]
-	tsDelta, k := readVarint64(b)
-	if k == 0 {
-		return 0, fmt.Errorf("bad timestamp delta: %w", ErrCorrupt)
+	var k int
+	if f.tsDelta, k = readVarint64(b); k == 0 {
+		return fmt.Errorf("bad timestamp delta: %w", ErrCorrupt)
 	}
 	b = b[k:]
-	od, k := readVarint32(b)
-	if k == 0 || od < 0 {
-		return 0, fmt.Errorf("bad offset delta: %w", ErrCorrupt)
+	if f.offsetDelta, k = readVarint32(b); k == 0 || f.offsetDelta < 0 {
+		return fmt.Errorf("bad offset delta: %w", ErrCorrupt)
 	}
 	b = b[k:]
 	var ok bool
-	if r.Key, b, ok = readBytes(b); !ok {
-		return 0, fmt.Errorf("bad key: %w", ErrCorrupt)
+	if f.key, b, ok = readBytes(b); !ok {
+		return fmt.Errorf("bad key: %w", ErrCorrupt)
 	}
-	if r.Value, b, ok = readBytes(b); !ok {
-		return 0, fmt.Errorf("bad value: %w", ErrCorrupt)
+	if f.value, b, ok = readBytes(b); !ok {
+		return fmt.Errorf("bad value: %w", ErrCorrupt)
 	}
 	nh, k := readVarint32(b)
 	// A header takes at least two bytes (key length and value length).
 	if k == 0 || nh < 0 || int(nh) > (len(b)-k)/2 {
-		return 0, fmt.Errorf("bad header count: %w", ErrCorrupt)
+		return fmt.Errorf("bad header count: %w", ErrCorrupt)
 	}
 	b = b[k:]
-	if nh > 0 {
-		r.Headers = make([]Header, nh)
-		for j := range r.Headers {
-			key, rest, ok := readBytes(b)
-			if !ok || key == nil {
-				return 0, fmt.Errorf("header %d: bad key: %w", j, ErrCorrupt)
-			}
-			r.Headers[j].Key = string(key)
-			if r.Headers[j].Value, b, ok = readBytes(rest); !ok {
-				return 0, fmt.Errorf("header %d: bad value: %w", j, ErrCorrupt)
-			}
+	f.headers = nh
+	if keep && nh > 0 {
+		f.kept = make([]Header, nh)
+	}
+	for j := range int(nh) {
+		key, rest, ok := readBytes(b)
+		if !ok || key == nil {
+			return fmt.Errorf("header %d: bad key: %w", j, ErrCorrupt)
+		}
+		var value []byte
+		if value, b, ok = readBytes(rest); !ok {
+			return fmt.Errorf("header %d: bad value: %w", j, ErrCorrupt)
+		}
+		f.headerData += int64(len(key) + len(value))
+		if keep {
+			f.kept[j] = Header{Key: string(key), Value: value}
 		}
 	}
 	if len(b) != 0 {
-		return 0, fmt.Errorf("%d bytes after the headers: %w", len(b), ErrCorrupt)
+		return fmt.Errorf("%d bytes after the headers: %w", len(b), ErrCorrupt)
 	}
-	if od > h.LastOffsetDelta {
-		return 0, fmt.Errorf("offset delta %d beyond the last %d: %w", od, h.LastOffsetDelta, ErrCorrupt)
+	if f.offsetDelta > h.LastOffsetDelta {
+		return fmt.Errorf("offset delta %d beyond the last %d: %w", f.offsetDelta, h.LastOffsetDelta, ErrCorrupt)
 	}
-	r.Offset = h.BaseOffset + int64(od)
-	if h.LogAppendTime {
-		r.Timestamp = h.MaxTimestamp
-	} else {
-		r.Timestamp = h.FirstTimestamp + tsDelta
-	}
-	return od, nil
+	return nil
 }
 
 // readBytes reads a varint-length-prefixed byte string; length -1 is null (nil).

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,9 +26,11 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // plan is what validating a batch learns, reused when laying it out.
 type plan struct {
-	size      int   // bytes of the uncompressed records section
+	size      int   // bytes of the uncompressed records section (Raw: of the section as given)
 	lastDelta int32 // offset delta of the last record
 	assign    bool  // the records' offset deltas are 0..n-1 (all given as 0)
+	records   int32
+	firstTs   int64
 	maxTs     int64
 	encLen    int // bytes of the encoded batch
 	staged    int // where a compressed batch starts in encoder.staged
@@ -49,7 +52,9 @@ var encoders = sync.Pool{New: func() any { return new(encoder) }}
 // within a partition, so each partition's batches form one contiguous byte range: from
 // the Pos of its first batch to the end of its last. Invalid input (an empty batch, a
 // negative partition or base offset, offset deltas that do not strictly increase, a
-// batch over MaxBatchBytes, ...) is refused with an error wrapping ErrInvalid.
+// batch over MaxBatchBytes, a Raw batch whose header or CRC is bad or disagrees with the
+// Batch's fields, ...) is refused with an error wrapping ErrInvalid. A Raw batch is
+// copied, not re-encoded; its footer entry is read from its header.
 func Encode(batches []Batch, opts EncodeOptions) (obj []byte, infos []BatchInfo, err error) {
 	if len(batches) == 0 {
 		return nil, nil, fmt.Errorf("segment: encode: no batches: %w", ErrInvalid)
@@ -91,7 +96,7 @@ func Encode(batches []Batch, opts EncodeOptions) (obj []byte, infos []BatchInfo,
 	e.staged = e.staged[:0]
 	for _, i := range order {
 		b, p := &batches[i], &plans[i]
-		if b.Compression == CompressionNone {
+		if b.Raw != nil || b.Compression == CompressionNone {
 			p.encLen = batchHeaderSize + p.size
 			continue
 		}
@@ -111,10 +116,10 @@ func Encode(batches []Batch, opts EncodeOptions) (obj []byte, infos []BatchInfo,
 			Partition:       b.Partition,
 			Pos:             pos,
 			Len:             int64(p.encLen),
-			Records:         int32(len(b.Records)),
+			Records:         p.records,
 			BaseOffset:      b.BaseOffset,
 			LastOffsetDelta: p.lastDelta,
-			FirstTimestamp:  b.Records[0].Timestamp,
+			FirstTimestamp:  p.firstTs,
 			MaxTimestamp:    p.maxTs,
 			ProducerID:      b.ProducerID,
 			ProducerEpoch:   b.ProducerEpoch,
@@ -142,11 +147,16 @@ func Encode(batches []Batch, opts EncodeOptions) (obj []byte, infos []BatchInfo,
 	for k, i := range order {
 		b, p := &batches[i], &plans[i]
 		start := len(obj)
-		if b.Compression == CompressionNone {
+		switch {
+		case b.Raw != nil:
+			obj = append(obj, b.Raw...)
+			binary.BigEndian.PutUint64(obj[start+offBaseOffset:], uint64(b.BaseOffset))
+			binary.BigEndian.PutUint32(obj[start+offLeaderEpoch:], math.MaxUint32) // -1
+		case b.Compression == CompressionNone:
 			if obj, err = e.appendBatch(obj, b, p); err != nil {
 				return nil, nil, fmt.Errorf("segment: encode: batch %d (topic %d, partition %d): %w", i, b.TopicID, b.Partition, err)
 			}
-		} else {
+		default:
 			obj = append(obj, e.staged[p.staged:p.staged+p.encLen]...)
 		}
 		infos[i].CRC = binary.BigEndian.Uint32(obj[start+offCRC:])
@@ -179,7 +189,10 @@ func comparePartition(a, b *Batch) int {
 
 // checkBatch validates b and measures its records section.
 func checkBatch(b *Batch) (plan, error) {
-	p := plan{assign: true}
+	if b.Raw != nil {
+		return checkRaw(b)
+	}
+	p := plan{assign: true, records: int32(len(b.Records))}
 	n := len(b.Records)
 	switch {
 	case n == 0:
@@ -200,7 +213,7 @@ func checkBatch(b *Batch) (plan, error) {
 		}
 	}
 	first := b.Records[0].Timestamp
-	p.maxTs = first
+	p.firstTs, p.maxTs = first, first
 	prev := int32(-1)
 	for j := range b.Records {
 		r := &b.Records[j]
@@ -227,6 +240,46 @@ func checkBatch(b *Batch) (plan, error) {
 		return p, fmt.Errorf("base offset %d overflows: %w", b.BaseOffset, ErrInvalid)
 	}
 	return p, nil
+}
+
+// checkRaw validates a pre-encoded batch: its header and CRC, and that b's fields say
+// what its header says, so that the footer entry read from the header describes the
+// batch the caller meant. The records were checked by ScanBatch; walking them again
+// would cost what storing the batch as it is saves.
+func checkRaw(b *Batch) (plan, error) {
+	var p plan
+	switch {
+	case len(b.Records) != 0:
+		return p, fmt.Errorf("both records and a raw batch: %w", ErrInvalid)
+	case b.Partition < 0:
+		return p, fmt.Errorf("negative partition: %w", ErrInvalid)
+	case b.BaseOffset < 0:
+		return p, fmt.Errorf("negative base offset %d: %w", b.BaseOffset, ErrInvalid)
+	}
+	h, err := ParseBatchHeader(b.Raw)
+	if err != nil {
+		return p, fmt.Errorf("raw batch: %s: %w", strings.TrimSuffix(err.Error(), ": "+ErrCorrupt.Error()), ErrInvalid)
+	}
+	var problem string
+	switch {
+	case batchCRC(b.Raw) != h.CRC:
+		problem = fmt.Sprintf("CRC %#08x, computed %#08x", h.CRC, batchCRC(b.Raw))
+	case h.ProducerID != b.ProducerID || h.ProducerEpoch != b.ProducerEpoch || h.BaseSequence != b.BaseSequence:
+		problem = fmt.Sprintf("producer %d epoch %d base sequence %d, the batch says %d, %d, %d",
+			h.ProducerID, h.ProducerEpoch, h.BaseSequence, b.ProducerID, b.ProducerEpoch, b.BaseSequence)
+	case h.Compression != b.Compression:
+		problem = fmt.Sprintf("compression %d, the batch says %d", h.Compression, b.Compression)
+	case h.LogAppendTime != b.LogAppendTime:
+		problem = fmt.Sprintf("LogAppendTime %v, the batch says %v", h.LogAppendTime, b.LogAppendTime)
+	case len(b.Raw)-batchHeaderSize > MaxBatchBytes:
+		problem = fmt.Sprintf("records take more than %d bytes", MaxBatchBytes)
+	case b.BaseOffset > math.MaxInt64-int64(h.LastOffsetDelta):
+		problem = fmt.Sprintf("base offset %d overflows", b.BaseOffset)
+	default:
+		return plan{size: len(b.Raw) - batchHeaderSize, lastDelta: h.LastOffsetDelta,
+			records: h.NumRecords, firstTs: h.FirstTimestamp, maxTs: h.MaxTimestamp}, nil
+	}
+	return p, fmt.Errorf("raw batch: %s: %w", problem, ErrInvalid)
 }
 
 // recordBodyLen is the encoded size of a record after its length prefix.

@@ -20,6 +20,11 @@
 // checks each CRC), rewrites their base offsets (ParseBatchHeader, SetBaseOffset) and
 // serves them raw, or decodes the records (DecodeBatch, DecodeBatches).
 //
+// A batch that arrives already encoded, as a Kafka client laid it out, is validated by
+// ScanBatch (ScanBatches) without decoding its records and, when it is laid out as
+// Encode would lay it out (BatchSummary.Canonical), stored as it came (Batch.Raw)
+// rather than re-encoded.
+//
 // Every decoder treats its input as hostile: corrupt or truncated input is an error
 // wrapping ErrCorrupt, and decompression is bounded by MaxBatchBytes.
 package segment
@@ -69,6 +74,15 @@ type Batch struct {
 	Compression   Compression
 	LogAppendTime bool // timestamp type bit: the writer stamped every record
 	Records       []Record
+	// Raw, instead of Records, is the batch already encoded: exactly one Kafka v2
+	// batch, which Encode copies, writing BaseOffset and a partition leader epoch of -1
+	// into the copy (neither is under the CRC), and whose footer entry it reads from
+	// the header. Encode checks the header and the CRC, and that ProducerID,
+	// ProducerEpoch, BaseSequence, Compression and LogAppendTime are the header's; it
+	// does not walk the records again (ScanBatch does). A batch ScanBatch found
+	// Canonical gives, footer entry included, what encoding its records gives (the
+	// bytes of a compressed batch aside).
+	Raw []byte
 }
 
 // BatchInfo is the footer's entry for one batch.

@@ -24,7 +24,12 @@ type Record struct {
 
 // Request is one produce request. It commits atomically: all records or none.
 type Request struct {
-	Records     []Record
+	Records []Record
+	// Raw, instead of Records, holds the request's records as Kafka v2 record batches
+	// for one partition, stored as they are rather than re-encoded (see RawBatches).
+	Raw *RawBatches
+	// Compression applies to Records; CompressionNone means Config.Compression. A Raw
+	// request leaves it at CompressionNone: each batch carries its own codec.
 	Compression segment.Compression
 	// Producer and Sequences make the request idempotent (exactly-once issue).
 	Producer *catalog.Producer
@@ -33,6 +38,30 @@ type Request struct {
 	// GroupOffsets, when set, commits consumer-group offsets in the same catalog
 	// transaction as the records: both or neither (catalog.Request.GroupOffsets).
 	GroupOffsets *catalog.OffsetCommit
+}
+
+// RawBatches is one partition's records already laid out as Kafka v2 record batches,
+// as a Kafka client sends them. The writer copies the batches into the segment object
+// back to back, in order, as one (request, partition) run under one catalog batch,
+// writing only their base offsets (0) and partition leader epochs (-1), which the CRC
+// does not cover; the reader, the compactor and the footer see what encoding their
+// records would have given (the compressed bytes of a compressed batch aside).
+//
+// So every batch must be one the writer would have written for its records: the
+// caller validates each with segment.ScanBatch and passes only batches it found
+// Canonical, with CreateTime (the writer stamps LogAppendTime records itself, so those
+// go as Records), and with producer fields that are the request's: -1, -1, -1 without
+// Producer; otherwise Producer's id and epoch, the first batch's base sequence the
+// partition's entry in Sequences and each next one following on from the records
+// before it. The writer re-checks the headers and refuses anything else with
+// ErrInvalid; it does not walk the records again. When Config.Compression is set and a
+// batch is uncompressed, the writer decodes the batches and encodes their records with
+// that codec, as it would have encoded them had they come as Records.
+type RawBatches struct {
+	TopicID   int64
+	Partition int32
+	Batches   [][]byte               // each exactly one batch
+	Summaries []segment.BatchSummary // Summaries[i] is what segment.ScanBatch said of Batches[i]
 }
 
 // TopicPartition names a partition.
@@ -47,7 +76,8 @@ type RecordResult struct {
 	Offset    int64
 }
 
-// Response answers a Request: Records[i] is for Request.Records[i].
+// Response answers a Request: Records[i] is for Request.Records[i] (a Raw request: for
+// the i-th record of its batches, in order).
 type Response struct {
 	Records []RecordResult
 	// Duplicate: the request is an idempotent retry of one committed before; Records

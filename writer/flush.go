@@ -21,7 +21,18 @@ type layout struct {
 // span locates one request's batches and records.
 type span struct {
 	first, n int      // its batches are batches[first : first+n]
-	locs     []recLoc // per record of the request
+	locs     []recLoc // per record of the request; nil for raw
+	// raw: the batches are a Raw request's, of one partition, committed as one catalog
+	// batch of raw records, the i-th of which takes its base offset + i.
+	raw int
+}
+
+// catalogBatches is how many batches the request's catalog.Request has.
+func (sp span) catalogBatches() int {
+	if sp.raw > 0 {
+		return 1
+	}
+	return sp.n
 }
 
 // recLoc is where one record sits: its batch (relative to the request's first) and its
@@ -75,10 +86,10 @@ func (w *Writer) flush(f *flush) {
 	seg := catalog.Segment{Key: key, Size: int64(len(obj)), Requests: make([]catalog.Request, len(lay.reqs))}
 	for k, p := range lay.reqs {
 		sp := lay.spans[k]
-		cr := catalog.Request{Producer: p.req.Producer, GroupOffsets: p.req.GroupOffsets, Batches: make([]catalog.Batch, sp.n)}
+		cr := catalog.Request{Producer: p.req.Producer, GroupOffsets: p.req.GroupOffsets, Batches: make([]catalog.Batch, sp.catalogBatches())}
 		for j := range sp.n {
 			b, info := &lay.batches[sp.first+j], &infos[sp.first+j]
-			cr.Batches[j] = catalog.Batch{
+			cb := catalog.Batch{
 				TopicID:      b.TopicID,
 				Partition:    b.Partition,
 				Pos:          info.Pos,
@@ -87,6 +98,17 @@ func (w *Writer) flush(f *flush) {
 				MaxTimestamp: info.MaxTimestamp,
 				BaseSequence: b.BaseSequence,
 			}
+			if sp.raw > 0 && j > 0 {
+				// A raw request's batches lie back to back (Encode keeps a partition's
+				// batches in the order given): one catalog batch covers them, as one
+				// batch would have held their records, and its sequence is the first's.
+				c := &cr.Batches[0]
+				c.Len += cb.Len
+				c.Records += cb.Records
+				c.MaxTimestamp = max(c.MaxTimestamp, cb.MaxTimestamp)
+				continue
+			}
+			cr.Batches[j] = cb
 		}
 		seg.Requests[k] = cr
 	}
@@ -106,7 +128,7 @@ func (w *Writer) encodeFlush(f *flush, now time.Time) (layout, []byte, []segment
 	lay := w.layout(f, f.reqs, now)
 	obj, infos, err := w.encode(lay.batches, segment.EncodeOptions{})
 	if err == nil {
-		err = checkInfos(lay.batches, infos)
+		err = checkInfos(lay, infos)
 	}
 	if err == nil {
 		return lay, obj, infos, nil
@@ -132,22 +154,43 @@ func (w *Writer) encodeFlush(f *flush, now time.Time) (layout, []byte, []segment
 	}
 	obj, infos, err = w.encode(lay.batches, segment.EncodeOptions{})
 	if err == nil {
-		err = checkInfos(lay.batches, infos)
+		err = checkInfos(lay, infos)
 	}
 	return lay, obj, infos, err
 }
 
 // checkInfos guards the commit against an encoder that does not describe the batches it
-// was given: wrong byte ranges in the catalog would serve other records.
-func checkInfos(batches []segment.Batch, infos []segment.BatchInfo) error {
+// was given: wrong byte ranges in the catalog would serve other records. It also checks
+// that a raw batch's records take dense offsets (what answer assumes) and that the
+// batches of each raw request lie back to back (what its one catalog batch claims).
+func checkInfos(lay layout, infos []segment.BatchInfo) error {
+	batches := lay.batches
 	if len(infos) != len(batches) {
 		return fmt.Errorf("encoder described %d batches of %d", len(infos), len(batches))
 	}
 	for i := range batches {
 		b, info := &batches[i], &infos[i]
-		if info.TopicID != b.TopicID || info.Partition != b.Partition || info.LastOffsetDelta+1 != int32(len(b.Records)) {
-			return fmt.Errorf("encoder info %d is for topic %d partition %d with %d records; the batch is topic %d partition %d with %d",
-				i, info.TopicID, info.Partition, info.LastOffsetDelta+1, b.TopicID, b.Partition, len(b.Records))
+		n := int32(len(b.Records))
+		if b.Raw != nil {
+			h, err := segment.ParseBatchHeader(b.Raw)
+			if err != nil {
+				return fmt.Errorf("raw batch %d: %w", i, err)
+			}
+			n = h.NumRecords
+		}
+		if info.TopicID != b.TopicID || info.Partition != b.Partition || info.LastOffsetDelta+1 != n || info.Records != n {
+			return fmt.Errorf("encoder info %d is for topic %d partition %d with %d records (offset delta %d); the batch is topic %d partition %d with %d",
+				i, info.TopicID, info.Partition, info.Records, info.LastOffsetDelta, b.TopicID, b.Partition, n)
+		}
+	}
+	for k, sp := range lay.spans {
+		if sp.raw == 0 {
+			continue
+		}
+		for j := 1; j < sp.n; j++ {
+			if prev, info := &infos[sp.first+j-1], &infos[sp.first+j]; info.Pos != prev.Pos+prev.Len {
+				return fmt.Errorf("request %d: raw batch %d at byte %d, not right after batch %d ending at %d", k, j, info.Pos, j-1, prev.Pos+prev.Len)
+			}
 		}
 	}
 	return nil
@@ -161,6 +204,33 @@ func (w *Writer) layout(f *flush, reqs []*pending, now time.Time) layout {
 	nowMs := now.UnixMilli()
 	idx := make(map[TopicPartition]int)
 	for k, p := range reqs {
+		if rb := p.req.Raw; rb != nil {
+			// Stored as they came. The producer fields are what this loop gives records
+			// (prepareRaw checked the batches carry them, and Encode refuses a batch
+			// that does not), each batch's sequence following on from the one before.
+			first := len(lay.batches)
+			pid, epoch, seq := int64(-1), int16(-1), int32(-1)
+			if pr := p.req.Producer; pr != nil {
+				pid, epoch, seq = pr.ID, pr.Epoch, p.req.Sequences[TopicPartition{rb.TopicID, rb.Partition}]
+			}
+			for i, raw := range rb.Batches {
+				h := &rb.Summaries[i].Header
+				lay.batches = append(lay.batches, segment.Batch{
+					TopicID:       rb.TopicID,
+					Partition:     rb.Partition,
+					ProducerID:    pid,
+					ProducerEpoch: epoch,
+					BaseSequence:  seq,
+					Compression:   h.Compression,
+					Raw:           raw,
+				})
+				if pid >= 0 {
+					seq += h.NumRecords
+				}
+			}
+			lay.spans[k] = span{first: first, n: len(rb.Batches), raw: p.records}
+			continue
+		}
 		clear(idx)
 		first := len(lay.batches)
 		comp := p.req.Compression
@@ -317,10 +387,17 @@ func (w *Writer) answer(lay layout, results []catalog.Result, settled bool) {
 				p.requeue = true
 				p.requeues++
 			}
-		case len(res.BaseOffsets) != sp.n:
+		case len(res.BaseOffsets) != sp.catalogBatches():
 			// A catalog bug: better a retryable error than offsets that may be wrong.
-			p.err = fmt.Errorf("%w: catalog answered %d base offsets for %d batches", ErrCommit, len(res.BaseOffsets), sp.n)
+			p.err = fmt.Errorf("%w: catalog answered %d base offsets for %d batches", ErrCommit, len(res.BaseOffsets), sp.catalogBatches())
 			w.log.Error("commit answer does not match the request", "err", p.err)
+		case sp.raw > 0:
+			resp := Response{Records: make([]RecordResult, sp.raw), Duplicate: res.Duplicate}
+			part := lay.batches[sp.first].Partition
+			for i := range resp.Records {
+				resp.Records[i] = RecordResult{Partition: part, Offset: res.BaseOffsets[0] + int64(i)}
+			}
+			p.resp = resp
 		default:
 			resp := Response{Records: make([]RecordResult, len(sp.locs)), Duplicate: res.Duplicate}
 			for i, loc := range sp.locs {

@@ -156,10 +156,47 @@ func runIntegration(t *testing.T, inner objstore.Store, cat catalog.Catalog) {
 			}
 		}
 	}
+	recordRaw := func(topic int64, recs []segment.Record, resp Response) {
+		mu.Lock()
+		defer mu.Unlock()
+		for i, rr := range resp.Records {
+			at := where{topic, rr.Partition, rr.Offset}
+			if _, dup := acked[at]; dup {
+				t.Errorf("offset %+v acknowledged twice", at)
+			}
+			acked[at] = string(recs[i].Value)
+		}
+	}
+	// Raw requests, as the binary API sends them: two batches (plain, lz4), stored as
+	// they are beside the records the writer encodes.
+	type rawCase struct {
+		req  Request
+		recs []segment.Record
+	}
+	raws := map[[2]int]rawCase{}
+	for g := range 6 {
+		for i := 1; i < 20; i += 4 {
+			var recs []segment.Record
+			for j := range 4 {
+				recs = append(recs, segment.Record{Value: fmt.Appendf(nil, "g%d-i%d-raw%d", g, i, j), Timestamp: t0})
+			}
+			raws[[2]int{g, i}] = rawCase{rawReq(t, orders.ID, int32(g%4),
+				clientBatch(t, recs[:2], segment.CompressionNone, -1, -1, -1),
+				clientBatch(t, recs[2:], segment.CompressionLZ4, -1, -1, -1)), recs}
+		}
+	}
 	var wg sync.WaitGroup
 	for g := range 6 {
 		wg.Go(func() {
 			for i := range 20 {
+				if rc, ok := raws[[2]int{g, i}]; ok {
+					resp, err := w.Produce(ctx, rc.req)
+					if err != nil {
+						t.Errorf("produce raw batches: %v", err)
+						return
+					}
+					recordRaw(orders.ID, rc.recs, resp)
+				}
 				v := func(j int) string { return fmt.Sprintf("g%d-i%d-r%d", g, i, j) }
 				req := Request{Records: []Record{
 					rec(orders.ID, 4, -1, fmt.Sprintf("user-%d", (g*20+i)%7), v(0)),
@@ -181,10 +218,40 @@ func runIntegration(t *testing.T, inner objstore.Store, cat catalog.Catalog) {
 		})
 	}
 	wg.Wait()
-	t1 := time.Now().UnixMilli()
 	if t.Failed() {
 		t.FailNow()
 	}
+
+	// An idempotent raw request commits once: its retry answers the same offsets.
+	producers, ok := cat.(interface {
+		InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer) (catalog.Producer, error)
+	})
+	if !ok {
+		t.Fatalf("catalog %T cannot init producers", cat)
+	}
+	prod, err := producers.InitProducer(ctx, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idemRecs []segment.Record
+	for j := range 5 {
+		idemRecs = append(idemRecs, segment.Record{Value: fmt.Appendf(nil, "idempotent-raw%d", j), Timestamp: t0})
+	}
+	idem := rawReq(t, orders.ID, 3,
+		clientBatch(t, idemRecs[:3], segment.CompressionNone, prod.ID, prod.Epoch, 0),
+		clientBatch(t, idemRecs[3:], segment.CompressionNone, prod.ID, prod.Epoch, 3))
+	idem.Producer = &catalog.Producer{ID: prod.ID, Epoch: prod.Epoch}
+	idem.Sequences = map[TopicPartition]int32{{orders.ID, 3}: 0}
+	first, err := w.Produce(ctx, idem)
+	if err != nil {
+		t.Fatalf("idempotent raw request: %v", err)
+	}
+	recordRaw(orders.ID, idemRecs, first)
+	again, err := w.Produce(ctx, idem)
+	if err != nil || !again.Duplicate || len(again.Records) != 5 || again.Records[0] != first.Records[0] || again.Records[4] != first.Records[4] {
+		t.Fatalf("idempotent raw request again: %+v, %v; want a duplicate at %+v", again, err, first.Records)
+	}
+	t1 := time.Now().UnixMilli()
 
 	// Phase 2: failures, one flush each.
 	one := func(part int32, value string) Request { return req(rec(orders.ID, 4, part, "", value)) }
@@ -265,8 +332,8 @@ func runIntegration(t *testing.T, inner objstore.Store, cat catalog.Catalog) {
 			}
 		}
 	}
-	if len(acked) != 6*20*5+1 {
-		t.Errorf("%d records acknowledged, want %d", len(acked), 6*20*5+1)
+	if want := 6*20*5 + 6*5*4 + 5 + 1; len(acked) != want {
+		t.Errorf("%d records acknowledged, want %d", len(acked), want)
 	}
 	if len(got) != len(acked) {
 		t.Errorf("%d records in the log, %d acknowledged: want the same", len(got), len(acked))
@@ -297,6 +364,6 @@ func runIntegration(t *testing.T, inner objstore.Store, cat catalog.Catalog) {
 		t.Errorf("%v flushes, %v+%v puts, %d objects, %v commits: want one put per flush, one object and one commit per put", flushes, putsOK, putsErr, objects, commits)
 	}
 	if flushes >= 6*20 {
-		t.Errorf("%v flushes for %d requests: no batching", flushes, 6*20+5)
+		t.Errorf("%v flushes for %d requests: no batching", flushes, 6*20+6*5+7)
 	}
 }

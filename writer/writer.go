@@ -78,7 +78,8 @@ type Writer struct {
 type pending struct {
 	req     Request
 	size    int64
-	parts   []int32 // per record: its partition, or -1 for sticky (chosen when the flush is cut)
+	records int     // records in the request (Raw: in its batches)
+	parts   []int32 // per record: its partition, or -1 for sticky (chosen when the flush is cut); nil for Raw
 	unkeyed []int64 // topics with sticky records
 	done    chan struct{}
 	resp    Response
@@ -234,10 +235,10 @@ func (w *Writer) Produce(ctx context.Context, req Request) (Response, error) {
 // prepare validates req, sizes it and chooses the partitions that do not depend on the
 // flush (explicit and keyed), so that bad input is refused before it is buffered.
 func (w *Writer) prepare(req Request) (*pending, error) {
-	invalid := func(format string, args ...any) (*pending, error) {
-		w.m.rejected.WithLabelValues("invalid").Inc()
-		return nil, fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+	if req.Raw != nil {
+		return w.prepareRaw(req)
 	}
+	invalid := w.invalid
 	if len(req.Records) == 0 {
 		return invalid("no records: send at least one")
 	}
@@ -248,9 +249,10 @@ func (w *Writer) prepare(req Request) (*pending, error) {
 		return invalid("sequences without a producer: set Producer for an idempotent request")
 	}
 	p := &pending{
-		req:   req,
-		parts: make([]int32, len(req.Records)),
-		done:  make(chan struct{}),
+		req:     req,
+		records: len(req.Records),
+		parts:   make([]int32, len(req.Records)),
+		done:    make(chan struct{}),
 	}
 	// A topic's records must agree on the timestamp type: it is a per-batch attribute.
 	type topicKind struct {
@@ -308,6 +310,95 @@ func (w *Writer) prepare(req Request) (*pending, error) {
 			p.size += headerOverhead + int64(len(h.Key)+len(h.Value))
 		}
 	}
+	return w.checkSize(p)
+}
+
+// prepareRaw is prepare for a request of raw batches: it checks each batch's header
+// against its summary and against what the writer would have written for the request
+// (RawBatches), and sizes the request exactly as its records would be sized, so that
+// the flush size limit and the buffer cap do not depend on the form a request came in.
+func (w *Writer) prepareRaw(req Request) (*pending, error) {
+	invalid := w.invalid
+	rb := req.Raw
+	switch {
+	case len(req.Records) > 0:
+		return invalid("records and raw batches in one request: send one or the other")
+	case req.Compression != segment.CompressionNone:
+		return invalid("compression %d with raw batches: each batch carries its own codec; leave Compression at none", req.Compression)
+	case len(rb.Batches) == 0:
+		return invalid("no raw batches: send at least one")
+	case len(rb.Summaries) != len(rb.Batches):
+		return invalid("%d summaries for %d raw batches: scan each batch with segment.ScanBatch", len(rb.Summaries), len(rb.Batches))
+	case rb.Partition < 0:
+		return invalid("raw batches for partition %d: name the partition, 0 up to the partition count", rb.Partition)
+	case req.Producer == nil && len(req.Sequences) > 0:
+		return invalid("sequences without a producer: set Producer for an idempotent request")
+	}
+	tp := TopicPartition{rb.TopicID, rb.Partition}
+	// What the writer would write into each batch's producer fields.
+	pid, epoch, seq := int64(-1), int16(-1), int64(-1)
+	if pr := req.Producer; pr != nil {
+		s, ok := req.Sequences[tp]
+		switch {
+		case !ok:
+			return invalid("no base sequence for topic %d partition %d: an idempotent request needs one per partition it writes", tp.TopicID, tp.Partition)
+		case s < 0:
+			return invalid("base sequence %d for topic %d partition %d: sequences start at 0", s, tp.TopicID, tp.Partition)
+		}
+		pid, epoch, seq = pr.ID, pr.Epoch, int64(s)
+	}
+	p := &pending{req: req, done: make(chan struct{})}
+	recode := false
+	for i, raw := range rb.Batches {
+		s := &rb.Summaries[i]
+		h, err := segment.ParseBatchHeader(raw)
+		switch {
+		case err != nil:
+			return invalid("raw batch %d: %v", i, err)
+		case h != s.Header:
+			return invalid("raw batch %d: its summary is of another batch: scan each batch with segment.ScanBatch", i)
+		case !s.Canonical:
+			return invalid("raw batch %d is not laid out as the writer lays out its records: send its records instead", i)
+		case h.LogAppendTime:
+			return invalid("raw batch %d has the LogAppendTime timestamp type, which the writer stamps at flush: send its records instead", i)
+		case h.ProducerID != pid || h.ProducerEpoch != epoch || int64(h.BaseSequence) != seq:
+			return invalid("raw batch %d carries producer %d epoch %d base sequence %d, the request producer %d epoch %d base sequence %d",
+				i, h.ProducerID, h.ProducerEpoch, h.BaseSequence, pid, epoch, seq)
+		}
+		if pid >= 0 {
+			seq += int64(h.NumRecords)
+		}
+		recode = recode || (h.Compression == segment.CompressionNone && w.cfg.Compression != segment.CompressionNone)
+		p.records += int(h.NumRecords)
+		p.size += batchOverhead + int64(h.NumRecords)*recordOverhead + s.DataBytes + int64(s.Headers)*headerOverhead
+	}
+	if recode {
+		// The operator asked for compression: give these records the codec they would
+		// have had as Records, at the cost of decoding them.
+		recs := make([]Record, 0, p.records)
+		for i, raw := range rb.Batches {
+			d, err := segment.DecodeBatch(raw)
+			if err != nil {
+				return invalid("raw batch %d: %v", i, err)
+			}
+			for _, r := range d.Records {
+				recs = append(recs, Record{TopicID: rb.TopicID, Partition: rb.Partition,
+					Record: segment.Record{Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp}})
+			}
+		}
+		req.Records, req.Raw = recs, nil
+		return w.prepare(req)
+	}
+	return w.checkSize(p)
+}
+
+func (w *Writer) invalid(format string, args ...any) (*pending, error) {
+	w.m.rejected.WithLabelValues("invalid").Inc()
+	return nil, fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// checkSize refuses a request that could never fit in one flush.
+func (w *Writer) checkSize(p *pending) (*pending, error) {
 	if p.size > w.cfg.MaxFlushBytes {
 		w.m.rejected.WithLabelValues("too_large").Inc()
 		return nil, fmt.Errorf("%w: about %d bytes, above the flush size of %d bytes: split it into smaller requests", ErrTooLarge, p.size, w.cfg.MaxFlushBytes)
@@ -385,7 +476,7 @@ func (w *Writer) enqueue(p *pending) error {
 	w.buf = append(w.buf, p)
 	w.m.requests.Inc()
 	w.bufBytes += p.size
-	w.bufRecords += len(p.req.Records)
+	w.bufRecords += p.records
 	if w.bufBytes >= w.cfg.MaxFlushBytes {
 		w.cutLocked()
 	}
