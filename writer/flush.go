@@ -114,8 +114,11 @@ func (w *Writer) flush(f *flush) {
 	}
 
 	// Commits run in flush order: this one starts only once the previous flush is
-	// answered, so a producer's order survives overlapping uploads.
+	// answered, so a producer's order survives overlapping uploads. The wait is its own
+	// stage: a slow PUT holds up the flushes behind it (head-of-line), which shows here.
+	start = time.Now()
 	waitPrev()
+	w.m.stage.WithLabelValues("wait").Observe(time.Since(start).Seconds())
 	start = time.Now()
 	w.commit(lay, seg)
 	w.m.stage.WithLabelValues("commit").Observe(time.Since(start).Seconds())

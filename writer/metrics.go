@@ -55,7 +55,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"result"})),
 		stage: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "strata_writer_flush_seconds",
-			Help:    "Time spent per flush in each stage (encode, put, commit; commit includes settling).",
+			Help:    "Time spent per flush in each stage (encode, put, wait: for the flush before it to be answered, commit: includes settling).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14), // 100µs .. ~15s
 		}, []string{"stage"})),
 		buffered: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
