@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"net/http"
@@ -139,13 +142,18 @@ func TestPutSettlesPreconditionFailed(t *testing.T) {
 	if err := s.Put(ctx, "a", body); err != nil {
 		t.Fatal(err)
 	}
-	out, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &s.bucket, Key: aws.String("a")})
+	out, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &s.bucket, Key: aws.String("a"), ChecksumMode: types.ChecksumModeEnabled})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// sha256("segment bytes"), computed with sha256sum.
-	if got, want := out.Metadata[metaSHA256], "560e67b96c49975a2cf9adba2682e00cc6b74a879f2b6897e03b63d7434098e8"; got != want {
-		t.Errorf("stored checksum %q, want %q", got, want)
+	// CRC-32C("segment bytes"), computed here with the standard library: the
+	// store verified and kept the checksum we sent, and the metadata copy agrees.
+	want := base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli))))
+	if got := out.Metadata[metaCRC32C]; got != want {
+		t.Errorf("stored checksum metadata %q, want %q", got, want)
+	}
+	if got := aws.ToString(out.ChecksumCRC32C); got != want {
+		t.Errorf("the store's own CRC-32C %q, want %q", got, want)
 	}
 	if err := s.Put(ctx, "a", body); err != nil {
 		t.Errorf("identical re-put: %v, want nil", err)
@@ -165,6 +173,70 @@ func TestPutSettlesPreconditionFailed(t *testing.T) {
 	}
 	if err := s.Put(ctx, "foreign", []byte("segment byteS")); !errors.Is(err, objstore.ErrExists) {
 		t.Errorf("put over different foreign object: %v, want ErrExists", err)
+	}
+}
+
+// TestPutLegacySHA256: an object written by an earlier version, with the SHA-256 in its
+// metadata, is still recognised as the same content on a 412.
+func TestPutLegacySHA256(t *testing.T) {
+	s := newStore(t, minioConfig(t))
+	ctx := t.Context()
+	body := []byte("segment bytes")
+	if _, err := s.client.PutObject(ctx, &awss3.PutObjectInput{
+		Bucket: &s.bucket, Key: aws.String("old"), Body: bytes.NewReader(body),
+		// sha256("segment bytes"), computed with sha256sum.
+		Metadata: map[string]string{metaSHA256: "560e67b96c49975a2cf9adba2682e00cc6b74a879f2b6897e03b63d7434098e8"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, "old", body); err != nil {
+		t.Errorf("re-put over an old-style object with the same bytes: %v, want nil", err)
+	}
+	if err := s.Put(ctx, "old", []byte("segment byteS")); !errors.Is(err, objstore.ErrExists) {
+		t.Errorf("re-put with other bytes: %v, want ErrExists", err)
+	}
+}
+
+// TestPutCorruptedInTransit: the body is signed as UNSIGNED-PAYLOAD, so the CRC-32C
+// header is what protects it: a body changed on the way is refused by the store, and
+// nothing is stored.
+func TestPutCorruptedInTransit(t *testing.T) {
+	cfg := minioConfig(t)
+	target, err := url.Parse(cfg.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flip := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.Method == http.MethodPut && len(body) > 0 {
+			body[len(body)/2] ^= 1
+		}
+		out, _ := http.NewRequestWithContext(r.Context(), r.Method, target.String()+r.URL.RequestURI(), bytes.NewReader(body))
+		out.Header = r.Header.Clone()
+		out.Host = target.Host
+		out.ContentLength = int64(len(body))
+		resp, err := http.DefaultTransport.RoundTrip(out)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, vs := range resp.Header {
+			w.Header()[k] = vs
+		}
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+	}))
+	defer flip.Close()
+	good := newStore(t, cfg)
+	bad := cfg
+	bad.Endpoint = flip.URL
+	s := newStore(t, bad)
+	if err := s.Put(t.Context(), "flipped", []byte("segment bytes, to be flipped in transit")); err == nil {
+		t.Fatal("a body corrupted in transit was accepted")
+	}
+	if _, err := good.Head(t.Context(), "flipped"); !errors.Is(err, objstore.ErrNotExist) {
+		t.Errorf("after a refused corrupt put, head: %v, want ErrNotExist", err)
 	}
 }
 
