@@ -1,6 +1,7 @@
 package jepsen
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -189,4 +190,26 @@ func TestCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHealOrder: processes are restarted after Postgres and the store are healed,
+// otherwise in reverse start order.
+func TestHealOrder(t *testing.T) {
+	kill, kill2 := &KillFault{}, &KillFault{}
+	pause, pg, cut := &PauseFault{}, &PGRestartFault{}, &PGCutFault{}
+	got := HealOrder([]Fault{kill, pause, pg, cut, kill2})
+	want := []Fault{cut, pg, pause, kill2, kill}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("heal order %v, want %v", names(got), names(want))
+		}
+	}
+}
+
+func names(fs []Fault) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, fmt.Sprintf("%s@%p", f.Name(), f))
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -65,20 +66,43 @@ func (s Schedule) Run(ctx context.Context, h *History) error {
 			h.AddEvent(f.Name(), "start: "+what)
 		}
 		sleep(ctx, s.Active)
-		// Healing must happen even when the run is over.
-		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-		for j := len(started) - 1; j >= 0; j-- {
-			f := started[j]
-			if err := f.Stop(hctx); err != nil {
+		// Healing must happen even when the run is over, each fault with its own time:
+		// one that cannot heal must not leave the others no time to.
+		for _, f := range HealOrder(started) {
+			hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+			err := f.Stop(hctx)
+			cancel()
+			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: stop: %w", f.Name(), err))
 				h.AddEvent(f.Name(), "stop failed: "+err.Error())
 				continue
 			}
 			h.AddEvent(f.Name(), "stop")
 		}
-		cancel()
 	}
 	return errors.Join(errs...)
+}
+
+// HealOrder is the order to stop faults in: the last started first, except that
+// restarting killed processes comes after everything else. A restarted process is
+// waited for until it is ready, which it cannot be while Postgres is still down or the
+// store still failing; healed first, it would wait out its time and leave the catalog
+// down (the "all" class did so for a whole long run).
+func HealOrder(faults []Fault) []Fault {
+	out := slices.Clone(faults)
+	slices.Reverse(out)
+	slices.SortStableFunc(out, func(a, b Fault) int {
+		_, ka := a.(*KillFault)
+		_, kb := b.(*KillFault)
+		switch {
+		case ka == kb:
+			return 0
+		case kb:
+			return -1
+		}
+		return 1
+	})
+	return out
 }
 
 // KillFault SIGKILLs a random process of Procs and restarts it when stopped.

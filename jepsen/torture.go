@@ -262,7 +262,7 @@ func run(ctx context.Context, env Env, class string, rc RunConfig, dir string, r
 			// Every fault's Stop is safe to repeat: whatever the schedule left
 			// behind (a Postgres still down, a proxy still cutting) is healed here.
 			var errs []error
-			for _, f := range faults {
+			for _, f := range HealOrder(faults) {
 				if err := f.Stop(ctx); err != nil {
 					errs = append(errs, fmt.Errorf("heal %s: %w", f.Name(), err))
 				}
