@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -425,7 +423,6 @@ type node struct {
 // requests in flight finish (the writer still runs, so produces get their answers),
 // end long polls and tails, drain the writer, stop the other roles, close the catalog.
 func runNode(ctx context.Context, e *env, spec nodeSpec) (err error) {
-	setMemoryLimit(spec.flags, e.getenv)
 	n, err := startNode(ctx, e, spec)
 	if err != nil {
 		return err
@@ -611,14 +608,3 @@ func displayAddr(a net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
-// setMemoryLimit gives the Go runtime a soft limit of what the node is configured to
-// hold — the writer's buffer and the reader's cache — plus 100 MiB for the rest, so
-// garbage is collected before it carries the process past that rather than at twice
-// the live heap (GOGC's default): under overload the writer answers 429 and memory stays
-// bounded. GOMEMLIMIT, when set, wins, and so does a limit set earlier in the process.
-func setMemoryLimit(nf *nodeFlags, getenv func(string) string) {
-	if getenv("GOMEMLIMIT") != "" || debug.SetMemoryLimit(-1) != math.MaxInt64 {
-		return
-	}
-	debug.SetMemoryLimit(int64(nf.bufferBytes) + int64(nf.cacheBytes) + 100<<20)
-}
