@@ -27,4 +27,4 @@ go test -count=1 -timeout 20m -v -run '^TestTorture$' ./jepsen | grep -Ev '^\s+t
 status=${PIPESTATUS[0]}
 set -e
 [ "$status" -eq 0 ] || { echo "TestTorture failed"; exit "$status"; }
-scripts/fuzz.sh "${STRATA_FUZZTIME:-5s}"
+scripts/fuzz.sh "${STRATA_FUZZTIME:-3s}"
