@@ -607,4 +607,3 @@ func displayAddr(a net.Addr) string {
 	}
 	return net.JoinHostPort(host, port)
 }
-
