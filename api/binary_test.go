@@ -25,6 +25,7 @@ import (
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/sqlite"
+	"github.com/strata-io/strata/internal/cputime"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/reader"
@@ -708,7 +709,7 @@ func BenchmarkBinaryProduce(b *testing.B) {
 				b.SetBytes(int64(len(body)))
 				b.SetParallelism(16)
 				b.ResetTimer()
-				cpu0 := cpuTime()
+				cpu0 := cputime.Self()
 				b.RunParallel(func(pb *testing.PB) {
 					p := part.Add(1) % ti.topic.Partitions
 					for pb.Next() {
@@ -724,7 +725,7 @@ func BenchmarkBinaryProduce(b *testing.B) {
 					}
 				})
 				b.StopTimer()
-				if cpu := cpuTime() - cpu0; cpu > 0 {
+				if cpu := cputime.Self() - cpu0; cpu > 0 {
 					b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 					b.ReportMetric(float64(b.N)*float64(len(body))/1e6/cpu.Seconds(), "MB/cpu-s")
 				}

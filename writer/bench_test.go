@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/cputime"
 	"github.com/strata-io/strata/segment"
 )
 
@@ -73,7 +74,7 @@ func BenchmarkProduce(b *testing.B) {
 			b.SetBytes(records * size)
 			b.SetParallelism(16) // producers waiting for their answers, as HTTP handlers do
 			b.ResetTimer()
-			cpu0 := cpuTime()
+			cpu0 := cputime.Self()
 			var n sync.Mutex
 			k := 0
 			b.RunParallel(func(pb *testing.PB) {
@@ -89,7 +90,7 @@ func BenchmarkProduce(b *testing.B) {
 				}
 			})
 			b.StopTimer()
-			cpu := cpuTime() - cpu0
+			cpu := cputime.Self() - cpu0
 			cancel()
 			<-done
 			b.ReportMetric(float64(b.N)/metricValue(b, w.m.flushes), "requests/flush")

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/strata-io/strata/catalog"
@@ -223,12 +222,7 @@ func TestRawRefused(t *testing.T) {
 		return r
 	}
 	seqs := func(s int32) map[TopicPartition]int32 { return map[TopicPartition]int32{{1, 0}: s} }
-	for _, tc := range []struct {
-		name string
-		req  Request
-		want error
-		msg  string
-	}{
+	h.expectRefused(t, []refusal{
 		{"records too", with(rawReq(t, 1, 0, plain), func(r *Request) { r.Records = []Record{rec(1, 1, 0, "", "a")} }), ErrInvalid, "one or the other"},
 		{"compression", with(rawReq(t, 1, 0, plain), func(r *Request) { r.Compression = segment.CompressionGzip }), ErrInvalid, "own codec"},
 		{"no batches", Request{Raw: &RawBatches{TopicID: 1}}, ErrInvalid, "no raw batches"},
@@ -245,20 +239,7 @@ func TestRawRefused(t *testing.T) {
 		{"no sequence", with(rawReq(t, 1, 0, idem(0)), func(r *Request) { r.Producer = prod }), ErrInvalid, "no base sequence"},
 		{"sequences without producer", with(rawReq(t, 1, 0, plain), func(r *Request) { r.Sequences = seqs(0) }), ErrInvalid, "without a producer"},
 		{"too large", rawReq(t, 1, 0, big), ErrTooLarge, "split it"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := h.w.Produce(context.Background(), tc.req)
-			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
-				t.Fatalf("Produce = %v, want %v saying %q", err, tc.want, tc.msg)
-			}
-		})
-	}
-	if err := h.w.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if puts, _, _ := h.store.counts(); puts != 0 || len(h.cat.commitCalls()) != 0 {
-		t.Errorf("bad requests reached the store (%d puts) or the catalog (%d commits)", puts, len(h.cat.commitCalls()))
-	}
+	})
 	// A good idempotent request of two batches passes the same checks.
 	good := with(rawReq(t, 1, 0, idem(0), idem(2)), func(r *Request) { r.Producer, r.Sequences = prod, seqs(0) })
 	chs := h.enqueueInOrder(t, good)

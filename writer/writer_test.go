@@ -55,28 +55,19 @@ func TestConfigValidate(t *testing.T) {
 	New(newMemStore(), newFakeCatalog(t, nil), Config{Linger: -1}, nil, nil)
 }
 
-func TestProduceRefusesBadRequests(t *testing.T) {
-	h := start(t, Config{Linger: never, MaxFlushBytes: 4 << 10, BufferBytes: 1 << 20}, true)
-	big := rec(1, 4, 0, "", strings.Repeat("x", 5<<10))
-	prod := &catalog.Producer{ID: 7, Epoch: 1}
-	mixed := rec(1, 4, 1, "", "b")
-	mixed.LogAppendTime = true
-	for _, tc := range []struct {
-		name string
-		req  Request
-		want error
-		msg  string
-	}{
-		{"empty", Request{}, ErrInvalid, "no records"},
-		{"too large", req(big), ErrTooLarge, "split it"},
-		{"bad partition", req(rec(1, 4, -2, "", "a")), ErrInvalid, "partition -2"},
-		{"no partition count", req(rec(1, 0, -1, "", "a")), ErrInvalid, "set Partitions"},
-		{"bad compression", Request{Records: []Record{rec(1, 4, 0, "", "a")}, Compression: 7}, ErrInvalid, "compression 7"},
-		{"sequences without producer", Request{Records: []Record{rec(1, 4, 0, "", "a")}, Sequences: map[TopicPartition]int32{{1, 0}: 0}}, ErrInvalid, "without a producer"},
-		{"idempotent unkeyed", Request{Records: []Record{rec(1, 4, -1, "", "a")}, Producer: prod}, ErrInvalid, "explicit partition or a key"},
-		{"idempotent no sequence", Request{Records: []Record{rec(1, 4, 2, "", "a")}, Producer: prod, Sequences: map[TopicPartition]int32{{1, 0}: 0}}, ErrInvalid, "no base sequence for topic 1 partition 2"},
-		{"mixed timestamp types", req(rec(1, 4, 0, "", "a"), mixed), ErrInvalid, "mixes LogAppendTime"},
-	} {
+// refusal is a request Produce must refuse with want, its message containing msg.
+type refusal struct {
+	name string
+	req  Request
+	want error
+	msg  string
+}
+
+// expectRefused produces each case and requires its refusal, then that none of them
+// reached the store or the catalog.
+func (h *harness) expectRefused(t *testing.T, cases []refusal) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := h.w.Produce(context.Background(), tc.req)
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
@@ -90,6 +81,25 @@ func TestProduceRefusesBadRequests(t *testing.T) {
 	if puts, _, _ := h.store.counts(); puts != 0 || len(h.cat.commitCalls()) != 0 {
 		t.Errorf("bad requests reached the store (%d puts) or the catalog (%d commits)", puts, len(h.cat.commitCalls()))
 	}
+}
+
+func TestProduceRefusesBadRequests(t *testing.T) {
+	h := start(t, Config{Linger: never, MaxFlushBytes: 4 << 10, BufferBytes: 1 << 20}, true)
+	big := rec(1, 4, 0, "", strings.Repeat("x", 5<<10))
+	prod := &catalog.Producer{ID: 7, Epoch: 1}
+	mixed := rec(1, 4, 1, "", "b")
+	mixed.LogAppendTime = true
+	h.expectRefused(t, []refusal{
+		{"empty", Request{}, ErrInvalid, "no records"},
+		{"too large", req(big), ErrTooLarge, "split it"},
+		{"bad partition", req(rec(1, 4, -2, "", "a")), ErrInvalid, "partition -2"},
+		{"no partition count", req(rec(1, 0, -1, "", "a")), ErrInvalid, "set Partitions"},
+		{"bad compression", Request{Records: []Record{rec(1, 4, 0, "", "a")}, Compression: 7}, ErrInvalid, "compression 7"},
+		{"sequences without producer", Request{Records: []Record{rec(1, 4, 0, "", "a")}, Sequences: map[TopicPartition]int32{{1, 0}: 0}}, ErrInvalid, "without a producer"},
+		{"idempotent unkeyed", Request{Records: []Record{rec(1, 4, -1, "", "a")}, Producer: prod}, ErrInvalid, "explicit partition or a key"},
+		{"idempotent no sequence", Request{Records: []Record{rec(1, 4, 2, "", "a")}, Producer: prod, Sequences: map[TopicPartition]int32{{1, 0}: 0}}, ErrInvalid, "no base sequence for topic 1 partition 2"},
+		{"mixed timestamp types", req(rec(1, 4, 0, "", "a"), mixed), ErrInvalid, "mixes LogAppendTime"},
+	})
 	if got := metricValue(t, h.w.m.rejected.WithLabelValues("invalid")); got != 8 {
 		t.Errorf("rejected{invalid} = %v, want 8", got)
 	}
