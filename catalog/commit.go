@@ -426,6 +426,27 @@ func (p *Plan) ResultsFromChunks(rows []ChunkRow) ([]Result, error) {
 	return out, nil
 }
 
+// CheckSettled vouches for results read back from a segment's chunk rows
+// (ResultsFromChunks) only while those rows are sure to be the commit's own: within
+// SettleAge of the commit (committed, now: the database clock). Later, a request without
+// rows may have had them rewritten by a merge rather than never had them, and
+// ErrSettleExpired says so. (A writer settles that late only when the catalog was
+// unreachable for longer than SettleAge; the reliability harness's pg-restart class found
+// such requests answered as refused although their records were visible.)
+func CheckSettled(results []Result, committed, now time.Time, commitTimeout time.Duration) error {
+	age := now.Sub(committed)
+	if age < SettleAge(commitTimeout) {
+		return nil
+	}
+	for ri, r := range results {
+		if r.Err != nil {
+			return fmt.Errorf("%w: request %d has no chunk rows %s after the commit (settle age %s)",
+				ErrSettleExpired, ri, age.Round(time.Millisecond), SettleAge(commitTimeout))
+		}
+	}
+	return nil
+}
+
 // Request error codes carry a per-request error through SQL or an API as a stable
 // string; RequestErrorCode and RequestError convert.
 const (

@@ -30,27 +30,6 @@ import (
 // timeout old, so by then nothing can still land in the object.
 func SettleAge(commitTimeout time.Duration) time.Duration { return 2 * commitTimeout }
 
-// CheckSettled vouches for results read back from a segment's chunk rows
-// (ResultsFromChunks) only while those rows are sure to be the commit's own: within
-// SettleAge of the commit (committed, now: the database clock). Later, a request without
-// rows may have had them rewritten by a merge rather than never had them, and
-// ErrSettleExpired says so. (A writer settles that late only when the catalog was
-// unreachable for longer than SettleAge; the reliability harness's pg-restart class found
-// such requests answered as refused although their records were visible.)
-func CheckSettled(results []Result, committed, now time.Time, commitTimeout time.Duration) error {
-	age := now.Sub(committed)
-	if age < SettleAge(commitTimeout) {
-		return nil
-	}
-	for ri, r := range results {
-		if r.Err != nil {
-			return fmt.Errorf("%w: request %d has no chunk rows %s after the commit (settle age %s)",
-				ErrSettleExpired, ri, age.Round(time.Millisecond), SettleAge(commitTimeout))
-		}
-	}
-	return nil
-}
-
 // ErrCompactionConflict: a swap's compare-and-swap failed — the chunk rows or the log
 // start moved since they were read, or the partition's lease was lost (its fencing
 // token changed). Nothing was written; the caller abandons its new object.
