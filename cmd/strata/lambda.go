@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
 	"time"
 
 	awslambda "github.com/aws/aws-lambda-go/lambda"
@@ -59,6 +57,7 @@ arguments: it then runs this command. A Postgres catalog URL gets
 default_query_exec_mode=exec and pool_max_conns=2 unless it sets them (RDS Proxy).
 --listen is not used.`)
 	sf := addServeFlags(c, "127.0.0.1:0")
+	sf.catalogParams = lambdaCatalogParams
 	// A flush per request: the client's linger does the batching.
 	sf.nf.linger = lambdaLinger
 	c.fs.Lookup("linger").DefValue = lambdaLinger.String()
@@ -69,13 +68,6 @@ default_query_exec_mode=exec and pool_max_conns=2 unless it sets them (RDS Proxy
 // startLambda validates the flags, starts a node for Lambda and returns its invocation
 // handler.
 func startLambda(ctx context.Context, e *env, c *command, sf *serveFlags, streaming bool) (*lambda.Handler, *node, error) {
-	if lower := strings.ToLower(*sf.catalog); strings.HasPrefix(lower, "postgres://") || strings.HasPrefix(lower, "postgresql://") {
-		u, err := lambdaCatalogURL(*sf.catalog)
-		if err != nil {
-			return nil, nil, usagef(c.name, "%v", err)
-		}
-		*sf.catalog = u
-	}
 	spec, bad := sf.spec()
 	if len(bad) > 0 {
 		return nil, nil, badFlags(c.name, bad)
@@ -137,21 +129,11 @@ func stopLambda(n *node, timeout time.Duration) error {
 	return err
 }
 
-// lambdaCatalogURL adds default_query_exec_mode=exec (no prepared statements cached per
-// connection, which RDS Proxy would pin or which would break when the proxy hands the
-// client another server connection) and a small pool to a Postgres URL.
-func lambdaCatalogURL(raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", fmt.Errorf("--catalog: %s is not a valid Postgres URL", redactURL(raw))
-	}
-	q := u.Query()
-	if q.Get("default_query_exec_mode") == "" {
-		q.Set("default_query_exec_mode", "exec")
-	}
-	if q.Get("pool_max_conns") == "" {
-		q.Set("pool_max_conns", lambdaPoolConns)
-	}
-	u.RawQuery = q.Encode()
-	return u.String(), nil
+// lambdaCatalogParams are added to a Postgres --catalog that does not set them:
+// default_query_exec_mode=exec (no prepared statements cached per connection, which RDS
+// Proxy would pin or which would break when the proxy hands the client another server
+// connection) and a small pool.
+var lambdaCatalogParams = map[string]string{
+	"default_query_exec_mode": "exec",
+	"pool_max_conns":          lambdaPoolConns,
 }

@@ -105,8 +105,8 @@ func TestLambdaHandlerPostgresMinIO(t *testing.T) {
 			t.Logf("node log:\n%s", logs.String())
 		}
 	})
-	if !strings.Contains(*sf.catalog, "default_query_exec_mode=exec") || !strings.Contains(*sf.catalog, "pool_max_conns=2") {
-		t.Errorf("catalog URL not set up for RDS Proxy: %s", redactURL(*sf.catalog))
+	if spec, _ := sf.spec(); !strings.Contains(spec.catalogName, "default_query_exec_mode=exec") || !strings.Contains(spec.catalogName, "pool_max_conns=2") {
+		t.Errorf("catalog URL not set up for RDS Proxy: %s", spec.catalogName)
 	}
 
 	invoke := func(ev events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
@@ -302,15 +302,22 @@ func readEventIDs(t *testing.T, r io.Reader, n int) []string {
 	}
 }
 
-func TestLambdaCatalogURL(t *testing.T) {
+func TestLambdaCatalogParams(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
-		{"postgres://u:p@proxy:5432/strata", "postgres://u:p@proxy:5432/strata?default_query_exec_mode=exec&pool_max_conns=2"},
-		{"postgres://u:p@proxy/strata?sslmode=require", "postgres://u:p@proxy/strata?default_query_exec_mode=exec&pool_max_conns=2&sslmode=require"},
+		{"postgres://u:p@proxy:5432/strata", "postgres://u:xxxxx@proxy:5432/strata?default_query_exec_mode=exec&pool_max_conns=2"},
+		{"postgres://u:p@proxy/strata?sslmode=require", "postgres://u:xxxxx@proxy/strata?default_query_exec_mode=exec&pool_max_conns=2&sslmode=require"},
 		{"postgres://proxy/s?default_query_exec_mode=simple_protocol&pool_max_conns=5", "postgres://proxy/s?default_query_exec_mode=simple_protocol&pool_max_conns=5"},
+		{"host=proxy user=u password=p dbname=strata", "host=proxy user=u password=xxxxx dbname=strata default_query_exec_mode='exec' pool_max_conns='2'"},
 	} {
-		got, err := lambdaCatalogURL(tc.in)
-		if err != nil || got != tc.want {
-			t.Errorf("lambdaCatalogURL(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		c, sf, _ := lambdaFlags()
+		if _, err := c.parse(nil, func(k string) string {
+			return map[string]string{"STRATA_CATALOG": tc.in, "STRATA_BUCKET": "s3://bucket/p"}[k]
+		}); err != nil {
+			t.Fatal(err)
+		}
+		spec, bad := sf.spec()
+		if len(bad) > 0 || spec.catalogName != tc.want {
+			t.Errorf("lambda --catalog %q: %q, %q; want %q", tc.in, spec.catalogName, bad, tc.want)
 		}
 	}
 }
@@ -379,6 +386,7 @@ func TestLambdaRuntimeAPI(t *testing.T) {
 	cmd.Env = append(cleanEnv(),
 		"AWS_LAMBDA_RUNTIME_API="+strings.TrimPrefix(rt.URL, "http://"),
 		"STRATA_CATALOG=sqlite:"+filepath.Join(data, "catalog.db"),
+		"STRATA_CREATE=true",
 		"STRATA_BUCKET=file://"+filepath.Join(data, "objects"),
 		"STRATA_API_KEYS="+lambdaTestKey,
 		"STRATA_LOG_LEVEL=warn",

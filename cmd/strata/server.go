@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,9 +20,9 @@ import (
 
 	"github.com/strata-io/strata/api"
 	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/catalog/postgres"
-	"github.com/strata-io/strata/catalog/sqlite"
+	catopen "github.com/strata-io/strata/catalog/open"
 	"github.com/strata-io/strata/compactor"
+	"github.com/strata-io/strata/internal/redact"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/objstore/metered"
@@ -161,10 +160,12 @@ type nodeSpec struct {
 	// compactor runs the compactor role in the node; Lambda runs it per scheduled event
 	// instead.
 	compactor bool
-	catalog   func(ctx context.Context, opts catalog.Options) (catalog.Catalog, error)
+	catalog   func(ctx context.Context, opts catalog.Options) (catalog.Backend, error)
 	store     func(ctx context.Context, log *slog.Logger) (objstore.Store, error)
 	// describe names the catalog and bucket in the start-up log (passwords redacted).
 	catalogName, bucketName string
+	// warnings are logged at start-up: what works but is not safe.
+	warnings []string
 	// banner, when set, is printed once the node serves (dev: what to try first).
 	banner func(w io.Writer, url string)
 	// api configures the HTTP API (API keys; limits on Lambda).
@@ -198,17 +199,19 @@ restarts. Ctrl-C shuts down gracefully: requests in flight finish, the writer dr
 		if err := os.MkdirAll(*data, 0o755); err != nil {
 			return fmt.Errorf("create data directory: %w", err)
 		}
-		dbPath := filepath.Join(*data, "catalog.db")
+		// dev is the one command that creates its SQLite catalog unasked.
+		cat, err := catopen.Parse("sqlite:"+filepath.Join(*data, "catalog.db"), catopen.Options{Create: true})
+		if err != nil {
+			return err
+		}
 		objDir := filepath.Join(*data, "objects")
 		spec := nodeSpec{
 			flags: nf, writer: true, reader: true, compactor: true,
-			catalog: func(ctx context.Context, opts catalog.Options) (catalog.Catalog, error) {
-				return sqlite.Open(ctx, dbPath, opts)
-			},
+			catalog: cat.Open,
 			store: func(ctx context.Context, log *slog.Logger) (objstore.Store, error) {
 				return fs.New(objDir)
 			},
-			catalogName: dbPath, bucketName: objDir,
+			catalogName: cat.String(), bucketName: objDir,
 			banner: func(w io.Writer, base string) {
 				fmt.Fprintf(w, "Strata dev server on %s (data in %s)\n\nTry:\n", base, *data)
 				fmt.Fprintf(w, "  curl -X POST %s/v1/topics -H 'Content-Type: application/json' -d '{\"name\":\"orders\",\"partitions\":3}'\n", base)
@@ -246,16 +249,20 @@ behind a load balancer. /readyz answers 200 once the catalog and the bucket answ
 // serveFlags are the flags of a production node: serve's, shared with lambda.
 type serveFlags struct {
 	roles, catalog, bucket *string
-	createBucket           *bool
-	apiKeys, apiKeysFile   *string
-	publicMetrics          *bool
-	nf                     *nodeFlags
+	createBucket, create   *bool
+	// catalogParams are Postgres parameters added to --catalog unless it sets them
+	// (Lambda's pool).
+	catalogParams        map[string]string
+	apiKeys, apiKeysFile *string
+	publicMetrics        *bool
+	nf                   *nodeFlags
 }
 
 func addServeFlags(c *command, listen string) *serveFlags {
 	return &serveFlags{
 		roles:         c.fs.String("roles", "writer,reader", "comma-separated `roles` to run: writer, reader, compactor"),
-		catalog:       c.fs.String("catalog", "", "catalog `URL`: postgres://user:pass@host:5432/db, or a SQLite file (sqlite:path or a plain path) for a single node"),
+		catalog:       c.fs.String("catalog", "", "catalog `DSN`: postgres://USER:PASSWORD@HOST:5432/DB?sslmode=verify-full, a libpq string (\"host=HOST user=USER dbname=DB sslmode=verify-full\"), or for a single node a SQLite file (sqlite:PATH, or the path of an existing file)"),
+		create:        c.fs.Bool("create", false, "create the SQLite catalog file (and its directory) when --catalog names one that does not exist; without it a missing file is refused, so a typo cannot start an empty catalog"),
 		bucket:        c.fs.String("bucket", "", "object store `URL`: s3://bucket/prefix[?endpoint=http://host:9000&path_style=true&region=R], or file:///dir"),
 		createBucket:  c.fs.Bool("create-bucket", false, "create the S3 bucket at start-up if it is missing (MinIO, development); needs the s3:CreateBucket permission"),
 		apiKeys:       c.fs.String("api-keys", "", "bearer API `keys`, comma-separated: with any, requests without one get 401 (the /healthz and /readyz probes stay open); prefer the environment or --api-keys-file to the command line"),
@@ -274,14 +281,16 @@ func (sf *serveFlags) spec() (nodeSpec, []string) {
 		bad = append(bad, err.Error())
 	}
 	spec := nodeSpec{flags: nf, writer: rs["writer"], reader: rs["reader"], compactor: rs["compactor"]}
-	if spec.catalog, spec.catalogName, err = catalogOpener(*sf.catalog); err != nil {
+	if cat, err := catalogFlag(*sf.catalog, catopen.Options{Create: *sf.create}, sf.catalogParams); err != nil {
 		bad = append(bad, err.Error())
+	} else {
+		spec.catalog, spec.catalogName, spec.warnings = cat.Open, cat.String(), cat.Warnings()
 	}
 	if *sf.bucket == "" {
 		bad = append(bad, "--bucket is required: e.g. --bucket s3://my-bucket/strata (MinIO: add ?endpoint=http://127.0.0.1:9000&path_style=true), or set STRATA_BUCKET")
 	} else {
 		b := *sf.bucket
-		spec.bucketName = redactURL(b)
+		spec.bucketName = redact.String(b)
 		create := *sf.createBucket
 		spec.store = func(ctx context.Context, log *slog.Logger) (objstore.Store, error) {
 			st, err := open.Open(ctx, b, log)
@@ -346,53 +355,6 @@ func parseRoles(s string) (map[string]bool, error) {
 		return nil, errors.New("--roles is empty: give at least one of writer, reader, compactor (e.g. --roles writer,reader)")
 	}
 	return rs, nil
-}
-
-// catalogOpener picks the catalog backend from a --catalog value.
-func catalogOpener(s string) (func(context.Context, catalog.Options) (catalog.Catalog, error), string, error) {
-	lower := strings.ToLower(s)
-	switch {
-	case s == "":
-		return nil, "", errors.New("--catalog is required: e.g. --catalog postgres://strata:secret@db:5432/strata, or a SQLite file for a single node (--catalog ./catalog.db); or set STRATA_CATALOG")
-	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
-		u, err := url.Parse(s)
-		if err != nil || u.Host == "" {
-			return nil, "", fmt.Errorf("--catalog: %s is not a valid Postgres URL: want postgres://user:pass@host:5432/dbname", redactURL(s))
-		}
-		return func(ctx context.Context, opts catalog.Options) (catalog.Catalog, error) {
-			return postgres.Open(ctx, s, opts)
-		}, u.Redacted(), nil
-	case strings.HasPrefix(lower, "sqlite:"):
-		p := s[len("sqlite:"):]
-		p = strings.TrimPrefix(p, "//") // sqlite:///abs/path and sqlite://rel/path
-		if p == "" {
-			return nil, "", errors.New("--catalog sqlite: names no file: write sqlite:path/to/catalog.db")
-		}
-		return sqliteOpener(p), p, nil
-	case strings.Contains(s, "://"):
-		scheme, _, _ := strings.Cut(s, "://")
-		return nil, "", fmt.Errorf("--catalog: unsupported scheme %q: use postgres://... or a SQLite file path", scheme)
-	}
-	return sqliteOpener(s), s, nil
-}
-
-func sqliteOpener(path string) func(context.Context, catalog.Options) (catalog.Catalog, error) {
-	return func(ctx context.Context, opts catalog.Options) (catalog.Catalog, error) {
-		if dir := filepath.Dir(path); dir != "" {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return nil, fmt.Errorf("create catalog directory: %w", err)
-			}
-		}
-		return sqlite.Open(ctx, path, opts)
-	}
-}
-
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	return u.Redacted()
 }
 
 // readyProbeKey is a key that never exists: a Head answering "not found" proves the
@@ -499,6 +461,9 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (_ *node, err error) 
 	n := &node{log: log}
 	log.Info("starting strata", "version", versionString(), "catalog", spec.catalogName, "bucket", spec.bucketName,
 		"writer", spec.writer, "reader", spec.reader, "compactor", spec.compactor)
+	for _, w := range spec.warnings {
+		log.Warn(w)
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
