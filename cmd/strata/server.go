@@ -180,14 +180,18 @@ func devCommand() (*command, func(context.Context, *env, *command, []string) err
 	c := newCommand("dev", "strata dev [--data ./strata-data] [--listen 127.0.0.1:8080]",
 		`Runs everything in one process for development: a SQLite catalog at DATA/catalog.db,
 objects under DATA/objects, the writer, reader and compactor roles and the HTTP API. Data survives
-restarts. Ctrl-C shuts down gracefully: requests in flight finish, the writer drains.`)
+restarts. Ctrl-C shuts down gracefully: requests in flight finish, the writer drains. It listens
+on loopback; with another --listen address, set --api-keys (it warns otherwise).`)
 	data := c.fs.String("data", "./strata-data", "`directory` holding the catalog and the objects (created if missing)")
 	nf := addNodeFlags(c, "127.0.0.1:8080", "text")
+	auth := addAuthFlags(c)
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
 		if len(args) > 0 {
 			return usagef(c.name, "unexpected argument %q (flags start with --)", args[0])
 		}
 		bad := nf.validate()
+		authCfg, authBad := auth.config()
+		bad = append(bad, authBad...)
 		if *data == "" {
 			bad = append(bad, "--data is empty: give a directory, e.g. --data ./strata-data")
 		} else if st, err := os.Stat(*data); err == nil && !st.IsDir() {
@@ -212,8 +216,13 @@ restarts. Ctrl-C shuts down gracefully: requests in flight finish, the writer dr
 				return fs.New(objDir)
 			},
 			catalogName: cat.String(), bucketName: objDir,
+			api: api.Config{Auth: authCfg},
 			banner: func(w io.Writer, base string) {
-				fmt.Fprintf(w, "Strata dev server on %s (data in %s)\n\nTry:\n", base, *data)
+				fmt.Fprintf(w, "Strata dev server on %s (data in %s)\n\n", base, *data)
+				if len(authCfg.Keys) > 0 {
+					fmt.Fprintf(w, "API keys are required: add -H 'Authorization: Bearer KEY' to curl, and set STRATA_API_KEY for strata.\n\n")
+				}
+				fmt.Fprintf(w, "Try:\n")
 				fmt.Fprintf(w, "  curl -X POST %s/v1/topics -H 'Content-Type: application/json' -d '{\"name\":\"orders\",\"partitions\":3}'\n", base)
 				srv := ""
 				if base != DefaultServer {
@@ -252,23 +261,20 @@ type serveFlags struct {
 	createBucket, create   *bool
 	// catalogParams are Postgres parameters added to --catalog unless it sets them
 	// (Lambda's pool).
-	catalogParams        map[string]string
-	apiKeys, apiKeysFile *string
-	publicMetrics        *bool
-	nf                   *nodeFlags
+	catalogParams map[string]string
+	auth          *authFlags
+	nf            *nodeFlags
 }
 
 func addServeFlags(c *command, listen string) *serveFlags {
 	return &serveFlags{
-		roles:         c.fs.String("roles", "writer,reader", "comma-separated `roles` to run: writer, reader, compactor"),
-		catalog:       c.fs.String("catalog", "", "catalog `DSN`: postgres://USER:PASSWORD@HOST:5432/DB?sslmode=verify-full, a libpq string (\"host=HOST user=USER dbname=DB sslmode=verify-full\"), or for a single node a SQLite file (sqlite:PATH, or the path of an existing file)"),
-		create:        c.fs.Bool("create", false, "create the SQLite catalog file (and its directory) when --catalog names one that does not exist; without it a missing file is refused, so a typo cannot start an empty catalog"),
-		bucket:        c.fs.String("bucket", "", "object store `URL`: s3://bucket/prefix[?endpoint=http://host:9000&path_style=true&region=R], or file:///dir"),
-		createBucket:  c.fs.Bool("create-bucket", false, "create the S3 bucket at start-up if it is missing (MinIO, development); needs the s3:CreateBucket permission"),
-		apiKeys:       c.fs.String("api-keys", "", "bearer API `keys`, comma-separated: with any, requests without one get 401 (the /healthz and /readyz probes stay open); prefer the environment or --api-keys-file to the command line"),
-		apiKeysFile:   c.fs.String("api-keys-file", "", "`file` of bearer API keys, one a line (# comments), e.g. a mounted secret; adds to --api-keys"),
-		publicMetrics: c.fs.Bool("public-metrics", false, "serve /metrics without an API key (when keys are set)"),
-		nf:            addNodeFlags(c, listen, "json"),
+		roles:        c.fs.String("roles", "writer,reader", "comma-separated `roles` to run: writer, reader, compactor"),
+		catalog:      c.fs.String("catalog", "", "catalog `DSN`: postgres://USER:PASSWORD@HOST:5432/DB?sslmode=verify-full, a libpq string (\"host=HOST user=USER dbname=DB sslmode=verify-full\"), or for a single node a SQLite file (sqlite:PATH, or the path of an existing file)"),
+		create:       c.fs.Bool("create", false, "create the SQLite catalog file (and its directory) when --catalog names one that does not exist; without it a missing file is refused, so a typo cannot start an empty catalog"),
+		bucket:       c.fs.String("bucket", "", "object store `URL`: s3://bucket/prefix[?endpoint=http://host:9000&path_style=true&region=R], or file:///dir"),
+		createBucket: c.fs.Bool("create-bucket", false, "create the S3 bucket at start-up if it is missing (MinIO, development); needs the s3:CreateBucket permission"),
+		auth:         addAuthFlags(c),
+		nf:           addNodeFlags(c, listen, "json"),
 	}
 }
 
@@ -305,24 +311,9 @@ func (sf *serveFlags) spec() (nodeSpec, []string) {
 			return st, nil
 		}
 	}
-	keys, err := api.ParseAPIKeys(*sf.apiKeys)
-	if err != nil {
-		// The message never quotes the key.
-		bad = append(bad, fmt.Sprintf("--api-keys: %v", err))
-	}
-	if *sf.apiKeysFile != "" {
-		b, err := os.ReadFile(*sf.apiKeysFile)
-		if err != nil {
-			bad = append(bad, fmt.Sprintf("--api-keys-file: %v", err))
-		} else if more, err := api.ParseAPIKeys(string(b)); err != nil {
-			bad = append(bad, fmt.Sprintf("--api-keys-file %s: %v", *sf.apiKeysFile, err))
-		} else if len(more) == 0 {
-			bad = append(bad, fmt.Sprintf("--api-keys-file %s holds no key: write one key a line", *sf.apiKeysFile))
-		} else {
-			keys = append(keys, more...)
-		}
-	}
-	spec.api.Auth = api.AuthConfig{Keys: keys, PublicMetrics: *sf.publicMetrics}
+	var authBad []string
+	spec.api.Auth, authBad = sf.auth.config()
+	bad = append(bad, authBad...)
 	return spec, bad
 }
 
@@ -356,10 +347,6 @@ func parseRoles(s string) (map[string]bool, error) {
 	}
 	return rs, nil
 }
-
-// readyProbeKey is a key that never exists: a Head answering "not found" proves the
-// bucket is reachable and the credentials work, without writing anything.
-const readyProbeKey = "strata-readyz-probe"
 
 // node is a started node: its roles run and its API is built, not yet served.
 type node struct {
@@ -415,6 +402,9 @@ func runNode(ctx context.Context, e *env, spec nodeSpec) (err error) {
 
 	base := "http://" + displayAddr(ln.Addr())
 	log.Info("serving HTTP API", "url", base)
+	if w := keylessWarning(spec.api.Auth, ln.Addr()); w != "" {
+		log.Warn(w)
+	}
 	if spec.banner != nil {
 		spec.banner(e.stdout, base)
 	}
@@ -486,15 +476,7 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (_ *node, err error) 
 	store := metered.New(rawStore, reg)
 	n.cat, n.store = cat, store
 
-	ready := func(ctx context.Context) error {
-		if _, err := cat.Now(ctx); err != nil {
-			return fmt.Errorf("catalog unreachable: %w", err)
-		}
-		if _, err := rawStore.Head(ctx, readyProbeKey); err != nil && !errors.Is(err, objstore.ErrNotExist) {
-			return fmt.Errorf("bucket unreachable: %w", err)
-		}
-		return nil
-	}
+	ready := readiness(cat, rawStore)
 
 	// The roles run under a context of their own: a signal first stops the HTTP
 	// server, and only then are the roles stopped, so the writer drains last.
