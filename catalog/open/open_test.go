@@ -2,15 +2,8 @@ package open
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -20,6 +13,7 @@ import (
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/tlsreload/tlstest"
 )
 
 const secret = "hunter2-sekrit"
@@ -123,7 +117,7 @@ func TestWithParams(t *testing.T) {
 
 func TestWarnings(t *testing.T) {
 	ca := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(ca, selfSignedPEM(t), 0o644); err != nil {
+	if err := os.WriteFile(ca, tlstest.New(t, "test CA").CertPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -240,22 +234,3 @@ func TestOpenPostgres(t *testing.T) {
 }
 
 func redactForTest(dsn string) string { return strings.ReplaceAll(dsn, secret, "…") }
-
-// selfSignedPEM is a CA certificate for sslrootcert.
-func selfSignedPEM(t *testing.T) []byte {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}

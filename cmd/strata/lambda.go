@@ -55,7 +55,7 @@ requests with the HTTP API, flushing the writer per invocation; scheduled (Event
 events with one compaction pass. Lambda runs the binary, named bootstrap, without
 arguments: it then runs this command. A Postgres catalog URL gets
 default_query_exec_mode=exec and pool_max_conns=2 unless it sets them (RDS Proxy).
---listen is not used.`)
+--listen and the --tls-* flags are not used: API Gateway and Function URLs terminate TLS.`)
 	sf := addServeFlags(c, "127.0.0.1:0")
 	sf.catalogParams = lambdaCatalogParams
 	// A flush per request: the client's linger does the batching.

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 
 	"github.com/strata-io/strata/api"
 	catopen "github.com/strata-io/strata/catalog/open"
+	"github.com/strata-io/strata/internal/tlsreload"
 )
 
 // catalogFlag applies catalog/open's rule to a --catalog value (with params added to a
@@ -73,4 +76,48 @@ func keylessWarning(auth api.AuthConfig, addr net.Addr) string {
 		return ""
 	}
 	return fmt.Sprintf("serving without API keys on %s, which other machines can reach: anyone who can connect can read, write and delete every topic; set --api-keys or STRATA_API_KEYS (or --api-keys-file), or listen on 127.0.0.1", addr)
+}
+
+// tlsFlags are the HTTP listener's TLS flags (serve and dev).
+type tlsFlags struct {
+	cert, key *string
+	required  *bool
+}
+
+func addTLSFlags(c *command) *tlsFlags {
+	return &tlsFlags{
+		cert:     c.fs.String("tls-cert", "", "PEM certificate `file` (with its chain): the HTTP listener speaks TLS only, and picks up a replaced file without a restart (checked at most every second)"),
+		key:      c.fs.String("tls-key", "", "PEM private key `file` of --tls-cert (reloaded with it)"),
+		required: c.fs.Bool("tls-required", false, "refuse to start without --tls-cert and --tls-key, so a node can never serve plain HTTP (with a certificate, a plain HTTP request is always refused)"),
+	}
+}
+
+func (f *tlsFlags) enabled() bool { return *f.cert != "" || *f.key != "" }
+
+// validate loads the pair once, so a bad file is reported with the other flags.
+func (f *tlsFlags) validate() []string {
+	switch {
+	case *f.cert == "" && *f.key == "" && *f.required:
+		return []string{"--tls-required: give --tls-cert and --tls-key (PEM files), or terminate TLS in front of the node and leave --tls-required off"}
+	case *f.cert == "" && *f.key == "":
+		return nil
+	case *f.cert == "" || *f.key == "":
+		return []string{"--tls-cert and --tls-key go together: give both PEM files"}
+	}
+	if _, err := tlsreload.New(*f.cert, *f.key, tlsreload.Options{}); err != nil {
+		return []string{fmt.Sprintf("--tls-cert, --tls-key: %v", err)}
+	}
+	return nil
+}
+
+// serverConfig is the listener's TLS configuration, nil for plain HTTP.
+func (f *tlsFlags) serverConfig(log *slog.Logger) (*tls.Config, error) {
+	if !f.enabled() {
+		return nil, nil
+	}
+	r, err := tlsreload.New(*f.cert, *f.key, tlsreload.Options{Log: log})
+	if err != nil {
+		return nil, err
+	}
+	return r.ServerConfig(), nil
 }

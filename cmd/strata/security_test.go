@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -8,8 +9,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/tlsreload/tlstest"
 )
 
 const testKey = "k-0123456789abcdef0123456789"
@@ -143,5 +146,105 @@ func TestReadyzNamesDependency(t *testing.T) {
 	}
 	if strings.Contains(log, testSecret) {
 		t.Errorf("the log shows the bucket's secret key")
+	}
+}
+
+// TestTLSListener: with --tls-cert and --tls-key the API is served over HTTPS, a plain
+// HTTP request is refused before it reaches a handler, and a certificate replaced on
+// disk is served without a restart.
+func TestTLSListener(t *testing.T) {
+	dir := t.TempDir()
+	a, b := tlstest.New(t, "first"), tlstest.New(t, "second")
+	certFile, keyFile := a.Write(t, dir)
+	p := startInProcess(t, nil, "serve", "--catalog", "sqlite:"+filepath.Join(dir, "catalog.db"), "--create",
+		"--bucket", "file://"+filepath.Join(dir, "objects"), "--listen", "127.0.0.1:0",
+		"--tls-cert", certFile, "--tls-key", keyFile, "--tls-required")
+	if !strings.HasPrefix(p.url, "https://") {
+		t.Fatalf("serve did not serve HTTPS:\n%s", p.out)
+	}
+	// Both certificates are trusted: the test looks at which one is presented.
+	pool := a.Pool.Clone()
+	pool.AddCert(b.Cert)
+	newClient := func() *http.Client {
+		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	}
+	presented := func() string {
+		t.Helper()
+		resp, err := newClient().Get(p.url + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("/readyz over HTTPS: %d", resp.StatusCode)
+		}
+		return resp.TLS.PeerCertificates[0].Subject.CommonName
+	}
+	if got := presented(); got != "first" {
+		t.Errorf("certificate %q, want first", got)
+	}
+
+	// Plain HTTP on the same port: refused, and nothing it asked for happens.
+	plain := "http://" + strings.TrimPrefix(p.url, "https://")
+	resp, err := http.Post(plain+"/v1/topics", "application/json", strings.NewReader(`{"name":"plain","partitions":1}`))
+	if err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(body), "HTTPS") {
+			t.Errorf("plain HTTP: %d %s; want 400 refused", resp.StatusCode, body)
+		}
+	}
+	resp, err = newClient().Get(p.url + "/v1/topics/plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Errorf("the plain request created its topic: GET over HTTPS answered %d", resp.StatusCode)
+	}
+
+	// Renewed on disk: served within seconds, no restart.
+	b.Write(t, dir)
+	deadline := time.Now().Add(15 * time.Second)
+	for presented() != "second" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the replaced certificate was not served within 15s:\n%s", p.out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if code := p.exit(t); code != 0 {
+		t.Errorf("exit %d", code)
+	}
+	if !strings.Contains(p.out.String(), "certificate reloaded") {
+		t.Errorf("the reload was not logged")
+	}
+}
+
+func TestTLSFlagValidation(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := tlstest.New(t, "a").Write(t, dir)
+	other := tlstest.New(t, "b")
+	otherKey := filepath.Join(dir, "other-key.pem")
+	tlstest.WriteFile(t, otherKey, other.KeyPEM)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tls-required"}, "--tls-required: give --tls-cert and --tls-key"},
+		{[]string{"--tls-cert", certFile}, "--tls-cert and --tls-key go together"},
+		{[]string{"--tls-cert", certFile, "--tls-key", otherKey}, "private key does not match"},
+		{[]string{"--tls-cert", filepath.Join(dir, "nope.pem"), "--tls-key", keyFile}, "nope.pem"},
+	} {
+		for _, cmd := range [][]string{{"dev", "--data", dir}, {"serve", "--catalog", "sqlite:x.db", "--create", "--bucket", "file:///tmp/x"}} {
+			code, _, errOut := runCLI(t, nil, "", append(cmd, tc.args...)...)
+			if code != 2 || !strings.Contains(errOut, tc.want) {
+				t.Errorf("%s %v: exit %d: %s; want %q", cmd[0], tc.args, code, errOut, tc.want)
+			}
+		}
+	}
+	// STRATA_TLS_REQUIRED in a deployment template refuses a node without certificate.
+	code, _, errOut := runCLI(t, map[string]string{"STRATA_TLS_REQUIRED": "true"}, "", "dev", "--data", dir)
+	if code != 2 || !strings.Contains(errOut, "--tls-required") {
+		t.Errorf("STRATA_TLS_REQUIRED without a certificate: exit %d: %s", code, errOut)
 	}
 }

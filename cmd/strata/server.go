@@ -49,6 +49,7 @@ type nodeFlags struct {
 	sweepInterval   time.Duration
 	logLevel        oneOfFlag
 	logFormat       oneOfFlag
+	tls             *tlsFlags
 }
 
 func addNodeFlags(c *command, listen, logFormat string) *nodeFlags {
@@ -74,6 +75,7 @@ func addNodeFlags(c *command, listen, logFormat string) *nodeFlags {
 	c.fs.DurationVar(&n.sweepInterval, "sweep-interval", compactor.DefaultSweepInterval, "compactor role: how often the orphan sweep lists the bucket (shared by all compactors)")
 	c.fs.Var(&n.logLevel, "log-level", "log `level`: debug, info, warn, error")
 	c.fs.Var(&n.logFormat, "log-format", "log `format`: json or text")
+	n.tls = addTLSFlags(c)
 	return n
 }
 
@@ -108,6 +110,7 @@ func (n *nodeFlags) validate() []string {
 	if n.shutdownTimeout < time.Second {
 		bad = append(bad, fmt.Sprintf("--shutdown-timeout %s: want at least 1s (default 30s)", n.shutdownTimeout))
 	}
+	bad = append(bad, n.tls.validate()...)
 	if len(bad) == 0 {
 		// Backstops: the roles' own rules, in case they are stricter than the above.
 		if err := n.writerConfig().Validate(); err != nil {
@@ -380,6 +383,12 @@ func runNode(ctx context.Context, e *env, spec nodeSpec) (err error) {
 	defer n.stopRoles()
 	nf, log, a, roleErr, stopRoles, wg := spec.flags, n.log, n.api, n.roleErr, n.stopRoles, n.wg
 
+	tlsCfg, err := nf.tls.serverConfig(log)
+	if err != nil {
+		stopRoles()
+		wg.Wait()
+		return err
+	}
 	ln, err := net.Listen("tcp", nf.listen)
 	if err != nil {
 		stopRoles()
@@ -396,11 +405,17 @@ func runNode(ctx context.Context, e *env, spec nodeSpec) (err error) {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		TLSConfig:         tlsCfg,
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-
 	base := "http://" + displayAddr(ln.Addr())
+	if tlsCfg != nil {
+		base = "https://" + displayAddr(ln.Addr())
+		go func() { serveErr <- srv.ServeTLS(ln, "", "") }() // the certificate comes from TLSConfig
+	} else {
+		go func() { serveErr <- srv.Serve(ln) }()
+	}
+
 	log.Info("serving HTTP API", "url", base)
 	if w := keylessWarning(spec.api.Auth, ln.Addr()); w != "" {
 		log.Warn(w)
