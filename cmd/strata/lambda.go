@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	awslambda "github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/strata-io/strata/api"
 	"github.com/strata-io/strata/catalog"
@@ -55,7 +59,11 @@ requests with the HTTP API, flushing the writer per invocation; scheduled (Event
 events with one compaction pass. Lambda runs the binary, named bootstrap, without
 arguments: it then runs this command. A Postgres catalog URL gets
 default_query_exec_mode=exec and pool_max_conns=2 unless it sets them (RDS Proxy).
---listen and the --tls-* flags are not used: API Gateway and Function URLs terminate TLS.`)
+--listen and the --tls-* flags are not used: API Gateway and Function URLs terminate TLS.
+
+STRATA_SECRETS="PGPASSWORD=SECRET_ARN#password,STRATA_API_KEYS=SECRET_ARN" reads those
+variables from Secrets Manager at start-up (#KEY takes one key of a JSON secret), so that no
+password or key sits in the function's plain environment.`)
 	sf := addServeFlags(c, "127.0.0.1:0")
 	sf.catalogParams = lambdaCatalogParams
 	// A flush per request: the client's linger does the batching.
@@ -136,4 +144,43 @@ func stopLambda(n *node, timeout time.Duration) error {
 var lambdaCatalogParams = map[string]string{
 	"default_query_exec_mode": "exec",
 	"pool_max_conns":          lambdaPoolConns,
+}
+
+// withLambdaSecrets reads the secrets STRATA_SECRETS names from Secrets Manager, before
+// the flags are parsed: STRATA_* values become flags' environment (over the plain
+// environment), others (PGPASSWORD) are set in the process environment, where pgx
+// reads them. Without STRATA_SECRETS, e comes back as it is.
+func withLambdaSecrets(ctx context.Context, e *env) (*env, error) {
+	spec := e.getenv(lambda.SecretsEnv)
+	if spec == "" {
+		return e, nil
+	}
+	refs, err := lambda.ParseSecretRefs(spec)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lambda: AWS configuration for Secrets Manager: %w", err)
+	}
+	vals, err := lambda.LoadSecrets(ctx, secretsmanager.NewFromConfig(cfg), refs)
+	if err != nil {
+		return nil, err
+	}
+	overlay := map[string]string{}
+	for k, v := range vals {
+		if strings.HasPrefix(k, "STRATA_") {
+			overlay[k] = v
+		} else if err := os.Setenv(k, v); err != nil {
+			return nil, fmt.Errorf("lambda: set %s from its secret: %w", k, err)
+		}
+	}
+	out := *e
+	out.getenv = func(k string) string {
+		if v, ok := overlay[k]; ok {
+			return v
+		}
+		return e.getenv(k)
+	}
+	return &out, nil
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/lambda"
+	"github.com/strata-io/strata/lambda/secretstest"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/open"
 )
@@ -382,13 +383,20 @@ func TestLambdaRuntimeAPI(t *testing.T) {
 	defer rt.Close()
 
 	data := t.TempDir()
+	// The keys come from Secrets Manager (a stand-in, through the real SDK client), not
+	// from the plain environment: the second event, without a key, must get 401.
+	keysARN := "arn:aws:secretsmanager:eu-west-1:123456789012:secret:strata-api-keys-AbC"
+	catalogARN := "arn:aws:secretsmanager:eu-west-1:123456789012:secret:strata-catalog-XyZ"
+	sm := secretstest.New(t, map[string]string{keysARN: lambdaTestKey, catalogARN: `{"username":"strata","password":"unused-here"}`})
 	cmd := exec.Command(bin)
 	cmd.Env = append(cleanEnv(),
 		"AWS_LAMBDA_RUNTIME_API="+strings.TrimPrefix(rt.URL, "http://"),
 		"STRATA_CATALOG=sqlite:"+filepath.Join(data, "catalog.db"),
 		"STRATA_CREATE=true",
 		"STRATA_BUCKET=file://"+filepath.Join(data, "objects"),
-		"STRATA_API_KEYS="+lambdaTestKey,
+		"STRATA_SECRETS=STRATA_API_KEYS="+keysARN+",PGPASSWORD="+catalogARN+"#password",
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+sm.URL,
+		"AWS_REGION=eu-west-1", "AWS_ACCESS_KEY_ID=AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY=example",
 		"STRATA_LOG_LEVEL=warn",
 	)
 	var out lockedBuffer
@@ -434,6 +442,12 @@ func TestLambdaRuntimeAPI(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatalf("no answer %d within 30s", i)
 		}
+	}
+	if sm.Reads(keysARN) != 1 || sm.Reads(catalogARN) != 1 {
+		t.Errorf("secrets read %d and %d times, want once each at start-up", sm.Reads(keysARN), sm.Reads(catalogARN))
+	}
+	if strings.Contains(out.String(), lambdaTestKey) {
+		t.Error("the output shows the API key")
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
