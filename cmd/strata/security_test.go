@@ -3,8 +3,10 @@ package main
 import (
 	"crypto/tls"
 	"encoding/json"
+	"flag"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -246,5 +248,24 @@ func TestTLSFlagValidation(t *testing.T) {
 	code, _, errOut := runCLI(t, map[string]string{"STRATA_TLS_REQUIRED": "true"}, "", "dev", "--data", dir)
 	if code != 2 || !strings.Contains(errOut, "--tls-required") {
 		t.Errorf("STRATA_TLS_REQUIRED without a certificate: exit %d: %s", code, errOut)
+	}
+}
+
+// TestReadmeDocumentsServerFlags: every flag of the server commands is in the README.
+func TestReadmeDocumentsServerFlags(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range verbs() {
+		if v.name != "serve" && v.name != "dev" && v.name != "lambda" {
+			continue
+		}
+		cmd, _ := v.new()
+		cmd.fs.VisitAll(func(f *flag.Flag) {
+			if !strings.Contains(string(readme), "`--"+f.Name+"`") {
+				t.Errorf("README.md does not document strata %s --%s", v.name, f.Name)
+			}
+		})
 	}
 }

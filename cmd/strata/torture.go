@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	catopen "github.com/strata-io/strata/catalog/open"
+	"github.com/strata-io/strata/internal/redact"
 	"github.com/strata-io/strata/jepsen"
 )
 
@@ -55,6 +57,9 @@ initdb) and MinIO. Exit code 1 when any class finds an anomaly.`)
 		var bad []string
 		if *pg == "" {
 			bad = append(bad, "--postgres is required (or STRATA_TEST_POSTGRES): e.g. postgres://strata:strata@127.0.0.1:5432/strata_test?sslmode=disable")
+		} else if t, err := catopen.Parse(*pg, catopen.Options{}); err != nil || t.Kind() != catopen.Postgres || !strings.Contains(*pg, "://") {
+			// The fresh databases are named in the URL's path: a keyword string will not do.
+			bad = append(bad, fmt.Sprintf("--postgres %q: want a Postgres URL, postgres://USER:PASSWORD@HOST:5432/DB (fresh databases are created beside DB)", redact.String(*pg)))
 		}
 		if *endpoint == "" {
 			bad = append(bad, "--s3-endpoint is required (or STRATA_TEST_S3_ENDPOINT): e.g. http://127.0.0.1:9100")
