@@ -186,13 +186,13 @@ func TestOpenSQLite(t *testing.T) {
 // string, and checks that a wrong password or an unverifiable certificate fails
 // without printing the password.
 func TestOpenPostgres(t *testing.T) {
-	u, err := url.Parse(testsvc.PostgresDSN(t))
+	dsn := testsvc.PostgresDSN(t)
+	u, err := url.Parse(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pass, _ := u.User.Password()
-	keyword := fmt.Sprintf("host=%s port=%s user=%s password='%s' dbname=%s sslmode=disable",
-		u.Hostname(), u.Port(), u.User.Username(), pass, strings.TrimPrefix(u.Path, "/"))
+	keyword := testsvc.KeywordDSN(t, dsn)
 	for _, dsn := range []string{u.String(), keyword} {
 		c, err := Open(t.Context(), dsn, Options{}, catalog.Options{CommitTimeout: 5 * time.Second})
 		if err != nil {

@@ -204,19 +204,7 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 		}
 
 		if catalogURL != "" {
-			// The nodes have created an embedded catalog by now.
-			target, err := catalogFlag(catalogURL, catopen.Options{}, nil)
-			if err != nil {
-				return err
-			}
-			var db *bench.DB
-			if target.Kind() == catopen.Postgres {
-				db, err = bench.OpenPostgres(ctx, target.ConnString())
-				err = target.Redact(err)
-			} else {
-				path := target.Path()
-				db, err = bench.OpenSQLite(ctx, path, filepath.Join(filepath.Dir(path), "bench-floor.db"))
-			}
+			db, err := openFloorDB(ctx, catalogURL)
 			if err != nil {
 				return err
 			}
@@ -401,6 +389,21 @@ func waitReady(ctx context.Context, base string) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// openFloorDB opens the nodes' catalog database for the commit floor (the nodes have
+// created an embedded catalog by now).
+func openFloorDB(ctx context.Context, catalogURL string) (*bench.DB, error) {
+	target, err := catalogFlag(catalogURL, catopen.Options{}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if target.Kind() == catopen.Postgres {
+		db, err := bench.OpenPostgres(ctx, target.ConnString())
+		return db, target.Redact(err)
+	}
+	path := target.Path()
+	return bench.OpenSQLite(ctx, path, filepath.Join(filepath.Dir(path), "bench-floor.db"))
 }
 
 // startBenchNodeInProcess runs one node in this process, configured by serve's own

@@ -86,13 +86,13 @@ func (p *inProcess) exit(t *testing.T) int {
 // prints: never a password, and a refusal that shows both forms for a path that names
 // nothing.
 func TestCatalogDSNForms(t *testing.T) {
-	base, err := url.Parse(testsvc.PostgresDSN(t))
+	dsn := testsvc.PostgresDSN(t)
+	base, err := url.Parse(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pass, _ := base.User.Password()
-	keyword := fmt.Sprintf("host=%s port=%s user=%s password='%s' dbname=%s sslmode=disable",
-		base.Hostname(), base.Port(), base.User.Username(), pass, strings.TrimPrefix(base.Path, "/"))
+	keyword := testsvc.KeywordDSN(t, dsn)
 	wrong := *base
 	wrong.User = url.UserPassword(base.User.Username(), testSecret)
 	inQuery := *base

@@ -323,6 +323,30 @@ func TestLambdaCatalogParams(t *testing.T) {
 	}
 }
 
+// lambdaSecretsEnv is the environment that has the lambda command read its API keys
+// (and PGPASSWORD) from Secrets Manager — a stand-in, through the real SDK client — not
+// from the plain environment; check says whether each was read once and the output
+// holds no key.
+func lambdaSecretsEnv(t *testing.T) (vars []string, check func(output string)) {
+	keysARN := "arn:aws:secretsmanager:eu-west-1:123456789012:secret:strata-api-keys-AbC"
+	catalogARN := "arn:aws:secretsmanager:eu-west-1:123456789012:secret:strata-catalog-XyZ"
+	sm := secretstest.New(t, map[string]string{keysARN: lambdaTestKey, catalogARN: `{"username":"strata","password":"unused-here"}`})
+	vars = []string{
+		"STRATA_SECRETS=STRATA_API_KEYS=" + keysARN + ",PGPASSWORD=" + catalogARN + "#password",
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER=" + sm.URL,
+		"AWS_REGION=eu-west-1", "AWS_ACCESS_KEY_ID=AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY=example",
+	}
+	return vars, func(output string) {
+		t.Helper()
+		if sm.Reads(keysARN) != 1 || sm.Reads(catalogARN) != 1 {
+			t.Errorf("secrets read %d and %d times, want once each at start-up", sm.Reads(keysARN), sm.Reads(catalogARN))
+		}
+		if strings.Contains(output, lambdaTestKey) {
+			t.Error("the output shows the API key")
+		}
+	}
+}
+
 func TestLambdaCommandOutsideLambda(t *testing.T) {
 	var stderr strings.Builder
 	e := &env{stdout: io.Discard, stderr: &stderr, getenv: func(string) string { return "" }}
@@ -383,22 +407,15 @@ func TestLambdaRuntimeAPI(t *testing.T) {
 	defer rt.Close()
 
 	data := t.TempDir()
-	// The keys come from Secrets Manager (a stand-in, through the real SDK client), not
-	// from the plain environment: the second event, without a key, must get 401.
-	keysARN := "arn:aws:secretsmanager:eu-west-1:123456789012:secret:strata-api-keys-AbC"
-	catalogARN := "arn:aws:secretsmanager:eu-west-1:123456789012:secret:strata-catalog-XyZ"
-	sm := secretstest.New(t, map[string]string{keysARN: lambdaTestKey, catalogARN: `{"username":"strata","password":"unused-here"}`})
+	secretsEnv, secretsRead := lambdaSecretsEnv(t)
 	cmd := exec.Command(bin)
-	cmd.Env = append(cleanEnv(),
+	cmd.Env = append(append(cleanEnv(),
 		"AWS_LAMBDA_RUNTIME_API="+strings.TrimPrefix(rt.URL, "http://"),
 		"STRATA_CATALOG=sqlite:"+filepath.Join(data, "catalog.db"),
 		"STRATA_CREATE=true",
 		"STRATA_BUCKET=file://"+filepath.Join(data, "objects"),
-		"STRATA_SECRETS=STRATA_API_KEYS="+keysARN+",PGPASSWORD="+catalogARN+"#password",
-		"AWS_ENDPOINT_URL_SECRETS_MANAGER="+sm.URL,
-		"AWS_REGION=eu-west-1", "AWS_ACCESS_KEY_ID=AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY=example",
 		"STRATA_LOG_LEVEL=warn",
-	)
+	), secretsEnv...)
 	var out lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := os.MkdirAll(filepath.Join(data, "objects"), 0o755); err != nil {
@@ -443,12 +460,7 @@ func TestLambdaRuntimeAPI(t *testing.T) {
 			t.Fatalf("no answer %d within 30s", i)
 		}
 	}
-	if sm.Reads(keysARN) != 1 || sm.Reads(catalogARN) != 1 {
-		t.Errorf("secrets read %d and %d times, want once each at start-up", sm.Reads(keysARN), sm.Reads(catalogARN))
-	}
-	if strings.Contains(out.String(), lambdaTestKey) {
-		t.Error("the output shows the API key")
-	}
+	secretsRead(out.String())
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
