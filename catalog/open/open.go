@@ -79,6 +79,30 @@ type Target struct {
 // keywordDSN matches the start of a libpq keyword/value string: "host=", "user = ".
 var keywordDSN = regexp.MustCompile(`^\s*[A-Za-z_][A-Za-z0-9_]*\s*=`)
 
+// libpqKeywords are the connection keywords of which a keyword/value string names at
+// least one: "x=1.db" is a file name, "host=db" a connection string.
+var libpqKeywords = map[string]bool{
+	"host": true, "hostaddr": true, "port": true, "dbname": true, "user": true, "password": true,
+	"passfile": true, "service": true, "sslmode": true, "sslrootcert": true, "sslcert": true, "sslkey": true,
+	"connect_timeout": true, "application_name": true, "options": true, "target_session_attrs": true,
+}
+
+func isKeywordDSN(raw string) bool {
+	if !keywordDSN.MatchString(raw) {
+		return false
+	}
+	ps, err := params(raw)
+	if err != nil {
+		return true // malformed, but plainly meant as one: pgx says what is wrong
+	}
+	for k := range ps {
+		if libpqKeywords[k] {
+			return true
+		}
+	}
+	return false
+}
+
 // uriScheme matches a value that starts like a URL or a typed scheme ("mysql:",
 // "postgres:/x"): such a value is never taken as a file name.
 var uriScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*:`)
@@ -94,7 +118,7 @@ func Parse(raw string, o Options) (Target, error) {
 	switch {
 	case lower == "":
 		return Target{}, fmt.Errorf("catalog is empty: %s", Usage)
-	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"), keywordDSN.MatchString(raw):
+	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"), isKeywordDSN(raw):
 		return parsePostgres(raw, shown)
 	case strings.HasPrefix(lower, "sqlite:"):
 		p := strings.TrimPrefix(raw[len("sqlite:"):], "//") // sqlite:///abs/path, sqlite://rel/path

@@ -45,6 +45,7 @@ func TestParse(t *testing.T) {
 		{name: "plain new with create", in: missing, create: true, kind: SQLite, shown: missing},
 
 		{name: "empty", in: "", wantErr: "catalog is empty"},
+		{name: "a file name with '='", in: "x=1.db", wantErr: "no such file, and not a Postgres connection string"},
 		{name: "plain missing path", in: "/no/such/file", wantErr: `catalog "/no/such/file": no such file, and not a Postgres connection string`},
 		{name: "sqlite missing path", in: "sqlite:" + missing, wantErr: "no such file (add --create"},
 		{name: "empty sqlite", in: "sqlite:", wantErr: "names no file"},
