@@ -4,7 +4,8 @@
 #
 #   docker build -t strata .
 #   docker run -p 8080:8080 \
-#     -e STRATA_CATALOG=postgres://strata:secret@db:5432/strata \
+#     -e STRATA_CATALOG='postgres://strata@db:5432/strata?sslmode=verify-full&sslrootcert=/etc/strata/ca.pem' \
+#     -e PGPASSWORD=... \
 #     -e STRATA_BUCKET=s3://my-bucket/strata \
 #     -e STRATA_API_KEYS=... strata
 #
@@ -27,6 +28,10 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
+# Amazon RDS's CA bundle, so that a catalog URL with sslmode=verify-full&sslrootcert=
+# /etc/strata/rds-global-bundle.pem verifies an RDS or Aurora server (terraform's
+# catalog_url does; RDS Proxy's public certificate needs only sslrootcert=system).
+ADD --chmod=0444 https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem /out/rds-global-bundle.pem
 ARG TARGETOS=linux
 ARG TARGETARCH=amd64
 ARG VERSION=dev
@@ -39,6 +44,7 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
 # nothing else (no shell, no package manager).
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/strata /usr/local/bin/strata
+COPY --from=build /out/rds-global-bundle.pem /etc/strata/rds-global-bundle.pem
 # 65532 is distroless's "nonroot"; numeric so Kubernetes' runAsNonRoot can verify it.
 USER 65532:65532
 ENV STRATA_LISTEN=:8080 \

@@ -3,8 +3,10 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http/httptest"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -107,11 +109,31 @@ func TestHealthAndReady(t *testing.T) {
 			t.Errorf("%s: %d %s", path, rec.Code, rec.Body)
 		}
 	}
-	readyErr = errors.New("catalog: ping: connection refused")
-	rec := e.do("GET", "/readyz", "")
-	p := wantProblem(t, rec, 503, CodeNotReady)
-	if !strings.Contains(p["detail"].(string), "connection refused") || rec.Header().Get("Retry-After") == "" {
-		t.Errorf("not ready: %v %v", p, rec.Header())
+	// The raw errors go to the log, never to the open probe.
+	raw := `Head "http://127.0.0.1:1/mybucket/strata-readyz-probe": dial tcp 127.0.0.1:1: connection refused`
+	for _, tc := range []struct {
+		err    error
+		detail string
+		deps   any // the "dependencies" member: nil when absent
+	}{
+		{errors.New(raw), "not ready (the node's log has the cause)", nil},
+		{&NotReadyError{"bucket", errors.New(raw)}, "not ready: bucket unreachable (the node's log has the cause)", []any{"bucket"}},
+		{errors.Join(&NotReadyError{"catalog", errors.New("dial tcp 10.0.0.5:5432: i/o timeout")}, fmt.Errorf("probe: %w", &NotReadyError{"bucket", errors.New(raw)})),
+			"not ready: catalog and bucket unreachable (the node's log has the cause)", []any{"catalog", "bucket"}},
+	} {
+		readyErr = tc.err
+		e.log.Reset()
+		rec := e.do("GET", "/readyz", "")
+		p := wantProblem(t, rec, 503, CodeNotReady)
+		if p["detail"] != tc.detail || !reflect.DeepEqual(p["dependencies"], tc.deps) || rec.Header().Get("Retry-After") == "" {
+			t.Errorf("not ready (%v): %v %v", tc.err, p, rec.Header())
+		}
+		if strings.Contains(rec.Body.String(), "127.0.0.1") || strings.Contains(rec.Body.String(), "10.0.0.5") {
+			t.Errorf("/readyz shows the raw error: %s", rec.Body)
+		}
+		if !strings.Contains(e.log.String(), "connection refused") {
+			t.Errorf("the log lacks the cause: %s", e.log)
+		}
 	}
 	if rec := e.do("GET", "/healthz", ""); rec.Code != 200 {
 		t.Errorf("healthz must not follow readiness: %d", rec.Code)

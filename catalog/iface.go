@@ -92,3 +92,14 @@ type Catalog interface {
 	Now(ctx context.Context) (time.Time, error)
 	Close() error
 }
+
+// Backend is everything both backends implement: the catalog with its consumer groups,
+// producers, compaction and inventory. It is what catalog/open returns, so a command
+// can hand one value to every role; the roles still declare the narrow parts they use.
+type Backend interface {
+	Catalog
+	Groups
+	Producers
+	Compaction
+	Inventory
+}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/strata-io/strata/internal/redact"
 )
 
 // PrivatePostgres controls a Postgres instance of its own (a data directory and a
@@ -128,7 +130,7 @@ func CreateDatabase(ctx context.Context, base string) (string, error) {
 	defer cancel()
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
-		return "", fmt.Errorf("jepsen: connect to %s: %w", redact(base), err)
+		return "", fmt.Errorf("jepsen: connect to %s: %w", redact.String(base), err)
 	}
 	defer conn.Close(ctx)
 	b := make([]byte, 6)
@@ -143,12 +145,4 @@ func CreateDatabase(ctx context.Context, base string) (string, error) {
 	}
 	u.Path = "/" + name
 	return u.String(), nil
-}
-
-func redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "(unparsable DSN)"
-	}
-	return u.Redacted()
 }

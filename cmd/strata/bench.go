@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/bench"
+	catopen "github.com/strata-io/strata/catalog/open"
 	"github.com/strata-io/strata/objstore/open"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
@@ -36,7 +37,7 @@ Without --catalog and --bucket it starts an embedded node (SQLite and files in a
 With them it starts --nodes node processes against that Postgres and bucket. With --against it drives
 nodes already running (add --catalog and --bucket for the floor and the scale phase).`)
 	against := c.fs.String("against", "", "drive these running `nodes` (comma-separated base URLs) instead of starting any")
-	cat := c.fs.String("catalog", "", "catalog `URL` of the nodes: postgres://... (or a SQLite file); with --bucket, nodes are started against them")
+	cat := c.fs.String("catalog", "", "catalog `DSN` of the nodes, as for serve: postgres://..., a libpq string, or an existing SQLite file; with --bucket, nodes are started against them")
 	bucket := c.fs.String("bucket", "", "object store `URL` of the nodes: s3://bucket/prefix?endpoint=...&path_style=true, or file:///dir")
 	createBucket := c.fs.Bool("create-bucket", false, "create the S3 bucket if it is missing (MinIO)")
 	nodes := c.fs.Int("nodes", 1, "`number` of node processes to start")
@@ -74,6 +75,11 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 		var bad []string
 		if (*cat == "") != (*bucket == "") && *against == "" {
 			bad = append(bad, "--catalog and --bucket go together (or give neither for an embedded node)")
+		}
+		if *cat != "" {
+			if _, err := catalogFlag(*cat, catopen.Options{}, nil); err != nil {
+				bad = append(bad, err.Error())
+			}
 		}
 		if *nodes < 1 || *nodes > 16 {
 			bad = append(bad, fmt.Sprintf("--nodes %d: want 1 to 16", *nodes))
@@ -130,6 +136,7 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 				fmt.Fprintf(e.stderr, "bench: data in %s\n", dir)
 			}
 			catalogURL = "sqlite:" + filepath.Join(dir, "catalog.db")
+			nodeArgs = append(nodeArgs, "--create")
 			bucketURL = "file://" + filepath.Join(dir, "objects")
 			cfg.Target = "embedded (SQLite, files)"
 		default:
@@ -197,14 +204,7 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 		}
 
 		if catalogURL != "" {
-			var db *bench.DB
-			var err error
-			if strings.HasPrefix(catalogURL, "postgres") {
-				db, err = bench.OpenPostgres(ctx, catalogURL)
-			} else {
-				path := strings.TrimPrefix(strings.TrimPrefix(catalogURL, "sqlite:"), "//")
-				db, err = bench.OpenSQLite(ctx, path, filepath.Join(filepath.Dir(path), "bench-floor.db"))
-			}
+			db, err := openFloorDB(ctx, catalogURL)
 			if err != nil {
 				return err
 			}
@@ -389,6 +389,21 @@ func waitReady(ctx context.Context, base string) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// openFloorDB opens the nodes' catalog database for the commit floor (the nodes have
+// created an embedded catalog by now).
+func openFloorDB(ctx context.Context, catalogURL string) (*bench.DB, error) {
+	target, err := catalogFlag(catalogURL, catopen.Options{}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if target.Kind() == catopen.Postgres {
+		db, err := bench.OpenPostgres(ctx, target.ConnString())
+		return db, target.Redact(err)
+	}
+	path := target.Path()
+	return bench.OpenSQLite(ctx, path, filepath.Join(filepath.Dir(path), "bench-floor.db"))
 }
 
 // startBenchNodeInProcess runs one node in this process, configured by serve's own

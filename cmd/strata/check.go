@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	catopen "github.com/strata-io/strata/catalog/open"
 	"github.com/strata-io/strata/check"
 	"github.com/strata-io/strata/objstore/open"
 )
@@ -18,7 +19,7 @@ func checkCommand() (*command, func(context.Context, *env, *command, []string) e
 object is missing, has another size, or whose footer disagrees with its chunk rows; chunk rows
 that overlap; objects without a catalog row older than --sweep-age. It only reads (opening the
 catalog applies its migrations, as a node would). Exit code 1 when anything differs.`)
-	cat := c.fs.String("catalog", "", "catalog `URL`, as for serve: postgres://... or a SQLite file")
+	cat := c.fs.String("catalog", "", "catalog `DSN`, as for serve: postgres://..., a libpq \"host=... dbname=...\" string, or an existing SQLite file (check never creates one)")
 	bucket := c.fs.String("bucket", "", "object store `URL`, as for serve: s3://bucket/prefix?endpoint=... or file:///dir")
 	sweepAge := c.fs.Duration("sweep-age", 2*30*time.Second, "objects without a row younger than this may be uploads still committing and are not reported: twice the nodes' --commit-timeout")
 	verify := c.fs.Bool("verify", false, "decode every batch of every live object, not only its footer (reads every byte)")
@@ -29,7 +30,9 @@ catalog applies its migrations, as a node would). Exit code 1 when anything diff
 			return usagef(c.name, "unexpected argument %q (flags start with --)", args[0])
 		}
 		var bad []string
-		opener, name, err := catalogOpener(*cat)
+		// Never Create: a mistyped path must not become an empty catalog whose every
+		// object is reported stray.
+		target, err := catalogFlag(*cat, catopen.Options{}, nil)
 		if err != nil {
 			bad = append(bad, err.Error())
 		}
@@ -47,16 +50,12 @@ catalog applies its migrations, as a node would). Exit code 1 when anything diff
 		if err != nil {
 			return fmt.Errorf("%w (check --bucket)", err)
 		}
-		cc, err := opener(ctx, catalog.Options{Logger: log})
+		cc, err := target.Open(ctx, catalog.Options{Logger: log})
 		if err != nil {
-			return fmt.Errorf("open catalog %s: %w", name, err)
+			return fmt.Errorf("open catalog %s: %w", target, err)
 		}
 		defer cc.Close()
-		inv, ok := cc.(catalog.Inventory)
-		if !ok {
-			return fmt.Errorf("the %s catalog cannot list its segments", name)
-		}
-		r, err := check.Run(ctx, inv, store, check.Options{SweepAge: *sweepAge, Verify: *verify, Log: log})
+		r, err := check.Run(ctx, cc, store, check.Options{SweepAge: *sweepAge, Verify: *verify, Log: log})
 		if err != nil {
 			return err
 		}

@@ -91,4 +91,10 @@ func TestTortureFlags(t *testing.T) {
 	if code != 2 || !strings.Contains(errOut, "--postgres is required") {
 		t.Errorf("exit %d: %s", code, errOut)
 	}
+	for _, pg := range []string{"./catalog.db", "host=db password=hunter2-sekrit dbname=x"} {
+		code, _, errOut = runCLI(t, nil, "", "torture", "--postgres", pg, "--s3-endpoint", "http://127.0.0.1:1")
+		if code != 2 || !strings.Contains(errOut, "want a Postgres URL") || strings.Contains(errOut, "hunter2") {
+			t.Errorf("--postgres %s: exit %d: %s", pg, code, errOut)
+		}
+	}
 }

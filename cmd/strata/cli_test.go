@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	catopen "github.com/strata-io/strata/catalog/open"
 	"github.com/strata-io/strata/client"
 )
 
@@ -173,7 +174,9 @@ func TestServeValidation(t *testing.T) {
 		{"commit timeout", append(base, "--commit-timeout", "1s"), nil, []string{"--commit-timeout 1s: want between 3s and 1h"}},
 		{"log level", append(base, "--log-level", "loud"), nil, []string{`"loud": use one of debug, info, warn, error`}},
 		{"env too", []string{"serve"}, map[string]string{"STRATA_CATALOG": "postgres://u:p@db/x", "STRATA_BUCKET": "s3://b/p", "STRATA_ROLES": "nope"}, []string{`unknown role "nope"`}},
-		{"password not echoed", []string{"serve", "--catalog", "postgres://u:hunter2@/x", "--bucket", "s3://b/p"}, nil, []string{"not a valid Postgres URL"}},
+		{"password not echoed", []string{"serve", "--catalog", "postgres://u:hunter2@db:notaport/x", "--bucket", "s3://b/p"}, nil, []string{"not a valid Postgres connection string"}},
+		{"password not echoed, keyword DSN", []string{"serve", "--catalog", "host=db password='hunter2", "--bucket", "s3://b/p"}, nil, []string{"not a valid Postgres connection string"}},
+		{"missing sqlite file", []string{"serve", "--catalog", "/no/such/catalog.db", "--bucket", "s3://b/p"}, nil, []string{`--catalog "/no/such/catalog.db": no such file`, "sqlite:PATH", "postgres://", "--create"}},
 	} {
 		code, _, stderr := runCLI(t, tc.env, "", tc.args...)
 		if code != 2 {
@@ -205,17 +208,26 @@ func TestDevValidation(t *testing.T) {
 	}
 }
 
-func TestCatalogOpener(t *testing.T) {
-	for _, tc := range []struct{ in, name string }{
-		{"postgres://u:secret@db:5432/strata?sslmode=disable", "postgres://u:xxxxx@db:5432/strata?sslmode=disable"},
-		{"postgresql://db/strata", "postgresql://db/strata"},
-		{"sqlite:./x/catalog.db", "./x/catalog.db"},
-		{"sqlite:///var/lib/strata/catalog.db", "/var/lib/strata/catalog.db"},
-		{"./catalog.db", "./catalog.db"},
+func TestCatalogFlag(t *testing.T) {
+	existing := filepath.Join(t.TempDir(), "catalog.db")
+	if err := os.WriteFile(existing, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		in     string
+		create bool
+		name   string
+	}{
+		{"postgres://u:secret@db:5432/strata?sslmode=disable", false, "postgres://u:xxxxx@db:5432/strata?sslmode=disable"},
+		{"postgresql://db/strata", false, "postgresql://db/strata"},
+		{"host=db user=u password=secret dbname=strata", false, "host=db user=u password=xxxxx dbname=strata"},
+		{"sqlite:./x/catalog.db", true, "./x/catalog.db"},
+		{"sqlite:///var/lib/strata/catalog.db", true, "/var/lib/strata/catalog.db"},
+		{existing, false, existing},
 	} {
-		open, name, err := catalogOpener(tc.in)
-		if err != nil || open == nil || name != tc.name {
-			t.Errorf("catalogOpener(%q) = %v, %q, %v; want name %q", tc.in, open != nil, name, err, tc.name)
+		got, err := catalogFlag(tc.in, catopen.Options{Create: tc.create}, nil)
+		if err != nil || got.String() != tc.name {
+			t.Errorf("catalogFlag(%q) = %q, %v; want %q", tc.in, got, err, tc.name)
 		}
 	}
 }

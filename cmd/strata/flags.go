@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/strata-io/strata/internal/redact"
 )
 
 // usageError is a mistake in how strata was invoked: exit code 2, with a hint to -h.
@@ -133,7 +135,7 @@ func (c *command) parse(args []string, getenv func(string) string) ([]string, er
 			err = f.Value.Set(v)
 		}
 		if err != nil {
-			envErr = usagef(c.name, "environment variable %s=%q: %v (it sets --%s)", env, v, err, f.Name)
+			envErr = usagef(c.name, "environment variable %s=%q: %v (it sets --%s)", env, redact.String(v), err, f.Name)
 		}
 	})
 	if envErr != nil {

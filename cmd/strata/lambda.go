@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
+	"os"
 	"strings"
 	"time"
 
 	awslambda "github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/strata-io/strata/api"
 	"github.com/strata-io/strata/catalog"
@@ -57,8 +59,13 @@ requests with the HTTP API, flushing the writer per invocation; scheduled (Event
 events with one compaction pass. Lambda runs the binary, named bootstrap, without
 arguments: it then runs this command. A Postgres catalog URL gets
 default_query_exec_mode=exec and pool_max_conns=2 unless it sets them (RDS Proxy).
---listen is not used.`)
+--listen and the --tls-* flags are not used: API Gateway and Function URLs terminate TLS.
+
+STRATA_SECRETS="PGPASSWORD=SECRET_ARN#password,STRATA_API_KEYS=SECRET_ARN" reads those
+variables from Secrets Manager at start-up (#KEY takes one key of a JSON secret), so that no
+password or key sits in the function's plain environment.`)
 	sf := addServeFlags(c, "127.0.0.1:0")
+	sf.catalogParams = lambdaCatalogParams
 	// A flush per request: the client's linger does the batching.
 	sf.nf.linger = lambdaLinger
 	c.fs.Lookup("linger").DefValue = lambdaLinger.String()
@@ -69,13 +76,6 @@ default_query_exec_mode=exec and pool_max_conns=2 unless it sets them (RDS Proxy
 // startLambda validates the flags, starts a node for Lambda and returns its invocation
 // handler.
 func startLambda(ctx context.Context, e *env, c *command, sf *serveFlags, streaming bool) (*lambda.Handler, *node, error) {
-	if lower := strings.ToLower(*sf.catalog); strings.HasPrefix(lower, "postgres://") || strings.HasPrefix(lower, "postgresql://") {
-		u, err := lambdaCatalogURL(*sf.catalog)
-		if err != nil {
-			return nil, nil, usagef(c.name, "%v", err)
-		}
-		*sf.catalog = u
-	}
 	spec, bad := sf.spec()
 	if len(bad) > 0 {
 		return nil, nil, badFlags(c.name, bad)
@@ -137,21 +137,50 @@ func stopLambda(n *node, timeout time.Duration) error {
 	return err
 }
 
-// lambdaCatalogURL adds default_query_exec_mode=exec (no prepared statements cached per
-// connection, which RDS Proxy would pin or which would break when the proxy hands the
-// client another server connection) and a small pool to a Postgres URL.
-func lambdaCatalogURL(raw string) (string, error) {
-	u, err := url.Parse(raw)
+// lambdaCatalogParams are added to a Postgres --catalog that does not set them:
+// default_query_exec_mode=exec (no prepared statements cached per connection, which RDS
+// Proxy would pin or which would break when the proxy hands the client another server
+// connection) and a small pool.
+var lambdaCatalogParams = map[string]string{
+	"default_query_exec_mode": "exec",
+	"pool_max_conns":          lambdaPoolConns,
+}
+
+// withLambdaSecrets reads the secrets STRATA_SECRETS names from Secrets Manager, before
+// the flags are parsed: STRATA_* values become flags' environment (over the plain
+// environment), others (PGPASSWORD) are set in the process environment, where pgx
+// reads them. Without STRATA_SECRETS, e comes back as it is.
+func withLambdaSecrets(ctx context.Context, e *env) (*env, error) {
+	spec := e.getenv(lambda.SecretsEnv)
+	if spec == "" {
+		return e, nil
+	}
+	refs, err := lambda.ParseSecretRefs(spec)
 	if err != nil {
-		return "", fmt.Errorf("--catalog: %s is not a valid Postgres URL", redactURL(raw))
+		return nil, err
 	}
-	q := u.Query()
-	if q.Get("default_query_exec_mode") == "" {
-		q.Set("default_query_exec_mode", "exec")
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lambda: AWS configuration for Secrets Manager: %w", err)
 	}
-	if q.Get("pool_max_conns") == "" {
-		q.Set("pool_max_conns", lambdaPoolConns)
+	vals, err := lambda.LoadSecrets(ctx, secretsmanager.NewFromConfig(cfg), refs)
+	if err != nil {
+		return nil, err
 	}
-	u.RawQuery = q.Encode()
-	return u.String(), nil
+	overlay := map[string]string{}
+	for k, v := range vals {
+		if strings.HasPrefix(k, "STRATA_") {
+			overlay[k] = v
+		} else if err := os.Setenv(k, v); err != nil {
+			return nil, fmt.Errorf("lambda: set %s from its secret: %w", k, err)
+		}
+	}
+	out := *e
+	out.getenv = func(k string) string {
+		if v, ok := overlay[k]; ok {
+			return v
+		}
+		return e.getenv(k)
+	}
+	return &out, nil
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/lambda"
+	"github.com/strata-io/strata/lambda/secretstest"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/open"
 )
@@ -105,8 +106,8 @@ func TestLambdaHandlerPostgresMinIO(t *testing.T) {
 			t.Logf("node log:\n%s", logs.String())
 		}
 	})
-	if !strings.Contains(*sf.catalog, "default_query_exec_mode=exec") || !strings.Contains(*sf.catalog, "pool_max_conns=2") {
-		t.Errorf("catalog URL not set up for RDS Proxy: %s", redactURL(*sf.catalog))
+	if spec, _ := sf.spec(); !strings.Contains(spec.catalogName, "default_query_exec_mode=exec") || !strings.Contains(spec.catalogName, "pool_max_conns=2") {
+		t.Errorf("catalog URL not set up for RDS Proxy: %s", spec.catalogName)
 	}
 
 	invoke := func(ev events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
@@ -302,15 +303,46 @@ func readEventIDs(t *testing.T, r io.Reader, n int) []string {
 	}
 }
 
-func TestLambdaCatalogURL(t *testing.T) {
+func TestLambdaCatalogParams(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
-		{"postgres://u:p@proxy:5432/strata", "postgres://u:p@proxy:5432/strata?default_query_exec_mode=exec&pool_max_conns=2"},
-		{"postgres://u:p@proxy/strata?sslmode=require", "postgres://u:p@proxy/strata?default_query_exec_mode=exec&pool_max_conns=2&sslmode=require"},
+		{"postgres://u:p@proxy:5432/strata", "postgres://u:xxxxx@proxy:5432/strata?default_query_exec_mode=exec&pool_max_conns=2"},
+		{"postgres://u:p@proxy/strata?sslmode=require", "postgres://u:xxxxx@proxy/strata?default_query_exec_mode=exec&pool_max_conns=2&sslmode=require"},
 		{"postgres://proxy/s?default_query_exec_mode=simple_protocol&pool_max_conns=5", "postgres://proxy/s?default_query_exec_mode=simple_protocol&pool_max_conns=5"},
+		{"host=proxy user=u password=p dbname=strata", "host=proxy user=u password=xxxxx dbname=strata default_query_exec_mode='exec' pool_max_conns='2'"},
 	} {
-		got, err := lambdaCatalogURL(tc.in)
-		if err != nil || got != tc.want {
-			t.Errorf("lambdaCatalogURL(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		c, sf, _ := lambdaFlags()
+		if _, err := c.parse(nil, func(k string) string {
+			return map[string]string{"STRATA_CATALOG": tc.in, "STRATA_BUCKET": "s3://bucket/p"}[k]
+		}); err != nil {
+			t.Fatal(err)
+		}
+		spec, bad := sf.spec()
+		if len(bad) > 0 || spec.catalogName != tc.want {
+			t.Errorf("lambda --catalog %q: %q, %q; want %q", tc.in, spec.catalogName, bad, tc.want)
+		}
+	}
+}
+
+// lambdaSecretsEnv is the environment that has the lambda command read its API keys
+// (and PGPASSWORD) from Secrets Manager — a stand-in, through the real SDK client — not
+// from the plain environment; check says whether each was read once and the output
+// holds no key.
+func lambdaSecretsEnv(t *testing.T) (vars []string, check func(output string)) {
+	keysARN := "arn:aws:secretsmanager:eu-west-1:123456789012:secret:strata-api-keys-AbC"
+	catalogARN := "arn:aws:secretsmanager:eu-west-1:123456789012:secret:strata-catalog-XyZ"
+	sm := secretstest.New(t, map[string]string{keysARN: lambdaTestKey, catalogARN: `{"username":"strata","password":"unused-here"}`})
+	vars = []string{
+		"STRATA_SECRETS=STRATA_API_KEYS=" + keysARN + ",PGPASSWORD=" + catalogARN + "#password",
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER=" + sm.URL,
+		"AWS_REGION=eu-west-1", "AWS_ACCESS_KEY_ID=AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY=example",
+	}
+	return vars, func(output string) {
+		t.Helper()
+		if sm.Reads(keysARN) != 1 || sm.Reads(catalogARN) != 1 {
+			t.Errorf("secrets read %d and %d times, want once each at start-up", sm.Reads(keysARN), sm.Reads(catalogARN))
+		}
+		if strings.Contains(output, lambdaTestKey) {
+			t.Error("the output shows the API key")
 		}
 	}
 }
@@ -375,14 +407,15 @@ func TestLambdaRuntimeAPI(t *testing.T) {
 	defer rt.Close()
 
 	data := t.TempDir()
+	secretsEnv, secretsRead := lambdaSecretsEnv(t)
 	cmd := exec.Command(bin)
-	cmd.Env = append(cleanEnv(),
+	cmd.Env = append(append(cleanEnv(),
 		"AWS_LAMBDA_RUNTIME_API="+strings.TrimPrefix(rt.URL, "http://"),
 		"STRATA_CATALOG=sqlite:"+filepath.Join(data, "catalog.db"),
+		"STRATA_CREATE=true",
 		"STRATA_BUCKET=file://"+filepath.Join(data, "objects"),
-		"STRATA_API_KEYS="+lambdaTestKey,
 		"STRATA_LOG_LEVEL=warn",
-	)
+	), secretsEnv...)
 	var out lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := os.MkdirAll(filepath.Join(data, "objects"), 0o755); err != nil {
@@ -427,6 +460,7 @@ func TestLambdaRuntimeAPI(t *testing.T) {
 			t.Fatalf("no answer %d within 30s", i)
 		}
 	}
+	secretsRead(out.String())
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

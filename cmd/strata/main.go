@@ -176,6 +176,14 @@ func run(ctx context.Context, e *env, args []string) int {
 		}
 		name, rest = "topics "+rest[0], rest[1:]
 	}
+	if name == "lambda" {
+		// Before the flags: the secrets are some of their environment.
+		withSecrets, err := withLambdaSecrets(ctx, e)
+		if err != nil {
+			return report(e, name, err)
+		}
+		e = withSecrets
+	}
 	for _, v := range verbs() {
 		if v.name != name {
 			continue

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,9 +20,9 @@ import (
 
 	"github.com/strata-io/strata/api"
 	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/catalog/postgres"
-	"github.com/strata-io/strata/catalog/sqlite"
+	catopen "github.com/strata-io/strata/catalog/open"
 	"github.com/strata-io/strata/compactor"
+	"github.com/strata-io/strata/internal/redact"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/objstore/metered"
@@ -50,6 +49,7 @@ type nodeFlags struct {
 	sweepInterval   time.Duration
 	logLevel        oneOfFlag
 	logFormat       oneOfFlag
+	tls             *tlsFlags
 }
 
 func addNodeFlags(c *command, listen, logFormat string) *nodeFlags {
@@ -75,6 +75,7 @@ func addNodeFlags(c *command, listen, logFormat string) *nodeFlags {
 	c.fs.DurationVar(&n.sweepInterval, "sweep-interval", compactor.DefaultSweepInterval, "compactor role: how often the orphan sweep lists the bucket (shared by all compactors)")
 	c.fs.Var(&n.logLevel, "log-level", "log `level`: debug, info, warn, error")
 	c.fs.Var(&n.logFormat, "log-format", "log `format`: json or text")
+	n.tls = addTLSFlags(c)
 	return n
 }
 
@@ -109,6 +110,7 @@ func (n *nodeFlags) validate() []string {
 	if n.shutdownTimeout < time.Second {
 		bad = append(bad, fmt.Sprintf("--shutdown-timeout %s: want at least 1s (default 30s)", n.shutdownTimeout))
 	}
+	bad = append(bad, n.tls.validate()...)
 	if len(bad) == 0 {
 		// Backstops: the roles' own rules, in case they are stricter than the above.
 		if err := n.writerConfig().Validate(); err != nil {
@@ -161,10 +163,12 @@ type nodeSpec struct {
 	// compactor runs the compactor role in the node; Lambda runs it per scheduled event
 	// instead.
 	compactor bool
-	catalog   func(ctx context.Context, opts catalog.Options) (catalog.Catalog, error)
+	catalog   func(ctx context.Context, opts catalog.Options) (catalog.Backend, error)
 	store     func(ctx context.Context, log *slog.Logger) (objstore.Store, error)
 	// describe names the catalog and bucket in the start-up log (passwords redacted).
 	catalogName, bucketName string
+	// warnings are logged at start-up: what works but is not safe.
+	warnings []string
 	// banner, when set, is printed once the node serves (dev: what to try first).
 	banner func(w io.Writer, url string)
 	// api configures the HTTP API (API keys; limits on Lambda).
@@ -179,14 +183,18 @@ func devCommand() (*command, func(context.Context, *env, *command, []string) err
 	c := newCommand("dev", "strata dev [--data ./strata-data] [--listen 127.0.0.1:8080]",
 		`Runs everything in one process for development: a SQLite catalog at DATA/catalog.db,
 objects under DATA/objects, the writer, reader and compactor roles and the HTTP API. Data survives
-restarts. Ctrl-C shuts down gracefully: requests in flight finish, the writer drains.`)
+restarts. Ctrl-C shuts down gracefully: requests in flight finish, the writer drains. It listens
+on loopback; with another --listen address, set --api-keys (it warns otherwise).`)
 	data := c.fs.String("data", "./strata-data", "`directory` holding the catalog and the objects (created if missing)")
 	nf := addNodeFlags(c, "127.0.0.1:8080", "text")
+	auth := addAuthFlags(c)
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
 		if len(args) > 0 {
 			return usagef(c.name, "unexpected argument %q (flags start with --)", args[0])
 		}
 		bad := nf.validate()
+		authCfg, authBad := auth.config()
+		bad = append(bad, authBad...)
 		if *data == "" {
 			bad = append(bad, "--data is empty: give a directory, e.g. --data ./strata-data")
 		} else if st, err := os.Stat(*data); err == nil && !st.IsDir() {
@@ -198,19 +206,26 @@ restarts. Ctrl-C shuts down gracefully: requests in flight finish, the writer dr
 		if err := os.MkdirAll(*data, 0o755); err != nil {
 			return fmt.Errorf("create data directory: %w", err)
 		}
-		dbPath := filepath.Join(*data, "catalog.db")
+		// dev is the one command that creates its SQLite catalog unasked.
+		cat, err := catopen.Parse("sqlite:"+filepath.Join(*data, "catalog.db"), catopen.Options{Create: true})
+		if err != nil {
+			return err
+		}
 		objDir := filepath.Join(*data, "objects")
 		spec := nodeSpec{
 			flags: nf, writer: true, reader: true, compactor: true,
-			catalog: func(ctx context.Context, opts catalog.Options) (catalog.Catalog, error) {
-				return sqlite.Open(ctx, dbPath, opts)
-			},
+			catalog: cat.Open,
 			store: func(ctx context.Context, log *slog.Logger) (objstore.Store, error) {
 				return fs.New(objDir)
 			},
-			catalogName: dbPath, bucketName: objDir,
+			catalogName: cat.String(), bucketName: objDir,
+			api: api.Config{Auth: authCfg},
 			banner: func(w io.Writer, base string) {
-				fmt.Fprintf(w, "Strata dev server on %s (data in %s)\n\nTry:\n", base, *data)
+				fmt.Fprintf(w, "Strata dev server on %s (data in %s)\n\n", base, *data)
+				if len(authCfg.Keys) > 0 {
+					fmt.Fprintf(w, "API keys are required: add -H 'Authorization: Bearer KEY' to curl, and set STRATA_API_KEY for strata.\n\n")
+				}
+				fmt.Fprintf(w, "Try:\n")
 				fmt.Fprintf(w, "  curl -X POST %s/v1/topics -H 'Content-Type: application/json' -d '{\"name\":\"orders\",\"partitions\":3}'\n", base)
 				srv := ""
 				if base != DefaultServer {
@@ -246,22 +261,23 @@ behind a load balancer. /readyz answers 200 once the catalog and the bucket answ
 // serveFlags are the flags of a production node: serve's, shared with lambda.
 type serveFlags struct {
 	roles, catalog, bucket *string
-	createBucket           *bool
-	apiKeys, apiKeysFile   *string
-	publicMetrics          *bool
-	nf                     *nodeFlags
+	createBucket, create   *bool
+	// catalogParams are Postgres parameters added to --catalog unless it sets them
+	// (Lambda's pool).
+	catalogParams map[string]string
+	auth          *authFlags
+	nf            *nodeFlags
 }
 
 func addServeFlags(c *command, listen string) *serveFlags {
 	return &serveFlags{
-		roles:         c.fs.String("roles", "writer,reader", "comma-separated `roles` to run: writer, reader, compactor"),
-		catalog:       c.fs.String("catalog", "", "catalog `URL`: postgres://user:pass@host:5432/db, or a SQLite file (sqlite:path or a plain path) for a single node"),
-		bucket:        c.fs.String("bucket", "", "object store `URL`: s3://bucket/prefix[?endpoint=http://host:9000&path_style=true&region=R], or file:///dir"),
-		createBucket:  c.fs.Bool("create-bucket", false, "create the S3 bucket at start-up if it is missing (MinIO, development); needs the s3:CreateBucket permission"),
-		apiKeys:       c.fs.String("api-keys", "", "bearer API `keys`, comma-separated: with any, requests without one get 401 (the /healthz and /readyz probes stay open); prefer the environment or --api-keys-file to the command line"),
-		apiKeysFile:   c.fs.String("api-keys-file", "", "`file` of bearer API keys, one a line (# comments), e.g. a mounted secret; adds to --api-keys"),
-		publicMetrics: c.fs.Bool("public-metrics", false, "serve /metrics without an API key (when keys are set)"),
-		nf:            addNodeFlags(c, listen, "json"),
+		roles:        c.fs.String("roles", "writer,reader", "comma-separated `roles` to run: writer, reader, compactor"),
+		catalog:      c.fs.String("catalog", "", "catalog `DSN`: postgres://USER:PASSWORD@HOST:5432/DB?sslmode=verify-full, a libpq string (\"host=HOST user=USER dbname=DB sslmode=verify-full\"), or for a single node a SQLite file (sqlite:PATH, or the path of an existing file)"),
+		create:       c.fs.Bool("create", false, "create the SQLite catalog file (and its directory) when --catalog names one that does not exist; without it a missing file is refused, so a typo cannot start an empty catalog"),
+		bucket:       c.fs.String("bucket", "", "object store `URL`: s3://bucket/prefix[?endpoint=http://host:9000&path_style=true&region=R], or file:///dir"),
+		createBucket: c.fs.Bool("create-bucket", false, "create the S3 bucket at start-up if it is missing (MinIO, development); needs the s3:CreateBucket permission"),
+		auth:         addAuthFlags(c),
+		nf:           addNodeFlags(c, listen, "json"),
 	}
 }
 
@@ -274,14 +290,16 @@ func (sf *serveFlags) spec() (nodeSpec, []string) {
 		bad = append(bad, err.Error())
 	}
 	spec := nodeSpec{flags: nf, writer: rs["writer"], reader: rs["reader"], compactor: rs["compactor"]}
-	if spec.catalog, spec.catalogName, err = catalogOpener(*sf.catalog); err != nil {
+	if cat, err := catalogFlag(*sf.catalog, catopen.Options{Create: *sf.create}, sf.catalogParams); err != nil {
 		bad = append(bad, err.Error())
+	} else {
+		spec.catalog, spec.catalogName, spec.warnings = cat.Open, cat.String(), cat.Warnings()
 	}
 	if *sf.bucket == "" {
 		bad = append(bad, "--bucket is required: e.g. --bucket s3://my-bucket/strata (MinIO: add ?endpoint=http://127.0.0.1:9000&path_style=true), or set STRATA_BUCKET")
 	} else {
 		b := *sf.bucket
-		spec.bucketName = redactURL(b)
+		spec.bucketName = redact.String(b)
 		create := *sf.createBucket
 		spec.store = func(ctx context.Context, log *slog.Logger) (objstore.Store, error) {
 			st, err := open.Open(ctx, b, log)
@@ -296,24 +314,9 @@ func (sf *serveFlags) spec() (nodeSpec, []string) {
 			return st, nil
 		}
 	}
-	keys, err := api.ParseAPIKeys(*sf.apiKeys)
-	if err != nil {
-		// The message never quotes the key.
-		bad = append(bad, fmt.Sprintf("--api-keys: %v", err))
-	}
-	if *sf.apiKeysFile != "" {
-		b, err := os.ReadFile(*sf.apiKeysFile)
-		if err != nil {
-			bad = append(bad, fmt.Sprintf("--api-keys-file: %v", err))
-		} else if more, err := api.ParseAPIKeys(string(b)); err != nil {
-			bad = append(bad, fmt.Sprintf("--api-keys-file %s: %v", *sf.apiKeysFile, err))
-		} else if len(more) == 0 {
-			bad = append(bad, fmt.Sprintf("--api-keys-file %s holds no key: write one key a line", *sf.apiKeysFile))
-		} else {
-			keys = append(keys, more...)
-		}
-	}
-	spec.api.Auth = api.AuthConfig{Keys: keys, PublicMetrics: *sf.publicMetrics}
+	var authBad []string
+	spec.api.Auth, authBad = sf.auth.config()
+	bad = append(bad, authBad...)
 	return spec, bad
 }
 
@@ -348,57 +351,6 @@ func parseRoles(s string) (map[string]bool, error) {
 	return rs, nil
 }
 
-// catalogOpener picks the catalog backend from a --catalog value.
-func catalogOpener(s string) (func(context.Context, catalog.Options) (catalog.Catalog, error), string, error) {
-	lower := strings.ToLower(s)
-	switch {
-	case s == "":
-		return nil, "", errors.New("--catalog is required: e.g. --catalog postgres://strata:secret@db:5432/strata, or a SQLite file for a single node (--catalog ./catalog.db); or set STRATA_CATALOG")
-	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
-		u, err := url.Parse(s)
-		if err != nil || u.Host == "" {
-			return nil, "", fmt.Errorf("--catalog: %s is not a valid Postgres URL: want postgres://user:pass@host:5432/dbname", redactURL(s))
-		}
-		return func(ctx context.Context, opts catalog.Options) (catalog.Catalog, error) {
-			return postgres.Open(ctx, s, opts)
-		}, u.Redacted(), nil
-	case strings.HasPrefix(lower, "sqlite:"):
-		p := s[len("sqlite:"):]
-		p = strings.TrimPrefix(p, "//") // sqlite:///abs/path and sqlite://rel/path
-		if p == "" {
-			return nil, "", errors.New("--catalog sqlite: names no file: write sqlite:path/to/catalog.db")
-		}
-		return sqliteOpener(p), p, nil
-	case strings.Contains(s, "://"):
-		scheme, _, _ := strings.Cut(s, "://")
-		return nil, "", fmt.Errorf("--catalog: unsupported scheme %q: use postgres://... or a SQLite file path", scheme)
-	}
-	return sqliteOpener(s), s, nil
-}
-
-func sqliteOpener(path string) func(context.Context, catalog.Options) (catalog.Catalog, error) {
-	return func(ctx context.Context, opts catalog.Options) (catalog.Catalog, error) {
-		if dir := filepath.Dir(path); dir != "" {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return nil, fmt.Errorf("create catalog directory: %w", err)
-			}
-		}
-		return sqlite.Open(ctx, path, opts)
-	}
-}
-
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	return u.Redacted()
-}
-
-// readyProbeKey is a key that never exists: a Head answering "not found" proves the
-// bucket is reachable and the credentials work, without writing anything.
-const readyProbeKey = "strata-readyz-probe"
-
 // node is a started node: its roles run and its API is built, not yet served.
 type node struct {
 	log    *slog.Logger
@@ -431,6 +383,12 @@ func runNode(ctx context.Context, e *env, spec nodeSpec) (err error) {
 	defer n.stopRoles()
 	nf, log, a, roleErr, stopRoles, wg := spec.flags, n.log, n.api, n.roleErr, n.stopRoles, n.wg
 
+	tlsCfg, err := nf.tls.serverConfig(log)
+	if err != nil {
+		stopRoles()
+		wg.Wait()
+		return err
+	}
 	ln, err := net.Listen("tcp", nf.listen)
 	if err != nil {
 		stopRoles()
@@ -447,12 +405,21 @@ func runNode(ctx context.Context, e *env, spec nodeSpec) (err error) {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		TLSConfig:         tlsCfg,
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-
 	base := "http://" + displayAddr(ln.Addr())
+	if tlsCfg != nil {
+		base = "https://" + displayAddr(ln.Addr())
+		go func() { serveErr <- srv.ServeTLS(ln, "", "") }() // the certificate comes from TLSConfig
+	} else {
+		go func() { serveErr <- srv.Serve(ln) }()
+	}
+
 	log.Info("serving HTTP API", "url", base)
+	if w := keylessWarning(spec.api.Auth, ln.Addr()); w != "" {
+		log.Warn(w)
+	}
 	if spec.banner != nil {
 		spec.banner(e.stdout, base)
 	}
@@ -499,6 +466,9 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (_ *node, err error) 
 	n := &node{log: log}
 	log.Info("starting strata", "version", versionString(), "catalog", spec.catalogName, "bucket", spec.bucketName,
 		"writer", spec.writer, "reader", spec.reader, "compactor", spec.compactor)
+	for _, w := range spec.warnings {
+		log.Warn(w)
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -521,15 +491,7 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (_ *node, err error) 
 	store := metered.New(rawStore, reg)
 	n.cat, n.store = cat, store
 
-	ready := func(ctx context.Context) error {
-		if _, err := cat.Now(ctx); err != nil {
-			return fmt.Errorf("catalog unreachable: %w", err)
-		}
-		if _, err := rawStore.Head(ctx, readyProbeKey); err != nil && !errors.Is(err, objstore.ErrNotExist) {
-			return fmt.Errorf("bucket unreachable: %w", err)
-		}
-		return nil
-	}
+	ready := readiness(cat, rawStore)
 
 	// The roles run under a context of their own: a signal first stops the HTTP
 	// server, and only then are the roles stopped, so the writer drains last.

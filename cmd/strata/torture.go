@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	catopen "github.com/strata-io/strata/catalog/open"
+	"github.com/strata-io/strata/internal/redact"
 	"github.com/strata-io/strata/jepsen"
 )
 
@@ -53,8 +55,8 @@ initdb) and MinIO. Exit code 1 when any class finds an anomaly.`)
 		orEnv(secretKey, "STRATA_TEST_S3_SECRET_KEY")
 		orEnv(region, "STRATA_TEST_S3_REGION")
 		var bad []string
-		if *pg == "" {
-			bad = append(bad, "--postgres is required (or STRATA_TEST_POSTGRES): e.g. postgres://strata:strata@127.0.0.1:5432/strata_test?sslmode=disable")
+		if p := torturePostgresProblem(*pg); p != "" {
+			bad = append(bad, p)
 		}
 		if *endpoint == "" {
 			bad = append(bad, "--s3-endpoint is required (or STRATA_TEST_S3_ENDPOINT): e.g. http://127.0.0.1:9100")
@@ -167,4 +169,16 @@ func recheckHistory(e *env, path string) error {
 		return fmt.Errorf("the history of %s has anomalies", path)
 	}
 	return nil
+}
+
+// torturePostgresProblem says what is wrong with a --postgres value, or "": the fresh
+// databases are named in a URL's path, so the catalog rule's keyword form will not do.
+func torturePostgresProblem(pg string) string {
+	if pg == "" {
+		return "--postgres is required (or STRATA_TEST_POSTGRES): e.g. postgres://strata:strata@127.0.0.1:5432/strata_test?sslmode=disable"
+	}
+	if t, err := catopen.Parse(pg, catopen.Options{}); err == nil && t.Kind() == catopen.Postgres && strings.Contains(pg, "://") {
+		return ""
+	}
+	return fmt.Sprintf("--postgres %q: want a Postgres URL, postgres://USER:PASSWORD@HOST:5432/DB (fresh databases are created beside DB)", redact.String(pg))
 }

@@ -196,3 +196,20 @@ func freePort(t testing.TB) int {
 
 // FreePort returns a TCP port free on loopback right now.
 func FreePort(t testing.TB) int { return freePort(t) }
+
+// KeywordDSN is the Postgres URL dsn as a libpq keyword/value string (host=... port=...
+// user=... password='...' dbname=... sslmode=...), for tests of that form.
+func KeywordDSN(t testing.TB, dsn string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("testsvc: parse %s: %v", dsn, err)
+	}
+	pass, _ := u.User.Password()
+	mode := u.Query().Get("sslmode")
+	if mode == "" {
+		mode = "prefer"
+	}
+	return fmt.Sprintf("host=%s port=%s user=%s password='%s' dbname=%s sslmode=%s",
+		u.Hostname(), u.Port(), u.User.Username(), pass, strings.TrimPrefix(u.Path, "/"), mode)
+}

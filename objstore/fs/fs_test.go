@@ -14,13 +14,51 @@ import (
 )
 
 func TestConformance(t *testing.T) {
+	var roots sync.Map // store → its directory, for the read-back
 	objstoretest.Run(t, func(t *testing.T) objstore.Store {
-		s, err := fs.New(t.TempDir())
+		dir := t.TempDir()
+		s, err := fs.New(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
+		roots.Store(s, dir)
 		return s
+	}, objstoretest.WithReadBack(objstoretest.ReadBack{New: func(t *testing.T, s objstore.Store) objstoretest.Reader {
+		dir, _ := roots.Load(s)
+		return fileReader(dir.(string))
+	}}))
+}
+
+// fileReader reads the store's directory as plain files: an object is a file at its
+// key's path, nothing else.
+type fileReader string
+
+func (r fileReader) List(t *testing.T) []objstoretest.RawObject {
+	var out []objstoretest.RawObject
+	err := filepath.WalkDir(string(r), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(string(r), path)
+		out = append(out, objstoretest.RawObject{Key: filepath.ToSlash(rel), Size: info.Size()})
+		return nil
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (r fileReader) Get(t *testing.T, key string) objstoretest.RawObject {
+	b, err := os.ReadFile(filepath.Join(string(r), filepath.FromSlash(key)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objstoretest.RawObject{Key: key, Size: int64(len(b)), Body: b}
 }
 
 // TestNoLeftovers checks what the suite cannot see through the interface: temporary files

@@ -20,7 +20,17 @@ const ListObjects = 1100
 
 // Run runs the suite. newStore must return an empty store of its own (a fresh directory,
 // bucket or prefix) on every call: subtests run in parallel and list what they put.
-func Run(t *testing.T, newStore func(t *testing.T) objstore.Store) {
+func Run(t *testing.T, newStore func(t *testing.T) objstore.Store, opts ...Option) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.readBack != nil {
+		t.Run("ReadBack", func(t *testing.T) {
+			t.Parallel()
+			testReadBack(t, newStore(t), *o.readBack)
+		})
+	}
 	for _, tc := range []struct {
 		name string
 		fn   func(t *testing.T, s objstore.Store)

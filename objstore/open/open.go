@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/strata-io/strata/internal/redact"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/objstore/s3"
@@ -63,7 +64,7 @@ var bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
 
 func parse(rawURL string) (target, error) {
 	bad := func(format string, args ...any) (target, error) {
-		return target{}, fmt.Errorf("objstore: open %q: %s", redact(rawURL), fmt.Sprintf(format, args...))
+		return target{}, fmt.Errorf("objstore: open %q: %s", redact.String(rawURL), fmt.Sprintf(format, args...))
 	}
 	if strings.TrimSpace(rawURL) == "" {
 		return bad("empty bucket URL: %s", usage)
@@ -158,18 +159,4 @@ func parseS3(u *url.URL, bad func(string, ...any) (target, error)) (target, erro
 		cfg.PathStyle = true
 	}
 	return target{s3: cfg}, nil
-}
-
-// redact hides a secret key in a URL that goes into an error message.
-func redact(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err == nil {
-		return u.Redacted()
-	}
-	// Unparseable: hide anything that looks like user information.
-	scheme, rest, ok := strings.Cut(rawURL, "://")
-	if at := strings.LastIndex(rest, "@"); ok && at >= 0 {
-		return scheme + "://xxxxx@" + rest[at+1:]
-	}
-	return rawURL
 }

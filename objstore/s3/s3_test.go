@@ -106,7 +106,7 @@ func TestConformance(t *testing.T) {
 		c := cfg
 		c.Prefix = fmt.Sprintf("conformance/%d", n.Add(1))
 		return newStore(t, c)
-	})
+	}, objstoretest.WithReadBack(readBack(cfg)))
 }
 
 // TestSmallPages lists with three keys a page, so pages end inside prefixes and every

@@ -3,7 +3,7 @@
 #
 #   docker build -t strata . && docker push ...   (see terraform/README.md)
 #   terraform init && terraform apply -var region=eu-west-1 -var bucket_name=... -var image=... \
-#     -var vpc_id=... -var 'private_subnet_ids=[...]' -var 'public_subnet_ids=[...]'
+#     -var vpc_id=... -var 'private_subnet_ids=[...]' -var 'public_subnet_ids=[...]' -var certificate_arn=arn:aws:acm:...
 #   STRATA_API_KEY=$(aws secretsmanager get-secret-value --secret-id "$(terraform output -raw api_keys_secret_arn)" \
 #     --query SecretString --output text | cut -d, -f1) ../../../deploy/smoke.sh "$(terraform output -raw url)"
 
@@ -25,8 +25,9 @@ resource "aws_vpc_security_group_egress_rule" "tasks" {
 }
 
 module "bucket" {
-  source = "../../modules/bucket"
-  name   = var.bucket_name
+  source     = "../../modules/bucket"
+  name       = var.bucket_name
+  versioning = var.bucket_versioning
 }
 
 module "iam" {
@@ -55,6 +56,7 @@ module "ecs" {
   private_subnet_ids     = var.private_subnet_ids
   public_subnet_ids      = var.public_subnet_ids
   certificate_arn        = var.certificate_arn
+  allow_plain_http       = var.allow_plain_http
   allowed_cidrs          = var.allowed_cidrs
   task_security_group_id = aws_security_group.tasks.id
   min_nodes              = var.min_nodes

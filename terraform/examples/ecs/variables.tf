@@ -41,9 +41,15 @@ variable "public_subnet_ids" {
 }
 
 variable "certificate_arn" {
-  description = "ACM certificate for HTTPS on the load balancer; null serves plain HTTP (trials only)."
+  description = "ACM certificate for HTTPS on the load balancer (required unless allow_plain_http)."
   type        = string
   default     = null
+}
+
+variable "allow_plain_http" {
+  description = "Serve plain HTTP on port 80 as well (or instead, without certificate_arn): trials only, API keys cross the network in clear."
+  type        = bool
+  default     = false
 }
 
 variable "allowed_cidrs" {
@@ -74,4 +80,10 @@ variable "deletion_protection" {
   description = "Protect the database from deletion; set false to be able to destroy a trial."
   type        = bool
   default     = true
+}
+
+variable "bucket_versioning" {
+  description = "Keep deleted segment objects recoverable for a week (bucket versioning with a lifecycle rule expiring old versions); costs a week of compacted-away storage."
+  type        = bool
+  default     = false
 }

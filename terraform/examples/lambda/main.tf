@@ -33,8 +33,9 @@ resource "aws_vpc_endpoint" "s3" {
 }
 
 module "bucket" {
-  source = "../../modules/bucket"
-  name   = var.bucket_name
+  source     = "../../modules/bucket"
+  name       = var.bucket_name
+  versioning = var.bucket_versioning
 }
 
 module "iam" {
@@ -64,7 +65,7 @@ module "lambda" {
   function_url_streaming = var.function_url_streaming
   bucket_url             = module.bucket.strata_bucket_url
   catalog_url            = module.catalog.catalog_url
-  catalog_password       = module.catalog.password
+  catalog_secret_arn     = module.catalog.secret_arn
   node_policy_arn        = module.iam.node_policy_arn
   compactor_policy_arn   = module.iam.compactor_policy_arn
   subnet_ids             = var.private_subnet_ids

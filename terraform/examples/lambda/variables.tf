@@ -64,3 +64,9 @@ variable "deletion_protection" {
   type        = bool
   default     = true
 }
+
+variable "bucket_versioning" {
+  description = "Keep deleted segment objects recoverable for a week (bucket versioning with a lifecycle rule expiring old versions); costs a week of compacted-away storage."
+  type        = bool
+  default     = false
+}

@@ -1,6 +1,8 @@
 # Strata's object store: immutable segment objects under PREFIX/segments/, written once
-# (create-only PUTs) and deleted only by the compactor. Versioning stays off: objects
-# are never overwritten, and versions of deleted objects would be paid for forever.
+# (create-only PUTs, enforced for the nodes by modules/iam) and deleted only by the
+# compactor. Versioning is an option (var.versioning): it keeps what a compromised
+# compactor role or an operator's mistake deletes, for noncurrent_version_days, at the
+# price of storing every compacted-away object that long.
 
 resource "aws_s3_bucket" "this" {
   bucket        = var.name
@@ -35,6 +37,14 @@ resource "aws_s3_bucket_server_side_encryption_configuration" "this" {
   }
 }
 
+resource "aws_s3_bucket_versioning" "this" {
+  count  = var.versioning ? 1 : 0
+  bucket = aws_s3_bucket.this.id
+  versioning_configuration {
+    status = "Enabled"
+  }
+}
+
 resource "aws_s3_bucket_lifecycle_configuration" "this" {
   bucket = aws_s3_bucket.this.id
   rule {
@@ -45,6 +55,25 @@ resource "aws_s3_bucket_lifecycle_configuration" "this" {
       days_after_initiation = var.abort_multipart_after_days
     }
   }
+
+  # With versioning: a deleted or replaced object's old version is kept this long,
+  # then expired, and the delete markers left behind are cleaned up.
+  dynamic "rule" {
+    for_each = var.versioning ? [var.noncurrent_version_days] : []
+    content {
+      id     = "expire-noncurrent-versions"
+      status = "Enabled"
+      filter {}
+      noncurrent_version_expiration {
+        noncurrent_days = rule.value
+      }
+      expiration {
+        expired_object_delete_marker = true
+      }
+    }
+  }
+
+  depends_on = [aws_s3_bucket_versioning.this]
 }
 
 # TLS only.

@@ -26,6 +26,23 @@ variable "abort_multipart_after_days" {
   default     = 1
 }
 
+variable "versioning" {
+  description = "Turn on bucket versioning: objects deleted (by the compactor, or by anyone holding its role) stay recoverable for noncurrent_version_days. Costs the storage of every compacted-away object for that long."
+  type        = bool
+  default     = false
+}
+
+variable "noncurrent_version_days" {
+  description = "With versioning: days a deleted object's version is kept before a lifecycle rule expires it (longer than the time it would take to notice a bad deletion)."
+  type        = number
+  default     = 7
+
+  validation {
+    condition     = var.noncurrent_version_days >= 1
+    error_message = "noncurrent_version_days must be at least 1."
+  }
+}
+
 variable "force_destroy" {
   description = "Let terraform destroy the bucket even when it holds objects. Keep false in production: the objects are the data."
   type        = bool

@@ -5,6 +5,43 @@
 locals {
   aurora = var.engine == "aurora-serverless"
   host   = local.aurora ? aws_rds_cluster.this[0].endpoint : aws_db_instance.this[0].address
+  major  = split(".", var.postgres_version)[0]
+}
+
+# TLS only: the server refuses connections without it (rds.force_ssl), and Strata
+# verifies the server's certificate and name (sslmode=verify-full in catalog_url).
+resource "aws_db_parameter_group" "this" {
+  count       = local.aurora ? 0 : 1
+  name_prefix = "${var.name}-"
+  family      = "postgres${local.major}"
+  description = "Strata catalog: TLS required."
+  tags        = var.tags
+
+  parameter {
+    name  = "rds.force_ssl"
+    value = "1"
+  }
+
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+
+resource "aws_rds_cluster_parameter_group" "this" {
+  count       = local.aurora ? 1 : 0
+  name_prefix = "${var.name}-"
+  family      = "aurora-postgresql${local.major}"
+  description = "Strata catalog: TLS required."
+  tags        = var.tags
+
+  parameter {
+    name  = "rds.force_ssl"
+    value = "1"
+  }
+
+  lifecycle {
+    create_before_destroy = true
+  }
 }
 
 resource "random_password" "master" {
@@ -91,6 +128,7 @@ resource "aws_db_instance" "this" {
   username                     = var.username
   password                     = random_password.master.result
   db_subnet_group_name         = aws_db_subnet_group.this.name
+  parameter_group_name         = aws_db_parameter_group.this[0].name
   vpc_security_group_ids       = [aws_security_group.db.id]
   backup_retention_period      = var.backup_retention_days
   deletion_protection          = var.deletion_protection
@@ -105,22 +143,23 @@ resource "aws_db_instance" "this" {
 # Aurora PostgreSQL Serverless v2: a writer and a reader in different AZs, so a
 # failover promotes a warm instance.
 resource "aws_rds_cluster" "this" {
-  count                     = local.aurora ? 1 : 0
-  cluster_identifier        = var.name
-  engine                    = "aurora-postgresql"
-  engine_mode               = "provisioned"
-  engine_version            = var.postgres_version
-  database_name             = var.database_name
-  master_username           = var.username
-  master_password           = random_password.master.result
-  db_subnet_group_name      = aws_db_subnet_group.this.name
-  vpc_security_group_ids    = [aws_security_group.db.id]
-  storage_encrypted         = true
-  backup_retention_period   = var.backup_retention_days
-  deletion_protection       = var.deletion_protection
-  skip_final_snapshot       = !var.deletion_protection
-  final_snapshot_identifier = var.deletion_protection ? "${var.name}-final" : null
-  tags                      = var.tags
+  count                           = local.aurora ? 1 : 0
+  cluster_identifier              = var.name
+  engine                          = "aurora-postgresql"
+  engine_mode                     = "provisioned"
+  engine_version                  = var.postgres_version
+  database_name                   = var.database_name
+  master_username                 = var.username
+  master_password                 = random_password.master.result
+  db_subnet_group_name            = aws_db_subnet_group.this.name
+  db_cluster_parameter_group_name = aws_rds_cluster_parameter_group.this[0].name
+  vpc_security_group_ids          = [aws_security_group.db.id]
+  storage_encrypted               = true
+  backup_retention_period         = var.backup_retention_days
+  deletion_protection             = var.deletion_protection
+  skip_final_snapshot             = !var.deletion_protection
+  final_snapshot_identifier       = var.deletion_protection ? "${var.name}-final" : null
+  tags                            = var.tags
 
   serverlessv2_scaling_configuration {
     min_capacity = var.aurora_min_acu

@@ -4,19 +4,13 @@ output "host" {
 }
 
 output "catalog_url" {
-  description = "The value for STRATA_CATALOG, without the password (give it as PGPASSWORD, from secret_arn's \"password\" key)."
-  value       = "postgres://${var.username}@${var.enable_proxy ? aws_db_proxy.this[0].endpoint : local.host}:5432/${var.database_name}?sslmode=require"
+  description = "The value for STRATA_CATALOG, without the password (give it as PGPASSWORD, from secret_arn's \"password\" key): TLS with the server's certificate and host name verified (sslmode=verify-full), against the RDS CA bundle at ca_bundle_path, or the system's roots through RDS Proxy (whose certificate is a public ACM one)."
+  value       = "postgres://${var.username}@${var.enable_proxy ? aws_db_proxy.this[0].endpoint : local.host}:5432/${var.database_name}?sslmode=verify-full&sslrootcert=${var.enable_proxy ? "system" : var.ca_bundle_path}"
 }
 
 output "secret_arn" {
   description = "ARN of the Secrets Manager secret holding username, password, host, port and dbname."
   value       = aws_secretsmanager_secret.master.arn
-}
-
-output "password" {
-  description = "The generated password, for compute that cannot read Secrets Manager at start (Lambda environment)."
-  value       = random_password.master.result
-  sensitive   = true
 }
 
 output "security_group_id" {

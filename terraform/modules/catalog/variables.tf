@@ -77,6 +77,12 @@ variable "enable_proxy" {
   default     = false
 }
 
+variable "ca_bundle_path" {
+  description = "Path, inside the node's image, of the RDS CA bundle that verifies the database's certificate (the repository's Dockerfile puts the global bundle there). Not used through RDS Proxy, whose certificate the system roots verify."
+  type        = string
+  default     = "/etc/strata/rds-global-bundle.pem"
+}
+
 variable "backup_retention_days" {
   description = "Days of automated backups (point-in-time recovery)."
   type        = number

@@ -190,13 +190,21 @@ resource "aws_security_group" "alb" {
   }
 }
 
+# HTTPS on 443, always (the API keys cross the network); plain HTTP on 80 only when
+# allow_plain_http says so. Port 80 does not even redirect by default: a redirect would
+# still carry each first request, key included, in clear.
+locals {
+  client_ports = concat(var.certificate_arn == null ? [] : [443], var.allow_plain_http ? [80] : [])
+  client_rules = { for pair in setproduct(var.allowed_cidrs, local.client_ports) : "${pair[0]}:${pair[1]}" => { cidr = pair[0], port = pair[1] } }
+}
+
 resource "aws_vpc_security_group_ingress_rule" "alb" {
-  for_each          = toset(var.allowed_cidrs)
+  for_each          = local.client_rules
   security_group_id = aws_security_group.alb.id
-  cidr_ipv4         = each.value
+  cidr_ipv4         = each.value.cidr
   ip_protocol       = "tcp"
-  from_port         = var.certificate_arn == null ? 80 : 443
-  to_port           = var.certificate_arn == null ? 80 : 443
+  from_port         = each.value.port
+  to_port           = each.value.port
   description       = "Clients"
 }
 
@@ -226,7 +234,16 @@ resource "aws_lb" "this" {
   security_groups    = [aws_security_group.alb.id]
   # Long-polls wait up to 30s and SSE tails send a heartbeat every 15s.
   idle_timeout = 65
-  tags         = var.tags
+  # A header an attacker smuggles past the balancer is dropped, not forwarded.
+  drop_invalid_header_fields = true
+  tags                       = var.tags
+
+  lifecycle {
+    precondition {
+      condition     = var.certificate_arn != null || var.allow_plain_http
+      error_message = "Give certificate_arn (an ACM certificate) for HTTPS; plain HTTP only by setting allow_plain_http = true (trials: API keys would cross the network in clear)."
+    }
+  }
 }
 
 resource "aws_lb_target_group" "this" {
@@ -263,7 +280,7 @@ resource "aws_lb_listener" "https" {
 }
 
 resource "aws_lb_listener" "http" {
-  count             = var.certificate_arn == null ? 1 : 0
+  count             = var.allow_plain_http ? 1 : 0
   load_balancer_arn = aws_lb.this.arn
   port              = 80
   protocol          = "HTTP"

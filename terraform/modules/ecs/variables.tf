@@ -95,9 +95,15 @@ variable "allowed_cidrs" {
 }
 
 variable "certificate_arn" {
-  description = "ACM certificate for an HTTPS listener on 443; null serves plain HTTP on 80 (trials only: API keys would cross the network in clear)."
+  description = "ACM certificate for the HTTPS listener on 443. Required unless allow_plain_http is set."
   type        = string
   default     = null
+}
+
+variable "allow_plain_http" {
+  description = "Also serve plain HTTP on port 80 (and without certificate_arn, only that). Trials only: API keys and records would cross the network in clear."
+  type        = bool
+  default     = false
 }
 
 variable "task_security_group_id" {
@@ -111,7 +117,7 @@ variable "bucket_url" {
 }
 
 variable "catalog_url" {
-  description = "STRATA_CATALOG without the password: postgres://user@host:5432/db?sslmode=require."
+  description = "STRATA_CATALOG without the password: postgres://user@host:5432/db?sslmode=verify-full&sslrootcert=/etc/strata/rds-global-bundle.pem (modules/catalog catalog_url)."
   type        = string
 }
 

@@ -2,9 +2,13 @@
 #
 #   node (writer and reader): put new segments, get (and ranged-get) segments, head
 #     the readiness probe. No list, no delete: a compromised node cannot erase data
-#     or enumerate the bucket.
+#     or enumerate the bucket. Puts must carry If-None-Match: * (Strata's create-only
+#     PUT does; S3 checks the s3:if-none-match condition key), so stolen node
+#     credentials cannot overwrite a segment either.
 #   compactor: the same, plus list (for the orphan sweep) and delete (for objects
-#     past their grace period), both under PREFIX/segments/ only.
+#     past their grace period), both under PREFIX/segments/ only. Only the compactor
+#     role gets this policy; with the bucket's versioning on, even its deletes stay
+#     recoverable for noncurrent_version_days.
 
 locals {
   segments = "${var.bucket_arn}/${var.prefix}/segments/*"
@@ -13,9 +17,14 @@ locals {
 
 data "aws_iam_policy_document" "node" {
   statement {
-    sid       = "PutSegments"
+    sid       = "PutNewSegmentsOnly"
     actions   = ["s3:PutObject"]
     resources = [local.segments]
+    condition {
+      test     = "StringEquals"
+      variable = "s3:if-none-match"
+      values   = ["*"]
+    }
   }
   statement {
     sid       = "GetSegments"

@@ -4,11 +4,16 @@
 # arguments. One invocation serves one request and flushes the writer before it
 # answers: producers batch on their side (linger).
 
+# No secret sits in the functions' environment (readable by anyone allowed
+# lambda:GetFunctionConfiguration, and shown in the console): STRATA_SECRETS names the
+# Secrets Manager secrets the binary reads at start-up — the catalog password (the
+# "password" key of the catalog module's secret) and the API keys.
+
 locals {
-  api_keys = join(",", random_password.api_key[*].result)
+  catalog_secret = "PGPASSWORD=${var.catalog_secret_arn}#password"
+  api_secret     = var.api_key_count > 0 ? ",STRATA_API_KEYS=${aws_secretsmanager_secret.api_keys[0].arn}" : ""
   common_env = merge({
     STRATA_CATALOG    = var.catalog_url
-    PGPASSWORD        = var.catalog_password
     STRATA_BUCKET     = var.bucket_url
     STRATA_LOG_FORMAT = "json"
   }, var.extra_environment)
@@ -31,7 +36,7 @@ resource "aws_secretsmanager_secret" "api_keys" {
 resource "aws_secretsmanager_secret_version" "api_keys" {
   count         = var.api_key_count > 0 ? 1 : 0
   secret_id     = aws_secretsmanager_secret.api_keys[0].id
-  secret_string = local.api_keys
+  secret_string = join(",", random_password.api_key[*].result)
 }
 
 data "aws_iam_policy_document" "assume" {
@@ -54,6 +59,31 @@ resource "aws_iam_role" "compactor" {
   name_prefix        = "${var.name}-compactor-"
   assume_role_policy = data.aws_iam_policy_document.assume.json
   tags               = var.tags
+}
+
+# Each function reads only the secrets it is given.
+data "aws_iam_policy_document" "api_secrets" {
+  statement {
+    actions   = ["secretsmanager:GetSecretValue"]
+    resources = concat([var.catalog_secret_arn], aws_secretsmanager_secret.api_keys[*].arn)
+  }
+}
+
+data "aws_iam_policy_document" "compactor_secrets" {
+  statement {
+    actions   = ["secretsmanager:GetSecretValue"]
+    resources = [var.catalog_secret_arn]
+  }
+}
+
+resource "aws_iam_role_policy" "api_secrets" {
+  role   = aws_iam_role.api.id
+  policy = data.aws_iam_policy_document.api_secrets.json
+}
+
+resource "aws_iam_role_policy" "compactor_secrets" {
+  role   = aws_iam_role.compactor.id
+  policy = data.aws_iam_policy_document.compactor_secrets.json
 }
 
 resource "aws_iam_role_policy_attachment" "api_vpc" {
@@ -104,7 +134,7 @@ resource "aws_lambda_function" "api" {
   environment {
     variables = merge(local.common_env, {
       STRATA_ROLES     = "writer,reader"
-      STRATA_API_KEYS  = local.api_keys
+      STRATA_SECRETS   = "${local.catalog_secret}${local.api_secret}"
       STRATA_STREAMING = tostring(local.streaming)
     })
   }
@@ -114,7 +144,7 @@ resource "aws_lambda_function" "api" {
     security_group_ids = var.security_group_ids
   }
 
-  depends_on = [aws_cloudwatch_log_group.api, aws_iam_role_policy_attachment.api_vpc]
+  depends_on = [aws_cloudwatch_log_group.api, aws_iam_role_policy_attachment.api_vpc, aws_iam_role_policy.api_secrets]
 }
 
 resource "aws_lambda_function" "compactor" {
@@ -133,7 +163,8 @@ resource "aws_lambda_function" "compactor" {
 
   environment {
     variables = merge(local.common_env, {
-      STRATA_ROLES = "compactor"
+      STRATA_ROLES   = "compactor"
+      STRATA_SECRETS = local.catalog_secret
     })
   }
 
@@ -142,7 +173,7 @@ resource "aws_lambda_function" "compactor" {
     security_group_ids = var.security_group_ids
   }
 
-  depends_on = [aws_cloudwatch_log_group.compactor, aws_iam_role_policy_attachment.compactor_vpc]
+  depends_on = [aws_cloudwatch_log_group.compactor, aws_iam_role_policy_attachment.compactor_vpc, aws_iam_role_policy.compactor_secrets]
 }
 
 # The compactor's schedule.
@@ -196,6 +227,12 @@ resource "aws_apigatewayv2_stage" "this" {
   name        = "$default"
   auto_deploy = true
   tags        = var.tags
+
+  # Beyond these, API Gateway answers 429 before invoking (and paying for) a function.
+  default_route_settings {
+    throttling_rate_limit  = var.api_throttle_rate_limit
+    throttling_burst_limit = var.api_throttle_burst_limit
+  }
 }
 
 resource "aws_lambda_permission" "http_api" {

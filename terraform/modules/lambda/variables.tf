@@ -32,9 +32,36 @@ variable "timeout_seconds" {
 }
 
 variable "reserved_concurrency" {
-  description = "Reserved concurrency of the API function, bounding catalog connections (each sandbox holds at most 2); -1 leaves it unreserved."
+  description = "Reserved concurrency of the API function: at most this many sandboxes run, which bounds the cost of a flood and the catalog connections (each sandbox holds at most 2, so 25 hold 50 through RDS Proxy). -1 leaves it unbounded (not recommended)."
   type        = number
-  default     = -1
+  default     = 25
+
+  validation {
+    condition     = var.reserved_concurrency == -1 || var.reserved_concurrency >= 1
+    error_message = "reserved_concurrency must be at least 1 (0 would stop the function), or -1 for unbounded."
+  }
+}
+
+variable "api_throttle_rate_limit" {
+  description = "With frontend = \"http_api\": steady requests per second API Gateway lets through to the function; beyond it clients get 429."
+  type        = number
+  default     = 200
+
+  validation {
+    condition     = var.api_throttle_rate_limit > 0
+    error_message = "api_throttle_rate_limit must be positive."
+  }
+}
+
+variable "api_throttle_burst_limit" {
+  description = "With frontend = \"http_api\": requests API Gateway lets through in a burst above the rate limit."
+  type        = number
+  default     = 400
+
+  validation {
+    condition     = var.api_throttle_burst_limit > 0
+    error_message = "api_throttle_burst_limit must be positive."
+  }
 }
 
 variable "frontend" {
@@ -84,14 +111,13 @@ variable "bucket_url" {
 }
 
 variable "catalog_url" {
-  description = "STRATA_CATALOG without the password: postgres://user@host:5432/db?sslmode=require (the proxy's endpoint when RDS Proxy is used)."
+  description = "STRATA_CATALOG without the password: postgres://user@proxy-host:5432/db?sslmode=verify-full&sslrootcert=system (modules/catalog catalog_url; the proxy's endpoint when RDS Proxy is used)."
   type        = string
 }
 
-variable "catalog_password" {
-  description = "The catalog password, set as PGPASSWORD in the functions' environment (encrypted at rest by Lambda)."
+variable "catalog_secret_arn" {
+  description = "Secrets Manager secret with the catalog's \"password\" key (modules/catalog secret_arn): the functions read it at start-up into PGPASSWORD, so it never sits in their environment."
   type        = string
-  sensitive   = true
 }
 
 variable "node_policy_arn" {
