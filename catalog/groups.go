@@ -693,39 +693,83 @@ func CheckOffsetCommit(st *GroupState, now time.Time, c OffsetCommit, topics map
 	}
 	if c.MemberID == "" {
 		if st.LiveMembers(now) > 0 {
-			return nil, fmt.Errorf("%w: group %s has live members; commit as a member (member_id and member_epoch)", ErrGroupNotEmpty, c.Group)
+			return nil, OffsetCommitRefusal(c, RefusedGroupNotEmpty, 0, 0)
 		}
 	} else {
 		m := st.Members[c.MemberID]
 		if m == nil || !m.ExpiresAt.After(now) {
-			return nil, fmt.Errorf("%w: %s is not a live member of group %s (its lease may have expired)", ErrUnknownMember, c.MemberID, c.Group)
+			return nil, OffsetCommitRefusal(c, RefusedUnknownMember, 0, 0)
 		}
 		if c.MemberEpoch != m.Epoch {
-			return nil, fmt.Errorf("%w: commit at epoch %d, member %s is at epoch %d", ErrStaleMemberEpoch, c.MemberEpoch, c.MemberID, m.Epoch)
+			return nil, OffsetCommitRefusal(c, RefusedStaleMemberEpoch, 0, int64(m.Epoch))
 		}
 	}
 	tps := make([]TopicPartition, len(c.Offsets))
 	for i, o := range c.Offsets {
 		t, ok := topics[o.Topic]
 		if !ok {
-			return nil, fmt.Errorf("%w: %q", ErrTopicNotFound, o.Topic)
+			return nil, OffsetCommitRefusal(c, RefusedTopicNotFound, i, 0)
 		}
 		tp := TopicPartition{t.ID, o.Partition}
 		hw, ok := highWatermarks[tp]
 		if !ok || o.Partition >= t.Partitions {
-			return nil, fmt.Errorf("%w: topic %s has %d partitions, not %d", ErrPartitionOutOfRange, o.Topic, t.Partitions, o.Partition)
+			return nil, OffsetCommitRefusal(c, RefusedPartitionOutOfRange, i, int64(t.Partitions))
 		}
 		if o.Offset > hw {
-			return nil, fmt.Errorf("%w: %s/%d: offset %d is beyond the high watermark %d", ErrInvalidOffset, o.Topic, o.Partition, o.Offset, hw)
+			return nil, OffsetCommitRefusal(c, RefusedInvalidOffset, i, hw)
 		}
 		if c.MemberID != "" {
 			if own := st.Owners[tp]; own == nil || own.Owner != c.MemberID {
-				return nil, fmt.Errorf("%w: %s/%d is not owned by member %s of group %s", ErrNotOwner, o.Topic, o.Partition, c.MemberID, c.Group)
+				return nil, OffsetCommitRefusal(c, RefusedNotOwner, i, 0)
 			}
 		}
 		tps[i] = tp
 	}
 	return tps, nil
+}
+
+// The refusals of CheckOffsetCommit (and of Plan.CheckGroupOffsets, which adds
+// RefusedGroupNotFound), by code: a backend that checks an offset commit inside the
+// database — Postgres's flush commit, in one round trip — answers one of these, and
+// OffsetCommitRefusal turns it into the error the Go check answers, so the twins'
+// answers can be compared (catalogtest guards that they agree).
+const (
+	RefusedGroupNotFound       = "group_not_found"        // a member's commit to a group that does not exist
+	RefusedGroupNotEmpty       = "group_not_empty"        // a commit without a member to a group with live members
+	RefusedUnknownMember       = "unknown_member"         // no such member, or its lease ended
+	RefusedStaleMemberEpoch    = "stale_member_epoch"     // value: the member's epoch
+	RefusedTopicNotFound       = "topic_not_found"        // of offset row
+	RefusedPartitionOutOfRange = "partition_out_of_range" // of offset row; value: the topic's partition count
+	RefusedInvalidOffset       = "invalid_offset"         // of offset row; value: the high watermark
+	RefusedNotOwner            = "not_owner"              // of offset row
+)
+
+// OffsetCommitRefusal is the error for refusing c with code; row indexes c.Offsets for
+// the codes about one offset, and value is what the code's comment says.
+func OffsetCommitRefusal(c OffsetCommit, code string, row int, value int64) error {
+	var o CommitOffset
+	if row >= 0 && row < len(c.Offsets) {
+		o = c.Offsets[row]
+	}
+	switch code {
+	case RefusedGroupNotFound:
+		return fmt.Errorf("%w: %s", ErrGroupNotFound, c.Group)
+	case RefusedGroupNotEmpty:
+		return fmt.Errorf("%w: group %s has live members; commit as a member (member_id and member_epoch)", ErrGroupNotEmpty, c.Group)
+	case RefusedUnknownMember:
+		return fmt.Errorf("%w: %s is not a live member of group %s (its lease may have expired)", ErrUnknownMember, c.MemberID, c.Group)
+	case RefusedStaleMemberEpoch:
+		return fmt.Errorf("%w: commit at epoch %d, member %s is at epoch %d", ErrStaleMemberEpoch, c.MemberEpoch, c.MemberID, value)
+	case RefusedTopicNotFound:
+		return fmt.Errorf("%w: %q", ErrTopicNotFound, o.Topic)
+	case RefusedPartitionOutOfRange:
+		return fmt.Errorf("%w: topic %s has %d partitions, not %d", ErrPartitionOutOfRange, o.Topic, value, o.Partition)
+	case RefusedInvalidOffset:
+		return fmt.Errorf("%w: %s/%d: offset %d is beyond the high watermark %d", ErrInvalidOffset, o.Topic, o.Partition, o.Offset, value)
+	case RefusedNotOwner:
+		return fmt.Errorf("%w: %s/%d is not owned by member %s of group %s", ErrNotOwner, o.Topic, o.Partition, c.MemberID, c.Group)
+	}
+	return fmt.Errorf("catalog: unknown offset commit refusal %q for group %s", code, c.Group)
 }
 
 // CheckReset checks offsets for ResetOffsets the way CheckOffsetCommit checks a commit

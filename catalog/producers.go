@@ -534,10 +534,16 @@ func (p *Plan) CheckGroupOffsets(errs []error, groups map[string]*GroupState, no
 		if oc == nil || gc.Errs[ri] != nil {
 			continue
 		}
+		// The shape first, before anything loaded is looked at: as a backend that checks
+		// the rest in SQL does.
+		if err := ValidateOffsetCommit(*oc); err != nil {
+			gc.Errs[ri] = fmt.Errorf("group offsets: %w", err)
+			continue
+		}
 		st := groups[oc.Group]
 		if st == nil {
 			if oc.MemberID != "" {
-				gc.Errs[ri] = fmt.Errorf("%w: %s", ErrGroupNotFound, oc.Group)
+				gc.Errs[ri] = GroupOffsetsRefusal(*oc, RefusedGroupNotFound, 0, 0)
 				continue
 			}
 			st = NewGroupState(oc.Group, "", now)
@@ -550,6 +556,16 @@ func (p *Plan) CheckGroupOffsets(errs []error, groups map[string]*GroupState, no
 		gc.tps[ri] = tps
 	}
 	return gc
+}
+
+// GroupOffsetsRefusal is the error CheckGroupOffsets refuses a request with when its
+// offsets are refused with code (see OffsetCommitRefusal).
+func GroupOffsetsRefusal(oc OffsetCommit, code string, row int, value int64) error {
+	err := OffsetCommitRefusal(oc, code, row, value)
+	if code == RefusedGroupNotFound {
+		return err
+	}
+	return fmt.Errorf("group offsets: %w", err)
 }
 
 // Rows lists the offsets to store once results are final (after Assign and

@@ -45,6 +45,7 @@ func RunGroups(t *testing.T, open func(t *testing.T) GroupCatalog) {
 		{"offsets/commit_and_fetch", testOffsets},
 		{"offsets/refusals", testOffsetRefusals},
 		{"offsets/reset_and_delete", testResetAndDelete},
+		{"offsets/flush_check_agrees", testFlushOffsetsAgree},
 		{"lag", testLag},
 		{"describe_and_list", testDescribeAndList},
 		{"invalid_requests", testInvalidGroupRequests},
