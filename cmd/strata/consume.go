@@ -24,10 +24,10 @@ plain reader: it never joins a group or commits offsets.`)
 	sf := addServerFlags(c)
 	partition := c.fs.String("partition", "all", "partition `number` to read, or all")
 	from := c.fs.String("from", "beginning", "where to start in each partition: `beginning`, end, an offset, or an RFC 3339 time (2026-01-02T15:04:05Z)")
-	maxRecs := c.fs.Int64("max", 0, "stop after this many records in all (0: no limit)")
+	maxRecs := c.fs.Int64("max", 0, "stop after this many records in all (0: no limit); with --group, what was printed is committed before the member leaves")
 	follow := c.fs.Bool("follow", false, "keep waiting for new records (SSE tail per partition)")
 	b64 := c.fs.Bool("base64", false, "print keys and values as base64 of their stored bytes")
-	group := c.fs.String("group", "", "consume as a member of this consumer `group`: only the partitions it is assigned, from the group's committed offsets (--from applies where none), committing as it prints, until interrupted or --max")
+	group := c.fs.String("group", "", "consume as a member of this consumer `group`: only the partitions it is assigned, from the group's committed offsets (--from applies where none), committing as it prints, until interrupted or --max; an unknown topic fails at once")
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
 		topic, err := oneName(c.name, args)
 		if err != nil {
