@@ -644,6 +644,10 @@ func (gc *Consumer) loseAll() {
 // would be a position nobody looked up (processing starts at the baseline and only
 // moves forward, so this guards the rule rather than a path known to need it).
 func (gc *Consumer) commitProcessed(ctx context.Context, only []TopicPartition) error {
+	// The offsets are read and sent under reqMu: an auto-commit that read its offsets
+	// before a revocation's commit and sent them after it would move the group back.
+	gc.reqMu.Lock()
+	defer gc.reqMu.Unlock()
 	gc.mu.Lock()
 	var offs []GroupOffset
 	for tp, off := range gc.processed {
@@ -663,7 +667,7 @@ func (gc *Consumer) commitProcessed(ctx context.Context, only []TopicPartition) 
 	if len(offs) == 0 {
 		return nil
 	}
-	if err := gc.commit(ctx, offs); err != nil {
+	if err := gc.commitLocked(ctx, offs); err != nil {
 		return err
 	}
 	gc.mu.Lock()
@@ -674,9 +678,8 @@ func (gc *Consumer) commitProcessed(ctx context.Context, only []TopicPartition) 
 	return nil
 }
 
-func (gc *Consumer) commit(ctx context.Context, offs []GroupOffset) error {
-	gc.reqMu.Lock()
-	defer gc.reqMu.Unlock()
+// commitLocked commits offs at the member's epoch; the caller holds reqMu.
+func (gc *Consumer) commitLocked(ctx context.Context, offs []GroupOffset) error {
 	gc.mu.Lock()
 	epoch := gc.epoch
 	gc.mu.Unlock()
@@ -703,7 +706,9 @@ func (gc *Consumer) Commit(ctx context.Context, offsets map[TopicPartition]int64
 		}
 		return offs[i].Partition < offs[j].Partition
 	})
-	if err := gc.commit(ctx, offs); err != nil {
+	gc.reqMu.Lock()
+	defer gc.reqMu.Unlock()
+	if err := gc.commitLocked(ctx, offs); err != nil {
 		return err
 	}
 	gc.mu.Lock()
