@@ -518,7 +518,7 @@ func (gc *Consumer) checkTopics(ctx context.Context, joined bool, assignment []T
 			gc.resolved(what)
 			continue
 		}
-		tctx, cancel := context.WithTimeout(ctx, max(gc.cfg.SessionTimeout/3, time.Second))
+		tctx, cancel := context.WithTimeout(ctx, gc.lookupTimeout())
 		_, err := gc.c.Topic(tctx, t)
 		cancel()
 		switch {
@@ -543,7 +543,11 @@ func (gc *Consumer) signalWake() {
 // offsets serves them all; when it fails, each worker looks its own up again, retrying
 // until it succeeds (consumer_worker.go): a failed lookup is never "nothing committed".
 func (gc *Consumer) assign(ctx context.Context, h Handler, tps []TopicPartition) {
-	offs, err := gc.c.GroupOffsets(ctx, gc.cfg.Group)
+	// Bounded: the coordinator heartbeats too, and a node that does not answer must not
+	// hold it past the session.
+	lctx, cancel := context.WithTimeout(ctx, gc.lookupTimeout())
+	offs, err := gc.c.GroupOffsets(lctx, gc.cfg.Group)
+	cancel()
 	if err != nil && ctx.Err() == nil {
 		gc.log.Warn("read committed offsets at assignment: each partition looks again", "err", err)
 	}

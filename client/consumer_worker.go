@@ -116,7 +116,9 @@ func (gc *Consumer) startPosition(ctx context.Context, tp TopicPartition, commit
 	var retry backoff
 	for {
 		if !known {
-			offs, err := gc.c.GroupOffsets(ctx, gc.cfg.Group)
+			lctx, cancel := context.WithTimeout(ctx, gc.lookupTimeout())
+			offs, err := gc.c.GroupOffsets(lctx, gc.cfg.Group)
+			cancel()
 			if err != nil {
 				if ctx.Err() != nil {
 					return 0, false
@@ -169,6 +171,13 @@ func (gc *Consumer) resetPosition(ctx context.Context, tp TopicPartition) (int64
 	}
 }
 
+// lookupTimeout bounds one lookup (a committed offset, a partition's bounds, a topic):
+// a node that does not answer is given up on, and the lookup retried, well within the
+// session.
+func (gc *Consumer) lookupTimeout() time.Duration {
+	return max(gc.cfg.SessionTimeout/3, time.Second)
+}
+
 // committedOf is tp's committed offset in offs, -1 when it has none.
 func committedOf(offs []GroupOffset, tp TopicPartition) int64 {
 	for _, o := range offs {
@@ -181,6 +190,8 @@ func committedOf(offs []GroupOffset, tp TopicPartition) int64 {
 
 // policyOffset is StartAt's offset for tp: its log start or its high watermark.
 func (gc *Consumer) policyOffset(ctx context.Context, tp TopicPartition) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, gc.lookupTimeout())
+	defer cancel()
 	ps, err := gc.c.Partitions(ctx, tp.Topic)
 	if err != nil {
 		return 0, err
