@@ -109,63 +109,56 @@ func (gc *Consumer) work(ctx context.Context, h Handler, tp TopicPartition, comm
 
 // startPosition answers where tp starts: its committed offset when a successful lookup
 // finds one, else the StartAt position of a successful lookup of the partition. It
-// retries failed lookups (reporting each) until one succeeds; false when ctx ended
-// first.
+// retries failed lookups until one succeeds; false when ctx ended first.
 func (gc *Consumer) startPosition(ctx context.Context, tp TopicPartition, committed int64, known bool) (int64, bool) {
-	what := tp.String() + ": start position"
-	var retry backoff
-	for {
+	return gc.retry(ctx, tp.String()+": start position", func(ctx context.Context) (int64, error) {
 		if !known {
 			lctx, cancel := context.WithTimeout(ctx, gc.lookupTimeout())
 			offs, err := gc.c.GroupOffsets(lctx, gc.cfg.Group)
 			cancel()
 			if err != nil {
-				if ctx.Err() != nil {
-					return 0, false
-				}
-				gc.report(what, fmt.Errorf("read the committed offset of %s: %w", tp, err))
-				if !retry.wait(ctx) {
-					return 0, false
-				}
-				continue
+				return 0, fmt.Errorf("read the committed offset of %s: %w", tp, err)
 			}
 			known, committed = true, committedOf(offs, tp)
 		}
 		if committed >= 0 {
-			gc.resolved(what)
-			return committed, true
+			return committed, nil
 		}
 		off, err := gc.policyOffset(ctx, tp)
-		if err == nil {
-			gc.resolved(what)
-			return off, true
+		if err != nil {
+			return 0, fmt.Errorf("%s has no committed offset, and finding its %s offset failed: %w", tp, gc.cfg.StartAt, err)
 		}
-		if ctx.Err() != nil {
-			return 0, false
-		}
-		gc.report(what, fmt.Errorf("%s has no committed offset, and finding its %s offset failed: %w", tp, gc.cfg.StartAt, err))
-		if !retry.wait(ctx) {
-			return 0, false
-		}
-	}
+		return off, nil
+	})
 }
 
 // resetPosition is where tp starts over after an out-of-range fetch, per StartAt,
 // retried like startPosition.
 func (gc *Consumer) resetPosition(ctx context.Context, tp TopicPartition) (int64, bool) {
-	what := tp.String() + ": reset position"
-	var retry backoff
-	for {
+	return gc.retry(ctx, tp.String()+": reset position", func(ctx context.Context) (int64, error) {
 		off, err := gc.policyOffset(ctx, tp)
+		if err != nil {
+			return 0, fmt.Errorf("%s is out of range, and finding its %s offset failed: %w", tp, gc.cfg.StartAt, err)
+		}
+		return off, nil
+	})
+}
+
+// retry runs lookup until it succeeds, reporting each failure as what and backing off
+// between attempts; false when ctx ended first.
+func (gc *Consumer) retry(ctx context.Context, what string, lookup func(context.Context) (int64, error)) (int64, bool) {
+	var b backoff
+	for {
+		v, err := lookup(ctx)
 		if err == nil {
 			gc.resolved(what)
-			return off, true
+			return v, true
 		}
 		if ctx.Err() != nil {
 			return 0, false
 		}
-		gc.report(what, fmt.Errorf("%s is out of range, and finding its %s offset failed: %w", tp, gc.cfg.StartAt, err))
-		if !retry.wait(ctx) {
+		gc.report(what, err)
+		if !b.wait(ctx) {
 			return 0, false
 		}
 	}
