@@ -130,7 +130,7 @@ type Consumer struct {
 	committed map[TopicPartition]int64
 	baseline  map[TopicPartition]int64 // where a successful lookup said the worker starts
 	failing   map[string]error         // what keeps the consumer from progress now, by what it was doing
-	topicSeen map[string]bool          // subscribed topics known to exist since the last join
+	topicSeen map[string]bool          // subscribed topics known to exist since the last join (the coordinator's alone)
 	failErr   error
 	fail      context.CancelFunc
 
