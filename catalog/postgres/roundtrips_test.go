@@ -98,6 +98,7 @@ func TestGroupRoundTrips(t *testing.T) {
 					t.Fatalf("%s: %v", tc.name, err)
 				}
 				fs := proxy.takeFlights()
+				t.Logf("%s: %d round trips", tc.name, len(fs))
 				if len(fs) > tc.max || len(fs) == 0 {
 					var b strings.Builder
 					for i, f := range fs {
