@@ -74,7 +74,7 @@ func (gc *Consumer) work(ctx context.Context, h Handler, tp TopicPartition, comm
 				gc.setBaseline(tp, off)
 				continue
 			}
-			gc.report(tp.String()+": fetch", fmt.Errorf("fetch %s at %d: %w", tp, offset, err))
+			gc.report(tp.String()+": fetch", err) // the client's error names the partition and offset
 			if !retry.wait(ctx) {
 				return
 			}
