@@ -34,7 +34,13 @@ type cutProxy struct {
 
 	flights []flight // every round trip
 	taken   int      // flights before this one were returned by takeFlights
+
+	delay atomic.Int64 // ns added to every round trip (setDelay)
 }
+
+// setDelay adds d to every round trip from now on: the database as far away as a
+// managed one in another zone.
+func (p *cutProxy) setDelay(d time.Duration) { p.delay.Store(int64(d)) }
 
 // flight is one round trip: what a client sent, on one connection, while it had no
 // answer outstanding, until it waited. A pipeline of many statements is one flight.
@@ -56,7 +62,7 @@ var commitMarker = []byte("strata_commit")
 // cancelRequestCode opens a CancelRequest startup packet.
 const cancelRequestCode = 80877102
 
-func newCutProxy(t *testing.T, target string) *cutProxy {
+func newCutProxy(t testing.TB, target string) *cutProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -287,6 +293,9 @@ func (s *proxySession) serverToClient() {
 			continue
 		}
 		if typ == 'Z' {
+			if d := s.p.delay.Load(); d > 0 {
+				time.Sleep(time.Duration(d))
+			}
 			// Before forwarding, so the client's next message finds no answer pending.
 			// (The ReadyForQuery that ends the startup answers no Sync.)
 			for p := s.pending.Load(); p > 0; p = s.pending.Load() {

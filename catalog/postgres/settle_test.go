@@ -11,7 +11,7 @@ import (
 )
 
 // proxied returns dsn with its host replaced by addr.
-func proxied(t *testing.T, dsn, addr string) string {
+func proxied(t testing.TB, dsn, addr string) string {
 	t.Helper()
 	u, err := url.Parse(dsn)
 	if err != nil || u.Host == "" {
@@ -21,7 +21,7 @@ func proxied(t *testing.T, dsn, addr string) string {
 	return u.String()
 }
 
-func proxyTarget(t *testing.T, dsn string) string {
+func proxyTarget(t testing.TB, dsn string) string {
 	t.Helper()
 	u, err := url.Parse(dsn)
 	if err != nil || u.Host == "" {
