@@ -3,8 +3,8 @@ package catalog
 // Consumer groups (DESIGN.md "Groups"): lease-based membership with server-side
 // assignment, in the spirit of Kafka's KIP-848. This file holds the group domain shared
 // by both backends: types, errors, validation, the assignors, and the state machine a
-// heartbeat runs (ApplyHeartbeat) and an offset commit is checked against
-// (CheckOffsetCommit). A backend loads a group's rows into a GroupState inside one
+// heartbeat runs (ApplyHeartbeat); offsets.go holds what an offset commit is checked
+// against (CheckOffsetCommit). A backend loads a group's rows into a GroupState inside one
 // transaction that holds the group's lock, runs these functions, and writes back what
 // DiffGroup says changed; the backends differ only in SQL.
 //
@@ -27,7 +27,6 @@ import (
 	"slices"
 	"sort"
 	"time"
-	"unicode/utf8"
 )
 
 // Groups is the consumer-group part of the catalog, implemented by both backends beside
@@ -412,51 +411,6 @@ func ValidateHeartbeat(hb Heartbeat) error {
 	return ValidateAssignor(hb.Assignor)
 }
 
-// ValidateOffsetCommit checks an offset commit's shape, before any SQL.
-func ValidateOffsetCommit(c OffsetCommit) error {
-	if err := ValidateGroupName(c.Group); err != nil {
-		return err
-	}
-	if c.MemberID != "" {
-		if err := ValidateMemberID(c.MemberID); err != nil {
-			return err
-		}
-		if c.MemberEpoch <= 0 {
-			return fmt.Errorf("%w: member_epoch %d: commit at the epoch the last heartbeat answered", ErrStaleMemberEpoch, c.MemberEpoch)
-		}
-	}
-	return validateOffsets(c.Offsets)
-}
-
-func validateOffsets(offs []CommitOffset) error {
-	if len(offs) == 0 {
-		return fmt.Errorf("%w: offsets: none given", ErrInvalidGroupRequest)
-	}
-	seen := make(map[string]map[int32]bool)
-	for _, o := range offs {
-		if err := ValidateTopicName(o.Topic); err != nil {
-			return fmt.Errorf("%w: %w", ErrTopicNotFound, err)
-		}
-		if o.Partition < 0 {
-			return fmt.Errorf("%w: topic %s partition %d", ErrPartitionOutOfRange, o.Topic, o.Partition)
-		}
-		if o.Offset < 0 {
-			return fmt.Errorf("%w: %s/%d: offset %d is negative", ErrInvalidOffset, o.Topic, o.Partition, o.Offset)
-		}
-		if len(o.Metadata) > MaxOffsetMetadata || !utf8.ValidString(o.Metadata) {
-			return fmt.Errorf("%w: %s/%d: metadata must be UTF-8 of at most %d bytes", ErrInvalidGroupRequest, o.Topic, o.Partition, MaxOffsetMetadata)
-		}
-		if seen[o.Topic] == nil {
-			seen[o.Topic] = map[int32]bool{}
-		}
-		if seen[o.Topic][o.Partition] {
-			return fmt.Errorf("%w: offsets: %s/%d appears twice", ErrInvalidGroupRequest, o.Topic, o.Partition)
-		}
-		seen[o.Topic][o.Partition] = true
-	}
-	return nil
-}
-
 // HeartbeatInterval is how often a member with this session timeout should heartbeat:
 // a tenth of it (3 s for the 30 s default), so several heartbeats may be lost before
 // the lease ends.
@@ -680,58 +634,6 @@ func assignTargets(st *GroupState, topics map[string]TopicMeta) {
 			delete(st.Owners, tp)
 		}
 	}
-}
-
-// CheckOffsetCommit checks a member's commit against st (loaded under the group's lock)
-// at now: the member is live, at its current epoch, and owns every partition. A commit
-// without a member needs a group without live members. topics resolves the commit's
-// topic names, highWatermarks the partitions' high watermarks (a partition missing is
-// out of range). It returns the offsets by partition, ready to store.
-func CheckOffsetCommit(st *GroupState, now time.Time, c OffsetCommit, topics map[string]TopicMeta, highWatermarks map[TopicPartition]int64) ([]TopicPartition, error) {
-	if err := ValidateOffsetCommit(c); err != nil {
-		return nil, err
-	}
-	if c.MemberID == "" {
-		if st.LiveMembers(now) > 0 {
-			return nil, fmt.Errorf("%w: group %s has live members; commit as a member (member_id and member_epoch)", ErrGroupNotEmpty, c.Group)
-		}
-	} else {
-		m := st.Members[c.MemberID]
-		if m == nil || !m.ExpiresAt.After(now) {
-			return nil, fmt.Errorf("%w: %s is not a live member of group %s (its lease may have expired)", ErrUnknownMember, c.MemberID, c.Group)
-		}
-		if c.MemberEpoch != m.Epoch {
-			return nil, fmt.Errorf("%w: commit at epoch %d, member %s is at epoch %d", ErrStaleMemberEpoch, c.MemberEpoch, c.MemberID, m.Epoch)
-		}
-	}
-	tps := make([]TopicPartition, len(c.Offsets))
-	for i, o := range c.Offsets {
-		t, ok := topics[o.Topic]
-		if !ok {
-			return nil, fmt.Errorf("%w: %q", ErrTopicNotFound, o.Topic)
-		}
-		tp := TopicPartition{t.ID, o.Partition}
-		hw, ok := highWatermarks[tp]
-		if !ok || o.Partition >= t.Partitions {
-			return nil, fmt.Errorf("%w: topic %s has %d partitions, not %d", ErrPartitionOutOfRange, o.Topic, t.Partitions, o.Partition)
-		}
-		if o.Offset > hw {
-			return nil, fmt.Errorf("%w: %s/%d: offset %d is beyond the high watermark %d", ErrInvalidOffset, o.Topic, o.Partition, o.Offset, hw)
-		}
-		if c.MemberID != "" {
-			if own := st.Owners[tp]; own == nil || own.Owner != c.MemberID {
-				return nil, fmt.Errorf("%w: %s/%d is not owned by member %s of group %s", ErrNotOwner, o.Topic, o.Partition, c.MemberID, c.Group)
-			}
-		}
-		tps[i] = tp
-	}
-	return tps, nil
-}
-
-// CheckReset checks offsets for ResetOffsets the way CheckOffsetCommit checks a commit
-// without a member.
-func CheckReset(st *GroupState, now time.Time, group string, offsets []CommitOffset, topics map[string]TopicMeta, highWatermarks map[TopicPartition]int64) ([]TopicPartition, error) {
-	return CheckOffsetCommit(st, now, OffsetCommit{Group: group, Offsets: offsets}, topics, highWatermarks)
 }
 
 // Describe renders st at now for DescribeGroup; names maps topic ids to names.

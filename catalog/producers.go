@@ -466,26 +466,16 @@ func sortProducerRows(rows []ProducerStateRow) {
 
 // GroupNames lists the distinct groups whose offsets the flush's requests commit,
 // ascending: the order in which a backend locks them (after partitions and producer
-// state). lockExclusive[name] is set when some request commits without a member
-// (MemberID ""), which needs the group's lock exclusively, as CommitOffsets takes it.
-func (p *Plan) GroupNames() (names []string, lockExclusive map[string]bool) {
-	lockExclusive = map[string]bool{}
-	seen := map[string]bool{}
+// state).
+func (p *Plan) GroupNames() []string {
+	var names []string
 	for _, r := range p.Segment.Requests {
-		g := r.GroupOffsets
-		if g == nil {
-			continue
-		}
-		if !seen[g.Group] {
-			seen[g.Group] = true
+		if g := r.GroupOffsets; g != nil {
 			names = append(names, g.Group)
-		}
-		if g.MemberID == "" {
-			lockExclusive[g.Group] = true
 		}
 	}
 	slices.Sort(names)
-	return names, lockExclusive
+	return slices.Compact(names)
 }
 
 // OffsetTopics lists the distinct topic names the flush's group offsets name, sorted.
@@ -534,10 +524,16 @@ func (p *Plan) CheckGroupOffsets(errs []error, groups map[string]*GroupState, no
 		if oc == nil || gc.Errs[ri] != nil {
 			continue
 		}
+		// The shape first, before anything loaded is looked at: as a backend that checks
+		// the rest in SQL does.
+		if err := ValidateOffsetCommit(*oc); err != nil {
+			gc.Errs[ri] = fmt.Errorf("group offsets: %w", err)
+			continue
+		}
 		st := groups[oc.Group]
 		if st == nil {
 			if oc.MemberID != "" {
-				gc.Errs[ri] = fmt.Errorf("%w: %s", ErrGroupNotFound, oc.Group)
+				gc.Errs[ri] = GroupOffsetsRefusal(*oc, RefusedGroupNotFound, 0, 0)
 				continue
 			}
 			st = NewGroupState(oc.Group, "", now)
@@ -550,6 +546,16 @@ func (p *Plan) CheckGroupOffsets(errs []error, groups map[string]*GroupState, no
 		gc.tps[ri] = tps
 	}
 	return gc
+}
+
+// GroupOffsetsRefusal is the error CheckGroupOffsets refuses a request with when its
+// offsets are refused with code (see OffsetCommitRefusal).
+func GroupOffsetsRefusal(oc OffsetCommit, code string, row int, value int64) error {
+	err := OffsetCommitRefusal(oc, code, row, value)
+	if code == RefusedGroupNotFound {
+		return err
+	}
+	return fmt.Errorf("group offsets: %w", err)
 }
 
 // Rows lists the offsets to store once results are final (after Assign and
@@ -587,21 +593,5 @@ func (gc *GroupCheck) Rows(results []Result) []GroupOffsetRow {
 		}
 		return comparePartitions(a.TopicPartition, b.TopicPartition)
 	})
-	return rows
-}
-
-// RequestRows lists request ri's offsets as resolved by the check, nil when it has none
-// or was refused: for a backend that decides in SQL which requests commit (it stores
-// the rows of those that do, the later request winning).
-func (gc *GroupCheck) RequestRows(ri int) []GroupOffsetRow {
-	oc := gc.plan.Segment.Requests[ri].GroupOffsets
-	if oc == nil || gc.tps[ri] == nil {
-		return nil
-	}
-	rows := make([]GroupOffsetRow, len(oc.Offsets))
-	for i, o := range oc.Offsets {
-		rows[i] = GroupOffsetRow{Group: oc.Group, TopicPartition: gc.tps[ri][i], Offset: o.Offset,
-			Metadata: o.Metadata, MemberID: oc.MemberID, MemberEpoch: oc.MemberEpoch}
-	}
 	return rows
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,6 +82,15 @@ type ConsumerConfig struct {
 	// OnLost is called with partitions lost without a chance to commit: the session
 	// timed out or the server fenced the member. Their handlers have returned.
 	OnLost func(tps []TopicPartition)
+	// OnError is called with each failure that keeps the consumer from making progress:
+	// a heartbeat that failed (the server unreachable, credentials refused, the catalog
+	// down), a subscribed topic that does not exist (*Error with code topic_not_found),
+	// a start position that could not be looked up, a fetch that failed. The consumer
+	// keeps retrying whatever the error — it may legitimately start before its topic
+	// exists — so giving up is the caller's choice (cancel Run's context). It runs on
+	// the consumer's goroutines: it must not block. Errors are *Error when the server
+	// answered (branch with HasCode), transport errors otherwise. Each is also logged.
+	OnError func(err error)
 	// Logger receives the consumer's own log lines; default: discarded.
 	Logger *slog.Logger
 }
@@ -93,6 +103,14 @@ const DefaultSessionTimeout = 30 * time.Second
 // long-polling fetches from the committed offset), gives partitions back only after
 // their processing stopped, commits, and fences itself when its session may have timed
 // out. Create it with NewConsumer and run it with Run.
+//
+// A partition never starts at a guessed position. It starts at its committed offset,
+// or at StartAt only when a successful lookup says it has none (or that the offset is
+// out of range); a lookup that fails is retried with backoff, and reported through
+// OnError, until it succeeds, the partition is revoked or the consumer stops. The
+// position a successful lookup gave is the partition's baseline: nothing is committed
+// for a partition before it has one, and auto-commit never commits below it — only the
+// application moves a committed offset back, with Commit.
 type Consumer struct {
 	c   *Client
 	cfg ConsumerConfig
@@ -110,6 +128,9 @@ type Consumer struct {
 	parts     map[TopicPartition]*partWorker // held: processing, or being given back
 	processed map[TopicPartition]int64       // next offset after the last processed batch
 	committed map[TopicPartition]int64
+	baseline  map[TopicPartition]int64 // where a successful lookup said the worker starts
+	failing   map[string]error         // what keeps the consumer from progress now, by what it was doing
+	topicSeen map[string]bool          // subscribed topics known to exist since the last join (the coordinator's alone)
 	failErr   error
 	fail      context.CancelFunc
 
@@ -166,6 +187,9 @@ func NewConsumer(c *Client, cfg ConsumerConfig) (*Consumer, error) {
 		parts:     map[TopicPartition]*partWorker{},
 		processed: map[TopicPartition]int64{},
 		committed: map[TopicPartition]int64{},
+		baseline:  map[TopicPartition]int64{},
+		failing:   map[string]error{},
+		topicSeen: map[string]bool{},
 		wake:      make(chan struct{}, 1),
 	}, nil
 }
@@ -203,7 +227,9 @@ func (gc *Consumer) alive() bool {
 
 // Run joins the group and processes assigned partitions with h until ctx ends (it then
 // gives its partitions back, commits, leaves the group and returns nil) or h fails (the
-// same, returning h's error). Run once per Consumer.
+// same, returning h's error). A consumer that ctx stops while something keeps it from
+// progress (what OnError was last told and nothing has cured since) returns that
+// error, so a deadline never ends it silently. Run once per Consumer.
 func (gc *Consumer) Run(ctx context.Context, h Handler) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -212,6 +238,7 @@ func (gc *Consumer) Run(ctx context.Context, h Handler) error {
 	gc.mu.Unlock()
 
 	err := gc.loop(runCtx, h)
+	stuck := gc.stuck() // before stopping, which gives every partition up
 
 	// Stop: give everything back, commit, leave.
 	stopCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), gc.cfg.SessionTimeout)
@@ -249,7 +276,56 @@ func (gc *Consumer) Run(ctx context.Context, h Handler) error {
 	if err != nil && ctx.Err() == nil {
 		return err
 	}
+	if stuck != nil {
+		return fmt.Errorf("consumer: stopped while failing: %w", stuck)
+	}
 	return nil
+}
+
+// report records and announces a failure that keeps the consumer from progress; what
+// says what was being attempted, and a later resolved(what) clears it.
+func (gc *Consumer) report(what string, err error) {
+	gc.mu.Lock()
+	gc.failing[what] = err
+	gc.mu.Unlock()
+	gc.log.Warn(what, "err", err)
+	if gc.cfg.OnError != nil {
+		gc.cfg.OnError(err)
+	}
+}
+
+// resolved clears a failure: what now succeeds.
+func (gc *Consumer) resolved(what string) {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	delete(gc.failing, what)
+}
+
+// resolvedPrefix clears every failure whose what starts with prefix.
+func (gc *Consumer) resolvedPrefix(prefix string) {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	for what := range gc.failing {
+		if strings.HasPrefix(what, prefix) {
+			delete(gc.failing, what)
+		}
+	}
+}
+
+// stuck returns the failures not cured yet (nil when none), in a stable order.
+func (gc *Consumer) stuck() error {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	whats := make([]string, 0, len(gc.failing))
+	for what := range gc.failing {
+		whats = append(whats, what)
+	}
+	slices.Sort(whats)
+	errs := make([]error, len(whats))
+	for i, what := range whats {
+		errs[i] = gc.failing[what]
+	}
+	return errors.Join(errs...)
 }
 
 // setFailure records the first handler error and stops Run.
@@ -312,13 +388,14 @@ func (gc *Consumer) loop(ctx context.Context, h Handler) error {
 		case err == nil:
 			failures = 0
 			interval = d
+			gc.resolved("heartbeat")
 			resetTimer(fence, time.Duration(gc.deadline.Load()-time.Since(gc.base).Nanoseconds()))
 		case fencedCode(err):
 			gc.log.Warn("fenced by the server: stopping processing and joining again", "err", err)
 			gc.loseAll()
 			failures++
 		default:
-			gc.log.Warn("heartbeat", "err", err)
+			gc.report("heartbeat", err)
 			failures++
 		}
 		wait := interval
@@ -420,7 +497,39 @@ func (gc *Consumer) heartbeat(ctx context.Context, h Handler) (time.Duration, er
 		sortTPs(added)
 		gc.assign(ctx, h, added)
 	}
+	gc.checkTopics(ctx, req.MemberEpoch == 0, res.Assignment)
 	return res.HeartbeatInterval, nil
+}
+
+// checkTopics looks up the subscribed topics that the assignment leaves out and that
+// are not known to exist since the member (re)joined: the server gives a topic that
+// does not exist to nobody, silently, so the consumer says so (and looks again at
+// every heartbeat until it exists). Only the coordinator goroutine calls it.
+func (gc *Consumer) checkTopics(ctx context.Context, joined bool, assignment []TopicPartitions) {
+	if joined {
+		clear(gc.topicSeen)
+	}
+	for _, a := range assignment {
+		gc.topicSeen[a.Topic] = true
+	}
+	for _, t := range gc.cfg.Topics {
+		what := "topic " + t
+		if gc.topicSeen[t] {
+			gc.resolved(what)
+			continue
+		}
+		tctx, cancel := context.WithTimeout(ctx, gc.lookupTimeout())
+		_, err := gc.c.Topic(tctx, t)
+		cancel()
+		switch {
+		case err == nil:
+			gc.topicSeen[t] = true
+			gc.resolved(what)
+		case HasCode(err, "topic_not_found"):
+			gc.report(what, fmt.Errorf("subscribed to %s, which does not exist (yet): %w", t, err))
+		}
+		// Any other error: the heartbeats' own failures say it; look again next time.
+	}
 }
 
 func (gc *Consumer) signalWake() {
@@ -430,17 +539,19 @@ func (gc *Consumer) signalWake() {
 	}
 }
 
-// assign starts workers for newly assigned partitions, from their committed offsets.
+// assign starts workers for newly assigned partitions. One lookup of the committed
+// offsets serves them all; when it fails, each worker looks its own up again, retrying
+// until it succeeds (consumer_worker.go): a failed lookup is never "nothing committed".
 func (gc *Consumer) assign(ctx context.Context, h Handler, tps []TopicPartition) {
-	start := map[TopicPartition]int64{}
-	offs, err := gc.c.GroupOffsets(ctx, gc.cfg.Group)
-	if err != nil {
-		// Workers then look their start up again before fetching.
-		gc.log.Warn("read committed offsets", "err", err)
+	// Bounded: the coordinator heartbeats too, and a node that does not answer must not
+	// hold it past the session.
+	lctx, cancel := context.WithTimeout(ctx, gc.lookupTimeout())
+	offs, err := gc.c.GroupOffsets(lctx, gc.cfg.Group)
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		gc.log.Warn("read committed offsets at assignment: each partition looks again", "err", err)
 	}
-	for _, o := range offs {
-		start[TopicPartition{o.Topic, o.Partition}] = o.Offset
-	}
+	known := err == nil
 	if gc.cfg.OnAssigned != nil {
 		gc.cfg.OnAssigned(ctx, slices.Clone(tps))
 	}
@@ -450,114 +561,18 @@ func (gc *Consumer) assign(ctx context.Context, h Handler, tps []TopicPartition)
 		wctx, cancel := context.WithCancel(ctx)
 		w := &partWorker{tp: tp, cancel: cancel, done: make(chan struct{})}
 		gc.parts[tp] = w
-		off, ok := start[tp]
-		if ok {
+		off := committedOf(offs, tp)
+		if off >= 0 {
 			gc.committed[tp] = off
-		} else {
-			off = -1
 		}
 		delete(gc.processed, tp)
+		delete(gc.baseline, tp)
 		gc.wg.Add(1)
 		go func() {
 			defer gc.wg.Done()
 			defer close(w.done)
-			gc.work(wctx, h, tp, off, err == nil)
+			gc.work(wctx, h, tp, off, known)
 		}()
-	}
-}
-
-// startOffset resolves where a partition without a usable committed offset starts.
-func (gc *Consumer) startOffset(ctx context.Context, tp TopicPartition) (int64, error) {
-	ps, err := gc.c.Partitions(ctx, tp.Topic)
-	if err != nil {
-		return 0, err
-	}
-	for _, p := range ps {
-		if p.Partition == tp.Partition {
-			if gc.cfg.StartAt == StartLatest {
-				return p.HighWatermark, nil
-			}
-			return p.LogStartOffset, nil
-		}
-	}
-	return 0, fmt.Errorf("topic %s has no partition %d", tp.Topic, tp.Partition)
-}
-
-// work is one partition's poll loop: long-poll fetches, the handler, processed offsets.
-func (gc *Consumer) work(ctx context.Context, h Handler, tp TopicPartition, offset int64, known bool) {
-	backoff := func() bool {
-		t := time.NewTimer(200 * time.Millisecond)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-			return true
-		}
-	}
-	for offset < 0 && ctx.Err() == nil {
-		if !known {
-			if offs, err := gc.c.GroupOffsets(ctx, gc.cfg.Group); err == nil {
-				known = true
-				for _, o := range offs {
-					if o.Topic == tp.Topic && o.Partition == tp.Partition {
-						offset = o.Offset
-					}
-				}
-				continue
-			}
-		}
-		off, err := gc.startOffset(ctx, tp)
-		if err == nil {
-			offset = off
-			break
-		}
-		gc.log.Warn("start offset", "partition", tp.String(), "err", err)
-		if !backoff() {
-			return
-		}
-	}
-	for ctx.Err() == nil && gc.alive() {
-		res, err := gc.c.Fetch(ctx, tp.Topic, tp.Partition, FetchOptions{Offset: offset, MaxRecords: gc.cfg.MaxRecords, Wait: gc.cfg.FetchWait})
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if HasCode(err, "offset_out_of_range") {
-				off, serr := gc.startOffset(ctx, tp)
-				if serr == nil {
-					gc.log.Info("offset out of range: starting over", "partition", tp.String(), "offset", offset, "start", off)
-					offset = off
-					continue
-				}
-				err = serr
-			}
-			gc.log.Warn("fetch", "partition", tp.String(), "offset", offset, "err", err)
-			if !backoff() {
-				return
-			}
-			continue
-		}
-		if len(res.Records) == 0 {
-			offset = max(offset, res.NextOffset)
-			continue
-		}
-		// Checked again after the fetch: a revocation or a lost session may have begun
-		// while it waited, and this batch must then not be processed.
-		if ctx.Err() != nil || !gc.alive() {
-			return
-		}
-		if err := h(ctx, Batch{Topic: tp.Topic, Partition: tp.Partition, Records: res.Records, NextOffset: res.NextOffset, HighWatermark: res.HighWatermark}); err != nil {
-			if ctx.Err() != nil {
-				return // stopped mid-batch: not processed
-			}
-			gc.setFailure(fmt.Errorf("consumer: handler for %s: %w", tp, err))
-			return
-		}
-		offset = res.NextOffset
-		gc.mu.Lock()
-		gc.processed[tp] = offset
-		gc.mu.Unlock()
 	}
 }
 
@@ -588,6 +603,7 @@ func (gc *Consumer) revoke(ctx context.Context, ws []*partWorker) {
 		}
 		delete(gc.processed, w.tp)
 		delete(gc.committed, w.tp)
+		delete(gc.baseline, w.tp)
 	}
 	gc.mu.Unlock()
 }
@@ -615,6 +631,7 @@ func (gc *Consumer) loseAll() {
 		}
 		delete(gc.processed, w.tp)
 		delete(gc.committed, w.tp)
+		delete(gc.baseline, w.tp)
 	}
 	gc.mu.Unlock()
 	sortTPs(tps)
@@ -627,8 +644,14 @@ func (gc *Consumer) loseAll() {
 }
 
 // commitProcessed commits the processed offsets not yet committed, of only (all when
-// nil).
+// nil). A partition without a baseline, or processed below it, commits nothing: that
+// would be a position nobody looked up (processing starts at the baseline and only
+// moves forward, so this guards the rule rather than a path known to need it).
 func (gc *Consumer) commitProcessed(ctx context.Context, only []TopicPartition) error {
+	// The offsets are read and sent under reqMu: an auto-commit that read its offsets
+	// before a revocation's commit and sent them after it would move the group back.
+	gc.reqMu.Lock()
+	defer gc.reqMu.Unlock()
 	gc.mu.Lock()
 	var offs []GroupOffset
 	for tp, off := range gc.processed {
@@ -638,13 +661,17 @@ func (gc *Consumer) commitProcessed(ctx context.Context, only []TopicPartition) 
 		if c, ok := gc.committed[tp]; ok && c == off {
 			continue
 		}
+		if base, ok := gc.baseline[tp]; !ok || off < base {
+			gc.log.Error("not committing an offset below the partition's baseline", "partition", tp.String(), "offset", off, "baseline", base, "has_baseline", ok)
+			continue
+		}
 		offs = append(offs, GroupOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: off})
 	}
 	gc.mu.Unlock()
 	if len(offs) == 0 {
 		return nil
 	}
-	if err := gc.commit(ctx, offs); err != nil {
+	if err := gc.commitLocked(ctx, offs); err != nil {
 		return err
 	}
 	gc.mu.Lock()
@@ -655,9 +682,8 @@ func (gc *Consumer) commitProcessed(ctx context.Context, only []TopicPartition) 
 	return nil
 }
 
-func (gc *Consumer) commit(ctx context.Context, offs []GroupOffset) error {
-	gc.reqMu.Lock()
-	defer gc.reqMu.Unlock()
+// commitLocked commits offs at the member's epoch; the caller holds reqMu.
+func (gc *Consumer) commitLocked(ctx context.Context, offs []GroupOffset) error {
 	gc.mu.Lock()
 	epoch := gc.epoch
 	gc.mu.Unlock()
@@ -670,7 +696,9 @@ func (gc *Consumer) commit(ctx context.Context, offs []GroupOffset) error {
 // Commit commits offsets (the next offset to read) of partitions this member holds, at
 // its current epoch. The server refuses partitions it does not own (not_owner) and a
 // member it has fenced (unknown_member, stale_member_epoch). With auto-commit the
-// processed offsets are committed anyway; Commit is for ManualCommit.
+// processed offsets are committed anyway; Commit is for ManualCommit. An offset below
+// where the partition started is the application's explicit seek: auto-commit then
+// goes on from there.
 func (gc *Consumer) Commit(ctx context.Context, offsets map[TopicPartition]int64) error {
 	offs := make([]GroupOffset, 0, len(offsets))
 	for tp, off := range offsets {
@@ -682,7 +710,9 @@ func (gc *Consumer) Commit(ctx context.Context, offsets map[TopicPartition]int64
 		}
 		return offs[i].Partition < offs[j].Partition
 	})
-	if err := gc.commit(ctx, offs); err != nil {
+	gc.reqMu.Lock()
+	defer gc.reqMu.Unlock()
+	if err := gc.commitLocked(ctx, offs); err != nil {
 		return err
 	}
 	gc.mu.Lock()
@@ -690,6 +720,9 @@ func (gc *Consumer) Commit(ctx context.Context, offsets map[TopicPartition]int64
 		tp := TopicPartition{o.Topic, o.Partition}
 		gc.committed[tp] = o.Offset
 		gc.processed[tp] = o.Offset
+		if base, ok := gc.baseline[tp]; ok && o.Offset < base {
+			gc.baseline[tp] = o.Offset
+		}
 	}
 	gc.mu.Unlock()
 	return nil

@@ -514,9 +514,14 @@ func (w *Workload) member(ctx context.Context, name string) {
 				From: -1, Records: readRecords(b.Records), Next: b.NextOffset, HWM: b.HighWatermark, At: time.Now()})
 			return nil
 		})
-		if err != nil && ctx.Err() == nil {
+		switch {
+		case err != nil && ctx.Err() == nil:
 			w.cfg.Log.Info("group member stopped; rejoining", "member", name, "err", err)
 			sleep(ctx, 500*time.Millisecond)
+		case err != nil:
+			// Stopped (after the faults were healed) while something still kept it from
+			// progress: worth seeing beside the anomalies.
+			w.hist.AddEvent("workload", fmt.Sprintf("group member %s stopped while failing: %v", name, err))
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,32 +21,40 @@ const (
 )
 
 // commitSQL is the whole commit: one statement, so one implicit transaction and one
-// round trip.
-const commitSQL = `SELECT o_batch, o_code, o_base, o_dup, o_expected FROM strata_commit(
-	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)`
+// round trip. The last eight arguments (the group offsets to store) are empty: a flush
+// that commits group offsets calls commitGroupsSQL.
+const commitSQL = `SELECT o_batch, o_code, o_base, o_dup, o_expected, NULL::int, NULL::bigint FROM strata_commit(
+	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}')`
+
+// commitGroupsSQL is the commit of a flush that commits group offsets: one statement
+// too, whose function checks the groups in SQL (migrations/0040_group_commit.sql).
+const commitGroupsSQL = `SELECT o_batch, o_code, o_base, o_dup, o_expected, o_grow, o_gvalue FROM strata_commit_groups(
+	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)`
 
 // codeRefused is strata_commit's code for a request the caller refused before the
-// call (p_pre): its group offsets failed their check.
-const codeRefused = "refused"
+// call (p_pre): the shape of its group offsets. Refusals of strata_commit_groups'
+// checks are codeGroupPrefix and one of catalog's Refused* codes.
+const (
+	codeRefused     = "refused"
+	codeGroupPrefix = "group:"
+)
 
 // batchRow is strata_commit's answer for one batch: the refusal it decided, and its
-// base offset when its request committed or is a duplicate.
+// base offset when its request committed or is a duplicate; for a request whose group
+// offsets strata_commit_groups refused, what catalog.GroupOffsetsRefusal needs.
 type batchRow struct {
 	code     *string
 	base     *int64
 	dup      bool
 	expected *int32
+	grow     *int32
+	gvalue   *int64
 }
 
-// queryer is a pool or a transaction.
-type queryer interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-// Commit commits one flush with strata_commit. The rules are the shared ones of package
-// catalog; the function reproduces them in SQL so that checks, offset assignment,
-// producer state and every row land in one round trip. A flush that commits group
-// offsets takes a few more (commitWithGroups).
+// Commit commits one flush with strata_commit (strata_commit_groups when it commits
+// group offsets). The rules are the shared ones of package catalog; the functions
+// reproduce them in SQL so that checks, offset assignment, producer state, group
+// offsets and every row land in one round trip.
 func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Result, error) {
 	plan, err := catalog.PlanSegment(seg)
 	if err != nil {
@@ -55,30 +64,29 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	if err != nil {
 		return nil, fmt.Errorf("postgres: commit %s: %w", seg.Key, err)
 	}
-	if names, exclusive := plan.GroupNames(); len(names) > 0 {
-		return c.commitWithGroups(ctx, plan, kt, names, exclusive)
-	}
-	out, err := c.callCommit(ctx, c.pool, plan, kt, nil)
+	out, pre, err := c.callCommit(ctx, plan, kt)
 	if err != nil {
 		return c.commitError(ctx, plan, err)
 	}
-	return c.answer(plan, out, nil)
+	return c.answer(plan, out, pre)
 }
 
-// callCommit runs strata_commit and collects its rows; gc carries the group checks.
-func (c *Catalog) callCommit(ctx context.Context, q queryer, plan *catalog.Plan, keyTime time.Time, gc *catalog.GroupCheck) ([]batchRow, error) {
+// callCommit runs the commit function and collects its rows, with the refusals decided
+// in Go before the call (the shape of group offsets), per request.
+func (c *Catalog) callCommit(ctx context.Context, plan *catalog.Plan, keyTime time.Time) ([]batchRow, []error, error) {
 	n := 0
 	for _, r := range plan.Segment.Requests {
 		n += len(r.Batches)
 	}
 	out := make([]batchRow, n)
-	rows, err := q.Query(ctx, commitSQL, c.commitArgs(plan.Segment, keyTime, gc)...)
+	sql, args, pre := c.commitArgs(plan.Segment, keyTime)
+	rows, err := c.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var i int32
 	var br batchRow
-	tag, err := pgx.ForEachRow(rows, []any{&i, &br.code, &br.base, &br.dup, &br.expected}, func() error {
+	tag, err := pgx.ForEachRow(rows, []any{&i, &br.code, &br.base, &br.dup, &br.expected, &br.grow, &br.gvalue}, func() error {
 		if i < 0 || int(i) >= n {
 			return fmt.Errorf("strata_commit answered for batch %d of %d", i, n)
 		}
@@ -90,9 +98,9 @@ func (c *Catalog) callCommit(ctx context.Context, q queryer, plan *catalog.Plan,
 		err = fmt.Errorf("strata_commit answered %d rows for %d batches", tag.RowsAffected(), n)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	return out, pre, nil
 }
 
 // commitError maps a failed strata_commit call: the whole-flush refusals it raises are
@@ -136,7 +144,7 @@ func sessionEnded(pe *pgconn.PgError) bool {
 	return sev == "FATAL" || sev == "PANIC"
 }
 
-// answer maps strata_commit's rows to per-request results and queues the commit
+// answer maps the commit function's rows to per-request results and queues the commit
 // notification. pre holds the errors of requests refused before the call.
 func (c *Catalog) answer(plan *catalog.Plan, out []batchRow, pre []error) ([]catalog.Result, error) {
 	seg := plan.Segment
@@ -176,34 +184,38 @@ func (c *Catalog) answer(plan *catalog.Plan, out []batchRow, pre []error) ([]cat
 	return results, nil
 }
 
-// commitArgs are strata_commit's arguments: the batches flattened in request order, so
-// element i of every per-batch array is batch i; then one element per request; then
-// the group offsets the checks in gc passed.
-func (c *Catalog) commitArgs(seg catalog.Segment, keyTime time.Time, gc *catalog.GroupCheck) []any {
+// commitArgs are the commit's statement and arguments: strata_commit's, the batches
+// flattened in request order, so element i of every per-batch array is batch i, then
+// one element per request; with group offsets, strata_commit_groups', the offsets
+// after them (one element per offset). pre holds, per request, the refusal of its group
+// offsets' shape, decided here (catalog.ValidateOffsetCommit, as Plan.CheckGroupOffsets
+// does first); nil when the flush has no group offsets.
+func (c *Catalog) commitArgs(seg catalog.Segment, keyTime time.Time) (sql string, args []any, pre []error) {
 	n := 0
 	for _, r := range seg.Requests {
 		n += len(r.Batches)
 	}
 	var (
-		req     = make([]int32, 0, n)
-		topic   = make([]int64, 0, n)
-		part    = make([]int32, 0, n)
-		pos     = make([]int64, 0, n)
-		lens    = make([]int64, 0, n)
-		records = make([]int32, 0, n)
-		maxTS   = make([]int64, 0, n)
-		pid     = make([]*int64, 0, n)
-		epoch   = make([]*int16, 0, n)
-		seq     = make([]int32, 0, n)
-		pre     = make([]*string, len(seg.Requests))
-		goReq   []int32
-		goGroup []string
-		goTopic []int64
-		goPart  []int32
-		goOff   []int64
-		goMeta  []string
-		goMem   []*string
-		goMEp   []*int32
+		req      = make([]int32, 0, n)
+		topic    = make([]int64, 0, n)
+		part     = make([]int32, 0, n)
+		pos      = make([]int64, 0, n)
+		lens     = make([]int64, 0, n)
+		records  = make([]int32, 0, n)
+		maxTS    = make([]int64, 0, n)
+		pid      = make([]*int64, 0, n)
+		epoch    = make([]*int16, 0, n)
+		seq      = make([]int32, 0, n)
+		refusals = make([]*string, len(seg.Requests))
+		groups   bool
+		gcReq    []int32
+		gcGroup  []string
+		gcMember []*string
+		gcMEpoch []*int32
+		gcTopic  []string
+		gcPart   []int32
+		gcOff    []int64
+		gcMeta   []string
 	)
 	refused := codeRefused
 	for ri, r := range seg.Requests {
@@ -224,32 +236,42 @@ func (c *Catalog) commitArgs(seg catalog.Segment, keyTime time.Time, gc *catalog
 			epoch = append(epoch, ep)
 			seq = append(seq, b.BaseSequence)
 		}
-		if gc == nil || r.GroupOffsets == nil {
+		oc := r.GroupOffsets
+		if oc == nil {
 			continue
 		}
-		if gc.Errs[ri] != nil {
-			pre[ri] = &refused
+		if !groups {
+			groups, pre = true, make([]error, len(seg.Requests))
+		}
+		if err := catalog.ValidateOffsetCommit(*oc); err != nil {
+			refusals[ri], pre[ri] = &refused, fmt.Errorf("group offsets: %w", err)
 			continue
 		}
-		for _, row := range gc.RequestRows(ri) {
-			goReq = append(goReq, int32(ri))
-			goGroup = append(goGroup, row.Group)
-			goTopic = append(goTopic, row.TopicID)
-			goPart = append(goPart, row.Partition)
-			goOff = append(goOff, row.Offset)
-			goMeta = append(goMeta, row.Metadata)
-			if row.MemberID == "" {
-				goMem, goMEp = append(goMem, nil), append(goMEp, nil)
-			} else {
-				m, e := row.MemberID, row.MemberEpoch
-				goMem, goMEp = append(goMem, &m), append(goMEp, &e)
-			}
+		var member *string
+		var mepoch *int32
+		if oc.MemberID != "" {
+			member, mepoch = &oc.MemberID, &oc.MemberEpoch
+		}
+		for _, o := range oc.Offsets {
+			gcReq = append(gcReq, int32(ri))
+			gcGroup = append(gcGroup, oc.Group)
+			gcMember = append(gcMember, member)
+			gcMEpoch = append(gcMEpoch, mepoch)
+			gcTopic = append(gcTopic, o.Topic)
+			gcPart = append(gcPart, o.Partition)
+			gcOff = append(gcOff, o.Offset)
+			gcMeta = append(gcMeta, o.Metadata)
 		}
 	}
 	touch := catalog.ProducerTouchInterval(c.producerExpiry).Milliseconds()
-	return []any{seg.Key, seg.Size, keyTime, c.commitTimeout.Milliseconds(), req, topic, part, pos, lens, records, maxTS,
-		pid, epoch, seq, pre, touch,
-		orEmpty(goReq), orEmpty(goGroup), orEmpty(goTopic), orEmpty(goPart), orEmpty(goOff), orEmpty(goMeta), orEmpty(goMem), orEmpty(goMEp)}
+	args = []any{seg.Key, seg.Size, keyTime, c.commitTimeout.Milliseconds(), req, topic, part, pos, lens, records, maxTS,
+		pid, epoch, seq, refusals, touch}
+	if !groups {
+		return commitSQL, args, nil
+	}
+	args = append(args, catalog.DefaultAssignor, orEmpty(gcReq), orEmpty(gcGroup), orEmpty(gcMember), orEmpty(gcMEpoch),
+		orEmpty(gcTopic), orEmpty(gcPart), orEmpty(gcOff), orEmpty(gcMeta))
+	return commitGroupsSQL, args, pre
 }
 
 // orEmpty sends a nil slice as an empty array rather than NULL.
@@ -269,6 +291,16 @@ func requestError(r catalog.Request, batches []batchRow, pre error) error {
 		}
 		b := r.Batches[bi]
 		var detail string
+		if code, ok := strings.CutPrefix(*br.code, codeGroupPrefix); ok {
+			if r.GroupOffsets == nil || br.grow == nil {
+				return fmt.Errorf("postgres: commit: group offsets refused (%s) without their detail", code)
+			}
+			var value int64
+			if br.gvalue != nil {
+				value = *br.gvalue
+			}
+			return catalog.GroupOffsetsRefusal(*r.GroupOffsets, code, int(*br.grow), value)
+		}
 		switch *br.code {
 		case codeRefused:
 			if pre != nil {
@@ -296,87 +328,6 @@ func requestError(r catalog.Request, batches []batchRow, pre error) error {
 		return catalog.RequestError(*br.code, detail)
 	}
 	return errors.New("postgres: commit: request refused without a reason")
-}
-
-// commitWithGroups commits a flush some of whose requests commit group offsets. The
-// group rules are catalog.CheckOffsetCommit's, run in Go, so the flush takes an
-// explicit transaction: lock the partition rows (sorted) and the producer registry
-// rows, then the groups (sorted by name: FOR SHARE, or FOR UPDATE for a commit without
-// a member), read what the checks need, check, and call strata_commit with the
-// refusals and the offsets to store. Lock order: partitions, producer state, groups.
-func (c *Catalog) commitWithGroups(ctx context.Context, plan *catalog.Plan, keyTime time.Time, names []string, exclusive map[string]bool) ([]catalog.Result, error) {
-	key := plan.Segment.Key
-	tx, err := c.pool.Begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: commit %s: begin: %w", key, err)
-	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		tx.Rollback(rctx)
-	}()
-
-	tids := make([]int64, len(plan.Partitions))
-	parts := make([]int32, len(plan.Partitions))
-	for i, pb := range plan.Partitions {
-		tids[i], parts[i] = pb.TopicID, pb.Partition
-	}
-	_, ids := plan.ProducerKeys()
-	b := &pgx.Batch{}
-	b.Queue(`SELECT 1 FROM partitions WHERE (topic_id, partition) IN (SELECT * FROM unnest($1::bigint[], $2::int[]))
-		ORDER BY topic_id, partition FOR UPDATE`, tids, parts)
-	b.Queue(`SELECT 1 FROM producers WHERE id = ANY($1::bigint[]) ORDER BY id FOR SHARE`, orEmpty(ids))
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("postgres: commit %s: lock partitions and producers: %w", key, err)
-	}
-
-	groups := make(map[string]*catalog.GroupState, len(names))
-	var now time.Time
-	for _, name := range names {
-		lock := "FOR SHARE"
-		if exclusive[name] {
-			lock = "FOR UPDATE"
-		}
-		// A commit without a member creates its group, as CommitOffsets does.
-		r, err := readGroup(ctx, tx, name, lock, exclusive[name], "", false, nil)
-		if err != nil {
-			return nil, fmt.Errorf("postgres: commit %s: group %s: %w", key, name, err)
-		}
-		now = r.now
-		if r.found {
-			groups[name] = r.st
-		}
-	}
-	topics := map[string]catalog.TopicMeta{}
-	hws := map[catalog.TopicPartition]int64{}
-	rows, err := tx.Query(ctx, `SELECT t.id, t.name, t.partitions, p.partition, p.high_watermark
-		FROM topics t JOIN partitions p ON p.topic_id = t.id
-		WHERE t.deleted_at IS NULL AND t.name = ANY($1::text[])`, plan.OffsetTopics())
-	if err != nil {
-		return nil, fmt.Errorf("postgres: commit %s: offset topics: %w", key, err)
-	}
-	var (
-		t  catalog.TopicMeta
-		p  int32
-		hw int64
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&t.ID, &t.Name, &t.Partitions, &p, &hw}, func() error {
-		topics[t.Name] = t
-		hws[catalog.TopicPartition{TopicID: t.ID, Partition: p}] = hw
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("postgres: commit %s: offset topics: %w", key, err)
-	}
-	gc := plan.CheckGroupOffsets(make([]error, len(plan.Segment.Requests)), groups, now, topics, hws)
-
-	out, err := c.callCommit(ctx, tx, plan, keyTime, gc)
-	if err != nil {
-		return c.commitError(ctx, plan, err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("postgres: commit %s: commit: %w", key, err)
-	}
-	return c.answer(plan, out, gc.Errs)
 }
 
 // Settle settles a commit whose outcome is unknown: the fencing insert of an 'aborted'

@@ -8,16 +8,19 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/strata-io/strata/catalog"
 )
 
-// Consumer groups. A heartbeat locks its group's row FOR UPDATE, reads the group in one
-// round trip, runs catalog's rules in Go and writes what changed in a second; an offset
-// commit locks the row FOR SHARE, so commits of one group run side by side but never
-// beside a heartbeat. Lock order, everywhere: partitions (sorted), then producer state,
-// then groups — nothing here locks partition rows (high watermarks only grow, so a plain
-// read bounds a commit safely).
+// Consumer groups. A heartbeat is one transaction in two round trips (twoTrips): BEGIN,
+// the lock of its group's row FOR UPDATE and every read, pipelined; then catalog's
+// rules run in Go, and what changed is written with the COMMIT in the second. An offset
+// commit is the same with the row locked FOR SHARE, so commits of one group run side by
+// side but never beside a heartbeat. Lock order, everywhere: partitions (sorted), then
+// producer state, then groups — nothing here locks partition rows (high watermarks only
+// grow, so a plain read bounds a commit safely).
 
 var _ catalog.Groups = (*Catalog)(nil)
 
@@ -34,34 +37,47 @@ const (
 		UNION SELECT unnest($2::text[]))`
 )
 
-// groupRead is a group read in one batch.
+// groupRead is a group read queued in a batch: st and the rest are set by done, once
+// the batch has been sent and closed.
 type groupRead struct {
 	st     *catalog.GroupState
 	found  bool
 	now    time.Time
 	topics map[string]catalog.TopicMeta
+
+	name     string
+	assignor string
+	epoch    int32
+	created  time.Time
+	members  []*catalog.GroupMember
+	owners   map[catalog.TopicPartition]*catalog.Ownership
 }
 
-// readGroup sends one batch: lock the group row (lock: "FOR UPDATE", "FOR SHARE" or ""),
-// read the clock after the lock is held, then the members, assignments and, when
-// withTopics, the live topics of the subscriptions plus extra. create inserts the group
-// first when it is missing.
-func readGroup(ctx context.Context, q pgx.Tx, name, lock string, create bool, assignor string, withTopics bool, extra []string) (groupRead, error) {
+// readGroup sends one batch of queueGroupRead.
+func readGroup(ctx context.Context, q pgx.Tx, name, lock string, create bool, assignor string, withTopics bool, extra []string) (*groupRead, error) {
 	b := &pgx.Batch{}
+	r := queueGroupRead(b, name, lock, create, assignor, withTopics, extra)
+	if err := q.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	r.done()
+	return r, nil
+}
+
+// queueGroupRead queues in b: lock the group row (lock: "FOR UPDATE", "FOR SHARE" or
+// ""), read the clock after the lock is held, then the members, assignments and, when
+// withTopics, the live topics of the subscriptions plus extra. create inserts the group
+// first when it is missing. Call done on the answer once b is closed.
+func queueGroupRead(b *pgx.Batch, name, lock string, create bool, assignor string, withTopics bool, extra []string) *groupRead {
 	if create {
 		if assignor == "" {
 			assignor = catalog.DefaultAssignor
 		}
 		b.Queue(`INSERT INTO groups (name, assignor) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`, name, assignor)
 	}
-	var (
-		r       groupRead
-		assign  string
-		epoch   int32
-		created time.Time
-	)
+	r := &groupRead{name: name, owners: map[catalog.TopicPartition]*catalog.Ownership{}, topics: map[string]catalog.TopicMeta{}}
 	b.Queue(groupLockSQL+" "+lock, name).QueryRow(func(row pgx.Row) error {
-		err := row.Scan(&assign, &epoch, &created)
+		err := row.Scan(&r.assignor, &r.epoch, &r.created)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -71,7 +87,6 @@ func readGroup(ctx context.Context, q pgx.Tx, name, lock string, create bool, as
 		return err
 	})
 	b.Queue(groupNowSQL).QueryRow(func(row pgx.Row) error { return row.Scan(&r.now) })
-	var members []*catalog.GroupMember
 	b.Queue(groupMembersQL, name).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var (
@@ -83,11 +98,10 @@ func readGroup(ctx context.Context, q pgx.Tx, name, lock string, create bool, as
 			}
 			m.SessionTimeout = time.Duration(session) * time.Millisecond
 			m.ExpiresAt, m.JoinedAt = m.ExpiresAt.UTC(), m.JoinedAt.UTC()
-			members = append(members, &m)
+			r.members = append(r.members, &m)
 		}
 		return rows.Err()
 	})
-	owners := map[catalog.TopicPartition]*catalog.Ownership{}
 	b.Queue(groupOwnersSQL, name).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var (
@@ -97,11 +111,10 @@ func readGroup(ctx context.Context, q pgx.Tx, name, lock string, create bool, as
 			if err := rows.Scan(&tp.TopicID, &tp.Partition, &o.Owner, &o.Target); err != nil {
 				return err
 			}
-			owners[tp] = &o
+			r.owners[tp] = &o
 		}
 		return rows.Err()
 	})
-	r.topics = map[string]catalog.TopicMeta{}
 	if withTopics {
 		if extra == nil {
 			extra = []string{}
@@ -117,27 +130,27 @@ func readGroup(ctx context.Context, q pgx.Tx, name, lock string, create bool, as
 			return rows.Err()
 		})
 	}
-	if err := q.SendBatch(ctx, b).Close(); err != nil {
-		return groupRead{}, err
-	}
-	r.now = r.now.UTC()
-	if !r.found {
-		return r, nil
-	}
-	r.st = catalog.NewGroupState(name, assign, created.UTC())
-	r.st.Epoch = epoch
-	for _, m := range members {
-		r.st.Members[m.ID] = m
-	}
-	r.st.Owners = owners
-	return r, nil
+	return r
 }
 
-// writeGroup stores what changed between before and after in one batch.
-func writeGroup(ctx context.Context, tx pgx.Tx, before, after *catalog.GroupState) error {
+// done builds the group from what the batch read.
+func (r *groupRead) done() {
+	r.now = r.now.UTC()
+	if !r.found {
+		return
+	}
+	r.st = catalog.NewGroupState(r.name, r.assignor, r.created.UTC())
+	r.st.Epoch = r.epoch
+	for _, m := range r.members {
+		r.st.Members[m.ID] = m
+	}
+	r.st.Owners = r.owners
+}
+
+// queueGroupWrites queues in b what changed between before and after.
+func queueGroupWrites(b *pgx.Batch, before, after *catalog.GroupState) {
 	ch := catalog.DiffGroup(before, after)
 	name := after.Name
-	b := &pgx.Batch{}
 	if ch.GroupChanged {
 		b.Queue(`UPDATE groups SET epoch = $2, assignor = $3 WHERE name = $1`, name, after.Epoch, after.Assignor)
 	}
@@ -192,10 +205,53 @@ func writeGroup(ctx context.Context, tx pgx.Tx, before, after *catalog.GroupStat
 			ON CONFLICT (group_name, topic_id, partition) DO UPDATE SET owner = excluded.owner, target = excluded.target`,
 			name, ids, parts, owners, targets)
 	}
-	if b.Len() == 0 {
-		return nil
+}
+
+// twoTrips runs one transaction in two round trips: BEGIN pipelined with the
+// statements read queues (locks first, then reads), and — once their answers are in —
+// the statements write queues, pipelined with COMMIT. An error rolls back, which costs a
+// third round trip only then. Postgres runs a pipeline's statements in order and skips
+// the rest of it after an error, COMMIT included.
+func (c *Catalog) twoTrips(ctx context.Context, read func(b *pgx.Batch), write func(b *pgx.Batch) error) error {
+	conn, err := c.pool.Acquire(ctx)
+	if err != nil {
+		return err
 	}
-	return tx.SendBatch(ctx, b).Close()
+	// A connection left inside a transaction (a rollback that failed, a cancelled
+	// batch) is closed by Release, never reused.
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	read(b)
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return rollback(conn, err)
+	}
+	w := &pgx.Batch{}
+	if err := write(w); err != nil {
+		return rollback(conn, err)
+	}
+	w.Queue("COMMIT").Exec(func(tag pgconn.CommandTag) error {
+		if tag.String() == "ROLLBACK" {
+			return pgx.ErrTxCommitRollback
+		}
+		return nil
+	})
+	if err := conn.SendBatch(ctx, w).Close(); err != nil {
+		return rollback(conn, err)
+	}
+	return nil
+}
+
+// rollback ends a failed transaction of twoTrips and returns err.
+func rollback(conn *pgxpool.Conn, err error) error {
+	pc := conn.Conn().PgConn()
+	if pc.IsClosed() || pc.TxStatus() == 'I' {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = conn.Exec(ctx, "ROLLBACK")
+	return err
 }
 
 func compareInt(a, b int64) int {
@@ -213,21 +269,24 @@ func (c *Catalog) Heartbeat(ctx context.Context, hb catalog.Heartbeat) (catalog.
 	if err := catalog.ValidateHeartbeat(hb); err != nil {
 		return catalog.HeartbeatResult{}, fmt.Errorf("postgres: heartbeat %s/%s: %w", hb.Group, hb.MemberID, err)
 	}
-	var res catalog.HeartbeatResult
-	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		r, err := readGroup(ctx, tx, hb.Group, "FOR UPDATE", hb.MemberEpoch == catalog.JoinEpoch, hb.Assignor, true, hb.Topics)
-		if err != nil {
-			return err
-		}
+	var (
+		res catalog.HeartbeatResult
+		r   *groupRead
+	)
+	err := c.twoTrips(ctx, func(b *pgx.Batch) {
+		r = queueGroupRead(b, hb.Group, "FOR UPDATE", hb.MemberEpoch == catalog.JoinEpoch, hb.Assignor, true, hb.Topics)
+	}, func(b *pgx.Batch) error {
+		r.done()
 		if !r.found {
 			return fmt.Errorf("%w: %s", catalog.ErrGroupNotFound, hb.Group)
 		}
 		before := r.st.Clone()
-		res, err = catalog.ApplyHeartbeat(r.st, r.now, hb, r.topics)
-		if err != nil {
+		var err error
+		if res, err = catalog.ApplyHeartbeat(r.st, r.now, hb, r.topics); err != nil {
 			return err
 		}
-		return writeGroup(ctx, tx, before, r.st)
+		queueGroupWrites(b, before, r.st)
+		return nil
 	})
 	if err != nil {
 		return catalog.HeartbeatResult{}, fmt.Errorf("postgres: heartbeat %s/%s: %w", hb.Group, hb.MemberID, err)
@@ -265,33 +324,30 @@ func (c *Catalog) commitOffsets(ctx context.Context, oc catalog.OffsetCommit) er
 	for i, o := range oc.Offsets {
 		names[i] = o.Topic
 	}
-	return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		r, err := readGroup(ctx, tx, oc.Group, lock, oc.MemberID == "", "", false, nil)
-		if err != nil {
+	var r *groupRead
+	topics := map[string]catalog.TopicMeta{}
+	hws := map[catalog.TopicPartition]int64{}
+	return c.twoTrips(ctx, func(b *pgx.Batch) {
+		r = queueGroupRead(b, oc.Group, lock, oc.MemberID == "", "", false, nil)
+		b.Queue(`SELECT t.id, t.name, t.partitions, p.partition, p.high_watermark
+			FROM topics t JOIN partitions p ON p.topic_id = t.id
+			WHERE t.deleted_at IS NULL AND t.name = ANY($1::text[])`, names).Query(func(rows pgx.Rows) error {
+			var (
+				t  catalog.TopicMeta
+				p  int32
+				hw int64
+			)
+			_, err := pgx.ForEachRow(rows, []any{&t.ID, &t.Name, &t.Partitions, &p, &hw}, func() error {
+				topics[t.Name] = t
+				hws[catalog.TopicPartition{TopicID: t.ID, Partition: p}] = hw
+				return nil
+			})
 			return err
-		}
+		})
+	}, func(b *pgx.Batch) error {
+		r.done()
 		if !r.found {
 			return fmt.Errorf("%w: %s", catalog.ErrGroupNotFound, oc.Group)
-		}
-		topics := map[string]catalog.TopicMeta{}
-		hws := map[catalog.TopicPartition]int64{}
-		rows, err := tx.Query(ctx, `SELECT t.id, t.name, t.partitions, p.partition, p.high_watermark
-			FROM topics t JOIN partitions p ON p.topic_id = t.id
-			WHERE t.deleted_at IS NULL AND t.name = ANY($1::text[])`, names)
-		if err != nil {
-			return err
-		}
-		var (
-			t  catalog.TopicMeta
-			p  int32
-			hw int64
-		)
-		if _, err := pgx.ForEachRow(rows, []any{&t.ID, &t.Name, &t.Partitions, &p, &hw}, func() error {
-			topics[t.Name] = t
-			hws[catalog.TopicPartition{TopicID: t.ID, Partition: p}] = hw
-			return nil
-		}); err != nil {
-			return err
 		}
 		tps, err := catalog.CheckOffsetCommit(r.st, r.now, oc, topics, hws)
 		if err != nil {
@@ -320,7 +376,7 @@ func (c *Catalog) commitOffsets(ctx context.Context, oc catalog.OffsetCommit) er
 		if oc.MemberID != "" {
 			member, epoch = &oc.MemberID, &oc.MemberEpoch
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO group_offsets
+		b.Queue(`INSERT INTO group_offsets
 			(group_name, topic_id, partition, committed_offset, metadata, member_id, member_epoch, committed_at)
 			SELECT $1, t, p, o, m, $6, $7, clock_timestamp()
 			FROM unnest($2::bigint[], $3::int[], $4::bigint[], $5::text[]) AS u(t, p, o, m)
@@ -329,7 +385,7 @@ func (c *Catalog) commitOffsets(ctx context.Context, oc catalog.OffsetCommit) er
 				member_id = excluded.member_id, member_epoch = excluded.member_epoch,
 				committed_at = excluded.committed_at`,
 			oc.Group, ids, parts, offs, metas, member, epoch)
-		return err
+		return nil
 	})
 }
 

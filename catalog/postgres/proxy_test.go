@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,7 +17,8 @@ import (
 // cutProxy is a TCP proxy between pgx and Postgres that understands just enough of the
 // frontend/backend protocol to cut a connection at the message that carries a call of
 // strata_commit: before forwarding it (the commit never reaches the server), or right
-// after forwarding it and its Sync (the server commits, the client never hears).
+// after forwarding it and its Sync (the server commits, the client never hears). It
+// also counts round trips (flights).
 type cutProxy struct {
 	ln     net.Listener
 	target string
@@ -28,6 +31,22 @@ type cutProxy struct {
 	fired      chan struct{} // closed when the client side has been cut
 	serverDone chan struct{} // cutAfter: closed when the server answered the cut call
 	wg         sync.WaitGroup
+
+	flights []flight // every round trip
+	taken   int      // flights before this one were returned by takeFlights
+
+	delay atomic.Int64 // ns added to every round trip (setDelay)
+}
+
+// setDelay adds d to every round trip from now on: the database as far away as a
+// managed one in another zone.
+func (p *cutProxy) setDelay(d time.Duration) { p.delay.Store(int64(d)) }
+
+// flight is one round trip: what a client sent, on one connection, while it had no
+// answer outstanding, until it waited. A pipeline of many statements is one flight.
+type flight struct {
+	conn int
+	sqls []string // the statements it carried (Parse, Bind of a prepared one, Query)
 }
 
 type cutMode int
@@ -43,7 +62,7 @@ var commitMarker = []byte("strata_commit")
 // cancelRequestCode opens a CancelRequest startup packet.
 const cancelRequestCode = 80877102
 
-func newCutProxy(t *testing.T, target string) *cutProxy {
+func newCutProxy(t testing.TB, target string) *cutProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -96,8 +115,9 @@ func (p *cutProxy) accept() {
 		}
 		p.mu.Lock()
 		p.conns = append(p.conns, client, server)
+		id := len(p.conns) / 2
 		p.mu.Unlock()
-		s := &proxySession{p: p, client: client, server: server, commitStmts: map[string]bool{}}
+		s := &proxySession{p: p, client: client, server: server, commitStmts: map[string]bool{}, stmtSQL: map[string]string{}, id: id}
 		p.wg.Go(s.clientToServer)
 		p.wg.Go(s.serverToClient)
 	}
@@ -107,6 +127,16 @@ type proxySession struct {
 	p              *cutProxy
 	client, server net.Conn
 	commitStmts    map[string]bool // prepared statements whose text calls strata_commit
+	stmtSQL        map[string]string
+	id             int
+	// pending counts the Syncs and simple queries sent and not yet answered with
+	// ReadyForQuery. A flight is open from the client's first message until the
+	// ReadyForQuery that leaves nothing pending: the client was waiting for it. (A
+	// client that waits after a Flush without a Sync would merge two trips into one;
+	// pgx never does.)
+	pending atomic.Int64
+	open    atomic.Bool
+	flight  int // index in p.flights of this session's current flight, -1 before any
 
 	dropReplies  atomic.Bool // the client has been cut: swallow the server's answers
 	serverDone   chan struct{}
@@ -162,12 +192,17 @@ func (s *proxySession) clientToServer() {
 	if _, err := s.server.Write(startup); err != nil {
 		return
 	}
+	s.flight = -1
 	for {
 		typ, msg, err := readMessage(s.client)
 		if err != nil {
 			return
 		}
 		body := msg[5:]
+		if !s.open.Load() && typ != 'X' {
+			s.open.Store(true)
+			s.flight = s.p.newFlight(s.id)
+		}
 		trigger := false
 		switch typ {
 		case 'P': // Parse: statement name, query text
@@ -176,12 +211,22 @@ func (s *proxySession) clientToServer() {
 			if bytes.Contains([]byte(query), commitMarker) {
 				s.commitStmts[name] = true
 			}
+			s.stmtSQL[name] = query
+			s.p.note(s.flight, query)
 		case 'B': // Bind: portal, statement name
 			_, rest := cstring(body)
 			stmt, _ := cstring(rest)
 			trigger = s.commitStmts[stmt]
+			if stmt != "" { // an unnamed statement was noted at its Parse
+				s.p.note(s.flight, s.stmtSQL[stmt])
+			}
 		case 'Q': // simple query
 			trigger = bytes.Contains(body, commitMarker)
+			q, _ := cstring(body)
+			s.p.note(s.flight, q)
+		}
+		if typ == 'S' || typ == 'Q' {
+			s.pending.Add(1)
 		}
 		if trigger {
 			switch mode, fired, done := s.p.take(); mode {
@@ -247,8 +292,55 @@ func (s *proxySession) serverToClient() {
 			}
 			continue
 		}
+		if typ == 'Z' {
+			if d := s.p.delay.Load(); d > 0 {
+				time.Sleep(time.Duration(d))
+			}
+			// Before forwarding, so the client's next message finds no answer pending.
+			// (The ReadyForQuery that ends the startup answers no Sync.)
+			for p := s.pending.Load(); p > 0; p = s.pending.Load() {
+				if s.pending.CompareAndSwap(p, p-1) {
+					if p == 1 {
+						s.open.Store(false)
+					}
+					break
+				}
+			}
+		}
 		if _, err := s.client.Write(msg); err != nil {
 			return
 		}
 	}
+}
+
+func (p *cutProxy) newFlight(conn int) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.flights = append(p.flights, flight{conn: conn})
+	return len(p.flights) - 1
+}
+
+func (p *cutProxy) note(i int, sql string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if i >= 0 && i < len(p.flights) {
+		p.flights[i].sqls = append(p.flights[i].sqls, sql)
+	}
+}
+
+// takeFlights returns the flights that carried statements since the last call,
+// leaving out those of pg_notify (the commit notification, sent after the transaction
+// by its own goroutine) and the pool's pings of idle connections.
+func (p *cutProxy) takeFlights() []flight {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []flight
+	for _, f := range p.flights[p.taken:] {
+		pingOnly := len(f.sqls) == 1 && f.sqls[0] == "-- ping" // the pool checking an idle connection
+		if len(f.sqls) > 0 && !pingOnly && !slices.ContainsFunc(f.sqls, func(s string) bool { return strings.Contains(s, "pg_notify") }) {
+			out = append(out, f)
+		}
+	}
+	p.taken = len(p.flights)
+	return out
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // proxied returns dsn with its host replaced by addr.
-func proxied(t *testing.T, dsn, addr string) string {
+func proxied(t testing.TB, dsn, addr string) string {
 	t.Helper()
 	u, err := url.Parse(dsn)
 	if err != nil || u.Host == "" {
@@ -21,7 +21,7 @@ func proxied(t *testing.T, dsn, addr string) string {
 	return u.String()
 }
 
-func proxyTarget(t *testing.T, dsn string) string {
+func proxyTarget(t testing.TB, dsn string) string {
 	t.Helper()
 	u, err := url.Parse(dsn)
 	if err != nil || u.Host == "" {
@@ -177,7 +177,8 @@ func TestSettleWaitsForInFlightCommit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows, err := tx.Query(ctx, commitSQL, c.commitArgs(seg, kt, nil)...)
+		sql, args, _ := c.commitArgs(seg, kt)
+		rows, err := tx.Query(ctx, sql, args...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,8 +187,9 @@ func TestSettleWaitsForInFlightCommit(t *testing.T) {
 			var i int32
 			var code *string
 			var dup bool
-			var expected *int32
-			if err := rows.Scan(&i, &code, &base, &dup, &expected); err != nil {
+			var expected, grow *int32
+			var gvalue *int64
+			if err := rows.Scan(&i, &code, &base, &dup, &expected, &grow, &gvalue); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -158,7 +158,8 @@ func TestTopicChangesAndCommits(t *testing.T) {
 	}
 	seg = makeSegment(testKey(time.Now()), 10, []flushBatch{{tp.ID, 0, 2, 1}})
 	kt, _ := catalog.KeyTime(seg.Key)
-	if _, err := tx.Exec(ctx, commitSQL, c.commitArgs(seg, kt, nil)...); err != nil {
+	sql, args, _ := c.commitArgs(seg, kt)
+	if _, err := tx.Exec(ctx, sql, args...); err != nil {
 		t.Fatal(err)
 	}
 	deleted := make(chan error, 1)

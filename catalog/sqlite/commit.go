@@ -147,7 +147,7 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	// Lock order is moot here (one writer holds the whole file), but the checks run in
 	// the shared order: requests, then group offsets, then producers.
 	var gc *catalog.GroupCheck
-	if names, _ := plan.GroupNames(); len(names) > 0 {
+	if names := plan.GroupNames(); len(names) > 0 {
 		if gc, err = c.checkGroupOffsets(ctx, tx, plan, reqErrs, now, names); err != nil {
 			return nil, fmt.Errorf("sqlite: commit %s: group offsets: %w", seg.Key, err)
 		}

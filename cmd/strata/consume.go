@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -23,10 +24,10 @@ plain reader: it never joins a group or commits offsets.`)
 	sf := addServerFlags(c)
 	partition := c.fs.String("partition", "all", "partition `number` to read, or all")
 	from := c.fs.String("from", "beginning", "where to start in each partition: `beginning`, end, an offset, or an RFC 3339 time (2026-01-02T15:04:05Z)")
-	maxRecs := c.fs.Int64("max", 0, "stop after this many records in all (0: no limit)")
+	maxRecs := c.fs.Int64("max", 0, "stop after this many records in all (0: no limit); with --group, what was printed is committed before the member leaves")
 	follow := c.fs.Bool("follow", false, "keep waiting for new records (SSE tail per partition)")
 	b64 := c.fs.Bool("base64", false, "print keys and values as base64 of their stored bytes")
-	group := c.fs.String("group", "", "consume as a member of this consumer `group`: only the partitions it is assigned, from the group's committed offsets (--from applies where none), committing as it prints, until interrupted or --max")
+	group := c.fs.String("group", "", "consume as a member of this consumer `group`: only the partitions it is assigned, from the group's committed offsets (--from applies where none), committing as it prints, until interrupted or --max; an unknown topic fails at once")
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
 		topic, err := oneName(c.name, args)
 		if err != nil {
@@ -230,4 +231,188 @@ func (cs *consumer) follow(ctx context.Context, parts []client.Partition, starts
 		return nil // --max reached, or interrupted: the normal ends of a tail
 	}
 	return err
+}
+
+// consumeGroup checks consume's flags for --group and runs a group member.
+func consumeGroup(ctx context.Context, e *env, cmd string, cl *client.Client, topic, group, partition string, start startAt, max int64, b64 bool) error {
+	if partition != "all" {
+		return usagef(cmd, "--partition and --group do not mix: the group assigns the partitions")
+	}
+	g := &groupConsume{cl: cl, group: group, topic: topic, max: max, base64: b64, session: 10 * time.Second, stderr: e.stderr}
+	switch start.kind {
+	case "beginning":
+		g.startAt = client.StartEarliest
+	case "end":
+		g.startAt = client.StartLatest
+	default:
+		return usagef(cmd, "--from with --group: beginning or end (where a partition without a committed offset starts); move committed offsets with 'strata groups reset'")
+	}
+	return g.run(ctx, e.stdout)
+}
+
+// groupConsume is consume --group: it joins the group and prints the records of the
+// partitions the server assigns it, committing each batch as far as it was printed,
+// until interrupted or --max records. A topic that does not exist ends it at once; a
+// server it cannot reach is said on stderr, and retried until interrupted.
+type groupConsume struct {
+	cl      *client.Client
+	group   string
+	topic   string
+	startAt string // client.StartEarliest or client.StartLatest
+	max     int64
+	base64  bool
+	session time.Duration
+	stderr  io.Writer
+
+	mu       sync.Mutex
+	out      *bufio.Writer
+	enc      *json.Encoder
+	printed  int64
+	lastWarn string // the kind of failure last said on stderr, so each is said once
+}
+
+func (g *groupConsume) run(ctx context.Context, stdout io.Writer) error {
+	g.out = bufio.NewWriterSize(stdout, 64<<10)
+	g.enc = json.NewEncoder(g.out)
+	// A person typed the topic's name: a typo fails now, with the server's words,
+	// instead of joining a group that will never be assigned anything.
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err := g.cl.Topic(tctx, g.topic)
+	cancel()
+	switch st := client.StatusOf(err); {
+	case err == nil:
+	case st == http.StatusNotFound, st == http.StatusUnauthorized, st == http.StatusForbidden:
+		return err
+	default:
+		g.warn(err) // the consumer retries, and says it again if it changes
+	}
+
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	gc, err := client.NewConsumer(g.cl, client.ConsumerConfig{
+		Group: g.group, Topics: []string{g.topic}, SessionTimeout: g.session, StartAt: g.startAt,
+		ManualCommit: true, // each batch is committed as far as it was printed
+		OnAssigned: func(_ context.Context, tps []client.TopicPartition) {
+			g.say("", "strata consume: group %s: assigned %v\n", g.group, tps)
+		},
+		OnRevoked: func(_ context.Context, tps []client.TopicPartition) {
+			g.say("", "strata consume: group %s: revoked %v\n", g.group, tps)
+		},
+		OnLost: func(tps []client.TopicPartition) {
+			g.say("", "strata consume: group %s: lost %v (session timed out); joining again\n", g.group, tps)
+		},
+		OnError: func(err error) {
+			if client.HasCode(err, "topic_not_found") {
+				stop(err) // deleted since the check
+				return
+			}
+			g.warn(err)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	err = gc.Run(ctx, func(hctx context.Context, b client.Batch) error {
+		next, done, err := g.print(b)
+		if err != nil {
+			return err
+		}
+		if next >= 0 {
+			g.commit(hctx, gc, client.TopicPartition{Topic: b.Topic, Partition: b.Partition}, next)
+		}
+		if done {
+			stop(errEnough)
+		}
+		return nil
+	})
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errEnough):
+		return nil // --max printed and committed; Run has left the group
+	case client.HasCode(cause, "topic_not_found"):
+		return cause
+	}
+	return err
+}
+
+// print writes a batch's records, up to --max in all, and answers the offset to commit
+// (-1: nothing printed) and whether --max is reached.
+func (g *groupConsume) print(b client.Batch) (next int64, done bool, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	next = -1
+	for _, r := range b.Records {
+		if g.max > 0 && g.printed >= g.max {
+			break
+		}
+		if g.base64 {
+			r = base64Record(r)
+		}
+		if err := g.enc.Encode(r); err != nil {
+			return -1, false, fmt.Errorf("write record: %w", err)
+		}
+		g.printed++
+		next = r.Offset + 1
+	}
+	if err := g.out.Flush(); err != nil {
+		return -1, false, fmt.Errorf("write record: %w", err)
+	}
+	g.lastWarn = "" // progress: a new failure is worth saying again
+	return next, g.max > 0 && g.printed >= g.max, nil
+}
+
+// commit commits what was printed. It outlives a stop (--max, an interrupt): records
+// printed and not committed would be printed again by the next run.
+func (g *groupConsume) commit(ctx context.Context, gc *client.Consumer, tp client.TopicPartition, next int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.session)
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		err := gc.Commit(ctx, map[client.TopicPartition]int64{tp: next})
+		if err == nil {
+			return
+		}
+		// Setting an offset is idempotent: a commit whose answer was lost may be sent
+		// again. A refusal (fenced, not the owner) is final.
+		if attempt == 5 || ctx.Err() != nil || (client.StatusOf(err) != 0 && !client.IsRetryable(err)) {
+			g.say("", "strata consume: commit %s at %d: %v (the next run prints these records again)\n", tp, next, err)
+			return
+		}
+		time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+	}
+}
+
+// warn says on stderr what keeps the consumer from progress, once per kind of failure
+// until it makes progress again.
+func (g *groupConsume) warn(err error) {
+	var ce *client.Error
+	if !errors.As(err, &ce) {
+		g.say("unreachable", "strata consume: cannot reach the server at %s (%v); retrying until interrupted\n", g.cl.BaseURL(), err)
+		return
+	}
+	g.say(ce.Code+strconv.Itoa(ce.Status), "strata consume: group %s: %v; retrying until interrupted\n", g.group, err)
+}
+
+// say writes a line to stderr; a non-empty kind is said only when it differs from the
+// last one said.
+func (g *groupConsume) say(kind, format string, args ...any) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if kind != "" {
+		if kind == g.lastWarn {
+			return
+		}
+		g.lastWarn = kind
+	}
+	fmt.Fprintf(g.stderr, format, args...)
+}
+
+// base64Record is r as --base64 shows it when the server was not asked for base64
+// (a group consumer fetches in the topic's formats).
+func base64Record(r client.Record) client.Record {
+	if k, err := r.KeyBytes(); err == nil && r.Key != nil {
+		r.Key, r.KeyEncoding = client.Binary(k), "base64"
+	}
+	if v, err := r.ValueBytes(); err == nil && r.Value != nil {
+		r.Value, r.ValueEncoding = client.Binary(v), "base64"
+	}
+	return r
 }

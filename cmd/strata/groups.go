@@ -1,21 +1,19 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/strata-io/strata/client"
 )
 
-// The consumer-group verbs (groups list|describe|reset|delete) and consume --group.
+// The consumer-group verbs (groups list|describe|reset|delete); consume --group is in
+// consume.go.
 
 // oneGroup checks that a verb got exactly the one group name it needs.
 func oneGroup(cmd string, args []string) (string, error) {
@@ -222,108 +220,4 @@ func groupsResetCommand() (*command, func(context.Context, *env, *command, []str
 		}
 		return tw.Flush()
 	}
-}
-
-// groupConsume is consume --group: it joins the group and prints the records of the
-// partitions the server assigns it, committing each batch once printed, until
-// interrupted or --max records.
-type groupConsume struct {
-	cl      *client.Client
-	group   string
-	topics  []string
-	startAt string // client.StartEarliest or client.StartLatest
-	max     int64
-	base64  bool
-	session time.Duration
-	stderr  io.Writer
-}
-
-func (g *groupConsume) run(ctx context.Context, stdout io.Writer) error {
-	out := bufio.NewWriterSize(stdout, 64<<10)
-	enc := json.NewEncoder(out)
-	var (
-		mu      sync.Mutex
-		printed int64
-	)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	gc, err := client.NewConsumer(g.cl, client.ConsumerConfig{
-		Group: g.group, Topics: g.topics, SessionTimeout: g.session, StartAt: g.startAt,
-		ManualCommit: true, // each batch is committed as far as it was printed
-		OnAssigned: func(_ context.Context, tps []client.TopicPartition) {
-			fmt.Fprintf(g.stderr, "strata consume: group %s: assigned %v\n", g.group, tps)
-		},
-		OnRevoked: func(_ context.Context, tps []client.TopicPartition) {
-			fmt.Fprintf(g.stderr, "strata consume: group %s: revoked %v\n", g.group, tps)
-		},
-		OnLost: func(tps []client.TopicPartition) {
-			fmt.Fprintf(g.stderr, "strata consume: group %s: lost %v (session timed out); joining again\n", g.group, tps)
-		},
-	})
-	if err != nil {
-		return err
-	}
-	err = gc.Run(ctx, func(hctx context.Context, b client.Batch) error {
-		mu.Lock()
-		next := int64(-1)
-		for _, r := range b.Records {
-			if g.max > 0 && printed >= g.max {
-				break
-			}
-			if g.base64 {
-				r = base64Record(r)
-			}
-			if err := enc.Encode(r); err != nil {
-				mu.Unlock()
-				return fmt.Errorf("write record: %w", err)
-			}
-			printed++
-			next = r.Offset + 1
-		}
-		done := g.max > 0 && printed >= g.max
-		ferr := out.Flush()
-		mu.Unlock()
-		if ferr != nil {
-			return fmt.Errorf("write record: %w", ferr)
-		}
-		if next >= 0 {
-			if err := gc.Commit(hctx, map[client.TopicPartition]int64{{Topic: b.Topic, Partition: b.Partition}: next}); err != nil {
-				fmt.Fprintf(g.stderr, "strata consume: commit %s/%d at %d: %v\n", b.Topic, b.Partition, next, err)
-			}
-		}
-		if done {
-			cancel()
-		}
-		return nil
-	})
-	return err
-}
-
-// base64Record is r as --base64 shows it when the server was not asked for base64
-// (a group consumer fetches in the topic's formats).
-func base64Record(r client.Record) client.Record {
-	if k, err := r.KeyBytes(); err == nil && r.Key != nil {
-		r.Key, r.KeyEncoding = client.Binary(k), "base64"
-	}
-	if v, err := r.ValueBytes(); err == nil && r.Value != nil {
-		r.Value, r.ValueEncoding = client.Binary(v), "base64"
-	}
-	return r
-}
-
-// consumeGroup checks consume's flags for --group and runs a group member.
-func consumeGroup(ctx context.Context, e *env, cmd string, cl *client.Client, topic, group, partition string, start startAt, max int64, b64 bool) error {
-	if partition != "all" {
-		return usagef(cmd, "--partition and --group do not mix: the group assigns the partitions")
-	}
-	g := &groupConsume{cl: cl, group: group, topics: []string{topic}, max: max, base64: b64, session: 10 * time.Second, stderr: e.stderr}
-	switch start.kind {
-	case "beginning":
-		g.startAt = client.StartEarliest
-	case "end":
-		g.startAt = client.StartLatest
-	default:
-		return usagef(cmd, "--from with --group: beginning or end (where a partition without a committed offset starts); move committed offsets with 'strata groups reset'")
-	}
-	return g.run(ctx, e.stdout)
 }
