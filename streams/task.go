@@ -48,9 +48,11 @@ type pwrite struct {
 // indexes into its writes and outputs, the bytes written up to there, and the input
 // positions (next offset per input partition) reached.
 type boundary struct {
-	w, o      int64
-	bytes     int64
-	positions map[client.TopicPartition]int64
+	w, o       int64
+	bytes      int64
+	positions  map[client.TopicPartition]int64
+	streamTime int64 // saved with the offsets, so windows close alike after a restart
+	hasTime    bool
 }
 
 // taskEnv is what a task needs from whoever runs it.
@@ -310,7 +312,8 @@ func (t *task) rangeStore(st string, lo, hi []byte, fn func(k, v []byte) bool) {
 
 // end is the boundary at the current end of uncommitted work.
 func (t *task) end() boundary {
-	return boundary{w: t.wBase + int64(len(t.writes)), o: t.oBase + int64(len(t.outs)), bytes: t.bytes, positions: maps.Clone(t.positions)}
+	return boundary{w: t.wBase + int64(len(t.writes)), o: t.oBase + int64(len(t.outs)), bytes: t.bytes, positions: maps.Clone(t.positions),
+		streamTime: t.streamTime, hasTime: t.hasTime}
 }
 
 func (t *task) last() boundary {

@@ -1,0 +1,229 @@
+package streams
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/strata-io/strata/client"
+)
+
+// fetched is one fetch of an input partition.
+type fetched struct {
+	idx   int
+	recs  []rawRecord
+	atEnd bool
+	err   error
+}
+
+// fetcher reads one input partition ahead of the task, one fetch per credit, so at
+// most two batches per partition wait in memory.
+type fetcher struct {
+	tp     client.TopicPartition
+	credit chan struct{}
+	asked  bool
+}
+
+func (r *taskRunner) fetch(ctx context.Context, idx int, f *fetcher, offset int64, out chan<- fetched) {
+	a := r.a
+	backoff := 50 * time.Millisecond
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.credit:
+		}
+		for {
+			fctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout+a.cfg.FetchWait)
+			res, err := a.c.Fetch(fctx, f.tp.Topic, f.tp.Partition, client.FetchOptions{Offset: offset, MaxRecords: a.cfg.FetchMaxRecords, Wait: a.cfg.FetchWait, Base64: true})
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				if client.StatusOf(err) >= 400 && !client.IsRetryable(err) {
+					select {
+					case out <- fetched{idx: idx, err: fmt.Errorf("streams: fetch %s at %d: %w", f.tp, offset, err)}:
+					case <-ctx.Done():
+					}
+					return
+				}
+				a.log.Debug("fetch failed; retrying", "partition", f.tp.String(), "err", err)
+				if !sleepCtx(ctx, backoff) {
+					return
+				}
+				backoff = min(2*backoff, 2*time.Second)
+				continue
+			}
+			backoff = 50 * time.Millisecond
+			b := fetched{idx: idx, atEnd: res.NextOffset >= res.HighWatermark, recs: make([]rawRecord, 0, len(res.Records))}
+			for _, rec := range res.Records {
+				raw, err := rawOf(f.tp, rec)
+				if err != nil {
+					b.err = err
+					break
+				}
+				b.recs = append(b.recs, raw)
+			}
+			if res.NextOffset > offset {
+				offset = res.NextOffset
+			}
+			select {
+			case out <- b:
+			case <-ctx.Done():
+				return
+			}
+			break
+		}
+	}
+}
+
+func rawOf(tp client.TopicPartition, rec client.Record) (rawRecord, error) {
+	k, err := rec.KeyBytes()
+	if err != nil {
+		return rawRecord{}, fmt.Errorf("streams: %s offset %d: key: %w", tp, rec.Offset, err)
+	}
+	v, err := rec.ValueBytes()
+	if err != nil {
+		return rawRecord{}, fmt.Errorf("streams: %s offset %d: value: %w", tp, rec.Offset, err)
+	}
+	return rawRecord{Topic: tp.Topic, Partition: tp.Partition, Offset: rec.Offset, Key: k, Value: v, TS: ms(rec.Timestamp), Headers: rec.Headers}, nil
+}
+
+// loop processes, punctuates and commits until the task is revoked (then it commits
+// everything processed and returns) or lost.
+func (r *taskRunner) loop(t *task) (bool, error) {
+	a := r.a
+	fctx, stopFetch := context.WithCancel(r.ctx)
+	var fwg sync.WaitGroup
+	defer func() { stopFetch(); fwg.Wait() }()
+	batches := make(chan fetched, len(r.tps))
+	parts := make([]*inputPart, len(r.tps))
+	fetchers := make([]*fetcher, len(r.tps))
+	for i, tp := range r.tps {
+		parts[i] = &inputPart{tp: tp}
+		fetchers[i] = &fetcher{tp: tp, credit: make(chan struct{}, 1)}
+		fwg.Add(1)
+		go func() { defer fwg.Done(); r.fetch(fctx, i, fetchers[i], t.positions[tp], batches) }()
+	}
+	var (
+		inflight   chan commitOutcome
+		cur        *unit
+		lastCommit = time.Now()
+		tick       = time.NewTimer(a.cfg.CommitInterval)
+	)
+	defer tick.Stop()
+	for {
+		select {
+		case out := <-inflight:
+			inflight = nil
+			if out.err != nil {
+				return out.dropped, out.err
+			}
+			if err := r.confirmed(t, cur, out); err != nil {
+				return false, err
+			}
+		default:
+		}
+		revoking := r.revoking()
+		// Ask for more input where little waits.
+		for i, f := range fetchers {
+			if !f.asked && len(parts[i].queue) < a.cfg.FetchMaxRecords && !revoking {
+				f.asked = true
+				f.credit <- struct{}{}
+			}
+		}
+		processed := 0
+		for !revoking && !t.waiting() && processed < 2000 {
+			p, ok := pick(parts)
+			if !ok {
+				break
+			}
+			rec := p.queue[0]
+			p.queue = p.queue[1:]
+			t.processBounded(rec)
+			processed++
+			if t.err != nil {
+				return false, t.err
+			}
+			if t.full() && len(t.cuts) == 0 {
+				t.cuts = append(t.cuts, t.end())
+			}
+		}
+		if !revoking {
+			t.punctuateWall(time.Now())
+			if t.err != nil {
+				return false, t.err
+			}
+		}
+		if inflight == nil && (revoking || len(t.cuts) > 0 || time.Since(lastCommit) >= a.cfg.CommitInterval) {
+			lastCommit = time.Now()
+			if cur = t.nextUnit(); cur != nil {
+				inflight = make(chan commitOutcome, 1)
+				go func(u *unit, out chan<- commitOutcome) { out <- r.commit(t, u) }(cur, inflight)
+			} else if revoking {
+				r.log().Info("task revoked: committed and closed")
+				return false, nil
+			}
+		}
+		if processed > 0 && !t.waiting() {
+			// More may be processable now; take batches that arrived meanwhile first.
+			if err := drain(batches, parts, fetchers); err != nil {
+				return false, err
+			}
+			continue
+		}
+		if !tick.Stop() {
+			select {
+			case <-tick.C:
+			default:
+			}
+		}
+		tick.Reset(max(a.cfg.CommitInterval-time.Since(lastCommit), time.Millisecond))
+		select {
+		case <-r.ctx.Done():
+			return true, nil
+		case <-r.revoked:
+		case <-tick.C:
+		case b := <-batches:
+			if err := take(b, parts, fetchers); err != nil {
+				return false, err
+			}
+		case out := <-inflight:
+			inflight = nil
+			if out.err != nil {
+				return out.dropped, out.err
+			}
+			if err := r.confirmed(t, cur, out); err != nil {
+				return false, err
+			}
+		}
+	}
+}
+
+// take queues a fetched batch.
+func take(b fetched, parts []*inputPart, fetchers []*fetcher) error {
+	if b.err != nil {
+		return b.err
+	}
+	p := parts[b.idx]
+	p.queue = append(p.queue, b.recs...)
+	p.atEnd = b.atEnd
+	fetchers[b.idx].asked = false
+	return nil
+}
+
+// drain queues every batch waiting, without blocking.
+func drain(batches chan fetched, parts []*inputPart, fetchers []*fetcher) error {
+	for {
+		select {
+		case b := <-batches:
+			if err := take(b, parts, fetchers); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+	}
+}
