@@ -48,6 +48,8 @@ func run() error {
 		tick       = flag.Duration("tick", 0, "send a tick per task to retail-ticks at this wall-clock interval (0: off)")
 		create     = flag.Bool("create-topics", false, "create the input and output topics if missing")
 		partitions = flag.Int("partitions", 6, "partitions of the topics --create-topics creates")
+		maxCommit  = flag.Int("max-commit-records", 0, "records (outputs and changelog) per commit; 0: the library's default (5,000)")
+		fetchMax   = flag.Int("fetch-max-records", 0, "records per fetch; 0: the library's default (1,000)")
 		metrics    = flag.String("metrics-addr", "", "serve the runtime's counters as JSON at http://`ADDR`/metrics")
 		logLevel   = flag.String("log-level", "info", "debug, info, warn or error")
 	)
@@ -82,6 +84,7 @@ func run() error {
 	a, err := streams.New(retail.Build(*app, retail.Options{Tick: *tick, Instance: *instance}), streams.Config{
 		Client: c, StateDir: *stateDir, InstanceID: *instance, Guarantee: g, CommitInterval: *interval,
 		SessionTimeout: *session, InputPositionHeader: "strata-input", Logger: log,
+		MaxCommitRecords: *maxCommit, FetchMaxRecords: *fetchMax,
 	})
 	if err != nil {
 		return err

@@ -387,3 +387,21 @@ func changelogTable(t *testing.T, c *client.Client, app string) map[string]int64
 }
 
 func sortStrings(s []string) { slices.Sort(s) }
+
+// lagOf is the group's total lag on the inputs.
+func lagOf(t *testing.T, c *client.Client, group string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lag, err := c.GroupLag(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, p := range lag.Partitions {
+		if p.Topic == retail.Sales || p.Topic == retail.Shipments {
+			n += p.Lag
+		}
+	}
+	return n
+}
