@@ -137,11 +137,14 @@ func (r *taskRunner) refused(err error) commitOutcome {
 // send sends the sealed request until it commits or is refused for good.
 func (r *taskRunner) send(req *client.RecordsRequest) commitOutcome {
 	a := r.a
-	return r.attempts(func(ctx context.Context, epoch int32) error {
-		if req.GroupOffsets != nil && epoch != 0 {
-			req.GroupOffsets.MemberEpoch = epoch
+	var epoch int32
+	if req.GroupOffsets != nil {
+		epoch = req.GroupOffsets.MemberEpoch
+	}
+	return r.attempts(epoch, func(e int32) {
+		if req.GroupOffsets != nil {
+			req.GroupOffsets.MemberEpoch = e
 		}
-		return nil
 	}, func(ctx context.Context) (client.AtomicResult, error) {
 		res, err := a.c.ProduceRecords(ctx, *req)
 		if err == nil && res.Duplicate {
@@ -156,12 +159,7 @@ func (r *taskRunner) send(req *client.RecordsRequest) commitOutcome {
 func (r *taskRunner) commitOffsets(offsets []client.GroupOffset) commitOutcome {
 	a := r.a
 	epoch, _ := a.memberEpoch(nil)
-	return r.attempts(func(ctx context.Context, e int32) error {
-		if e != 0 {
-			epoch = e
-		}
-		return nil
-	}, func(ctx context.Context) (client.AtomicResult, error) {
+	return r.attempts(epoch, func(e int32) { epoch = e }, func(ctx context.Context) (client.AtomicResult, error) {
 		if epoch <= 0 {
 			return client.AtomicResult{}, &client.Error{Status: 409, Code: client.CodeUnknownMember, Detail: "not a member of the group now"}
 		}
@@ -170,44 +168,48 @@ func (r *taskRunner) commitOffsets(offsets []client.GroupOffset) commitOutcome {
 }
 
 // attempts runs one commit call until it succeeds or is refused: an unknown outcome is
-// sent again unchanged; a stale member epoch is sent again at the new epoch (setEpoch)
-// after a heartbeat, if the task is still this member's.
-func (r *taskRunner) attempts(setEpoch func(context.Context, int32) error, call func(context.Context) (client.AtomicResult, error)) commitOutcome {
+// sent again unchanged; one refused for a stale member epoch (epoch, the one it
+// carries) is sent again at the new epoch (setEpoch) after a heartbeat, if the task is
+// still this member's.
+func (r *taskRunner) attempts(epoch int32, setEpoch func(int32), call func(context.Context) (client.AtomicResult, error)) commitOutcome {
 	a := r.a
 	backoff := 50 * time.Millisecond
 	stale := 0
-	for {
-		if r.ctx.Err() != nil {
+	for attempt := 0; ; attempt++ {
+		// A commit once cut is sent at least once, even by a task being dropped: the
+		// server is the judge of whether it still may commit, and an attempt already
+		// on the wire is not cut short.
+		if attempt > 0 && r.ctx.Err() != nil {
 			return commitOutcome{err: errDropped, dropped: true}
 		}
-		ctx, cancel := context.WithTimeout(r.ctx, a.cfg.RequestTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), a.cfg.RequestTimeout)
 		res, err := call(ctx)
 		cancel()
 		switch {
 		case err == nil:
 			return commitOutcome{res: res}
-		case r.ctx.Err() != nil:
-			return commitOutcome{err: errDropped, dropped: true}
 		case client.HasCode(err, client.CodeStaleMemberEpoch):
 			// The member was granted partitions meanwhile: its epoch moved on. A task
 			// it still holds commits at the new epoch; a mere bump never drops one.
-			before, _ := a.memberEpoch(nil)
 			a.heartbeatNow(r.ctx)
-			epoch, owned := a.memberEpoch(r.tps)
-			if !owned && !r.revoking() || epoch <= 0 {
+			cur, owned := a.memberEpoch(r.tps)
+			if !owned && !r.revoking() || cur <= 0 {
 				return r.refused(err)
 			}
-			if epoch == before {
+			if cur == epoch {
 				if stale++; stale > 20 {
 					return r.refused(err)
 				}
 				sleepCtx(r.ctx, backoff)
 				continue
 			}
+			epoch = cur
+			setEpoch(cur)
 			a.metrics.EpochResends.Add(1)
-			_ = setEpoch(r.ctx, epoch)
 		case refusal(err):
 			return r.refused(err)
+		case r.ctx.Err() != nil:
+			return commitOutcome{err: errDropped, dropped: true}
 		case unknownOutcome(err):
 			a.metrics.CommitResends.Add(1)
 			r.log().Warn("commit outcome unknown: sending the same request again", "err", err)

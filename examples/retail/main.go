@@ -92,10 +92,14 @@ func run() error {
 	if *metrics != "" {
 		srv := &http.Server{Addr: *metrics, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
+			tasks := map[string]string{}
+			for id, s := range a.TaskStates() {
+				tasks[id.String()] = s
+			}
 			_ = json.NewEncoder(w).Encode(struct {
-				Metrics streams.MetricsSnapshot   `json:"metrics"`
-				Tasks   map[streams.TaskID]string `json:"-"`
-			}{Metrics: a.Metrics()})
+				Metrics streams.MetricsSnapshot `json:"metrics"`
+				Tasks   map[string]string       `json:"tasks"`
+			}{a.Metrics(), tasks})
 		})}
 		go func() {
 			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {

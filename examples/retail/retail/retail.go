@@ -7,6 +7,7 @@ package retail
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/strata-io/strata/streams"
@@ -69,6 +70,9 @@ type Tick struct {
 	Instance string `json:"instance"`
 	At       int64  `json:"at"`
 	Seq      int64  `json:"seq"`
+	// Incarnation is random per task instance: a task that moves away and comes back
+	// ticks under a new one.
+	Incarnation string `json:"incarnation"`
 }
 
 // Policy is the pricing rule: fast-selling SKUs running low go up, slow ones with
@@ -154,16 +158,18 @@ func Build(app string, o Options) *streams.Builder {
 
 // ticker forwards nothing of its input; its wall-clock punctuator sends a Tick.
 type ticker struct {
-	every    time.Duration
-	instance string
-	seq      int64
+	every       time.Duration
+	instance    string
+	seq         int64
+	incarnation string
 }
 
 func (t *ticker) Init(ctx *streams.ProcessorContext[string, Tick]) error {
+	t.incarnation = fmt.Sprintf("%016x", rand.Uint64())
 	return ctx.Schedule(t.every, streams.WallClock, func(now time.Time) error {
 		t.seq++
 		task := ctx.TaskID().String()
-		ctx.Forward(streams.Record[string, Tick]{Key: task, Value: Tick{Task: task, Instance: t.instance, At: now.UnixMilli(), Seq: t.seq}, Timestamp: now})
+		ctx.Forward(streams.Record[string, Tick]{Key: task, Value: Tick{Task: task, Instance: t.instance, At: now.UnixMilli(), Seq: t.seq, Incarnation: t.incarnation}, Timestamp: now})
 		return nil
 	})
 }
