@@ -16,7 +16,7 @@ var slow = []string{"--max-commit-records", "400", "--fetch-max-records", "50", 
 // missing), every output's input-position header is unique, the stock changelog's
 // table equals the oracle's, committed offsets are the inputs' ends.
 func TestCrashExactlyOnce(t *testing.T) {
-	n, kills, minGap, maxGap := 100_000, 10, 500*time.Millisecond, 1500*time.Millisecond
+	n, kills, minGap, maxGap := 150_000, 10, 300*time.Millisecond, 1000*time.Millisecond
 	if long() {
 		n, minGap, maxGap = 1_000_000, 5*time.Second, 20*time.Second
 	}
