@@ -20,7 +20,7 @@ var genStart = time.Date(2026, 1, 5, 8, 0, 0, 0, time.UTC)
 
 // setup starts a node, creates the retail topics and produces n generated inputs,
 // all before any application instance starts.
-func setup(t *testing.T, n int, extra ...string) (*node, *client.Client) {
+func setup(t testing.TB, n int, extra ...string) (*node, *client.Client) {
 	t.Helper()
 	nd := startNode(t)
 	c := client.New(nd.url)

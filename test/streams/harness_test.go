@@ -85,7 +85,7 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-func start(t *testing.T, name string, env []string, bin string, args ...string) *proc {
+func start(t testing.TB, name string, env []string, bin string, args ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, cmd: exec.Command(bin, args...), out: &lockedBuffer{}, done: make(chan struct{})}
 	p.cmd.Env = env
@@ -138,7 +138,7 @@ type node struct {
 	url string
 }
 
-func startNode(t *testing.T) *node {
+func startNode(t testing.TB) *node {
 	t.Helper()
 	strata, _ := binaries(t)
 	dsn := testsvc.PostgresDSN(t)
@@ -180,14 +180,14 @@ func startNode(t *testing.T) *node {
 }
 
 // retailProc starts an instance of the retail example against server.
-func retailProc(t *testing.T, server, name string, args ...string) *proc {
+func retailProc(t testing.TB, server, name string, args ...string) *proc {
 	t.Helper()
 	_, bin := binaries(t)
 	base := []string{"--server", server, "--instance", name, "--log-level", "info"}
 	return start(t, name, os.Environ(), bin, append(base, args...)...)
 }
 
-func createTopics(t *testing.T, c *client.Client, partitions int32, topics ...string) {
+func createTopics(t testing.TB, c *client.Client, partitions int32, topics ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -200,7 +200,7 @@ func createTopics(t *testing.T, c *client.Client, partitions int32, topics ...st
 
 // produceInputs sends the generated inputs, each topic's records in order, with the
 // idempotent producer.
-func produceInputs(t *testing.T, c *client.Client, ins []retail.Input) {
+func produceInputs(t testing.TB, c *client.Client, ins []retail.Input) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -219,7 +219,7 @@ func produceInputs(t *testing.T, c *client.Client, ins []retail.Input) {
 }
 
 // readAll fetches every record of every partition of topic up to its high watermark.
-func readAll(t *testing.T, c *client.Client, topic string) []client.Record {
+func readAll(t testing.TB, c *client.Client, topic string) []client.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -246,7 +246,7 @@ func readAll(t *testing.T, c *client.Client, topic string) []client.Record {
 
 // inputsBack reads the inputs as stored, with their partitions and offsets: what the
 // oracle merges.
-func inputsBack(t *testing.T, c *client.Client) []retail.Input {
+func inputsBack(t testing.TB, c *client.Client) []retail.Input {
 	t.Helper()
 	var ins []retail.Input
 	for _, topic := range []string{retail.Sales, retail.Shipments} {
@@ -263,7 +263,7 @@ func inputsBack(t *testing.T, c *client.Client) []retail.Input {
 }
 
 // waitDrained waits until the group has committed the end of every input partition.
-func waitDrained(t *testing.T, c *client.Client, group string, within time.Duration, alive ...*proc) {
+func waitDrained(t testing.TB, c *client.Client, group string, within time.Duration, alive ...*proc) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
@@ -403,7 +403,7 @@ func changelogTable(t *testing.T, c *client.Client, app string) map[string]int64
 func sortStrings(s []string) { slices.Sort(s) }
 
 // lagOf is the group's total lag on the inputs.
-func lagOf(t *testing.T, c *client.Client, group string) int64 {
+func lagOf(t testing.TB, c *client.Client, group string) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
