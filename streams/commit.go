@@ -23,7 +23,7 @@ type commitOutcome struct {
 	dropped bool // refused for good: drop the task
 }
 
-func (r *taskRunner) commit(t *task, u *unit) commitOutcome {
+func (r *taskRunner) commit(u *unit) commitOutcome {
 	a := r.a
 	req, err := r.request(u)
 	if err != nil {

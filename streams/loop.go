@@ -92,8 +92,8 @@ func rawOf(tp client.TopicPartition, rec client.Record) (rawRecord, error) {
 }
 
 // loop processes, punctuates and commits until the task is revoked (then it commits
-// everything processed and returns) or lost.
-func (r *taskRunner) loop(t *task) (bool, error) {
+// everything processed and returns nil) or lost (errDropped).
+func (r *taskRunner) loop(t *task) error {
 	a := r.a
 	fctx, stopFetch := context.WithCancel(r.ctx)
 	var fwg sync.WaitGroup
@@ -114,92 +114,106 @@ func (r *taskRunner) loop(t *task) (bool, error) {
 		tick       = time.NewTimer(a.cfg.CommitInterval)
 	)
 	defer tick.Stop()
+	settle := func(out commitOutcome) error {
+		inflight = nil
+		if out.err != nil {
+			return out.err
+		}
+		return r.confirmed(t, cur, out)
+	}
 	for {
 		select {
 		case out := <-inflight:
-			inflight = nil
-			if out.err != nil {
-				return out.dropped, out.err
+			if err := settle(out); err != nil {
+				return err
 			}
-			if err := r.confirmed(t, cur, out); err != nil {
-				return false, err
-			}
+		case <-r.ctx.Done():
+			return errDropped
 		default:
 		}
 		revoking := r.revoking()
-		// Ask for more input where little waits.
-		for i, f := range fetchers {
-			if !f.asked && len(parts[i].queue) < a.cfg.FetchMaxRecords && !revoking {
-				f.asked = true
-				f.credit <- struct{}{}
-			}
-		}
-		processed := 0
-		for !revoking && !t.waiting() && processed < 2000 {
-			p, ok := pick(parts)
-			if !ok {
-				break
-			}
-			rec := p.queue[0]
-			p.queue = p.queue[1:]
-			t.processBounded(rec)
-			processed++
-			if t.err != nil {
-				return false, t.err
-			}
-			if t.full() && len(t.cuts) == 0 {
-				t.cuts = append(t.cuts, t.end())
-			}
-		}
 		if !revoking {
-			t.punctuateWall(time.Now())
-			if t.err != nil {
-				return false, t.err
+			for i, f := range fetchers { // more input where little waits
+				if !f.asked && len(parts[i].queue) < a.cfg.FetchMaxRecords {
+					f.asked = true
+					f.credit <- struct{}{}
+				}
 			}
+		}
+		processed, err := r.process(t, parts, revoking)
+		if err != nil {
+			return err
 		}
 		if inflight == nil && (revoking || len(t.cuts) > 0 || time.Since(lastCommit) >= a.cfg.CommitInterval) {
 			lastCommit = time.Now()
 			if cur = t.nextUnit(); cur != nil {
 				inflight = make(chan commitOutcome, 1)
-				go func(u *unit, out chan<- commitOutcome) { out <- r.commit(t, u) }(cur, inflight)
+				go func(u *unit, out chan<- commitOutcome) { out <- r.commit(u) }(cur, inflight)
 			} else if revoking {
 				r.log().Info("task revoked: committed and closed")
-				return false, nil
+				return nil
 			}
 		}
 		if processed > 0 && !t.waiting() {
 			// More may be processable now; take batches that arrived meanwhile first.
 			if err := drain(batches, parts, fetchers); err != nil {
-				return false, err
+				return err
 			}
 			continue
 		}
-		if !tick.Stop() {
-			select {
-			case <-tick.C:
-			default:
-			}
-		}
-		tick.Reset(max(a.cfg.CommitInterval-time.Since(lastCommit), time.Millisecond))
+		resetTimer(tick, max(a.cfg.CommitInterval-time.Since(lastCommit), time.Millisecond))
 		select {
 		case <-r.ctx.Done():
-			return true, nil
+			return errDropped
 		case <-r.revoked:
 		case <-tick.C:
 		case b := <-batches:
 			if err := take(b, parts, fetchers); err != nil {
-				return false, err
+				return err
 			}
 		case out := <-inflight:
-			inflight = nil
-			if out.err != nil {
-				return out.dropped, out.err
-			}
-			if err := r.confirmed(t, cur, out); err != nil {
-				return false, err
+			if err := settle(out); err != nil {
+				return err
 			}
 		}
 	}
+}
+
+// process runs up to 2,000 records by the determinism rule, unless revoking or a cut
+// waits behind the commit in flight, then the due wall-clock punctuators.
+func (r *taskRunner) process(t *task, parts []*inputPart, revoking bool) (int, error) {
+	if revoking {
+		return 0, nil
+	}
+	processed := 0
+	for !t.waiting() && processed < 2000 {
+		p, ok := pick(parts)
+		if !ok {
+			break
+		}
+		rec := p.queue[0]
+		p.queue = p.queue[1:]
+		t.processBounded(rec)
+		processed++
+		if t.err != nil {
+			return processed, t.err
+		}
+		if t.full() && len(t.cuts) == 0 {
+			t.cuts = append(t.cuts, t.end())
+		}
+	}
+	t.punctuateWall(time.Now())
+	return processed, t.err
+}
+
+func resetTimer(t *time.Timer, d time.Duration) {
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+	t.Reset(d)
 }
 
 // take queues a fetched batch.

@@ -82,14 +82,12 @@ func (l *slogger) Warn(msg string, args ...any) {
 func (r *taskRunner) run(exits chan<- taskExit) {
 	a := r.a
 	a.setStatus(r.id, TaskRestoring)
-	dropped, err := r.runTask()
+	err := r.runTask()
 	r.bg.Wait()
 	a.setStatus(r.id, "")
-	if errors.Is(err, errDropped) {
-		dropped, err = true, nil
-	}
-	if r.ctx.Err() != nil && err != nil && !dropped {
-		dropped, err = true, nil // lost while starting or committing: not a failure
+	dropped := false
+	if errors.Is(err, errDropped) || r.ctx.Err() != nil && err != nil {
+		dropped, err = true, nil // refused, or lost while starting or committing: not a failure
 	}
 	r.stop()
 	exits <- taskExit{r: r, dropped: dropped, err: err}
@@ -111,11 +109,11 @@ func (r *taskRunner) openDB() (store.DB, error) {
 	return store.OpenPebble(dir, r.a.log)
 }
 
-func (r *taskRunner) runTask() (dropped bool, err error) {
+func (r *taskRunner) runTask() (err error) {
 	a := r.a
 	db, err := r.openDB()
 	if err != nil {
-		return false, err
+		return err
 	}
 	defer db.Close()
 	if a.cfg.Guarantee == ExactlyOnce {
@@ -124,26 +122,26 @@ func (r *taskRunner) runTask() (dropped bool, err error) {
 		if r.ident, err = retry(r.ctx, a, "take the transactional id", func(ctx context.Context) (client.ProducerIdentity, error) {
 			return a.c.InitProducer(ctx, a.topo.App()+"/"+r.id.String(), nil)
 		}); err != nil {
-			return false, err
+			return err
 		}
 	} else if r.ident, err = retry(r.ctx, a, "init producer", func(ctx context.Context) (client.ProducerIdentity, error) {
 		return a.c.InitProducer(ctx, "", nil)
 	}); err != nil {
-		return false, err
+		return err
 	}
 	env := &taskEnv{partitions: a.partitions, inputHeader: a.cfg.InputPositionHeader, deadLetters: a.cfg.DeadLetterTopic,
 		lateTopic: a.cfg.LateRecordTopic, maxRecords: a.cfg.MaxCommitRecords, maxBytes: a.cfg.MaxCommitBytes, metrics: &a.metrics, log: a.log}
 	t := newTask(a.topo, r.sub, r.id.Partition, db, env)
 	start := time.Now()
 	if err := r.restore(t); err != nil {
-		return false, err
+		return err
 	}
 	positions, streamTime, ok, err := r.committed()
 	if err != nil {
-		return false, err
+		return err
 	}
 	if err := t.init(positions); err != nil {
-		return false, err
+		return err
 	}
 	t.streamTime, t.hasTime = streamTime, ok
 	t.base.streamTime, t.base.hasTime = streamTime, ok

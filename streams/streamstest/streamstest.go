@@ -120,40 +120,32 @@ func (o *Output[K, V]) Read() []streams.Record[K, V] {
 // Get reads a key-value store's committed value for k.
 func Get[K, V any](d *Driver, storeName string, ks serde.Serde[K], vs serde.Serde[V], k K) (V, bool) {
 	d.t.Helper()
-	var zero V
 	kb, err := ks.Encode(k)
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	entries, err := d.Entries(storeName)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	raw, ok := entries[string(kb)]
-	if !ok {
-		return zero, false
-	}
-	v, err := vs.Decode(raw)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	return v, true
+	return lookup(d, storeName, kb, vs)
 }
 
 // GetWindow reads a window store's committed value for k in the window starting at
 // start.
 func GetWindow[K, V any](d *Driver, storeName string, ks serde.Serde[K], vs serde.Serde[V], k K, start time.Time) (V, bool) {
 	d.t.Helper()
-	var zero V
 	kb, err := ks.Encode(k)
 	if err != nil {
 		d.t.Fatal(err)
 	}
+	return lookup(d, storeName, streams.WindowKey(start, kb), vs)
+}
+
+func lookup[V any](d *Driver, storeName string, key []byte, vs serde.Serde[V]) (V, bool) {
+	d.t.Helper()
+	var zero V
 	entries, err := d.Entries(storeName)
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	raw, ok := entries[string(streams.WindowKey(start, kb))]
+	raw, ok := entries[string(key)]
 	if !ok {
 		return zero, false
 	}
