@@ -50,7 +50,7 @@ func (a *App) member(ctx context.Context) error {
 			failure = a.taskExited(st, ex)
 			continue
 		}
-		a.heartbeat(ctx, st)
+		failure = a.heartbeat(ctx, st)
 		for _, w := range waiters {
 			close(w)
 		}
@@ -73,8 +73,9 @@ func (a *App) taskExited(st *memberState, ex taskExit) error {
 	return ex.err
 }
 
-// heartbeat sends one heartbeat and reconciles the tasks with its answer.
-func (a *App) heartbeat(ctx context.Context, st *memberState) {
+// heartbeat sends one heartbeat and reconciles the tasks with its answer. A heartbeat
+// the server refuses as invalid (another assignor in use, say) stops the application.
+func (a *App) heartbeat(ctx context.Context, st *memberState) error {
 	req := client.HeartbeatRequest{MemberID: a.cfg.InstanceID, MemberEpoch: st.epoch, Owned: a.owned(st), SessionTimeout: a.cfg.SessionTimeout}
 	if st.epoch == 0 {
 		req.Topics, req.Assignor, req.Owned = a.subs, "range", nil
@@ -95,6 +96,8 @@ func (a *App) heartbeat(ctx context.Context, st *memberState) {
 		a.log.Warn("fenced from the group: dropping every task and joining again", "err", err)
 		a.loseAll(st)
 	case ctx.Err() != nil:
+	case client.StatusOf(err) == 400:
+		return fmt.Errorf("streams: join group %s: %w", a.group(), err)
 	default:
 		a.log.Warn("heartbeat failed", "err", err)
 		if time.Since(st.lastOK) >= a.cfg.SessionTimeout {
@@ -104,6 +107,7 @@ func (a *App) heartbeat(ctx context.Context, st *memberState) {
 			a.loseAll(st)
 		}
 	}
+	return nil
 }
 
 // owned lists the partitions this member holds: those assigned, and those of tasks
