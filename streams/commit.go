@@ -37,7 +37,8 @@ func (r *taskRunner) commit(u *unit) commitOutcome {
 	if eos {
 		epoch, _ := a.memberEpoch(nil)
 		if epoch <= 0 {
-			return r.refused(errors.New("not a member of the group now"))
+			// Fenced or lapsed meanwhile: the member loop is dropping every task.
+			return commitOutcome{err: errDropped, dropped: true}
 		}
 		req.GroupOffsets = &client.GroupCommit{Group: a.group(), MemberID: a.cfg.InstanceID, MemberEpoch: epoch, Offsets: offsets}
 	}
@@ -110,6 +111,10 @@ func (r *taskRunner) groupOffsets(u *unit) []client.GroupOffset {
 	return offs
 }
 
+// errNotMember: the member loop has dropped the membership (fenced, or the session
+// lapsed): nothing of this member may commit.
+var errNotMember = errors.New("streams: not a member of the group now")
+
 // refusal says whether the server refused a commit for good: the member does not own
 // the task any more, or another instance holds its transactional id.
 func refusal(err error) bool {
@@ -130,7 +135,12 @@ func unknownOutcome(err error) bool {
 
 func (r *taskRunner) refused(err error) commitOutcome {
 	r.a.metrics.CommitsRefused.Add(1)
-	r.log().Warn("commit refused: dropping the task's pending work", "err", err)
+	var e *client.Error
+	code := ""
+	if errors.As(err, &e) {
+		code = e.Code
+	}
+	r.log().Warn("commit refused: dropping the task's pending work", "code", code, "err", err)
 	return commitOutcome{err: errDropped, dropped: true}
 }
 
@@ -161,7 +171,7 @@ func (r *taskRunner) commitOffsets(offsets []client.GroupOffset) commitOutcome {
 	epoch, _ := a.memberEpoch(nil)
 	return r.attempts(epoch, func(e int32) { epoch = e }, func(ctx context.Context) (client.AtomicResult, error) {
 		if epoch <= 0 {
-			return client.AtomicResult{}, &client.Error{Status: 409, Code: client.CodeUnknownMember, Detail: "not a member of the group now"}
+			return client.AtomicResult{}, errNotMember
 		}
 		return client.AtomicResult{}, a.c.CommitOffsets(ctx, a.group(), a.cfg.InstanceID, epoch, offsets)
 	})
@@ -208,7 +218,7 @@ func (r *taskRunner) attempts(epoch int32, setEpoch func(int32), call func(conte
 			a.metrics.EpochResends.Add(1)
 		case refusal(err):
 			return r.refused(err)
-		case r.ctx.Err() != nil:
+		case errors.Is(err, errNotMember) || r.ctx.Err() != nil:
 			return commitOutcome{err: errDropped, dropped: true}
 		case unknownOutcome(err):
 			a.metrics.CommitResends.Add(1)

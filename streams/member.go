@@ -25,6 +25,7 @@ type taskExit struct {
 
 // memberState is what the loop keeps between heartbeats.
 type memberState struct {
+	closing  bool // shutting down: no new tasks
 	epoch    int32
 	lastOK   time.Time
 	interval time.Duration
@@ -162,7 +163,7 @@ func (a *App) reconcile(ctx context.Context, st *memberState, assignment []clien
 			}
 			r := st.tasks[id]
 			switch {
-			case all && r == nil:
+			case all && r == nil && !st.closing:
 				r = a.newRunner(ctx, s, p)
 				st.tasks[id] = r
 				go r.run(st.exits)
@@ -195,6 +196,7 @@ func (a *App) loseAll(st *memberState) {
 // shutdown revokes every task (each commits what it processed), waits for them, and
 // leaves the group.
 func (a *App) shutdown(st *memberState) error {
+	st.closing = true
 	for _, r := range st.tasks {
 		r.revokeOnce()
 	}
@@ -207,6 +209,11 @@ func (a *App) shutdown(st *memberState) error {
 			if err := a.taskExited(st, ex); err != nil {
 				errs = append(errs, err)
 			}
+		case w := <-a.hbNow: // a final commit found the epoch moved on
+			ctx, cancel := context.WithTimeout(context.Background(), a.cfg.RequestTimeout)
+			_ = a.heartbeat(ctx, st)
+			cancel()
+			close(w)
 		case <-deadline.C:
 			a.log.Warn("tasks did not finish their final commits in time: dropping them", "tasks", len(st.tasks))
 			for _, r := range st.tasks {
