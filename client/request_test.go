@@ -85,3 +85,27 @@ func TestDeleteRecords(t *testing.T) {
 		t.Errorf("fetch below the log start: %v", err)
 	}
 }
+
+// A fetch with Base64 returns header values as stored, as a plain fetch does.
+func TestFetchBase64Headers(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	ctx := t.Context()
+	c := New(s.url)
+	if _, err := c.CreateTopic(ctx, "t", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	hs := []Header{{Key: "a", Value: []byte("sales/0/7")}, {Key: "n"}}
+	if _, err := c.Produce(ctx, "t", []Record{{Value: String("v"), Headers: hs}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, b64 := range []bool{false, true} {
+		res, err := c.Fetch(ctx, "t", 0, FetchOptions{Base64: b64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := res.Records[0].Headers
+		if len(got) != 2 || string(got[0].Value) != "sales/0/7" || got[1].Value != nil {
+			t.Errorf("base64 %v: headers %q", b64, got)
+		}
+	}
+}

@@ -50,6 +50,7 @@ func run() error {
 		partitions = flag.Int("partitions", 6, "partitions of the topics --create-topics creates")
 		maxCommit  = flag.Int("max-commit-records", 0, "records (outputs and changelog) per commit; 0: the library's default (5,000)")
 		fetchMax   = flag.Int("fetch-max-records", 0, "records per fetch; 0: the library's default (1,000)")
+		deadLetter = flag.String("dead-letter-topic", "", "send input records that fail to decode to this `topic` (created if missing) instead of stopping")
 		metrics    = flag.String("metrics-addr", "", "serve the runtime's counters as JSON at http://`ADDR`/metrics")
 		logLevel   = flag.String("log-level", "info", "debug, info, warn or error")
 	)
@@ -84,7 +85,7 @@ func run() error {
 	a, err := streams.New(retail.Build(*app, retail.Options{Tick: *tick, Instance: *instance}), streams.Config{
 		Client: c, StateDir: *stateDir, InstanceID: *instance, Guarantee: g, CommitInterval: *interval,
 		SessionTimeout: *session, InputPositionHeader: "strata-input", Logger: log,
-		MaxCommitRecords: *maxCommit, FetchMaxRecords: *fetchMax,
+		MaxCommitRecords: *maxCommit, FetchMaxRecords: *fetchMax, DeadLetterTopic: *deadLetter,
 	})
 	if err != nil {
 		return err
