@@ -58,7 +58,7 @@ func (a *App) member(ctx context.Context) error {
 		waiters = nil
 		timer.Reset(st.interval)
 	}
-	a.log.Error("stopping: a task failed", "err", failure)
+	a.log.Error("stopping", "err", failure)
 	_ = a.shutdown(st)
 	return failure
 }

@@ -18,7 +18,7 @@ var slow = []string{"--max-commit-records", "400", "--fetch-max-records", "50", 
 func TestCrashExactlyOnce(t *testing.T) {
 	n, kills, minGap, maxGap := 150_000, 10, 300*time.Millisecond, 1000*time.Millisecond
 	if long() {
-		n, minGap, maxGap = 1_000_000, 5*time.Second, 20*time.Second
+		n, minGap, maxGap = 1_000_000, 3*time.Second, 10*time.Second
 	}
 	nd, c := setup(t, n)
 	var ins []*instance
