@@ -36,7 +36,8 @@ func (r *taskRunner) fetch(ctx context.Context, idx int, f *fetcher, offset int6
 		}
 		for {
 			fctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout+a.cfg.FetchWait)
-			res, err := a.c.Fetch(fctx, f.tp.Topic, f.tp.Partition, client.FetchOptions{Offset: offset, MaxRecords: a.cfg.FetchMaxRecords, Wait: a.cfg.FetchWait, Base64: true})
+			// Record batches as stored: exact bytes, no JSON or base64 on the way.
+			res, err := a.c.FetchBinary(fctx, f.tp.Topic, f.tp.Partition, client.FetchOptions{Offset: offset, MaxRecords: a.cfg.FetchMaxRecords, Wait: a.cfg.FetchWait})
 			cancel()
 			if ctx.Err() != nil {
 				return
@@ -59,12 +60,7 @@ func (r *taskRunner) fetch(ctx context.Context, idx int, f *fetcher, offset int6
 			backoff = 50 * time.Millisecond
 			b := fetched{idx: idx, atEnd: res.NextOffset >= res.HighWatermark, recs: make([]rawRecord, 0, len(res.Records))}
 			for _, rec := range res.Records {
-				raw, err := rawOf(f.tp, rec)
-				if err != nil {
-					b.err = err
-					break
-				}
-				b.recs = append(b.recs, raw)
+				b.recs = append(b.recs, rawOf(f.tp, rec))
 			}
 			if res.NextOffset > offset {
 				offset = res.NextOffset
@@ -79,16 +75,15 @@ func (r *taskRunner) fetch(ctx context.Context, idx int, f *fetcher, offset int6
 	}
 }
 
-func rawOf(tp client.TopicPartition, rec client.Record) (rawRecord, error) {
-	k, err := rec.KeyBytes()
-	if err != nil {
-		return rawRecord{}, fmt.Errorf("streams: %s offset %d: key: %w", tp, rec.Offset, err)
+func rawOf(tp client.TopicPartition, rec client.RawRecord) rawRecord {
+	r := rawRecord{Topic: tp.Topic, Partition: tp.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value, TS: ms(rec.Timestamp)}
+	if len(rec.Headers) > 0 {
+		r.Headers = make([]client.Header, len(rec.Headers))
+		for i, h := range rec.Headers {
+			r.Headers[i] = client.Header{Key: h.Key, Value: h.Value}
+		}
 	}
-	v, err := rec.ValueBytes()
-	if err != nil {
-		return rawRecord{}, fmt.Errorf("streams: %s offset %d: value: %w", tp, rec.Offset, err)
-	}
-	return rawRecord{Topic: tp.Topic, Partition: tp.Partition, Offset: rec.Offset, Key: k, Value: v, TS: ms(rec.Timestamp), Headers: rec.Headers}, nil
+	return r
 }
 
 // loop processes, punctuates and commits until the task is revoked (then it commits

@@ -61,8 +61,8 @@ func (r *taskRunner) restore(t *task) error {
 func (r *taskRunner) replay(db store.DB, name string, tp client.TopicPartition, from, to int64) (int64, error) {
 	var n int64
 	for off := from; off < to; {
-		res, err := retry(r.ctx, r.a, "fetch changelog "+tp.String(), func(ctx context.Context) (client.FetchResult, error) {
-			return r.a.c.Fetch(ctx, tp.Topic, tp.Partition, client.FetchOptions{Offset: off, MaxRecords: 5000, MaxBytes: 8 << 20, Base64: true})
+		res, err := retry(r.ctx, r.a, "fetch changelog "+tp.String(), func(ctx context.Context) (client.BinaryFetchResult, error) {
+			return r.a.c.FetchBinary(ctx, tp.Topic, tp.Partition, client.FetchOptions{Offset: off, MaxRecords: 10_000, MaxBytes: 8 << 20})
 		})
 		if err != nil {
 			return n, err
@@ -73,15 +73,7 @@ func (r *taskRunner) replay(db store.DB, name string, tp client.TopicPartition, 
 			if rec.Offset >= to {
 				break
 			}
-			k, err := rec.KeyBytes()
-			if err != nil {
-				return n, fmt.Errorf("streams: changelog %s offset %d: %w", tp, rec.Offset, err)
-			}
-			v, err := rec.ValueBytes()
-			if err != nil {
-				return n, fmt.Errorf("streams: changelog %s offset %d: %w", tp, rec.Offset, err)
-			}
-			writes = append(writes, store.Write{Store: name, Key: k, Value: v, Delete: v == nil})
+			writes = append(writes, store.Write{Store: name, Key: rec.Key, Value: rec.Value, Delete: rec.Value == nil})
 			last = rec.Offset
 		}
 		if last >= 0 {
