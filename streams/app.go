@@ -13,8 +13,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/strata-io/strata/client"
+)
+
+// Commit limits: a commit is one request, which the server bounds (10,000 records and a
+// 16 MiB body by default, and one flush of 8 MiB).
+const (
+	DefaultMaxCommitRecords = 5000
+	DefaultMaxCommitBytes   = 4 << 20
 )
 
 // Guarantee is a processing guarantee.
@@ -330,7 +338,7 @@ func field(b []byte, format, topic, what string) (json.RawMessage, error) {
 		return json.RawMessage(b), nil
 	default:
 		s := string(b)
-		if !utf8Valid(b) {
+		if !utf8.Valid(b) {
 			return nil, fmt.Errorf("the %s for %s (%s.format string) is not UTF-8: use a binary topic", what, topic, what)
 		}
 		return client.String(s), nil

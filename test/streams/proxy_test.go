@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
-	"time"
 
 	"github.com/strata-io/strata/internal/testsvc"
 )
@@ -93,5 +92,3 @@ func hangUp(w http.ResponseWriter) {
 	}
 	panic(http.ErrAbortHandler)
 }
-
-var _ = time.Second
