@@ -107,6 +107,7 @@ func (r *taskRunner) loop(t *task) error {
 		cur        *unit
 		lastCommit = time.Now()
 		tick       = time.NewTimer(a.cfg.CommitInterval)
+		closing    bool
 	)
 	defer tick.Stop()
 	settle := func(out commitOutcome) error {
@@ -127,6 +128,10 @@ func (r *taskRunner) loop(t *task) error {
 		default:
 		}
 		revoking := r.revoking()
+		if revoking && !closing {
+			closing = true
+			a.setStatus(r.id, TaskClosing)
+		}
 		if !revoking {
 			for i, f := range fetchers { // more input where little waits
 				if !f.asked && len(parts[i].queue) < a.cfg.FetchMaxRecords {
