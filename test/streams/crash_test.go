@@ -18,12 +18,27 @@ var slow = []string{"--max-commit-records", "400", "--fetch-max-records", "50", 
 func TestCrashExactlyOnce(t *testing.T) {
 	n, kills, minGap, maxGap := 150_000, 10, 300*time.Millisecond, 1000*time.Millisecond
 	if long() {
-		n, minGap, maxGap = 1_000_000, 3*time.Second, 10*time.Second
+		n = 1_000_000
 	}
 	nd, c := setup(t, n)
 	var ins []*instance
 	for _, name := range []string{"crash-a", "crash-b", "crash-c"} {
 		ins = append(ins, newInstance(t, nd.url, name, slow...))
+	}
+	for _, in := range ins {
+		in.waitTasks(1, time.Minute)
+	}
+	// Pace the kills by the measured processing rate, so that all ten fall while there
+	// is work left whatever the machine's speed: within about 60% of the time the
+	// inputs would take.
+	l1 := lagOf(t, c, "retail")
+	time.Sleep(time.Second)
+	l2 := lagOf(t, c, "retail")
+	if rate := l1 - l2; rate > 0 {
+		left := time.Duration(float64(l2) / float64(rate) * float64(time.Second))
+		maxGap = max(2*left*6/10/time.Duration(kills), 150*time.Millisecond)
+		minGap = maxGap / 3
+		t.Logf("processing about %d inputs/s: kills every %s–%s", rate, minGap.Round(time.Millisecond), maxGap.Round(time.Millisecond))
 	}
 	rng := rand.New(rand.NewPCG(7, 7))
 	start := time.Now()

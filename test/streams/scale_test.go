@@ -12,7 +12,7 @@ import (
 // or had a commit refused for a mere epoch bump: commits refused as stale are sent
 // again at the new epoch (counted).
 func TestScaleOutAndIn(t *testing.T) {
-	n := 100_000
+	n := 300_000
 	if long() {
 		n = 1_000_000
 	}

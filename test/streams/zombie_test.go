@@ -15,7 +15,7 @@ import (
 // no new input — is refused, and nothing a task incarnation of it buffered before
 // the pause ever becomes readable. The outputs still equal the oracle.
 func TestZombie(t *testing.T) {
-	nd, c := setup(t, 60_000, retail.Ticks)
+	nd, c := setup(t, 150_000, retail.Ticks)
 	args := append([]string{"--tick", "100ms"}, slow...)
 	args[len(args)-1] = "2s" // session timeout
 	a := newInstance(t, nd.url, "zombie-a", args...)
