@@ -332,13 +332,17 @@ func (t *task) sizeSince(b boundary) (records int, bytes int64) {
 // would push the open commit over them, the commit ends before r. A single record
 // whose effects exceed the limits alone stops the task.
 func (t *task) processBounded(r rawRecord) {
-	mark := t.end()
+	// The boundary before r, without its positions: those are copied only if it is
+	// used (a copy per record would cost more than the rest of this).
+	mark := boundary{w: t.wBase + int64(len(t.writes)), o: t.oBase + int64(len(t.outs)), bytes: t.bytes, streamTime: t.streamTime, hasTime: t.hasTime}
 	t.process(r)
 	recs, size := t.sizeSince(t.last())
 	if recs <= t.env.maxRecords && size <= t.env.maxBytes {
 		return
 	}
 	if mark.w != t.last().w || mark.o != t.last().o {
+		mark.positions = maps.Clone(t.positions)
+		mark.positions[client.TopicPartition{Topic: r.Topic, Partition: r.Partition}] = r.Offset // r not processed
 		t.cuts = append(t.cuts, mark)
 		recs, size = t.sizeSince(mark)
 	}
