@@ -124,7 +124,7 @@ func (r *taskRunner) loop(t *task) error {
 				return err
 			}
 		case <-r.ctx.Done():
-			return errDropped
+			return r.lastAttempt(t, inflight, cur)
 		default:
 		}
 		revoking := r.revoking()
@@ -164,7 +164,7 @@ func (r *taskRunner) loop(t *task) error {
 		resetTimer(tick, max(a.cfg.CommitInterval-time.Since(lastCommit), time.Millisecond))
 		select {
 		case <-r.ctx.Done():
-			return errDropped
+			return r.lastAttempt(t, inflight, cur)
 		case <-r.revoked:
 		case <-tick.C:
 		case b := <-batches:
@@ -177,6 +177,30 @@ func (r *taskRunner) loop(t *task) error {
 			}
 		}
 	}
+}
+
+// lastAttempt ends a lost task: the member believes it no longer holds it (fenced, or
+// its session lapsed as far as it can tell). The commit in flight is settled, then the
+// due punctuators run and what is uncommitted is sent once: the server, not this
+// member's view of its session, decides whether it may still commit, and a member that
+// lost its tasks gets its refusal rather than silence. Nothing more is applied
+// locally; the task restores from the changelog if it comes back.
+func (r *taskRunner) lastAttempt(t *task, inflight chan commitOutcome, cur *unit) error {
+	if inflight != nil {
+		// Settled before anything else is cut: a unit sent again under new sequences
+		// would commit twice.
+		out := <-inflight
+		if out.err != nil || r.confirmed(t, cur, out) != nil {
+			return errDropped
+		}
+	}
+	t.punctuateWall(time.Now())
+	if t.err == nil {
+		if u := t.nextUnit(); u != nil {
+			r.commit(u)
+		}
+	}
+	return errDropped
 }
 
 // process runs up to 2,000 records by the determinism rule, unless revoking or a cut
@@ -199,7 +223,7 @@ func (r *taskRunner) process(t *task, parts []*inputPart, revoking bool) (int, e
 			return processed, t.err
 		}
 		if t.full() && len(t.cuts) == 0 {
-			t.cuts = append(t.cuts, t.end())
+			t.cut(t.end())
 		}
 	}
 	t.punctuateWall(time.Now())

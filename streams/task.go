@@ -95,6 +95,7 @@ type task struct {
 	index        map[string]map[string]int64 // store → key → absolute index of its latest write
 	outs         []outRec
 	bytes        int64      // bytes written since the task started
+	openKeys     int        // distinct keys written since the last boundary: its changelog records
 	base         boundary   // what the last confirmed commit ended at
 	cuts         []boundary // boundaries not yet confirmed, in order; cuts[0] may be in flight
 
@@ -261,6 +262,9 @@ func (t *task) write(w pwrite) {
 		m = map[string]int64{}
 		t.index[w.store] = m
 	}
+	if prev, ok := m[string(w.key)]; !ok || prev < t.last().w {
+		t.openKeys++
+	}
 	m[string(w.key)] = t.wBase + int64(len(t.writes))
 	t.writes = append(t.writes, w)
 	t.bytes += recordSize(w.key, w.value, nil)
@@ -323,9 +327,22 @@ func (t *task) last() boundary {
 	return t.base
 }
 
-// sizeSince is what a commit from b to the current end would hold.
-func (t *task) sizeSince(b boundary) (records int, bytes int64) {
-	return int(t.wBase+int64(len(t.writes))-b.w) + int(t.oBase+int64(len(t.outs))-b.o), t.bytes - b.bytes
+// openSize is what a commit from the last boundary to the current end would hold:
+// its outputs and one changelog record per key written.
+func (t *task) openSize() (records int, bytes int64) {
+	b := t.last()
+	return t.openKeys + int(t.oBase+int64(len(t.outs))-b.o), t.bytes - b.bytes
+}
+
+// cut ends a commit at b, a boundary at or after the last one, and counts the keys
+// written since b for the next.
+func (t *task) cut(b boundary) {
+	t.cuts = append(t.cuts, b)
+	seen := map[[2]string]bool{}
+	for _, w := range t.writes[b.w-t.wBase:] {
+		seen[[2]string{w.store, string(w.key)}] = true
+	}
+	t.openKeys = len(seen)
 }
 
 // processBounded processes r keeping every commit within the limits: if r's effects
@@ -336,15 +353,15 @@ func (t *task) processBounded(r rawRecord) {
 	// used (a copy per record would cost more than the rest of this).
 	mark := boundary{w: t.wBase + int64(len(t.writes)), o: t.oBase + int64(len(t.outs)), bytes: t.bytes, streamTime: t.streamTime, hasTime: t.hasTime}
 	t.process(r)
-	recs, size := t.sizeSince(t.last())
+	recs, size := t.openSize()
 	if recs <= t.env.maxRecords && size <= t.env.maxBytes {
 		return
 	}
 	if mark.w != t.last().w || mark.o != t.last().o {
 		mark.positions = maps.Clone(t.positions)
 		mark.positions[client.TopicPartition{Topic: r.Topic, Partition: r.Partition}] = r.Offset // r not processed
-		t.cuts = append(t.cuts, mark)
-		recs, size = t.sizeSince(mark)
+		t.cut(mark)
+		recs, size = t.openSize()
 	}
 	if recs > t.env.maxRecords || size > t.env.maxBytes {
 		t.failf("the record at %s produced %d records (%d bytes) of output and state changes; one commit holds at most %d records and %d bytes (raise the commit limits, and the server's, or make the processing produce less per record)",
@@ -354,7 +371,7 @@ func (t *task) processBounded(r rawRecord) {
 
 // full says the open commit has reached half the limits: time to cut it.
 func (t *task) full() bool {
-	recs, size := t.sizeSince(t.last())
+	recs, size := t.openSize()
 	return recs >= t.env.maxRecords/2 || size >= t.env.maxBytes/2
 }
 
@@ -374,7 +391,7 @@ func (t *task) nextUnit() *unit {
 		if e.w == t.base.w && e.o == t.base.o && maps.Equal(e.positions, t.base.positions) {
 			return nil
 		}
-		t.cuts = append(t.cuts, e)
+		t.cut(e)
 	}
 	b := t.cuts[0]
 	u := &unit{b: b, outs: t.outs[:b.o-t.oBase]}

@@ -128,3 +128,44 @@ func TestPick(t *testing.T) {
 		t.Error("equal timestamps: topic then partition should decide")
 	}
 }
+
+// hammer writes one key fifty times per record.
+type hammer struct {
+	ctx *ProcessorContext[string, string]
+	kv  *KeyValueStore[string, int64]
+}
+
+func (h *hammer) Init(ctx *ProcessorContext[string, string]) error {
+	h.ctx = ctx
+	var err error
+	h.kv, err = KVStore(ctx, "hits", serde.String, serde.Int64)
+	return err
+}
+
+func (h *hammer) Process(r Record[string, string]) error {
+	for i := range 50 {
+		if err := h.kv.Put(r.Key, int64(i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (h *hammer) Close() error { return nil }
+
+// Commit limits count a key's changelog record once, however often it was written:
+// fifty writes of one key fit a commit of ten records.
+func TestCommitLimitsCountKeysOnce(t *testing.T) {
+	b := NewBuilder("app")
+	Process(From(b, "in", serde.String, serde.String), "hammer", func() Processor[string, string, string, string] { return &hammer{} }, "hits")
+	tk := testTask(t, b, 10)
+	for i := range 3 {
+		tk.processBounded(rawRecord{Topic: "in", Offset: int64(i), Key: []byte("k"), Value: []byte("v"), TS: int64(i)})
+	}
+	if tk.err != nil {
+		t.Fatal(tk.err)
+	}
+	if u := tk.nextUnit(); len(u.changelog) != 1 || string(u.changelog[0].key) != "k" {
+		t.Errorf("changelog records %+v, want the last write of k alone", u.changelog)
+	}
+}

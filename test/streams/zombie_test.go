@@ -43,6 +43,9 @@ func TestZombie(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	waitDrained(t, c, "retail", 5*time.Minute, a.p, b.p)
+	a.p.stop(30 * time.Second)
+	b.p.stop(30 * time.Second)
 	refusals, withRecords := 0, 0
 	for _, line := range strings.Split(a.p.out.String(), "\n") {
 		if strings.Contains(line, "commit refused") {
@@ -58,9 +61,6 @@ func TestZombie(t *testing.T) {
 	if refusals == 0 || withRecords == 0 {
 		t.Errorf("the zombie's log shows %d refused commits, %d of them carrying records; want a refused commit with records", refusals, withRecords)
 	}
-	waitDrained(t, c, "retail", 5*time.Minute, a.p, b.p)
-	a.p.stop(30 * time.Second)
-	b.p.stop(30 * time.Second)
 
 	// Ticks of zombie-a's incarnations from before the pause: none stamped after it.
 	before := map[string]bool{}
