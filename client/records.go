@@ -193,6 +193,9 @@ func (w wireRecord) record(partition int32, base64All bool) Record {
 	r := Record{Headers: w.Headers, KeyEncoding: w.KeyEncoding, ValueEncoding: w.ValueEncoding}
 	if base64All {
 		r.KeyEncoding, r.ValueEncoding = "base64", "base64"
+		// ?format=base64 renders header values as base64 too, unmarked: decode them,
+		// so Headers hold the stored bytes in both modes.
+		r.Headers = decodeHeaders(w.Headers)
 	}
 	if !isNull(w.Key) {
 		r.Key = w.Key
@@ -212,6 +215,24 @@ func (w wireRecord) record(partition int32, base64All bool) Record {
 		r.Timestamp = time.Time(*w.Timestamp)
 	}
 	return r
+}
+
+// decodeHeaders decodes header values sent as base64. A value that is not base64 (a
+// server that did not encode it) is kept as it came.
+func decodeHeaders(hs headerList) []Header {
+	if len(hs) == 0 {
+		return hs
+	}
+	out := make([]Header, len(hs))
+	for i, h := range hs {
+		out[i] = h
+		if h.Value != nil {
+			if b, err := base64.StdEncoding.DecodeString(string(h.Value)); err == nil {
+				out[i].Value = b
+			}
+		}
+	}
+	return out
 }
 
 // timestamp is unix milliseconds on the wire; an RFC 3339 string is read too.

@@ -1,0 +1,196 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Pebble is a DB in a Pebble database on local disk: a task that finds its directory
+// again after a restart restores only the changelog records after its checkpoints.
+//
+// Keys: 'd' + uint16 length of the store name + name + key for entries, 'c' + name
+// for checkpoints, so no store's keys can run into another's.
+type Pebble struct {
+	db     *pebble.DB
+	closed atomic.Bool
+}
+
+var _ DB = (*Pebble)(nil)
+
+// OpenPebble opens (creating it if missing) the database in dir. Pebble locks the
+// directory: a second opener gets an error, never a shared store.
+func OpenPebble(dir string, log *slog.Logger) (*Pebble, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{log.With("component", "pebble", "dir", dir)}})
+	if err != nil {
+		return nil, fmt.Errorf("store: open pebble in %s: %w", dir, err)
+	}
+	return &Pebble{db: db}, nil
+}
+
+func dataPrefix(store string) []byte {
+	p := make([]byte, 0, 3+len(store))
+	p = append(p, 'd')
+	p = binary.BigEndian.AppendUint16(p, uint16(len(store)))
+	return append(p, store...)
+}
+
+func checkKey(store string) []byte { return append([]byte{'c'}, store...) }
+
+// prefixEnd is the smallest key after every key starting with p.
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+func (p *Pebble) Get(store string, key []byte) ([]byte, bool, error) {
+	if p.closed.Load() {
+		return nil, false, ErrClosed
+	}
+	v, c, err := p.db.Get(append(dataPrefix(store), key...))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("store: get from %s: %w", store, err)
+	}
+	defer c.Close()
+	return bytes.Clone(v), true, nil
+}
+
+func (p *Pebble) Range(store string, lo, hi []byte, fn func(key, value []byte) bool) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	pre := dataPrefix(store)
+	opts := &pebble.IterOptions{LowerBound: append(bytes.Clone(pre), lo...)}
+	if hi != nil {
+		opts.UpperBound = append(bytes.Clone(pre), hi...)
+	} else {
+		opts.UpperBound = prefixEnd(pre)
+	}
+	it, err := p.db.NewIter(opts)
+	if err != nil {
+		return fmt.Errorf("store: range over %s: %w", store, err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return fmt.Errorf("store: range over %s: %w", store, err)
+		}
+		if !fn(it.Key()[len(pre):], v) {
+			break
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("store: range over %s: %w", store, err)
+	}
+	return nil
+}
+
+func (p *Pebble) Apply(writes []Write, checkpoints map[string]int64) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	b := p.db.NewBatch()
+	defer b.Close()
+	for _, w := range writes {
+		k := append(dataPrefix(w.Store), w.Key...)
+		var err error
+		if w.Delete {
+			err = b.Delete(k, nil)
+		} else {
+			err = b.Set(k, w.Value, nil)
+		}
+		if err != nil {
+			return fmt.Errorf("store: batch: %w", err)
+		}
+	}
+	for s, off := range checkpoints {
+		if err := b.Set(checkKey(s), binary.BigEndian.AppendUint64(nil, uint64(off)), nil); err != nil {
+			return fmt.Errorf("store: batch: %w", err)
+		}
+	}
+	// No fsync: a killed process keeps what reached the WAL (it is in the page cache),
+	// and what a machine crash loses is only a tail of the changelog to replay again,
+	// since the entries and their checkpoints go together.
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("store: apply %d writes: %w", len(writes), err)
+	}
+	return nil
+}
+
+func (p *Pebble) Checkpoints() (map[string]int64, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'c'}, UpperBound: []byte{'d'}})
+	if err != nil {
+		return nil, fmt.Errorf("store: read checkpoints: %w", err)
+	}
+	defer it.Close()
+	out := map[string]int64{}
+	for ok := it.First(); ok; ok = it.Next() {
+		v := it.Value()
+		if len(v) != 8 {
+			return nil, fmt.Errorf("store: checkpoint of %s is %d bytes, not 8", it.Key()[1:], len(v))
+		}
+		out[string(it.Key()[1:])] = int64(binary.BigEndian.Uint64(v))
+	}
+	return out, nil
+}
+
+func (p *Pebble) Wipe(store string) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	pre := dataPrefix(store)
+	b := p.db.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange(pre, prefixEnd(pre), nil); err != nil {
+		return fmt.Errorf("store: wipe %s: %w", store, err)
+	}
+	if err := b.Delete(checkKey(store), nil); err != nil {
+		return fmt.Errorf("store: wipe %s: %w", store, err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("store: wipe %s: %w", store, err)
+	}
+	return nil
+}
+
+func (p *Pebble) Close() error {
+	if p.closed.Swap(true) {
+		return nil
+	}
+	if err := p.db.Close(); err != nil {
+		return fmt.Errorf("store: close pebble: %w", err)
+	}
+	return nil
+}
+
+// pebbleLogger sends Pebble's lines to slog: its chatty informational ones at debug.
+type pebbleLogger struct{ log *slog.Logger }
+
+func (l pebbleLogger) Infof(format string, args ...any) { l.log.Debug(fmt.Sprintf(format, args...)) }
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.log.Error(fmt.Sprintf(format, args...))
+}
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}
