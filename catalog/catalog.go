@@ -22,7 +22,10 @@ type Options struct {
 	// are forgotten; it then gets ErrUnknownProducer and must initialise again. Default
 	// DefaultProducerExpiry (7 days, Kafka's transactional.id.expiration.ms).
 	ProducerExpiry time.Duration
-	Logger         *slog.Logger
+	// MaxTimestampAfter is the largest message.timestamp.after.max.ms a topic may set
+	// (CheckConfigLimits). Default DefaultMaxTimestampAfter (one day).
+	MaxTimestampAfter time.Duration
+	Logger            *slog.Logger
 }
 
 // DefaultCommitTimeout is Options.CommitTimeout when it is zero.
@@ -35,6 +38,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.ProducerExpiry <= 0 {
 		o.ProducerExpiry = DefaultProducerExpiry
+	}
+	if o.MaxTimestampAfter <= 0 {
+		o.MaxTimestampAfter = DefaultMaxTimestampAfter
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Config is a topic's effective configuration: its explicit configs over the defaults.
@@ -118,6 +119,29 @@ func ParseConfig(explicit map[string]string) (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// DefaultMaxTimestampAfter is the largest message.timestamp.after.max.ms a topic may
+// set unless the operator allows more (Options.MaxTimestampAfter): one day. Time
+// retention no longer trusts record times (CompactionChunk.RetentionTime), but
+// tombstone expiry and time lookups still do, so a far-future allowance is the
+// operator's decision — Kafka's alter-configs permission, until ACLs exist.
+const DefaultMaxTimestampAfter = 24 * time.Hour
+
+// CheckConfigLimits refuses explicit settings beyond what the operator allows (a
+// *ConfigError): message.timestamp.after.max.ms above limit. set holds the configs
+// being set, so a value allowed when it was set stays valid if the limit drops.
+func CheckConfigLimits(set map[string]string, limit time.Duration) error {
+	const key = "message.timestamp.after.max.ms"
+	v, ok := set[key]
+	if !ok || v == "" {
+		return nil
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > limit.Milliseconds() {
+		return &ConfigError{Key: key, Value: v, Reason: fmt.Sprintf(
+			"above %d (%s) needs the operator's permission: the server's --max-timestamp-after", limit.Milliseconds(), limit)}
+	}
+	return nil
 }
 
 // MaxPartitions bounds a topic's partition count.

@@ -29,6 +29,9 @@ type Catalog struct {
 	log            *slog.Logger
 	notify         *notifier
 
+	// maxTimestampAfter bounds message.timestamp.after.max.ms (catalog.CheckConfigLimits).
+	maxTimestampAfter time.Duration
+
 	closeOnce sync.Once
 }
 
@@ -75,6 +78,7 @@ func OpenConfig(ctx context.Context, cfg *pgxpool.Config, opts catalog.Options) 
 		producerExpiry: opts.ProducerExpiry,
 		log:            log,
 	}
+	c.maxTimestampAfter = opts.MaxTimestampAfter
 	c.notify = startNotifier(pool, log)
 	return c, nil
 }

@@ -53,6 +53,9 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32
 	if _, err := catalog.ParseConfig(configs); err != nil {
 		return catalog.Topic{}, err
 	}
+	if err := catalog.CheckConfigLimits(configs, c.maxTimestampAfter); err != nil {
+		return catalog.Topic{}, err
+	}
 	t, err := scanTopic(c.pool.QueryRow(ctx, `
 		WITH t AS (
 			INSERT INTO topics (name, partitions, configs) VALUES ($1, $2, $3::jsonb)
@@ -141,6 +144,14 @@ func lockTopic(ctx context.Context, tx pgx.Tx, name string) (catalog.Topic, erro
 	return t, nil
 }
 
+// compactNow makes every partition of a topic due for the compactor now (its configs
+// changed, or it was deleted), in a transaction that holds the partition rows.
+func compactNow(ctx context.Context, tx pgx.Tx, topicID int64) error {
+	_, err := tx.Exec(ctx, `UPDATE partitions SET compact_due = clock_timestamp()
+		WHERE topic_id = $1 AND (compact_due IS NULL OR compact_due > clock_timestamp())`, topicID)
+	return err
+}
+
 // DeleteTopic marks the topic deleted. Its rows stay for the compactor to reclaim; its
 // name is free at once.
 func (c *Catalog) DeleteTopic(ctx context.Context, name string) error {
@@ -152,8 +163,10 @@ func (c *Catalog) DeleteTopic(ctx context.Context, name string) error {
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE topics SET deleted_at = clock_timestamp() WHERE id = $1`, t.ID)
-		return err
+		if _, err := tx.Exec(ctx, `UPDATE topics SET deleted_at = clock_timestamp() WHERE id = $1`, t.ID); err != nil {
+			return err
+		}
+		return compactNow(ctx, tx, t.ID)
 	})
 	if err != nil {
 		return fmt.Errorf("postgres: delete topic %q: %w", name, err)
@@ -170,6 +183,9 @@ func (c *Catalog) UpdateTopic(ctx context.Context, name string, partitions int32
 		if err := catalog.ValidatePartitions(partitions); err != nil {
 			return catalog.Topic{}, err
 		}
+	}
+	if err := catalog.CheckConfigLimits(configs, c.maxTimestampAfter); err != nil {
+		return catalog.Topic{}, err
 	}
 	var out catalog.Topic
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
@@ -196,7 +212,10 @@ func (c *Catalog) UpdateTopic(ctx context.Context, name string, partitions int32
 		out, err = scanTopic(tx.QueryRow(ctx,
 			`UPDATE topics SET partitions = $2, configs = $3::jsonb WHERE id = $1 RETURNING `+topicColumns,
 			t.ID, n, configsJSON(merged)))
-		return err
+		if err != nil || len(configs) == 0 {
+			return err
+		}
+		return compactNow(ctx, tx, t.ID)
 	})
 	if err != nil {
 		return catalog.Topic{}, fmt.Errorf("postgres: update topic %q: %w", name, err)

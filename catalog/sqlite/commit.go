@@ -19,7 +19,7 @@ const (
 	selectPartition = `SELECT high_watermark, max_timestamp FROM partitions WHERE topic_id = ? AND partition = ?`
 	insertSegment   = `INSERT INTO segments (key, size, state, created_at) VALUES (?, ?, 'live', ?)`
 	insertChunk     = `INSERT INTO chunks (topic_id, partition, base_offset, last_offset, segment_id, pos, len,
-		max_timestamp, running_max_timestamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		max_timestamp, running_max_timestamp, append_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	advancePartition = `UPDATE partitions SET high_watermark = ?, max_timestamp = ?, bytes = bytes + ?
 		WHERE topic_id = ? AND partition = ? AND high_watermark = ?`
 	fenceSegment = `INSERT INTO segments (key, size, state, created_at, marked_at) VALUES (?1, ?2, 'aborted', ?3, ?3)
@@ -33,6 +33,10 @@ const (
 		ON CONFLICT (topic_id, partition, producer_id) DO UPDATE SET
 			epoch = excluded.epoch, batches = excluded.batches, updated_at = excluded.updated_at`
 	touchProducer = `UPDATE producers SET last_used_at = ?1 WHERE id = ?2 AND last_used_at < ?3`
+	// compactDue: a partition written is due for the compactor once its new rows
+	// settle, unless due sooner (catalog/compact.go); written only when that moves it.
+	compactDue = `UPDATE partitions SET compact_due = ?1 WHERE topic_id = ?2 AND partition = ?3
+		AND (compact_due IS NULL OR compact_due > ?1)`
 )
 
 // stmts are the commit path's statements, parsed once: parsing costs more CPU than
@@ -41,6 +45,7 @@ const (
 type stmts struct {
 	now, segment, topic, partition, insertSegment, insertChunk, advance, fence, segmentChunks *sql.Stmt
 	producer, producerState, upsertProducerState, touchProducer                               *sql.Stmt
+	compactDue                                                                                *sql.Stmt
 }
 
 func prepare(ctx context.Context, db *sql.DB) (stmts, error) {
@@ -62,6 +67,7 @@ func prepare(ctx context.Context, db *sql.DB) (stmts, error) {
 		{&st.producerState, selectProducerState},
 		{&st.upsertProducerState, upsertProducerState},
 		{&st.touchProducer, touchProducer},
+		{&st.compactDue, compactDue},
 	} {
 		s, err := db.PrepareContext(ctx, p.sql)
 		if err != nil {
@@ -75,7 +81,7 @@ func prepare(ctx context.Context, db *sql.DB) (stmts, error) {
 
 func (st stmts) close() {
 	for _, s := range []*sql.Stmt{st.now, st.segment, st.topic, st.partition, st.insertSegment, st.insertChunk, st.advance, st.fence, st.segmentChunks,
-		st.producer, st.producerState, st.upsertProducerState, st.touchProducer} {
+		st.producer, st.producerState, st.upsertProducerState, st.touchProducer, st.compactDue} {
 		if s != nil {
 			s.Close()
 		}
@@ -201,7 +207,7 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	ins := stmt(c.st.insertChunk)
 	for _, ch := range a.Chunks {
 		if _, err := ins.ExecContext(ctx, ch.TopicID, ch.Partition, ch.BaseOffset, ch.LastOffset, segID,
-			ch.Pos, ch.Len, ch.MaxTimestamp, ch.RunningMaxTimestamp); err != nil {
+			ch.Pos, ch.Len, ch.MaxTimestamp, ch.RunningMaxTimestamp, now.UnixMilli()); err != nil {
 			return nil, fmt.Errorf("sqlite: commit %s: insert chunk of topic %d partition %d: %w", seg.Key, ch.TopicID, ch.Partition, err)
 		}
 	}
@@ -220,6 +226,13 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 				seg.Key, adv.TopicID, adv.Partition, n, err)
 		}
 		marks = append(marks, catalog.Watermark{TopicID: adv.TopicID, Partition: adv.Partition, HighWatermark: adv.HighWatermark})
+	}
+	due := stmt(c.st.compactDue)
+	settled := now.Add(catalog.SettleAge(c.opts.CommitTimeout)).UnixMilli()
+	for _, adv := range a.Advances {
+		if _, err := due.ExecContext(ctx, settled, adv.TopicID, adv.Partition); err != nil {
+			return nil, fmt.Errorf("sqlite: commit %s: compaction due time of topic %d partition %d: %w", seg.Key, adv.TopicID, adv.Partition, err)
+		}
 	}
 	if pc != nil {
 		if err := c.writeProducers(ctx, stmt, pc, prodRows, now); err != nil {
