@@ -22,10 +22,11 @@ type Options struct {
 	// are forgotten; it then gets ErrUnknownProducer and must initialise again. Default
 	// DefaultProducerExpiry (7 days, Kafka's transactional.id.expiration.ms).
 	ProducerExpiry time.Duration
-	// MaxTimestampAfter is the largest message.timestamp.after.max.ms a topic may set
-	// (CheckConfigLimits). Default DefaultMaxTimestampAfter (one day).
-	MaxTimestampAfter time.Duration
-	Logger            *slog.Logger
+	Logger         *slog.Logger
+
+	// MaxTimestampAfterMs is the largest message.timestamp.after.max.ms a topic may set
+	// (CheckConfigLimits): 0 means DefaultMaxTimestampAfterMs (one day), -1 no limit.
+	MaxTimestampAfterMs int64
 }
 
 // DefaultCommitTimeout is Options.CommitTimeout when it is zero.
@@ -39,8 +40,8 @@ func (o Options) WithDefaults() Options {
 	if o.ProducerExpiry <= 0 {
 		o.ProducerExpiry = DefaultProducerExpiry
 	}
-	if o.MaxTimestampAfter <= 0 {
-		o.MaxTimestampAfter = DefaultMaxTimestampAfter
+	if o.MaxTimestampAfterMs == 0 {
+		o.MaxTimestampAfterMs = DefaultMaxTimestampAfterMs
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"time"
 )
 
@@ -19,9 +20,9 @@ import (
 //
 //   - Every partition has a due time: when it next needs the compactor (none: not
 //     until something changes). Whatever makes work keeps it current — a flush makes
-//     its partitions due once their new rows settle, a config change, a deletion or a
-//     delete-records makes them due at once, and a pass records the next time it
-//     found (ReleaseDue) — so the compactor leases only partitions that are due, most
+//     its partitions due once their new rows settle or retention.ms expires them
+//     (CommitDue), a config change, a deletion or a delete-records makes them due at
+//     once, and a pass records the next time it found (ReleaseDue) — so the compactor leases only partitions that are due, most
 //     overdue first, through an index: the cost of finding work does not grow with
 //     the partitions that have none.
 //   - Chunk rows of a segment are rewritten or dropped only once the segment is settled:
@@ -284,7 +285,31 @@ func ReleaseDue(r PartitionRelease, cur CompactionState, settle time.Duration) t
 		!maps.Equal(cur.Topic.Configs, seen.Topic.Configs):
 		by(cur.Now)
 	case cur.Partition.HighWatermark != seen.Partition.HighWatermark:
-		by(cur.Now.Add(settle))
+		cfg, err := ParseConfig(cur.Topic.Configs)
+		if err != nil {
+			cfg = DefaultConfig()
+		}
+		by(CommitDue(cur.Now, settle, NoTimestamp, cfg.RetentionMs))
+	}
+	return due
+}
+
+// CommitDue is when a flush makes a partition due (unless due sooner): once its new rows
+// settle (settle after now), or sooner when retention.ms (retentionMs; negative: none)
+// expires the new chunk first, judged by its retention time — the flush's maximum
+// timestamp for the partition clamped to now, as CompactionChunk.RetentionTime. Where
+// the chunk is not the partition's oldest this may be early: a visit too many, never
+// one too few. strata_commit holds its SQL twin (catalog/postgres migrations).
+func CommitDue(now time.Time, settle time.Duration, maxTimestamp, retentionMs int64) time.Time {
+	due := now.Add(settle)
+	if retentionMs < 0 {
+		return due
+	}
+	rt := CompactionChunk{Chunk: Chunk{MaxTimestamp: maxTimestamp}, AppendTime: now.UnixMilli()}.RetentionTime()
+	if rt <= math.MaxInt64-retentionMs {
+		if t := time.UnixMilli(rt + retentionMs); t.Before(due) {
+			due = t
+		}
 	}
 	return due
 }

@@ -35,6 +35,7 @@ func RunCompaction(t *testing.T, open func(t *testing.T) CompactionCatalog) {
 		{"leases/partitions", testCompactionPartitionLeases},
 		{"leases/jobs", testCompactionJobLeases},
 		{"leases/due", testCompactionDue},
+		{"leases/due_by_retention", testCompactionDueByRetention},
 		{"swap/replaces_rows", testCompactionSwap},
 		{"swap/conflicts", testCompactionSwapConflicts},
 		{"swap/settle_after_merge", testCompactionSettleAfterMerge},
@@ -253,8 +254,9 @@ func testCompactionDue(t *testing.T, c CompactionCatalog) {
 	}
 	release(ls[0], time.Time{}, state(ls[0]))
 
-	// A commit makes its partitions due once the rows settle.
-	MustCommit(t, c, Flush(NewKey(t), Req(B{TopicID: tps[0].ID, Partition: 0, Records: 3})))
+	// A commit makes its partitions due once the rows settle (retention.ms, a week, is
+	// further off: testCompactionDueByRetention).
+	MustCommit(t, c, Flush(NewKey(t), Req(B{TopicID: tps[0].ID, Partition: 0, Records: 3, MaxTimestamp: time.Now().UnixMilli()})))
 	if ls := leased(t, c, "c"); len(ls) != 0 {
 		t.Fatalf("leased %+v before the commit's rows settled", ls)
 	}
@@ -264,7 +266,7 @@ func testCompactionDue(t *testing.T, c CompactionCatalog) {
 	// Changes during a lease cannot move the due time (the partition is due already):
 	// the release does. A commit: due when its rows settle.
 	seen := state(l)
-	MustCommit(t, c, Flush(NewKey(t), Req(B{TopicID: tps[0].ID, Partition: 0, Records: 3})))
+	MustCommit(t, c, Flush(NewKey(t), Req(B{TopicID: tps[0].ID, Partition: 0, Records: 3, MaxTimestamp: time.Now().UnixMilli()})))
 	release(l, time.Time{}, seen)
 	if ls := leased(t, c, "c"); len(ls) != 0 {
 		t.Fatalf("leased %+v before the rows committed during the lease settled", ls)
@@ -315,6 +317,44 @@ func testCompactionDue(t *testing.T, c CompactionCatalog) {
 	}
 	if ls := leased(t, c, "d"); len(ls) != 1 || ls[0].Partition != 1 {
 		t.Fatalf("after deletion: leased %+v, want partition 1 (0 is leased)", ls)
+	}
+}
+
+// testCompactionDueByRetention: a flush makes its partitions due when retention.ms
+// expires its chunk, if that comes before its rows settle — judged by the records'
+// time clamped to the flush's (catalog.CommitDue).
+func testCompactionDueByRetention(t *testing.T, c CompactionCatalog) {
+	const retention = 1500 * time.Millisecond // the rows settle after 3s
+	tp := SeedTopic(t, c, "retention", 3, map[string]string{"retention.ms": strconv.FormatInt(retention.Milliseconds(), 10)})
+	plain := SeedTopic(t, c, "plain", 1, nil)
+	now := time.Now().UnixMilli()
+	year9999 := time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC).UnixMilli()
+	start := time.Now()
+	MustCommit(t, c, Flush(NewKey(t),
+		Req(B{TopicID: tp.ID, Partition: 0, Records: 2, MaxTimestamp: now}),
+		Req(B{TopicID: tp.ID, Partition: 1, Records: 2, MaxTimestamp: now - time.Hour.Milliseconds()}),
+		Req(B{TopicID: tp.ID, Partition: 2, Records: 2, MaxTimestamp: year9999}),
+		Req(B{TopicID: plain.ID, Partition: 0, Records: 2, MaxTimestamp: now})))
+	// Old records are expired already.
+	ls := leased(t, c, "a")
+	if time.Since(start) < retention && (len(ls) != 1 || ls[0].TopicID != tp.ID || ls[0].Partition != 1) {
+		t.Fatalf("leased %+v at once, want partition 1 (old records) alone", ls)
+	}
+	time.Sleep(retention + 300*time.Millisecond - time.Since(start))
+	got := map[int32]bool{}
+	for _, l := range leased(t, c, "a") {
+		if l.TopicID != tp.ID {
+			t.Fatalf("leased topic %d partition %d before its rows settled: it has no retention.ms of its own", l.TopicID, l.Partition)
+		}
+		got[l.Partition] = true
+	}
+	// The record stamped in year 9999 is judged by its flush's time.
+	if !got[0] || !got[2] || len(got) != 2 {
+		t.Fatalf("leased partitions %v after retention.ms, want 0 and 2", got)
+	}
+	compactionSettle()
+	if ls := leased(t, c, "a"); len(ls) != 1 || ls[0].TopicID != plain.ID {
+		t.Fatalf("leased %+v once the rows settled, want the other topic's partition", ls)
 	}
 }
 

@@ -29,8 +29,8 @@ type Catalog struct {
 	log            *slog.Logger
 	notify         *notifier
 
-	// maxTimestampAfter bounds message.timestamp.after.max.ms (catalog.CheckConfigLimits).
-	maxTimestampAfter time.Duration
+	// maxTimestampAfterMs bounds message.timestamp.after.max.ms (catalog.CheckConfigLimits).
+	maxTimestampAfterMs int64
 
 	closeOnce sync.Once
 }
@@ -78,7 +78,7 @@ func OpenConfig(ctx context.Context, cfg *pgxpool.Config, opts catalog.Options) 
 		producerExpiry: opts.ProducerExpiry,
 		log:            log,
 	}
-	c.maxTimestampAfter = opts.MaxTimestampAfter
+	c.maxTimestampAfterMs = opts.MaxTimestampAfterMs
 	c.notify = startNotifier(pool, log)
 	return c, nil
 }

@@ -53,7 +53,7 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32
 	if _, err := catalog.ParseConfig(configs); err != nil {
 		return catalog.Topic{}, err
 	}
-	if err := catalog.CheckConfigLimits(configs, c.maxTimestampAfter); err != nil {
+	if err := catalog.CheckConfigLimits(configs, c.maxTimestampAfterMs); err != nil {
 		return catalog.Topic{}, err
 	}
 	t, err := scanTopic(c.pool.QueryRow(ctx, `
@@ -184,7 +184,7 @@ func (c *Catalog) UpdateTopic(ctx context.Context, name string, partitions int32
 			return catalog.Topic{}, err
 		}
 	}
-	if err := catalog.CheckConfigLimits(configs, c.maxTimestampAfter); err != nil {
+	if err := catalog.CheckConfigLimits(configs, c.maxTimestampAfterMs); err != nil {
 		return catalog.Topic{}, err
 	}
 	var out catalog.Topic

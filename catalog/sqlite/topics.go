@@ -58,7 +58,7 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32
 	if _, err := catalog.ParseConfig(explicit); err != nil {
 		return catalog.Topic{}, err
 	}
-	if err := catalog.CheckConfigLimits(explicit, c.opts.MaxTimestampAfter); err != nil {
+	if err := catalog.CheckConfigLimits(explicit, c.opts.MaxTimestampAfterMs); err != nil {
 		return catalog.Topic{}, err
 	}
 	cfg, err := encodeConfigs(explicit)
@@ -199,7 +199,7 @@ func (c *Catalog) UpdateTopic(ctx context.Context, name string, partitions int32
 	if err != nil {
 		return catalog.Topic{}, err
 	}
-	if err := catalog.CheckConfigLimits(configs, c.opts.MaxTimestampAfter); err != nil {
+	if err := catalog.CheckConfigLimits(configs, c.opts.MaxTimestampAfterMs); err != nil {
 		return catalog.Topic{}, err
 	}
 	if len(configs) > 0 {

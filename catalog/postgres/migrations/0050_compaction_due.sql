@@ -6,7 +6,7 @@
 --
 -- compact_due (NULL: nothing to do until something changes) is kept current by what
 -- changes the work: the flush commit (strata_commit, below: due once the new rows
--- settle), topic config changes and deletion, delete-records (due now), and the
+-- settle, or when retention.ms expires them if sooner), topic config changes and deletion, delete-records (due now), and the
 -- compactor's release (the next time its pass found: the oldest chunk's retention
 -- time, rows settling, a tombstone expiring; sooner if the partition changed during
 -- the lease). A commit that leaves it alone stays a HOT update, as before.
@@ -377,14 +377,28 @@ BEGIN
 
     -- >>> 0050 compaction due time: the one statement this migration adds. <<<
     -- The partitions of the flush are due for the compactor once its chunk rows settle
-    -- (catalog.SettleAge: twice the commit timeout), unless due sooner already. Their
-    -- rows are locked above; one is written only when this moves its time earlier —
-    -- once per compactor visit, not once per flush.
+    -- (catalog.SettleAge: twice the commit timeout), or sooner when retention.ms
+    -- expires the new chunk first: catalog.CommitDue, whose SQL twin this is (a
+    -- retention.ms of more than 15 digits is as good as none, and an absent one, the
+    -- default of 7 days, is later than any settle age). Unlike the Go twin it also
+    -- counts refused batches: a visit too many at worst. The rows are locked above; one
+    -- is written only when this moves its time earlier — once per compactor visit, not
+    -- once per flush.
     UPDATE partitions p
-    SET compact_due = v_now + 2 * p_commit_timeout_ms * interval '1 millisecond'
-    FROM (SELECT DISTINCT u.tid, u.pno FROM unnest(p_topic, p_part) AS u(tid, pno)) u
-    WHERE p.topic_id = u.tid AND p.partition = u.pno
-      AND (p.compact_due IS NULL OR p.compact_due > v_now + 2 * p_commit_timeout_ms * interval '1 millisecond');
+    SET compact_due = x.due
+    FROM (
+        SELECT f.tid, f.pno,
+               least(v_now + 2 * p_commit_timeout_ms * interval '1 millisecond',
+                     CASE WHEN t.configs ->> 'retention.ms' ~ '^[0-9]{1,15}$' THEN
+                         v_now + ((CASE WHEN f.ts = -1 OR f.ts > f.now_ms THEN f.now_ms ELSE f.ts END) - f.now_ms
+                                  + (t.configs ->> 'retention.ms')::bigint) * interval '1 millisecond'
+                     END) AS due
+        FROM (SELECT u.tid, u.pno, max(u.ts) AS ts, floor(extract(epoch FROM v_now) * 1000)::bigint AS now_ms
+              FROM unnest(p_topic, p_part, p_max_ts) AS u(tid, pno, ts)
+              GROUP BY u.tid, u.pno) f
+        JOIN topics t ON t.id = f.tid
+    ) x
+    WHERE p.topic_id = x.tid AND p.partition = x.pno AND (p.compact_due IS NULL OR p.compact_due > x.due);
 
     IF v_idem THEN
         -- The new states (catalog.ProducerCheck.Finish), in slot order: the lock order
