@@ -25,21 +25,27 @@ const dropBatch = 5000
 // settleMS is SettleAge in milliseconds, for SQL intervals.
 func (c *Catalog) settleMS() int64 { return catalog.SettleAge(c.commitTimeout).Milliseconds() }
 
-// acquireSQL leases up to $3 partitions that are due, most overdue first. The due ones
-// come from the partitions_compact_due index, in order, skipping those leased now
+// acquireSQL leases up to %d partitions that are due, most overdue first. The due
+// ones come from the partitions_compact_due index, in order, skipping those leased now
 // (their number is bounded by the compactors' batches); statement_timestamp() and not
 // clock_timestamp(), which is volatile and so could not bound an index scan. A
 // partition the compactor never leased gets its lease row here; the others are
 // claimed with FOR UPDATE SKIP LOCKED, so compactors never queue behind each other:
 // one skips what another is claiming, and a row claimed since it was read is seen
 // as leased when it is locked.
+//
+// The limit is written into the statement, not bound: a generic plan guesses a bound
+// LIMIT at a tenth of the table, and then joins the lease rows by scanning them all.
+// For the same reason the lease of each due partition is looked up by a scalar
+// subquery, one primary-key probe per partition read, where NOT EXISTS would become an
+// anti join over every lease row ever written.
 const acquireSQL = `WITH due AS MATERIALIZED (
 		SELECT p.topic_id, p.partition, p.compact_due FROM partitions p
 		WHERE p.compact_due <= statement_timestamp()
-		  AND NOT EXISTS (SELECT 1 FROM compactor_partitions c
-		                  WHERE c.topic_id = p.topic_id AND c.partition = p.partition AND c.lease_until >= statement_timestamp())
+		  AND coalesce((SELECT c.lease_until FROM compactor_partitions c
+		                 WHERE c.topic_id = p.topic_id AND c.partition = p.partition), '-infinity') < statement_timestamp()
 		ORDER BY p.compact_due
-		LIMIT $3
+		LIMIT %d
 	), fresh AS (
 		INSERT INTO compactor_partitions (topic_id, partition, holder, token, lease_until)
 		SELECT d.topic_id, d.partition, $1, 1, clock_timestamp() + $2::bigint * interval '1 millisecond' FROM due d
@@ -65,7 +71,10 @@ const acquireSQL = `WITH due AS MATERIALIZED (
 
 // AcquirePartitions leases up to max due partitions, most overdue first.
 func (c *Catalog) AcquirePartitions(ctx context.Context, holder string, ttl time.Duration, max int) ([]catalog.PartitionLease, error) {
-	rows, err := c.pool.Query(ctx, acquireSQL, holder, ttl.Milliseconds(), max)
+	if max <= 0 {
+		return nil, nil
+	}
+	rows, err := c.pool.Query(ctx, fmt.Sprintf(acquireSQL, max), holder, ttl.Milliseconds())
 	if err != nil {
 		return nil, fmt.Errorf("postgres: acquire partitions for %s: %w", holder, err)
 	}
