@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -22,9 +23,10 @@ import (
 //     until something changes). Whatever makes work keeps it current — a flush makes
 //     its partitions due once their new rows settle or retention.ms expires them
 //     (CommitDue), a config change, a deletion or a delete-records makes them due at
-//     once, and a pass records the next time it found (ReleaseDue) — so the compactor leases only partitions that are due, most
-//     overdue first, through an index: the cost of finding work does not grow with
-//     the partitions that have none.
+//     once, and a pass records the next time it found (ReleaseDue) — so the
+//     compactor leases only partitions that are due, most overdue first, through an
+//     index: the cost of finding work does not grow with the partitions that have
+//     none.
 //   - Chunk rows of a segment are rewritten or dropped only once the segment is settled:
 //     committed more than SettleAge(commit timeout) ago by the database clock. Settle
 //     reads a flush's results back from its chunk rows, so rewriting them earlier could
@@ -265,7 +267,7 @@ type PartitionRelease struct {
 // ReleaseDue is the due time a release records (zero: none), given cur, the partition
 // and its topic as they are now: r.Due, brought forward when they changed after the
 // pass read r.Seen — to now for a moved log start, new configs or a deleted topic; for
-// new commits to when their rows settle (settle after now), as a commit would have.
+// new commits to what CommitDue says of a chunk appended now, as a commit would have.
 func ReleaseDue(r PartitionRelease, cur CompactionState, settle time.Duration) time.Time {
 	if r.Reclaimed {
 		return time.Time{}
@@ -289,9 +291,18 @@ func ReleaseDue(r PartitionRelease, cur CompactionState, settle time.Duration) t
 		if err != nil {
 			cfg = DefaultConfig()
 		}
-		by(CommitDue(cur.Now, settle, NoTimestamp, cfg.RetentionMs))
+		by(CommitDue(cur.Now, settle, NoTimestamp, TimeRetentionMs(cfg)))
 	}
 	return due
+}
+
+// TimeRetentionMs is a topic's time retention: retention.ms when its cleanup.policy
+// deletes, else -1 (none).
+func TimeRetentionMs(cfg Config) int64 {
+	if !strings.Contains(cfg.CleanupPolicy, "delete") {
+		return -1
+	}
+	return cfg.RetentionMs
 }
 
 // CommitDue is when a flush makes a partition due (unless due sooner): once its new rows

@@ -2,6 +2,7 @@ package catalogtest
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -322,11 +323,25 @@ func testCompactionDue(t *testing.T, c CompactionCatalog) {
 
 // testCompactionDueByRetention: a flush makes its partitions due when retention.ms
 // expires its chunk, if that comes before its rows settle — judged by the records'
-// time clamped to the flush's (catalog.CommitDue).
+// time clamped to the flush's (catalog.CommitDue), and by the topic's configs as they
+// are now.
 func testCompactionDueByRetention(t *testing.T, c CompactionCatalog) {
 	const retention = 1500 * time.Millisecond // the rows settle after 3s
-	tp := SeedTopic(t, c, "retention", 3, map[string]string{"retention.ms": strconv.FormatInt(retention.Milliseconds(), 10)})
+	ms := strconv.FormatInt(retention.Milliseconds(), 10)
+	tp := SeedTopic(t, c, "retention", 3, map[string]string{"retention.ms": ms})
+	// Another gets the same retention.ms by a config change, and grows a partition
+	// after it; a third has it without deleting by time; a fourth keeps the defaults.
+	later := SeedTopic(t, c, "later", 1, nil)
+	if _, err := c.UpdateTopic(t.Context(), later.Name, 2, map[string]string{"retention.ms": ms}); err != nil {
+		t.Fatal(err)
+	}
+	compacted := SeedTopic(t, c, "compacted", 1, map[string]string{"retention.ms": ms, "cleanup.policy": "compact"})
 	plain := SeedTopic(t, c, "plain", 1, nil)
+	for _, l := range leased(t, c, "a") { // due now for the config change: nothing to do
+		if err := c.ReleasePartition(t.Context(), l, catalog.PartitionRelease{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	now := time.Now().UnixMilli()
 	year9999 := time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC).UnixMilli()
 	start := time.Now()
@@ -334,6 +349,8 @@ func testCompactionDueByRetention(t *testing.T, c CompactionCatalog) {
 		Req(B{TopicID: tp.ID, Partition: 0, Records: 2, MaxTimestamp: now}),
 		Req(B{TopicID: tp.ID, Partition: 1, Records: 2, MaxTimestamp: now - time.Hour.Milliseconds()}),
 		Req(B{TopicID: tp.ID, Partition: 2, Records: 2, MaxTimestamp: year9999}),
+		Req(B{TopicID: later.ID, Partition: 1, Records: 2, MaxTimestamp: now}),
+		Req(B{TopicID: compacted.ID, Partition: 0, Records: 2, MaxTimestamp: now}),
 		Req(B{TopicID: plain.ID, Partition: 0, Records: 2, MaxTimestamp: now})))
 	// Old records are expired already.
 	ls := leased(t, c, "a")
@@ -341,20 +358,24 @@ func testCompactionDueByRetention(t *testing.T, c CompactionCatalog) {
 		t.Fatalf("leased %+v at once, want partition 1 (old records) alone", ls)
 	}
 	time.Sleep(retention + 300*time.Millisecond - time.Since(start))
-	got := map[int32]bool{}
+	got := map[catalog.TopicPartition]bool{}
 	for _, l := range leased(t, c, "a") {
-		if l.TopicID != tp.ID {
-			t.Fatalf("leased topic %d partition %d before its rows settled: it has no retention.ms of its own", l.TopicID, l.Partition)
-		}
-		got[l.Partition] = true
+		got[catalog.TopicPartition{TopicID: l.TopicID, Partition: l.Partition}] = true
 	}
 	// The record stamped in year 9999 is judged by its flush's time.
-	if !got[0] || !got[2] || len(got) != 2 {
-		t.Fatalf("leased partitions %v after retention.ms, want 0 and 2", got)
+	want := map[catalog.TopicPartition]bool{{TopicID: tp.ID, Partition: 0}: true, {TopicID: tp.ID, Partition: 2}: true,
+		{TopicID: later.ID, Partition: 1}: true}
+	if !maps.Equal(got, want) {
+		t.Fatalf("leased partitions %v after retention.ms, want %v (the others wait for their rows to settle)", got, want)
 	}
 	compactionSettle()
-	if ls := leased(t, c, "a"); len(ls) != 1 || ls[0].TopicID != plain.ID {
-		t.Fatalf("leased %+v once the rows settled, want the other topic's partition", ls)
+	got = map[catalog.TopicPartition]bool{}
+	for _, l := range leased(t, c, "a") {
+		got[catalog.TopicPartition{TopicID: l.TopicID, Partition: l.Partition}] = true
+	}
+	want = map[catalog.TopicPartition]bool{{TopicID: compacted.ID, Partition: 0}: true, {TopicID: plain.ID, Partition: 0}: true}
+	if !maps.Equal(got, want) {
+		t.Fatalf("leased %v once the rows settled, want %v", got, want)
 	}
 }
 

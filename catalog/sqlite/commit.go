@@ -281,7 +281,7 @@ func (c *Catalog) commitDue(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt,
 					cfg = parsed
 				}
 			}
-			ms = cfg.RetentionMs
+			ms = catalog.TimeRetentionMs(cfg)
 			retention[adv.TopicID] = ms
 		}
 		at := catalog.CommitDue(now, settle, maxTS[adv.TopicPartition], ms)

@@ -28,7 +28,18 @@ DROP INDEX compactor_partitions_due;
 ALTER TABLE chunks ADD COLUMN append_time bigint;
 ALTER TABLE chunks ALTER COLUMN append_time SET DEFAULT (floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
 
--- strata_commit as in 0030_producers.sql, with one statement added (marked below).
+-- The topic's time retention, copied to its partitions so that the commit needs no look
+-- at the topic's configs (catalog.TimeRetentionMs: retention.ms when cleanup.policy
+-- deletes; NULL for none). Kept by topic creation, growth and config changes.
+ALTER TABLE partitions ADD COLUMN retention_ms bigint;
+UPDATE partitions p SET retention_ms = r.ms
+FROM (SELECT id, CASE WHEN coalesce(configs ->> 'cleanup.policy', 'delete') LIKE '%delete%'
+                      THEN coalesce(configs ->> 'retention.ms', '604800000')::bigint END AS ms
+      FROM topics) r
+WHERE r.id = p.topic_id AND r.ms >= 0;
+
+-- strata_commit as in 0030_producers.sql, with one change: the compact_due line of the
+-- partitions update (marked below).
 CREATE OR REPLACE FUNCTION strata_commit(
     p_key               text,
     p_size              bigint,
@@ -366,7 +377,18 @@ BEGIN
         UPDATE partitions p
         SET high_watermark = x.hwm,
             bytes = p.bytes + x.bytes,
-            max_timestamp = greatest(p.max_timestamp, x.max_ts)
+            max_timestamp = greatest(p.max_timestamp, x.max_ts),
+            -- >>> 0050: the compaction due time, the one change this migration makes here. <<<
+            -- catalog.CommitDue's SQL twin: due once the new rows settle (twice the
+            -- commit timeout), or when retention.ms expires the new chunk, judged by its
+            -- records' time clamped to now, if sooner; unless due sooner already. Left
+            -- alone, the row stays a HOT update.
+            compact_due = least(p.compact_due,
+                v_now + 2 * p_commit_timeout_ms * interval '1 millisecond',
+                CASE WHEN p.retention_ms <= 315360000000000 THEN -- 10,000 years: beyond, as good as none
+                    v_now + (p.retention_ms - CASE WHEN x.max_ts = -1 THEN 0
+                        ELSE greatest(floor(extract(epoch FROM v_now) * 1000)::bigint - x.max_ts, 0) END) * interval '1 millisecond'
+                END)
         FROM (SELECT ch.topic_id, ch.partition, max(ch.last_offset) + 1 AS hwm,
                      sum(ch.len)::bigint AS bytes, max(ch.max_ts) AS max_ts
               FROM ch GROUP BY ch.topic_id, ch.partition) x
@@ -374,31 +396,6 @@ BEGIN
     )
     SELECT array_agg(acc.base::bigint ORDER BY a.i) INTO v_base
     FROM a LEFT JOIN acc ON acc.i = a.i;
-
-    -- >>> 0050 compaction due time: the one statement this migration adds. <<<
-    -- The partitions of the flush are due for the compactor once its chunk rows settle
-    -- (catalog.SettleAge: twice the commit timeout), or sooner when retention.ms
-    -- expires the new chunk first: catalog.CommitDue, whose SQL twin this is (a
-    -- retention.ms of more than 15 digits is as good as none, and an absent one, the
-    -- default of 7 days, is later than any settle age). Unlike the Go twin it also
-    -- counts refused batches: a visit too many at worst. The rows are locked above; one
-    -- is written only when this moves its time earlier — once per compactor visit, not
-    -- once per flush.
-    UPDATE partitions p
-    SET compact_due = x.due
-    FROM (
-        SELECT f.tid, f.pno,
-               least(v_now + 2 * p_commit_timeout_ms * interval '1 millisecond',
-                     CASE WHEN t.configs ->> 'retention.ms' ~ '^[0-9]{1,15}$' THEN
-                         v_now + ((CASE WHEN f.ts = -1 OR f.ts > f.now_ms THEN f.now_ms ELSE f.ts END) - f.now_ms
-                                  + (t.configs ->> 'retention.ms')::bigint) * interval '1 millisecond'
-                     END) AS due
-        FROM (SELECT u.tid, u.pno, max(u.ts) AS ts, floor(extract(epoch FROM v_now) * 1000)::bigint AS now_ms
-              FROM unnest(p_topic, p_part, p_max_ts) AS u(tid, pno, ts)
-              GROUP BY u.tid, u.pno) f
-        JOIN topics t ON t.id = f.tid
-    ) x
-    WHERE p.topic_id = x.tid AND p.partition = x.pno AND (p.compact_due IS NULL OR p.compact_due > x.due);
 
     IF v_idem THEN
         -- The new states (catalog.ProducerCheck.Finish), in slot order: the lock order
