@@ -74,48 +74,15 @@ func TestDueQueryUsesIndex(t *testing.T) {
 		types string
 		args  []any
 	}{
-		{"acquire", fmt.Sprintf(acquireSQL, 4), "text, bigint", []any{"'probe'", int64(60000)}},
+		{"acquire", fmt.Sprintf(acquireSQL, 4), "text, bigint", []any{"probe", int64(60000)}},
 		{"backlog", backlogSQL, "", nil},
 	} {
-		custom := explain(t, conn.Conn(), "EXPLAIN "+q.sql, unquote(q.args)...)
+		custom, generic := plans(t, conn.Conn(), q.sql, q.types, q.args...)
 		checkDuePlan(t, q.name+" (custom plan)", custom)
-		prep := `PREPARE due AS ` + q.sql
-		if q.types != "" {
-			prep = `PREPARE due (` + q.types + `) AS ` + q.sql
-		}
-		if _, err := conn.Exec(ctx, prep); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
-			t.Fatal(err)
-		}
-		literals := make([]string, len(q.args))
-		for i, a := range q.args {
-			literals[i] = fmt.Sprint(a)
-		}
-		exec := "EXPLAIN EXECUTE due"
-		if len(literals) > 0 {
-			exec += "(" + strings.Join(literals, ", ") + ")"
-		}
-		checkDuePlan(t, q.name+" (generic plan)", explain(t, conn.Conn(), exec))
-		if _, err := conn.Exec(ctx, `DEALLOCATE due; RESET plan_cache_mode`); err != nil {
-			t.Fatal(err)
-		}
+		checkDuePlan(t, q.name+" (generic plan)", generic)
 	}
 	analyzed := explain(t, conn.Conn(), "EXPLAIN (ANALYZE, BUFFERS) "+backlogSQL)
 	t.Logf("backlog count of %d due partitions among %d:\n%s", wantDue, topics*per, analyzed)
-}
-
-// unquote turns EXPLAIN EXECUTE literals back into bind values.
-func unquote(args []any) []any {
-	out := make([]any, len(args))
-	for i, a := range args {
-		if s, ok := a.(string); ok {
-			a = strings.Trim(s, "'")
-		}
-		out[i] = a
-	}
-	return out
 }
 
 func checkDuePlan(t *testing.T, name, plan string) {

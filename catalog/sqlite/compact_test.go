@@ -57,21 +57,7 @@ func TestDueQueryPlans(t *testing.T) {
 	}
 	check := func(stage string) {
 		for _, q := range queries {
-			rs, err := c.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q.sql, q.args...)
-			if err != nil {
-				t.Fatalf("%s: %v", q.name, err)
-			}
-			var plan []string
-			for rs.Next() {
-				var id, parent, unused int
-				var detail string
-				if err := rs.Scan(&id, &parent, &unused, &detail); err != nil {
-					t.Fatal(err)
-				}
-				plan = append(plan, detail)
-			}
-			rs.Close()
-			all := strings.Join(plan, "; ")
+			all := strings.Join(queryPlan(t, c, q.sql, q.args...), "; ")
 			for _, w := range q.want {
 				if !strings.Contains(all, w) {
 					t.Errorf("%s %s: no %q: %s", stage, q.name, w, all)
