@@ -130,7 +130,7 @@ func testInvalidConfigs(t *testing.T, c catalog.Catalog) {
 		{map[string]string{"cleanup.policy": "shred"}, "cleanup.policy"},
 		{map[string]string{"message.timestamp.type": "WallClock"}, "message.timestamp.type"},
 		{map[string]string{"max.message.bytes": "0", "value.format": "json"}, "max.message.bytes"},
-		// Beyond one day needs the operator's permission (catalog.Options.MaxTimestampAfter).
+		// Beyond one day needs the operator's permission (catalog.Options.MaxTimestampAfterMs).
 		{map[string]string{"message.timestamp.after.max.ms": "86400001"}, "message.timestamp.after.max.ms"},
 	} {
 		name := Name(t, "cfg")
