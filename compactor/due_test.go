@@ -2,7 +2,6 @@ package compactor
 
 import (
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -18,25 +17,14 @@ import (
 // with every other partition idle (a pass visits it alone), then with all 200,000 due
 // at once behind it (a pass takes the most overdue first). Before, a pass visited the
 // 1,000 partitions visited longest ago, and the new topic waited hours for its turn.
-//
-// CI runs a tenth of the partitions; STRATA_LONG=1 runs them all.
 func TestDueAtScale(t *testing.T) {
 	t.Parallel()
-	scale := 10
-	if os.Getenv("STRATA_LONG") != "" {
-		scale = 1
-	}
 	for _, b := range []struct {
 		backend string
 		topics  int // of catalog.MaxPartitions (10,000) partitions each
 	}{{"postgres", 20}, {"sqlite", 2}} {
 		t.Run(b.backend, func(t *testing.T) {
-			e := newEnv(t, b.backend)
-			topics, per := b.topics, int32(catalog.MaxPartitions/scale)
-			if scale > 1 && topics*int(per) < 20_000 {
-				per = int32(20_000 / topics) // SQLite: keep 20,000 even in CI
-			}
-			testDueAtScale(t, e, topics, per)
+			testDueAtScale(t, newEnv(t, b.backend), b.topics, catalog.MaxPartitions)
 		})
 	}
 }
