@@ -36,6 +36,7 @@ func RunCompaction(t *testing.T, open func(t *testing.T) CompactionCatalog) {
 		{"leases/partitions", testCompactionPartitionLeases},
 		{"leases/jobs", testCompactionJobLeases},
 		{"leases/due", testCompactionDue},
+		{"leases/due_on_change", testCompactionDueOnChange},
 		{"leases/due_by_retention", testCompactionDueByRetention},
 		{"swap/replaces_rows", testCompactionSwap},
 		{"swap/conflicts", testCompactionSwapConflicts},
@@ -303,10 +304,17 @@ func testCompactionDue(t *testing.T, c CompactionCatalog) {
 	}
 	backlog(0)
 
-	// Outside a lease, a config change, delete-records and a deletion each make a
-	// topic's partitions due at once.
+}
+
+// testCompactionDueOnChange: outside a lease, delete-records and a deletion each make
+// a topic's partitions due at once (a config change: testCompactionPartitionLeases).
+func testCompactionDueOnChange(t *testing.T, c CompactionCatalog) {
+	ctx := t.Context()
 	tp := SeedTopic(t, c, "changes", 2, nil)
-	MustCommit(t, c, Flush(NewKey(t), Req(B{TopicID: tp.ID, Partition: 0, Records: 3})))
+	MustCommit(t, c, Flush(NewKey(t), Req(B{TopicID: tp.ID, Partition: 0, Records: 3, MaxTimestamp: time.Now().UnixMilli()})))
+	if ls := leased(t, c, "d"); len(ls) != 0 {
+		t.Fatalf("leased %+v before the commit's rows settled", ls)
+	}
 	if _, err := c.DeleteRecords(ctx, tp.ID, 0, 1); err != nil {
 		t.Fatal(err)
 	}

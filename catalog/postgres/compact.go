@@ -355,16 +355,15 @@ func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
 			return fmt.Errorf("read rows: %w", err)
 		}
 		var (
-			found    []catalog.Chunk
-			appended []int64
-			segIDs   []int64
-			seen     = map[int64]bool{}
-			unsettle bool
-			oldBytes int64
-			segID    int64
-			settled  bool
-			appendAt int64
-			ch       = catalog.Chunk{TopicID: l.TopicID, Partition: l.Partition}
+			found           []catalog.Chunk
+			appended        []int64
+			segIDs          []int64
+			seen            = map[int64]bool{}
+			unsettle        bool
+			oldBytes        int64
+			segID, appendAt int64 // of the row read
+			settled         bool
+			ch              = catalog.Chunk{TopicID: l.TopicID, Partition: l.Partition}
 		)
 		_, err = pgx.ForEachRow(rows, []any{&segID, &ch.BaseOffset, &ch.LastOffset, &ch.SegmentKey, &ch.SegmentSize,
 			&ch.Pos, &ch.Len, &ch.RealOffsets, &settled, &appendAt}, func() error {
@@ -413,8 +412,7 @@ func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
 		var (
 			base, lastOff, pos, ln, mts, run = make([]int64, len(rowsNew)), make([]int64, len(rowsNew)), make([]int64, len(rowsNew)),
 				make([]int64, len(rowsNew)), make([]int64, len(rowsNew)), make([]int64, len(rowsNew))
-			appendTimes = s.AppendTimes(appended)
-			newBytes    int64
+			newBytes int64
 		)
 		for i, r := range rowsNew {
 			base[i], lastOff[i], pos[i], ln[i], mts[i], run[i] = r.BaseOffset, r.LastOffset, r.Pos, r.Len, r.MaxTimestamp, r.RunningMaxTimestamp
@@ -426,7 +424,7 @@ func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
 				max_timestamp, running_max_timestamp, real_offsets, append_time)
 			SELECT $1, $2, u.b, u.l, $3, u.p, u.n, u.m, u.r, true, u.a
 			FROM unnest($4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[]) AS u(b, l, p, n, m, r, a)`,
-			l.TopicID, l.Partition, newID, base, lastOff, pos, ln, mts, run, appendTimes); err != nil {
+			l.TopicID, l.Partition, newID, base, lastOff, pos, ln, mts, run, s.AppendTimes(appended)); err != nil {
 			return fmt.Errorf("insert rows: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE partitions SET bytes = bytes + $1 WHERE topic_id = $2 AND partition = $3`,
