@@ -23,6 +23,10 @@ type Options struct {
 	// DefaultProducerExpiry (7 days, Kafka's transactional.id.expiration.ms).
 	ProducerExpiry time.Duration
 	Logger         *slog.Logger
+
+	// MaxTimestampAfterMs is the largest message.timestamp.after.max.ms a topic may set
+	// (CheckConfigLimits): 0 means DefaultMaxTimestampAfterMs (one day), -1 no limit.
+	MaxTimestampAfterMs int64
 }
 
 // DefaultCommitTimeout is Options.CommitTimeout when it is zero.
@@ -35,6 +39,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.ProducerExpiry <= 0 {
 		o.ProducerExpiry = DefaultProducerExpiry
+	}
+	if o.MaxTimestampAfterMs == 0 {
+		o.MaxTimestampAfterMs = DefaultMaxTimestampAfterMs
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

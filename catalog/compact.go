@@ -4,17 +4,29 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
+	"strings"
 	"time"
 )
 
-// This file is the catalog's side of the compactor (DESIGN.md "Compactor"): leased work
-// with fencing tokens, the compare-and-swap that replaces chunk rows with rows over a
-// merged object, log start advances (retention and delete-records), and the row side
-// of safe deletion and of the orphan sweep. It is a separate interface from Catalog so
-// that the writer and reader roles, and catalogs that predate it, are untouched.
+// This file is the catalog's side of the compactor (DESIGN.md "Compactor"): work found
+// by due time and leased with fencing tokens, the compare-and-swap that replaces chunk
+// rows with rows over a merged object, log start advances (retention and
+// delete-records), and the row side of safe deletion and of the orphan sweep. It is a
+// separate interface from Catalog so that the writer and reader roles, and catalogs
+// that predate it, are untouched.
 //
 // The rules every backend keeps:
 //
+//   - Every partition has a due time: when it next needs the compactor (none: not
+//     until something changes). Whatever makes work keeps it current — a flush makes
+//     its partitions due once their new rows settle or retention.ms expires them
+//     (CommitDue), a config change, a deletion or a delete-records makes them due at
+//     once, and a pass records the next time it found (ReleaseDue) — so the
+//     compactor leases only partitions that are due, most overdue first, through an
+//     index: the cost of finding work does not grow with the partitions that have
+//     none.
 //   - Chunk rows of a segment are rewritten or dropped only once the segment is settled:
 //     committed more than SettleAge(commit timeout) ago by the database clock. Settle
 //     reads a flush's results back from its chunk rows, so rewriting them earlier could
@@ -45,6 +57,8 @@ type PartitionLease struct {
 	Holder    string
 	Token     int64
 	Until     time.Time
+	// Due is when the partition became due: how overdue its work was when leased.
+	Due time.Time
 }
 
 // JobLease is a claim on a named whole-catalog job (the deletion of expired objects, the
@@ -94,6 +108,20 @@ type CompactionChunk struct {
 	RunningMaxTimestamp int64
 	// SegmentCreated is when the row's segment was committed (database clock).
 	SegmentCreated time.Time
+	// AppendTime (unix ms, database clock) is when the row's records were appended:
+	// its flush's commit; for a merged row, the latest of the rows it replaced.
+	AppendTime int64
+}
+
+// RetentionTime is the time (unix ms) retention.ms judges a row by: its records'
+// maximum timestamp clamped to their append time, so that a producer's clock — or one
+// record stamped in year 9999 — cannot keep the row beyond retention.ms after it was
+// appended; the append time when the records carry no timestamp.
+func (c CompactionChunk) RetentionTime() int64 {
+	if c.MaxTimestamp == NoTimestamp || c.MaxTimestamp > c.AppendTime {
+		return c.AppendTime
+	}
+	return c.MaxTimestamp
 }
 
 // Swap replaces a contiguous run of a partition's chunk rows with rows over one new
@@ -169,6 +197,25 @@ func (s *Swap) RunningMax(prev int64) []ChunkRow {
 	return out
 }
 
+// AppendTimes returns the new rows' append times, given old[i], the append time of
+// s.Old[i]: each new row takes the latest of the old rows it overlaps, so a merge never
+// makes a record look older to retention than its flush.
+func (s *Swap) AppendTimes(old []int64) []int64 {
+	out := make([]int64, len(s.New))
+	j := 0
+	for i, n := range s.New {
+		for j < len(s.Old) && s.Old[j].LastOffset < n.BaseOffset {
+			j++
+		}
+		t := NoTimestamp
+		for k := j; k < len(s.Old) && s.Old[k].BaseOffset <= n.LastOffset; k++ {
+			t = max(t, old[k])
+		}
+		out[i] = t
+	}
+	return out
+}
+
 // SameChunk reports whether a row read in the swap's transaction is the row the swap
 // was planned on.
 func SameChunk(a, b Chunk) bool {
@@ -202,6 +249,92 @@ func NewLogStart(p PartitionInfo, offset int64) (int64, error) {
 	return max(p.LogStartOffset, offset), nil
 }
 
+// PartitionRelease is what a pass leaves on a partition when it frees the lease.
+type PartitionRelease struct {
+	Checkpoint PartitionCheckpoint
+	// Reclaimed marks a deleted topic's partition as fully reclaimed: nothing is due on
+	// it again.
+	Reclaimed bool
+	// Due is when the partition next needs a pass, judged from Seen (zero: not until
+	// something changes it).
+	Due time.Time
+	// Seen is the state Due was judged from; nil keeps Due as given. What changed since
+	// (ReleaseDue) brings the due time forward: during the lease, the partition was
+	// already due, so the changes could not.
+	Seen *CompactionState
+}
+
+// ReleaseDue is the due time a release records (zero: none), given cur, the partition
+// and its topic as they are now: r.Due, brought forward when they changed after the
+// pass read r.Seen — to now for a moved log start, new configs or a deleted topic; for
+// new commits to what CommitDue says of a chunk appended now, as a commit would have.
+func ReleaseDue(r PartitionRelease, cur CompactionState, settle time.Duration) time.Time {
+	if r.Reclaimed {
+		return time.Time{}
+	}
+	due := r.Due
+	if r.Seen == nil {
+		return due
+	}
+	by := func(t time.Time) {
+		if due.IsZero() || t.Before(due) {
+			due = t
+		}
+	}
+	seen := r.Seen
+	switch {
+	case cur.Deleted != seen.Deleted || cur.Partition.LogStartOffset != seen.Partition.LogStartOffset ||
+		!maps.Equal(cur.Topic.Configs, seen.Topic.Configs):
+		by(cur.Now)
+	case cur.Partition.HighWatermark != seen.Partition.HighWatermark:
+		cfg, err := ParseConfig(cur.Topic.Configs)
+		if err != nil {
+			cfg = DefaultConfig()
+		}
+		by(CommitDue(cur.Now, settle, NoTimestamp, TimeRetentionMs(cfg)))
+	}
+	return due
+}
+
+// TimeRetentionMs is a topic's time retention: retention.ms when its cleanup.policy
+// deletes, else -1 (none).
+func TimeRetentionMs(cfg Config) int64 {
+	if !strings.Contains(cfg.CleanupPolicy, "delete") {
+		return -1
+	}
+	return cfg.RetentionMs
+}
+
+// CommitDue is when a flush makes a partition due (unless due sooner): once its new rows
+// settle (settle after now), or sooner when retention.ms (retentionMs; negative: none)
+// expires the new chunk first, judged by its retention time — the flush's maximum
+// timestamp for the partition clamped to now, as CompactionChunk.RetentionTime. Where
+// the chunk is not the partition's oldest this may be early: a visit too many, never
+// one too few. strata_commit holds its SQL twin (catalog/postgres migrations).
+func CommitDue(now time.Time, settle time.Duration, maxTimestamp, retentionMs int64) time.Time {
+	due := now.Add(settle)
+	if retentionMs < 0 {
+		return due
+	}
+	rt := CompactionChunk{Chunk: Chunk{MaxTimestamp: maxTimestamp}, AppendTime: now.UnixMilli()}.RetentionTime()
+	if rt <= math.MaxInt64-retentionMs {
+		if t := time.UnixMilli(rt + retentionMs); t.Before(due) {
+			due = t
+		}
+	}
+	return due
+}
+
+// CompactionBacklog is the due work of all compactors together.
+type CompactionBacklog struct {
+	Now time.Time // database clock
+	// Due counts the partitions whose due time has passed, leased ones included.
+	Due int64
+	// Oldest is the earliest due time among them (zero when none): Now - Oldest is how
+	// long the most overdue partition has waited.
+	Oldest time.Time
+}
+
 // SegmentState is a segment row's state.
 type SegmentState string
 
@@ -217,17 +350,16 @@ const (
 // (FOR UPDATE SKIP LOCKED on Postgres), and every write re-checks what it was planned
 // on.
 type Compaction interface {
-	// PreparePartitions registers the partitions created since the last call for
-	// compaction (a pass calls it once, before leasing: it reads every partition row).
-	PreparePartitions(ctx context.Context) error
-	// AcquirePartitions leases up to max registered partitions (live, or of deleted
-	// topics not yet reclaimed) whose lease is free or expired, least recently
-	// compacted first, to holder for ttl.
+	// AcquirePartitions leases to holder for ttl up to max partitions that are due
+	// and not leased (or whose lease expired), most overdue first. A partition's due
+	// time is unchanged by the lease: a holder that dies leaves it due, to be leased
+	// again once the lease expires.
 	AcquirePartitions(ctx context.Context, holder string, ttl time.Duration, max int) ([]PartitionLease, error)
-	// ReleasePartition records cp and frees the lease. A lease lost meanwhile:
-	// ErrCompactionConflict, nothing recorded. reclaimed marks a deleted topic's
-	// partition as fully reclaimed: it is never leased again.
-	ReleasePartition(ctx context.Context, l PartitionLease, cp PartitionCheckpoint, reclaimed bool) error
+	// ReleasePartition records r's checkpoint and due time (ReleaseDue) and frees the
+	// lease. A lease lost meanwhile: ErrCompactionConflict, nothing recorded.
+	ReleasePartition(ctx context.Context, l PartitionLease, r PartitionRelease) error
+	// CompactionBacklog counts the partitions due now and finds the most overdue.
+	CompactionBacklog(ctx context.Context) (CompactionBacklog, error)
 	// AcquireJob leases the named job when it is free and last completed at least
 	// every ago; ok is false otherwise.
 	AcquireJob(ctx context.Context, name, holder string, ttl, every time.Duration) (l JobLease, ok bool, err error)
@@ -238,20 +370,23 @@ type Compaction interface {
 	// deleted.
 	CompactionState(ctx context.Context, l PartitionLease) (CompactionState, error)
 	// CompactionChunks returns up to limit chunk rows of the partition in offset order,
-	// from the one holding offset from (or the first after it).
+	// from the one holding offset from (or the first after it), with their append
+	// times.
 	CompactionChunks(ctx context.Context, topicID int64, partition int32, from int64, limit int) ([]CompactionChunk, error)
 	// SwapChunks applies s in one transaction: checks (lease token, log start, old rows,
 	// the old rows' segments settled, key time), deletes the old rows, inserts the new
-	// object's segment row (live) and rows (RealOffsets), adjusts the partition's
-	// bytes, and marks old segments left without rows 'deleting'. Errors:
+	// object's segment row (live) and rows (RealOffsets; append times by
+	// Swap.AppendTimes), adjusts the partition's bytes, and marks old segments left
+	// without rows 'deleting'. Errors:
 	// ErrInvalidSegment (shape), ErrCommitTooLate, ErrCompactionConflict; anything
 	// else leaves nothing written (one transaction).
 	SwapChunks(ctx context.Context, s Swap) error
 	// DeleteRecords advances a live topic's partition's log start offset to offset
 	// (Kafka's DeleteRecords; retention uses it too): never backwards, and an offset
 	// above the high watermark is ErrOffsetOutOfRange. Bytes drop by the rows now
-	// wholly below the log start. Rows and objects go later, through DropChunks and the
-	// deletion job. Unknown topic: ErrTopicNotFound; partition: ErrPartitionOutOfRange.
+	// wholly below the log start; the partition is due at once when the log start
+	// moved. Rows and objects go later, through DropChunks and the deletion job.
+	// Unknown topic: ErrTopicNotFound; partition: ErrPartitionOutOfRange.
 	DeleteRecords(ctx context.Context, topicID int64, partition int32, offset int64) (PartitionInfo, error)
 	// DropChunks deletes the leased partition's settled rows wholly below its log start
 	// — every settled row when its topic was deleted — and marks segments left without

@@ -2,6 +2,8 @@ package catalog
 
 import (
 	"errors"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -92,6 +94,139 @@ func TestSwapCheck(t *testing.T) {
 	for _, found := range [][]Chunk{old[:1], changed, append(old, old[0])} {
 		if err := s.CheckOld(found); !errors.Is(err, ErrCompactionConflict) {
 			t.Errorf("rows %+v: %v, want ErrCompactionConflict", found, err)
+		}
+	}
+}
+
+// Retention judges a row by its records' time clamped to their append time.
+func TestRetentionTime(t *testing.T) {
+	for _, tc := range []struct {
+		maxTS, appended, want int64
+	}{
+		{1000, 2000, 1000},            // honest clocks: the records' time (old data goes early, as in Kafka)
+		{3000, 2000, 2000},            // a clock ahead: no later than the append
+		{253402300799000, 2000, 2000}, // year 9999
+		{NoTimestamp, 2000, 2000},     // no timestamps: the append
+		{2000, 2000, 2000},
+	} {
+		c := CompactionChunk{Chunk: Chunk{MaxTimestamp: tc.maxTS}, AppendTime: tc.appended}
+		if got := c.RetentionTime(); got != tc.want {
+			t.Errorf("max timestamp %d appended at %d: retention time %d, want %d", tc.maxTS, tc.appended, got, tc.want)
+		}
+	}
+}
+
+// A merged row's append time is the latest of the rows it overlaps.
+func TestSwapAppendTimes(t *testing.T) {
+	old := []Chunk{{BaseOffset: 0, LastOffset: 9}, {BaseOffset: 10, LastOffset: 19}, {BaseOffset: 20, LastOffset: 29}, {BaseOffset: 30, LastOffset: 39}}
+	times := []int64{500, 300, 400, 100}
+	for _, tc := range []struct {
+		name string
+		new  [][2]int64
+		want []int64
+	}{
+		{"one row", [][2]int64{{0, 39}}, []int64{500}},
+		{"along the old bounds", [][2]int64{{0, 9}, {10, 19}, {20, 29}, {30, 39}}, times},
+		{"across them", [][2]int64{{0, 14}, {15, 24}, {25, 39}}, []int64{500, 400, 400}},
+		{"inside one", [][2]int64{{0, 11}, {12, 13}, {14, 39}}, []int64{500, 300, 400}},
+	} {
+		s := Swap{Old: old}
+		for _, n := range tc.new {
+			s.New = append(s.New, ChunkRow{BaseOffset: n[0], LastOffset: n[1]})
+		}
+		if got := s.AppendTimes(times); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: append times %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A release records the pass's due time, brought forward by what changed meanwhile.
+func TestReleaseDue(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000).UTC()
+	settle := 60 * time.Second
+	seenAt := func(retention string) *CompactionState {
+		return &CompactionState{Now: now.Add(-time.Second), Topic: Topic{Configs: map[string]string{"retention.ms": retention}},
+			Partition: PartitionInfo{LogStartOffset: 5, HighWatermark: 10}}
+	}
+	seen, short := seenAt("3600000"), seenAt("1000")
+	later := now.Add(time.Hour)
+	for _, tc := range []struct {
+		name string
+		r    PartitionRelease
+		cur  func(c *CompactionState)
+		want time.Time
+	}{
+		{"unchanged", PartitionRelease{Due: later, Seen: seen}, func(*CompactionState) {}, later},
+		{"unchanged, nothing due", PartitionRelease{Seen: seen}, func(*CompactionState) {}, time.Time{}},
+		{"no state seen", PartitionRelease{Due: later}, func(c *CompactionState) { c.Partition.HighWatermark = 99 }, later},
+		{"committed", PartitionRelease{Due: later, Seen: seen}, func(c *CompactionState) { c.Partition.HighWatermark = 12 }, now.Add(settle)},
+		{"committed, retention.ms sooner", PartitionRelease{Due: later, Seen: short}, func(c *CompactionState) { c.Partition.HighWatermark = 12 }, now.Add(time.Second)},
+		{"committed, due sooner anyway", PartitionRelease{Due: now, Seen: seen}, func(c *CompactionState) { c.Partition.HighWatermark = 12 }, now},
+		{"committed, nothing due", PartitionRelease{Seen: seen}, func(c *CompactionState) { c.Partition.HighWatermark = 12 }, now.Add(settle)},
+		{"log start moved", PartitionRelease{Due: later, Seen: seen}, func(c *CompactionState) { c.Partition.LogStartOffset = 7 }, now},
+		{"configs changed", PartitionRelease{Seen: seen}, func(c *CompactionState) { c.Topic.Configs = map[string]string{"retention.ms": "10"} }, now},
+		{"configs removed", PartitionRelease{Seen: seen}, func(c *CompactionState) { c.Topic.Configs = nil }, now},
+		{"topic deleted", PartitionRelease{Due: later, Seen: seen}, func(c *CompactionState) { c.Deleted = true }, now},
+		{"reclaimed", PartitionRelease{Reclaimed: true, Due: later, Seen: seen}, func(c *CompactionState) { c.Partition.HighWatermark = 12 }, time.Time{}},
+	} {
+		cur := *seen
+		if tc.r.Seen != nil {
+			cur = *tc.r.Seen
+		}
+		cur.Now = now
+		cur.Topic.Configs = maps.Clone(cur.Topic.Configs)
+		tc.cur(&cur)
+		if got := ReleaseDue(tc.r, cur, settle); !got.Equal(tc.want) {
+			t.Errorf("%s: due %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestCheckConfigLimits(t *testing.T) {
+	const key = "message.timestamp.after.max.ms"
+	for _, tc := range []struct {
+		set   map[string]string
+		limit int64
+		ok    bool
+	}{
+		{nil, DefaultMaxTimestampAfterMs, true},
+		{map[string]string{"retention.ms": "1"}, DefaultMaxTimestampAfterMs, true},
+		{map[string]string{key: "86400000"}, DefaultMaxTimestampAfterMs, true},
+		{map[string]string{key: "86400001"}, DefaultMaxTimestampAfterMs, false},
+		{map[string]string{key: "9223372036854775807"}, DefaultMaxTimestampAfterMs, false},
+		{map[string]string{key: "9223372036854775807"}, -1, true}, // the operator lifted the limit
+		{map[string]string{key: "3600001"}, 3600000, false},
+		{map[string]string{key: ""}, 1, true}, // removing it (back to the default)
+	} {
+		err := CheckConfigLimits(tc.set, tc.limit)
+		var ce *ConfigError
+		if tc.ok != (err == nil) || (err != nil && (!errors.As(err, &ce) || ce.Key != key || !errors.Is(err, ErrInvalidConfig))) {
+			t.Errorf("%v with limit %d: %v", tc.set, tc.limit, err)
+		}
+	}
+}
+
+// A flush makes a partition due when its rows settle, or sooner when retention.ms
+// expires its chunk first.
+func TestCommitDue(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	ms := now.UnixMilli()
+	settle := time.Minute
+	for _, tc := range []struct {
+		name             string
+		maxTS, retention int64
+		want             time.Time
+	}{
+		{"no retention", ms, -1, now.Add(settle)},
+		{"retention longer than the settle age", ms, time.Hour.Milliseconds(), now.Add(settle)},
+		{"short retention", ms, 1000, now.Add(time.Second)},
+		{"short retention, old records", ms - 5000, 1000, now.Add(-4 * time.Second)},
+		{"short retention, records in year 9999", 253402300799000, 1000, now.Add(time.Second)},
+		{"short retention, no timestamps", NoTimestamp, 1000, now.Add(time.Second)},
+		{"retention too long to add", ms, 1<<63 - 1, now.Add(settle)},
+	} {
+		if got := CommitDue(now, settle, tc.maxTS, tc.retention); !got.Equal(tc.want) {
+			t.Errorf("%s: due %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -120,6 +120,30 @@ func ParseConfig(explicit map[string]string) (Config, error) {
 	return c, nil
 }
 
+// DefaultMaxTimestampAfterMs is the largest message.timestamp.after.max.ms a topic may
+// set unless the operator allows more (Options.MaxTimestampAfterMs): one day. Time
+// retention no longer trusts record times (CompactionChunk.RetentionTime), but
+// tombstone expiry and time lookups still do, so a far-future allowance is the
+// operator's decision — Kafka's alter-configs permission, until ACLs exist.
+const DefaultMaxTimestampAfterMs = 24 * 60 * 60 * 1000
+
+// CheckConfigLimits refuses explicit settings beyond what the operator allows (a
+// *ConfigError): message.timestamp.after.max.ms above limitMs (negative: no limit).
+// set holds the configs being set, so a value allowed when it was set stays valid if
+// the limit drops.
+func CheckConfigLimits(set map[string]string, limitMs int64) error {
+	const key = "message.timestamp.after.max.ms"
+	v, ok := set[key]
+	if !ok || v == "" || limitMs < 0 {
+		return nil
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > limitMs {
+		return &ConfigError{Key: key, Value: v, Reason: fmt.Sprintf(
+			"above %d needs the operator's permission: the server's --max-timestamp-after-ms (default one day)", limitMs)}
+	}
+	return nil
+}
+
 // MaxPartitions bounds a topic's partition count.
 const MaxPartitions = 10000
 

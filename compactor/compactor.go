@@ -8,6 +8,12 @@
 // a grace period has passed (invariant 4), and sweeps orphans: objects uploaded but
 // never committed.
 //
+// Partitions are worked on when they are due, most overdue first (catalog/compact.go):
+// a pass leases up to Config.MaxPartitions of them and, releasing each, records when it
+// next needs a pass — the time retention.ms will expire its oldest chunk, when rows it
+// could not touch yet settle, when a kept tombstone expires — so the partitions with
+// nothing to do cost nothing, however many there are.
+//
 // Every rewrite writes the new object first and then swaps the chunk rows in one
 // compare-and-swap transaction; a swap refused because anything moved abandons the new
 // object. Offsets and record contents never change. Any number of compactors may run
@@ -39,10 +45,9 @@ type objectStore interface {
 }
 
 // compactionCatalog is the part of the catalog the compactor uses: the compaction
-// interface, plus the time lookup retention needs and the database clock.
+// interface and the database clock.
 type compactionCatalog interface {
 	catalog.Compaction
-	OffsetForTime(ctx context.Context, topicID int64, partition int32, ts int64) (int64, error)
 	Now(ctx context.Context) (time.Time, error)
 }
 
@@ -75,7 +80,10 @@ type Config struct {
 	// SweepInterval is how often the orphan sweep lists the store (across all
 	// compactors: the job is leased). Default 15m.
 	SweepInterval time.Duration
-	// MaxPartitions bounds the partitions one pass visits. Default 1000.
+	// MaxPartitions is the batch: the most partitions one pass works on, most overdue
+	// first (partitions with nothing due are never visited). A backlog larger than a
+	// batch per interval shows as a growing strata_compactor_overdue_seconds: raise it,
+	// shorten the interval, or run more compactors. Default 1000.
 	MaxPartitions int
 	// MaxRewriteBytes bounds the chunk bytes one pass rewrites per partition (merging
 	// and key compaction). Default 1 GiB.
@@ -154,6 +162,8 @@ func (c Config) Validate() error {
 		return bad("grace period %s: want at least 1s, and longer than any fetch holds chunk coordinates (default %s)", c.GracePeriod, DefaultGracePeriod)
 	case d.LeaseTTL < time.Second:
 		return bad("lease TTL %s: want at least 1s (default %s)", c.LeaseTTL, DefaultLeaseTTL)
+	case c.MaxPartitions < 0:
+		return bad("max partitions %d: want a positive batch of partitions per pass (default %d)", c.MaxPartitions, DefaultMaxPartitions)
 	case c.TargetBytes < 0:
 		return bad("target bytes %d: want 0 (the topics' segment.bytes) or a positive size", c.TargetBytes)
 	case d.MinCleanableRatio > 1:
@@ -209,19 +219,16 @@ func (c *Compactor) Run(ctx context.Context) error {
 // partitionBatch is how many partitions are leased at a time.
 const partitionBatch = 4
 
-// Pass runs one bounded pass: up to Config.MaxPartitions partitions (retention, row
-// drops, merging, key compaction, reclaiming deleted topics), then the deletion of
-// objects past their grace period, then — when due — the orphan sweep. Work another
-// compactor holds is skipped. It returns the errors met, joined; every partition and
-// job is attempted regardless.
+// Pass runs one bounded pass: up to Config.MaxPartitions due partitions, most overdue
+// first (retention, row drops, merging, key compaction, reclaiming deleted topics),
+// then the deletion of objects past their grace period, then — when due — the orphan
+// sweep. Work another compactor holds is skipped. It returns the errors met, joined;
+// every partition and job is attempted regardless.
 func (c *Compactor) Pass(ctx context.Context) error {
 	start := time.Now()
 	var errs []error
 	visited := map[catalog.TopicPartition]bool{}
 	c.passLag = 0
-	if err := c.cat.PreparePartitions(ctx); err != nil {
-		errs = append(errs, err)
-	}
 	for len(visited) < c.cfg.MaxPartitions && ctx.Err() == nil {
 		leases, err := c.cat.AcquirePartitions(ctx, c.cfg.Holder, c.cfg.LeaseTTL, min(partitionBatch, c.cfg.MaxPartitions-len(visited)))
 		if err != nil {
@@ -235,9 +242,10 @@ func (c *Compactor) Pass(ctx context.Context) error {
 		for _, l := range leases {
 			tp := catalog.TopicPartition{TopicID: l.TopicID, Partition: l.Partition}
 			if visited[tp] {
-				// Every partition free to lease has had its turn in this pass.
+				// Due again since its turn in this pass: everything that was due before
+				// it has had its turn too. The rest waits for the next pass.
 				again = true
-				c.release(ctx, l, nil, false)
+				c.giveBack(ctx, l)
 				continue
 			}
 			visited[tp] = true
@@ -255,7 +263,11 @@ func (c *Compactor) Pass(ctx context.Context) error {
 	if err := c.sweep(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.backlog(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	c.m.lag.Set(c.passLag.Seconds())
+	c.m.passPartitions.Observe(float64(len(visited)))
 	err := errors.Join(errs...)
 	result := "ok"
 	if err != nil {
@@ -264,4 +276,19 @@ func (c *Compactor) Pass(ctx context.Context) error {
 	c.m.passes.WithLabelValues(result).Inc()
 	c.m.passSeconds.Observe(time.Since(start).Seconds())
 	return err
+}
+
+// backlog reads the due work left after the pass into the gauges.
+func (c *Compactor) backlog(ctx context.Context) error {
+	b, err := c.cat.CompactionBacklog(ctx)
+	if err != nil {
+		return fmt.Errorf("compactor: %w", err)
+	}
+	c.m.due.Set(float64(b.Due))
+	overdue := time.Duration(0)
+	if !b.Oldest.IsZero() {
+		overdue = max(0, b.Now.Sub(b.Oldest))
+	}
+	c.m.overdue.Set(overdue.Seconds())
+	return nil
 }

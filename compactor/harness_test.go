@@ -66,7 +66,9 @@ func backends(t *testing.T, fn func(t *testing.T, e *env)) {
 func newEnv(t testing.TB, backend string) *env {
 	t.Helper()
 	e := &env{t: t, ctx: context.Background(), name: backend}
-	opts := catalog.Options{CommitTimeout: testCommitTimeout}
+	// Topics here may allow any future timestamp, as an operator may
+	// (catalog.CheckConfigLimits).
+	opts := catalog.Options{CommitTimeout: testCommitTimeout, MaxTimestampAfterMs: -1}
 	switch backend {
 	case "sqlite":
 		st, err := fs.New(t.TempDir())

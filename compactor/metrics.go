@@ -21,6 +21,11 @@ type metrics struct {
 	objectsDeleted   prometheus.Counter
 	orphansSwept     prometheus.Counter
 	lag              prometheus.Gauge
+	// Due work: the backlog after a pass, and the work each pass did.
+	due            prometheus.Gauge
+	overdue        prometheus.Gauge
+	waited         prometheus.Histogram
+	passPartitions prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -73,6 +78,24 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		lag: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "strata_compactor_lag_seconds",
 			Help: "Compaction lag at the last pass: age of the oldest small writer chunk a pass left unmerged.",
+		})),
+		due: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "strata_compactor_partitions_due",
+			Help: "Partitions due for compaction (retention, merging, key compaction, row drops) after the last pass, across all compactors.",
+		})),
+		overdue: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "strata_compactor_overdue_seconds",
+			Help: "How long the most overdue partition had been due after the last pass (0: none due). Growing: the compactors do not keep up.",
+		})),
+		waited: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "strata_compactor_partition_wait_seconds",
+			Help:    "How long each partition worked on had been due.",
+			Buckets: prometheus.ExponentialBuckets(0.1, 3, 12), // 100ms .. ~5h
+		})),
+		passPartitions: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "strata_compactor_pass_partitions",
+			Help:    "Partitions worked on per pass (at most the batch, --compact-batch).",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 9), // 1 .. 65536
 		})),
 	}
 	for _, r := range []string{"ok", "error"} {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
+	"time"
 
 	"github.com/strata-io/strata/catalog"
 )
@@ -20,18 +22,35 @@ const maxDropRounds = 100
 // and the next pass plans again.
 var errStop = errors.New("compactor: plan is stale")
 
-// partition does one pass of work on a leased partition and releases it.
+// maxWalkRows bounds the rows retention reads per partition per pass; a partition with
+// more to judge is due again at once.
+const maxWalkRows = 100 * rowPage
+
+// dueBy collects when a partition next needs a pass: the earliest time its pass found
+// (zero: none found; only a change — a commit, new configs — makes it due again).
+type dueBy struct{ at time.Time }
+
+func (d *dueBy) soon(t time.Time) {
+	if d.at.IsZero() || t.Before(d.at) {
+		d.at = t
+	}
+}
+
+// partition does one pass of work on a leased partition and releases it with the time
+// it is next due.
 func (c *Compactor) partition(ctx context.Context, l catalog.PartitionLease) error {
 	log := c.log.With("topic_id", l.TopicID, "partition", l.Partition)
 	st, err := c.cat.CompactionState(ctx, l)
 	if err != nil {
-		// The lease runs out by itself; releasing would need the checkpoint.
+		// The lease runs out by itself, and the partition stays due.
 		return fmt.Errorf("compactor: topic id %d partition %d: %w", l.TopicID, l.Partition, err)
 	}
+	c.m.waited.Observe(max(0, st.Now.Sub(l.Due)).Seconds())
+	var due dueBy
 	if st.Deleted {
-		reclaimed, err := c.reclaim(ctx, l)
-		c.release(ctx, l, &st.Checkpoint, reclaimed && err == nil)
-		if err == nil && reclaimed {
+		reclaimed, err := c.reclaim(ctx, l, st, &due)
+		c.release(ctx, l, catalog.PartitionRelease{Checkpoint: st.Checkpoint, Reclaimed: reclaimed, Due: due.at, Seen: &st})
+		if reclaimed {
 			log.Info("reclaimed partition of deleted topic", "topic", st.Topic.Name)
 		}
 		return err
@@ -44,39 +63,50 @@ func (c *Compactor) partition(ctx context.Context, l catalog.PartitionLease) err
 		cfg = catalog.DefaultConfig()
 	}
 	cp := st.Checkpoint
-	err = c.work(ctx, l, st, cfg, &cp)
+	err = c.work(ctx, l, &st, cfg, &cp, &due)
+	if err != nil {
+		// Work remains: due again, after what was due before it.
+		due.soon(st.Now)
+	}
 	if errors.Is(err, errStop) || errors.Is(err, catalog.ErrCompactionConflict) {
-		log.Debug("compaction plan went stale; the next pass plans again", "err", err)
+		log.Debug("compaction plan went stale or ran out of budget; the partition stays due", "err", err)
 		err = nil
 	}
-	c.release(ctx, l, &cp, false)
+	c.release(ctx, l, catalog.PartitionRelease{Checkpoint: cp, Due: due.at, Seen: &st})
 	if err != nil {
 		return fmt.Errorf("compactor: topic %s partition %d: %w", st.Topic.Name, l.Partition, err)
 	}
 	return nil
 }
 
-// release frees a lease, recording cp (the current checkpoint when nil).
-func (c *Compactor) release(ctx context.Context, l catalog.PartitionLease, cp *catalog.PartitionCheckpoint, reclaimed bool) {
-	if cp == nil {
-		st, err := c.cat.CompactionState(ctx, l)
-		if err != nil {
-			c.log.Warn("release lease: read checkpoint", "topic_id", l.TopicID, "partition", l.Partition, "err", err)
-			return
-		}
-		cp = &st.Checkpoint
-	}
-	if err := c.cat.ReleasePartition(ctx, l, *cp, reclaimed); err != nil && ctx.Err() == nil {
+// release frees a lease, recording r.
+func (c *Compactor) release(ctx context.Context, l catalog.PartitionLease, r catalog.PartitionRelease) {
+	if err := c.cat.ReleasePartition(ctx, l, r); err != nil && ctx.Err() == nil {
 		c.log.Warn("release lease", "topic_id", l.TopicID, "partition", l.Partition, "err", err)
 	}
 }
 
+// giveBack frees a lease on a partition not worked on, as it was: its checkpoint and
+// its due time unchanged.
+func (c *Compactor) giveBack(ctx context.Context, l catalog.PartitionLease) {
+	st, err := c.cat.CompactionState(ctx, l)
+	if err != nil {
+		c.log.Warn("give back lease: read checkpoint", "topic_id", l.TopicID, "partition", l.Partition, "err", err)
+		return
+	}
+	c.release(ctx, l, catalog.PartitionRelease{Checkpoint: st.Checkpoint, Due: l.Due})
+}
+
+// settleAge is how long after its commit a row may be rewritten or dropped.
+func settleAge(st *catalog.CompactionState) time.Duration { return st.Now.Sub(st.SettledBefore) }
+
 // reclaim drops a deleted topic's partition's rows (settled ones; the rest at a later
-// pass) and reports whether none remain.
-func (c *Compactor) reclaim(ctx context.Context, l catalog.PartitionLease) (bool, error) {
+// pass, due when they settle) and reports whether none remain.
+func (c *Compactor) reclaim(ctx context.Context, l catalog.PartitionLease, st catalog.CompactionState, due *dueBy) (bool, error) {
 	for range maxDropRounds {
 		dropped, pending, err := c.cat.DropChunks(ctx, l)
 		if err != nil {
+			due.soon(st.Now)
 			return false, err
 		}
 		c.m.rowsDropped.Add(float64(dropped))
@@ -84,28 +114,34 @@ func (c *Compactor) reclaim(ctx context.Context, l catalog.PartitionLease) (bool
 			return true, nil
 		}
 		if dropped == 0 {
+			// No commit lands on a deleted topic: what remains settles by then.
+			due.soon(st.Now.Add(settleAge(&st)))
 			return false, nil
 		}
 	}
+	due.soon(st.Now)
 	return false, nil
 }
 
 // work is one partition's pass: retention, row drops, then key compaction or merging.
-func (c *Compactor) work(ctx context.Context, l catalog.PartitionLease, st catalog.CompactionState, cfg catalog.Config, cp *catalog.PartitionCheckpoint) error {
+// st is updated when retention moves the log start; due collects when the partition
+// is next due.
+func (c *Compactor) work(ctx context.Context, l catalog.PartitionLease, st *catalog.CompactionState, cfg catalog.Config, cp *catalog.PartitionCheckpoint, due *dueBy) error {
 	if strings.Contains(cfg.CleanupPolicy, "delete") {
-		moved, err := c.retention(ctx, l, st, cfg)
+		moved, err := c.retention(ctx, l, *st, cfg, due)
 		if err != nil {
 			return err
 		}
 		if moved {
-			if st, err = c.cat.CompactionState(ctx, l); err != nil {
+			if *st, err = c.cat.CompactionState(ctx, l); err != nil {
 				return err
 			}
 		}
 	}
+	dropped, pending := 0, 0
 	for range maxDropRounds {
-		dropped, pending, err := c.cat.DropChunks(ctx, l)
-		if err != nil {
+		var err error
+		if dropped, pending, err = c.cat.DropChunks(ctx, l); err != nil {
 			return err
 		}
 		c.m.rowsDropped.Add(float64(dropped))
@@ -113,13 +149,22 @@ func (c *Compactor) work(ctx context.Context, l catalog.PartitionLease, st catal
 			break
 		}
 	}
+	switch {
+	case pending > 0 && dropped > 0:
+		due.soon(st.Now) // more settled rows than the rounds allowed
+	case pending > 0:
+		due.soon(st.Now.Add(settleAge(st))) // rows not settled yet
+	}
 	target := cfg.SegmentBytes
 	if c.cfg.TargetBytes > 0 {
 		target = c.cfg.TargetBytes
 	}
-	p := &plan{c: c, l: l, st: st, cfg: cfg, target: target, budget: c.cfg.MaxRewriteBytes}
+	p := &plan{c: c, l: l, st: *st, cfg: cfg, target: target, budget: c.cfg.MaxRewriteBytes, due: due}
 	if strings.Contains(cfg.CleanupPolicy, "compact") {
 		ran, err := p.compact(ctx, cp)
+		if cp.TombstoneDue != 0 {
+			due.soon(time.UnixMilli(cp.TombstoneDue))
+		}
 		if err != nil || ran {
 			return err
 		}
@@ -128,43 +173,67 @@ func (c *Compactor) work(ctx context.Context, l catalog.PartitionLease, st catal
 }
 
 // retention advances the log start by retention.ms and retention.bytes; moved says
-// whether it did.
-func (c *Compactor) retention(ctx context.Context, l catalog.PartitionLease, st catalog.CompactionState, cfg catalog.Config) (bool, error) {
+// whether it did. It records in due when retention.ms next expires a row.
+func (c *Compactor) retention(ctx context.Context, l catalog.PartitionLease, st catalog.CompactionState, cfg catalog.Config, due *dueBy) (bool, error) {
 	part := st.Partition
 	start := part.LogStartOffset
-	if cfg.RetentionMs >= 0 {
-		// Chunk granularity: every record of a chunk whose running maximum timestamp is
-		// below the cutoff is older than retention.ms. CreateTime stamps are bounded by
-		// message.timestamp.after.max.ms, so a clock ahead cannot pin data for ever.
-		cutoff := st.Now.UnixMilli() - cfg.RetentionMs
-		off, err := c.cat.OffsetForTime(ctx, l.TopicID, l.Partition, cutoff)
-		if err != nil {
-			return false, fmt.Errorf("retention.ms: %w", err)
-		}
-		start = max(start, off)
-	}
-	if cfg.RetentionBytes >= 0 && part.Bytes > cfg.RetentionBytes {
-		// As Kafka: drop the oldest chunks while what remains is at least
-		// retention.bytes.
-		excess := part.Bytes - cfg.RetentionBytes
-		from := part.LogStartOffset
-	pages:
-		for {
+	walk := func(what string, fn func(r catalog.CompactionChunk) bool) error {
+		from, read := part.LogStartOffset, 0
+		for read < maxWalkRows {
 			rows, err := c.cat.CompactionChunks(ctx, l.TopicID, l.Partition, from, rowPage)
 			if err != nil {
-				return false, fmt.Errorf("retention.bytes: %w", err)
+				return fmt.Errorf("%s: %w", what, err)
 			}
 			for _, r := range rows {
-				if r.Len > excess || r.LastOffset >= part.HighWatermark {
-					break pages
+				if r.LastOffset >= part.HighWatermark || !fn(r) {
+					return nil
 				}
-				excess -= r.Len
-				start = max(start, r.LastOffset+1)
 				from = r.LastOffset + 1
 			}
 			if len(rows) < rowPage {
-				break
+				return nil
 			}
+			read += len(rows)
+		}
+		due.soon(st.Now) // more to judge than one pass reads
+		return nil
+	}
+	if ms := cfg.RetentionMs; ms >= 0 {
+		// Chunk granularity, from the oldest: a row goes once its retention time —
+		// its records' maximum timestamp, clamped to their append time, so no
+		// producer's clock can pin it — is more than retention.ms ago. The first row
+		// that stays says when retention is next due.
+		cutoff := st.Now.UnixMilli() - ms
+		err := walk("retention.ms", func(r catalog.CompactionChunk) bool {
+			t := r.RetentionTime()
+			if t < cutoff {
+				start = max(start, r.LastOffset+1)
+				return true
+			}
+			if t <= math.MaxInt64-ms {
+				due.soon(time.UnixMilli(t + ms))
+			}
+			return false
+		})
+		if err != nil {
+			return false, err
+		}
+	}
+	if cfg.RetentionBytes >= 0 && part.Bytes > cfg.RetentionBytes {
+		// As Kafka: drop the oldest chunks while what remains is at least
+		// retention.bytes. Only a commit adds bytes, and a commit makes the partition
+		// due.
+		excess := part.Bytes - cfg.RetentionBytes
+		err := walk("retention.bytes", func(r catalog.CompactionChunk) bool {
+			if r.Len > excess {
+				return false
+			}
+			excess -= r.Len
+			start = max(start, r.LastOffset+1)
+			return true
+		})
+		if err != nil {
+			return false, err
 		}
 	}
 	if start <= part.LogStartOffset {
@@ -188,6 +257,7 @@ type plan struct {
 	cfg    catalog.Config
 	target int64
 	budget int64 // chunk bytes still allowed to be rewritten this pass
+	due    *dueBy
 }
 
 // settledRows returns the partition's rows from the one holding the log start, in
@@ -203,11 +273,17 @@ func (p *plan) settledRows(ctx context.Context, maxBytes int64) ([]catalog.Compa
 			return nil, err
 		}
 		for _, r := range rows {
-			if r.LastOffset >= p.st.Partition.HighWatermark || !r.SegmentCreated.Before(p.st.SettledBefore) {
+			if r.LastOffset >= p.st.Partition.HighWatermark {
+				return out, nil
+			}
+			if !r.SegmentCreated.Before(p.st.SettledBefore) {
+				// Not to be rewritten yet: due when it settles.
+				p.due.soon(r.SegmentCreated.Add(settleAge(&p.st)))
 				return out, nil
 			}
 			if r.Len < p.target {
 				if small+r.Len > maxBytes && len(out) > 0 {
+					p.due.soon(p.st.Now) // more than this pass's budget
 					return out, nil
 				}
 				small += r.Len
@@ -290,8 +366,9 @@ func (p *plan) compact(ctx context.Context, cp *catalog.PartitionCheckpoint) (bo
 			return false, err
 		}
 		if len(latest) > p.c.cfg.MaxCompactionKeys && i+1 < len(rows) {
-			// Compact this much now; the rest is dirty for the next pass.
+			// Compact this much now; the rest is dirty, and due, for the next pass.
 			rows = rows[:i+1]
+			p.due.soon(p.st.Now)
 			break
 		}
 	}

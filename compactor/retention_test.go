@@ -2,12 +2,14 @@ package compactor
 
 import (
 	"errors"
+	"math"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/reader"
+	"github.com/strata-io/strata/writer"
 )
 
 // objectsOnlyBelow returns the objects whose rows all lie below offset.
@@ -287,6 +289,61 @@ func TestDeletedTopic(t *testing.T) {
 				t.Errorf("partition %d of the reclaimed topic was leased again", l.Partition)
 			}
 		}
+	})
+}
+
+// A topic with 1s retention and one record stamped in year 9999 still trims its other
+// records on time — and that one too. Retention judges each chunk by its records' time
+// clamped to their append time (the database clock at the commit), which no producer
+// can move; the commit makes the partition due when its chunk expires. Before, the
+// partition's running maximum timestamp reached year 9999 and the log start never
+// passed that record again.
+func TestRetentionFutureTimestamp(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, e *env) {
+		const retention = time.Second
+		tp := e.topic("retention-9999", 1, map[string]string{"retention.ms": itoa(retention.Milliseconds()),
+			"message.timestamp.after.max.ms": itoa(math.MaxInt64)})
+		g := newGen(12, 50, time.Now().UnixMilli())
+		e.produce(tp, g, 150)
+		far := g.record()
+		far.Timestamp = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC).UnixMilli()
+		if _, err := e.w.Produce(e.ctx, writer.Request{Records: []writer.Record{{TopicID: tp.ID, Partitions: 1, Record: far}}}); err != nil {
+			t.Fatal(err)
+		}
+		e.produce(tp, newGen(13, 50, time.Now().UnixMilli()), 150)
+		produced := time.Now()
+		hwm := e.partition(tp.ID, 0).HighWatermark
+
+		c := e.compactor(Config{})
+		for {
+			if err := c.Pass(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			now, err := e.cat.Now(e.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Never early: every row below the log start expired before this pass.
+			info := e.partition(tp.ID, 0)
+			for _, r := range e.rows(tp.ID, 0) {
+				if r.LastOffset < info.LogStartOffset && r.RetentionTime() >= now.Add(-retention).UnixMilli() {
+					t.Fatalf("row [%d, %d] (retention time %d) trimmed before it was %s old at %v", r.BaseOffset, r.LastOffset,
+						r.RetentionTime(), retention, now)
+				}
+			}
+			if info.LogStartOffset == hwm {
+				t.Logf("all %d records trimmed %s after the last was produced", hwm, time.Since(produced).Round(10*time.Millisecond))
+				break
+			}
+			// On time: within retention.ms of the last append, and a few passes.
+			if time.Since(produced) > retention+2*time.Second {
+				t.Fatalf("log start %d of %d, %s after the last record was produced with retention.ms %s", info.LogStartOffset, hwm,
+					time.Since(produced).Round(10*time.Millisecond), retention)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		e.wantOutOfRange(tp.ID, 0, hwm-1, hwm)
 	})
 }
 

@@ -2,8 +2,11 @@ package catalogtest
 
 import (
 	"errors"
+	"maps"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +35,9 @@ func RunCompaction(t *testing.T, open func(t *testing.T) CompactionCatalog) {
 	}{
 		{"leases/partitions", testCompactionPartitionLeases},
 		{"leases/jobs", testCompactionJobLeases},
+		{"leases/due", testCompactionDue},
+		{"leases/due_on_change", testCompactionDueOnChange},
+		{"leases/due_by_retention", testCompactionDueByRetention},
 		{"swap/replaces_rows", testCompactionSwap},
 		{"swap/conflicts", testCompactionSwapConflicts},
 		{"swap/settle_after_merge", testCompactionSettleAfterMerge},
@@ -49,13 +55,16 @@ func compactionSettle() {
 	time.Sleep(catalog.SettleAge(CompactionCommitTimeout) + 100*time.Millisecond)
 }
 
-// lease takes the lease of one partition for holder, releasing (without a checkpoint
-// change) any other partition it got on the way.
+// compactionLease takes the lease of one due partition for holder, giving back (as they
+// were) any other partition it got on the way.
 func compactionLease(t *testing.T, c CompactionCatalog, holder string, topicID int64, partition int32) catalog.PartitionLease {
 	t.Helper()
-	if err := c.PreparePartitions(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	var back []catalog.PartitionLease
+	defer func() {
+		for _, l := range back {
+			giveBack(t, c, l)
+		}
+	}()
 	for range 100 {
 		ls, err := c.AcquirePartitions(t.Context(), holder, time.Minute, 50)
 		if err != nil {
@@ -67,13 +76,7 @@ func compactionLease(t *testing.T, c CompactionCatalog, holder string, topicID i
 				got = &ls[i]
 				continue
 			}
-			st, err := c.CompactionState(t.Context(), ls[i])
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := c.ReleasePartition(t.Context(), ls[i], st.Checkpoint, false); err != nil {
-				t.Fatal(err)
-			}
+			back = append(back, ls[i])
 		}
 		if got != nil {
 			return *got
@@ -82,8 +85,42 @@ func compactionLease(t *testing.T, c CompactionCatalog, holder string, topicID i
 			break
 		}
 	}
-	t.Fatalf("could not lease topic %d partition %d", topicID, partition)
+	t.Fatalf("could not lease topic %d partition %d: not due?", topicID, partition)
 	return catalog.PartitionLease{}
+}
+
+// giveBack releases a lease as it was: checkpoint and due time unchanged.
+func giveBack(t *testing.T, c CompactionCatalog, l catalog.PartitionLease) {
+	t.Helper()
+	st, err := c.CompactionState(t.Context(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ReleasePartition(t.Context(), l, catalog.PartitionRelease{Checkpoint: st.Checkpoint, Due: l.Due}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// leased acquires every partition due now for holder (ttl one minute) and returns them.
+func leased(t *testing.T, c CompactionCatalog, holder string) []catalog.PartitionLease {
+	t.Helper()
+	ls, err := c.AcquirePartitions(t.Context(), holder, time.Minute, 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ls
+}
+
+// dueConfigs numbers the config changes of makeDue, so that each is a change.
+var dueConfigs atomic.Int64
+
+// makeDue makes every partition of a topic due now, as a config change does.
+func makeDue(t *testing.T, c CompactionCatalog, name string) {
+	t.Helper()
+	v := strconv.FormatInt(7*24*3600*1000+dueConfigs.Add(1), 10)
+	if _, err := c.UpdateTopic(t.Context(), name, 0, map[string]string{"retention.ms": v}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func compactionRows(t *testing.T, c CompactionCatalog, topicID int64, partition int32) []catalog.CompactionChunk {
@@ -98,34 +135,29 @@ func compactionRows(t *testing.T, c CompactionCatalog, topicID int64, partition 
 func testCompactionPartitionLeases(t *testing.T, c CompactionCatalog) {
 	ctx := t.Context()
 	tp := SeedTopic(t, c, "leases", 3, nil)
+	// A partition with nothing due is never leased: a new topic's, here.
+	idle := SeedTopic(t, c, "idle", 1, nil)
+	makeDue(t, c, tp.Name)
 	a := compactionLease(t, c, "a", tp.ID, 1)
-	// Another holder cannot get a leased partition; a partition created since the last
-	// PreparePartitions is not leased at all.
-	late := SeedTopic(t, c, "late", 1, nil)
-	for range 20 {
-		ls, err := c.AcquirePartitions(ctx, "b", time.Minute, 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range ls {
-			if l.TopicID == tp.ID && l.Partition == 1 {
-				t.Fatalf("partition leased to a was leased to b")
-			}
-			if l.TopicID == late.ID {
-				t.Fatalf("a partition created after PreparePartitions was leased")
-			}
-		}
-		if len(ls) == 0 {
-			break
-		}
+	if a.Due.IsZero() || a.Until.Before(a.Due) {
+		t.Fatalf("lease %+v: want the time it became due, before the lease's end", a)
 	}
-	compactionLease(t, c, "b", late.ID, 0) // prepares it first
+	// Another holder cannot get a leased partition.
+	for _, l := range leased(t, c, "b") {
+		if l.TopicID == tp.ID && l.Partition == 1 {
+			t.Fatalf("partition leased to a was leased to b")
+		}
+		if l.TopicID == idle.ID {
+			t.Fatalf("a partition with nothing due was leased")
+		}
+		giveBack(t, c, l)
+	}
 	cp := catalog.PartitionCheckpoint{CleanOffset: 7, TombstoneDue: 1234, CompactedAt: time.UnixMilli(1_700_000_000_000).UTC()}
-	if err := c.ReleasePartition(ctx, a, cp, false); err != nil {
+	if err := c.ReleasePartition(ctx, a, catalog.PartitionRelease{Checkpoint: cp, Due: a.Due}); err != nil {
 		t.Fatal(err)
 	}
 	// A released lease cannot be released again: its token is spent.
-	wantErr(t, "release twice", c.ReleasePartition(ctx, a, cp, false), catalog.ErrCompactionConflict)
+	wantErr(t, "release twice", c.ReleasePartition(ctx, a, catalog.PartitionRelease{Checkpoint: cp, Due: a.Due}), catalog.ErrCompactionConflict)
 	b := compactionLease(t, c, "b", tp.ID, 1)
 	if b.Token <= a.Token {
 		t.Fatalf("token %d after %d: fencing tokens must grow", b.Token, a.Token)
@@ -142,35 +174,216 @@ func testCompactionPartitionLeases(t *testing.T, c CompactionCatalog) {
 		t.Fatalf("state %+v", st)
 	}
 	// The old holder's fencing token no longer works.
-	wantErr(t, "release with a stale token", c.ReleasePartition(ctx, a, cp, false), catalog.ErrCompactionConflict)
-	if err := c.ReleasePartition(ctx, b, st.Checkpoint, false); err != nil {
-		t.Fatal(err)
-	}
+	wantErr(t, "release with a stale token", c.ReleasePartition(ctx, a, catalog.PartitionRelease{Checkpoint: cp}), catalog.ErrCompactionConflict)
+	giveBack(t, c, b)
 
-	// An expired lease is granted again.
-	if err := c.PreparePartitions(ctx); err != nil {
-		t.Fatal(err)
-	}
+	// An expired lease is granted again: a holder that dies leaves its partitions due.
 	ls, err := c.AcquirePartitions(ctx, "short", 10*time.Millisecond, 1000)
-	if err != nil || len(ls) == 0 {
-		t.Fatalf("acquire: %d leases, %v", len(ls), err)
+	if err != nil || len(ls) != 3 {
+		t.Fatalf("acquire: %d leases, %v; want the topic's 3 partitions", len(ls), err)
 	}
 	time.Sleep(50 * time.Millisecond)
-	again, err := c.AcquirePartitions(ctx, "next", time.Minute, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(again) < len(ls) {
+	again := leased(t, c, "next")
+	if len(again) != len(ls) {
 		t.Fatalf("%d expired leases, %d granted again", len(ls), len(again))
 	}
 	for _, l := range again {
+		giveBack(t, c, l)
+	}
+}
+
+// testCompactionDue: partitions are leased when due, most overdue first, and every
+// change that makes work keeps the due time current.
+func testCompactionDue(t *testing.T, c CompactionCatalog) {
+	ctx := t.Context()
+	release := func(l catalog.PartitionLease, due time.Time, seen *catalog.CompactionState) {
+		t.Helper()
+		if err := c.ReleasePartition(ctx, l, catalog.PartitionRelease{Due: due, Seen: seen}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := func(l catalog.PartitionLease) *catalog.CompactionState {
+		t.Helper()
 		st, err := c.CompactionState(ctx, l)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.ReleasePartition(ctx, l, st.Checkpoint, false); err != nil {
+		return &st
+	}
+	backlog := func(want int64) catalog.CompactionBacklog {
+		t.Helper()
+		b, err := c.CompactionBacklog(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
+		if b.Due != want || (want > 0) == b.Oldest.IsZero() || b.Now.IsZero() {
+			t.Fatalf("backlog %+v, want %d due", b, want)
+		}
+		return b
+	}
+	backlog(0)
+	// Three topics made due one after another come out in that order.
+	var tps []catalog.Topic
+	for i := range 3 {
+		tps = append(tps, SeedTopic(t, c, "due", 1, nil))
+		makeDue(t, c, tps[i].Name)
+		time.Sleep(5 * time.Millisecond)
+	}
+	b := backlog(3)
+	first, err := c.AcquirePartitions(ctx, "a", time.Minute, 2)
+	if err != nil || len(first) != 2 || first[0].TopicID != tps[0].ID || first[1].TopicID != tps[1].ID ||
+		!first[0].Due.Equal(b.Oldest) || !first[0].Due.Before(first[1].Due) {
+		t.Fatalf("first leases %+v, %v: want topics %d and %d, most overdue first (oldest due %v)", first, err, tps[0].ID, tps[1].ID, b.Oldest)
+	}
+	// Leased partitions still count as due: their work is not done.
+	backlog(3)
+	rest := leased(t, c, "b")
+	if len(rest) != 1 || rest[0].TopicID != tps[2].ID {
+		t.Fatalf("then %+v, want topic %d", rest, tps[2].ID)
+	}
+	release(rest[0], time.Time{}, state(rest[0]))
+	// Released with nothing due: never leased again until something changes.
+	release(first[0], time.Time{}, state(first[0]))
+	// Released due shortly.
+	release(first[1], time.Now().Add(300*time.Millisecond), state(first[1]))
+	if ls := leased(t, c, "c"); len(ls) != 0 {
+		t.Fatalf("leased %+v: nothing is due", ls)
+	}
+	time.Sleep(400 * time.Millisecond)
+	ls := leased(t, c, "c")
+	if len(ls) != 1 || ls[0].TopicID != tps[1].ID {
+		t.Fatalf("leased %+v, want topic %d once its due time passed", ls, tps[1].ID)
+	}
+	release(ls[0], time.Time{}, state(ls[0]))
+
+	// A commit makes its partitions due once the rows settle (retention.ms, a week, is
+	// further off: testCompactionDueByRetention).
+	MustCommit(t, c, Flush(NewKey(t), Req(B{TopicID: tps[0].ID, Partition: 0, Records: 3, MaxTimestamp: time.Now().UnixMilli()})))
+	if ls := leased(t, c, "c"); len(ls) != 0 {
+		t.Fatalf("leased %+v before the commit's rows settled", ls)
+	}
+	compactionSettle()
+	l := compactionLease(t, c, "c", tps[0].ID, 0)
+
+	// Changes during a lease cannot move the due time (the partition is due already):
+	// the release does. A commit: due when its rows settle.
+	seen := state(l)
+	MustCommit(t, c, Flush(NewKey(t), Req(B{TopicID: tps[0].ID, Partition: 0, Records: 3, MaxTimestamp: time.Now().UnixMilli()})))
+	release(l, time.Time{}, seen)
+	if ls := leased(t, c, "c"); len(ls) != 0 {
+		t.Fatalf("leased %+v before the rows committed during the lease settled", ls)
+	}
+	compactionSettle()
+	l = compactionLease(t, c, "c", tps[0].ID, 0)
+	// New configs, a deleted topic, delete-records: due at once.
+	for i, change := range []func(){
+		func() { makeDue(t, c, tps[0].Name) },
+		func() {
+			if _, err := c.DeleteRecords(ctx, tps[0].ID, 0, 2); err != nil {
+				t.Fatal(err)
+			}
+		},
+		func() {
+			if err := c.DeleteTopic(ctx, tps[0].Name); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		seen := state(l)
+		change()
+		release(l, time.Now().Add(time.Hour), seen)
+		ls := leased(t, c, "c")
+		if len(ls) != 1 || ls[0].TopicID != tps[0].ID {
+			t.Fatalf("change %d during a lease: leased %+v, want topic %d at once", i, ls, tps[0].ID)
+		}
+		l = ls[0]
+	}
+	// Reclaimed: never due again.
+	if err := c.ReleasePartition(ctx, l, catalog.PartitionRelease{Reclaimed: true, Due: time.Now(), Seen: state(l)}); err != nil {
+		t.Fatal(err)
+	}
+	backlog(0)
+
+}
+
+// testCompactionDueOnChange: outside a lease, delete-records and a deletion each make
+// a topic's partitions due at once (a config change: testCompactionPartitionLeases).
+func testCompactionDueOnChange(t *testing.T, c CompactionCatalog) {
+	ctx := t.Context()
+	tp := SeedTopic(t, c, "changes", 2, nil)
+	MustCommit(t, c, Flush(NewKey(t), Req(B{TopicID: tp.ID, Partition: 0, Records: 3, MaxTimestamp: time.Now().UnixMilli()})))
+	if ls := leased(t, c, "d"); len(ls) != 0 {
+		t.Fatalf("leased %+v before the commit's rows settled", ls)
+	}
+	if _, err := c.DeleteRecords(ctx, tp.ID, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if ls := leased(t, c, "d"); len(ls) != 1 || ls[0].Partition != 0 {
+		t.Fatalf("after delete-records: leased %+v, want partition 0", ls)
+	}
+	if err := c.DeleteTopic(ctx, tp.Name); err != nil {
+		t.Fatal(err)
+	}
+	if ls := leased(t, c, "d"); len(ls) != 1 || ls[0].Partition != 1 {
+		t.Fatalf("after deletion: leased %+v, want partition 1 (0 is leased)", ls)
+	}
+}
+
+// testCompactionDueByRetention: a flush makes its partitions due when retention.ms
+// expires its chunk, if that comes before its rows settle — judged by the records'
+// time clamped to the flush's (catalog.CommitDue), and by the topic's configs as they
+// are now.
+func testCompactionDueByRetention(t *testing.T, c CompactionCatalog) {
+	const retention = 1500 * time.Millisecond // the rows settle after 3s
+	ms := strconv.FormatInt(retention.Milliseconds(), 10)
+	tp := SeedTopic(t, c, "retention", 3, map[string]string{"retention.ms": ms})
+	// Another gets the same retention.ms by a config change, and grows a partition
+	// after it; a third has it without deleting by time; a fourth keeps the defaults.
+	later := SeedTopic(t, c, "later", 1, nil)
+	if _, err := c.UpdateTopic(t.Context(), later.Name, 2, map[string]string{"retention.ms": ms}); err != nil {
+		t.Fatal(err)
+	}
+	compacted := SeedTopic(t, c, "compacted", 1, map[string]string{"retention.ms": ms, "cleanup.policy": "compact"})
+	plain := SeedTopic(t, c, "plain", 1, nil)
+	for _, l := range leased(t, c, "a") { // due now for the config change: nothing to do
+		if err := c.ReleasePartition(t.Context(), l, catalog.PartitionRelease{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now().UnixMilli()
+	year9999 := time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC).UnixMilli()
+	start := time.Now()
+	MustCommit(t, c, Flush(NewKey(t),
+		Req(B{TopicID: tp.ID, Partition: 0, Records: 2, MaxTimestamp: now}),
+		Req(B{TopicID: tp.ID, Partition: 1, Records: 2, MaxTimestamp: now - time.Hour.Milliseconds()}),
+		Req(B{TopicID: tp.ID, Partition: 2, Records: 2, MaxTimestamp: year9999}),
+		Req(B{TopicID: later.ID, Partition: 1, Records: 2, MaxTimestamp: now}),
+		Req(B{TopicID: compacted.ID, Partition: 0, Records: 2, MaxTimestamp: now}),
+		Req(B{TopicID: plain.ID, Partition: 0, Records: 2, MaxTimestamp: now})))
+	// Old records are expired already.
+	ls := leased(t, c, "a")
+	if time.Since(start) < retention && (len(ls) != 1 || ls[0].TopicID != tp.ID || ls[0].Partition != 1) {
+		t.Fatalf("leased %+v at once, want partition 1 (old records) alone", ls)
+	}
+	time.Sleep(retention + 300*time.Millisecond - time.Since(start))
+	got := map[catalog.TopicPartition]bool{}
+	for _, l := range leased(t, c, "a") {
+		got[catalog.TopicPartition{TopicID: l.TopicID, Partition: l.Partition}] = true
+	}
+	// The record stamped in year 9999 is judged by its flush's time.
+	want := map[catalog.TopicPartition]bool{{TopicID: tp.ID, Partition: 0}: true, {TopicID: tp.ID, Partition: 2}: true,
+		{TopicID: later.ID, Partition: 1}: true}
+	if !maps.Equal(got, want) {
+		t.Fatalf("leased partitions %v after retention.ms, want %v (the others wait for their rows to settle)", got, want)
+	}
+	compactionSettle()
+	got = map[catalog.TopicPartition]bool{}
+	for _, l := range leased(t, c, "a") {
+		got[catalog.TopicPartition{TopicID: l.TopicID, Partition: l.Partition}] = true
+	}
+	want = map[catalog.TopicPartition]bool{{TopicID: compacted.ID, Partition: 0}: true, {TopicID: plain.ID, Partition: 0}: true}
+	if !maps.Equal(got, want) {
+		t.Fatalf("leased %v once the rows settled, want %v", got, want)
 	}
 }
 
@@ -200,18 +413,36 @@ func testCompactionJobLeases(t *testing.T, c CompactionCatalog) {
 	}
 }
 
-// seedSwap makes four settled writer flushes of 10 records each on partition 0.
+// compactionSeed makes four settled writer flushes of 10 records each on partition 0,
+// and checks the rows' append times: their commits' by the database clock.
 func compactionSeed(t *testing.T, c CompactionCatalog) (catalog.Topic, []catalog.CompactionChunk) {
 	tp := SeedTopic(t, c, "swap", 1, nil)
+	before := compactionNow(t, c)
 	for i := range 4 {
 		MustCommit(t, c, Flush(NewKey(t), Req(B{TopicID: tp.ID, Partition: 0, Records: 10, MaxTimestamp: int64(1000 + 100*i)})))
+		time.Sleep(2 * time.Millisecond) // distinct append times
 	}
+	after := compactionNow(t, c)
 	compactionSettle()
 	rows := compactionRows(t, c, tp.ID, 0)
 	if len(rows) != 4 {
 		t.Fatalf("%d rows, want 4", len(rows))
 	}
+	for i, r := range rows {
+		if r.AppendTime < before.UnixMilli() || r.AppendTime > after.UnixMilli() || (i > 0 && r.AppendTime <= rows[i-1].AppendTime) {
+			t.Fatalf("row %d appended at %d, want rising times between %d and %d", i, r.AppendTime, before.UnixMilli(), after.UnixMilli())
+		}
+	}
 	return tp, rows
+}
+
+func compactionNow(t *testing.T, c CompactionCatalog) time.Time {
+	t.Helper()
+	now, err := c.Now(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now
 }
 
 func compactionChunks(rows []catalog.CompactionChunk) []catalog.Chunk {
@@ -224,11 +455,7 @@ func compactionChunks(rows []catalog.CompactionChunk) []catalog.Chunk {
 
 func compactionKey(t *testing.T, c CompactionCatalog) string {
 	t.Helper()
-	now, err := c.Now(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return KeyAt(t, now)
+	return KeyAt(t, compactionNow(t, c))
 }
 
 // testCompactionSettleAfterMerge: a writer that settles a commit only after the settle
@@ -290,6 +517,13 @@ func testCompactionSwap(t *testing.T, c CompactionCatalog) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("chunks after the swap:\n%+v\nwant\n%+v", got, want)
 	}
+	// A merged row is as young, to retention, as the youngest row it replaced.
+	merged := compactionRows(t, c, tp.ID, 0)
+	for i, want := range []int64{rows[0].AppendTime, rows[2].AppendTime, rows[3].AppendTime} {
+		if merged[i].AppendTime != want {
+			t.Errorf("row %d after the swap appended at %d, want %d", i, merged[i].AppendTime, want)
+		}
+	}
 	// Running maxima continue from the row before: a time lookup still finds them.
 	for _, tc := range []struct{ ts, want int64 }{{1000, 0}, {1100, 10}, {1250, 25}, {1301, 40}} {
 		if off, err := c.OffsetForTime(ctx, tp.ID, 0, tc.ts); err != nil || off != tc.want {
@@ -328,7 +562,7 @@ func testCompactionSwap(t *testing.T, c CompactionCatalog) {
 	if states, _ = c.SegmentStates(ctx, keys); len(states) != 2 {
 		t.Fatalf("states after forgetting: %v", states)
 	}
-	if err := c.ReleasePartition(ctx, l, catalog.PartitionCheckpoint{}, false); err != nil {
+	if err := c.ReleasePartition(ctx, l, catalog.PartitionRelease{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -466,7 +700,7 @@ func testCompactionReclaimDeletedTopic(t *testing.T, c CompactionCatalog) {
 	if err != nil || states[rows[0].SegmentKey] != catalog.SegmentDeleting {
 		t.Fatalf("state: %v %v", states, err)
 	}
-	if err := c.ReleasePartition(ctx, l, st.Checkpoint, true); err != nil {
+	if err := c.ReleasePartition(ctx, l, catalog.PartitionRelease{Checkpoint: st.Checkpoint, Reclaimed: true, Seen: &st}); err != nil {
 		t.Fatal(err)
 	}
 	for range 50 {

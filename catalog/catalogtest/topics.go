@@ -130,6 +130,8 @@ func testInvalidConfigs(t *testing.T, c catalog.Catalog) {
 		{map[string]string{"cleanup.policy": "shred"}, "cleanup.policy"},
 		{map[string]string{"message.timestamp.type": "WallClock"}, "message.timestamp.type"},
 		{map[string]string{"max.message.bytes": "0", "value.format": "json"}, "max.message.bytes"},
+		// Beyond one day needs the operator's permission (catalog.Options.MaxTimestampAfterMs).
+		{map[string]string{"message.timestamp.after.max.ms": "86400001"}, "message.timestamp.after.max.ms"},
 	} {
 		name := Name(t, "cfg")
 		_, err := c.CreateTopic(t.Context(), name, 1, tc.configs)
@@ -289,7 +291,8 @@ func testGrowAndConfigure(t *testing.T, c catalog.Catalog) {
 	}
 
 	// A bad update changes nothing, the partition count included.
-	for _, bad := range []map[string]string{{"retention.ms": "x"}, {"bogus": "1"}, {"bogus": ""}} {
+	for _, bad := range []map[string]string{{"retention.ms": "x"}, {"bogus": "1"}, {"bogus": ""},
+		{"message.timestamp.after.max.ms": "86400001"}} {
 		_, err := c.UpdateTopic(ctx, tp.Name, 8, bad)
 		wantErr(t, "bad config update", err, catalog.ErrInvalidConfig)
 	}

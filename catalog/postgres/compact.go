@@ -25,41 +25,65 @@ const dropBatch = 5000
 // settleMS is SettleAge in milliseconds, for SQL intervals.
 func (c *Catalog) settleMS() int64 { return catalog.SettleAge(c.commitTimeout).Milliseconds() }
 
-// PreparePartitions registers partitions created since the last call.
-func (c *Catalog) PreparePartitions(ctx context.Context) error {
-	if _, err := c.pool.Exec(ctx, `INSERT INTO compactor_partitions (topic_id, partition)
-		SELECT p.topic_id, p.partition FROM partitions p
-		WHERE NOT EXISTS (SELECT 1 FROM compactor_partitions c WHERE c.topic_id = p.topic_id AND c.partition = p.partition)
-		ON CONFLICT DO NOTHING`); err != nil {
-		return fmt.Errorf("postgres: prepare partitions for compaction: %w", err)
-	}
-	return nil
-}
+// acquireSQL leases up to %d partitions that are due, most overdue first. The due
+// ones come from the partitions_compact_due index, in order, skipping those leased now
+// (their number is bounded by the compactors' batches); statement_timestamp() and not
+// clock_timestamp(), which is volatile and so could not bound an index scan. A
+// partition the compactor never leased gets its lease row here; the others are
+// claimed with FOR UPDATE SKIP LOCKED, so compactors never queue behind each other:
+// one skips what another is claiming, and a row claimed since it was read is seen
+// as leased when it is locked.
+//
+// The limit is written into the statement, not bound: a generic plan guesses a bound
+// LIMIT at a tenth of the table, and then joins the lease rows by scanning them all.
+// For the same reason the lease of each due partition is looked up by a scalar
+// subquery, one primary-key probe per partition read, where NOT EXISTS would become an
+// anti join over every lease row ever written.
+const acquireSQL = `WITH due AS MATERIALIZED (
+		SELECT p.topic_id, p.partition, p.compact_due FROM partitions p
+		WHERE p.compact_due <= statement_timestamp()
+		  AND coalesce((SELECT c.lease_until FROM compactor_partitions c
+		                 WHERE c.topic_id = p.topic_id AND c.partition = p.partition), '-infinity') < statement_timestamp()
+		ORDER BY p.compact_due
+		LIMIT %d
+	), fresh AS (
+		INSERT INTO compactor_partitions (topic_id, partition, holder, token, lease_until)
+		SELECT d.topic_id, d.partition, $1, 1, clock_timestamp() + $2::bigint * interval '1 millisecond' FROM due d
+		WHERE NOT EXISTS (SELECT 1 FROM compactor_partitions c WHERE c.topic_id = d.topic_id AND c.partition = d.partition)
+		ORDER BY d.topic_id, d.partition
+		ON CONFLICT DO NOTHING
+		RETURNING topic_id, partition, token, lease_until
+	), renewed AS (
+		UPDATE compactor_partitions c
+		SET holder = $1, token = c.token + 1, lease_until = clock_timestamp() + $2::bigint * interval '1 millisecond'
+		FROM (SELECT c2.topic_id, c2.partition FROM compactor_partitions c2
+		      JOIN due d ON d.topic_id = c2.topic_id AND d.partition = c2.partition
+		      WHERE c2.lease_until < statement_timestamp()
+		      ORDER BY c2.topic_id, c2.partition
+		      FOR UPDATE OF c2 SKIP LOCKED) x
+		WHERE c.topic_id = x.topic_id AND c.partition = x.partition
+		RETURNING c.topic_id, c.partition, c.token, c.lease_until
+	)
+	SELECT l.topic_id, l.partition, l.token, l.lease_until, d.compact_due
+	FROM (SELECT * FROM fresh UNION ALL SELECT * FROM renewed) l
+	JOIN due d ON d.topic_id = l.topic_id AND d.partition = l.partition
+	ORDER BY d.compact_due`
 
-// AcquirePartitions leases up to max partitions whose lease is free or expired. Rows
-// another compactor is claiming at this moment are skipped, not waited for.
+// AcquirePartitions leases up to max due partitions, most overdue first.
 func (c *Catalog) AcquirePartitions(ctx context.Context, holder string, ttl time.Duration, max int) ([]catalog.PartitionLease, error) {
+	if max <= 0 {
+		return nil, nil
+	}
+	rows, err := c.pool.Query(ctx, fmt.Sprintf(acquireSQL, max), holder, ttl.Milliseconds())
+	if err != nil {
+		return nil, fmt.Errorf("postgres: acquire partitions for %s: %w", holder, err)
+	}
 	var out []catalog.PartitionLease
-	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `UPDATE compactor_partitions c
-			SET holder = $1, token = c.token + 1, lease_until = clock_timestamp() + $2::bigint * interval '1 millisecond'
-			FROM (SELECT topic_id, partition FROM compactor_partitions
-			      WHERE reclaimed_at IS NULL AND lease_until < clock_timestamp()
-			      ORDER BY last_pass_at, topic_id, partition
-			      LIMIT $3
-			      FOR UPDATE SKIP LOCKED) x
-			WHERE c.topic_id = x.topic_id AND c.partition = x.partition
-			RETURNING c.topic_id, c.partition, c.token, c.lease_until`, holder, ttl.Milliseconds(), max)
-		if err != nil {
-			return err
-		}
-		l := catalog.PartitionLease{Holder: holder}
-		_, err = pgx.ForEachRow(rows, []any{&l.TopicID, &l.Partition, &l.Token, &l.Until}, func() error {
-			l.Until = l.Until.UTC()
-			out = append(out, l)
-			return nil
-		})
-		return err
+	l := catalog.PartitionLease{Holder: holder}
+	_, err = pgx.ForEachRow(rows, []any{&l.TopicID, &l.Partition, &l.Token, &l.Until, &l.Due}, func() error {
+		l.Until, l.Due = l.Until.UTC(), l.Due.UTC()
+		out = append(out, l)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: acquire partitions for %s: %w", holder, err)
@@ -67,25 +91,70 @@ func (c *Catalog) AcquirePartitions(ctx context.Context, holder string, ttl time
 	return out, nil
 }
 
-// ReleasePartition records the checkpoint and frees the lease.
-func (c *Catalog) ReleasePartition(ctx context.Context, l catalog.PartitionLease, cp catalog.PartitionCheckpoint, reclaimed bool) error {
+// ReleasePartition records the checkpoint and the next due time, and frees the lease.
+func (c *Catalog) ReleasePartition(ctx context.Context, l catalog.PartitionLease, r catalog.PartitionRelease) error {
+	cp := r.Checkpoint
 	var compactedArg any = cp.CompactedAt
 	if cp.CompactedAt.IsZero() {
 		compactedArg = nil
 	}
-	tag, err := c.pool.Exec(ctx, `UPDATE compactor_partitions
-		SET holder = NULL, lease_until = '-infinity', last_pass_at = clock_timestamp(),
-		    clean_offset = $1, tombstone_due = $2, compacted_at = coalesce($3::timestamptz, '-infinity'),
-		    reclaimed_at = CASE WHEN $4 THEN coalesce(reclaimed_at, clock_timestamp()) ELSE reclaimed_at END
-		WHERE topic_id = $5 AND partition = $6 AND holder = $7 AND token = $8`,
-		cp.CleanOffset, cp.TombstoneDue, compactedArg, reclaimed, l.TopicID, l.Partition, l.Holder, l.Token)
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		// The partition row first (lock order), with its topic: what changed since the
+		// pass read them brings the due time forward (catalog.ReleaseDue).
+		cur := catalog.CompactionState{Partition: catalog.PartitionInfo{TopicID: l.TopicID, Partition: l.Partition}}
+		err := tx.QueryRow(ctx, `SELECT clock_timestamp(), p.log_start_offset, p.high_watermark, t.configs, t.deleted_at IS NOT NULL
+			FROM partitions p JOIN topics t ON t.id = p.topic_id
+			WHERE p.topic_id = $1 AND p.partition = $2 FOR NO KEY UPDATE OF p`, l.TopicID, l.Partition).
+			Scan(&cur.Now, &cur.Partition.LogStartOffset, &cur.Partition.HighWatermark, &cur.Topic.Configs, &cur.Deleted)
+		if err != nil {
+			return fmt.Errorf("read partition: %w", err)
+		}
+		var due any
+		if d := catalog.ReleaseDue(r, cur, catalog.SettleAge(c.commitTimeout)); !d.IsZero() {
+			due = d
+		}
+		if _, err := tx.Exec(ctx, `UPDATE partitions SET compact_due = $3 WHERE topic_id = $1 AND partition = $2`,
+			l.TopicID, l.Partition, due); err != nil {
+			return fmt.Errorf("record due time: %w", err)
+		}
+		tag, err := tx.Exec(ctx, `UPDATE compactor_partitions
+			SET holder = NULL, lease_until = '-infinity', last_pass_at = clock_timestamp(),
+			    clean_offset = $1, tombstone_due = $2, compacted_at = coalesce($3::timestamptz, '-infinity'),
+			    reclaimed_at = CASE WHEN $4 THEN coalesce(reclaimed_at, clock_timestamp()) ELSE reclaimed_at END
+			WHERE topic_id = $5 AND partition = $6 AND holder = $7 AND token = $8`,
+			cp.CleanOffset, cp.TombstoneDue, compactedArg, r.Reclaimed, l.TopicID, l.Partition, l.Holder, l.Token)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("lease token %d lost: %w", l.Token, catalog.ErrCompactionConflict)
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("postgres: release topic id %d partition %d: %w", l.TopicID, l.Partition, err)
 	}
-	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("postgres: release topic id %d partition %d: lease token %d lost: %w", l.TopicID, l.Partition, l.Token, catalog.ErrCompactionConflict)
-	}
 	return nil
+}
+
+// backlogSQL counts the due partitions on the partitions_compact_due index.
+const backlogSQL = `SELECT statement_timestamp(), count(*), min(compact_due) FROM partitions
+	WHERE compact_due <= statement_timestamp()`
+
+// CompactionBacklog counts the partitions due now and finds the most overdue.
+func (c *Catalog) CompactionBacklog(ctx context.Context) (catalog.CompactionBacklog, error) {
+	var (
+		b      catalog.CompactionBacklog
+		oldest *time.Time
+	)
+	if err := c.pool.QueryRow(ctx, backlogSQL).Scan(&b.Now, &b.Due, &oldest); err != nil {
+		return b, fmt.Errorf("postgres: compaction backlog: %w", err)
+	}
+	b.Now = b.Now.UTC()
+	if oldest != nil {
+		b.Oldest = oldest.UTC()
+	}
+	return b, nil
 }
 
 // AcquireJob leases a named job that is free and last completed at least every ago.
@@ -183,10 +252,14 @@ func (c *Catalog) CompactionState(ctx context.Context, l catalog.PartitionLease)
 	return st, nil
 }
 
+// appendTimeSQL is a chunk row c's append time; a row from before the column existed
+// takes its segment s's commit time (for a merged row the merge's: later, never early).
+const appendTimeSQL = `coalesce(c.append_time, floor(extract(epoch FROM s.created_at) * 1000)::bigint)`
+
 // CompactionChunks returns up to limit rows from the one holding from.
 func (c *Catalog) CompactionChunks(ctx context.Context, topicID int64, partition int32, from int64, limit int) ([]catalog.CompactionChunk, error) {
 	rows, err := c.pool.Query(ctx, `SELECT c.base_offset, c.last_offset, s.key, s.size, c.pos, c.len, c.max_timestamp,
-		c.real_offsets, c.running_max_timestamp, s.created_at
+		c.real_offsets, c.running_max_timestamp, s.created_at, `+appendTimeSQL+`
 		FROM chunks c JOIN segments s ON s.id = c.segment_id
 		WHERE c.topic_id = $1 AND c.partition = $2 AND c.last_offset >= $3
 		ORDER BY c.last_offset LIMIT $4`, topicID, partition, from, limit)
@@ -196,7 +269,7 @@ func (c *Catalog) CompactionChunks(ctx context.Context, topicID int64, partition
 	var out []catalog.CompactionChunk
 	ch := catalog.CompactionChunk{Chunk: catalog.Chunk{TopicID: topicID, Partition: partition}}
 	_, err = pgx.ForEachRow(rows, []any{&ch.BaseOffset, &ch.LastOffset, &ch.SegmentKey, &ch.SegmentSize, &ch.Pos, &ch.Len,
-		&ch.MaxTimestamp, &ch.RealOffsets, &ch.RunningMaxTimestamp, &ch.SegmentCreated}, func() error {
+		&ch.MaxTimestamp, &ch.RealOffsets, &ch.RunningMaxTimestamp, &ch.SegmentCreated, &ch.AppendTime}, func() error {
 		ch.SegmentCreated = ch.SegmentCreated.UTC()
 		out = append(out, ch)
 		return nil
@@ -274,7 +347,7 @@ func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
 			return fmt.Errorf("log start moved from %d to %d: %w", s.LogStart, logStart, catalog.ErrCompactionConflict)
 		}
 		rows, err := tx.Query(ctx, `SELECT c.segment_id, c.base_offset, c.last_offset, s.key, s.size, c.pos, c.len, c.real_offsets,
-			s.created_at < clock_timestamp() - $5::bigint * interval '1 millisecond'
+			s.created_at < clock_timestamp() - $5::bigint * interval '1 millisecond', `+appendTimeSQL+`
 			FROM chunks c JOIN segments s ON s.id = c.segment_id
 			WHERE c.topic_id = $1 AND c.partition = $2 AND c.last_offset >= $3 AND c.base_offset <= $4
 			ORDER BY c.last_offset`, l.TopicID, l.Partition, first, last, c.settleMS())
@@ -282,18 +355,20 @@ func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
 			return fmt.Errorf("read rows: %w", err)
 		}
 		var (
-			found    []catalog.Chunk
-			segIDs   []int64
-			seen     = map[int64]bool{}
-			unsettle bool
-			oldBytes int64
-			segID    int64
-			settled  bool
-			ch       = catalog.Chunk{TopicID: l.TopicID, Partition: l.Partition}
+			found           []catalog.Chunk
+			appended        []int64
+			segIDs          []int64
+			seen            = map[int64]bool{}
+			unsettle        bool
+			oldBytes        int64
+			segID, appendAt int64 // of the row read
+			settled         bool
+			ch              = catalog.Chunk{TopicID: l.TopicID, Partition: l.Partition}
 		)
 		_, err = pgx.ForEachRow(rows, []any{&segID, &ch.BaseOffset, &ch.LastOffset, &ch.SegmentKey, &ch.SegmentSize,
-			&ch.Pos, &ch.Len, &ch.RealOffsets, &settled}, func() error {
+			&ch.Pos, &ch.Len, &ch.RealOffsets, &settled, &appendAt}, func() error {
 			found = append(found, ch)
+			appended = append(appended, appendAt)
 			if !seen[segID] {
 				seen[segID] = true
 				segIDs = append(segIDs, segID)
@@ -346,10 +421,10 @@ func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
 			}
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO chunks (topic_id, partition, base_offset, last_offset, segment_id, pos, len,
-				max_timestamp, running_max_timestamp, real_offsets)
-			SELECT $1, $2, u.b, u.l, $3, u.p, u.n, u.m, u.r, true
-			FROM unnest($4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[]) AS u(b, l, p, n, m, r)`,
-			l.TopicID, l.Partition, newID, base, lastOff, pos, ln, mts, run); err != nil {
+				max_timestamp, running_max_timestamp, real_offsets, append_time)
+			SELECT $1, $2, u.b, u.l, $3, u.p, u.n, u.m, u.r, true, u.a
+			FROM unnest($4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[]) AS u(b, l, p, n, m, r, a)`,
+			l.TopicID, l.Partition, newID, base, lastOff, pos, ln, mts, run, s.AppendTimes(appended)); err != nil {
 			return fmt.Errorf("insert rows: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE partitions SET bytes = bytes + $1 WHERE topic_id = $2 AND partition = $3`,
@@ -386,7 +461,7 @@ func (c *Catalog) DeleteRecords(ctx context.Context, topicID int64, partition in
 		if err := tx.QueryRow(ctx, `WITH g AS (
 				SELECT coalesce(sum(len), 0)::bigint AS n FROM chunks
 				WHERE topic_id = $1 AND partition = $2 AND last_offset >= $3 AND last_offset < $4)
-			UPDATE partitions SET log_start_offset = $4, bytes = bytes - g.n FROM g
+			UPDATE partitions SET log_start_offset = $4, bytes = bytes - g.n, compact_due = least(compact_due, clock_timestamp()) FROM g
 			WHERE topic_id = $1 AND partition = $2 RETURNING g.n`, topicID, partition, info.LogStartOffset, start).Scan(&gone); err != nil {
 			return err
 		}

@@ -72,26 +72,42 @@ func TestLookupsUseIndexes(t *testing.T) {
 		{"chunks", chunksSQL, "bigint, int, bigint, bigint, int", []any{tp.ID, int32(3), int64(500005), int64(1 << 20), maxChunksPerLookup}},
 		{"offset for time", offsetForTimeSQL, "bigint, int, bigint", []any{tp.ID, int32(3), int64(1050000)}},
 	} {
-		custom := explain(t, conn.Conn(), "EXPLAIN "+q.sql, q.args...)
+		custom, generic := plans(t, conn.Conn(), q.sql, q.types, q.args...)
 		checkIndexPlan(t, q.name+" (custom plan)", custom)
-
-		if _, err := conn.Exec(ctx, `PREPARE lookup (`+q.types+`) AS `+q.sql); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
-			t.Fatal(err)
-		}
-		// EXPLAIN EXECUTE takes no bind parameters: the values go in as literals.
-		literals := make([]string, len(q.args))
-		for i, a := range q.args {
-			literals[i] = fmt.Sprint(a)
-		}
-		generic := explain(t, conn.Conn(), "EXPLAIN EXECUTE lookup("+strings.Join(literals, ", ")+")")
 		checkIndexPlan(t, q.name+" (generic plan)", generic)
-		if _, err := conn.Exec(ctx, `DEALLOCATE lookup; RESET plan_cache_mode`); err != nil {
-			t.Fatal(err)
-		}
 	}
+}
+
+// plans returns a statement's plans: the custom plan of its first executions, and the
+// generic plan a prepared statement may switch to later. types are its parameters'
+// types, args their values.
+func plans(t *testing.T, conn *pgx.Conn, sql, types string, args ...any) (custom, generic string) {
+	t.Helper()
+	ctx := context.Background()
+	custom = explain(t, conn, "EXPLAIN "+sql, args...)
+	prepare, execute := `PREPARE planned AS `+sql, "EXPLAIN EXECUTE planned"
+	if len(args) > 0 {
+		// EXPLAIN EXECUTE takes no bind parameters: the values go in as literals.
+		literals := make([]string, len(args))
+		for i, a := range args {
+			literals[i] = fmt.Sprint(a)
+			if s, ok := a.(string); ok {
+				literals[i] = "'" + strings.ReplaceAll(s, "'", "''") + "'"
+			}
+		}
+		prepare, execute = `PREPARE planned (`+types+`) AS `+sql, execute+"("+strings.Join(literals, ", ")+")"
+	}
+	if _, err := conn.Exec(ctx, prepare); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	generic = explain(t, conn, execute)
+	if _, err := conn.Exec(ctx, `DEALLOCATE planned; RESET plan_cache_mode`); err != nil {
+		t.Fatal(err)
+	}
+	return custom, generic
 }
 
 // stripChunkIndexes drops the chunks table's indexes, primary key and foreign keys and

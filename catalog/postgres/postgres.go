@@ -32,6 +32,9 @@ type Catalog struct {
 	log            *slog.Logger
 	notify         *notifier
 
+	// maxTimestampAfterMs bounds message.timestamp.after.max.ms (catalog.CheckConfigLimits).
+	maxTimestampAfterMs int64
+
 	closeOnce sync.Once
 }
 
@@ -78,6 +81,7 @@ func OpenConfig(ctx context.Context, cfg *pgxpool.Config, opts catalog.Options) 
 		producerExpiry: opts.ProducerExpiry,
 		log:            log,
 	}
+	c.maxTimestampAfterMs = opts.MaxTimestampAfterMs
 	c.notify = startNotifier(pool, log)
 	return c, nil
 }

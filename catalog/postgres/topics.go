@@ -50,7 +50,11 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32
 	if err := catalog.ValidatePartitions(partitions); err != nil {
 		return catalog.Topic{}, err
 	}
-	if _, err := catalog.ParseConfig(configs); err != nil {
+	cfg, err := catalog.ParseConfig(configs)
+	if err != nil {
+		return catalog.Topic{}, err
+	}
+	if err := catalog.CheckConfigLimits(configs, c.maxTimestampAfterMs); err != nil {
 		return catalog.Topic{}, err
 	}
 	t, err := scanTopic(c.pool.QueryRow(ctx, `
@@ -58,10 +62,10 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32
 			INSERT INTO topics (name, partitions, configs) VALUES ($1, $2, $3::jsonb)
 			RETURNING `+topicColumns+`
 		), p AS (
-			INSERT INTO partitions (topic_id, partition)
-			SELECT t.id, g FROM t, generate_series(0, $2 - 1) AS g
+			INSERT INTO partitions (topic_id, partition, retention_ms)
+			SELECT t.id, g, $4::bigint FROM t, generate_series(0, $2 - 1) AS g
 		)
-		SELECT `+topicColumns+` FROM t`, name, partitions, configsJSON(configs)))
+		SELECT `+topicColumns+` FROM t`, name, partitions, configsJSON(configs), retentionArg(cfg)))
 	if isUniqueViolation(err) {
 		return catalog.Topic{}, fmt.Errorf("postgres: create topic %q: %w", name, catalog.ErrTopicExists)
 	}
@@ -141,6 +145,23 @@ func lockTopic(ctx context.Context, tx pgx.Tx, name string) (catalog.Topic, erro
 	return t, nil
 }
 
+// retentionArg is a topic's time retention as its partition rows keep it for the
+// commit's compaction due time (catalog.TimeRetentionMs): NULL for none.
+func retentionArg(cfg catalog.Config) any {
+	if ms := catalog.TimeRetentionMs(cfg); ms >= 0 {
+		return ms
+	}
+	return nil
+}
+
+// compactNow makes every partition of a topic due for the compactor now (its configs
+// changed, or it was deleted), in a transaction that holds the partition rows.
+func compactNow(ctx context.Context, tx pgx.Tx, topicID int64) error {
+	_, err := tx.Exec(ctx, `UPDATE partitions SET compact_due = clock_timestamp()
+		WHERE topic_id = $1 AND (compact_due IS NULL OR compact_due > clock_timestamp())`, topicID)
+	return err
+}
+
 // DeleteTopic marks the topic deleted. Its rows stay for the compactor to reclaim; its
 // name is free at once.
 func (c *Catalog) DeleteTopic(ctx context.Context, name string) error {
@@ -152,8 +173,10 @@ func (c *Catalog) DeleteTopic(ctx context.Context, name string) error {
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE topics SET deleted_at = clock_timestamp() WHERE id = $1`, t.ID)
-		return err
+		if _, err := tx.Exec(ctx, `UPDATE topics SET deleted_at = clock_timestamp() WHERE id = $1`, t.ID); err != nil {
+			return err
+		}
+		return compactNow(ctx, tx, t.ID)
 	})
 	if err != nil {
 		return fmt.Errorf("postgres: delete topic %q: %w", name, err)
@@ -171,6 +194,9 @@ func (c *Catalog) UpdateTopic(ctx context.Context, name string, partitions int32
 			return catalog.Topic{}, err
 		}
 	}
+	if err := catalog.CheckConfigLimits(configs, c.maxTimestampAfterMs); err != nil {
+		return catalog.Topic{}, err
+	}
 	var out catalog.Topic
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		t, err := lockTopic(ctx, tx, name)
@@ -180,7 +206,7 @@ func (c *Catalog) UpdateTopic(ctx context.Context, name string, partitions int32
 		if partitions != 0 && partitions < t.Partitions {
 			return fmt.Errorf("%w: %d: the topic has %d partitions and partitions only grow", catalog.ErrInvalidPartitions, partitions, t.Partitions)
 		}
-		merged, _, err := catalog.UpdateConfigs(t.Configs, configs)
+		merged, cfg, err := catalog.UpdateConfigs(t.Configs, configs)
 		if err != nil {
 			return err
 		}
@@ -188,15 +214,22 @@ func (c *Catalog) UpdateTopic(ctx context.Context, name string, partitions int32
 		if partitions > n {
 			n = partitions
 			if _, err := tx.Exec(ctx, `
-				INSERT INTO partitions (topic_id, partition)
-				SELECT $1, g FROM generate_series($2::int, $3::int - 1) AS g`, t.ID, t.Partitions, n); err != nil {
+				INSERT INTO partitions (topic_id, partition, retention_ms)
+				SELECT $1, g, $4::bigint FROM generate_series($2::int, $3::int - 1) AS g`, t.ID, t.Partitions, n, retentionArg(cfg)); err != nil {
 				return err
 			}
 		}
 		out, err = scanTopic(tx.QueryRow(ctx,
 			`UPDATE topics SET partitions = $2, configs = $3::jsonb WHERE id = $1 RETURNING `+topicColumns,
 			t.ID, n, configsJSON(merged)))
-		return err
+		if err != nil || len(configs) == 0 {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE partitions SET retention_ms = $2 WHERE topic_id = $1 AND retention_ms IS DISTINCT FROM $2`,
+			t.ID, retentionArg(cfg)); err != nil {
+			return err
+		}
+		return compactNow(ctx, tx, t.ID)
 	})
 	if err != nil {
 		return catalog.Topic{}, fmt.Errorf("postgres: update topic %q: %w", name, err)

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -19,7 +20,7 @@ const (
 	selectPartition = `SELECT high_watermark, max_timestamp FROM partitions WHERE topic_id = ? AND partition = ?`
 	insertSegment   = `INSERT INTO segments (key, size, state, created_at) VALUES (?, ?, 'live', ?)`
 	insertChunk     = `INSERT INTO chunks (topic_id, partition, base_offset, last_offset, segment_id, pos, len,
-		max_timestamp, running_max_timestamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		max_timestamp, running_max_timestamp, append_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	advancePartition = `UPDATE partitions SET high_watermark = ?, max_timestamp = ?, bytes = bytes + ?
 		WHERE topic_id = ? AND partition = ? AND high_watermark = ?`
 	fenceSegment = `INSERT INTO segments (key, size, state, created_at, marked_at) VALUES (?1, ?2, 'aborted', ?3, ?3)
@@ -33,6 +34,11 @@ const (
 		ON CONFLICT (topic_id, partition, producer_id) DO UPDATE SET
 			epoch = excluded.epoch, batches = excluded.batches, updated_at = excluded.updated_at`
 	touchProducer = `UPDATE producers SET last_used_at = ?1 WHERE id = ?2 AND last_used_at < ?3`
+	// compactDue: a partition written is due for the compactor by catalog.CommitDue,
+	// unless due sooner; written only when that moves it.
+	compactDue = `UPDATE partitions SET compact_due = ?1 WHERE topic_id = ?2 AND partition = ?3
+		AND (compact_due IS NULL OR compact_due > ?1)`
+	selectConfigs = `SELECT configs FROM topics WHERE id = ?`
 )
 
 // stmts are the commit path's statements, parsed once: parsing costs more CPU than
@@ -41,6 +47,7 @@ const (
 type stmts struct {
 	now, segment, topic, partition, insertSegment, insertChunk, advance, fence, segmentChunks *sql.Stmt
 	producer, producerState, upsertProducerState, touchProducer                               *sql.Stmt
+	compactDue, configs                                                                       *sql.Stmt
 }
 
 func prepare(ctx context.Context, db *sql.DB) (stmts, error) {
@@ -62,6 +69,8 @@ func prepare(ctx context.Context, db *sql.DB) (stmts, error) {
 		{&st.producerState, selectProducerState},
 		{&st.upsertProducerState, upsertProducerState},
 		{&st.touchProducer, touchProducer},
+		{&st.compactDue, compactDue},
+		{&st.configs, selectConfigs},
 	} {
 		s, err := db.PrepareContext(ctx, p.sql)
 		if err != nil {
@@ -75,7 +84,7 @@ func prepare(ctx context.Context, db *sql.DB) (stmts, error) {
 
 func (st stmts) close() {
 	for _, s := range []*sql.Stmt{st.now, st.segment, st.topic, st.partition, st.insertSegment, st.insertChunk, st.advance, st.fence, st.segmentChunks,
-		st.producer, st.producerState, st.upsertProducerState, st.touchProducer} {
+		st.producer, st.producerState, st.upsertProducerState, st.touchProducer, st.compactDue, st.configs} {
 		if s != nil {
 			s.Close()
 		}
@@ -201,7 +210,7 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	ins := stmt(c.st.insertChunk)
 	for _, ch := range a.Chunks {
 		if _, err := ins.ExecContext(ctx, ch.TopicID, ch.Partition, ch.BaseOffset, ch.LastOffset, segID,
-			ch.Pos, ch.Len, ch.MaxTimestamp, ch.RunningMaxTimestamp); err != nil {
+			ch.Pos, ch.Len, ch.MaxTimestamp, ch.RunningMaxTimestamp, now.UnixMilli()); err != nil {
 			return nil, fmt.Errorf("sqlite: commit %s: insert chunk of topic %d partition %d: %w", seg.Key, ch.TopicID, ch.Partition, err)
 		}
 	}
@@ -221,6 +230,9 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 		}
 		marks = append(marks, catalog.Watermark{TopicID: adv.TopicID, Partition: adv.Partition, HighWatermark: adv.HighWatermark})
 	}
+	if err := c.commitDue(ctx, stmt, a, now); err != nil {
+		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
+	}
 	if pc != nil {
 		if err := c.writeProducers(ctx, stmt, pc, prodRows, now); err != nil {
 			return nil, fmt.Errorf("sqlite: commit %s: producer state: %w", seg.Key, err)
@@ -238,6 +250,46 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 		c.hub.publish(marks)
 	}
 	return a.Results, nil
+}
+
+// commitDue makes the partitions a commit wrote due for the compactor
+// (catalog.CommitDue), judging each new chunk by its topic's retention.ms.
+func (c *Catalog) commitDue(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt, a catalog.Assignment, now time.Time) error {
+	maxTS := map[catalog.TopicPartition]int64{}
+	for _, ch := range a.Chunks {
+		tp := catalog.TopicPartition{TopicID: ch.TopicID, Partition: ch.Partition}
+		if ts, ok := maxTS[tp]; !ok || ch.MaxTimestamp > ts {
+			maxTS[tp] = ch.MaxTimestamp
+		}
+	}
+	retention := map[int64]int64{}
+	settle := catalog.SettleAge(c.opts.CommitTimeout)
+	due := stmt(c.st.compactDue)
+	for _, adv := range a.Advances {
+		ms, ok := retention[adv.TopicID]
+		if !ok {
+			var raw string
+			if err := stmt(c.st.configs).QueryRowContext(ctx, adv.TopicID).Scan(&raw); err != nil {
+				return fmt.Errorf("configs of topic %d: %w", adv.TopicID, err)
+			}
+			// Configs are validated when set; unreadable ones count as the defaults, as
+			// the compactor takes them.
+			cfg := catalog.DefaultConfig()
+			var explicit map[string]string
+			if json.Unmarshal([]byte(raw), &explicit) == nil {
+				if parsed, err := catalog.ParseConfig(explicit); err == nil {
+					cfg = parsed
+				}
+			}
+			ms = catalog.TimeRetentionMs(cfg)
+			retention[adv.TopicID] = ms
+		}
+		at := catalog.CommitDue(now, settle, maxTS[adv.TopicPartition], ms)
+		if _, err := due.ExecContext(ctx, at.UnixMilli(), adv.TopicID, adv.Partition); err != nil {
+			return fmt.Errorf("compaction due time of topic %d partition %d: %w", adv.TopicID, adv.Partition, err)
+		}
+	}
+	return nil
 }
 
 // Settle settles a commit of unknown outcome with the fencing insert (see

@@ -47,40 +47,49 @@ func (c *Catalog) writeTx(ctx context.Context, fn func(tx *sql.Tx, now time.Time
 	return tx.Commit()
 }
 
-// PreparePartitions registers partitions created since the last call.
-func (c *Catalog) PreparePartitions(ctx context.Context) error {
-	// WHERE true: SQLite needs it to tell the upsert clause from a join constraint.
-	if _, err := c.w.ExecContext(ctx, `INSERT INTO compactor_partitions (topic_id, partition)
-		SELECT topic_id, partition FROM partitions WHERE true ON CONFLICT DO NOTHING`); err != nil {
-		return fmt.Errorf("sqlite: prepare partitions for compaction: %w", err)
-	}
-	return nil
-}
+// dueSQL lists the due partitions not leased now, most overdue first, on the
+// partitions_compact_due index.
+const dueSQL = `SELECT p.topic_id, p.partition, p.compact_due FROM partitions p
+	WHERE p.compact_due <= ?1
+	  AND NOT EXISTS (SELECT 1 FROM compactor_partitions c
+	                  WHERE c.topic_id = p.topic_id AND c.partition = p.partition AND c.lease_until >= ?1)
+	ORDER BY p.compact_due LIMIT ?2`
 
-// AcquirePartitions leases up to max partitions whose lease is free or expired, least
-// recently passed first.
+// AcquirePartitions leases up to max due partitions, most overdue first. The immediate
+// transaction excludes every other writer, so what it reads stays true until it
+// commits.
 func (c *Catalog) AcquirePartitions(ctx context.Context, holder string, ttl time.Duration, max int) ([]catalog.PartitionLease, error) {
 	var out []catalog.PartitionLease
 	err := c.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
 		until := now.Add(ttl)
-		rows, err := tx.QueryContext(ctx, `UPDATE compactor_partitions SET holder = ?1, token = token + 1, lease_until = ?2
-			WHERE (topic_id, partition) IN (
-				SELECT topic_id, partition FROM compactor_partitions
-				WHERE reclaimed_at IS NULL AND lease_until < ?3
-				ORDER BY last_pass_at, topic_id, partition LIMIT ?4)
-			RETURNING topic_id, partition, token`, holder, ms(until), ms(now), max)
+		rows, err := tx.QueryContext(ctx, dueSQL, ms(now), max)
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
 		for rows.Next() {
 			l := catalog.PartitionLease{Holder: holder, Until: until}
-			if err := rows.Scan(&l.TopicID, &l.Partition, &l.Token); err != nil {
+			var due int64
+			if err := rows.Scan(&l.TopicID, &l.Partition, &due); err != nil {
+				rows.Close()
 				return err
 			}
+			l.Due = fromMS(due)
 			out = append(out, l)
 		}
-		return rows.Err()
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for i := range out {
+			if err := tx.QueryRowContext(ctx, `INSERT INTO compactor_partitions (topic_id, partition, holder, token, lease_until)
+				VALUES (?1, ?2, ?3, 1, ?4)
+				ON CONFLICT (topic_id, partition) DO UPDATE SET holder = excluded.holder,
+					token = compactor_partitions.token + 1, lease_until = excluded.lease_until
+				RETURNING token`, out[i].TopicID, out[i].Partition, holder, ms(until)).Scan(&out[i].Token); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: acquire partitions for %s: %w", holder, err)
@@ -88,11 +97,12 @@ func (c *Catalog) AcquirePartitions(ctx context.Context, holder string, ttl time
 	return out, nil
 }
 
-// ReleasePartition records the checkpoint and frees the lease.
-func (c *Catalog) ReleasePartition(ctx context.Context, l catalog.PartitionLease, cp catalog.PartitionCheckpoint, reclaimed bool) error {
+// ReleasePartition records the checkpoint and the next due time, and frees the lease.
+func (c *Catalog) ReleasePartition(ctx context.Context, l catalog.PartitionLease, r catalog.PartitionRelease) error {
+	cp := r.Checkpoint
 	err := c.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
 		var reclaimedAt any
-		if reclaimed {
+		if r.Reclaimed {
 			reclaimedAt = ms(now)
 		}
 		var compacted int64
@@ -110,12 +120,62 @@ func (c *Catalog) ReleasePartition(ctx context.Context, l catalog.PartitionLease
 		if n, _ := res.RowsAffected(); n != 1 {
 			return fmt.Errorf("lease token %d lost: %w", l.Token, catalog.ErrCompactionConflict)
 		}
+		// What changed since the pass read the partition and its topic brings the due
+		// time forward (catalog.ReleaseDue).
+		cur := catalog.CompactionState{Now: now, Partition: catalog.PartitionInfo{TopicID: l.TopicID, Partition: l.Partition}}
+		var configs string
+		if err := tx.QueryRowContext(ctx, `SELECT p.log_start_offset, p.high_watermark, t.configs, t.deleted_at IS NOT NULL
+			FROM partitions p JOIN topics t ON t.id = p.topic_id WHERE p.topic_id = ? AND p.partition = ?`, l.TopicID, l.Partition).
+			Scan(&cur.Partition.LogStartOffset, &cur.Partition.HighWatermark, &configs, &cur.Deleted); err != nil {
+			return fmt.Errorf("read partition: %w", err)
+		}
+		if err := json.Unmarshal([]byte(configs), &cur.Topic.Configs); err != nil {
+			return fmt.Errorf("topic %d: configs: %w", l.TopicID, err)
+		}
+		var due any
+		if d := catalog.ReleaseDue(r, cur, catalog.SettleAge(c.opts.CommitTimeout)); !d.IsZero() {
+			due = ms(d)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE partitions SET compact_due = ? WHERE topic_id = ? AND partition = ?`,
+			due, l.TopicID, l.Partition); err != nil {
+			return fmt.Errorf("record due time: %w", err)
+		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: release topic id %d partition %d: %w", l.TopicID, l.Partition, err)
 	}
 	return nil
+}
+
+// backlogSQL counts the due partitions on the partitions_compact_due index.
+const backlogSQL = `SELECT count(*), min(compact_due) FROM partitions WHERE compact_due <= ?`
+
+// CompactionBacklog counts the partitions due now and finds the most overdue.
+func (c *Catalog) CompactionBacklog(ctx context.Context) (catalog.CompactionBacklog, error) {
+	var (
+		b      catalog.CompactionBacklog
+		oldest sql.NullInt64
+		err    error
+	)
+	if b.Now, err = c.Now(ctx); err != nil {
+		return b, err
+	}
+	if err := c.r.QueryRowContext(ctx, backlogSQL, ms(b.Now)).Scan(&b.Due, &oldest); err != nil {
+		return b, fmt.Errorf("sqlite: compaction backlog: %w", err)
+	}
+	if oldest.Valid {
+		b.Oldest = fromMS(oldest.Int64)
+	}
+	return b, nil
+}
+
+// compactNow makes every partition of a topic due for the compactor now (its configs
+// changed, or it was deleted).
+func compactNow(ctx context.Context, tx *sql.Tx, topicID int64) error {
+	_, err := tx.ExecContext(ctx, `UPDATE partitions SET compact_due = (`+nowSQL+`)
+		WHERE topic_id = ? AND (compact_due IS NULL OR compact_due > (`+nowSQL+`))`, topicID)
+	return err
 }
 
 // AcquireJob leases a named job that is free and last completed at least every ago.
@@ -221,8 +281,12 @@ func (c *Catalog) compactionState(ctx context.Context, l catalog.PartitionLease)
 	return st, nil
 }
 
+// A chunk row's append time; a row from before the column existed takes its segment's
+// commit time (for a merged row the merge's: later, never early).
+const appendTimeSQL = `coalesce(c.append_time, s.created_at)`
+
 const compactionChunksSQL = `SELECT c.base_offset, c.last_offset, s.key, s.size, c.pos, c.len, c.max_timestamp,
-	c.real_offsets, c.running_max_timestamp, s.created_at
+	c.real_offsets, c.running_max_timestamp, s.created_at, ` + appendTimeSQL + `
 	FROM chunks c JOIN segments s ON s.id = c.segment_id
 	WHERE c.topic_id = ?1 AND c.partition = ?2 AND c.last_offset >= ?3
 	ORDER BY c.last_offset LIMIT ?4`
@@ -239,7 +303,7 @@ func (c *Catalog) CompactionChunks(ctx context.Context, topicID int64, partition
 		ch := catalog.CompactionChunk{Chunk: catalog.Chunk{TopicID: topicID, Partition: partition}}
 		var created int64
 		if err := rows.Scan(&ch.BaseOffset, &ch.LastOffset, &ch.SegmentKey, &ch.SegmentSize, &ch.Pos, &ch.Len,
-			&ch.MaxTimestamp, &ch.RealOffsets, &ch.RunningMaxTimestamp, &created); err != nil {
+			&ch.MaxTimestamp, &ch.RealOffsets, &ch.RunningMaxTimestamp, &created, &ch.AppendTime); err != nil {
 			return nil, fmt.Errorf("sqlite: compaction chunks of topic id %d partition %d: %w", topicID, partition, err)
 		}
 		ch.SegmentCreated = time.UnixMilli(created).UTC()
@@ -301,7 +365,7 @@ func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
 		}
 		first, last := s.Old[0].BaseOffset, s.Old[len(s.Old)-1].LastOffset
 		rows, err := tx.QueryContext(ctx, `SELECT c.id, c.segment_id, c.base_offset, c.last_offset, s.key, s.size, c.pos, c.len,
-			c.real_offsets, s.created_at
+			c.real_offsets, s.created_at, `+appendTimeSQL+`
 			FROM chunks c JOIN segments s ON s.id = c.segment_id
 			WHERE c.topic_id = ?1 AND c.partition = ?2 AND c.last_offset >= ?3 AND c.base_offset <= ?4
 			ORDER BY c.last_offset`, l.TopicID, l.Partition, first, last)
@@ -310,6 +374,7 @@ func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
 		}
 		var (
 			found    []catalog.Chunk
+			appended []int64
 			chunkIDs []int64
 			segIDs   = map[int64]bool{}
 			settled  = ms(now.Add(-catalog.SettleAge(c.opts.CommitTimeout)))
@@ -318,13 +383,14 @@ func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
 		)
 		for rows.Next() {
 			ch := catalog.Chunk{TopicID: l.TopicID, Partition: l.Partition}
-			var id, segID, created int64
+			var id, segID, created, appendAt int64
 			if err := rows.Scan(&id, &segID, &ch.BaseOffset, &ch.LastOffset, &ch.SegmentKey, &ch.SegmentSize, &ch.Pos, &ch.Len,
-				&ch.RealOffsets, &created); err != nil {
+				&ch.RealOffsets, &created, &appendAt); err != nil {
 				rows.Close()
 				return fmt.Errorf("read rows: %w", err)
 			}
 			found = append(found, ch)
+			appended = append(appended, appendAt)
 			chunkIDs = append(chunkIDs, id)
 			segIDs[segID] = true
 			unsettle = unsettle || created >= settled
@@ -366,10 +432,12 @@ func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
 			return fmt.Errorf("insert segment: %w", err)
 		}
 		var newBytes int64
-		for _, ch := range s.RunningMax(prev) {
+		appendTimes := s.AppendTimes(appended)
+		for i, ch := range s.RunningMax(prev) {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO chunks (topic_id, partition, base_offset, last_offset, segment_id, pos, len,
-				max_timestamp, running_max_timestamp, real_offsets) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`,
-				ch.TopicID, ch.Partition, ch.BaseOffset, ch.LastOffset, segID, ch.Pos, ch.Len, ch.MaxTimestamp, ch.RunningMaxTimestamp); err != nil {
+				max_timestamp, running_max_timestamp, real_offsets, append_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)`,
+				ch.TopicID, ch.Partition, ch.BaseOffset, ch.LastOffset, segID, ch.Pos, ch.Len, ch.MaxTimestamp, ch.RunningMaxTimestamp,
+				appendTimes[i]); err != nil {
 				return fmt.Errorf("insert row [%d, %d]: %w", ch.BaseOffset, ch.LastOffset, err)
 			}
 			if ch.LastOffset >= logStart {
@@ -407,8 +475,8 @@ func (c *Catalog) DeleteRecords(ctx context.Context, topicID int64, partition in
 			topicID, partition, info.LogStartOffset, start).Scan(&gone); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE partitions SET log_start_offset = ?, bytes = bytes - ? WHERE topic_id = ? AND partition = ?`,
-			start, gone, topicID, partition); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE partitions SET log_start_offset = ?1, bytes = bytes - ?2, compact_due = min(coalesce(compact_due, ?3), ?3)
+			WHERE topic_id = ?4 AND partition = ?5`, start, gone, ms(now), topicID, partition); err != nil {
 			return err
 		}
 		info.LogStartOffset = start

@@ -53,20 +53,7 @@ func TestQueryPlans(t *testing.T) {
 	}
 	check := func(stage string) {
 		for _, q := range queries {
-			rs, err := c.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q.sql, q.args...)
-			if err != nil {
-				t.Fatalf("%s: %v", q.name, err)
-			}
-			var plan []string
-			for rs.Next() {
-				var id, parent, unused int
-				var detail string
-				if err := rs.Scan(&id, &parent, &unused, &detail); err != nil {
-					t.Fatal(err)
-				}
-				plan = append(plan, detail)
-			}
-			rs.Close()
+			plan := queryPlan(t, c, q.sql, q.args...)
 			all := strings.Join(plan, "; ")
 			for _, d := range plan {
 				if strings.HasPrefix(d, "SCAN c") || strings.Contains(d, "SCAN chunks") {
@@ -99,4 +86,27 @@ func TestQueryPlans(t *testing.T) {
 			t.Fatalf("OffsetForTime(%d) = %d, %v; want %d", tc.ts, got, err, tc.want)
 		}
 	}
+}
+
+// queryPlan returns the details of a statement's EXPLAIN QUERY PLAN, in order.
+func queryPlan(t *testing.T, c *Catalog, sql string, args ...any) []string {
+	t.Helper()
+	rs, err := c.r.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+sql, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	defer rs.Close()
+	var plan []string
+	for rs.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rs.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rs.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }

@@ -58,6 +58,9 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32
 	if _, err := catalog.ParseConfig(explicit); err != nil {
 		return catalog.Topic{}, err
 	}
+	if err := catalog.CheckConfigLimits(explicit, c.opts.MaxTimestampAfterMs); err != nil {
+		return catalog.Topic{}, err
+	}
 	cfg, err := encodeConfigs(explicit)
 	if err != nil {
 		return catalog.Topic{}, fmt.Errorf("sqlite: create topic %s: %w", name, err)
@@ -146,16 +149,20 @@ func (c *Catalog) DeleteTopic(ctx context.Context, name string) error {
 	if catalog.ValidateTopicName(name) != nil {
 		return fmt.Errorf("sqlite: delete topic %q: %w", name, catalog.ErrTopicNotFound)
 	}
-	res, err := c.w.ExecContext(ctx, `UPDATE topics SET deleted_at = (`+nowSQL+`) WHERE name = ? AND deleted_at IS NULL`, name)
+	err := c.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+		var id int64
+		err := tx.QueryRowContext(ctx, `UPDATE topics SET deleted_at = ? WHERE name = ? AND deleted_at IS NULL RETURNING id`,
+			ms(now), name).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return catalog.ErrTopicNotFound
+		}
+		if err != nil {
+			return err
+		}
+		return compactNow(ctx, tx, id)
+	})
 	if err != nil {
 		return fmt.Errorf("sqlite: delete topic %q: %w", name, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("sqlite: delete topic %q: %w", name, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("sqlite: delete topic %q: %w", name, catalog.ErrTopicNotFound)
 	}
 	return nil
 }
@@ -191,6 +198,14 @@ func (c *Catalog) UpdateTopic(ctx context.Context, name string, partitions int32
 	merged, _, err := catalog.UpdateConfigs(t.Configs, configs)
 	if err != nil {
 		return catalog.Topic{}, err
+	}
+	if err := catalog.CheckConfigLimits(configs, c.opts.MaxTimestampAfterMs); err != nil {
+		return catalog.Topic{}, err
+	}
+	if len(configs) > 0 {
+		if err := compactNow(ctx, tx, t.ID); err != nil {
+			return catalog.Topic{}, fmt.Errorf("sqlite: update topic %q: %w", name, err)
+		}
 	}
 	cfg, err := encodeConfigs(merged)
 	if err != nil {

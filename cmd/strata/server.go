@@ -50,6 +50,11 @@ type nodeFlags struct {
 	logLevel        oneOfFlag
 	logFormat       oneOfFlag
 	tls             *tlsFlags
+
+	// compactBatch: the compactor role's partitions per pass. maxTimestampAfterMs: the
+	// largest message.timestamp.after.max.ms a topic may set (catalog.CheckConfigLimits).
+	compactBatch        int
+	maxTimestampAfterMs int64
 }
 
 func addNodeFlags(c *command, listen, logFormat string) *nodeFlags {
@@ -73,6 +78,8 @@ func addNodeFlags(c *command, listen, logFormat string) *nodeFlags {
 	c.fs.DurationVar(&n.compactInterval, "compact-interval", compactor.DefaultInterval, "compactor role: time between compaction passes (merging, retention, deletion)")
 	c.fs.DurationVar(&n.gracePeriod, "grace-period", compactor.DefaultGracePeriod, "compactor role: how long an object no row refers to stays readable before it is deleted; longer than any fetch")
 	c.fs.DurationVar(&n.sweepInterval, "sweep-interval", compactor.DefaultSweepInterval, "compactor role: how often the orphan sweep lists the bucket (shared by all compactors)")
+	c.fs.IntVar(&n.compactBatch, "compact-batch", compactor.DefaultMaxPartitions, "compactor role: the most partitions one pass works on, most overdue first (partitions with nothing due are never visited)")
+	c.fs.Int64Var(&n.maxTimestampAfterMs, "max-timestamp-after-ms", catalog.DefaultMaxTimestampAfterMs, "the largest message.timestamp.after.max.ms a topic may set, -1 for no limit (until ACLs exist, the permission to let producers stamp records far ahead)")
 	c.fs.Var(&n.logLevel, "log-level", "log `level`: debug, info, warn, error")
 	c.fs.Var(&n.logFormat, "log-format", "log `format`: json or text")
 	n.tls = addTLSFlags(c)
@@ -107,6 +114,12 @@ func (n *nodeFlags) validate() []string {
 	if n.bodyTimeout < time.Second {
 		bad = append(bad, fmt.Sprintf("--body-timeout %s: want at least 1s (default %s)", n.bodyTimeout, api.DefaultBodyTimeout))
 	}
+	if n.compactBatch < 1 {
+		bad = append(bad, fmt.Sprintf("--compact-batch %d: want at least 1 partition per pass (default %d)", n.compactBatch, compactor.DefaultMaxPartitions))
+	}
+	if n.maxTimestampAfterMs < -1 {
+		bad = append(bad, fmt.Sprintf("--max-timestamp-after-ms %d: want -1 (no limit) or a number of milliseconds (default %d, one day)", n.maxTimestampAfterMs, catalog.DefaultMaxTimestampAfterMs))
+	}
 	if n.shutdownTimeout < time.Second {
 		bad = append(bad, fmt.Sprintf("--shutdown-timeout %s: want at least 1s (default 30s)", n.shutdownTimeout))
 	}
@@ -138,7 +151,7 @@ func (n *nodeFlags) writerConfig() writer.Config {
 }
 
 func (n *nodeFlags) compactorConfig() compactor.Config {
-	return compactor.Config{Interval: n.compactInterval, GracePeriod: n.gracePeriod, SweepInterval: n.sweepInterval}
+	return compactor.Config{Interval: n.compactInterval, GracePeriod: n.gracePeriod, SweepInterval: n.sweepInterval, MaxPartitions: n.compactBatch}
 }
 
 func (n *nodeFlags) readerConfig() reader.Config {
@@ -479,7 +492,7 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (_ *node, err error) 
 	if err != nil {
 		return nil, fmt.Errorf("%w (check --bucket)", err)
 	}
-	cat, err := spec.catalog(ctx, catalog.Options{CommitTimeout: nf.commitTimeout, Logger: log})
+	cat, err := spec.catalog(ctx, catalog.Options{CommitTimeout: nf.commitTimeout, Logger: log, MaxTimestampAfterMs: nf.maxTimestampAfterMs})
 	if err != nil {
 		return nil, fmt.Errorf("open catalog %s: %w (check --catalog and that the database is reachable)", spec.catalogName, err)
 	}
