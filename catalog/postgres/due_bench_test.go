@@ -39,8 +39,9 @@ func BenchmarkCommitDue(b *testing.B) {
 					b.Fatal(err)
 				}
 				kt, _ := catalog.KeyTime(plan.Segment.Key)
+				sql, args, _ := c.commitArgs(plan.Segment, kt)
 				start := time.Now()
-				rows, err := c.pool.Query(ctx, strings.Replace(commitSQL, "strata_commit(", fn+"(", 1), c.commitArgs(plan.Segment, kt, nil)...)
+				rows, err := c.pool.Query(ctx, strings.Replace(sql, "strata_commit(", fn+"(", 1), args...)
 				if err == nil {
 					for rows.Next() {
 					}
