@@ -142,14 +142,16 @@ func (s *Store) put(ctx context.Context, key string, body []byte) error {
 
 // createTemp creates a temporary file in dir, creating dir (and syncing the parents of
 // what it creates) when missing. Delete removes directories it empties, so a directory
-// created here can vanish before the temporary lands in it: try again then.
+// created here can vanish before the temporary lands in it: try again then (on a
+// loaded machine deletes of neighbouring keys can win several times in a row; TestPutDeleteRace
+// lost ten).
 func (s *Store) createTemp(dir string) (*os.File, error) {
 	for attempt := 0; ; attempt++ {
 		f, err := os.CreateTemp(dir, tempPrefix+"*")
 		if err == nil {
 			return f, nil
 		}
-		if !errors.Is(err, iofs.ErrNotExist) || attempt == 10 {
+		if !errors.Is(err, iofs.ErrNotExist) || attempt == 100 {
 			return nil, err
 		}
 		if err := s.mkdirAll(dir); err != nil && !errors.Is(err, iofs.ErrNotExist) {
