@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-io/strata/api"
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/client"
@@ -63,7 +64,8 @@ func newStack(tb testing.TB) *stack {
 		<-done
 		_ = cat.Close()
 	})
-	a := api.New(api.Config{}, api.Deps{Catalog: cat, Writer: w, Reader: r, Groups: cat, Registerer: reg, Gatherer: reg})
+	core := broker.New(broker.Config{}, broker.Deps{Catalog: cat, Writer: w, Reader: r, Batches: r, Producers: cat, Records: cat, Groups: cat})
+	a := api.New(api.Config{}, api.Deps{Core: core, Registerer: reg, Gatherer: reg})
 	s := &stack{h: a.Handler(), cat: cat}
 	for _, tp := range []struct {
 		name    string

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-io/strata/api"
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/objstore/fs"
@@ -157,7 +158,8 @@ func stack(t *testing.T) (url string, store *fs.Store, catPath string) {
 	done := make(chan struct{}, 2)
 	go func() { _ = w.Run(ctx); done <- struct{}{} }()
 	go func() { _ = r.Run(ctx); done <- struct{}{} }()
-	a := api.New(api.Config{}, api.Deps{Catalog: cat, Writer: w, Reader: r, Gatherer: reg, Registerer: reg,
+	core := broker.New(broker.Config{}, broker.Deps{Catalog: cat, Writer: w, Reader: r, Batches: r, Producers: cat, Records: cat, Groups: cat})
+	a := api.New(api.Config{}, api.Deps{Core: core, Gatherer: reg, Registerer: reg,
 		Ready: func(context.Context) error { return nil }})
 	srv := httptest.NewServer(a.Handler())
 	t.Cleanup(func() {

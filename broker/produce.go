@@ -106,9 +106,6 @@ func (b *Broker) produceRequest(ctx context.Context, req *ProduceRequest) (write
 		if !ok {
 			var e *Error
 			if ti, e = b.lookupTopic(ctx, r.Topic); e != nil {
-				if e.Code == CodeInvalidTopicName {
-					e = newError(CodeInvalidTopicName, "records[%d].topic: %s", i, e.Message).with("record", i).with("field", "topic")
-				}
 				return writer.Request{}, nil, e
 			}
 			topics[r.Topic] = ti

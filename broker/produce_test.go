@@ -36,10 +36,7 @@ func TestProduceRecords(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	wantCode(t, second(e.b.Produce(context.Background(), Anonymous, ProduceRequest{})), CodeEmptyBatch)
-	er := wantCode(t, second(e.b.Produce(context.Background(), Anonymous, ProduceRequest{Records: []Record{{Topic: "a b"}}})), CodeInvalidTopicName)
-	if er.Details["field"] != "topic" {
-		t.Errorf("details %v", er.Details)
-	}
+	wantCode(t, second(e.b.Produce(context.Background(), Anonymous, ProduceRequest{Records: []Record{{Topic: "a b"}}})), CodeInvalidTopicName)
 	wantCode(t, second(e.b.Produce(context.Background(), Anonymous, ProduceRequest{Records: []Record{{Topic: "nope", Timestamp: -1}}})), CodeTopicNotFound)
 	if e.w.calls() != 1 {
 		t.Fatalf("refused requests reached the writer")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/api"
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/client"
@@ -50,7 +51,8 @@ func startServer(t testing.TB, dir string) *server {
 	wg.Add(2)
 	go func() { defer wg.Done(); w.Run(ctx) }()
 	go func() { defer wg.Done(); r.Run(ctx) }()
-	a := api.New(api.Config{}, api.Deps{Catalog: cat, Groups: cat, Writer: w, Reader: r})
+	core := broker.New(broker.Config{}, broker.Deps{Catalog: cat, Writer: w, Reader: r, Batches: r, Producers: cat, Records: cat, Groups: cat})
+	a := api.New(api.Config{}, api.Deps{Core: core})
 	hs := httptest.NewServer(a.Handler())
 	t.Cleanup(func() {
 		hs.CloseClientConnections()

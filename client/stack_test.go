@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/api"
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/objstore/fault"
@@ -59,7 +60,8 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	wg.Add(2)
 	go func() { defer wg.Done(); w.Run(ctx) }()
 	go func() { defer wg.Done(); rd.Run(ctx) }()
-	a := api.New(api.Config{}, api.Deps{Catalog: cat, Writer: w, Reader: rd, Groups: cat, Log: log})
+	core := broker.New(broker.Config{}, broker.Deps{Catalog: cat, Writer: w, Reader: rd, Batches: rd, Producers: cat, Records: cat, Groups: cat})
+	a := api.New(api.Config{}, api.Deps{Core: core, Log: log})
 	h := a.Handler()
 	if o.wrap != nil {
 		h = o.wrap(h)

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/strata-io/strata/api"
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/postgres"
 	"github.com/strata-io/strata/catalog/sqlite"
@@ -177,14 +178,19 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	startRole("writer", w.Run)
 	r := reader.New(store, cat, reader.Config{CacheBytes: reader.DefaultCacheBytes}, log, reg)
 	startRole("reader", r.Run)
-	deps := api.Deps{
-		Catalog: cat, Writer: w, Reader: r, Ready: ready,
-		Gatherer: reg, Registerer: reg, Log: log,
+	bd := broker.Deps{Catalog: cat, Writer: w, Reader: r, Batches: r}
+	if g, ok := cat.(catalog.Groups); ok { // both backends serve consumer groups
+		bd.Groups = g
 	}
-	if g, ok := cat.(api.Groups); ok { // both backends serve consumer groups
-		deps.Groups = g
+	if p, ok := cat.(catalog.Producers); ok {
+		bd.Producers = p
 	}
-	a := api.New(api.Config{TopicCacheTTL: o.topicCacheTTL}, deps)
+	if d, ok := cat.(catalog.Compaction); ok {
+		bd.Records = d
+	}
+	deps := api.Deps{Core: broker.New(broker.Config{TopicCacheTTL: o.topicCacheTTL}, bd), Ready: ready,
+		Gatherer: reg, Registerer: reg, Log: log}
+	a := api.New(api.Config{}, deps)
 
 	// Long polls and tails never end by themselves: their requests' context is
 	// cancelled before the server closes, as runNode does a moment into its shutdown.

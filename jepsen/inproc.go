@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-io/strata/api"
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/compactor"
 	"github.com/strata-io/strata/objstore"
@@ -96,11 +97,18 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 		}
 		start("compactor", compactor.New(cfg.Store, cc, cfg.Compactor, cfg.Log, reg).Run)
 	}
-	deps := api.Deps{Catalog: cfg.Catalog, Writer: w, Reader: r, Registerer: reg, Gatherer: reg, Log: cfg.Log,
-		Ready: func(ctx context.Context) error { _, err := cfg.Catalog.Now(ctx); return err }}
-	if g, ok := cfg.Catalog.(api.Groups); ok {
-		deps.Groups = g
+	bd := broker.Deps{Catalog: cfg.Catalog, Writer: w, Reader: r, Batches: r}
+	if g, ok := cfg.Catalog.(catalog.Groups); ok {
+		bd.Groups = g
 	}
+	if p, ok := cfg.Catalog.(catalog.Producers); ok {
+		bd.Producers = p
+	}
+	if d, ok := cfg.Catalog.(catalog.Compaction); ok {
+		bd.Records = d
+	}
+	deps := api.Deps{Core: broker.New(broker.Config{}, bd), Registerer: reg, Gatherer: reg, Log: cfg.Log,
+		Ready: func(ctx context.Context) error { _, err := cfg.Catalog.Now(ctx); return err }}
 	a := api.New(api.Config{}, deps)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

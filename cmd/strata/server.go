@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/strata-io/strata/api"
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/postgres"
 	"github.com/strata-io/strata/catalog/sqlite"
@@ -557,19 +558,26 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (_ *node, err error) 
 			roleErr <- fmt.Errorf("%s: %w", name, err)
 		}()
 	}
-	deps := api.Deps{Catalog: cat, Ready: ready, Gatherer: reg, Registerer: reg, Log: log}
-	if g, ok := cat.(api.Groups); ok { // both backends serve consumer groups
-		deps.Groups = g
+	deps := api.Deps{Ready: ready, Gatherer: reg, Registerer: reg, Log: log}
+	bd := broker.Deps{Catalog: cat}
+	if g, ok := cat.(catalog.Groups); ok { // both backends serve consumer groups
+		bd.Groups = g
+	}
+	if p, ok := cat.(catalog.Producers); ok {
+		bd.Producers = p
+	}
+	if d, ok := cat.(catalog.Compaction); ok {
+		bd.Records = d
 	}
 	if spec.writer {
 		w := writer.New(store, cat, nf.writerConfig(), log, reg)
-		deps.Writer = w
+		bd.Writer = w
 		n.writer = w
 		startRole("writer", w.Run)
 	}
 	if spec.reader {
 		r := reader.New(store, cat, nf.readerConfig(), log, reg)
-		deps.Reader = r
+		bd.Reader, bd.Batches = r, r
 		if !spec.lambda {
 			startRole("reader", r.Run)
 		}
@@ -590,6 +598,7 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (_ *node, err error) 
 		// before they are read beyond it (api/admission.go).
 		apiCfg.MaxInflightProduceBytes = int64(nf.bufferBytes)
 	}
+	deps.Core = broker.New(broker.Config{}, bd)
 	n.api, n.deps = api.New(apiCfg, deps), deps
 	n.roleErr, n.stopRoles, n.wg, n.closeCatalog = roleErr, stopRoles, wg, closeCatalog
 	return n, nil
