@@ -21,11 +21,6 @@ import (
 	"github.com/strata-io/strata/segment"
 )
 
-type inventoryCatalog interface {
-	catalog.Catalog
-	catalog.Inventory
-}
-
 // TestCheck writes through a real node, then checks: clean; then with an object
 // deleted, a stray object planted, a young unknown object, and a corrupted object.
 func TestCheck(t *testing.T) {
@@ -62,7 +57,7 @@ func TestCheck(t *testing.T) {
 	})
 }
 
-func runCheck(t *testing.T, cat inventoryCatalog, st objstore.Store) {
+func runCheck(t *testing.T, cat catalog.Backend, st objstore.Store) {
 	ctx := context.Background()
 	n, err := jepsen.StartNode(jepsen.NodeConfig{Catalog: cat, Store: st})
 	if err != nil {

@@ -100,7 +100,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 
 	// The store and the catalog, as runNode opens them (store first).
 	var raw objstore.Store
-	var openCatalog func() (catalog.Catalog, error)
+	var openCatalog func() (catalog.Backend, error)
 	opts := catalog.Options{CommitTimeout: o.commitTimeout, Logger: log}
 	switch o.backend {
 	case embedded:
@@ -110,7 +110,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 			t.Fatal(err)
 		}
 		raw = st
-		openCatalog = func() (catalog.Catalog, error) {
+		openCatalog = func() (catalog.Backend, error) {
 			return sqlite.Open(ctx, filepath.Join(dir, "catalog.db"), opts)
 		}
 	case postgresMinIO:
@@ -119,7 +119,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 			dsn = testsvc.PostgresDSN(t)
 		}
 		raw = newMinIOStore(t, log)
-		openCatalog = func() (catalog.Catalog, error) { return postgres.Open(ctx, dsn, opts) }
+		openCatalog = func() (catalog.Backend, error) { return postgres.Open(ctx, dsn, opts) }
 	default:
 		t.Fatalf("unknown backend %q", o.backend)
 	}
@@ -178,16 +178,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	startRole("writer", w.Run)
 	r := reader.New(store, cat, reader.Config{CacheBytes: reader.DefaultCacheBytes}, log, reg)
 	startRole("reader", r.Run)
-	bd := broker.Deps{Catalog: cat, Writer: w, Reader: r, Batches: r}
-	if g, ok := cat.(catalog.Groups); ok { // both backends serve consumer groups
-		bd.Groups = g
-	}
-	if p, ok := cat.(catalog.Producers); ok {
-		bd.Producers = p
-	}
-	if d, ok := cat.(catalog.Compaction); ok {
-		bd.Records = d
-	}
+	bd := broker.Deps{Catalog: cat, Writer: w, Reader: r, Batches: r, Producers: cat, Records: cat, Groups: cat}
 	deps := api.Deps{Core: broker.New(broker.Config{TopicCacheTTL: o.topicCacheTTL}, bd), Ready: ready,
 		Gatherer: reg, Registerer: reg, Log: log}
 	a := api.New(api.Config{}, deps)

@@ -29,17 +29,10 @@ type Committer interface {
 	Settle(ctx context.Context, seg catalog.Segment) ([]catalog.Result, error)
 }
 
-// compactionCatalog is what compactor.New takes.
-type compactionCatalog interface {
-	catalog.Compaction
-	OffsetForTime(ctx context.Context, topicID int64, partition int32, ts int64) (int64, error)
-	Now(ctx context.Context) (time.Time, error)
-}
-
 // NodeConfig configures an in-process node: every role wired as cmd/strata wires them,
 // behind a real HTTP server on loopback, with hooks for decorators.
 type NodeConfig struct {
-	Catalog catalog.Catalog
+	Catalog catalog.Backend
 	Store   objstore.Store
 	// Committer, when set, is what the writer commits through instead of Catalog.
 	Committer Committer
@@ -89,24 +82,9 @@ func StartNode(cfg NodeConfig) (*Node, error) {
 	r := reader.New(cfg.Store, cfg.Catalog, reader.Config{}, cfg.Log, reg)
 	start("reader", r.Run)
 	if cfg.Compactor.Interval > 0 {
-		cc, ok := cfg.Catalog.(compactionCatalog)
-		if !ok {
-			stop()
-			n.wg.Wait()
-			return nil, errors.New("jepsen: the catalog cannot run the compactor role")
-		}
-		start("compactor", compactor.New(cfg.Store, cc, cfg.Compactor, cfg.Log, reg).Run)
+		start("compactor", compactor.New(cfg.Store, cfg.Catalog, cfg.Compactor, cfg.Log, reg).Run)
 	}
-	bd := broker.Deps{Catalog: cfg.Catalog, Writer: w, Reader: r, Batches: r}
-	if g, ok := cfg.Catalog.(catalog.Groups); ok {
-		bd.Groups = g
-	}
-	if p, ok := cfg.Catalog.(catalog.Producers); ok {
-		bd.Producers = p
-	}
-	if d, ok := cfg.Catalog.(catalog.Compaction); ok {
-		bd.Records = d
-	}
+	bd := broker.Deps{Catalog: cfg.Catalog, Writer: w, Reader: r, Batches: r, Producers: cfg.Catalog, Records: cfg.Catalog, Groups: cfg.Catalog}
 	deps := api.Deps{Core: broker.New(broker.Config{}, bd), Registerer: reg, Gatherer: reg, Log: cfg.Log,
 		Ready: func(ctx context.Context) error { _, err := cfg.Catalog.Now(ctx); return err }}
 	a := api.New(api.Config{}, deps)

@@ -52,11 +52,7 @@ catalog applies its migrations, as a node would). Exit code 1 when anything diff
 			return fmt.Errorf("open catalog %s: %w", name, err)
 		}
 		defer cc.Close()
-		inv, ok := cc.(catalog.Inventory)
-		if !ok {
-			return fmt.Errorf("the %s catalog cannot list its segments", name)
-		}
-		r, err := check.Run(ctx, inv, store, check.Options{SweepAge: *sweepAge, Verify: *verify, Log: log})
+		r, err := check.Run(ctx, cc, store, check.Options{SweepAge: *sweepAge, Verify: *verify, Log: log})
 		if err != nil {
 			return err
 		}

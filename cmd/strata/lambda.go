@@ -11,7 +11,6 @@ import (
 	awslambda "github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/strata-io/strata/api"
-	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/compactor"
 	"github.com/strata-io/strata/lambda"
 )
@@ -105,21 +104,9 @@ func startLambda(ctx context.Context, e *env, c *command, sf *serveFlags, stream
 	// rather than pretend a pass ran.
 	var comp lambda.Compactor
 	if withCompactor {
-		cc, ok := n.cat.(compactionCatalog)
-		if !ok {
-			_ = stopLambda(n, time.Second)
-			return nil, nil, fmt.Errorf("the %s catalog cannot run the compactor", spec.catalogName)
-		}
-		comp = compactor.New(n.store, cc, compactor.Config{}, n.log, nil)
+		comp = compactor.New(n.store, n.cat, compactor.Config{}, n.log, nil)
 	}
 	return lambda.New(n.api.Handler(), fl, comp, cfg, n.log), n, nil
-}
-
-// compactionCatalog is what compactor.New needs of a catalog.
-type compactionCatalog interface {
-	catalog.Compaction
-	OffsetForTime(ctx context.Context, topicID int64, partition int32, ts int64) (int64, error)
-	Now(ctx context.Context) (time.Time, error)
 }
 
 // stopLambda stops the roles, waits for them within timeout and closes the catalog.

@@ -162,7 +162,7 @@ type nodeSpec struct {
 	// compactor runs the compactor role in the node; Lambda runs it per scheduled event
 	// instead.
 	compactor bool
-	catalog   func(ctx context.Context, opts catalog.Options) (catalog.Catalog, error)
+	catalog   func(ctx context.Context, opts catalog.Options) (catalog.Backend, error)
 	store     func(ctx context.Context, log *slog.Logger) (objstore.Store, error)
 	// describe names the catalog and bucket in the start-up log (passwords redacted).
 	catalogName, bucketName string
@@ -203,7 +203,7 @@ restarts. Ctrl-C shuts down gracefully: requests in flight finish, the writer dr
 		objDir := filepath.Join(*data, "objects")
 		spec := nodeSpec{
 			flags: nf, writer: true, reader: true, compactor: true,
-			catalog: func(ctx context.Context, opts catalog.Options) (catalog.Catalog, error) {
+			catalog: func(ctx context.Context, opts catalog.Options) (catalog.Backend, error) {
 				return sqlite.Open(ctx, dbPath, opts)
 			},
 			store: func(ctx context.Context, log *slog.Logger) (objstore.Store, error) {
@@ -349,8 +349,9 @@ func parseRoles(s string) (map[string]bool, error) {
 	return rs, nil
 }
 
-// catalogOpener picks the catalog backend from a --catalog value.
-func catalogOpener(s string) (func(context.Context, catalog.Options) (catalog.Catalog, error), string, error) {
+// catalogOpener picks the catalog backend from a --catalog value: the one place the
+// binary turns a DSN into a catalog.Backend.
+func catalogOpener(s string) (func(context.Context, catalog.Options) (catalog.Backend, error), string, error) {
 	lower := strings.ToLower(s)
 	switch {
 	case s == "":
@@ -360,7 +361,7 @@ func catalogOpener(s string) (func(context.Context, catalog.Options) (catalog.Ca
 		if err != nil || u.Host == "" {
 			return nil, "", fmt.Errorf("--catalog: %s is not a valid Postgres URL: want postgres://user:pass@host:5432/dbname", redactURL(s))
 		}
-		return func(ctx context.Context, opts catalog.Options) (catalog.Catalog, error) {
+		return func(ctx context.Context, opts catalog.Options) (catalog.Backend, error) {
 			return postgres.Open(ctx, s, opts)
 		}, u.Redacted(), nil
 	case strings.HasPrefix(lower, "sqlite:"):
@@ -377,8 +378,8 @@ func catalogOpener(s string) (func(context.Context, catalog.Options) (catalog.Ca
 	return sqliteOpener(s), s, nil
 }
 
-func sqliteOpener(path string) func(context.Context, catalog.Options) (catalog.Catalog, error) {
-	return func(ctx context.Context, opts catalog.Options) (catalog.Catalog, error) {
+func sqliteOpener(path string) func(context.Context, catalog.Options) (catalog.Backend, error) {
+	return func(ctx context.Context, opts catalog.Options) (catalog.Backend, error) {
 		if dir := filepath.Dir(path); dir != "" {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return nil, fmt.Errorf("create catalog directory: %w", err)
@@ -409,7 +410,7 @@ type node struct {
 	deps api.Deps
 	// cat and store are the node's catalog and (metered) object store, for roles
 	// wired outside startNode (Lambda's scheduled compactor).
-	cat   catalog.Catalog
+	cat   catalog.Backend
 	store objstore.Store
 	// roleErr receives a role's failure.
 	roleErr chan error
@@ -559,16 +560,7 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (_ *node, err error) 
 		}()
 	}
 	deps := api.Deps{Ready: ready, Gatherer: reg, Registerer: reg, Log: log}
-	bd := broker.Deps{Catalog: cat}
-	if g, ok := cat.(catalog.Groups); ok { // both backends serve consumer groups
-		bd.Groups = g
-	}
-	if p, ok := cat.(catalog.Producers); ok {
-		bd.Producers = p
-	}
-	if d, ok := cat.(catalog.Compaction); ok {
-		bd.Records = d
-	}
+	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat}
 	if spec.writer {
 		w := writer.New(store, cat, nf.writerConfig(), log, reg)
 		bd.Writer = w
@@ -583,11 +575,7 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (_ *node, err error) 
 		}
 	}
 	if spec.compactor {
-		cc, ok := cat.(compactionCatalog)
-		if !ok {
-			return nil, fmt.Errorf("the %s catalog cannot run the compactor role", spec.catalogName)
-		}
-		startRole("compactor", compactor.New(store, cc, nf.compactorConfig(), log, reg).Run)
+		startRole("compactor", compactor.New(store, cat, nf.compactorConfig(), log, reg).Run)
 	}
 	apiCfg := spec.api
 	if apiCfg.BodyTimeout == 0 {
