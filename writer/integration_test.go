@@ -18,6 +18,7 @@ import (
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/postgres"
 	"github.com/strata-io/strata/catalog/sqlite"
+	"github.com/strata-io/strata/internal/murmur2"
 	"github.com/strata-io/strata/internal/testsvc"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fault"
@@ -345,8 +346,8 @@ func runIntegration(t *testing.T, inner objstore.Store, cat catalog.Catalog) {
 			t.Errorf("acknowledged record %q at %+v is not in the log", v, at)
 		case string(dr.Value) != v:
 			t.Errorf("at %+v: %q, acknowledged %q", at, dr.Value, v)
-		case keys[at] != "" && keyPartition([]byte(keys[at]), 4) != at.partition:
-			t.Errorf("key %q in partition %d, Kafka would use %d", keys[at], at.partition, keyPartition([]byte(keys[at]), 4))
+		case keys[at] != "" && murmur2.Partition([]byte(keys[at]), 4) != at.partition:
+			t.Errorf("key %q in partition %d, Kafka would use %d", keys[at], at.partition, murmur2.Partition([]byte(keys[at]), 4))
 		case at.topic == events.ID && (!logAppend[at] || dr.Timestamp < t0 || dr.Timestamp > t1):
 			t.Errorf("LogAppendTime record at %+v: timestamp %d (flag %v), want the writer's clock in [%d, %d]", at, dr.Timestamp, logAppend[at], t0, t1)
 		}
