@@ -144,6 +144,9 @@ func New(cfg Config, d Deps) *API {
 	return a
 }
 
+// Config returns the API's configuration, defaults applied.
+func (a *API) Config() Config { return a.cfg }
+
 // Handler returns the API's http.Handler.
 func (a *API) Handler() http.Handler { return a.handler }
 

@@ -420,24 +420,19 @@ func startBenchNodeInProcess(ctx context.Context, catalogURL, bucketURL string, 
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		n.stopRoles()
-		n.wg.Wait()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = n.Stop(sctx)
 		n.closeCatalog()
 		lf.Close()
 		return "", nil, err
 	}
-	srv := &http.Server{Handler: n.api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	serveCtx, cancelServe := context.WithCancel(context.Background())
 	served := make(chan struct{})
-	go func() { defer close(served); _ = srv.Serve(ln) }()
+	go func() { defer close(served); _ = n.Serve(serveCtx, ln, 10*time.Second) }()
 	stop := func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			_ = srv.Close()
-		}
+		cancelServe()
 		<-served
-		n.stopRoles()
-		n.wg.Wait()
 		n.closeCatalog()
 		lf.Close()
 	}

@@ -10,8 +10,6 @@ import (
 
 	awslambda "github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/strata-io/strata/api"
-	"github.com/strata-io/strata/compactor"
 	"github.com/strata-io/strata/lambda"
 )
 
@@ -67,7 +65,7 @@ default_query_exec_mode=exec and pool_max_conns=2 unless it sets them (RDS Proxy
 
 // startLambda validates the flags, starts a node for Lambda and returns its invocation
 // handler.
-func startLambda(ctx context.Context, e *env, c *command, sf *serveFlags, streaming bool) (*lambda.Handler, *node, error) {
+func startLambda(ctx context.Context, e *env, c *command, sf *serveFlags, streaming bool) (*lambda.Handler, *started, error) {
 	if lower := strings.ToLower(*sf.catalog); strings.HasPrefix(lower, "postgres://") || strings.HasPrefix(lower, "postgresql://") {
 		u, err := lambdaCatalogURL(*sf.catalog)
 		if err != nil {
@@ -79,45 +77,40 @@ func startLambda(ctx context.Context, e *env, c *command, sf *serveFlags, stream
 	if len(bad) > 0 {
 		return nil, nil, badFlags(c.name, bad)
 	}
+	// The compactor runs only when a scheduled event asks (below), never as a loop: the
+	// sandbox is frozen between invocations.
 	spec.lambda = true
 	spec.api.MaxWait = lambdaMaxWait
 	spec.api.NoStreaming = true
-	// The compactor runs only when a scheduled event asks (below), never as a loop:
-	// the sandbox is frozen between invocations.
-	withCompactor := spec.compactor
-	spec.compactor = false
 	n, err := startNode(ctx, e, spec)
 	if err != nil {
 		return nil, nil, err
 	}
 	cfg := lambda.Config{}
 	if streaming {
-		streamCfg := spec.api
+		streamCfg := n.API.Config()
 		streamCfg.NoStreaming = false
-		cfg.Stream = api.New(streamCfg, n.deps).Handler()
+		cfg.Stream = n.NewAPI(streamCfg).Handler()
 	}
 	var fl lambda.Flusher
-	if n.writer != nil {
-		fl = n.writer
+	if n.Writer != nil {
+		fl = n.Writer
 	}
 	// Without the compactor role, scheduled events fail with lambda.ErrNoCompactor
 	// rather than pretend a pass ran.
 	var comp lambda.Compactor
-	if withCompactor {
-		comp = compactor.New(n.store, n.cat, compactor.Config{}, n.log, nil)
+	if n.Compactor != nil {
+		comp = n.Compactor
 	}
-	return lambda.New(n.api.Handler(), fl, comp, cfg, n.log), n, nil
+	return lambda.New(n.API.Handler(), fl, comp, cfg, n.log), n, nil
 }
 
 // stopLambda stops the roles, waits for them within timeout and closes the catalog.
-func stopLambda(n *node, timeout time.Duration) error {
-	n.stopRoles()
-	stopped := make(chan struct{})
-	go func() { n.wg.Wait(); close(stopped) }()
+func stopLambda(n *started, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	var err error
-	select {
-	case <-stopped:
-	case <-time.After(timeout):
+	if n.Stop(ctx) != nil {
 		err = errors.New("roles did not stop within --shutdown-timeout")
 	}
 	n.closeCatalog()
