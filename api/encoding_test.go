@@ -351,8 +351,8 @@ func FuzzProduceParse(f *testing.F) {
 	})
 }
 
-// benchProduceBody is a 500-record produce body of 1 KiB JSON values, the shape DESIGN's
-// decode figure is measured on.
+// benchProduceBody is a 500-record produce body of 1 KiB JSON values, the shape the
+// decode figure of docs/design.md is measured on.
 func benchProduceBody(b *testing.B) []byte {
 	var buf bytes.Buffer
 	buf.WriteString(`{"records":[`)

@@ -7,11 +7,12 @@ import (
 	"time"
 )
 
-// This file is the catalog's side of the compactor (DESIGN.md "Compactor"): leased work
-// with fencing tokens, the compare-and-swap that replaces chunk rows with rows over a
-// merged object, log start advances (retention and delete-records), and the row side
-// of safe deletion and of the orphan sweep. It is a separate interface from Catalog so
-// that the writer and reader roles, and catalogs that predate it, are untouched.
+// This file is the catalog's side of the compactor (docs/design.md "Compactor"):
+// leased work with fencing tokens, the compare-and-swap that replaces chunk rows with
+// rows over a merged object, log start advances (retention and delete-records), and the
+// row side of safe deletion and of the orphan sweep. It is a separate interface from
+// Catalog so that the writer and reader roles, and catalogs that predate it, are
+// untouched.
 //
 // The rules every backend keeps:
 //

@@ -16,8 +16,8 @@ import (
 )
 
 // The producer: linger batching across calls, a bounded window of requests in flight,
-// and retries that are safe because requests are idempotent (DESIGN.md "Write path"; the
-// exactly-once issue).
+// and retries that are safe because requests are idempotent (docs/design.md "Write
+// path"; the exactly-once issue).
 //
 // Every request the producer sends is sealed once — its records, their partitions (chosen
 // here), the producer id and epoch and a base sequence per partition — and retried byte
