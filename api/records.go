@@ -67,13 +67,28 @@ func (rs *recordsResource) produce(w http.ResponseWriter, r *http.Request) *prob
 	if err != nil {
 		return a.problemFor(r, err)
 	}
-	out := make([]byte, 0, 16+len(res.Offsets)*36)
+	writeOffsets(w, res, nil)
+	return nil
+}
+
+// writeOffsets answers a produce with where each record landed,
+// {"offsets":[{"partition":P,"offset":O}, ...]}, each offset led by "topic" when
+// topicOf names it (POST /v1/records), and "duplicate": true for a retry of a
+// committed request.
+func writeOffsets(w http.ResponseWriter, res broker.ProduceResult, topicOf func(i int) string) {
+	out := make([]byte, 0, 16+len(res.Offsets)*56)
 	out = append(out, `{"offsets":[`...)
 	for i, o := range res.Offsets {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = append(out, `{"partition":`...)
+		out = append(out, '{')
+		if topicOf != nil {
+			out = append(out, `"topic":`...)
+			out = appendString(out, topicOf(i))
+			out = append(out, ',')
+		}
+		out = append(out, `"partition":`...)
 		out = strconv.AppendInt(out, int64(o.Partition), 10)
 		out = append(out, `,"offset":`...)
 		out = strconv.AppendInt(out, o.Offset, 10)
@@ -81,5 +96,4 @@ func (rs *recordsResource) produce(w http.ResponseWriter, r *http.Request) *prob
 	}
 	out = append(out, ']')
 	writeJSONBytes(w, http.StatusOK, appendDuplicate(out, res.Duplicate))
-	return nil
 }

@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"net/http"
-	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
@@ -136,21 +135,6 @@ func (rs *transactResource) produce(w http.ResponseWriter, r *http.Request) *pro
 	if err != nil {
 		return a.problemFor(r, err)
 	}
-	out := make([]byte, 0, 16+len(res.Offsets)*56)
-	out = append(out, `{"offsets":[`...)
-	for i, o := range res.Offsets {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, `{"topic":`...)
-		out = appendString(out, req.Records[i].Topic)
-		out = append(out, `,"partition":`...)
-		out = strconv.AppendInt(out, int64(o.Partition), 10)
-		out = append(out, `,"offset":`...)
-		out = strconv.AppendInt(out, o.Offset, 10)
-		out = append(out, '}')
-	}
-	out = append(out, ']')
-	writeJSONBytes(w, http.StatusOK, appendDuplicate(out, res.Duplicate))
+	writeOffsets(w, res, func(i int) string { return req.Records[i].Topic })
 	return nil
 }

@@ -170,37 +170,35 @@ func catalogError(op string, err error) *Error {
 	return newError(CodeCatalogUnavailable, "%s: the catalog did not answer; retry", op).unexpected(op, err)
 }
 
+// groupCodes are the group rules' refusals and their codes.
+var groupCodes = []struct {
+	err  error
+	code Code
+}{
+	{catalog.ErrGroupNotFound, CodeGroupNotFound},
+	{catalog.ErrInvalidGroupName, CodeInvalidGroupName},
+	{catalog.ErrUnknownMember, CodeUnknownMember},
+	{catalog.ErrStaleMemberEpoch, CodeStaleMemberEpoch},
+	{catalog.ErrNotOwner, CodeNotOwner},
+	{catalog.ErrGroupNotEmpty, CodeGroupNotEmpty},
+	{catalog.ErrInvalidOffset, CodeInvalidOffset},
+	{catalog.ErrInvalidGroupRequest, CodeInvalidRequest},
+}
+
 // groupError maps a group error; the rest goes to catalogError.
 func groupError(op string, err error) *Error {
-	code := CodeInvalidRequest
-	switch {
-	case errors.Is(err, catalog.ErrGroupNotFound):
-		code = CodeGroupNotFound
-	case errors.Is(err, catalog.ErrInvalidGroupName):
-		code = CodeInvalidGroupName
-	case errors.Is(err, catalog.ErrUnknownMember):
-		code = CodeUnknownMember
-	case errors.Is(err, catalog.ErrStaleMemberEpoch):
-		code = CodeStaleMemberEpoch
-	case errors.Is(err, catalog.ErrNotOwner):
-		code = CodeNotOwner
-	case errors.Is(err, catalog.ErrGroupNotEmpty):
-		code = CodeGroupNotEmpty
-	case errors.Is(err, catalog.ErrInvalidOffset):
-		code = CodeInvalidOffset
-	case errors.Is(err, catalog.ErrInvalidGroupRequest):
-	default:
-		return catalogError(op, err)
+	for _, g := range groupCodes {
+		if errors.Is(err, g.err) {
+			return newError(g.code, "%s", err.Error())
+		}
 	}
-	return newError(code, "%s", err.Error())
+	return catalogError(op, err)
 }
 
 // isGroupError reports a refusal by the group rules.
 func isGroupError(err error) bool {
-	for _, s := range []error{catalog.ErrGroupNotFound, catalog.ErrInvalidGroupName, catalog.ErrUnknownMember,
-		catalog.ErrStaleMemberEpoch, catalog.ErrNotOwner, catalog.ErrGroupNotEmpty, catalog.ErrInvalidOffset,
-		catalog.ErrInvalidGroupRequest} {
-		if errors.Is(err, s) {
+	for _, g := range groupCodes {
+		if errors.Is(err, g.err) {
 			return true
 		}
 	}

@@ -1,6 +1,6 @@
 package catalog
 
-// Idempotent and transactional producers (docs/design.md "Write path"; the exactly-once
+// Idempotent and transactional producers (DESIGN.md "Write path"; the exactly-once
 // issue). A producer asks InitProducer for an id and an epoch, then numbers the records
 // it sends to each partition with a sequence, as Kafka's idempotent producer does. The
 // commit checks each idempotent request against the producer's state on every
