@@ -56,7 +56,9 @@ func (rs *recordsResource) produce(w http.ResponseWriter, r *http.Request) *prob
 	if err != nil {
 		return a.problemFor(r, err)
 	}
-	creq.Records = make([]broker.Record, len(req.Records))
+	recs := getRecords(len(req.Records))
+	defer putRecords(recs)
+	creq.Records = *recs
 	for i := range req.Records {
 		if p := decodeRecord(i, &req.Records[i], &ti.Config, &creq.Records[i]); p != nil {
 			return p

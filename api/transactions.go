@@ -95,7 +95,9 @@ func (rs *transactResource) produce(w http.ResponseWriter, r *http.Request) *pro
 		return newProblem(CodeTooManyRecords, "%d records in one request; at most %d", n, a.cfg.MaxRecordsPerRequest).
 			with("max_records", a.cfg.MaxRecordsPerRequest)
 	}
-	creq := broker.ProduceRequest{Records: make([]broker.Record, len(req.Records))}
+	recs := getRecords(len(req.Records))
+	defer putRecords(recs)
+	creq := broker.ProduceRequest{Records: *recs}
 	if req.Producer != nil {
 		if creq.Producer, p = req.Producer.identity(); p == nil {
 			creq.Sequences, p = topicSequences(req.Producer.Sequences)

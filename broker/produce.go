@@ -54,7 +54,8 @@ type ProduceResult struct {
 // Produce checks a request against its topics' rules, hands it to the writer as one
 // request and returns once its records are durable and committed. Everything that can
 // be refused is refused before the writer sees it, so a refused request changes
-// nothing.
+// nothing. The record bytes (keys, values, headers) must not change until it returns;
+// req.Records itself is not kept, and may be reused once it has.
 func (b *Broker) Produce(ctx context.Context, who Principal, req ProduceRequest) (ProduceResult, error) {
 	if e := b.check(CapProduce); e != nil {
 		return ProduceResult{}, e
