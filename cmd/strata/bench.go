@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/strata-io/strata/bench"
+	"github.com/strata-io/strata/internal/bench"
 	"github.com/strata-io/strata/objstore/open"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"

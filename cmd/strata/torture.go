@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-io/strata/jepsen"
+	"github.com/strata-io/strata/internal/jepsen"
 )
 
 func tortureCommand() (*command, func(context.Context, *env, *command, []string) error) {
