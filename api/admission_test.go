@@ -39,7 +39,7 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 
 func TestAdmissionRefusesBeforeReading(t *testing.T) {
 	bw := &blockingWriter{entered: make(chan struct{}, 4), release: make(chan struct{})}
-	e := newEnv(t, Config{MaxInflightProduceBytes: 1000}, func(d *Deps) {
+	e := newEnv(t, Config{MaxInflightProduceBytes: 1000}, func(d *testDeps) {
 		bw.Writer = d.Writer
 		d.Writer = bw
 	})

@@ -1,8 +1,9 @@
-// Package api is Strata's HTTP API v1 (DESIGN.md "HTTP API v1"): the chi router, one
-// file per resource, the request and response types, the record encoding between JSON
-// and stored bytes, problem+json errors with stable codes (errors.go) and the embedded
-// OpenAPI document. It sees the catalog, the writer and the reader only through the
-// small interfaces below; cmd wires the concrete types in.
+// Package api is Strata's HTTP API v1 (docs/design.md "HTTP API v1"), a front end of
+// the broker core: each handler decodes its request, calls the core (package broker,
+// where every rule about records, offsets, topics and groups lives) and encodes the
+// answer. Here are the chi router, one file per resource, the request and response
+// types, the record encoding between JSON and stored bytes (encoding.go), problem+json
+// errors with stable codes (errors.go) and the embedded OpenAPI document.
 package api
 
 import (
@@ -17,37 +18,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/reader"
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/writer"
-)
-
-// Catalog is the part of the catalog the API uses: topic administration and partition
-// state. Produce and fetch read it only through a short-lived cache.
-type Catalog interface {
-	CreateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (catalog.Topic, error)
-	Topic(ctx context.Context, name string) (catalog.Topic, error)
-	Topics(ctx context.Context) ([]catalog.Topic, error)
-	DeleteTopic(ctx context.Context, name string) error
-	UpdateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (catalog.Topic, error)
-	Partitions(ctx context.Context, topicID int64) ([]catalog.PartitionInfo, error)
-	OffsetForTime(ctx context.Context, topicID int64, partition int32, ts int64) (int64, error)
-}
-
-// Writer accepts produce requests (the writer role).
-type Writer interface {
-	Produce(ctx context.Context, req writer.Request) (writer.Response, error)
-}
-
-// Reader serves fetches (the reader role).
-type Reader interface {
-	Fetch(ctx context.Context, f reader.Fetch) (reader.Result, error)
-}
-
-var (
-	_ Catalog = catalog.Catalog(nil)
-	_ Writer  = (*writer.Writer)(nil)
-	_ Reader  = (*reader.Reader)(nil)
 )
 
 // Config tunes the API. Zero values take the documented defaults.
@@ -58,12 +30,6 @@ type Config struct {
 	// MaxRecordsPerRequest bounds the records of one produce request; more get 400
 	// too_many_records. Default 10,000.
 	MaxRecordsPerRequest int
-	// TopicCacheTTL is how long produce and fetch trust a topic's metadata (id,
-	// partition count, configs) without asking the catalog, so a produce does no catalog
-	// read. A deleted topic is still refused by the writer's commit, and a partition
-	// beyond the cached count re-reads the topic before refusing. Default 2s; negative
-	// disables the cache.
-	TopicCacheTTL time.Duration
 	// MaxWait caps a fetch's wait_ms long-poll. Default 30s.
 	MaxWait time.Duration
 	// HeartbeatInterval is how long a Server-Sent Events tail stays silent before it
@@ -90,7 +56,6 @@ type Config struct {
 const (
 	DefaultMaxBodyBytes         = 16 << 20
 	DefaultMaxRecordsPerRequest = 10000
-	DefaultTopicCacheTTL        = 2 * time.Second
 	DefaultMaxWait              = 30 * time.Second
 	DefaultBodyTimeout          = 30 * time.Second
 	DefaultHeartbeatInterval    = 15 * time.Second
@@ -109,9 +74,6 @@ func (c Config) withDefaults() Config {
 	if c.MaxRecordsPerRequest <= 0 {
 		c.MaxRecordsPerRequest = DefaultMaxRecordsPerRequest
 	}
-	if c.TopicCacheTTL == 0 {
-		c.TopicCacheTTL = DefaultTopicCacheTTL
-	}
 	if c.MaxWait <= 0 {
 		c.MaxWait = DefaultMaxWait
 	}
@@ -121,15 +83,10 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Deps are what the API serves from. Writer and Reader are nil on a node that does not
-// run that role (leave the field nil, not a typed nil pointer): their routes answer 503
-// role_unavailable. Catalog is needed by every /v1 route; nil answers the same way.
+// Deps are what the API serves from.
 type Deps struct {
-	Catalog Catalog
-	Writer  Writer
-	Reader  Reader
-	// Groups serves /v1/groups; nil answers role_unavailable there.
-	Groups Groups
+	// Core is the broker core every /v1 route calls; nil answers role_unavailable there.
+	Core *broker.Broker
 	// Ready reports whether the node can serve (/readyz); nil: always ready.
 	Ready func(ctx context.Context) error
 	// Gatherer is served on /metrics; Registerer receives the API's own metrics. Either
@@ -138,22 +95,15 @@ type Deps struct {
 	Gatherer   prometheus.Gatherer
 	Registerer prometheus.Registerer
 	Log        *slog.Logger
-	// Now is the node clock that bounds CreateTime timestamps; nil: time.Now.
-	Now func() time.Time
 }
 
 // API serves HTTP API v1.
 type API struct {
 	cfg      Config
-	cat      Catalog
-	wr       Writer
-	rd       Reader
-	groups   Groups
+	core     *broker.Broker
 	ready    func(ctx context.Context) error
 	gatherer prometheus.Gatherer
 	log      *slog.Logger
-	now      func() time.Time
-	topics   *topicCache
 	metrics  *httpMetrics
 	handler  http.Handler
 	// admission bounds produce bodies in flight (admission.go).
@@ -164,23 +114,14 @@ type API struct {
 // (reusing them if an earlier API registered them there).
 func New(cfg Config, d Deps) *API {
 	cfg = cfg.withDefaults()
-	a := &API{
-		cfg:    cfg,
-		cat:    d.Catalog,
-		wr:     d.Writer,
-		rd:     d.Reader,
-		groups: d.Groups,
-		ready:  d.Ready,
-		log:    d.Log,
-		now:    d.Now,
+	a := &API{cfg: cfg, core: d.Core, ready: d.Ready, log: d.Log}
+	if a.core == nil {
+		a.core = broker.New(broker.Config{}, broker.Deps{}) // every /v1 call: role_unavailable
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	a.log = a.log.With("component", "api")
-	if a.now == nil {
-		a.now = time.Now
-	}
 	reg, gat := d.Registerer, d.Gatherer
 	if reg == nil && gat == nil {
 		r := prometheus.NewRegistry()
@@ -199,18 +140,18 @@ func New(cfg Config, d Deps) *API {
 	a.gatherer = gat
 	a.metrics = newHTTPMetrics(reg)
 	a.admission = &admission{max: cfg.MaxInflightProduceBytes}
-	if a.cat != nil {
-		a.topics = newTopicCache(a.cat, cfg.TopicCacheTTL, time.Now)
-	}
 	a.handler = a.routes()
 	return a
 }
 
+// Config returns the API's configuration, defaults applied.
+func (a *API) Config() Config { return a.cfg }
+
 // Handler returns the API's http.Handler.
 func (a *API) Handler() http.Handler { return a.handler }
 
-// routes builds the router. Resources to come (groups, producers, multi-topic records)
-// mount beside topics under /v1.
+// routes builds the router: the probes and metrics, then each /v1 resource mounted
+// under its path (topics, groups, producers, multi-topic records).
 func (a *API) routes() http.Handler {
 	r := chi.NewRouter()
 	// Set before any Mount: chi copies them into sub-routers at mount time.
@@ -236,8 +177,8 @@ func (a *API) routes() http.Handler {
 		v1.Get("/openapi.json", serveOpenAPI)
 		v1.Mount("/topics", (&topicsResource{a}).Routes())
 		// Beside the topics mount: chi matches this longer path first (records_delete.go).
-		v1.Post("/topics/{topic}/partitions/{partition}/records:delete", a.deleteRecords)
-		v1.Mount("/groups", (&groupsResource{a, a.groups}).Routes())
+		v1.Post("/topics/{topic}/partitions/{partition}/records:delete", a.serve(broker.CapDeleteRecords, a.deleteRecords))
+		v1.Mount("/groups", (&groupsResource{a}).Routes())
 		v1.Mount("/producers", (&producersResource{a}).Routes())
 		v1.Mount("/records", (&transactResource{a}).Routes())
 	})
@@ -308,15 +249,6 @@ func matchSegments(pattern, path []string) bool {
 		if p != path[i] {
 			return false
 		}
-	}
-	return true
-}
-
-// needCatalog answers role_unavailable when the node has no catalog.
-func (a *API) needCatalog(w http.ResponseWriter, r *http.Request) bool {
-	if a.cat == nil {
-		writeProblem(w, r, newProblem(CodeRoleUnavailable, "this node has no catalog"))
-		return false
 	}
 	return true
 }

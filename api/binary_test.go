@@ -2,9 +2,7 @@ package api
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -15,90 +13,20 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/pierrec/lz4/v4"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/sqlite"
-	"github.com/strata-io/strata/internal/cputime"
+	"github.com/strata-io/strata/internal/batchtest"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/segment"
 	"github.com/strata-io/strata/writer"
 )
-
-// kafkaRecord is a record as a Kafka producer hands it to its batch encoder.
-type kafkaRecord struct {
-	key, value []byte
-	headers    []kmsg.Header
-	ts         int64
-}
-
-// kafkaBatch lays records out as one v2 batch the way a Kafka client does, with
-// franz-go's kmsg and nothing of Strata's encoder: what a foreign producer would send.
-// codec is 0 (none), 1 (gzip) or 3 (lz4).
-func kafkaBatch(t testing.TB, recs []kafkaRecord, codec int16, pid int64, epoch int16, seq int32) []byte {
-	return kafkaBatchAt(t, recs, codec, pid, epoch, seq, recs[0].ts)
-}
-
-// kafkaBatchAt is kafkaBatch with the batch's first timestamp, from which the records'
-// timestamps are measured, given: a client may measure them from another base than the
-// first record's timestamp (Strata's encoder never does).
-func kafkaBatchAt(t testing.TB, recs []kafkaRecord, codec int16, pid int64, epoch int16, seq int32, first int64) []byte {
-	t.Helper()
-	var section []byte
-	maxTs := recs[0].ts
-	for i, r := range recs {
-		maxTs = max(maxTs, r.ts)
-		kr := kmsg.Record{TimestampDelta64: r.ts - first, OffsetDelta: int32(i), Key: r.key, Value: r.value, Headers: r.headers}
-		body := kr.AppendTo(nil) // length 0 takes one byte: the rest is the body
-		kr.Length = int32(len(body) - 1)
-		section = kr.AppendTo(section)
-	}
-	if codec != 0 {
-		var buf bytes.Buffer
-		var zw io.WriteCloser
-		switch codec {
-		case 1:
-			zw = gzip.NewWriter(&buf)
-		case 3:
-			zw = lz4.NewWriter(&buf)
-		default:
-			t.Fatalf("codec %d", codec)
-		}
-		if _, err := zw.Write(section); err != nil {
-			t.Fatal(err)
-		}
-		if err := zw.Close(); err != nil {
-			t.Fatal(err)
-		}
-		section = buf.Bytes()
-	}
-	b := kmsg.RecordBatch{
-		PartitionLeaderEpoch: -1, Magic: 2, Attributes: codec,
-		LastOffsetDelta: int32(len(recs) - 1), FirstTimestamp: first, MaxTimestamp: maxTs,
-		ProducerID: pid, ProducerEpoch: epoch, FirstSequence: seq,
-		NumRecords: int32(len(recs)), Records: section,
-	}
-	raw := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
-	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
-	return raw
-}
-
-func someRecords(n int, ts int64) []kafkaRecord {
-	recs := make([]kafkaRecord, n)
-	for i := range recs {
-		recs[i] = kafkaRecord{key: []byte("k" + strconv.Itoa(i)), value: bytes.Repeat([]byte{byte('a' + i%26)}, 10+i), ts: ts + int64(i)}
-	}
-	return recs
-}
 
 func (e *testEnv) postBatches(path string, body []byte, headers ...header) *httptest.ResponseRecorder {
 	e.t.Helper()
@@ -114,13 +42,13 @@ func (e *testEnv) postBatches(path string, body []byte, headers ...header) *http
 
 func TestBinaryProduceRefusals(t *testing.T) {
 	ts := testNow.UnixMilli()
-	good := kafkaBatch(t, someRecords(3, ts), 0, -1, -1, -1)
+	good := batchtest.Batch(t, batchtest.Some(3, ts), 0, -1, -1, -1)
 	corrupt := bytes.Clone(good)
 	corrupt[len(corrupt)-1] ^= 1
-	lz := kafkaBatch(t, someRecords(2, ts), 3, -1, -1, -1)
+	lz := batchtest.Batch(t, batchtest.Some(2, ts), 3, -1, -1, -1)
 	corruptLZ := bytes.Clone(lz)
 	corruptLZ[len(corruptLZ)-2] ^= 1
-	idem := func(seq int32) []byte { return kafkaBatch(t, someRecords(2, ts), 0, 7, 1, seq) }
+	idem := func(seq int32) []byte { return batchtest.Batch(t, batchtest.Some(2, ts), 0, 7, 1, seq) }
 	logAppend := bytes.Clone(good)
 	logAppend[22] |= 0x08 // attributes: timestamp type
 	binary.BigEndian.PutUint32(logAppend[17:], crc32.Checksum(logAppend[21:], crc32.MakeTable(crc32.Castagnoli)))
@@ -144,20 +72,20 @@ func TestBinaryProduceRefusals(t *testing.T) {
 		{"mixed producers", "/v1/topics/t/records?partition=0", append(bytes.Clone(good), idem(0)...), 400, CodeInvalidRecord},
 		{"sequence gap", "/v1/topics/t/records?partition=0", append(idem(0), idem(3)...), 400, CodeInvalidRecord},
 		{"LogAppendTime batch to a CreateTime topic", "/v1/topics/t/records?partition=0", logAppend, 400, CodeInvalidRecord},
-		{"timestamp too new", "/v1/topics/t/records?partition=0", kafkaBatch(t, someRecords(1, ts+2*86400000), 0, -1, -1, -1), 422, CodeTimestampOutOfRange},
-		{"too many records", "/v1/topics/t/records?partition=0", kafkaBatch(t, someRecords(11, ts), 0, -1, -1, -1), 400, CodeTooManyRecords},
-		{"record too large", "/v1/topics/small/records?partition=0", kafkaBatch(t, []kafkaRecord{{value: make([]byte, 200), ts: ts}}, 0, -1, -1, -1), 400, CodeRecordTooLarge},
+		{"timestamp too new", "/v1/topics/t/records?partition=0", batchtest.Batch(t, batchtest.Some(1, ts+2*86400000), 0, -1, -1, -1), 422, CodeTimestampOutOfRange},
+		{"too many records", "/v1/topics/t/records?partition=0", batchtest.Batch(t, batchtest.Some(11, ts), 0, -1, -1, -1), 400, CodeTooManyRecords},
+		{"record too large", "/v1/topics/small/records?partition=0", batchtest.Batch(t, []batchtest.Record{{Value: make([]byte, 200), Ts: ts}}, 0, -1, -1, -1), 400, CodeRecordTooLarge},
 		// The same refusals when every batch is one the node could store as it came.
 		{"bad CRC, lz4", "/v1/topics/t/records?partition=0", corruptLZ, 400, CodeInvalidRecord},
 		{"truncated second batch", "/v1/topics/t/records?partition=0", append(bytes.Clone(good), good[:len(good)-1]...), 400, CodeInvalidRecord},
-		{"too many records over two batches", "/v1/topics/t/records?partition=0", append(kafkaBatch(t, someRecords(6, ts), 0, -1, -1, -1), kafkaBatch(t, someRecords(5, ts), 0, -1, -1, -1)...), 400, CodeTooManyRecords},
+		{"too many records over two batches", "/v1/topics/t/records?partition=0", append(batchtest.Batch(t, batchtest.Some(6, ts), 0, -1, -1, -1), batchtest.Batch(t, batchtest.Some(5, ts), 0, -1, -1, -1)...), 400, CodeTooManyRecords},
 		{"record too large in a second, lz4 batch", "/v1/topics/small/records?partition=0",
-			append(kafkaBatch(t, []kafkaRecord{{value: make([]byte, 10), ts: ts}}, 3, -1, -1, -1), kafkaBatch(t, []kafkaRecord{{value: make([]byte, 10), ts: ts}, {value: make([]byte, 200), ts: ts}}, 3, -1, -1, -1)...), 400, CodeRecordTooLarge},
-		{"header makes the record too large", "/v1/topics/small/records?partition=0", kafkaBatch(t, []kafkaRecord{{value: make([]byte, 60), headers: []kmsg.Header{{Key: "h", Value: make([]byte, 40)}}, ts: ts}}, 0, -1, -1, -1), 400, CodeRecordTooLarge},
-		{"timestamp too old", "/v1/topics/recent/records?partition=0", kafkaBatch(t, []kafkaRecord{{value: []byte("a"), ts: ts}, {value: []byte("b"), ts: ts - 2000}}, 0, -1, -1, -1), 422, CodeTimestampOutOfRange},
-		{"negative timestamp", "/v1/topics/t/records?partition=0", kafkaBatch(t, []kafkaRecord{{value: []byte("a"), ts: -5}}, 0, -1, -1, -1), 400, CodeInvalidRecord},
+			append(batchtest.Batch(t, []batchtest.Record{{Value: make([]byte, 10), Ts: ts}}, 3, -1, -1, -1), batchtest.Batch(t, []batchtest.Record{{Value: make([]byte, 10), Ts: ts}, {Value: make([]byte, 200), Ts: ts}}, 3, -1, -1, -1)...), 400, CodeRecordTooLarge},
+		{"header makes the record too large", "/v1/topics/small/records?partition=0", batchtest.Batch(t, []batchtest.Record{{Value: make([]byte, 60), Headers: []kmsg.Header{{Key: "h", Value: make([]byte, 40)}}, Ts: ts}}, 0, -1, -1, -1), 400, CodeRecordTooLarge},
+		{"timestamp too old", "/v1/topics/recent/records?partition=0", batchtest.Batch(t, []batchtest.Record{{Value: []byte("a"), Ts: ts}, {Value: []byte("b"), Ts: ts - 2000}}, 0, -1, -1, -1), 422, CodeTimestampOutOfRange},
+		{"negative timestamp", "/v1/topics/t/records?partition=0", batchtest.Batch(t, []batchtest.Record{{Value: []byte("a"), Ts: -5}}, 0, -1, -1, -1), 400, CodeInvalidRecord},
 		{"idempotent then plain", "/v1/topics/t/records?partition=0", append(idem(0), good...), 400, CodeInvalidRecord},
-		{"negative producer id", "/v1/topics/t/records?partition=0", kafkaBatch(t, someRecords(1, ts), 0, -2, 0, 0), 400, CodeInvalidRecord},
+		{"negative producer id", "/v1/topics/t/records?partition=0", batchtest.Batch(t, batchtest.Some(1, ts), 0, -2, 0, 0), 400, CodeInvalidRecord},
 		{"idempotent with a negative sequence", "/v1/topics/t/records?partition=0", idem(-1), 400, CodeInvalidRecord},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -183,12 +111,12 @@ func TestBinaryProduceToFake(t *testing.T) {
 	e.createTopic("t", 2, nil)
 	e.createTopic("stamped", 1, map[string]string{"message.timestamp.type": "LogAppendTime"})
 	ts := testNow.UnixMilli() - 1000
-	recs := someRecords(3, ts)
-	recs[1].key = nil                                                                        // null key
-	recs[2].value = []byte{}                                                                 // empty, not null
-	recs[0].headers = []kmsg.Header{{Key: "h", Value: nil}, {Key: "g", Value: []byte{0xff}}} // null and non-UTF-8 values
+	recs := batchtest.Some(3, ts)
+	recs[1].Key = nil                                                                        // null key
+	recs[2].Value = []byte{}                                                                 // empty, not null
+	recs[0].Headers = []kmsg.Header{{Key: "h", Value: nil}, {Key: "g", Value: []byte{0xff}}} // null and non-UTF-8 values
 	// Two batches are one request.
-	body := append(kafkaBatch(t, recs[:2], 0, -1, -1, -1), kafkaBatch(t, recs[2:], 0, -1, -1, -1)...)
+	body := append(batchtest.Batch(t, recs[:2], 0, -1, -1, -1), batchtest.Batch(t, recs[2:], 0, -1, -1, -1)...)
 	rec := e.postBatches("/v1/topics/t/records?partition=1", body)
 	if rec.Code != 200 {
 		t.Fatalf("HTTP %d: %s", rec.Code, rec.Body)
@@ -204,7 +132,7 @@ func TestBinaryProduceToFake(t *testing.T) {
 	}
 	for i, r := range got {
 		w := recs[i]
-		if r.Partition != 1 || r.Timestamp != w.ts || !bytes.Equal(r.Value, w.value) || (r.Key == nil) != (w.key == nil) || !bytes.Equal(r.Key, w.key) || (r.Value == nil) != (w.value == nil) {
+		if r.Partition != 1 || r.Timestamp != w.Ts || !bytes.Equal(r.Value, w.Value) || (r.Key == nil) != (w.Key == nil) || !bytes.Equal(r.Key, w.Key) || (r.Value == nil) != (w.Value == nil) {
 			t.Errorf("record %d: %+v, want %+v", i, r, w)
 		}
 	}
@@ -218,7 +146,7 @@ func TestBinaryProduceToFake(t *testing.T) {
 		t.Errorf("%d requests reached the writer as raw batches, want 1: batches laid out as Kafka clients lay them out are stored as they came", raws)
 	}
 
-	rec = e.postBatches("/v1/topics/stamped/records?partition=0", kafkaBatch(t, someRecords(1, 5), 0, -1, -1, -1))
+	rec = e.postBatches("/v1/topics/stamped/records?partition=0", batchtest.Batch(t, batchtest.Some(1, 5), 0, -1, -1, -1))
 	if rec.Code != 200 {
 		t.Fatalf("LogAppendTime topic: HTTP %d: %s", rec.Code, rec.Body)
 	}
@@ -271,7 +199,7 @@ func newRealStack(t *testing.T) *realStack {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(runCtx) }()
 	t.Cleanup(func() { stop(); <-done })
-	a := New(Config{}, Deps{Catalog: cat, Writer: w, Reader: rd})
+	a := newAPI(Config{}, testDeps{Catalog: cat, Writer: w, Reader: rd})
 	srv := httptest.NewServer(a.Handler())
 	t.Cleanup(srv.Close)
 	return &realStack{url: srv.URL, cat: cat, store: store}
@@ -350,16 +278,16 @@ func TestBinaryRoundTripBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UnixMilli()
-	withHeaders := someRecords(4, now)
-	withHeaders[0].headers = []kmsg.Header{{Key: "trace", Value: []byte("abc")}, {Key: "null", Value: nil}}
-	withHeaders[1].key = nil
-	withHeaders[2].value = nil // a tombstone
-	withHeaders[3].value = []byte{}
+	withHeaders := batchtest.Some(4, now)
+	withHeaders[0].Headers = []kmsg.Header{{Key: "trace", Value: []byte("abc")}, {Key: "null", Value: nil}}
+	withHeaders[1].Key = nil
+	withHeaders[2].Value = nil // a tombstone
+	withHeaders[3].Value = []byte{}
 	sent := [][]byte{
-		kafkaBatch(t, withHeaders, 0, -1, -1, -1),
-		kafkaBatch(t, someRecords(100, now+10), 0, -1, -1, -1),
-		kafkaBatch(t, someRecords(5, now+20), 0, prod.ID, prod.Epoch, 0), // idempotent
-		kafkaBatch(t, someRecords(1, now+30), 0, -1, -1, -1),
+		batchtest.Batch(t, withHeaders, 0, -1, -1, -1),
+		batchtest.Batch(t, batchtest.Some(100, now+10), 0, -1, -1, -1),
+		batchtest.Batch(t, batchtest.Some(5, now+20), 0, prod.ID, prod.Epoch, 0), // idempotent
+		batchtest.Batch(t, batchtest.Some(1, now+30), 0, -1, -1, -1),
 	}
 	var bases []int64
 	for i, b := range sent {
@@ -480,17 +408,17 @@ func TestBinaryStoredAsSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UnixMilli()
-	mixed := someRecords(6, now)
-	mixed[0].headers = []kmsg.Header{{Key: "trace", Value: []byte("abc")}, {Key: "null", Value: nil}}
-	mixed[1].key = nil
-	mixed[2].value = nil
-	mixed[3].ts = now - 50 // timestamps need not rise
-	idem := append(kafkaBatch(t, someRecords(3, now), 3, prod.ID, prod.Epoch, 0), kafkaBatch(t, someRecords(4, now), 3, prod.ID, prod.Epoch, 3)...)
+	mixed := batchtest.Some(6, now)
+	mixed[0].Headers = []kmsg.Header{{Key: "trace", Value: []byte("abc")}, {Key: "null", Value: nil}}
+	mixed[1].Key = nil
+	mixed[2].Value = nil
+	mixed[3].Ts = now - 50 // timestamps need not rise
+	idem := append(batchtest.Batch(t, batchtest.Some(3, now), 3, prod.ID, prod.Epoch, 0), batchtest.Batch(t, batchtest.Some(4, now), 3, prod.ID, prod.Epoch, 3)...)
 	bodies := [][]byte{
-		kafkaBatch(t, mixed, 0, -1, -1, -1),
-		kafkaBatch(t, mixed, 3, -1, -1, -1),                 // lz4
-		kafkaBatch(t, someRecords(200, now), 1, -1, -1, -1), // gzip
-		append(kafkaBatch(t, someRecords(2, now), 0, -1, -1, -1), kafkaBatch(t, someRecords(5, now+1), 0, -1, -1, -1)...),
+		batchtest.Batch(t, mixed, 0, -1, -1, -1),
+		batchtest.Batch(t, mixed, 3, -1, -1, -1),                    // lz4
+		batchtest.Batch(t, batchtest.Some(200, now), 1, -1, -1, -1), // gzip
+		append(batchtest.Batch(t, batchtest.Some(2, now), 0, -1, -1, -1), batchtest.Batch(t, batchtest.Some(5, now+1), 0, -1, -1, -1)...),
 		idem,
 	}
 	var bases []int64
@@ -575,9 +503,9 @@ func TestBinaryReencoded(t *testing.T) {
 		codec       segment.Compression
 	}{
 		{"first timestamp below the first record's, lz4", "c",
-			append(kafkaBatchAt(t, someRecords(20, now), 3, -1, -1, -1, now-10), kafkaBatchAt(t, someRecords(3, now), 3, -1, -1, -1, now-10)...), segment.CompressionLZ4},
-		{"first timestamp below the first record's", "c", kafkaBatchAt(t, someRecords(4, now), 0, -1, -1, -1, now-10), segment.CompressionNone},
-		{"LogAppendTime", "stamped", append(kafkaBatch(t, someRecords(3, now-60_000), 0, -1, -1, -1), kafkaBatch(t, someRecords(2, now-60_000), 0, -1, -1, -1)...), segment.CompressionNone},
+			append(batchtest.BatchAt(t, batchtest.Some(20, now), 3, -1, -1, -1, now-10), batchtest.BatchAt(t, batchtest.Some(3, now), 3, -1, -1, -1, now-10)...), segment.CompressionLZ4},
+		{"first timestamp below the first record's", "c", batchtest.BatchAt(t, batchtest.Some(4, now), 0, -1, -1, -1, now-10), segment.CompressionNone},
+		{"LogAppendTime", "stamped", append(batchtest.Batch(t, batchtest.Some(3, now-60_000), 0, -1, -1, -1), batchtest.Batch(t, batchtest.Some(2, now-60_000), 0, -1, -1, -1)...), segment.CompressionNone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(s.storedBatches(t, tc.topic, 0))
@@ -614,183 +542,4 @@ func TestBinaryReencoded(t *testing.T) {
 			}
 		})
 	}
-}
-
-// BenchmarkDecodeBinaryProduce measures the binary produce body's validation and
-// conversion: 500 records of 1 KiB in one batch.
-func BenchmarkDecodeBinaryProduce(b *testing.B) {
-	recs := make([]kafkaRecord, 500)
-	now := testNow.UnixMilli()
-	for i := range recs {
-		recs[i] = kafkaRecord{key: []byte("key-" + strconv.Itoa(i%64)), value: bytes.Repeat([]byte("x"), 1024), ts: now}
-	}
-	body := kafkaBatch(b, recs, 0, -1, -1, -1)
-	cfg, _ := catalog.ParseConfig(nil)
-	ti := topicInfo{topic: catalog.Topic{ID: 1, Name: "t", Partitions: 8}, cfg: cfg}
-	b.SetBytes(int64(len(body)))
-	for b.Loop() {
-		if _, p := decodeBinaryProduce(body, ti, 0, now, 10000); p != nil {
-			b.Fatal(p)
-		}
-	}
-}
-
-// discardStore keeps nothing: the benchmark measures the node's CPU, not storage.
-type discardStore struct{}
-
-func (discardStore) Put(context.Context, string, []byte) error { return nil }
-
-// countingCommitter assigns offsets as the catalog does, without checks.
-type countingCommitter struct {
-	mu sync.Mutex
-	hw map[writer.TopicPartition]int64
-}
-
-func (c *countingCommitter) Commit(_ context.Context, seg catalog.Segment) ([]catalog.Result, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	res := make([]catalog.Result, len(seg.Requests))
-	for i, r := range seg.Requests {
-		res[i].BaseOffsets = make([]int64, len(r.Batches))
-		for j, b := range r.Batches {
-			tp := writer.TopicPartition{TopicID: b.TopicID, Partition: b.Partition}
-			res[i].BaseOffsets[j] = c.hw[tp]
-			c.hw[tp] += int64(b.Records)
-		}
-	}
-	return res, nil
-}
-
-func (c *countingCommitter) Settle(context.Context, catalog.Segment) ([]catalog.Result, error) {
-	return nil, catalog.ErrCommitAborted
-}
-
-// BenchmarkBinaryProduce measures the node's CPU on the binary produce path from a
-// body in memory to the segment object handed to the store (a stub, as is the
-// catalog): requests of 500 records of 1 KiB (half random, half zeros), one batch each,
-// laid out as a Kafka client lays it out, from 16 producers per core waiting for their
-// answers as HTTP handlers do. path=reencode is the path every body took before
-// batches could be stored as they came: decoded into records, re-encoded at flush;
-// path=raw validates them and stores them as they came. cpu-ns/op is CPU per request,
-// MB/cpu-s body bytes per second of CPU: both hold on a shared machine, where ns/op
-// (wall time, linger included) does not. Run it with -cpu 1: with more Ps the
-// scheduler's spinning while producers wait counts as CPU too.
-//
-//	go test ./api -run '^$' -bench '^BenchmarkBinaryProduce$' -benchtime 3s -count 3 -cpu 1
-func BenchmarkBinaryProduce(b *testing.B) {
-	for _, codec := range []int16{0, 3} {
-		for _, path := range []string{"reencode", "raw"} {
-			b.Run(fmt.Sprintf("codec=%s/path=%s", map[int16]string{0: "none", 3: "lz4"}[codec], path), func(b *testing.B) {
-				const records, size = 500, 1024
-				now := time.Now().UnixMilli()
-				recs := make([]kafkaRecord, records)
-				for i := range recs {
-					value := make([]byte, size)
-					rand.Read(value[:size/2])
-					recs[i] = kafkaRecord{key: []byte("key-" + strconv.Itoa(i)), value: value, ts: now}
-				}
-				body := kafkaBatch(b, recs, codec, -1, -1, -1)
-				cfg, _ := catalog.ParseConfig(nil)
-				ti := topicInfo{topic: catalog.Topic{ID: 1, Name: "t", Partitions: 16}, cfg: cfg}
-				request := binaryRequest
-				if path == "reencode" {
-					request = decodedBinaryRequest
-				}
-				if req, _, p := request(body, ti, 0, now, 1000); p != nil || (req.Raw != nil) != (path == "raw") {
-					b.Fatalf("path %s: problem %v, raw %v", path, p, req.Raw != nil)
-				}
-				w := writer.New(discardStore{}, &countingCommitter{hw: map[writer.TopicPartition]int64{}}, writer.Config{Linger: 2 * time.Millisecond}, nil, nil)
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan error, 1)
-				go func() { done <- w.Run(ctx) }()
-				defer func() { cancel(); <-done }()
-
-				var part atomic.Int32
-				b.SetBytes(int64(len(body)))
-				b.SetParallelism(16)
-				b.ResetTimer()
-				cpu0 := cputime.Self()
-				b.RunParallel(func(pb *testing.PB) {
-					p := part.Add(1) % ti.topic.Partitions
-					for pb.Next() {
-						req, _, prob := request(body, ti, p, now, 1000)
-						if prob != nil {
-							b.Error(prob)
-							return
-						}
-						if _, err := w.Produce(context.Background(), req); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-				b.StopTimer()
-				if cpu := cputime.Self() - cpu0; cpu > 0 {
-					b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
-					b.ReportMetric(float64(b.N)*float64(len(body))/1e6/cpu.Seconds(), "MB/cpu-s")
-				}
-			})
-		}
-	}
-}
-
-// FuzzDecodeBinaryProduce: any body is refused with a problem or turned into exactly
-// the records the segment decoder reads from it, never a panic; and a body the raw path
-// takes as it is, the decoding path accepts too, with the same records, producer and
-// sequence, so storing it as it came changes nothing but the cost.
-func FuzzDecodeBinaryProduce(f *testing.F) {
-	now := testNow.UnixMilli()
-	f.Add(kafkaBatch(f, someRecords(3, now), 0, -1, -1, -1))
-	f.Add(kafkaBatch(f, someRecords(2, now), 3, -1, -1, -1))
-	f.Add(append(kafkaBatch(f, someRecords(2, now), 0, 5, 0, 0), kafkaBatch(f, someRecords(1, now), 0, 5, 0, 2)...))
-	f.Add(kafkaBatchAt(f, someRecords(2, now), 0, -1, -1, -1, now-1))
-	f.Add(kafkaBatch(f, []kafkaRecord{{value: []byte("x"), headers: []kmsg.Header{{Key: "h", Value: []byte("v")}}, ts: now}}, 1, -1, -1, -1))
-	f.Add([]byte{})
-	cfg, _ := catalog.ParseConfig(nil)
-	ti := topicInfo{topic: catalog.Topic{ID: 1, Name: "t", Partitions: 4}, cfg: cfg}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		req, n, raw := rawBinaryProduce(body, ti, 2, now, 1000)
-		bp, p := decodeBinaryProduce(body, ti, 2, now, 1000)
-		if p != nil {
-			if bp.records != nil {
-				t.Fatal("records beside a problem")
-			}
-			if raw {
-				t.Fatalf("the raw path took a body the decoding path refuses: %s", p.detail)
-			}
-			return
-		}
-		dec, err := segment.DecodeBatches(body)
-		if err != nil {
-			t.Fatalf("accepted a body the decoder refuses: %v", err)
-		}
-		total := 0
-		for _, b := range dec {
-			total += len(b.Records)
-		}
-		if total != len(bp.records) || total == 0 {
-			t.Fatalf("%d records accepted, the decoder reads %d", len(bp.records), total)
-		}
-		for _, r := range bp.records {
-			if r.Partition != 2 || r.TopicID != 1 {
-				t.Fatalf("record placed at topic %d partition %d", r.TopicID, r.Partition)
-			}
-		}
-		if !raw {
-			return
-		}
-		rb := req.Raw
-		if n != total || rb.TopicID != 1 || rb.Partition != 2 || !bytes.Equal(bytes.Join(rb.Batches, nil), body) || len(rb.Summaries) != len(rb.Batches) {
-			t.Fatalf("raw request of %d records, topic %d partition %d, %d batches: not the body's %d records for topic 1 partition 2", n, rb.TopicID, rb.Partition, len(rb.Batches), total)
-		}
-		for i, s := range rb.Summaries {
-			if !s.Canonical || s.Header.LogAppendTime || s.Header.Compression != bp.compression {
-				t.Fatalf("raw batch %d: summary %+v; the decoding path's codec %d", i, s, bp.compression)
-			}
-		}
-		if (req.Producer == nil) != (bp.producer == nil) || req.Producer != nil && (*req.Producer != *bp.producer ||
-			req.Sequences[writer.TopicPartition{TopicID: 1, Partition: 2}] != bp.sequence || len(req.Sequences) != 1) {
-			t.Fatalf("raw request producer %v sequences %v; the decoding path's %v and %d", req.Producer, req.Sequences, bp.producer, bp.sequence)
-		}
-	})
 }

@@ -21,7 +21,7 @@ import (
 // cut short while its produce then waits for its flush longer than the timeout.
 func TestBodyTimeout(t *testing.T) {
 	bw := &ctxWriter{entered: make(chan struct{}, 4), release: make(chan struct{})}
-	e := newEnv(t, Config{BodyTimeout: 300 * time.Millisecond}, func(d *Deps) {
+	e := newEnv(t, Config{BodyTimeout: 300 * time.Millisecond}, func(d *testDeps) {
 		bw.Writer = d.Writer
 		d.Writer = bw
 	})

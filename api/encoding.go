@@ -6,15 +6,16 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/segment"
-	"github.com/strata-io/strata/writer"
 )
 
-// Record encoding (DESIGN.md "Record encoding"). Stored bytes are what a Kafka client
+// Record encoding (docs/design.md "Record encoding"). Stored bytes are what a Kafka client
 // would see; each topic's key.format and value.format say how JSON maps to them:
 //
 //	json    any JSON value; stored as its JSON text
@@ -65,31 +66,40 @@ func decodeProduce(body []byte, maxRecords int) (produceRequest, *problem) {
 	return req, nil
 }
 
-// buildRecords turns parsed records into writer records under the topic's effective
-// config. now is the node clock: it stamps CreateTime records that carry no timestamp
-// and bounds those that do.
-func buildRecords(req *produceRequest, ti topicInfo, now time.Time) ([]writer.Record, *problem) {
-	out := make([]writer.Record, len(req.Records))
-	for i := range req.Records {
-		if p := buildRecord(i, &req.Records[i], ti, now, &out[i]); p != nil {
-			return nil, p
-		}
+// recordsPool recycles the core's record slices of produce requests: the core keeps
+// nothing of a request's Records once it has answered (the bytes they point at are the
+// body's), so a slice is free again then, and the hot path allocates one slice of
+// records per request (the writer's) rather than two.
+var recordsPool = sync.Pool{New: func() any { return new([]broker.Record) }}
+
+// getRecords returns a slice of n records from the pool; putRecords gives it back.
+func getRecords(n int) *[]broker.Record {
+	p := recordsPool.Get().(*[]broker.Record)
+	if cap(*p) < n {
+		*p = make([]broker.Record, n)
 	}
-	return out, nil
+	*p = (*p)[:n]
+	return p
 }
 
-// buildRecord builds records[i] of a request into rec, as buildRecords does.
-func buildRecord(i int, pr *produceRecord, ti topicInfo, now time.Time, rec *writer.Record) *problem {
-	cfg := &ti.cfg
-	logAppend := cfg.TimestampType == "LogAppendTime"
-	nowMs := now.UnixMilli()
-	rec.TopicID = ti.topic.ID
-	rec.Partitions = ti.topic.Partitions
-	part, p := recordPartition(i, pr.Partition, ti)
-	if p != nil {
-		return p
+func putRecords(p *[]broker.Record) {
+	clear(*p) // keep no body alive
+	recordsPool.Put(p)
+}
+
+// decodeRecord turns records[i] of a produce body into the core's record: its key and
+// value decoded by the topic's formats (cfg), its headers, partition (-1: absent or
+// null) and timestamp (-1: absent or null) read. The topic's rules are the core's.
+func decodeRecord(i int, pr *produceRecord, cfg *catalog.Config, rec *broker.Record) *problem {
+	rec.Partition = -1
+	if !isNull(pr.Partition) {
+		n, ok := parseDigits(string(pr.Partition), 1<<31-1)
+		if !ok {
+			return newProblem(CodeInvalidPartition, "records[%d].partition: %s is not a partition number; omit it (or use null) to let the partitioner choose", i, truncate(string(pr.Partition), 32)).
+				with("record", i).with("field", "partition")
+		}
+		rec.Partition = int32(n)
 	}
-	rec.Partition = part
 	if pr.Key == nil && pr.Value == nil && pr.Headers == nil && pr.Partition == nil && pr.Timestamp == nil {
 		// `null` or `{}` in the records array: a mistake, not a tombstone (which names
 		// its key, or at least "value": null).
@@ -102,45 +112,19 @@ func buildRecord(i int, pr *produceRecord, ti topicInfo, now time.Time, rec *wri
 	if rec.Value, reason = decodeField(pr.Value, cfg.ValueFormat); reason != "" {
 		return recordProblem(i, "value", "%s (the topic's value.format is %s)", reason, cfg.ValueFormat)
 	}
-	if rec.Key == nil && strings.HasPrefix(cfg.CleanupPolicy, "compact") {
-		// As Kafka: compaction keeps the latest value per key, and this has none.
-		return recordProblem(i, "key", "a compacted topic (cleanup.policy=%s) cannot accept a record without a key", cfg.CleanupPolicy)
-	}
+	var p *problem
 	if rec.Headers, p = decodeHeaders(i, pr.Headers); p != nil {
 		return p
 	}
+	rec.Timestamp = -1
 	if !isNull(pr.Timestamp) {
-		if _, ok := recordTimestamp(pr.Timestamp); !ok {
-			// Malformed whatever the topic's timestamp type: LogAppendTime ignores
-			// the value, not the syntax.
+		// Malformed is refused whatever the topic's timestamp type: LogAppendTime
+		// ignores the value, not the syntax.
+		ts, ok := recordTimestamp(pr.Timestamp)
+		if !ok {
 			return recordProblem(i, "timestamp", "must be unix milliseconds (a non-negative integer) or an RFC 3339 string")
 		}
-	}
-	if logAppend {
-		// The writer stamps the flush time; a producer's timestamp is ignored, as
-		// Kafka's broker overwrites it.
-		rec.LogAppendTime = true
-	} else {
-		ts := nowMs
-		if !isNull(pr.Timestamp) {
-			var ok bool
-			if ts, ok = recordTimestamp(pr.Timestamp); !ok {
-				return recordProblem(i, "timestamp", "must be unix milliseconds (a non-negative integer) or an RFC 3339 string")
-			}
-			// ts >= 0 and nowMs > 0, so neither difference overflows.
-			if nowMs-ts > cfg.TimestampBeforeMaxMs || ts-nowMs > cfg.TimestampAfterMaxMs {
-				return newProblem(CodeTimestampOutOfRange,
-					"records[%d].timestamp %d is outside [now-%d ms, now+%d ms] (message.timestamp.before.max.ms, message.timestamp.after.max.ms)",
-					i, ts, cfg.TimestampBeforeMaxMs, cfg.TimestampAfterMaxMs).
-					with("record", i).with("timestamp", ts).with("now", nowMs)
-			}
-		}
 		rec.Timestamp = ts
-	}
-	if size := recordSize(&rec.Record); size > cfg.MaxMessageBytes {
-		return newProblem(CodeRecordTooLarge, "records[%d] is %d bytes (key, value and headers); the topic's max.message.bytes is %d",
-			i, size, cfg.MaxMessageBytes).
-			with("record", i).with("size", size).with("max_message_bytes", cfg.MaxMessageBytes)
 	}
 	return nil
 }
@@ -148,31 +132,6 @@ func buildRecord(i int, pr *produceRecord, ti topicInfo, now time.Time, rec *wri
 func recordProblem(i int, field, format string, args ...any) *problem {
 	p := newProblem(CodeInvalidRecord, "records[%d].%s: "+format, append([]any{i, field}, args...)...)
 	return p.with("record", i).with("field", field)
-}
-
-func recordSize(r *segment.Record) int64 {
-	n := int64(len(r.Key) + len(r.Value))
-	for _, h := range r.Headers {
-		n += int64(len(h.Key) + len(h.Value))
-	}
-	return n
-}
-
-// recordPartition reads a record's partition: absent or null lets the writer choose
-// (-1); otherwise an integer below the topic's partition count.
-func recordPartition(i int, raw json.RawMessage, ti topicInfo) (int32, *problem) {
-	if isNull(raw) {
-		return -1, nil
-	}
-	n, ok := parseDigits(string(raw), 1<<31-1)
-	if !ok {
-		return 0, newProblem(CodeInvalidPartition, "records[%d].partition: %s is not a partition number; omit it (or use null) to let the partitioner choose", i, truncate(string(raw), 32)).
-			with("record", i).with("field", "partition")
-	}
-	if int32(n) >= ti.topic.Partitions {
-		return 0, partitionOutOfRange(ti.topic.Name, int32(n), ti.topic.Partitions).with("record", i)
-	}
-	return int32(n), nil
 }
 
 // recordTimestamp parses a JSON timestamp: unix milliseconds or an RFC 3339 string.

@@ -8,10 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/reader"
-	"github.com/strata-io/strata/segment"
-	"github.com/strata-io/strata/writer"
+	"github.com/strata-io/strata/broker"
 )
 
 // Code is a stable, machine-readable error code carried in every problem body. Clients
@@ -19,43 +16,55 @@ import (
 // status, so the table below is the whole contract (and openapi.json documents it).
 type Code string
 
-// The error codes of API v1.
+// The error codes of API v1: the HTTP API's own (about requests as HTTP carries them),
+// then the broker core's, whose strings they are.
 const (
-	CodeInvalidJSON           Code = "invalid_json"
-	CodeInvalidRequest        Code = "invalid_request"
-	CodeUnsupportedMediaType  Code = "unsupported_media_type"
-	CodeBodyTooLarge          Code = "body_too_large"
-	CodeRequestTimeout        Code = "request_timeout"
-	CodeRecordTooLarge        Code = "record_too_large"
-	CodeRequestTooLarge       Code = "request_too_large"
-	CodeEmptyBatch            Code = "empty_batch"
-	CodeTooManyRecords        Code = "too_many_records"
-	CodeInvalidRecord         Code = "invalid_record"
-	CodeTimestampOutOfRange   Code = "timestamp_out_of_range"
-	CodeInvalidTopicName      Code = "invalid_topic_name"
-	CodeInvalidPartitionCount Code = "invalid_partition_count"
-	CodeInvalidConfig         Code = "invalid_config"
-	CodeInvalidPartition      Code = "invalid_partition"
-	CodeInvalidOffset         Code = "invalid_offset"
-	CodeInvalidTimestamp      Code = "invalid_timestamp"
-	CodeInvalidParameter      Code = "invalid_parameter"
-	CodeUnauthorized          Code = "unauthorized"
-	CodeTopicNotFound         Code = "topic_not_found"
-	CodePartitionOutOfRange   Code = "partition_out_of_range"
-	CodeNotFound              Code = "not_found"
-	CodeMethodNotAllowed      Code = "method_not_allowed"
-	CodeStreamingUnsupported  Code = "streaming_unsupported"
-	CodeTopicExists           Code = "topic_exists"
-	CodeOffsetOutOfRange      Code = "offset_out_of_range"
-	CodeBufferFull            Code = "buffer_full"
-	CodeStoreUnavailable      Code = "store_unavailable"
-	CodeCommitFailed          Code = "commit_failed"
-	CodeCommitOutcomeUnknown  Code = "commit_outcome_unknown"
-	CodeShuttingDown          Code = "shutting_down"
-	CodeCatalogUnavailable    Code = "catalog_unavailable"
-	CodeRoleUnavailable       Code = "role_unavailable"
-	CodeNotReady              Code = "not_ready"
-	CodeInternal              Code = "internal_error"
+	CodeInvalidJSON          Code = "invalid_json"
+	CodeUnsupportedMediaType Code = "unsupported_media_type"
+	CodeBodyTooLarge         Code = "body_too_large"
+	CodeRequestTimeout       Code = "request_timeout"
+	CodeUnauthorized         Code = "unauthorized"
+	CodeNotFound             Code = "not_found"
+	CodeMethodNotAllowed     Code = "method_not_allowed"
+	CodeStreamingUnsupported Code = "streaming_unsupported"
+	CodeNotReady             Code = "not_ready"
+
+	CodeInvalidRequest         = Code(broker.CodeInvalidRequest)
+	CodeRecordTooLarge         = Code(broker.CodeRecordTooLarge)
+	CodeRequestTooLarge        = Code(broker.CodeRequestTooLarge)
+	CodeEmptyBatch             = Code(broker.CodeEmptyBatch)
+	CodeTooManyRecords         = Code(broker.CodeTooManyRecords)
+	CodeInvalidRecord          = Code(broker.CodeInvalidRecord)
+	CodeTimestampOutOfRange    = Code(broker.CodeTimestampOutOfRange)
+	CodeInvalidTopicName       = Code(broker.CodeInvalidTopicName)
+	CodeInvalidPartitionCount  = Code(broker.CodeInvalidPartitionCount)
+	CodeInvalidConfig          = Code(broker.CodeInvalidConfig)
+	CodeInvalidPartition       = Code(broker.CodeInvalidPartition)
+	CodeInvalidOffset          = Code(broker.CodeInvalidOffset)
+	CodeInvalidTimestamp       = Code(broker.CodeInvalidTimestamp)
+	CodeInvalidParameter       = Code(broker.CodeInvalidParameter)
+	CodeTopicNotFound          = Code(broker.CodeTopicNotFound)
+	CodePartitionOutOfRange    = Code(broker.CodePartitionOutOfRange)
+	CodeTopicExists            = Code(broker.CodeTopicExists)
+	CodeOffsetOutOfRange       = Code(broker.CodeOffsetOutOfRange)
+	CodeBufferFull             = Code(broker.CodeBufferFull)
+	CodeStoreUnavailable       = Code(broker.CodeStoreUnavailable)
+	CodeCommitFailed           = Code(broker.CodeCommitFailed)
+	CodeCommitOutcomeUnknown   = Code(broker.CodeCommitOutcomeUnknown)
+	CodeShuttingDown           = Code(broker.CodeShuttingDown)
+	CodeCatalogUnavailable     = Code(broker.CodeCatalogUnavailable)
+	CodeRoleUnavailable        = Code(broker.CodeRoleUnavailable)
+	CodeInternal               = Code(broker.CodeInternal)
+	CodeGroupNotFound          = Code(broker.CodeGroupNotFound)
+	CodeInvalidGroupName       = Code(broker.CodeInvalidGroupName)
+	CodeUnknownMember          = Code(broker.CodeUnknownMember)
+	CodeStaleMemberEpoch       = Code(broker.CodeStaleMemberEpoch)
+	CodeNotOwner               = Code(broker.CodeNotOwner)
+	CodeGroupNotEmpty          = Code(broker.CodeGroupNotEmpty)
+	CodeProducerFenced         = Code(broker.CodeProducerFenced)
+	CodeOutOfOrderSequence     = Code(broker.CodeOutOfOrderSequence)
+	CodeUnknownProducer        = Code(broker.CodeUnknownProducer)
+	CodeInvalidTransactionalID = Code(broker.CodeInvalidTransactionalID)
 )
 
 // CodeInfo is one row of the error table.
@@ -69,7 +78,8 @@ type CodeInfo struct {
 }
 
 // codeTable is the single list of error codes: status, title and whether a retry can
-// help. Keep openapi.json in step (a test checks it).
+// help (for the core's codes, what broker.Code.Retriable says: a test checks it). Keep
+// openapi.json in step (a test checks it too).
 var codeTable = []CodeInfo{
 	{CodeInvalidJSON, http.StatusBadRequest, "Malformed JSON", false},
 	{CodeInvalidRequest, http.StatusBadRequest, "Invalid request", false},
@@ -203,96 +213,27 @@ func problemBody(r *http.Request, p *problem) []byte {
 	return b
 }
 
-// catalogProblem maps a catalog error to a problem; unknown errors (the database is
-// down, a bug) become catalog_unavailable and are logged.
-func (a *API) catalogProblem(r *http.Request, op string, err error) *problem {
-	var p *problem
-	var ce *catalog.ConfigError
-	switch {
-	case errors.As(err, &p):
-		return p
-	case errors.Is(err, catalog.ErrTopicNotFound):
-		return newProblem(CodeTopicNotFound, "%s", err.Error())
-	case errors.Is(err, catalog.ErrTopicExists):
-		return newProblem(CodeTopicExists, "%s", err.Error())
-	case errors.Is(err, catalog.ErrInvalidTopicName):
-		return newProblem(CodeInvalidTopicName, "%s", err.Error())
-	case errors.Is(err, catalog.ErrInvalidPartitions):
-		return newProblem(CodeInvalidPartitionCount, "%s", err.Error())
-	case errors.As(err, &ce):
-		return newProblem(CodeInvalidConfig, "%s", ce.Error()).with("config", ce.Key)
-	case errors.Is(err, catalog.ErrInvalidConfig):
-		return newProblem(CodeInvalidConfig, "%s", err.Error())
-	case errors.Is(err, catalog.ErrPartitionOutOfRange):
-		return newProblem(CodePartitionOutOfRange, "%s", err.Error())
-	case errors.Is(err, catalog.ErrOffsetOutOfRange):
-		return newProblem(CodeOffsetOutOfRange, "%s", err.Error())
+// problemFor answers an error of the core as a problem: its code is the core's, its
+// detail the core's message, its extension members the core's details. A failure the
+// core marks unexpected is logged here, where the request is known.
+func (a *API) problemFor(r *http.Request, err error) *problem {
+	e := broker.AsError("api", err)
+	if e.Unexpected {
+		a.logUnexpected(r, e.Op, e.Err)
 	}
-	a.logUnexpected(r, op, err)
-	return newProblem(CodeCatalogUnavailable, "%s: the catalog did not answer; retry", op)
+	return problemOf(e)
 }
 
-// writerProblem maps a writer.Produce error. Catalog refusals come back wrapped from
-// the commit (a topic deleted since it was cached, a partition beyond the count).
-func (a *API) writerProblem(r *http.Request, err error) *problem {
-	switch {
-	case errors.Is(err, catalog.ErrTopicNotFound),
-		errors.Is(err, catalog.ErrPartitionOutOfRange):
-		return a.catalogProblem(r, "produce", err)
-	case errors.Is(err, writer.ErrBufferFull):
-		return newProblem(CodeBufferFull, "the writer's buffer is full; retry after a short wait")
-	case errors.Is(err, writer.ErrClosed):
-		return newProblem(CodeShuttingDown, "the writer is shutting down; retry on another node")
-	case errors.Is(err, writer.ErrStore):
-		return newProblem(CodeStoreUnavailable, "the object store did not accept the segment; nothing was written; retry")
-	case errors.Is(err, writer.ErrOutcomeUnknown):
-		// Checked before ErrCommit, which it accompanies: here a blind retry may
-		// write the records twice.
-		return newProblem(CodeCommitOutcomeUnknown, "the catalog could not be reached to settle the commit: the records may or may not have been written; retrying may duplicate them")
-	case errors.Is(err, writer.ErrCommit):
-		return newProblem(CodeCommitFailed, "the catalog commit failed; nothing was written; retry")
-	case errors.Is(err, writer.ErrTooLarge):
-		return newProblem(CodeRequestTooLarge, "the request is larger than one flush; split it")
-	case errors.Is(err, writer.ErrInvalid):
-		// The API validates first; this is the writer's own check, and its message
-		// says what to fix.
-		return newProblem(CodeInvalidRequest, "%s", err.Error())
+// problemOf is problemFor for a refusal, which is never logged.
+func problemOf(e *broker.Error) *problem {
+	p := newProblem(Code(e.Code), "%s", e.Message)
+	if len(e.Details) > 0 {
+		p.extras = make(map[string]any, len(e.Details))
+		for k, v := range e.Details {
+			p.extras[k] = v
+		}
 	}
-	a.logUnexpected(r, "produce", err)
-	return newProblem(CodeInternal, "produce: unexpected error")
-}
-
-// readerProblem maps a reader.Fetch error.
-func (a *API) readerProblem(r *http.Request, err error) *problem {
-	var oor *reader.OutOfRangeError
-	switch {
-	case errors.As(err, &oor):
-		return newProblem(CodeOffsetOutOfRange, "offset %d is outside [%d, %d]", oor.Offset, oor.LogStartOffset, oor.HighWatermark).
-			with("log_start_offset", oor.LogStartOffset).
-			with("high_watermark", oor.HighWatermark)
-	case errors.Is(err, reader.ErrOffsetOutOfRange):
-		return newProblem(CodeOffsetOutOfRange, "%s", err.Error())
-	case errors.Is(err, reader.ErrInvalidFetch):
-		return newProblem(CodeInvalidParameter, "%s", err.Error())
-	case errors.Is(err, catalog.ErrTopicNotFound),
-		errors.Is(err, catalog.ErrPartitionOutOfRange),
-		errors.Is(err, catalog.ErrOffsetOutOfRange):
-		return a.catalogProblem(r, "fetch", err)
-	case errors.Is(err, reader.ErrStoreUnavailable):
-		a.logUnexpected(r, "fetch", err)
-		return newProblem(CodeStoreUnavailable, "fetch: the object store did not answer; retry")
-	case errors.Is(err, segment.ErrCorrupt):
-		// The reader has already dropped the bad bytes and read them again once: a read
-		// corrupted in transit is cured by a retry, a damaged object is not, and the
-		// error line (naming the object) is how an operator learns which.
-		a.logUnexpected(r, "fetch", err)
-		return newProblem(CodeStoreUnavailable, "fetch: the object store returned data that fails its checksums; retry (if it persists, the object is damaged: see the node's log)")
-	case errors.Is(err, reader.ErrCatalogUnavailable):
-		a.logUnexpected(r, "fetch", err)
-		return newProblem(CodeCatalogUnavailable, "fetch: the catalog did not answer; retry")
-	}
-	a.logUnexpected(r, "fetch", err)
-	return newProblem(CodeInternal, "fetch: unexpected error")
+	return p
 }
 
 // logUnexpected logs an error the API has no mapping for; a request whose client went

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/segment"
@@ -53,11 +54,55 @@ type fakeCluster struct {
 	panicOnTopics bool
 }
 
+// The core's interfaces, under the names the API's tests knew them by.
+type (
+	Catalog = broker.Catalog
+	Writer  = broker.Writer
+	Reader  = broker.Reader
+	Groups  = broker.Groups
+)
+
 var (
 	_ Catalog = (*fakeCluster)(nil)
 	_ Writer  = (*fakeCluster)(nil)
 	_ Reader  = (*fakeCluster)(nil)
 )
+
+// testDeps are what a test serves the API from: the roles and the catalog, from which
+// newAPI builds the core as a node would.
+type testDeps struct {
+	Catalog    Catalog
+	Writer     Writer
+	Reader     Reader
+	Groups     Groups
+	Ready      func(ctx context.Context) error
+	Gatherer   prometheus.Gatherer
+	Registerer prometheus.Registerer
+	Log        *slog.Logger
+	Now        func() time.Time
+	TopicTTL   time.Duration
+}
+
+// newAPI builds the core over d and the API over the core. A fake catalog with
+// InitProducer or DeleteRecords serves those too (a test-only discovery: a node takes
+// them from its catalog.Backend), as does a reader with FetchRawShared.
+func newAPI(cfg Config, d testDeps) *API {
+	bd := broker.Deps{Catalog: d.Catalog, Writer: d.Writer, Reader: d.Reader, Groups: d.Groups, Now: d.Now}
+	if p, ok := d.Catalog.(broker.Producers); ok {
+		bd.Producers = p
+	}
+	if rd, ok := d.Catalog.(broker.RecordDeleter); ok {
+		bd.Records = rd
+	}
+	if br, ok := d.Reader.(broker.BatchReader); ok {
+		bd.Batches = br
+	}
+	var core *broker.Broker
+	if d.Catalog != nil || d.Writer != nil || d.Reader != nil || d.Groups != nil {
+		core = broker.New(broker.Config{TopicCacheTTL: d.TopicTTL}, bd)
+	}
+	return New(cfg, Deps{Core: core, Ready: d.Ready, Gatherer: d.Gatherer, Registerer: d.Registerer, Log: d.Log})
+}
 
 func newFakeCluster() *fakeCluster {
 	return &fakeCluster{
@@ -346,12 +391,12 @@ type testEnv struct {
 	log *bytes.Buffer
 }
 
-func newEnv(t *testing.T, cfg Config, mutate ...func(*Deps)) *testEnv {
+func newEnv(t *testing.T, cfg Config, mutate ...func(*testDeps)) *testEnv {
 	t.Helper()
 	c := newFakeCluster()
 	reg := prometheus.NewRegistry()
 	var logBuf bytes.Buffer
-	d := Deps{
+	d := testDeps{
 		Catalog:    c,
 		Writer:     c,
 		Reader:     c,
@@ -363,7 +408,7 @@ func newEnv(t *testing.T, cfg Config, mutate ...func(*Deps)) *testEnv {
 	for _, m := range mutate {
 		m(&d)
 	}
-	a := New(cfg, d)
+	a := newAPI(cfg, d)
 	return &testEnv{t: t, c: c, api: a, h: a.Handler(), reg: reg, log: &logBuf}
 }
 

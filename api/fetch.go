@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-io/strata/reader"
+	"github.com/strata-io/strata/broker"
 )
 
 // fetchParams are the query parameters shared by fetch and tail.
@@ -21,53 +21,39 @@ type fetchParams struct {
 
 // fetchOrTail serves GET /v1/topics/{topic}/partitions/{partition}/records: a fetch
 // (optionally long-polling with wait_ms), or, with Accept: text/event-stream, a tail.
-func (a *API) fetchOrTail(w http.ResponseWriter, r *http.Request) {
-	if a.rd == nil {
-		writeProblem(w, r, newProblem(CodeRoleUnavailable, "this node does not run the reader role; send fetches to a reader node"))
-		return
-	}
-	if !a.needCatalog(w, r) {
-		return
-	}
-	ti, part, p := a.topicPartition(r)
+func (a *API) fetchOrTail(w http.ResponseWriter, r *http.Request) *problem {
+	ti, part, p := a.lookupPartition(r)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
 	fp, p := a.parseFetchParams(r, ti)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
 	if wantsEventStream(r) {
-		a.tail(w, r, ti, part, fp)
-		return
+		return a.tail(w, r, ti.Name, part, fp)
 	}
 	if wantsRecordBatches(r) { // Kafka v2 record batches instead of JSON (binary.go)
-		a.fetchBinary(w, r, ti, part, fp)
-		return
+		return a.fetchBinary(w, r, ti.Name, part, fp)
 	}
-	offset, p := a.startOffset(r, ti, part, r.URL.Query().Get("offset"), "earliest")
+	offset, p := a.startOffset(r, ti.Name, part, r.URL.Query().Get("offset"), "earliest")
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
-	res, err := a.rd.Fetch(r.Context(), reader.Fetch{
-		TopicID:    ti.topic.ID,
-		Partition:  part,
-		Offset:     offset,
-		MaxRecords: fp.maxRecords,
-		MaxBytes:   fp.maxBytes,
-		Wait:       fp.wait,
-	})
+	res, err := a.core.Fetch(r.Context(), principal(r), fp.request(ti.Name, part, offset))
 	if err != nil {
-		writeProblem(w, r, a.readerProblem(r, err))
-		return
+		return a.problemFor(r, err)
 	}
 	writeJSONBytes(w, http.StatusOK, appendFetchResult(nil, &res, fp.render))
+	return nil
 }
 
-func (a *API) parseFetchParams(r *http.Request, ti topicInfo) (fetchParams, *problem) {
+// request is the core's fetch of fp's limits from offset.
+func (fp *fetchParams) request(topic string, part int32, offset int64) broker.FetchRequest {
+	return broker.FetchRequest{Topic: topic, Partition: part, Offset: offset, MaxRecords: fp.maxRecords, MaxBytes: fp.maxBytes, Wait: fp.wait}
+}
+
+func (a *API) parseFetchParams(r *http.Request, ti broker.TopicInfo) (fetchParams, *problem) {
 	q := r.URL.Query()
 	var fp fetchParams
 	if s := q.Get("max_records"); s != "" {
@@ -104,27 +90,27 @@ func (a *API) parseFetchParams(r *http.Request, ti topicInfo) (fetchParams, *pro
 	default:
 		return fp, newProblem(CodeInvalidParameter, "format %q: the only alternative format is base64", truncate(s, 32)).with("parameter", "format")
 	}
-	fp.render = newRenderOpts(ti.cfg, b64)
+	fp.render = newRenderOpts(ti.Config, b64)
 	return fp, nil
 }
 
 // startOffset resolves an offset parameter: digits, "earliest" (the log start) or
 // "latest" (the high watermark: only records produced from now on). def is used when
 // the parameter is absent.
-func (a *API) startOffset(r *http.Request, ti topicInfo, part int32, s, def string) (int64, *problem) {
+func (a *API) startOffset(r *http.Request, topic string, part int32, s, def string) (int64, *problem) {
 	if s == "" {
 		s = def
 	}
-	switch s {
-	case "earliest", "latest":
-		pi, p := a.partitionInfo(r, ti, part)
-		if p != nil {
-			return 0, p
+	if s == "earliest" || s == "latest" {
+		at := broker.Earliest
+		if s == "latest" {
+			at = broker.Latest
 		}
-		if s == "earliest" {
-			return pi.LogStartOffset, nil
+		off, err := a.core.ListOffset(r.Context(), principal(r), topic, part, at)
+		if err != nil {
+			return 0, a.problemFor(r, err)
 		}
-		return pi.HighWatermark, nil
+		return off, nil
 	}
 	n, ok := parseDigits(s, 1<<63-1)
 	if !ok {
@@ -147,7 +133,7 @@ func wantsEventStream(r *http.Request) bool {
 }
 
 // appendFetchResult appends the fetch response body.
-func appendFetchResult(dst []byte, res *reader.Result, o renderOpts) []byte {
+func appendFetchResult(dst []byte, res *broker.FetchResult, o renderOpts) []byte {
 	if dst == nil {
 		size := 96
 		for i := range res.Records {

@@ -2,65 +2,36 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"sort"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 )
 
-// Groups is the consumer-group part of the catalog (DESIGN.md "Groups"): membership by
-// heartbeat, server-side assignment, committed offsets. Both catalog backends implement
-// it beside Catalog.
-type Groups interface {
-	catalog.Groups
-}
-
-var _ Groups = catalog.Groups(nil)
-
-// The group error codes (rows in errors.go's table).
-const (
-	CodeGroupNotFound    Code = "group_not_found"
-	CodeInvalidGroupName Code = "invalid_group_name"
-	CodeUnknownMember    Code = "unknown_member"
-	CodeStaleMemberEpoch Code = "stale_member_epoch"
-	CodeNotOwner         Code = "not_owner"
-	CodeGroupNotEmpty    Code = "group_not_empty"
-)
-
-// groupsResource is /v1/groups.
-type groupsResource struct {
-	a *API
-	g Groups
-}
+// groupsResource is /v1/groups: consumer groups (docs/design.md "Groups"), served by
+// the core's group calls.
+type groupsResource struct{ a *API }
 
 // Routes returns the router mounted at /v1/groups. "offsets:reset" is a literal path
 // segment (chi gives ':' no meaning), in the style of a custom method.
 func (rs *groupsResource) Routes() chi.Router {
+	h := func(f handlerFunc) http.HandlerFunc { return rs.a.serve(broker.CapGroups, f) }
 	r := chi.NewRouter()
-	r.Get("/", rs.list)
+	r.Get("/", h(rs.list))
 	r.Route("/{group}", func(r chi.Router) {
-		r.Get("/", rs.describe)
-		r.Delete("/", rs.delete)
-		r.Post("/heartbeat", rs.heartbeat)
-		r.Post("/offsets", rs.commit)
-		r.Get("/offsets", rs.offsets)
-		r.Post("/offsets:reset", rs.reset)
-		r.Get("/lag", rs.lag)
+		r.Get("/", h(rs.describe))
+		r.Delete("/", h(rs.delete))
+		r.Post("/heartbeat", h(rs.heartbeat))
+		r.Post("/offsets", h(rs.commit))
+		r.Get("/offsets", h(rs.offsets))
+		r.Post("/offsets:reset", h(rs.reset))
+		r.Get("/lag", h(rs.lag))
 	})
 	return r
-}
-
-// need answers role_unavailable on a node without groups (or without a catalog).
-func (rs *groupsResource) need(w http.ResponseWriter, r *http.Request) bool {
-	if rs.g == nil || rs.a.cat == nil {
-		writeProblem(w, r, newProblem(CodeRoleUnavailable, "this node serves no consumer groups"))
-		return false
-	}
-	return true
 }
 
 // groupParam returns the {group} path parameter, validated before the catalog is asked.
@@ -70,29 +41,6 @@ func groupParam(r *http.Request) (string, *problem) {
 		return "", newProblem(CodeInvalidGroupName, "%s", err.Error())
 	}
 	return name, nil
-}
-
-// groupProblem maps a group error; the rest goes to catalogProblem.
-func (a *API) groupProblem(r *http.Request, op string, err error) *problem {
-	switch {
-	case errors.Is(err, catalog.ErrGroupNotFound):
-		return newProblem(CodeGroupNotFound, "%s", err.Error())
-	case errors.Is(err, catalog.ErrInvalidGroupName):
-		return newProblem(CodeInvalidGroupName, "%s", err.Error())
-	case errors.Is(err, catalog.ErrUnknownMember):
-		return newProblem(CodeUnknownMember, "%s", err.Error())
-	case errors.Is(err, catalog.ErrStaleMemberEpoch):
-		return newProblem(CodeStaleMemberEpoch, "%s", err.Error())
-	case errors.Is(err, catalog.ErrNotOwner):
-		return newProblem(CodeNotOwner, "%s", err.Error())
-	case errors.Is(err, catalog.ErrGroupNotEmpty):
-		return newProblem(CodeGroupNotEmpty, "%s", err.Error())
-	case errors.Is(err, catalog.ErrInvalidOffset):
-		return newProblem(CodeInvalidOffset, "%s", err.Error())
-	case errors.Is(err, catalog.ErrInvalidGroupRequest):
-		return newProblem(CodeInvalidRequest, "%s", err.Error())
-	}
-	return a.catalogProblem(r, op, err)
 }
 
 type topicPartitionsJSON struct {
@@ -127,52 +75,40 @@ type heartbeatResponse struct {
 	HeartbeatIntervalMs int64                 `json:"heartbeat_interval_ms"`
 }
 
-func (rs *groupsResource) heartbeat(w http.ResponseWriter, r *http.Request) {
-	if !rs.need(w, r) {
-		return
-	}
+func (rs *groupsResource) heartbeat(w http.ResponseWriter, r *http.Request) *problem {
 	group, p := groupParam(r)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
-	body, p := readBody(r)
+	req, p := decodeJSON[heartbeatRequest](r)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
-	}
-	var req heartbeatRequest
-	if p := decodeStrict(body, &req); p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
 	if req.MemberEpoch == nil {
-		writeProblem(w, r, newProblem(CodeInvalidRequest, "member_epoch is required: 0 joins, -1 leaves, otherwise the epoch the last heartbeat answered").with("field", "member_epoch"))
-		return
+		return newProblem(CodeInvalidRequest, "member_epoch is required: 0 joins, -1 leaves, otherwise the epoch the last heartbeat answered").with("field", "member_epoch")
 	}
 	hb := catalog.Heartbeat{Group: group, MemberID: req.MemberID, MemberEpoch: *req.MemberEpoch, Topics: req.Topics, Assignor: req.Assignor}
 	if req.SessionTimeoutMs != nil {
 		ms := *req.SessionTimeoutMs
 		if ms <= 0 || ms > catalog.MaxSessionTimeout.Milliseconds() {
-			writeProblem(w, r, newProblem(CodeInvalidRequest, "session_timeout_ms %d: use between %d and %d", ms,
-				catalog.MinSessionTimeout.Milliseconds(), catalog.MaxSessionTimeout.Milliseconds()).with("field", "session_timeout_ms"))
-			return
+			return newProblem(CodeInvalidRequest, "session_timeout_ms %d: use between %d and %d", ms,
+				catalog.MinSessionTimeout.Milliseconds(), catalog.MaxSessionTimeout.Milliseconds()).with("field", "session_timeout_ms")
 		}
 		hb.SessionTimeout = time.Duration(ms) * time.Millisecond
 	}
 	for _, o := range req.Owned {
 		hb.Owned = append(hb.Owned, catalog.TopicPartitions{Topic: o.Topic, Partitions: o.Partitions})
 	}
-	res, err := rs.g.Heartbeat(r.Context(), hb)
+	res, err := rs.a.core.Heartbeat(r.Context(), principal(r), hb)
 	if err != nil {
-		writeProblem(w, r, rs.a.groupProblem(r, "heartbeat", err))
-		return
+		return rs.a.problemFor(r, err)
 	}
 	writeJSON(w, http.StatusOK, heartbeatResponse{
 		MemberEpoch:         res.MemberEpoch,
 		Assignment:          toTopicPartitionsJSON(res.Assignment),
 		HeartbeatIntervalMs: res.HeartbeatInterval.Milliseconds(),
 	})
+	return nil
 }
 
 type offsetJSON struct {
@@ -218,59 +154,40 @@ func fromCommitOffsets(in []catalog.CommitOffset) []offsetJSON {
 	return out
 }
 
-func (rs *groupsResource) commit(w http.ResponseWriter, r *http.Request) {
-	if !rs.need(w, r) {
-		return
-	}
+func (rs *groupsResource) commit(w http.ResponseWriter, r *http.Request) *problem {
 	group, p := groupParam(r)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
-	body, p := readBody(r)
+	req, p := decodeJSON[commitRequest](r)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
-	}
-	var req commitRequest
-	if p := decodeStrict(body, &req); p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
 	c := catalog.OffsetCommit{Group: group, MemberID: req.MemberID}
 	if req.MemberID != "" {
 		if req.MemberEpoch == nil {
-			writeProblem(w, r, newProblem(CodeInvalidRequest, "member_epoch is required with member_id").with("field", "member_epoch"))
-			return
+			return newProblem(CodeInvalidRequest, "member_epoch is required with member_id").with("field", "member_epoch")
 		}
 		c.MemberEpoch = *req.MemberEpoch
 	}
-	offs, p := toCommitOffsets(req.Offsets)
-	if p != nil {
-		writeProblem(w, r, p)
-		return
+	if c.Offsets, p = toCommitOffsets(req.Offsets); p != nil {
+		return p
 	}
-	c.Offsets = offs
-	if err := rs.g.CommitOffsets(r.Context(), c); err != nil {
-		writeProblem(w, r, rs.a.groupProblem(r, "commit offsets", err))
-		return
+	if err := rs.a.core.CommitOffsets(r.Context(), principal(r), c); err != nil {
+		return rs.a.problemFor(r, err)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"group": group, "offsets": fromCommitOffsets(offs)})
+	writeJSON(w, http.StatusOK, map[string]any{"group": group, "offsets": fromCommitOffsets(c.Offsets)})
+	return nil
 }
 
-func (rs *groupsResource) offsets(w http.ResponseWriter, r *http.Request) {
-	if !rs.need(w, r) {
-		return
-	}
+func (rs *groupsResource) offsets(w http.ResponseWriter, r *http.Request) *problem {
 	group, p := groupParam(r)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
-	offs, err := rs.g.GroupOffsets(r.Context(), group)
+	offs, err := rs.a.core.GroupOffsets(r.Context(), principal(r), group)
 	if err != nil {
-		writeProblem(w, r, rs.a.groupProblem(r, "group offsets", err))
-		return
+		return rs.a.problemFor(r, err)
 	}
 	topic := r.URL.Query().Get("topic")
 	out := make([]offsetJSON, 0, len(offs))
@@ -282,6 +199,7 @@ func (rs *groupsResource) offsets(w http.ResponseWriter, r *http.Request) {
 		out = append(out, offsetJSON{Topic: o.Topic, Partition: &o.Partition, Offset: &o.Offset, Metadata: o.Metadata, CommittedAt: &at})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"group": group, "offsets": out})
+	return nil
 }
 
 type lagJSON struct {
@@ -309,22 +227,18 @@ func toLagJSON(ls []catalog.PartitionLag) ([]lagJSON, int64) {
 	return out, total
 }
 
-func (rs *groupsResource) lag(w http.ResponseWriter, r *http.Request) {
-	if !rs.need(w, r) {
-		return
-	}
+func (rs *groupsResource) lag(w http.ResponseWriter, r *http.Request) *problem {
 	group, p := groupParam(r)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
-	ls, err := rs.g.GroupLag(r.Context(), group)
+	ls, err := rs.a.core.GroupLag(r.Context(), principal(r), group)
 	if err != nil {
-		writeProblem(w, r, rs.a.groupProblem(r, "group lag", err))
-		return
+		return rs.a.problemFor(r, err)
 	}
 	parts, total := toLagJSON(ls)
 	writeJSON(w, http.StatusOK, map[string]any{"group": group, "total_lag": total, "partitions": parts})
+	return nil
 }
 
 type groupSummaryJSON struct {
@@ -334,14 +248,10 @@ type groupSummaryJSON struct {
 	Assignor string `json:"assignor"`
 }
 
-func (rs *groupsResource) list(w http.ResponseWriter, r *http.Request) {
-	if !rs.need(w, r) {
-		return
-	}
-	gs, err := rs.g.ListGroups(r.Context())
+func (rs *groupsResource) list(w http.ResponseWriter, r *http.Request) *problem {
+	gs, err := rs.a.core.ListGroups(r.Context(), principal(r))
 	if err != nil {
-		writeProblem(w, r, rs.a.groupProblem(r, "list groups", err))
-		return
+		return rs.a.problemFor(r, err)
 	}
 	out := make([]groupSummaryJSON, len(gs))
 	for i, g := range gs {
@@ -349,6 +259,7 @@ func (rs *groupsResource) list(w http.ResponseWriter, r *http.Request) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	writeJSON(w, http.StatusOK, map[string]any{"groups": out})
+	return nil
 }
 
 type memberJSON struct {
@@ -373,24 +284,14 @@ type groupJSON struct {
 	Partitions []lagJSON    `json:"partitions"`
 }
 
-func (rs *groupsResource) describe(w http.ResponseWriter, r *http.Request) {
-	if !rs.need(w, r) {
-		return
-	}
+func (rs *groupsResource) describe(w http.ResponseWriter, r *http.Request) *problem {
 	group, p := groupParam(r)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
-	d, err := rs.g.DescribeGroup(r.Context(), group)
+	d, ls, err := rs.a.core.DescribeGroup(r.Context(), principal(r), group)
 	if err != nil {
-		writeProblem(w, r, rs.a.groupProblem(r, "describe group", err))
-		return
-	}
-	ls, err := rs.g.GroupLag(r.Context(), group)
-	if err != nil {
-		writeProblem(w, r, rs.a.groupProblem(r, "describe group", err))
-		return
+		return rs.a.problemFor(r, err)
 	}
 	out := groupJSON{Name: d.Name, State: d.State, Assignor: d.Assignor, Epoch: d.Epoch, CreatedAt: d.CreatedAt.UTC(), Members: []memberJSON{}}
 	for _, m := range d.Members {
@@ -406,22 +307,19 @@ func (rs *groupsResource) describe(w http.ResponseWriter, r *http.Request) {
 	}
 	out.Partitions, out.TotalLag = toLagJSON(ls)
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (rs *groupsResource) delete(w http.ResponseWriter, r *http.Request) {
-	if !rs.need(w, r) {
-		return
-	}
+func (rs *groupsResource) delete(w http.ResponseWriter, r *http.Request) *problem {
 	group, p := groupParam(r)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
-	if err := rs.g.DeleteGroup(r.Context(), group); err != nil {
-		writeProblem(w, r, rs.a.groupProblem(r, "delete group", err))
-		return
+	if err := rs.a.core.DeleteGroup(r.Context(), principal(r), group); err != nil {
+		return rs.a.problemFor(r, err)
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 type resetRequest struct {
@@ -434,103 +332,48 @@ type resetRequest struct {
 
 // reset resolves the target offsets from the partitions' current state and stores them
 // while the group has no live members (the catalog checks that again when it writes).
-func (rs *groupsResource) reset(w http.ResponseWriter, r *http.Request) {
-	a := rs.a
-	if !rs.need(w, r) {
-		return
-	}
+func (rs *groupsResource) reset(w http.ResponseWriter, r *http.Request) *problem {
 	group, p := groupParam(r)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
-	body, p := readBody(r)
+	req, p := decodeJSON[resetRequest](r)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
-	var req resetRequest
-	if p := decodeStrict(body, &req); p != nil {
-		writeProblem(w, r, p)
-		return
-	}
-	var ts int64
+	cr := broker.ResetRequest{Topic: req.Topic, Partitions: req.Partitions}
 	switch req.To {
-	case "earliest", "latest":
+	case "earliest":
+		cr.To = broker.Earliest
+	case "latest":
+		cr.To = broker.Latest
 	case "timestamp":
 		var s string
 		var n int64
 		switch {
 		case json.Unmarshal(req.Timestamp, &n) == nil && n >= 0:
-			ts = n
+			cr.To = n
 		case json.Unmarshal(req.Timestamp, &s) == nil:
 			v, ok := parseTime(s)
 			if !ok {
-				writeProblem(w, r, newProblem(CodeInvalidTimestamp, "timestamp %q: use unix milliseconds or RFC 3339", truncate(s, 40)))
-				return
+				return newProblem(CodeInvalidTimestamp, "timestamp %q: use unix milliseconds or RFC 3339", truncate(s, 40))
 			}
-			ts = v
+			cr.To = v
 		default:
-			writeProblem(w, r, newProblem(CodeInvalidTimestamp, "timestamp is required with \"to\":\"timestamp\": unix milliseconds or RFC 3339"))
-			return
+			return newProblem(CodeInvalidTimestamp, "timestamp is required with \"to\":\"timestamp\": unix milliseconds or RFC 3339")
 		}
 	case "offset":
-		if req.Offset == nil || *req.Offset < 0 {
-			writeProblem(w, r, newProblem(CodeInvalidOffset, "offset is required with \"to\":\"offset\" and must not be negative"))
-			return
+		if req.Offset == nil {
+			return newProblem(CodeInvalidOffset, "offset is required with \"to\":\"offset\" and must not be negative")
 		}
+		cr.To, cr.ToOffset = *req.Offset, true
 	default:
-		writeProblem(w, r, newProblem(CodeInvalidRequest, "to %q: use earliest, latest, timestamp or offset", truncate(req.To, 40)).with("field", "to"))
-		return
+		return newProblem(CodeInvalidRequest, "to %q: use earliest, latest, timestamp or offset", truncate(req.To, 40)).with("field", "to")
 	}
-	if err := catalog.ValidateTopicName(req.Topic); err != nil {
-		writeProblem(w, r, newProblem(CodeInvalidTopicName, "%s", err.Error()))
-		return
-	}
-	t, err := a.cat.Topic(r.Context(), req.Topic)
+	offs, err := rs.a.core.ResetOffsets(r.Context(), principal(r), group, cr)
 	if err != nil {
-		writeProblem(w, r, a.catalogProblem(r, "reset offsets", err))
-		return
-	}
-	parts, err := a.cat.Partitions(r.Context(), t.ID)
-	if err != nil {
-		writeProblem(w, r, a.catalogProblem(r, "reset offsets", err))
-		return
-	}
-	want := map[int32]bool{}
-	for _, p := range req.Partitions {
-		if p < 0 || p >= t.Partitions {
-			writeProblem(w, r, newProblem(CodePartitionOutOfRange, "topic %s has %d partitions, not %d", t.Name, t.Partitions, p))
-			return
-		}
-		want[p] = true
-	}
-	var offs []catalog.CommitOffset
-	for _, pi := range parts {
-		if len(want) > 0 && !want[pi.Partition] {
-			continue
-		}
-		o := catalog.CommitOffset{Topic: t.Name, Partition: pi.Partition}
-		switch req.To {
-		case "earliest":
-			o.Offset = pi.LogStartOffset
-		case "latest":
-			o.Offset = pi.HighWatermark
-		case "timestamp":
-			off, err := a.cat.OffsetForTime(r.Context(), t.ID, pi.Partition, ts)
-			if err != nil {
-				writeProblem(w, r, a.catalogProblem(r, "reset offsets", err))
-				return
-			}
-			o.Offset = off
-		case "offset":
-			o.Offset = *req.Offset
-		}
-		offs = append(offs, o)
-	}
-	if err := rs.g.ResetOffsets(r.Context(), group, offs); err != nil {
-		writeProblem(w, r, a.groupProblem(r, "reset offsets", err))
-		return
+		return rs.a.problemFor(r, err)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"group": group, "offsets": fromCommitOffsets(offs)})
+	return nil
 }

@@ -28,7 +28,7 @@ func newGroupsEnv(t *testing.T) *groupsEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cat.Close() })
-	a := New(Config{}, Deps{Catalog: cat, Groups: cat})
+	a := newAPI(Config{}, testDeps{Catalog: cat, Groups: cat})
 	return &groupsEnv{t: t, cat: cat, h: a.Handler()}
 }
 
@@ -242,7 +242,7 @@ func TestGroupsHTTPBadInput(t *testing.T) {
 }
 
 func TestGroupsWithoutCatalog(t *testing.T) {
-	h := New(Config{}, Deps{}).Handler()
+	h := newAPI(Config{}, testDeps{}).Handler()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/groups", nil))
 	wantProblem(t, rec, 503, CodeRoleUnavailable)

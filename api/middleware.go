@@ -16,6 +16,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/strata-io/strata/internal/prom"
 )
 
 type ctxKey int
@@ -160,24 +162,9 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"route"}),
 	}
-	m.requests = register(reg, m.requests)
-	m.seconds = register(reg, m.seconds)
+	m.requests = prom.Register(reg, m.requests)
+	m.seconds = prom.Register(reg, m.seconds)
 	return m
-}
-
-// register registers c, or returns the collector an earlier API registered under the
-// same name (several APIs in one process share one registry in tests and in dev mode).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(fmt.Sprintf("api: register metrics: %v", err))
-	}
-	return c
 }
 
 func (m *httpMetrics) middleware(next http.Handler) http.Handler {

@@ -77,12 +77,12 @@ func TestMetrics(t *testing.T) {
 	}
 
 	// A second API on the same registry reuses the collectors instead of panicking.
-	a2 := New(Config{}, Deps{Catalog: e.c, Registerer: e.reg, Gatherer: e.reg})
+	a2 := newAPI(Config{}, testDeps{Catalog: e.c, Registerer: e.reg, Gatherer: e.reg})
 	if a2.metrics.requests != e.api.metrics.requests {
 		t.Error("second API registered new collectors")
 	}
 	// With neither Registerer nor Gatherer, /metrics serves a private registry.
-	a3 := New(Config{}, Deps{Catalog: e.c})
+	a3 := newAPI(Config{}, testDeps{Catalog: e.c})
 	rec = httptest.NewRecorder()
 	a3.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
 	rec = httptest.NewRecorder()
@@ -95,7 +95,7 @@ func TestMetrics(t *testing.T) {
 
 func TestHealthAndReady(t *testing.T) {
 	var readyErr error
-	e := newEnv(t, Config{}, func(d *Deps) {
+	e := newEnv(t, Config{}, func(d *testDeps) {
 		d.Ready = func(ctx context.Context) error {
 			if _, ok := ctx.Deadline(); !ok {
 				return errors.New("no deadline")

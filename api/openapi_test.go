@@ -43,7 +43,7 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 	if doc.OpenAPI != "3.1.0" {
 		t.Errorf("openapi %q", doc.OpenAPI)
 	}
-	a := New(Config{}, Deps{Catalog: newFakeCluster()})
+	a := newAPI(Config{}, testDeps{Catalog: newFakeCluster()})
 	routes := walkRoutes(a.Handler().(chi.Routes))
 	if len(routes) < 13 {
 		t.Fatalf("walked only %d routes", len(routes))

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/segment"
@@ -272,51 +271,8 @@ func TestProduceTopicCache(t *testing.T) {
 	}
 }
 
-func TestTopicCacheExpiry(t *testing.T) {
-	c := newFakeCluster()
-	if _, err := c.CreateTopic(context.Background(), "t", 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	clock := testNow
-	tc := newTopicCache(c, 2*time.Second, func() time.Time { return clock })
-	ctx := context.Background()
-	get := func() {
-		t.Helper()
-		if _, err := tc.get(ctx, "t"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	get()
-	clock = clock.Add(1999 * time.Millisecond)
-	get()
-	if c.topicReads != 1 {
-		t.Errorf("reads %d within the TTL, want 1", c.topicReads)
-	}
-	clock = clock.Add(time.Millisecond)
-	get()
-	if c.topicReads != 2 {
-		t.Errorf("reads %d after the TTL, want 2", c.topicReads)
-	}
-	if _, err := tc.get(ctx, "missing"); !errors.Is(err, catalog.ErrTopicNotFound) {
-		t.Errorf("missing: %v", err)
-	}
-	if _, ok := tc.entries["missing"]; ok {
-		t.Error("a miss was cached")
-	}
-
-	off := newTopicCache(c, -1, time.Now)
-	for i := 0; i < 2; i++ {
-		if _, err := off.get(ctx, "t"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if c.topicReads != 5 {
-		t.Errorf("reads %d with the cache off, want 5", c.topicReads)
-	}
-}
-
 func TestRoleUnavailable(t *testing.T) {
-	e := newEnv(t, Config{}, func(d *Deps) { d.Writer = nil; d.Reader = nil })
+	e := newEnv(t, Config{}, func(d *testDeps) { d.Writer = nil; d.Reader = nil })
 	e.createTopic("t", 1, nil)
 	rec := e.do("POST", "/v1/topics/t/records", `{"records":[{"value":1}]}`)
 	wantProblem(t, rec, 503, CodeRoleUnavailable)
@@ -329,7 +285,7 @@ func TestRoleUnavailable(t *testing.T) {
 		t.Errorf("get topic: %d", rec.Code)
 	}
 
-	e = newEnv(t, Config{}, func(d *Deps) { d.Catalog = nil })
+	e = newEnv(t, Config{}, func(d *testDeps) { d.Catalog = nil })
 	wantProblem(t, e.do("GET", "/v1/topics", ""), 503, CodeRoleUnavailable)
 	wantProblem(t, e.do("POST", "/v1/topics/t/records", `{"records":[{"value":1}]}`), 503, CodeRoleUnavailable)
 	if rec := e.do("GET", "/healthz", ""); rec.Code != 200 {

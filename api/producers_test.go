@@ -52,7 +52,7 @@ func (w *scriptWriter) Produce(ctx context.Context, req writer.Request) (writer.
 
 func TestInitProducer(t *testing.T) {
 	var pc *producerCluster
-	e := newEnv(t, Config{}, func(d *Deps) {
+	e := newEnv(t, Config{}, func(d *testDeps) {
 		pc = &producerCluster{fakeCluster: d.Catalog.(*fakeCluster)}
 		d.Catalog = pc
 	})
@@ -102,7 +102,7 @@ func TestInitProducer(t *testing.T) {
 
 func TestIdempotentProduce(t *testing.T) {
 	var sw *scriptWriter
-	e := newEnv(t, Config{}, func(d *Deps) {
+	e := newEnv(t, Config{}, func(d *testDeps) {
 		sw = &scriptWriter{c: d.Catalog.(*fakeCluster)}
 		d.Writer = sw
 	})
@@ -175,7 +175,7 @@ func TestIdempotentProduce(t *testing.T) {
 
 func TestTransactProduce(t *testing.T) {
 	var sw *scriptWriter
-	e := newEnv(t, Config{}, func(d *Deps) {
+	e := newEnv(t, Config{}, func(d *testDeps) {
 		sw = &scriptWriter{c: d.Catalog.(*fakeCluster)}
 		d.Writer = sw
 	})

@@ -6,8 +6,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/writer"
+	"github.com/strata-io/strata/broker"
 )
 
 // recordsResource is /v1/topics/{topic}/records: produce to one topic. (Fetch lives
@@ -17,132 +16,86 @@ type recordsResource struct{ a *API }
 // Routes returns the router mounted at /v1/topics/{topic}/records.
 func (rs *recordsResource) Routes() chi.Router {
 	r := chi.NewRouter()
-	r.With(rs.a.admitProduce).Post("/", rs.produce) // admission.go
+	r.With(rs.a.admitProduce).Post("/", rs.a.serve(broker.CapProduce, rs.produce)) // admission.go
 	return r
 }
 
-// produce is the hot path: one body decode, a cached topic lookup (no catalog read),
-// one writer.Produce that returns once the records are durable and committed.
-// Everything that can be refused is refused before the writer sees the request, so bad
-// input changes nothing.
-func (rs *recordsResource) produce(w http.ResponseWriter, r *http.Request) {
+// produce is the hot path: one body decode, a cached topic lookup for the topic's
+// formats (no catalog read), one call of the core, which returns once the records are
+// durable and committed.
+func (rs *recordsResource) produce(w http.ResponseWriter, r *http.Request) *problem {
 	if isRecordBatchBody(r) { // Kafka v2 record batches instead of JSON (binary.go)
-		rs.produceBinary(w, r)
-		return
+		return rs.produceBinary(w, r)
 	}
 	a := rs.a
-	if a.wr == nil {
-		writeProblem(w, r, newProblem(CodeRoleUnavailable, "this node does not run the writer role; send produce requests to a writer node"))
-		return
-	}
-	if !a.needCatalog(w, r) {
-		return
-	}
 	name, p := topicParam(r)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
 	body, p := readBody(r)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
 	req, p := decodeProduce(body, a.cfg.MaxRecordsPerRequest)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
-	var (
-		prod     *catalog.Producer
-		partSeqs map[int32]int32
-	)
-	if req.Producer != nil {
-		if prod, p = req.Producer.identity(); p == nil {
-			partSeqs, p = partitionSequences(req.Producer.Sequences, "producer.sequences")
-		}
+	var creq broker.ProduceRequest
+	if pj := req.Producer; pj != nil {
+		prod, p := pj.identity()
+		var seqs map[int32]int32
 		if p == nil {
-			p = explicitPartitions(req.Records)
+			seqs, p = partitionSequences(pj.Sequences, "producer.sequences")
 		}
 		if p != nil {
-			writeProblem(w, r, p)
-			return
+			return p
 		}
+		creq.Producer, creq.Sequences = prod, map[string]map[int32]int32{name: seqs}
 	}
-	ti, err := a.topics.get(r.Context(), name)
+	ti, err := a.core.LookupTopic(r.Context(), principal(r), name)
 	if err != nil {
-		writeProblem(w, r, a.catalogProblem(r, "get topic", err))
-		return
+		return a.problemFor(r, err)
 	}
-	now := a.now()
-	recs, p := buildRecords(&req, ti, now)
-	if p != nil && p.code == CodePartitionOutOfRange {
-		// The topic may have grown since it was cached: look again before refusing.
-		if ti, err = a.topics.refresh(r.Context(), name); err != nil {
-			writeProblem(w, r, a.catalogProblem(r, "get topic", err))
-			return
+	recs := getRecords(len(req.Records))
+	defer putRecords(recs)
+	creq.Records = *recs
+	for i := range req.Records {
+		if p := decodeRecord(i, &req.Records[i], &ti.Config, &creq.Records[i]); p != nil {
+			return p
 		}
-		recs, p = buildRecords(&req, ti, now)
+		creq.Records[i].Topic = name
 	}
-	if p != nil {
-		writeProblem(w, r, p)
-		return
-	}
-	wreq := writer.Request{Records: recs}
-	names := map[int64]string{ti.topic.ID: ti.topic.Name}
-	if prod != nil {
-		seqs, p := sequencesFor(recs, map[int64]map[int32]int32{ti.topic.ID: partSeqs}, names)
-		if p != nil {
-			writeProblem(w, r, p)
-			return
-		}
-		wreq.Producer, wreq.Sequences = prod, seqs
-	}
-	resp, err := a.wr.Produce(r.Context(), wreq)
+	res, err := a.core.Produce(r.Context(), principal(r), creq)
 	if err != nil {
-		p := a.producerProblem(r, "produce", err, names)
-		if p.code == CodeTopicNotFound || p.code == CodePartitionOutOfRange {
-			a.topics.invalidate(name) // the cached entry is stale
-		}
-		writeProblem(w, r, p)
-		return
+		return a.problemFor(r, err)
 	}
-	if len(resp.Records) != len(recs) {
-		a.logUnexpected(r, "produce", errWriterAnswer{len(recs), len(resp.Records)})
-		writeProblem(w, r, newProblem(CodeInternal, "produce: the writer answered for the wrong number of records"))
-		return
-	}
-	out := make([]byte, 0, 16+len(resp.Records)*36)
-	out = append(out, `{"offsets":[`...)
-	for i, rr := range resp.Records {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, `{"partition":`...)
-		out = strconv.AppendInt(out, int64(rr.Partition), 10)
-		out = append(out, `,"offset":`...)
-		out = strconv.AppendInt(out, rr.Offset, 10)
-		out = append(out, '}')
-	}
-	out = append(out, ']')
-	writeJSONBytes(w, http.StatusOK, appendDuplicate(out, resp.Duplicate))
-}
-
-// explicitPartitions requires every record of an idempotent request to name its
-// partition: a retry must land where the first attempt did, and a key's partition
-// moves when the topic grows, a sticky one with every flush.
-func explicitPartitions(recs []produceRecord) *problem {
-	for i := range recs {
-		if isNull(recs[i].Partition) {
-			return newProblem(CodeInvalidRequest, "records[%d].partition: an idempotent request (with \"producer\") names every record's partition, so that a retry lands where the first attempt did", i).
-				with("record", i).with("field", "partition")
-		}
-	}
+	writeOffsets(w, res, nil)
 	return nil
 }
 
-type errWriterAnswer struct{ sent, answered int }
-
-func (e errWriterAnswer) Error() string {
-	return "writer answered " + strconv.Itoa(e.answered) + " records for " + strconv.Itoa(e.sent)
+// writeOffsets answers a produce with where each record landed,
+// {"offsets":[{"partition":P,"offset":O}, ...]}, each offset led by "topic" when
+// topicOf names it (POST /v1/records), and "duplicate": true for a retry of a
+// committed request.
+func writeOffsets(w http.ResponseWriter, res broker.ProduceResult, topicOf func(i int) string) {
+	out := make([]byte, 0, 16+len(res.Offsets)*56)
+	out = append(out, `{"offsets":[`...)
+	for i, o := range res.Offsets {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, '{')
+		if topicOf != nil {
+			out = append(out, `"topic":`...)
+			out = appendString(out, topicOf(i))
+			out = append(out, ',')
+		}
+		out = append(out, `"partition":`...)
+		out = strconv.AppendInt(out, int64(o.Partition), 10)
+		out = append(out, `,"offset":`...)
+		out = strconv.AppendInt(out, o.Offset, 10)
+		out = append(out, '}')
+	}
+	out = append(out, ']')
+	writeJSONBytes(w, http.StatusOK, appendDuplicate(out, res.Duplicate))
 }

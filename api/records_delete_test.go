@@ -38,7 +38,7 @@ func (c deletingCluster) DeleteRecords(ctx context.Context, topicID int64, parti
 }
 
 func TestDeleteRecords(t *testing.T) {
-	e := newEnv(t, Config{}, func(d *Deps) { d.Catalog = deletingCluster{d.Catalog.(*fakeCluster)} })
+	e := newEnv(t, Config{}, func(d *testDeps) { d.Catalog = deletingCluster{d.Catalog.(*fakeCluster)} })
 	e.createTopic("t", 2, nil)
 	for i := range 5 {
 		e.c.appendRaw("t", 1, segment.DecodedRecord{Timestamp: int64(i), Value: []byte(`1`)})

@@ -13,8 +13,41 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/broker"
 )
+
+// handlerFunc serves one route: it writes its answer and returns nil, or returns the
+// problem to answer with, which serve writes.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) *problem
+
+// serve adapts h to net/http, answering role_unavailable first (before the body is
+// read) when the node cannot serve what the route needs.
+func (a *API) serve(need broker.Capability, h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var p *problem
+		if err := a.core.Check(need); err != nil {
+			p = a.problemFor(r, err)
+		} else {
+			p = h(w, r)
+		}
+		if p != nil {
+			writeProblem(w, r, p)
+		}
+	}
+}
+
+// principal is who calls: anonymous until the API keys map to principals.
+func principal(*http.Request) broker.Principal { return broker.Anonymous }
+
+// decodeJSON reads a JSON request body into a T (readBody, then decodeStrict).
+func decodeJSON[T any](r *http.Request) (T, *problem) {
+	var v T
+	body, p := readBody(r)
+	if p == nil {
+		p = decodeStrict(body, &v)
+	}
+	return v, p
+}
 
 // writeJSON writes v as the response body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -96,8 +129,8 @@ func jsonProblem(err error) *problem {
 // anything asks the catalog.
 func topicParam(r *http.Request) (string, *problem) {
 	name := chi.URLParam(r, "topic")
-	if err := catalog.ValidateTopicName(name); err != nil {
-		return "", newProblem(CodeInvalidTopicName, "%s", err.Error())
+	if err := broker.ValidateTopicName(name); err != nil {
+		return "", problemOf(broker.AsError("topic name", err))
 	}
 	return name, nil
 }

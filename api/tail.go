@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-
-	"github.com/strata-io/strata/reader"
 )
 
 // tail streams a partition as Server-Sent Events: one event per record, its id the
@@ -17,20 +15,18 @@ import (
 // periods send a comment line every HeartbeatInterval. The stream ends when the client
 // goes away, or after an "error" event carrying a problem body (e.g. retention moved
 // the log start past the stream's position).
-func (a *API) tail(w http.ResponseWriter, r *http.Request, ti topicInfo, part int32, fp fetchParams) {
+func (a *API) tail(w http.ResponseWriter, r *http.Request, topic string, part int32, fp fetchParams) *problem {
 	var offset int64
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
 		n, ok := parseDigits(id, 1<<63-2)
 		if !ok {
-			writeProblem(w, r, newProblem(CodeInvalidOffset, "Last-Event-ID %q must be the offset of the last event received", truncate(id, 32)))
-			return
+			return newProblem(CodeInvalidOffset, "Last-Event-ID %q must be the offset of the last event received", truncate(id, 32))
 		}
 		offset = n + 1
 	} else {
 		var p *problem
-		if offset, p = a.startOffset(r, ti, part, r.URL.Query().Get("offset"), "latest"); p != nil {
-			writeProblem(w, r, p)
-			return
+		if offset, p = a.startOffset(r, topic, part, r.URL.Query().Get("offset"), "latest"); p != nil {
+			return p
 		}
 	}
 
@@ -45,14 +41,14 @@ func (a *API) tail(w http.ResponseWriter, r *http.Request, ti topicInfo, part in
 
 	buf := make([]byte, 0, 4096)
 	buf = append(buf, ": tailing "...)
-	buf = append(buf, ti.topic.Name...)
+	buf = append(buf, topic...)
 	buf = append(buf, '/')
 	buf = strconv.AppendInt(buf, int64(part), 10)
 	buf = append(buf, " from offset "...)
 	buf = strconv.AppendInt(buf, offset, 10)
 	buf = append(buf, "\n\n"...)
 	if !sendEvents(w, rc, buf) {
-		return
+		return nil
 	}
 
 	ctx := r.Context()
@@ -60,35 +56,30 @@ func (a *API) tail(w http.ResponseWriter, r *http.Request, ti topicInfo, part in
 	var scratch bytes.Buffer
 	for {
 		started := time.Now()
-		res, err := a.rd.Fetch(ctx, reader.Fetch{
-			TopicID:    ti.topic.ID,
-			Partition:  part,
-			Offset:     offset,
-			MaxRecords: fp.maxRecords,
-			MaxBytes:   fp.maxBytes,
-			Wait:       wait,
-		})
+		req := fp.request(topic, part, offset)
+		req.Wait = wait
+		res, err := a.core.Fetch(ctx, principal(r), req)
 		if ctx.Err() != nil {
-			return // the client went away
+			return nil // the client went away
 		}
 		if err != nil {
 			buf = append(buf[:0], "event: error\ndata: "...)
-			buf = append(buf, problemBody(r, a.readerProblem(r, err))...)
+			buf = append(buf, problemBody(r, a.problemFor(r, err))...)
 			buf = append(buf, "\n\n"...)
 			sendEvents(w, rc, buf)
-			return
+			return nil
 		}
 		if len(res.Records) == 0 {
 			// A reader that answers before the wait is up must not make this loop spin:
 			// idle time is paced here, whatever the reader does.
 			if !sleepCtx(ctx, wait-time.Since(started)) {
-				return
+				return nil
 			}
 			if res.NextOffset > offset {
 				offset = res.NextOffset // skipped a gap (compacted away)
 			}
 			if !sendEvents(w, rc, []byte(": heartbeat\n\n")) {
-				return
+				return nil
 			}
 			continue
 		}
@@ -102,7 +93,7 @@ func (a *API) tail(w http.ResponseWriter, r *http.Request, ti topicInfo, part in
 			buf = append(buf, "\n\n"...)
 		}
 		if !sendEvents(w, rc, buf) {
-			return
+			return nil
 		}
 		next := res.Records[len(res.Records)-1].Offset + 1
 		offset = max(next, res.NextOffset)

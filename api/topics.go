@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"slices"
-	"sort"
 	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 )
 
@@ -21,15 +20,16 @@ type topicsResource struct{ a *API }
 
 // Routes returns the router mounted at /v1/topics.
 func (rs *topicsResource) Routes() chi.Router {
+	a := rs.a
 	r := chi.NewRouter()
-	r.Post("/", rs.create)
-	r.Get("/", rs.list)
+	r.Post("/", a.serve(broker.CapTopics, rs.create))
+	r.Get("/", a.serve(broker.CapTopics, rs.list))
 	r.Route("/{topic}", func(r chi.Router) {
-		r.Get("/", rs.get)
-		r.Delete("/", rs.delete)
-		r.Patch("/", rs.patch)
-		r.Mount("/partitions", (&partitionsResource{rs.a}).Routes())
-		r.Mount("/records", (&recordsResource{rs.a}).Routes())
+		r.Get("/", a.serve(broker.CapTopics, rs.get))
+		r.Delete("/", a.serve(broker.CapTopics, rs.delete))
+		r.Patch("/", a.serve(broker.CapTopics, rs.patch))
+		r.Mount("/partitions", (&partitionsResource{a}).Routes())
+		r.Mount("/records", (&recordsResource{a}).Routes())
 	})
 	return r
 }
@@ -58,117 +58,77 @@ type createTopicRequest struct {
 	Configs    map[string]json.RawMessage `json:"configs"`
 }
 
-// defaultPartitions is a new topic's partition count when the request names none, as
-// Kafka's num.partitions.
-const defaultPartitions = 1
-
-func (rs *topicsResource) create(w http.ResponseWriter, r *http.Request) {
+func (rs *topicsResource) create(w http.ResponseWriter, r *http.Request) *problem {
 	a := rs.a
-	if !a.needCatalog(w, r) {
-		return
-	}
-	body, p := readBody(r)
+	req, p := decodeJSON[createTopicRequest](r)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
-	var req createTopicRequest
-	if p := decodeStrict(body, &req); p != nil {
-		writeProblem(w, r, p)
-		return
+	if err := broker.ValidateTopicName(req.Name); err != nil {
+		return a.problemFor(r, err)
 	}
-	if err := catalog.ValidateTopicName(req.Name); err != nil {
-		writeProblem(w, r, newProblem(CodeInvalidTopicName, "%s", err.Error()))
-		return
-	}
-	partitions := int32(defaultPartitions)
+	var partitions int32 // the core's default
 	if !isNull(req.Partitions) {
-		n, p := partitionCount(req.Partitions)
-		if p != nil {
-			writeProblem(w, r, p)
-			return
+		if partitions, p = partitionCount(req.Partitions); p != nil {
+			return p
 		}
-		partitions = n
 	}
 	configs := make(map[string]string, len(req.Configs))
 	for k, raw := range req.Configs {
 		v, null, p := configValue(k, raw)
 		if p != nil {
-			writeProblem(w, r, p)
-			return
+			return p
 		}
 		if null {
-			writeProblem(w, r, newProblem(CodeInvalidConfig, "config %s: null removes a config and only makes sense in PATCH", k).with("config", k))
-			return
+			return newProblem(CodeInvalidConfig, "config %s: null removes a config and only makes sense in PATCH", k).with("config", k)
 		}
 		configs[k] = v
 	}
-	if _, err := catalog.ParseConfig(configs); err != nil {
-		writeProblem(w, r, a.catalogProblem(r, "create topic", err))
-		return
-	}
-	t, err := a.cat.CreateTopic(r.Context(), req.Name, partitions, configs)
+	t, err := a.core.CreateTopic(r.Context(), principal(r), broker.CreateTopicRequest{Name: req.Name, Partitions: partitions, Configs: configs})
 	if err != nil {
-		writeProblem(w, r, a.catalogProblem(r, "create topic", err))
-		return
+		return a.problemFor(r, err)
 	}
 	w.Header().Set("Location", "/v1/topics/"+url.PathEscape(t.Name))
 	writeJSON(w, http.StatusCreated, toTopicJSON(t))
+	return nil
 }
 
-func (rs *topicsResource) list(w http.ResponseWriter, r *http.Request) {
-	a := rs.a
-	if !a.needCatalog(w, r) {
-		return
-	}
-	ts, err := a.cat.Topics(r.Context())
+func (rs *topicsResource) list(w http.ResponseWriter, r *http.Request) *problem {
+	ts, err := rs.a.core.Topics(r.Context(), principal(r))
 	if err != nil {
-		writeProblem(w, r, a.catalogProblem(r, "list topics", err))
-		return
+		return rs.a.problemFor(r, err)
 	}
 	out := make([]topicJSON, 0, len(ts))
 	for _, t := range ts {
 		out = append(out, toTopicJSON(t))
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	writeJSON(w, http.StatusOK, map[string]any{"topics": out})
+	return nil
 }
 
-func (rs *topicsResource) get(w http.ResponseWriter, r *http.Request) {
-	a := rs.a
-	if !a.needCatalog(w, r) {
-		return
-	}
+func (rs *topicsResource) get(w http.ResponseWriter, r *http.Request) *problem {
 	name, p := topicParam(r)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
-	t, err := a.cat.Topic(r.Context(), name)
+	t, err := rs.a.core.Topic(r.Context(), principal(r), name)
 	if err != nil {
-		writeProblem(w, r, a.catalogProblem(r, "get topic", err))
-		return
+		return rs.a.problemFor(r, err)
 	}
 	writeJSON(w, http.StatusOK, toTopicJSON(t))
+	return nil
 }
 
-func (rs *topicsResource) delete(w http.ResponseWriter, r *http.Request) {
-	a := rs.a
-	if !a.needCatalog(w, r) {
-		return
-	}
+func (rs *topicsResource) delete(w http.ResponseWriter, r *http.Request) *problem {
 	name, p := topicParam(r)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
-	err := a.cat.DeleteTopic(r.Context(), name)
-	a.topics.invalidate(name)
-	if err != nil {
-		writeProblem(w, r, a.catalogProblem(r, "delete topic", err))
-		return
+	if err := rs.a.core.DeleteTopic(r.Context(), principal(r), name); err != nil {
+		return rs.a.problemFor(r, err)
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 type patchTopicRequest struct {
@@ -176,73 +136,37 @@ type patchTopicRequest struct {
 	Configs    map[string]json.RawMessage `json:"configs"`
 }
 
-// patch grows the partition count and sets or (with null) removes configs. Each config
-// is validated here so a bad one changes nothing; the catalog validates the result as a
-// whole and refuses a shrinking partition count.
-func (rs *topicsResource) patch(w http.ResponseWriter, r *http.Request) {
-	a := rs.a
-	if !a.needCatalog(w, r) {
-		return
-	}
+// patch grows the partition count and sets or (with null) removes configs; the core
+// checks each config and the result.
+func (rs *topicsResource) patch(w http.ResponseWriter, r *http.Request) *problem {
 	name, p := topicParam(r)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
-	body, p := readBody(r)
+	req, p := decodeJSON[patchTopicRequest](r)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
-	var req patchTopicRequest
-	if p := decodeStrict(body, &req); p != nil {
-		writeProblem(w, r, p)
-		return
-	}
-	var partitions int32 // 0: unchanged
+	var u broker.TopicUpdate // Partitions 0: unchanged
 	if !isNull(req.Partitions) {
-		n, p := partitionCount(req.Partitions)
-		if p != nil {
-			writeProblem(w, r, p)
-			return
+		if u.Partitions, p = partitionCount(req.Partitions); p != nil {
+			return p
 		}
-		partitions = n
 	}
-	known := catalog.ConfigKeys()
-	configs := make(map[string]string, len(req.Configs))
+	u.Configs = make(map[string]string, len(req.Configs))
 	for k, raw := range req.Configs {
-		v, null, p := configValue(k, raw)
+		v, _, p := configValue(k, raw)
 		if p != nil {
-			writeProblem(w, r, p)
-			return
+			return p
 		}
-		if null {
-			if !slices.Contains(known, k) {
-				writeProblem(w, r, newProblem(CodeInvalidConfig, "config %s: unknown config", k).with("config", k))
-				return
-			}
-			configs[k] = "" // the catalog's spelling of "remove"
-			continue
-		}
-		if _, err := catalog.ParseConfig(map[string]string{k: v}); err != nil {
-			writeProblem(w, r, a.catalogProblem(r, "update topic", err))
-			return
-		}
-		configs[k] = v
+		u.Configs[k] = v // null: "", the core's spelling of "remove"
 	}
-	var t catalog.Topic
-	var err error
-	if partitions == 0 && len(configs) == 0 {
-		t, err = a.cat.Topic(r.Context(), name) // nothing to change
-	} else {
-		t, err = a.cat.UpdateTopic(r.Context(), name, partitions, configs)
-		a.topics.invalidate(name)
-	}
+	t, err := rs.a.core.UpdateTopic(r.Context(), principal(r), name, u)
 	if err != nil {
-		writeProblem(w, r, a.catalogProblem(r, "update topic", err))
-		return
+		return rs.a.problemFor(r, err)
 	}
 	writeJSON(w, http.StatusOK, toTopicJSON(t))
+	return nil
 }
 
 // partitionCount parses a partition count: an integer in [1, catalog.MaxPartitions].
@@ -287,10 +211,11 @@ type partitionsResource struct{ a *API }
 
 // Routes returns the router mounted at /v1/topics/{topic}/partitions.
 func (rs *partitionsResource) Routes() chi.Router {
+	a := rs.a
 	r := chi.NewRouter()
-	r.Get("/", rs.list)
-	r.Get("/{partition}/offsets", rs.offsetForTime)
-	r.Get("/{partition}/records", rs.a.fetchOrTail)
+	r.Get("/", a.serve(broker.CapTopics, rs.list))
+	r.Get("/{partition}/offsets", a.serve(broker.CapTopics, rs.offsetForTime))
+	r.Get("/{partition}/records", a.serve(broker.CapFetch, a.fetchOrTail))
 	return r
 }
 
@@ -301,115 +226,74 @@ type partitionJSON struct {
 	Bytes          int64 `json:"bytes"`
 }
 
-func (rs *partitionsResource) list(w http.ResponseWriter, r *http.Request) {
-	a := rs.a
-	if !a.needCatalog(w, r) {
-		return
-	}
+func (rs *partitionsResource) list(w http.ResponseWriter, r *http.Request) *problem {
 	name, p := topicParam(r)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
-	t, err := a.cat.Topic(r.Context(), name)
+	ps, err := rs.a.core.Partitions(r.Context(), principal(r), name)
 	if err != nil {
-		writeProblem(w, r, a.catalogProblem(r, "list partitions", err))
-		return
-	}
-	ps, err := a.cat.Partitions(r.Context(), t.ID)
-	if err != nil {
-		writeProblem(w, r, a.catalogProblem(r, "list partitions", err))
-		return
+		return rs.a.problemFor(r, err)
 	}
 	out := make([]partitionJSON, 0, len(ps))
 	for _, pi := range ps {
 		out = append(out, partitionJSON{pi.Partition, pi.LogStartOffset, pi.HighWatermark, pi.Bytes})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
 	writeJSON(w, http.StatusOK, map[string]any{"partitions": out})
+	return nil
 }
 
 // offsetForTime answers the earliest offset whose timestamp is at or after ?timestamp=
 // (unix ms or RFC 3339; "earliest" and "latest" name the log start and the high
 // watermark), at the catalog's chunk granularity.
-func (rs *partitionsResource) offsetForTime(w http.ResponseWriter, r *http.Request) {
+func (rs *partitionsResource) offsetForTime(w http.ResponseWriter, r *http.Request) *problem {
 	a := rs.a
-	if !a.needCatalog(w, r) {
-		return
-	}
-	ti, part, p := a.topicPartition(r)
+	name, part, p := a.topicPartition(r)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
 	raw := r.URL.Query().Get("timestamp")
-	var off int64
+	var at int64
 	switch raw {
-	case "earliest", "latest":
-		pi, p := a.partitionInfo(r, ti, part)
-		if p != nil {
-			writeProblem(w, r, p)
-			return
-		}
-		off = pi.LogStartOffset
-		if raw == "latest" {
-			off = pi.HighWatermark
-		}
+	case "earliest":
+		at = broker.Earliest
+	case "latest":
+		at = broker.Latest
 	default:
 		ts, ok := parseTime(raw)
 		if !ok {
-			writeProblem(w, r, newProblem(CodeInvalidTimestamp, "timestamp %q must be unix milliseconds, RFC 3339, earliest or latest", truncate(raw, 64)))
-			return
+			return newProblem(CodeInvalidTimestamp, "timestamp %q must be unix milliseconds, RFC 3339, earliest or latest", truncate(raw, 64))
 		}
-		var err error
-		off, err = a.cat.OffsetForTime(r.Context(), ti.topic.ID, part, ts)
-		if err != nil {
-			writeProblem(w, r, a.catalogProblem(r, "offset for time", err))
-			return
-		}
+		at = ts
+	}
+	off, err := a.core.ListOffset(r.Context(), principal(r), name, part, at)
+	if err != nil {
+		return a.problemFor(r, err)
 	}
 	writeJSONBytes(w, http.StatusOK, []byte(`{"offset":`+strconv.FormatInt(off, 10)+"}\n"))
+	return nil
 }
 
-// topicPartition resolves {topic} and {partition} through the topic cache. A partition
-// beyond the cached count re-reads the topic first: it may have just grown.
-func (a *API) topicPartition(r *http.Request) (topicInfo, int32, *problem) {
+// topicPartition reads {topic} and {partition} and resolves them through the core's
+// topic cache: the topic exists and has the partition.
+func (a *API) topicPartition(r *http.Request) (string, int32, *problem) {
+	ti, part, p := a.lookupPartition(r)
+	return ti.Name, part, p
+}
+
+// lookupPartition is topicPartition with the topic's metadata.
+func (a *API) lookupPartition(r *http.Request) (broker.TopicInfo, int32, *problem) {
 	name, p := topicParam(r)
 	if p != nil {
-		return topicInfo{}, 0, p
+		return broker.TopicInfo{}, 0, p
 	}
 	part, p := partitionParam(r)
 	if p != nil {
-		return topicInfo{}, 0, p
+		return broker.TopicInfo{}, 0, p
 	}
-	ti, err := a.topics.get(r.Context(), name)
-	if err == nil && part >= ti.topic.Partitions {
-		ti, err = a.topics.refresh(r.Context(), name)
-	}
+	ti, err := a.core.LookupPartition(r.Context(), principal(r), name, part)
 	if err != nil {
-		return topicInfo{}, 0, a.catalogProblem(r, "get topic", err)
-	}
-	if part >= ti.topic.Partitions {
-		return topicInfo{}, 0, partitionOutOfRange(name, part, ti.topic.Partitions)
+		return broker.TopicInfo{}, 0, a.problemFor(r, err)
 	}
 	return ti, part, nil
-}
-
-func partitionOutOfRange(topic string, part, count int32) *problem {
-	return newProblem(CodePartitionOutOfRange, "topic %s has partitions 0 to %d; there is no partition %d", topic, count-1, part).
-		with("partitions", count)
-}
-
-// partitionInfo reads one partition's state from the catalog.
-func (a *API) partitionInfo(r *http.Request, ti topicInfo, part int32) (catalog.PartitionInfo, *problem) {
-	ps, err := a.cat.Partitions(r.Context(), ti.topic.ID)
-	if err != nil {
-		return catalog.PartitionInfo{}, a.catalogProblem(r, "read partition", err)
-	}
-	for _, pi := range ps {
-		if pi.Partition == part {
-			return pi, nil
-		}
-	}
-	return catalog.PartitionInfo{}, partitionOutOfRange(ti.topic.Name, part, ti.topic.Partitions)
 }

@@ -3,12 +3,11 @@ package api
 import (
 	"encoding/json"
 	"net/http"
-	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/writer"
 )
 
 // transactResource is POST /v1/records: records for several topics and partitions, an
@@ -21,7 +20,7 @@ type transactResource struct{ a *API }
 // Routes returns the router mounted at /v1/records.
 func (rs *transactResource) Routes() chi.Router {
 	r := chi.NewRouter()
-	r.With(rs.a.admitProduce).Post("/", rs.produce) // admission.go
+	r.With(rs.a.admitProduce).Post("/", rs.a.serve(broker.CapProduce, rs.produce)) // admission.go
 	return r
 }
 
@@ -43,9 +42,8 @@ type transactRequest struct {
 	GroupOffsets *groupOffsetsJSON `json:"group_offsets"`
 }
 
-// offsetCommit validates "group_offsets" before anything is buffered, with the group
-// rules' own codes.
-func (a *API) offsetCommit(r *http.Request, g *groupOffsetsJSON) (*catalog.OffsetCommit, *problem) {
+// offsetCommit reads "group_offsets"; the core checks them under the group rules.
+func offsetCommit(g *groupOffsetsJSON) (*catalog.OffsetCommit, *problem) {
 	if err := catalog.ValidateGroupName(g.Group); err != nil {
 		return nil, newProblem(CodeInvalidGroupName, "group_offsets.group: %s", err.Error()).with("field", "group_offsets.group")
 	}
@@ -61,9 +59,6 @@ func (a *API) offsetCommit(r *http.Request, g *groupOffsetsJSON) (*catalog.Offse
 		return nil, p
 	}
 	oc.Offsets = offs
-	if err := catalog.ValidateOffsetCommit(*oc); err != nil {
-		return nil, a.groupProblem(r, "produce", err)
-	}
 	return oc, nil
 }
 
@@ -87,145 +82,61 @@ func topicSequences(raw json.RawMessage) (map[string]map[int32]int32, *problem) 
 	return out, nil
 }
 
-func (rs *transactResource) produce(w http.ResponseWriter, r *http.Request) {
+func (rs *transactResource) produce(w http.ResponseWriter, r *http.Request) *problem {
 	a := rs.a
-	if a.wr == nil {
-		writeProblem(w, r, newProblem(CodeRoleUnavailable, "this node does not run the writer role; send produce requests to a writer node"))
-		return
-	}
-	if !a.needCatalog(w, r) {
-		return
-	}
-	body, p := readBody(r)
+	req, p := decodeJSON[transactRequest](r)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
-	}
-	var req transactRequest
-	if p := decodeStrict(body, &req); p != nil {
-		writeProblem(w, r, p)
-		return
+		return p
 	}
 	switch n := len(req.Records); {
 	case n == 0:
-		writeProblem(w, r, newProblem(CodeEmptyBatch, `"records" must hold at least one record (commit offsets alone with POST /v1/groups/{group}/offsets)`))
-		return
+		return newProblem(CodeEmptyBatch, `"records" must hold at least one record (commit offsets alone with POST /v1/groups/{group}/offsets)`)
 	case n > a.cfg.MaxRecordsPerRequest:
-		writeProblem(w, r, newProblem(CodeTooManyRecords, "%d records in one request; at most %d", n, a.cfg.MaxRecordsPerRequest).
-			with("max_records", a.cfg.MaxRecordsPerRequest))
-		return
+		return newProblem(CodeTooManyRecords, "%d records in one request; at most %d", n, a.cfg.MaxRecordsPerRequest).
+			with("max_records", a.cfg.MaxRecordsPerRequest)
 	}
-
-	wreq := writer.Request{Records: make([]writer.Record, len(req.Records))}
-	var seqsByName map[string]map[int32]int32
+	recs := getRecords(len(req.Records))
+	defer putRecords(recs)
+	creq := broker.ProduceRequest{Records: *recs}
 	if req.Producer != nil {
-		if wreq.Producer, p = req.Producer.identity(); p == nil {
-			seqsByName, p = topicSequences(req.Producer.Sequences)
+		if creq.Producer, p = req.Producer.identity(); p == nil {
+			creq.Sequences, p = topicSequences(req.Producer.Sequences)
 		}
 		if p != nil {
-			writeProblem(w, r, p)
-			return
-		}
-		for i := range req.Records {
-			if isNull(req.Records[i].Partition) {
-				writeProblem(w, r, newProblem(CodeInvalidRequest, "records[%d].partition: an idempotent request (with \"producer\") names every record's partition, so that a retry lands where the first attempt did", i).
-					with("record", i).with("field", "partition"))
-				return
-			}
+			return p
 		}
 	}
 	if req.GroupOffsets != nil {
-		if wreq.GroupOffsets, p = a.offsetCommit(r, req.GroupOffsets); p != nil {
-			writeProblem(w, r, p)
-			return
+		if creq.GroupOffsets, p = offsetCommit(req.GroupOffsets); p != nil {
+			return p
 		}
 	}
-
-	// Resolve each topic once (cached), and build every record under its topic's
-	// config. A partition beyond a cached count re-reads the topic once.
-	topics := map[string]topicInfo{}
-	refreshed := map[string]bool{}
-	names := map[int64]string{}
-	now := a.now()
+	// Each record's fields are decoded by its topic's formats (the topic looked up in
+	// the core's cache once per name).
+	formats := map[string]*catalog.Config{}
 	for i := range req.Records {
 		tr := &req.Records[i]
-		if err := catalog.ValidateTopicName(tr.Topic); err != nil {
-			writeProblem(w, r, newProblem(CodeInvalidTopicName, "records[%d].topic: %s", i, err.Error()).with("record", i).with("field", "topic"))
-			return
-		}
-		ti, ok := topics[tr.Topic]
+		cfg, ok := formats[tr.Topic]
 		if !ok {
-			var err error
-			if ti, err = a.topics.get(r.Context(), tr.Topic); err != nil {
-				writeProblem(w, r, a.catalogProblem(r, "get topic", err))
-				return
+			if err := catalog.ValidateTopicName(tr.Topic); err != nil {
+				return newProblem(CodeInvalidTopicName, "records[%d].topic: %s", i, err.Error()).with("record", i).with("field", "topic")
 			}
-			topics[tr.Topic] = ti
-			names[ti.topic.ID] = ti.topic.Name
-		}
-		p := buildRecord(i, &tr.produceRecord, ti, now, &wreq.Records[i])
-		if p != nil && p.code == CodePartitionOutOfRange && !refreshed[tr.Topic] {
-			refreshed[tr.Topic] = true
-			var err error
-			if ti, err = a.topics.refresh(r.Context(), tr.Topic); err != nil {
-				writeProblem(w, r, a.catalogProblem(r, "get topic", err))
-				return
+			ti, err := a.core.LookupTopic(r.Context(), principal(r), tr.Topic)
+			if err != nil {
+				return a.problemFor(r, err)
 			}
-			topics[tr.Topic] = ti
-			p = buildRecord(i, &tr.produceRecord, ti, now, &wreq.Records[i])
+			cfg = &ti.Config
+			formats[tr.Topic] = cfg
 		}
-		if p != nil {
-			writeProblem(w, r, p)
-			return
+		if p := decodeRecord(i, &tr.produceRecord, cfg, &creq.Records[i]); p != nil {
+			return p
 		}
+		creq.Records[i].Topic = tr.Topic
 	}
-	if wreq.Producer != nil {
-		byID := make(map[int64]map[int32]int32, len(seqsByName))
-		for name, ps := range seqsByName {
-			ti, ok := topics[name]
-			if !ok {
-				writeProblem(w, r, newProblem(CodeInvalidRequest, "producer.sequences: no record writes topic %q: send a sequence for exactly the partitions written", truncate(name, 64)).
-					with("field", "producer.sequences"))
-				return
-			}
-			byID[ti.topic.ID] = ps
-		}
-		if wreq.Sequences, p = sequencesFor(wreq.Records, byID, names); p != nil {
-			writeProblem(w, r, p)
-			return
-		}
-	}
-
-	resp, err := a.wr.Produce(r.Context(), wreq)
+	res, err := a.core.Produce(r.Context(), principal(r), creq)
 	if err != nil {
-		p := a.producerProblem(r, "produce", err, names)
-		if p.code == CodeTopicNotFound || p.code == CodePartitionOutOfRange {
-			for name := range topics {
-				a.topics.invalidate(name) // a cached entry is stale
-			}
-		}
-		writeProblem(w, r, p)
-		return
+		return a.problemFor(r, err)
 	}
-	if len(resp.Records) != len(wreq.Records) {
-		a.logUnexpected(r, "produce", errWriterAnswer{len(wreq.Records), len(resp.Records)})
-		writeProblem(w, r, newProblem(CodeInternal, "produce: the writer answered for the wrong number of records"))
-		return
-	}
-	out := make([]byte, 0, 16+len(resp.Records)*56)
-	out = append(out, `{"offsets":[`...)
-	for i, rr := range resp.Records {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, `{"topic":`...)
-		out = appendString(out, req.Records[i].Topic)
-		out = append(out, `,"partition":`...)
-		out = strconv.AppendInt(out, int64(rr.Partition), 10)
-		out = append(out, `,"offset":`...)
-		out = strconv.AppendInt(out, rr.Offset, 10)
-		out = append(out, '}')
-	}
-	out = append(out, ']')
-	writeJSONBytes(w, http.StatusOK, appendDuplicate(out, resp.Duplicate))
+	writeOffsets(w, res, func(i int) string { return req.Records[i].Topic })
+	return nil
 }

@@ -30,3 +30,40 @@ type Inventory interface {
 	// Now is the database clock.
 	Now(ctx context.Context) (time.Time, error)
 }
+
+// InventoryBatch is how many segments one page of InventorySegments reads.
+const InventoryBatch = 500
+
+// InventoryPages is InventorySegments for both backends, around their SQL: keyset pages
+// of segments in key order. page reads up to limit segments with keys after after, each
+// with its chunk rows, in one query ordered by segment key, and calls row for every row
+// of the answer: the segment's columns, and its chunk row (nil for a segment without
+// rows). InventoryPages groups the rows into SegmentRecords and hands them to fn.
+func InventoryPages(ctx context.Context, page func(ctx context.Context, after string, limit int, row func(SegmentRecord, *Chunk)) error, fn func(SegmentRecord) error) error {
+	after := ""
+	for {
+		var recs []SegmentRecord
+		err := page(ctx, after, InventoryBatch, func(s SegmentRecord, c *Chunk) {
+			if len(recs) == 0 || recs[len(recs)-1].Key != s.Key {
+				recs = append(recs, s)
+			}
+			if c != nil {
+				cur := &recs[len(recs)-1]
+				c.SegmentKey, c.SegmentSize = cur.Key, cur.Size
+				cur.Chunks = append(cur.Chunks, *c)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		if len(recs) < InventoryBatch {
+			return nil
+		}
+		after = recs[len(recs)-1].Key
+	}
+}

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// This file is the catalog's side of the compactor (DESIGN.md "Compactor"): work found
+// This file is the catalog's side of the compactor (docs/design.md "Compactor"): work found
 // by due time and leased with fencing tokens, the compare-and-swap that replaces chunk
 // rows with rows over a merged object, log start advances (retention and
 // delete-records), and the row side of safe deletion and of the orphan sweep. It is a

@@ -87,6 +87,13 @@ func ConfigKeys() []string {
 	return keys
 }
 
+// ConfigDefault returns a supported config's default value; ok is false for an unknown
+// name.
+func ConfigDefault(name string) (v string, ok bool) {
+	ck, ok := configKeys[name]
+	return ck.def, ok
+}
+
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	c, _ := ParseConfig(nil)

@@ -5,8 +5,20 @@ import (
 	"time"
 )
 
-// Catalog is the whole catalog, implemented by catalog/postgres and catalog/sqlite and
-// proved by catalog/catalogtest. The roles declare the narrow parts they use.
+// Backend is a whole catalog backend: what catalog/postgres and catalog/sqlite each
+// implement (and assert at compile time), and what opening a catalog returns, so that
+// no caller discovers a capability at run time. The roles and the broker core declare
+// the narrow parts they use; a node hands them its Backend.
+type Backend interface {
+	Catalog
+	Groups
+	Producers
+	Compaction
+	Inventory
+}
+
+// Catalog is the core of the catalog — topics, partitions, the segment commit, chunk
+// lookups, notifications — proved by catalog/catalogtest.
 //
 // Topic names that cannot exist (invalid names) simply are not found: lookups, updates
 // and deletes by such a name return ErrTopicNotFound. A deleted topic is gone for every
@@ -91,15 +103,4 @@ type Catalog interface {
 	// Now is the database clock.
 	Now(ctx context.Context) (time.Time, error)
 	Close() error
-}
-
-// Backend is everything both backends implement: the catalog with its consumer groups,
-// producers, compaction and inventory. It is what catalog/open returns, so a command
-// can hand one value to every role; the roles still declare the narrow parts they use.
-type Backend interface {
-	Catalog
-	Groups
-	Producers
-	Compaction
-	Inventory
 }

@@ -13,18 +13,13 @@ import (
 	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/check"
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/jepsen"
 	"github.com/strata-io/strata/internal/testsvc"
-	"github.com/strata-io/strata/jepsen"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/objstore/s3"
 	"github.com/strata-io/strata/segment"
 )
-
-type inventoryCatalog interface {
-	catalog.Catalog
-	catalog.Inventory
-}
 
 // TestCheck writes through a real node, then checks: clean; then with an object
 // deleted, a stray object planted, a young unknown object, and a corrupted object.
@@ -62,7 +57,7 @@ func TestCheck(t *testing.T) {
 	})
 }
 
-func runCheck(t *testing.T, cat inventoryCatalog, st objstore.Store) {
+func runCheck(t *testing.T, cat catalog.Backend, st objstore.Store) {
 	ctx := context.Background()
 	n, err := jepsen.StartNode(jepsen.NodeConfig{Catalog: cat, Store: st})
 	if err != nil {

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-io/strata/api"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
@@ -43,20 +43,19 @@ func startServer(t testing.TB, dir string) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := writer.New(store, cat, writer.Config{Linger: 5 * time.Millisecond}, nil, nil)
-	r := reader.New(store, cat, reader.Config{PollInterval: 50 * time.Millisecond}, nil, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); w.Run(ctx) }()
-	go func() { defer wg.Done(); r.Run(ctx) }()
-	a := api.New(api.Config{}, api.Deps{Catalog: cat, Groups: cat, Writer: w, Reader: r})
-	hs := httptest.NewServer(a.Handler())
+	n, err := node.Start(node.Config{
+		Catalog: cat, Store: store,
+		Writer: true, WriterConfig: writer.Config{Linger: 5 * time.Millisecond},
+		Reader: true, ReaderConfig: reader.Config{PollInterval: 50 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(n.API.Handler())
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()
-		cancel()
-		wg.Wait()
+		_ = n.Stop(context.Background())
 		cat.Close()
 	})
 	return &server{URL: hs.URL, cat: cat}

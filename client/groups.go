@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// The consumer-group calls of the HTTP API (DESIGN.md "Groups"). Consumer (consumer.go)
-// builds a group member on them; these are also what tools (the CLI's groups verbs) use.
+// The consumer-group calls of the HTTP API (docs/design.md "Groups"). Consumer
+// (consumer.go) builds a group member on them; these are also what tools (the CLI's
+// groups verbs) use.
 
 // Group error codes the server answers with (HTTP 404 or 409); branch with HasCode.
 const (

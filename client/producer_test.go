@@ -19,22 +19,8 @@ import (
 )
 
 func TestKeyPartitionMatchesKafka(t *testing.T) {
-	// Kafka's own murmur2 vectors, and partitions its DefaultPartitioner computes.
-	for _, tc := range []struct {
-		key  string
-		want int32
-	}{
-		{"21", -973932308},
-		{"foobar", -790332482},
-		{"a-little-bit-long-string", -985981536},
-		{"a-little-bit-longer-string", -1486304829},
-		{"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971},
-		{"abc", 479470107},
-	} {
-		if got := murmur2([]byte(tc.key)); got != tc.want {
-			t.Errorf("murmur2(%q) = %d, want %d", tc.key, got, tc.want)
-		}
-	}
+	// The partition Kafka's DefaultPartitioner computes from its murmur2 vector for
+	// "foobar" (the vectors themselves: internal/murmur2).
 	if got := KeyPartition([]byte("foobar"), 8); got != 1357151166%8 {
 		t.Errorf("KeyPartition(foobar, 8) = %d, want %d", got, 1357151166%8)
 	}

@@ -2,17 +2,15 @@ package client
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/strata-io/strata/api"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/sqlite"
+	"github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/objstore/fault"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/reader"
@@ -39,8 +37,7 @@ type stackOptions struct {
 func newStack(t testing.TB, o stackOptions) *stack {
 	t.Helper()
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	cat, err := sqlite.Open(ctx, filepath.Join(dir, "catalog.db"), catalog.Options{})
+	cat, err := sqlite.Open(context.Background(), filepath.Join(dir, "catalog.db"), catalog.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,15 +49,15 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	if o.linger == 0 {
 		o.linger = 5 * time.Millisecond
 	}
-	log := slog.New(slog.DiscardHandler)
-	w := writer.New(store, cat, writer.Config{Linger: o.linger}, log, nil)
-	rd := reader.New(store, cat, reader.Config{PollInterval: 50 * time.Millisecond}, log, nil)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); w.Run(ctx) }()
-	go func() { defer wg.Done(); rd.Run(ctx) }()
-	a := api.New(api.Config{}, api.Deps{Catalog: cat, Writer: w, Reader: rd, Groups: cat, Log: log})
-	h := a.Handler()
+	n, err := node.Start(node.Config{
+		Catalog: cat, Store: store,
+		Writer: true, WriterConfig: writer.Config{Linger: o.linger},
+		Reader: true, ReaderConfig: reader.Config{PollInterval: 50 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := n.API.Handler()
 	if o.wrap != nil {
 		h = o.wrap(h)
 	}
@@ -68,11 +65,10 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
 		srv.Close()
-		cancel()
-		wg.Wait()
+		_ = n.Stop(context.Background())
 		cat.Close()
 	})
-	return &stack{url: srv.URL, cat: cat, store: store, w: w, handler: a.Handler(), srv: srv}
+	return &stack{url: srv.URL, cat: cat, store: store, w: n.Writer, handler: n.API.Handler(), srv: srv}
 }
 
 // readAll fetches every record of a partition from offset 0.

@@ -1,4 +1,4 @@
-// Package compactor is the compactor role (DESIGN.md "Compactor"): it keeps storage
+// Package compactor is the compactor role (docs/design.md "Compactor"): it keeps storage
 // cost and read amplification flat as data ages. Per partition, under a lease from the
 // catalog, it enforces retention (retention.ms, retention.bytes) by advancing the log
 // start offset, merges small chunks of multi-partition writer objects into

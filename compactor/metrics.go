@@ -1,9 +1,9 @@
 package compactor
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/strata-io/strata/internal/prom"
 )
 
 // metrics are the compactor's Prometheus metrics. They exist whether or not a registry
@@ -30,69 +30,69 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		passes: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		passes: prom.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_compactor_passes_total",
 			Help: "Compaction passes by result (ok, error).",
 		}, []string{"result"})),
-		passSeconds: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		passSeconds: prom.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "strata_compactor_pass_seconds",
 			Help:    "Duration of compaction passes.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 3, 12), // 10ms .. ~30min
 		})),
-		merges: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		merges: prom.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_compactor_merges_total",
 			Help: "Merged objects swapped in for chunk rows (merging and key compaction).",
 		})),
-		conflicts: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		conflicts: prom.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_compactor_swap_conflicts_total",
 			Help: "Swaps refused because the rows, the log start or the lease moved; their objects were abandoned.",
 		})),
-		bytesRewritten: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		bytesRewritten: prom.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_compactor_bytes_rewritten_total",
 			Help: "Chunk bytes read and replaced by merged objects.",
 		})),
-		bytesWritten: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		bytesWritten: prom.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_compactor_bytes_written_total",
 			Help: "Bytes of merged objects written.",
 		})),
-		recordsRemoved: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		recordsRemoved: prom.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_compactor_records_removed_total",
 			Help: "Records removed by key compaction (superseded values and expired tombstones).",
 		})),
-		logStartAdvances: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		logStartAdvances: prom.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_compactor_log_start_advances_total",
 			Help: "Log start offsets advanced by retention.",
 		})),
-		rowsDropped: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		rowsDropped: prom.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_compactor_rows_dropped_total",
 			Help: "Chunk rows dropped below the log start or of deleted topics.",
 		})),
-		objectsDeleted: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		objectsDeleted: prom.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_compactor_objects_deleted_total",
 			Help: "Objects deleted after their grace period.",
 		})),
-		orphansSwept: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		orphansSwept: prom.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_compactor_orphans_swept_total",
 			Help: "Objects never committed (or fenced) removed by the orphan sweep.",
 		})),
-		lag: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		lag: prom.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "strata_compactor_lag_seconds",
 			Help: "Compaction lag at the last pass: age of the oldest small writer chunk a pass left unmerged.",
 		})),
-		due: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		due: prom.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "strata_compactor_partitions_due",
 			Help: "Partitions due for compaction (retention, merging, key compaction, row drops) after the last pass, across all compactors.",
 		})),
-		overdue: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		overdue: prom.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "strata_compactor_overdue_seconds",
 			Help: "How long the most overdue partition had been due after the last pass (0: none due). Growing: the compactors do not keep up.",
 		})),
-		waited: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		waited: prom.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "strata_compactor_partition_wait_seconds",
 			Help:    "How long each partition worked on had been due.",
 			Buckets: prometheus.ExponentialBuckets(0.1, 3, 12), // 100ms .. ~5h
 		})),
-		passPartitions: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		passPartitions: prom.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "strata_compactor_pass_partitions",
 			Help:    "Partitions worked on per pass (at most the batch, --compact-batch).",
 			Buckets: prometheus.ExponentialBuckets(1, 4, 9), // 1 .. 65536
@@ -102,23 +102,4 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.passes.WithLabelValues(r)
 	}
 	return m
-}
-
-// register registers c on reg, or reuses the collector already registered under the
-// same name (several compactors in one process share their metrics). A nil reg keeps
-// the metrics unregistered.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic("compactor: register metrics: " + err.Error())
-	}
-	return c
 }

@@ -19,11 +19,11 @@ fi
 # output shows each class's table (operations ok/failed/unknown and every anomaly count).
 go test -count=1 -p 1 -timeout 30m -skip '^(TestTorture|TestBadInput)$' ./...
 # The hostile-input suite, verbose: every case with the status and code it got.
-go test -count=1 -timeout 10m -v -run '^TestBadInput$' ./badinput | grep -E '^\s*(--- |ok|FAIL|PASS)'
+go test -count=1 -timeout 10m -v -run '^TestBadInput$' ./test/badinput | grep -E '^\s*(--- |ok|FAIL|PASS)'
 
 # (The nodes' error logs, expected under faults, are left out.)
 set +e
-go test -count=1 -timeout 20m -v -run '^TestTorture$' ./jepsen | grep -Ev '^\s+torture_test\.go:[0-9]+: time='
+go test -count=1 -timeout 20m -v -run '^TestTorture$' ./internal/jepsen | grep -Ev '^\s+torture_test\.go:[0-9]+: time='
 status=${PIPESTATUS[0]}
 set -e
 [ "$status" -eq 0 ] || { echo "TestTorture failed"; exit "$status"; }

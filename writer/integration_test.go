@@ -18,6 +18,7 @@ import (
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/postgres"
 	"github.com/strata-io/strata/catalog/sqlite"
+	"github.com/strata-io/strata/internal/murmur2"
 	"github.com/strata-io/strata/internal/testsvc"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fault"
@@ -136,121 +137,10 @@ func runIntegration(t *testing.T, inner objstore.Store, cat catalog.Catalog) {
 	go func() { runDone <- w.Run(runCtx) }()
 	defer stop()
 
-	// Phase 1: concurrent producers over keyed, sticky and explicit partitions of two
-	// topics, one of them stamped with LogAppendTime.
+	in := &integration{t: t, w: w, acked: make(map[where]string), keys: make(map[where]string)}
 	t0 := time.Now().UnixMilli()
-	var mu sync.Mutex
-	acked := make(map[where]string)
-	keys := make(map[where]string)
-	record := func(req Request, resp Response) {
-		mu.Lock()
-		defer mu.Unlock()
-		for i, rr := range resp.Records {
-			at := where{req.Records[i].TopicID, rr.Partition, rr.Offset}
-			if _, dup := acked[at]; dup {
-				t.Errorf("offset %+v acknowledged twice", at)
-			}
-			acked[at] = string(req.Records[i].Value)
-			if req.Records[i].Key != nil {
-				keys[at] = string(req.Records[i].Key)
-			}
-		}
-	}
-	recordRaw := func(topic int64, recs []segment.Record, resp Response) {
-		mu.Lock()
-		defer mu.Unlock()
-		for i, rr := range resp.Records {
-			at := where{topic, rr.Partition, rr.Offset}
-			if _, dup := acked[at]; dup {
-				t.Errorf("offset %+v acknowledged twice", at)
-			}
-			acked[at] = string(recs[i].Value)
-		}
-	}
-	// Raw requests, as the binary API sends them: two batches (plain, lz4), stored as
-	// they are beside the records the writer encodes.
-	type rawCase struct {
-		req  Request
-		recs []segment.Record
-	}
-	raws := map[[2]int]rawCase{}
-	for g := range 6 {
-		for i := 1; i < 20; i += 4 {
-			var recs []segment.Record
-			for j := range 4 {
-				recs = append(recs, segment.Record{Value: fmt.Appendf(nil, "g%d-i%d-raw%d", g, i, j), Timestamp: t0})
-			}
-			raws[[2]int{g, i}] = rawCase{rawReq(t, orders.ID, int32(g%4),
-				clientBatch(t, recs[:2], segment.CompressionNone, -1, -1, -1),
-				clientBatch(t, recs[2:], segment.CompressionLZ4, -1, -1, -1)), recs}
-		}
-	}
-	var wg sync.WaitGroup
-	for g := range 6 {
-		wg.Go(func() {
-			for i := range 20 {
-				if rc, ok := raws[[2]int{g, i}]; ok {
-					resp, err := w.Produce(ctx, rc.req)
-					if err != nil {
-						t.Errorf("produce raw batches: %v", err)
-						return
-					}
-					recordRaw(orders.ID, rc.recs, resp)
-				}
-				v := func(j int) string { return fmt.Sprintf("g%d-i%d-r%d", g, i, j) }
-				req := Request{Records: []Record{
-					rec(orders.ID, 4, -1, fmt.Sprintf("user-%d", (g*20+i)%7), v(0)),
-					rec(orders.ID, 4, -1, "", v(1)),
-					rec(orders.ID, 4, int32(i%4), "", v(2)),
-					rec(orders.ID, 4, -1, "", v(3)),
-					{TopicID: events.ID, Partitions: 2, Partition: -1, LogAppendTime: true, Record: segment.Record{Value: []byte(v(4))}},
-				}}
-				if i%5 == 0 {
-					req.Compression = segment.CompressionZstd
-				}
-				resp, err := w.Produce(ctx, req)
-				if err != nil {
-					t.Errorf("produce: %v", err)
-					return
-				}
-				record(req, resp)
-			}
-		})
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-
-	// An idempotent raw request commits once: its retry answers the same offsets.
-	producers, ok := cat.(interface {
-		InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer) (catalog.Producer, error)
-	})
-	if !ok {
-		t.Fatalf("catalog %T cannot init producers", cat)
-	}
-	prod, err := producers.InitProducer(ctx, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var idemRecs []segment.Record
-	for j := range 5 {
-		idemRecs = append(idemRecs, segment.Record{Value: fmt.Appendf(nil, "idempotent-raw%d", j), Timestamp: t0})
-	}
-	idem := rawReq(t, orders.ID, 3,
-		clientBatch(t, idemRecs[:3], segment.CompressionNone, prod.ID, prod.Epoch, 0),
-		clientBatch(t, idemRecs[3:], segment.CompressionNone, prod.ID, prod.Epoch, 3))
-	idem.Producer = &catalog.Producer{ID: prod.ID, Epoch: prod.Epoch}
-	idem.Sequences = map[TopicPartition]int32{{orders.ID, 3}: 0}
-	first, err := w.Produce(ctx, idem)
-	if err != nil {
-		t.Fatalf("idempotent raw request: %v", err)
-	}
-	recordRaw(orders.ID, idemRecs, first)
-	again, err := w.Produce(ctx, idem)
-	if err != nil || !again.Duplicate || len(again.Records) != 5 || again.Records[0] != first.Records[0] || again.Records[4] != first.Records[4] {
-		t.Fatalf("idempotent raw request again: %+v, %v; want a duplicate at %+v", again, err, first.Records)
-	}
+	in.produceConcurrently(orders.ID, events.ID, t0)
+	in.produceIdempotentRaw(cat, orders.ID, t0)
 	t1 := time.Now().UnixMilli()
 
 	// Phase 2: failures, one flush each.
@@ -264,7 +154,7 @@ func runIntegration(t *testing.T, inner objstore.Store, cat catalog.Catalog) {
 	if resp, err := w.Produce(ctx, r); err != nil {
 		t.Errorf("produce with the commit answer lost: %v, want the settled offsets", err)
 	} else {
-		record(r, resp)
+		in.record(r, resp)
 	}
 	lossy.lost.Store(1)
 	if _, err := w.Produce(ctx, one(2, "commit never landed")); !errors.Is(err, ErrCommit) || !errors.Is(err, catalog.ErrCommitAborted) {
@@ -288,9 +178,168 @@ func runIntegration(t *testing.T, inner objstore.Store, cat catalog.Catalog) {
 
 	// Read everything back: every acknowledged record is where its answer said, with
 	// its value; every committed offset was acknowledged (dense, nothing extra).
+	got, logAppend := readLog(t, cat, inner, orders, events)
+	if want := 6*20*5 + 6*5*4 + 5 + 1; len(in.acked) != want {
+		t.Errorf("%d records acknowledged, want %d", len(in.acked), want)
+	}
+	if len(got) != len(in.acked) {
+		t.Errorf("%d records in the log, %d acknowledged: want the same", len(got), len(in.acked))
+	}
+	for at, v := range in.acked {
+		dr, ok := got[at]
+		switch {
+		case !ok:
+			t.Errorf("acknowledged record %q at %+v is not in the log", v, at)
+		case string(dr.Value) != v:
+			t.Errorf("at %+v: %q, acknowledged %q", at, dr.Value, v)
+		case in.keys[at] != "" && murmur2.Partition([]byte(in.keys[at]), 4) != at.partition:
+			t.Errorf("key %q in partition %d, Kafka would use %d", in.keys[at], at.partition, murmur2.Partition([]byte(in.keys[at]), 4))
+		case at.topic == events.ID && (!logAppend[at] || dr.Timestamp < t0 || dr.Timestamp > t1):
+			t.Errorf("LogAppendTime record at %+v: timestamp %d (flag %v), want the writer's clock in [%d, %d]", at, dr.Timestamp, logAppend[at], t0, t1)
+		}
+	}
+	checkCostModel(t, inner, w)
+}
+
+// integration is what runIntegration's phases share: the writer, and every record
+// acknowledged, by where the answer said it landed.
+type integration struct {
+	t     *testing.T
+	w     *Writer
+	mu    sync.Mutex
+	acked map[where]string
+	keys  map[where]string
+}
+
+func (in *integration) record(req Request, resp Response) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for i, rr := range resp.Records {
+		at := where{req.Records[i].TopicID, rr.Partition, rr.Offset}
+		if _, dup := in.acked[at]; dup {
+			in.t.Errorf("offset %+v acknowledged twice", at)
+		}
+		in.acked[at] = string(req.Records[i].Value)
+		if req.Records[i].Key != nil {
+			in.keys[at] = string(req.Records[i].Key)
+		}
+	}
+}
+
+func (in *integration) recordRaw(topic int64, recs []segment.Record, resp Response) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for i, rr := range resp.Records {
+		at := where{topic, rr.Partition, rr.Offset}
+		if _, dup := in.acked[at]; dup {
+			in.t.Errorf("offset %+v acknowledged twice", at)
+		}
+		in.acked[at] = string(recs[i].Value)
+	}
+}
+
+// produceConcurrently is phase 1: concurrent producers over keyed, sticky and explicit
+// partitions of two topics, one of them stamped with LogAppendTime, with raw requests
+// among them.
+func (in *integration) produceConcurrently(orders, events int64, t0 int64) {
+	t, ctx := in.t, in.t.Context()
+	// Raw requests, as the binary API sends them: two batches (plain, lz4), stored as
+	// they are beside the records the writer encodes.
+	type rawCase struct {
+		req  Request
+		recs []segment.Record
+	}
+	raws := map[[2]int]rawCase{}
+	for g := range 6 {
+		for i := 1; i < 20; i += 4 {
+			var recs []segment.Record
+			for j := range 4 {
+				recs = append(recs, segment.Record{Value: fmt.Appendf(nil, "g%d-i%d-raw%d", g, i, j), Timestamp: t0})
+			}
+			raws[[2]int{g, i}] = rawCase{rawReq(t, orders, int32(g%4),
+				clientBatch(t, recs[:2], segment.CompressionNone, -1, -1, -1),
+				clientBatch(t, recs[2:], segment.CompressionLZ4, -1, -1, -1)), recs}
+		}
+	}
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Go(func() {
+			for i := range 20 {
+				if rc, ok := raws[[2]int{g, i}]; ok {
+					resp, err := in.w.Produce(ctx, rc.req)
+					if err != nil {
+						t.Errorf("produce raw batches: %v", err)
+						return
+					}
+					in.recordRaw(orders, rc.recs, resp)
+				}
+				v := func(j int) string { return fmt.Sprintf("g%d-i%d-r%d", g, i, j) }
+				req := Request{Records: []Record{
+					rec(orders, 4, -1, fmt.Sprintf("user-%d", (g*20+i)%7), v(0)),
+					rec(orders, 4, -1, "", v(1)),
+					rec(orders, 4, int32(i%4), "", v(2)),
+					rec(orders, 4, -1, "", v(3)),
+					{TopicID: events, Partitions: 2, Partition: -1, LogAppendTime: true, Record: segment.Record{Value: []byte(v(4))}},
+				}}
+				if i%5 == 0 {
+					req.Compression = segment.CompressionZstd
+				}
+				resp, err := in.w.Produce(ctx, req)
+				if err != nil {
+					t.Errorf("produce: %v", err)
+					return
+				}
+				in.record(req, resp)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+// produceIdempotentRaw: an idempotent raw request commits once: its retry answers the
+// same offsets.
+func (in *integration) produceIdempotentRaw(cat catalog.Catalog, orders int64, t0 int64) {
+	t, ctx := in.t, in.t.Context()
+	producers, ok := cat.(interface {
+		InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer) (catalog.Producer, error)
+	})
+	if !ok {
+		t.Fatalf("catalog %T cannot init producers", cat)
+	}
+	prod, err := producers.InitProducer(ctx, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idemRecs []segment.Record
+	for j := range 5 {
+		idemRecs = append(idemRecs, segment.Record{Value: fmt.Appendf(nil, "idempotent-raw%d", j), Timestamp: t0})
+	}
+	idem := rawReq(t, orders, 3,
+		clientBatch(t, idemRecs[:3], segment.CompressionNone, prod.ID, prod.Epoch, 0),
+		clientBatch(t, idemRecs[3:], segment.CompressionNone, prod.ID, prod.Epoch, 3))
+	idem.Producer = &catalog.Producer{ID: prod.ID, Epoch: prod.Epoch}
+	idem.Sequences = map[TopicPartition]int32{{orders, 3}: 0}
+	first, err := in.w.Produce(ctx, idem)
+	if err != nil {
+		t.Fatalf("idempotent raw request: %v", err)
+	}
+	in.recordRaw(orders, idemRecs, first)
+	again, err := in.w.Produce(ctx, idem)
+	if err != nil || !again.Duplicate || len(again.Records) != 5 || again.Records[0] != first.Records[0] || again.Records[4] != first.Records[4] {
+		t.Fatalf("idempotent raw request again: %+v, %v; want a duplicate at %+v", again, err, first.Records)
+	}
+}
+
+// readLog reads every committed record of topics back from the objects their chunk rows
+// point at, and whether its batch is stamped with LogAppendTime.
+func readLog(t *testing.T, cat catalog.Catalog, inner objstore.Store, topics ...catalog.Topic) (map[where]segment.DecodedRecord, map[where]bool) {
+	ctx := t.Context()
 	got := make(map[where]segment.DecodedRecord)
 	logAppend := make(map[where]bool)
-	for _, topic := range []catalog.Topic{orders, events} {
+	for _, topic := range topics {
 		parts, err := cat.Partitions(ctx, topic.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -332,29 +381,13 @@ func runIntegration(t *testing.T, inner objstore.Store, cat catalog.Catalog) {
 			}
 		}
 	}
-	if want := 6*20*5 + 6*5*4 + 5 + 1; len(acked) != want {
-		t.Errorf("%d records acknowledged, want %d", len(acked), want)
-	}
-	if len(got) != len(acked) {
-		t.Errorf("%d records in the log, %d acknowledged: want the same", len(got), len(acked))
-	}
-	for at, v := range acked {
-		dr, ok := got[at]
-		switch {
-		case !ok:
-			t.Errorf("acknowledged record %q at %+v is not in the log", v, at)
-		case string(dr.Value) != v:
-			t.Errorf("at %+v: %q, acknowledged %q", at, dr.Value, v)
-		case keys[at] != "" && keyPartition([]byte(keys[at]), 4) != at.partition:
-			t.Errorf("key %q in partition %d, Kafka would use %d", keys[at], at.partition, keyPartition([]byte(keys[at]), 4))
-		case at.topic == events.ID && (!logAppend[at] || dr.Timestamp < t0 || dr.Timestamp > t1):
-			t.Errorf("LogAppendTime record at %+v: timestamp %d (flag %v), want the writer's clock in [%d, %d]", at, dr.Timestamp, logAppend[at], t0, t1)
-		}
-	}
+	return got, logAppend
+}
 
-	// The cost model: one PUT per flush and one commit per stored object.
+// checkCostModel: one PUT per flush and one commit per stored object.
+func checkCostModel(t *testing.T, inner objstore.Store, w *Writer) {
 	var objects int
-	if err := inner.List(ctx, "segments/", func(objstore.Info) error { objects++; return nil }); err != nil {
+	if err := inner.List(t.Context(), "segments/", func(objstore.Info) error { objects++; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	flushes := metricValue(t, w.m.flushes)

@@ -1,9 +1,9 @@
 package writer
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/strata-io/strata/internal/prom"
 )
 
 // metrics are the writer's Prometheus metrics. They exist whether or not a registry was
@@ -23,46 +23,46 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		requests: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		requests: prom.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_writer_requests_total",
 			Help: "Produce requests accepted into the buffer.",
 		})),
-		flushes: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		flushes: prom.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_writer_flushes_total",
 			Help: "Flushes cut from the buffer (each is one object PUT and one catalog commit).",
 		})),
-		flushBytes: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		flushBytes: prom.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "strata_writer_flush_bytes",
 			Help:    "Size of the segment object of each flush, in bytes.",
 			Buckets: prometheus.ExponentialBuckets(1<<10, 4, 10), // 1 KiB .. 256 MiB
 		})),
-		flushRecords: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		flushRecords: prom.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "strata_writer_flush_records",
 			Help:    "Records per flush.",
 			Buckets: prometheus.ExponentialBuckets(1, 4, 12), // 1 .. 4M
 		})),
-		puts: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		puts: prom.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_writer_puts_total",
 			Help: "Segment object PUTs by result (ok, error).",
 		}, []string{"result"})),
-		commits: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		commits: prom.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_writer_commits_total",
 			Help: "Catalog commits by result (ok; too_late, aborted, invalid: refused whole; unknown: settled afterwards).",
 		}, []string{"result"})),
-		settles: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		settles: prom.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_writer_settles_total",
 			Help: "Unknown commit outcomes settled, by result (committed, aborted, unknown: gave up).",
 		}, []string{"result"})),
-		stage: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		stage: prom.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "strata_writer_flush_seconds",
 			Help:    "Time spent per flush in each stage (encode, put, wait: for the flush before it to be answered, commit: includes settling).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14), // 100µs .. ~15s
 		}, []string{"stage"})),
-		buffered: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		buffered: prom.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "strata_writer_buffered_bytes",
 			Help: "Bytes held by the writer: buffered, uploading and committing.",
 		})),
-		rejected: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		rejected: prom.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_writer_rejected_total",
 			Help: "Produce requests refused before buffering, by reason (buffer_full, too_large, invalid, closed).",
 		}, []string{"reason"})),
@@ -81,23 +81,4 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.rejected.WithLabelValues(r)
 	}
 	return m
-}
-
-// register registers c on reg, or reuses the collector already registered under the
-// same name (several writers in one process share their metrics). A nil reg keeps the
-// metrics unregistered.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic("writer: register metrics: " + err.Error())
-	}
-	return c
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/murmur2"
 	"github.com/strata-io/strata/segment"
 )
 
@@ -270,7 +271,7 @@ func (w *Writer) prepare(req Request) (*pending, error) {
 		case part == -1 && r.Partitions < 1:
 			return invalid("record %d: partition count %d: set Partitions to the topic's partition count so the writer can choose a partition", i, r.Partitions)
 		case part == -1 && r.Key != nil:
-			part = keyPartition(r.Key, r.Partitions)
+			part = murmur2.Partition(r.Key, r.Partitions)
 		case part == -1:
 			if req.Producer != nil {
 				return invalid("record %d: an idempotent request needs an explicit partition or a key for every record", i)

@@ -17,10 +17,7 @@ import (
 	"github.com/strata-io/strata/catalog"
 )
 
-var (
-	_ catalog.Catalog = (*Catalog)(nil)
-	_ catalog.Backend = (*Catalog)(nil)
-)
+var _ catalog.Backend = (*Catalog)(nil)
 
 // Catalog is a catalog.Catalog on PostgreSQL. It is safe for concurrent use.
 type Catalog struct {

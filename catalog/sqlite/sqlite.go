@@ -24,10 +24,7 @@ import (
 	"github.com/strata-io/strata/catalog"
 )
 
-var (
-	_ catalog.Catalog = (*Catalog)(nil)
-	_ catalog.Backend = (*Catalog)(nil)
-)
+var _ catalog.Backend = (*Catalog)(nil)
 
 // BusyTimeout is how long a write waits for another process's write transaction on the
 // same file before failing.

@@ -19,12 +19,28 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/strata-io/strata/bench"
 	catopen "github.com/strata-io/strata/catalog/open"
+	"github.com/strata-io/strata/internal/bench"
 	"github.com/strata-io/strata/objstore/open"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
 )
+
+// benchFlags are strata bench's flags.
+type benchFlags struct {
+	against, cat, bucket                      *string
+	createBucket, inProcess, jsonOut, noScale *bool
+	keep                                      *bool
+	// embedded: the nodes create their SQLite catalog in the bench's temporary
+	// directory (serve creates one only with --create).
+	embedded                               bool
+	nodes, partitions, producers, overload *int
+	tails, recordSize, batch, scaleChunk   *int
+	cpuprofile, out, paths                 *string
+	duration, floorDur, linger             *time.Duration
+	scaleRecords                           *int64
+	maxFlush, bufferBytes, cacheBytes      byteSize
+}
 
 func benchCommand() (*command, func(context.Context, *env, *command, []string) error) {
 	c := newCommand("bench", "strata bench [--catalog postgres://... --bucket s3://...] [--nodes N] [--against URL,...] [flags]",
@@ -36,229 +52,273 @@ performance targets. Writes a table to stdout and report.json, latency.svg and t
 Without --catalog and --bucket it starts an embedded node (SQLite and files in a temporary directory).
 With them it starts --nodes node processes against that Postgres and bucket. With --against it drives
 nodes already running (add --catalog and --bucket for the floor and the scale phase).`)
-	against := c.fs.String("against", "", "drive these running `nodes` (comma-separated base URLs) instead of starting any")
-	cat := c.fs.String("catalog", "", "catalog `DSN` of the nodes, as for serve: postgres://..., a libpq string, or an existing SQLite file; with --bucket, nodes are started against them")
-	bucket := c.fs.String("bucket", "", "object store `URL` of the nodes: s3://bucket/prefix?endpoint=...&path_style=true, or file:///dir")
-	createBucket := c.fs.Bool("create-bucket", false, "create the S3 bucket if it is missing (MinIO)")
-	nodes := c.fs.Int("nodes", 1, "`number` of node processes to start")
-	inProcess := c.fs.Bool("in-process", false, "run the node inside this process (one node; needed for --cpuprofile)")
-	cpuprofile := c.fs.String("cpuprofile", "", "write a CPU profile of each phase to `directory`/PHASE.prof (implies --in-process)")
-	out := c.fs.String("out", "bench-out", "`directory` for report.json, latency.svg and the nodes' logs")
-	jsonOut := c.fs.Bool("json", false, "print the JSON report to stdout instead of the table")
-	partitions := c.fs.Int("partitions", 8, "`number` of partitions of the bench topic")
-	producers := c.fs.Int("producers", 32, "`number` of closed-loop producers at maximum load")
-	overload := c.fs.Int("overload-producers", 0, "`number` of producers in the overload phase (default: enough to offer 2x --buffer-bytes, at most 256)")
-	tails := c.fs.Int("tails", 2, "`number` of partitions tailed over Server-Sent Events at half load")
-	recordSize := c.fs.Int("record-size", 1024, "record value `bytes` (e.g. 100, 1024, 10240)")
-	batch := c.fs.Int("batch", 500, "records per produce `request`")
-	duration := c.fs.Duration("duration", 10*time.Second, "`time` of each produce phase")
-	paths := c.fs.String("paths", "binary,json", "produce `paths` measured at maximum load: binary, json")
-	floorDur := c.fs.Duration("floor-duration", 3*time.Second, "`time` of each floor measurement")
-	scaleRecords := c.fs.Int64("scale-records", 10_000_000, "`records` the large partition is seeded to in the scale phase")
-	scaleChunk := c.fs.Int("scale-chunk-records", 100, "`records` per seeded chunk row (10 makes 1 M rows for 10 M records)")
-	noScale := c.fs.Bool("no-scale", false, "skip the scale phase")
-	linger := c.fs.Duration("linger", writer.DefaultLinger, "nodes' --linger (started nodes; for the targets otherwise)")
-	maxFlush := byteSize(writer.DefaultMaxFlushBytes)
-	c.fs.Var(&maxFlush, "max-flush-bytes", "nodes' --max-flush-bytes `size`")
-	bufferBytes := byteSize(writer.DefaultBufferBytes)
-	c.fs.Var(&bufferBytes, "buffer-bytes", "nodes' --buffer-bytes `size`")
-	cacheBytes := byteSize(reader.DefaultCacheBytes)
-	c.fs.Var(&cacheBytes, "cache-bytes", "nodes' --cache-bytes `size`")
-	keep := c.fs.Bool("keep", false, "keep the embedded node's data directory")
+	f := &benchFlags{
+		against:      c.fs.String("against", "", "drive these running `nodes` (comma-separated base URLs) instead of starting any"),
+		cat:          c.fs.String("catalog", "", "catalog `DSN` of the nodes, as for serve: postgres://..., a libpq string, or an existing SQLite file; with --bucket, nodes are started against them"),
+		bucket:       c.fs.String("bucket", "", "object store `URL` of the nodes: s3://bucket/prefix?endpoint=...&path_style=true, or file:///dir"),
+		createBucket: c.fs.Bool("create-bucket", false, "create the S3 bucket if it is missing (MinIO)"),
+		nodes:        c.fs.Int("nodes", 1, "`number` of node processes to start"),
+		inProcess:    c.fs.Bool("in-process", false, "run the node inside this process (one node; needed for --cpuprofile)"),
+		cpuprofile:   c.fs.String("cpuprofile", "", "write a CPU profile of each phase to `directory`/PHASE.prof (implies --in-process)"),
+		out:          c.fs.String("out", "bench-out", "`directory` for report.json, latency.svg and the nodes' logs"),
+		jsonOut:      c.fs.Bool("json", false, "print the JSON report to stdout instead of the table"),
+		partitions:   c.fs.Int("partitions", 8, "`number` of partitions of the bench topic"),
+		producers:    c.fs.Int("producers", 32, "`number` of closed-loop producers at maximum load"),
+		overload:     c.fs.Int("overload-producers", 0, "`number` of producers in the overload phase (default: enough to offer 2x --buffer-bytes, at most 256)"),
+		tails:        c.fs.Int("tails", 2, "`number` of partitions tailed over Server-Sent Events at half load"),
+		recordSize:   c.fs.Int("record-size", 1024, "record value `bytes` (e.g. 100, 1024, 10240)"),
+		batch:        c.fs.Int("batch", 500, "records per produce `request`"),
+		duration:     c.fs.Duration("duration", 10*time.Second, "`time` of each produce phase"),
+		paths:        c.fs.String("paths", "binary,json", "produce `paths` measured at maximum load: binary, json"),
+		floorDur:     c.fs.Duration("floor-duration", 3*time.Second, "`time` of each floor measurement"),
+		scaleRecords: c.fs.Int64("scale-records", 10_000_000, "`records` the large partition is seeded to in the scale phase"),
+		scaleChunk:   c.fs.Int("scale-chunk-records", 100, "`records` per seeded chunk row (10 makes 1 M rows for 10 M records)"),
+		noScale:      c.fs.Bool("no-scale", false, "skip the scale phase"),
+		linger:       c.fs.Duration("linger", writer.DefaultLinger, "nodes' --linger (started nodes; for the targets otherwise)"),
+		maxFlush:     byteSize(writer.DefaultMaxFlushBytes),
+		bufferBytes:  byteSize(writer.DefaultBufferBytes),
+		cacheBytes:   byteSize(reader.DefaultCacheBytes),
+		keep:         c.fs.Bool("keep", false, "keep the embedded node's data directory"),
+	}
+	c.fs.Var(&f.maxFlush, "max-flush-bytes", "nodes' --max-flush-bytes `size`")
+	c.fs.Var(&f.bufferBytes, "buffer-bytes", "nodes' --buffer-bytes `size`")
+	c.fs.Var(&f.cacheBytes, "cache-bytes", "nodes' --cache-bytes `size`")
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
 		if len(args) > 0 {
 			return usagef(c.name, "unexpected argument %q (flags start with --)", args[0])
 		}
-		if *cpuprofile != "" {
-			*inProcess = true
-		}
-		var bad []string
-		if (*cat == "") != (*bucket == "") && *against == "" {
-			bad = append(bad, "--catalog and --bucket go together (or give neither for an embedded node)")
-		}
-		if *cat != "" {
-			if _, err := catalogFlag(*cat, catopen.Options{}, nil); err != nil {
-				bad = append(bad, err.Error())
-			}
-		}
-		if *nodes < 1 || *nodes > 16 {
-			bad = append(bad, fmt.Sprintf("--nodes %d: want 1 to 16", *nodes))
-		}
-		if *inProcess && (*nodes > 1 || *against != "") {
-			bad = append(bad, "--in-process runs one node of its own: not with --nodes > 1 or --against")
-		}
-		var pathList []string
-		for _, p := range strings.Split(*paths, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				pathList = append(pathList, p)
-			}
-		}
-		cfg := bench.Config{
-			Partitions: *partitions, Producers: *producers, Tails: *tails, OverloadProducers: *overload, RecordSize: *recordSize, BatchRecords: *batch,
-			Duration: *duration, Paths: pathList, Linger: *linger, MaxFlushBytes: int64(maxFlush),
-			BufferBytes: int64(bufferBytes), CacheBytes: int64(cacheBytes), ScaleRecords: *scaleRecords,
-			ScaleChunkRecords: *scaleChunk, NoScale: *noScale, FloorDuration: *floorDur, Nodes: []string{"http://placeholder"},
-		}
-		if err := cfg.Validate(); err != nil {
+		return runBench(ctx, e, c, f)
+	}
+}
+
+// config validates the flags into the bench's configuration, or says everything that
+// is wrong.
+func (f *benchFlags) config() (bench.Config, []string) {
+	if *f.cpuprofile != "" {
+		*f.inProcess = true
+	}
+	var bad []string
+	if (*f.cat == "") != (*f.bucket == "") && *f.against == "" {
+		bad = append(bad, "--catalog and --bucket go together (or give neither for an embedded node)")
+	}
+	if *f.cat != "" {
+		if _, err := catalogFlag(*f.cat, catopen.Options{}, nil); err != nil {
 			bad = append(bad, err.Error())
 		}
-		cfg.Nodes = nil // the placeholder let Validate check the rest
-		if len(bad) > 0 {
-			return badFlags(c.name, bad)
+	}
+	if *f.nodes < 1 || *f.nodes > 16 {
+		bad = append(bad, fmt.Sprintf("--nodes %d: want 1 to 16", *f.nodes))
+	}
+	if *f.inProcess && (*f.nodes > 1 || *f.against != "") {
+		bad = append(bad, "--in-process runs one node of its own: not with --nodes > 1 or --against")
+	}
+	var pathList []string
+	for _, p := range strings.Split(*f.paths, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			pathList = append(pathList, p)
 		}
-		if err := os.MkdirAll(*out, 0o755); err != nil {
-			return fmt.Errorf("create --out %s: %w", *out, err)
-		}
-		log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-		cfg.Log = log
+	}
+	cfg := bench.Config{
+		Partitions: *f.partitions, Producers: *f.producers, Tails: *f.tails, OverloadProducers: *f.overload, RecordSize: *f.recordSize, BatchRecords: *f.batch,
+		Duration: *f.duration, Paths: pathList, Linger: *f.linger, MaxFlushBytes: int64(f.maxFlush),
+		BufferBytes: int64(f.bufferBytes), CacheBytes: int64(f.cacheBytes), ScaleRecords: *f.scaleRecords,
+		ScaleChunkRecords: *f.scaleChunk, NoScale: *f.noScale, FloorDuration: *f.floorDur, Nodes: []string{"http://placeholder"},
+	}
+	if err := cfg.Validate(); err != nil {
+		bad = append(bad, err.Error())
+	}
+	cfg.Nodes = nil // the placeholder let Validate check the rest
+	return cfg, bad
+}
 
-		nodeArgs := []string{"--linger", linger.String(), "--max-flush-bytes", strconv.FormatInt(int64(maxFlush), 10),
-			"--buffer-bytes", strconv.FormatInt(int64(bufferBytes), 10), "--cache-bytes", strconv.FormatInt(int64(cacheBytes), 10),
-			"--roles", "writer,reader", "--log-level", "info", "--log-format", "json", "--listen", "127.0.0.1:0"}
-		catalogURL, bucketURL := *cat, *bucket
-		switch {
-		case *against != "":
-			cfg.Nodes = nil
-			for _, u := range strings.Split(*against, ",") {
-				if u = strings.TrimRight(strings.TrimSpace(u), "/"); u != "" {
-					cfg.Nodes = append(cfg.Nodes, u)
-				}
-			}
-			cfg.Target = "running nodes"
-		case catalogURL == "":
-			dir, err := os.MkdirTemp("", "strata-bench-")
-			if err != nil {
-				return err
-			}
-			if !*keep {
-				defer os.RemoveAll(dir)
-			} else {
-				fmt.Fprintf(e.stderr, "bench: data in %s\n", dir)
-			}
-			catalogURL = "sqlite:" + filepath.Join(dir, "catalog.db")
-			nodeArgs = append(nodeArgs, "--create")
-			bucketURL = "file://" + filepath.Join(dir, "objects")
-			cfg.Target = "embedded (SQLite, files)"
-		default:
-			cfg.Target = "postgres + object store"
-			if strings.HasPrefix(bucketURL, "s3:") {
-				cfg.Target = "postgres + S3"
-				if strings.Contains(bucketURL, "endpoint=") {
-					cfg.Target = "postgres + S3-compatible (" + endpointHost(bucketURL) + ")"
-				}
-			}
-		}
+// nodeArgs are the flags of the nodes the bench starts.
+func (f *benchFlags) nodeArgs() []string {
+	var create []string
+	if f.embedded {
+		create = []string{"--create"}
+	}
+	return append(create, "--linger", f.linger.String(), "--max-flush-bytes", strconv.FormatInt(int64(f.maxFlush), 10),
+		"--buffer-bytes", strconv.FormatInt(int64(f.bufferBytes), 10), "--cache-bytes", strconv.FormatInt(int64(f.cacheBytes), 10),
+		"--roles", "writer,reader", "--log-level", "info", "--log-format", "json", "--listen", "127.0.0.1:0")
+}
 
-		// The floor's handles on the same bucket and database the nodes use.
-		if bucketURL != "" {
-			st, err := open.Open(ctx, bucketURL, log)
-			if err != nil {
-				return fmt.Errorf("open --bucket: %w", err)
-			}
-			if eb, ok := st.(interface{ EnsureBucket(context.Context) error }); ok && *createBucket {
-				if err := eb.EnsureBucket(ctx); err != nil {
-					return fmt.Errorf("create bucket: %w", err)
-				}
-			}
-			cfg.Store = st
-		}
+func runBench(ctx context.Context, e *env, c *command, f *benchFlags) error {
+	cfg, bad := f.config()
+	if len(bad) > 0 {
+		return badFlags(c.name, bad)
+	}
+	if err := os.MkdirAll(*f.out, 0o755); err != nil {
+		return fmt.Errorf("create --out %s: %w", *f.out, err)
+	}
+	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg.Log = log
 
-		// Start the nodes: in this process, or as child processes of this binary.
-		var stop func()
-		switch {
-		case *against != "":
-		case *inProcess:
-			base, stopNode, err := startBenchNodeInProcess(ctx, catalogURL, bucketURL, nodeArgs, *createBucket, filepath.Join(*out, "node-0.log"))
-			if err != nil {
-				return err
-			}
-			stop = stopNode
-			cfg.Nodes = []string{base}
-		default:
-			exe, err := os.Executable()
-			if err != nil {
-				return fmt.Errorf("find this binary to start nodes: %w", err)
-			}
-			var procs []*benchNode
-			stop = func() {
-				for _, p := range procs {
-					p.stop()
-				}
-			}
-			for i := range *nodes {
-				args := append([]string{"serve", "--catalog", catalogURL, "--bucket", bucketURL}, nodeArgs...)
-				if *createBucket && i == 0 {
-					args = append(args, "--create-bucket")
-				}
-				p, err := startBenchNode(ctx, exe, args, filepath.Join(*out, fmt.Sprintf("node-%d.log", i)))
-				if err != nil {
-					stop()
-					return err
-				}
-				procs = append(procs, p)
-				cfg.Nodes = append(cfg.Nodes, p.url)
+	catalogURL, bucketURL := *f.cat, *f.bucket
+	switch {
+	case *f.against != "":
+		cfg.Nodes = nil
+		for _, u := range strings.Split(*f.against, ",") {
+			if u = strings.TrimRight(strings.TrimSpace(u), "/"); u != "" {
+				cfg.Nodes = append(cfg.Nodes, u)
 			}
 		}
-		if stop != nil {
-			defer stop()
-		}
-
-		if catalogURL != "" {
-			db, err := openFloorDB(ctx, catalogURL)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			cfg.DB = db
-		}
-
-		if *cpuprofile != "" {
-			if err := os.MkdirAll(*cpuprofile, 0o755); err != nil {
-				return fmt.Errorf("create --cpuprofile %s: %w", *cpuprofile, err)
-			}
-			var prof *os.File
-			cfg.Phase = func(name string, done bool) {
-				if done {
-					if prof != nil {
-						pprof.StopCPUProfile()
-						prof.Close()
-						prof = nil
-					}
-					return
-				}
-				f, err := os.Create(filepath.Join(*cpuprofile, name+".prof"))
-				if err != nil {
-					log.Warn("cpu profile", "err", err)
-					return
-				}
-				if err := pprof.StartCPUProfile(f); err != nil {
-					log.Warn("cpu profile", "err", err)
-					f.Close()
-					return
-				}
-				prof = f
-			}
-		}
-
-		start := time.Now()
-		rep, err := bench.Run(ctx, cfg)
+		cfg.Target = "running nodes"
+	case catalogURL == "":
+		dir, err := os.MkdirTemp("", "strata-bench-")
 		if err != nil {
 			return err
 		}
-		log.Info("bench finished", "seconds", time.Since(start).Round(time.Second))
-		if err := writeFile(filepath.Join(*out, "report.json"), rep.WriteJSON); err != nil {
+		if !*f.keep {
+			defer os.RemoveAll(dir)
+		} else {
+			fmt.Fprintf(e.stderr, "bench: data in %s\n", dir)
+		}
+		catalogURL = "sqlite:" + filepath.Join(dir, "catalog.db")
+		f.embedded = true
+		bucketURL = "file://" + filepath.Join(dir, "objects")
+		cfg.Target = "embedded (SQLite, files)"
+	default:
+		cfg.Target = "postgres + object store"
+		if strings.HasPrefix(bucketURL, "s3:") {
+			cfg.Target = "postgres + S3"
+			if strings.Contains(bucketURL, "endpoint=") {
+				cfg.Target = "postgres + S3-compatible (" + endpointHost(bucketURL) + ")"
+			}
+		}
+	}
+
+	// The floor's handles on the same bucket and database the nodes use.
+	if bucketURL != "" {
+		st, err := open.Open(ctx, bucketURL, log)
+		if err != nil {
+			return fmt.Errorf("open --bucket: %w", err)
+		}
+		if eb, ok := st.(interface{ EnsureBucket(context.Context) error }); ok && *f.createBucket {
+			if err := eb.EnsureBucket(ctx); err != nil {
+				return fmt.Errorf("create bucket: %w", err)
+			}
+		}
+		cfg.Store = st
+	}
+	stop, err := f.startNodes(ctx, &cfg, catalogURL, bucketURL)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if catalogURL != "" {
+		db, err := openBenchDB(ctx, catalogURL)
+		if err != nil {
 			return err
 		}
-		if err := writeFile(filepath.Join(*out, "latency.svg"), rep.WriteSVG); err != nil {
-			return err
+		defer db.Close()
+		cfg.DB = db
+	}
+	if *f.cpuprofile != "" {
+		if err := os.MkdirAll(*f.cpuprofile, 0o755); err != nil {
+			return fmt.Errorf("create --cpuprofile %s: %w", *f.cpuprofile, err)
 		}
-		if err := writeFile(filepath.Join(*out, "table.txt"), rep.WriteTable); err != nil {
-			return err
+		cfg.Phase = profilePhases(*f.cpuprofile, log)
+	}
+
+	start := time.Now()
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	log.Info("bench finished", "seconds", time.Since(start).Round(time.Second))
+	if err := writeFile(filepath.Join(*f.out, "report.json"), rep.WriteJSON); err != nil {
+		return err
+	}
+	if err := writeFile(filepath.Join(*f.out, "latency.svg"), rep.WriteSVG); err != nil {
+		return err
+	}
+	if err := writeFile(filepath.Join(*f.out, "table.txt"), rep.WriteTable); err != nil {
+		return err
+	}
+	if *f.jsonOut {
+		return rep.WriteJSON(e.stdout)
+	}
+	return rep.WriteTable(e.stdout)
+}
+
+// startNodes starts the nodes the bench drives, in this process or as child processes
+// of this binary (none with --against), adds them to cfg and returns what stops them.
+func (f *benchFlags) startNodes(ctx context.Context, cfg *bench.Config, catalogURL, bucketURL string) (stop func(), err error) {
+	switch {
+	case *f.against != "":
+		return func() {}, nil
+	case *f.inProcess:
+		base, stop, err := startBenchNodeInProcess(ctx, catalogURL, bucketURL, f.nodeArgs(), *f.createBucket, filepath.Join(*f.out, "node-0.log"))
+		if err != nil {
+			return nil, err
 		}
-		if *jsonOut {
-			return rep.WriteJSON(e.stdout)
+		cfg.Nodes = []string{base}
+		return stop, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find this binary to start nodes: %w", err)
+	}
+	var procs []*benchNode
+	stop = func() {
+		for _, p := range procs {
+			p.stop()
 		}
-		return rep.WriteTable(e.stdout)
+	}
+	for i := range *f.nodes {
+		args := append([]string{"serve", "--catalog", catalogURL, "--bucket", bucketURL}, f.nodeArgs()...)
+		if *f.createBucket && i == 0 {
+			args = append(args, "--create-bucket")
+		}
+		p, err := startBenchNode(ctx, exe, args, filepath.Join(*f.out, fmt.Sprintf("node-%d.log", i)))
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		procs = append(procs, p)
+		cfg.Nodes = append(cfg.Nodes, p.url)
+	}
+	return stop, nil
+}
+
+// openBenchDB opens the floor's handle on the nodes' catalog database (the nodes have
+// created an embedded catalog by now).
+func openBenchDB(ctx context.Context, catalogURL string) (*bench.DB, error) {
+	target, err := catalogFlag(catalogURL, catopen.Options{}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if target.Kind() == catopen.Postgres {
+		db, err := bench.OpenPostgres(ctx, target.ConnString())
+		return db, target.Redact(err)
+	}
+	path := target.Path()
+	return bench.OpenSQLite(ctx, path, filepath.Join(filepath.Dir(path), "bench-floor.db"))
+}
+
+// profilePhases writes a CPU profile of each phase to dir/PHASE.prof.
+func profilePhases(dir string, log *slog.Logger) func(name string, done bool) {
+	var prof *os.File
+	return func(name string, done bool) {
+		if done {
+			if prof != nil {
+				pprof.StopCPUProfile()
+				prof.Close()
+				prof = nil
+			}
+			return
+		}
+		f, err := os.Create(filepath.Join(dir, name+".prof"))
+		if err != nil {
+			log.Warn("cpu profile", "err", err)
+			return
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Warn("cpu profile", "err", err)
+			f.Close()
+			return
+		}
+		prof = f
 	}
 }
 
@@ -391,21 +451,6 @@ func waitReady(ctx context.Context, base string) error {
 	}
 }
 
-// openFloorDB opens the nodes' catalog database for the commit floor (the nodes have
-// created an embedded catalog by now).
-func openFloorDB(ctx context.Context, catalogURL string) (*bench.DB, error) {
-	target, err := catalogFlag(catalogURL, catopen.Options{}, nil)
-	if err != nil {
-		return nil, err
-	}
-	if target.Kind() == catopen.Postgres {
-		db, err := bench.OpenPostgres(ctx, target.ConnString())
-		return db, target.Redact(err)
-	}
-	path := target.Path()
-	return bench.OpenSQLite(ctx, path, filepath.Join(filepath.Dir(path), "bench-floor.db"))
-}
-
 // startBenchNodeInProcess runs one node in this process, configured by serve's own
 // flags, so that a CPU profile of this process shows the node's hot spots beside the
 // load generator's (which the profile names by package).
@@ -435,24 +480,19 @@ func startBenchNodeInProcess(ctx context.Context, catalogURL, bucketURL string, 
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		n.stopRoles()
-		n.wg.Wait()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = n.Stop(sctx)
 		n.closeCatalog()
 		lf.Close()
 		return "", nil, err
 	}
-	srv := &http.Server{Handler: n.api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	serveCtx, cancelServe := context.WithCancel(context.Background())
 	served := make(chan struct{})
-	go func() { defer close(served); _ = srv.Serve(ln) }()
+	go func() { defer close(served); _ = n.Serve(serveCtx, ln, nil, 10*time.Second) }()
 	stop := func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			_ = srv.Close()
-		}
+		cancelServe()
 		<-served
-		n.stopRoles()
-		n.wg.Wait()
 		n.closeCatalog()
 		lf.Close()
 	}

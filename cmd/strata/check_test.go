@@ -10,7 +10,7 @@ import (
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/client"
-	"github.com/strata-io/strata/jepsen"
+	"github.com/strata-io/strata/internal/jepsen"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/segment"

@@ -21,69 +21,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/murmur2"
 )
-
-// kafkaMurmur2 is Kafka's murmur2 (org.apache.kafka.common.utils.Utils.murmur2),
-// written here from Kafka's source independently of the writer's partitioner, so the
-// end-to-end test checks placement against Kafka rather than against itself.
-func kafkaMurmur2(data []byte) int32 {
-	const (
-		seed uint32 = 0x9747b28c
-		m    uint32 = 0x5bd1e995
-		r           = 24
-	)
-	n := len(data)
-	h := seed ^ uint32(n)
-	for i := 0; i+4 <= n; i += 4 {
-		k := uint32(data[i]) | uint32(data[i+1])<<8 | uint32(data[i+2])<<16 | uint32(data[i+3])<<24
-		k *= m
-		k ^= k >> r
-		k *= m
-		h *= m
-		h ^= k
-	}
-	tail := data[n&^3:]
-	switch len(tail) {
-	case 3:
-		h ^= uint32(tail[2]) << 16
-		fallthrough
-	case 2:
-		h ^= uint32(tail[1]) << 8
-		fallthrough
-	case 1:
-		h ^= uint32(tail[0])
-		h *= m
-	}
-	h ^= h >> 13
-	h *= m
-	h ^= h >> 15
-	return int32(h)
-}
-
-// kafkaPartition is Kafka's default partitioner for a keyed record:
-// toPositive(murmur2(key)) % numPartitions.
-func kafkaPartition(key []byte, partitions int32) int32 {
-	return (kafkaMurmur2(key) & 0x7fffffff) % partitions
-}
-
-func TestKafkaMurmur2(t *testing.T) {
-	// The vectors of Kafka's own UtilsTest.testMurmur2.
-	for _, tc := range []struct {
-		key  string
-		want int32
-	}{
-		{"21", -973932308},
-		{"foobar", -790332482},
-		{"a-little-bit-long-string", -985981536},
-		{"a-little-bit-longer-string", -1486304829},
-		{"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971},
-		{"abc", 479470107},
-	} {
-		if got := kafkaMurmur2([]byte(tc.key)); got != tc.want {
-			t.Errorf("murmur2(%q) = %d, want %d", tc.key, got, tc.want)
-		}
-	}
-}
 
 // devServer is one `strata dev` process.
 type devServer struct {
@@ -340,7 +279,7 @@ func checkLog(t *testing.T, url string, want map[e2eValue]produced) {
 				if err != nil || string(key) != w.key {
 					t.Fatalf("partition %d offset %d: key %q (%v), want %q", p.Partition, r.Offset, key, err, w.key)
 				}
-				if kp := kafkaPartition(key, e2ePartitions); kp != p.Partition {
+				if kp := murmur2.Partition(key, e2ePartitions); kp != p.Partition {
 					t.Errorf("key %q is in partition %d; Kafka's murmur2 puts it in %d", key, p.Partition, kp)
 				}
 				if w.partition != p.Partition || w.offset != r.Offset {

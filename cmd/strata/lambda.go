@@ -12,9 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
-	"github.com/strata-io/strata/api"
-	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/compactor"
 	"github.com/strata-io/strata/lambda"
 )
 
@@ -75,62 +72,45 @@ password or key sits in the function's plain environment.`)
 
 // startLambda validates the flags, starts a node for Lambda and returns its invocation
 // handler.
-func startLambda(ctx context.Context, e *env, c *command, sf *serveFlags, streaming bool) (*lambda.Handler, *node, error) {
+func startLambda(ctx context.Context, e *env, c *command, sf *serveFlags, streaming bool) (*lambda.Handler, *started, error) {
 	spec, bad := sf.spec()
 	if len(bad) > 0 {
 		return nil, nil, badFlags(c.name, bad)
 	}
+	// The compactor runs only when a scheduled event asks (below), never as a loop: the
+	// sandbox is frozen between invocations.
 	spec.lambda = true
 	spec.api.MaxWait = lambdaMaxWait
 	spec.api.NoStreaming = true
-	// The compactor runs only when a scheduled event asks (below), never as a loop:
-	// the sandbox is frozen between invocations.
-	withCompactor := spec.compactor
-	spec.compactor = false
 	n, err := startNode(ctx, e, spec)
 	if err != nil {
 		return nil, nil, err
 	}
 	cfg := lambda.Config{}
 	if streaming {
-		streamCfg := spec.api
+		streamCfg := n.API.Config()
 		streamCfg.NoStreaming = false
-		cfg.Stream = api.New(streamCfg, n.deps).Handler()
+		cfg.Stream = n.NewAPI(streamCfg).Handler()
 	}
 	var fl lambda.Flusher
-	if n.writer != nil {
-		fl = n.writer
+	if n.Writer != nil {
+		fl = n.Writer
 	}
 	// Without the compactor role, scheduled events fail with lambda.ErrNoCompactor
 	// rather than pretend a pass ran.
 	var comp lambda.Compactor
-	if withCompactor {
-		cc, ok := n.cat.(compactionCatalog)
-		if !ok {
-			_ = stopLambda(n, time.Second)
-			return nil, nil, fmt.Errorf("the %s catalog cannot run the compactor", spec.catalogName)
-		}
-		comp = compactor.New(n.store, cc, compactor.Config{}, n.log, nil)
+	if n.Compactor != nil {
+		comp = n.Compactor
 	}
-	return lambda.New(n.api.Handler(), fl, comp, cfg, n.log), n, nil
-}
-
-// compactionCatalog is what compactor.New needs of a catalog.
-type compactionCatalog interface {
-	catalog.Compaction
-	OffsetForTime(ctx context.Context, topicID int64, partition int32, ts int64) (int64, error)
-	Now(ctx context.Context) (time.Time, error)
+	return lambda.New(n.API.Handler(), fl, comp, cfg, n.log), n, nil
 }
 
 // stopLambda stops the roles, waits for them within timeout and closes the catalog.
-func stopLambda(n *node, timeout time.Duration) error {
-	n.stopRoles()
-	stopped := make(chan struct{})
-	go func() { n.wg.Wait(); close(stopped) }()
+func stopLambda(n *started, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	var err error
-	select {
-	case <-stopped:
-	case <-time.After(timeout):
+	if n.Stop(ctx) != nil {
 		err = errors.New("roles did not stop within --shutdown-timeout")
 	}
 	n.closeCatalog()

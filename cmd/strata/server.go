@@ -7,25 +7,20 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/strata-io/strata/api"
 	"github.com/strata-io/strata/catalog"
 	catopen "github.com/strata-io/strata/catalog/open"
 	"github.com/strata-io/strata/compactor"
+	"github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/internal/redact"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fs"
-	"github.com/strata-io/strata/objstore/metered"
 	"github.com/strata-io/strata/objstore/open"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
@@ -173,8 +168,8 @@ type nodeSpec struct {
 	flags  *nodeFlags
 	writer bool
 	reader bool
-	// compactor runs the compactor role in the node; Lambda runs it per scheduled event
-	// instead.
+	// compactor runs the compactor role in the node (on Lambda, a pass per scheduled
+	// event).
 	compactor bool
 	catalog   func(ctx context.Context, opts catalog.Options) (catalog.Backend, error)
 	store     func(ctx context.Context, log *slog.Logger) (objstore.Store, error)
@@ -187,8 +182,7 @@ type nodeSpec struct {
 	// api configures the HTTP API (API keys; limits on Lambda).
 	api api.Config
 	// lambda: the node answers Lambda invocations, between which nothing runs, so no
-	// role may depend on a background loop (the reader does not listen for commit
-	// notifications; long-polls poll).
+	// role may depend on a background loop (node.Config.Lambda).
 	lambda bool
 }
 
@@ -364,131 +358,66 @@ func parseRoles(s string) (map[string]bool, error) {
 	return rs, nil
 }
 
-// node is a started node: its roles run and its API is built, not yet served.
-type node struct {
-	log    *slog.Logger
-	api    *api.API
-	writer *writer.Writer // nil without the writer role
-	// deps are what the API serves from, to build another API over the same node.
-	deps api.Deps
-	// cat and store are the node's catalog and (metered) object store, for roles
-	// wired outside startNode (Lambda's scheduled compactor).
-	cat   catalog.Catalog
-	store objstore.Store
-	// roleErr receives a role's failure.
-	roleErr chan error
-	// stopRoles stops the roles (the writer drains its buffer); wg waits for them.
-	stopRoles context.CancelFunc
-	wg        *sync.WaitGroup
-	// closeCatalog closes the catalog, after the roles have stopped.
+// started is a node started by startNode, with its logger and the catalog it serves
+// from, to close once it has stopped.
+type started struct {
+	*node.Node
+	log          *slog.Logger
+	cat          catalog.Backend
 	closeCatalog func()
 }
 
-// runNode runs a node until ctx ends, then shuts down in order: stop accepting, let
-// requests in flight finish (the writer still runs, so produces get their answers),
-// end long polls and tails, drain the writer, stop the other roles, close the catalog.
-func runNode(ctx context.Context, e *env, spec nodeSpec) (err error) {
+// runNode runs a node until ctx ends, then shuts down in order (node.Serve) and closes
+// the catalog.
+func runNode(ctx context.Context, e *env, spec nodeSpec) error {
 	n, err := startNode(ctx, e, spec)
 	if err != nil {
 		return err
 	}
 	defer n.closeCatalog()
-	defer n.stopRoles()
-	nf, log, a, roleErr, stopRoles, wg := spec.flags, n.log, n.api, n.roleErr, n.stopRoles, n.wg
-
-	tlsCfg, err := nf.tls.serverConfig(log)
+	nf := spec.flags
+	tlsCfg, err := nf.tls.serverConfig(n.log)
 	if err != nil {
-		stopRoles()
-		wg.Wait()
+		stopCtx, cancel := context.WithTimeout(context.Background(), nf.shutdownTimeout)
+		defer cancel()
+		_ = n.Stop(stopCtx)
 		return err
 	}
 	ln, err := net.Listen("tcp", nf.listen)
 	if err != nil {
-		stopRoles()
-		wg.Wait()
+		stopCtx, cancel := context.WithTimeout(context.Background(), nf.shutdownTimeout)
+		defer cancel()
+		_ = n.Stop(stopCtx)
 		return fmt.Errorf("listen on %s: %w (choose another --listen, or stop what uses it)", nf.listen, err)
 	}
-	// Long polls and tails never finish by themselves: their requests' context is
-	// cancelled a moment into the shutdown so that Shutdown does not wait them out.
-	baseCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelRequests()
-	srv := &http.Server{
-		Handler:           a.Handler(),
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		TLSConfig:         tlsCfg,
-	}
-	serveErr := make(chan error, 1)
 	base := "http://" + displayAddr(ln.Addr())
 	if tlsCfg != nil {
 		base = "https://" + displayAddr(ln.Addr())
-		go func() { serveErr <- srv.ServeTLS(ln, "", "") }() // the certificate comes from TLSConfig
-	} else {
-		go func() { serveErr <- srv.Serve(ln) }()
 	}
-
-	log.Info("serving HTTP API", "url", base)
+	n.log.Info("serving HTTP API", "url", base)
 	if w := keylessWarning(spec.api.Auth, ln.Addr()); w != "" {
-		log.Warn(w)
+		n.log.Warn(w)
 	}
 	if spec.banner != nil {
 		spec.banner(e.stdout, base)
 	}
-
-	var failure error
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down: signal received")
-	case err := <-serveErr:
-		failure = fmt.Errorf("serve HTTP: %w", err)
-	case err := <-roleErr:
-		failure = err
-		log.Error("shutting down: a role failed", "err", err)
-	}
-
-	deadline := time.Now().Add(nf.shutdownTimeout)
-	shCtx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	grace := time.AfterFunc(min(2*time.Second, nf.shutdownTimeout/4), cancelRequests)
-	if err := srv.Shutdown(shCtx); err != nil {
-		log.Warn("HTTP shutdown incomplete: closing remaining connections", "err", err)
-		_ = srv.Close()
-	}
-	grace.Stop()
-	cancelRequests()
-
-	stopRoles()
-	stopped := make(chan struct{})
-	go func() { wg.Wait(); close(stopped) }()
-	select {
-	case <-stopped:
-		log.Info("stopped")
-	case <-shCtx.Done():
-		failure = errors.Join(failure, fmt.Errorf("roles did not stop within --shutdown-timeout %s", nf.shutdownTimeout))
-	}
-	return failure
+	return n.Serve(ctx, ln, tlsCfg, nf.shutdownTimeout)
 }
 
-// startNode opens the store and the catalog and starts the node's roles. On error
-// nothing is left running.
-func startNode(ctx context.Context, e *env, spec nodeSpec) (_ *node, err error) {
+// startNode opens the store and the catalog and starts the node (internal/node). On
+// error nothing is left running.
+func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 	nf := spec.flags
 	log := nf.logger(e.stderr)
-	n := &node{log: log}
 	log.Info("starting strata", "version", versionString(), "catalog", spec.catalogName, "bucket", spec.bucketName,
 		"writer", spec.writer, "reader", spec.reader, "compactor", spec.compactor)
 	for _, w := range spec.warnings {
 		log.Warn(w)
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
 	// The store first: opening it only parses its URL (unless --create-bucket), so a
 	// typo there is reported before the catalog runs its migrations.
-	rawStore, err := spec.store(ctx, log)
+	store, err := spec.store(ctx, log)
 	if err != nil {
 		return nil, fmt.Errorf("%w (check --bucket)", err)
 	}
@@ -501,61 +430,6 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (_ *node, err error) 
 			log.Warn("close catalog", "err", cerr)
 		}
 	}
-	store := metered.New(rawStore, reg)
-	n.cat, n.store = cat, store
-
-	ready := readiness(cat, rawStore)
-
-	// The roles run under a context of their own: a signal first stops the HTTP
-	// server, and only then are the roles stopped, so the writer drains last.
-	roleCtx, stopRoles := context.WithCancel(context.WithoutCancel(ctx))
-	wg := &sync.WaitGroup{}
-	defer func() {
-		if err != nil {
-			stopRoles()
-			wg.Wait()
-			closeCatalog()
-		}
-	}()
-	roleErr := make(chan error, 3)
-	startRole := func(name string, run func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := run(roleCtx)
-			if roleCtx.Err() != nil {
-				return
-			}
-			if err == nil {
-				err = errors.New("stopped unexpectedly")
-			}
-			roleErr <- fmt.Errorf("%s: %w", name, err)
-		}()
-	}
-	deps := api.Deps{Catalog: cat, Ready: ready, Gatherer: reg, Registerer: reg, Log: log}
-	if g, ok := cat.(api.Groups); ok { // both backends serve consumer groups
-		deps.Groups = g
-	}
-	if spec.writer {
-		w := writer.New(store, cat, nf.writerConfig(), log, reg)
-		deps.Writer = w
-		n.writer = w
-		startRole("writer", w.Run)
-	}
-	if spec.reader {
-		r := reader.New(store, cat, nf.readerConfig(), log, reg)
-		deps.Reader = r
-		if !spec.lambda {
-			startRole("reader", r.Run)
-		}
-	}
-	if spec.compactor {
-		cc, ok := cat.(compactionCatalog)
-		if !ok {
-			return nil, fmt.Errorf("the %s catalog cannot run the compactor role", spec.catalogName)
-		}
-		startRole("compactor", compactor.New(store, cc, nf.compactorConfig(), log, reg).Run)
-	}
 	apiCfg := spec.api
 	if apiCfg.BodyTimeout == 0 {
 		apiCfg.BodyTimeout = nf.bodyTimeout
@@ -565,9 +439,18 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (_ *node, err error) 
 		// before they are read beyond it (api/admission.go).
 		apiCfg.MaxInflightProduceBytes = int64(nf.bufferBytes)
 	}
-	n.api, n.deps = api.New(apiCfg, deps), deps
-	n.roleErr, n.stopRoles, n.wg, n.closeCatalog = roleErr, stopRoles, wg, closeCatalog
-	return n, nil
+	n, err := node.Start(node.Config{
+		Catalog: cat, Store: store,
+		Writer: spec.writer, WriterConfig: nf.writerConfig(),
+		Reader: spec.reader, ReaderConfig: nf.readerConfig(),
+		Compactor: spec.compactor, CompactorConfig: nf.compactorConfig(),
+		API: apiCfg, Lambda: spec.lambda, Log: log,
+	})
+	if err != nil {
+		closeCatalog()
+		return nil, err
+	}
+	return &started{Node: n, log: log, cat: cat, closeCatalog: closeCatalog}, nil
 }
 
 // displayAddr turns a listener address into one a browser or curl can use: a wildcard

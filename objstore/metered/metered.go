@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/strata-io/strata/internal/prom"
+
 	"github.com/strata-io/strata/objstore"
 )
 
@@ -64,9 +66,9 @@ func New(inner objstore.Store, reg prometheus.Registerer) *Store {
 		}, []string{"op"}),
 	}
 	if reg != nil {
-		s.requests = register(reg, s.requests)
-		s.bytes = register(reg, s.bytes)
-		s.seconds = register(reg, s.seconds)
+		s.requests = prom.Register(reg, s.requests)
+		s.bytes = prom.Register(reg, s.bytes)
+		s.seconds = prom.Register(reg, s.seconds)
 	}
 	// Create the series up front so dashboards see zeros rather than gaps.
 	for _, op := range []string{opPut, opGet, opGetRange, opHead, opDelete, opList} {
@@ -78,20 +80,6 @@ func New(inner objstore.Store, reg prometheus.Registerer) *Store {
 		}
 	}
 	return s
-}
-
-// register registers c, or returns the collector already registered under its name.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err) // a clash with a different metric of the same name: a programming error
-	}
-	return c
 }
 
 func (s *Store) observe(ctx context.Context, op string, start time.Time, err error) {

@@ -20,7 +20,7 @@ import (
 // The short version runs each class for -jepsen.duration (CI); the long version is the
 // same test with a longer duration, or `strata torture`:
 //
-//	go test ./jepsen -run TestTorture -jepsen.duration 10m -timeout 3h
+//	go test ./internal/jepsen -run TestTorture -jepsen.duration 10m -timeout 3h
 var (
 	duration = flag.Duration("jepsen.duration", 12*time.Second, "how long each fault class runs")
 	classes  = flag.String("jepsen.classes", "kill,pause,store,s3proxy,pg-restart,pg-cut,compaction", "comma-separated fault classes to run (all: every fault together)")

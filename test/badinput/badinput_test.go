@@ -29,8 +29,8 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/jepsen"
 	"github.com/strata-io/strata/internal/testsvc"
-	"github.com/strata-io/strata/jepsen"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/s3"
 )

@@ -14,13 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/strata-io/strata/api"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/sqlite"
+	"github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/objstore/fs"
-	"github.com/strata-io/strata/objstore/metered"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/segment"
 	"github.com/strata-io/strata/writer"
@@ -135,7 +132,8 @@ func TestBodiesStamp(t *testing.T) {
 }
 
 // stack is a node in this process: the API over a real writer and reader, a SQLite
-// catalog and a filesystem store, as `strata dev` wires them (minus the compactor).
+// catalog and a filesystem store, assembled as `strata dev` assembles them (minus the
+// compactor).
 func stack(t *testing.T) (url string, store *fs.Store, catPath string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -149,23 +147,19 @@ func stack(t *testing.T) (url string, store *fs.Store, catPath string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
-	st := metered.New(store, reg)
-	w := writer.New(st, cat, writer.Config{Linger: 20 * time.Millisecond, BufferBytes: 16 << 20}, nil, reg)
-	r := reader.New(st, cat, reader.Config{CacheBytes: 64 << 20}, nil, reg)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 2)
-	go func() { _ = w.Run(ctx); done <- struct{}{} }()
-	go func() { _ = r.Run(ctx); done <- struct{}{} }()
-	a := api.New(api.Config{}, api.Deps{Catalog: cat, Writer: w, Reader: r, Gatherer: reg, Registerer: reg,
-		Ready: func(context.Context) error { return nil }})
-	srv := httptest.NewServer(a.Handler())
+	n, err := node.Start(node.Config{
+		Catalog: cat, Store: store,
+		Writer: true, WriterConfig: writer.Config{Linger: 20 * time.Millisecond, BufferBytes: 16 << 20},
+		Reader: true, ReaderConfig: reader.Config{CacheBytes: 64 << 20},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(n.API.Handler())
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
 		srv.Close()
-		cancel()
-		<-done
-		<-done
+		_ = n.Stop(context.Background())
 	})
 	return srv.URL, store, catPath
 }

@@ -81,7 +81,7 @@ func produceRound(tb testing.TB, base, topic string, bodies [][]byte) {
 // alongside: PUTs and catalog commits per flush, which must be 1 and 1, read from the
 // node's /metrics.
 //
-//	go test -run '^$' -bench ProduceJSON -benchtime 5x ./e2e
+//	go test -run '^$' -bench ProduceJSON -benchtime 5x ./test/e2e
 func BenchmarkProduceJSON(b *testing.B) {
 	for _, backend := range backends {
 		for _, clients := range []int{costClients, 16} {

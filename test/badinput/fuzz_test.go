@@ -16,14 +16,11 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/strata-io/strata/api"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/objstore/fs"
-	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
 )
 
@@ -51,20 +48,20 @@ func newStack(tb testing.TB) *stack {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
-	w := writer.New(st, cat, writer.Config{Linger: time.Millisecond}, nil, reg)
-	r := reader.New(st, cat, reader.Config{}, nil, reg)
-	done := make(chan struct{}, 2)
-	go func() { _ = w.Run(ctx); done <- struct{}{} }()
-	go func() { _ = r.Run(ctx); done <- struct{}{} }()
+	n, err := node.Start(node.Config{
+		Catalog: cat, Store: st,
+		Writer: true, WriterConfig: writer.Config{Linger: time.Millisecond},
+		Reader: true,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	tb.Cleanup(func() {
 		cancel()
-		<-done
-		<-done
+		_ = n.Stop(context.Background())
 		_ = cat.Close()
 	})
-	a := api.New(api.Config{}, api.Deps{Catalog: cat, Writer: w, Reader: r, Groups: cat, Registerer: reg, Gatherer: reg})
-	s := &stack{h: a.Handler(), cat: cat}
+	s := &stack{h: n.API.Handler(), cat: cat}
 	for _, tp := range []struct {
 		name    string
 		configs map[string]string

@@ -1,4 +1,4 @@
-package api
+package broker
 
 import (
 	"context"
@@ -9,10 +9,11 @@ import (
 	"github.com/strata-io/strata/catalog"
 )
 
-// topicInfo is what produce and fetch need to know about a topic.
-type topicInfo struct {
-	topic catalog.Topic
-	cfg   catalog.Config // effective configuration
+// TopicInfo is a topic as produce and fetch see it: its catalog row and its effective
+// configuration (the explicit configs over the defaults).
+type TopicInfo struct {
+	catalog.Topic
+	Config catalog.Config
 }
 
 // topicCache keeps name → topic metadata for a short TTL so that a produce does no
@@ -31,7 +32,7 @@ type topicCache struct {
 }
 
 type cacheEntry struct {
-	info    topicInfo
+	info    TopicInfo
 	expires time.Time
 }
 
@@ -44,7 +45,7 @@ func newTopicCache(cat Catalog, ttl time.Duration, now func() time.Time) *topicC
 }
 
 // get returns the topic, from the cache when fresh.
-func (c *topicCache) get(ctx context.Context, name string) (topicInfo, error) {
+func (c *topicCache) get(ctx context.Context, name string) (TopicInfo, error) {
 	if c.ttl > 0 {
 		c.mu.Lock()
 		e, ok := c.entries[name]
@@ -57,19 +58,19 @@ func (c *topicCache) get(ctx context.Context, name string) (topicInfo, error) {
 }
 
 // refresh reads the topic from the catalog and caches it.
-func (c *topicCache) refresh(ctx context.Context, name string) (topicInfo, error) {
+func (c *topicCache) refresh(ctx context.Context, name string) (TopicInfo, error) {
 	t, err := c.cat.Topic(ctx, name)
 	if err != nil {
 		c.invalidate(name)
-		return topicInfo{}, err
+		return TopicInfo{}, err
 	}
 	cfg, err := catalog.ParseConfig(t.Configs)
 	if err != nil {
 		// %v, not %w: a stored config the code cannot parse is a server fault, not the
 		// caller's invalid_config.
-		return topicInfo{}, fmt.Errorf("topic %s: stored configs: %v", name, err)
+		return TopicInfo{}, fmt.Errorf("topic %s: stored configs: %v", name, err)
 	}
-	info := topicInfo{topic: t, cfg: cfg}
+	info := TopicInfo{Topic: t, Config: cfg}
 	if c.ttl > 0 {
 		now := c.now()
 		c.mu.Lock()

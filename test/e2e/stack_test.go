@@ -1,6 +1,7 @@
 // Package e2e proves the node's "done when" list (issue 3) end to end: an in-process
-// stack wired as cmd/strata wires it (catalog, object store, writer, reader, API behind
-// a real HTTP server), and the real binary run as separate processes. Everything here is
+// node assembled as cmd/strata assembles it (internal/node: catalog, object store,
+// writer, reader, core and API behind a real HTTP server), and the real binary run as
+// separate processes. Everything here is
 // a test; nothing is exported.
 package e2e
 
@@ -8,13 +9,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -25,16 +24,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/strata-io/strata/api"
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/postgres"
 	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/internal/testsvc"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fault"
 	"github.com/strata-io/strata/objstore/fs"
-	"github.com/strata-io/strata/objstore/metered"
 	"github.com/strata-io/strata/objstore/s3"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
@@ -61,13 +60,13 @@ type stackOptions struct {
 	// commitTimeout is the catalog's commit_timeout (cmd/strata's --commit-timeout);
 	// zero: 30s, the flag's default.
 	commitTimeout time.Duration
-	// topicCacheTTL overrides api.Config.TopicCacheTTL (cmd/strata leaves the default),
+	// topicCacheTTL overrides broker.Config.TopicCacheTTL (cmd/strata leaves the default),
 	// for tests that need produce to reach the writer without a catalog read.
 	topicCacheTTL time.Duration
 }
 
-// stack is one in-process node: every role, wired exactly as cmd/strata's runNode wires
-// them, behind an httptest server.
+// stack is one in-process node: every role, assembled and served as cmd/strata's
+// runNode does it (internal/node).
 type stack struct {
 	url    string
 	client *client.Client
@@ -99,7 +98,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 
 	// The store and the catalog, as runNode opens them (store first).
 	var raw objstore.Store
-	var openCatalog func() (catalog.Catalog, error)
+	var openCatalog func() (catalog.Backend, error)
 	opts := catalog.Options{CommitTimeout: o.commitTimeout, Logger: log}
 	switch o.backend {
 	case embedded:
@@ -109,7 +108,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 			t.Fatal(err)
 		}
 		raw = st
-		openCatalog = func() (catalog.Catalog, error) {
+		openCatalog = func() (catalog.Backend, error) {
 			return sqlite.Open(ctx, filepath.Join(dir, "catalog.db"), opts)
 		}
 	case postgresMinIO:
@@ -118,7 +117,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 			dsn = testsvc.PostgresDSN(t)
 		}
 		raw = newMinIOStore(t, log)
-		openCatalog = func() (catalog.Catalog, error) { return postgres.Open(ctx, dsn, opts) }
+		openCatalog = func() (catalog.Backend, error) { return postgres.Open(ctx, dsn, opts) }
 	default:
 		t.Fatalf("unknown backend %q", o.backend)
 	}
@@ -137,85 +136,39 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		s.fault = fault.New(raw)
 		decorated = s.fault
 	}
-	store := metered.New(decorated, reg)
-
-	// cmd/strata's readiness check: the catalog's clock and a Head of a key that never
-	// exists.
-	ready := func(ctx context.Context) error {
-		if _, err := cat.Now(ctx); err != nil {
-			return fmt.Errorf("catalog unreachable: %w", err)
-		}
-		if _, err := raw.Head(ctx, "strata-readyz-probe"); err != nil && !errors.Is(err, objstore.ErrNotExist) {
-			return fmt.Errorf("bucket unreachable: %w", err)
-		}
-		return nil
+	// The node as runNode starts it, with the defaults of cmd/strata's flags:
+	// --linger, --max-flush-bytes, --buffer-bytes, --cache-bytes, and a writer commit
+	// timeout a third of the catalog's.
+	n, err := node.Start(node.Config{
+		Catalog: cat, Store: decorated,
+		Writer: true, WriterConfig: writer.Config{
+			Linger:        writer.DefaultLinger,
+			MaxFlushBytes: writer.DefaultMaxFlushBytes,
+			BufferBytes:   writer.DefaultBufferBytes,
+			CommitTimeout: o.commitTimeout / 3,
+		},
+		Reader: true, ReaderConfig: reader.Config{CacheBytes: reader.DefaultCacheBytes},
+		Broker:   broker.Config{TopicCacheTTL: o.topicCacheTTL},
+		Registry: reg, Log: log,
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-
-	// The roles run under their own context, stopped after the HTTP server, so the
-	// writer drains last (runNode's order).
-	roleCtx, stopRoles := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	roleErrs := make(chan error, 2)
-	startRole := func(name string, run func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := run(roleCtx); err != nil || roleCtx.Err() == nil {
-				roleErrs <- fmt.Errorf("%s stopped: %v", name, err)
-			}
-		}()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	// The defaults of cmd/strata's flags: --linger, --max-flush-bytes, --buffer-bytes,
-	// --cache-bytes, and a commit timeout a third of the catalog's.
-	wcfg := writer.Config{
-		Linger:        writer.DefaultLinger,
-		MaxFlushBytes: writer.DefaultMaxFlushBytes,
-		BufferBytes:   writer.DefaultBufferBytes,
-		CommitTimeout: o.commitTimeout / 3,
-	}
-	w := writer.New(store, cat, wcfg, log, reg)
-	startRole("writer", w.Run)
-	r := reader.New(store, cat, reader.Config{CacheBytes: reader.DefaultCacheBytes}, log, reg)
-	startRole("reader", r.Run)
-	deps := api.Deps{
-		Catalog: cat, Writer: w, Reader: r, Ready: ready,
-		Gatherer: reg, Registerer: reg, Log: log,
-	}
-	if g, ok := cat.(api.Groups); ok { // both backends serve consumer groups
-		deps.Groups = g
-	}
-	a := api.New(api.Config{TopicCacheTTL: o.topicCacheTTL}, deps)
-
-	// Long polls and tails never end by themselves: their requests' context is
-	// cancelled before the server closes, as runNode does a moment into its shutdown.
-	baseCtx, cancelRequests := context.WithCancel(context.Background())
-	srv := httptest.NewUnstartedServer(a.Handler())
-	srv.Config.BaseContext = func(net.Listener) context.Context { return baseCtx }
-	srv.Config.ReadHeaderTimeout = 10 * time.Second
-	srv.Start()
+	serveCtx, stopServing := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- n.Serve(serveCtx, ln, nil, 60*time.Second) }()
 	t.Cleanup(func() {
-		cancelRequests()
-		srv.Close()
-		stopRoles()
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			t.Errorf("the roles did not stop within 60s of the server closing")
-		}
-		for {
-			select {
-			case err := <-roleErrs:
-				t.Errorf("role: %v", err)
-				continue
-			default:
-			}
-			break
+		stopServing()
+		if err := <-served; err != nil {
+			t.Errorf("node: %v", err)
 		}
 	})
-	s.url = srv.URL
-	s.client = client.New(srv.URL)
+	s.url = "http://" + ln.Addr().String()
+	s.client = client.New(s.url)
 	return s
 }
 

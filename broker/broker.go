@@ -1,0 +1,216 @@
+// Package broker is Strata's front-end-neutral core (docs/design.md "Front ends and the
+// broker core"): every front end — the HTTP API today, the Kafka wire protocol next —
+// decodes its requests, calls a Broker, and encodes what it answers. The core owns what
+// must be the same whichever front end a client speaks: the topic cache, every
+// topic-config rule (rules.go, once), the pipeline from records or raw Kafka batches to
+// one writer request (produce.go, batches.go), fetches and offset lookups, topic
+// administration, producer ids, record deletion and the group calls. Its errors carry a
+// stable code and whether a retry helps (errors.go); each front end maps them to its own
+// vocabulary. It knows no HTTP and no Kafka framing.
+//
+// Every call takes the calling Principal, so that authorization (decided here, once, for
+// every front end) needs no second pass over the signatures.
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/reader"
+	"github.com/strata-io/strata/writer"
+)
+
+// Principal is who calls: the identity a front end authenticated (an API key, a SASL
+// user, a client certificate). Anonymous until authentication gives it a name.
+type Principal struct {
+	// Name identifies the principal; empty is Anonymous.
+	Name string
+}
+
+// Anonymous is the principal of a caller that presented no identity (every caller, until
+// the front ends map their credentials to principals).
+var Anonymous = Principal{}
+
+// Catalog is the part of the catalog the core reads and administers topics through.
+// Produce and fetch read it only through the topic cache.
+type Catalog interface {
+	CreateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (catalog.Topic, error)
+	Topic(ctx context.Context, name string) (catalog.Topic, error)
+	Topics(ctx context.Context) ([]catalog.Topic, error)
+	DeleteTopic(ctx context.Context, name string) error
+	UpdateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (catalog.Topic, error)
+	Partitions(ctx context.Context, topicID int64) ([]catalog.PartitionInfo, error)
+	OffsetForTime(ctx context.Context, topicID int64, partition int32, ts int64) (int64, error)
+}
+
+// Writer accepts produce requests (the writer role).
+type Writer interface {
+	Produce(ctx context.Context, req writer.Request) (writer.Response, error)
+}
+
+// Reader serves fetches of records (the reader role).
+type Reader interface {
+	Fetch(ctx context.Context, f reader.Fetch) (reader.Result, error)
+}
+
+// BatchReader serves fetches of stored record batches, shared with the reader's cache
+// (read-only): the Kafka front end and the HTTP API's binary fetch.
+type BatchReader interface {
+	FetchRawShared(ctx context.Context, f reader.Fetch) (reader.SharedRawResult, error)
+}
+
+// Producers hands out producer identities (both catalog backends).
+type Producers interface {
+	InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer) (catalog.Producer, error)
+}
+
+// RecordDeleter advances a partition's log start offset: Kafka's DeleteRecords (both
+// catalog backends).
+type RecordDeleter interface {
+	DeleteRecords(ctx context.Context, topicID int64, partition int32, offset int64) (catalog.PartitionInfo, error)
+}
+
+// Groups is the consumer-group part of the catalog (both backends).
+type Groups = catalog.Groups
+
+var (
+	_ Catalog       = catalog.Catalog(nil)
+	_ Writer        = (*writer.Writer)(nil)
+	_ Reader        = (*reader.Reader)(nil)
+	_ BatchReader   = (*reader.Reader)(nil)
+	_ Producers     = catalog.Producers(nil)
+	_ RecordDeleter = catalog.Compaction(nil)
+)
+
+// Deps are what the core serves from. Each is nil on a node without it (leave the field
+// nil, not a typed nil pointer): the calls that need it answer CodeRoleUnavailable. A
+// node assembled from a catalog.Backend (internal/node) has Catalog, Producers, Records
+// and Groups always; Writer, Reader and Batches with its roles.
+type Deps struct {
+	Catalog   Catalog
+	Writer    Writer
+	Reader    Reader
+	Batches   BatchReader
+	Producers Producers
+	Records   RecordDeleter
+	Groups    Groups
+	// Now is the node clock that stamps and bounds CreateTime timestamps; nil: time.Now.
+	Now func() time.Time
+}
+
+// Config tunes the core. Zero values take the documented defaults.
+type Config struct {
+	// TopicCacheTTL is how long produce and fetch trust a topic's metadata (id,
+	// partition count, configs) without asking the catalog, so a produce does no catalog
+	// read. A deleted topic is still refused by the writer's commit, and a partition
+	// beyond the cached count re-reads the topic before refusing. Default 2s; negative
+	// disables the cache.
+	TopicCacheTTL time.Duration
+}
+
+// DefaultTopicCacheTTL is Config.TopicCacheTTL when it is zero.
+const DefaultTopicCacheTTL = 2 * time.Second
+
+// Broker is the core. Its methods are safe for concurrent use.
+type Broker struct {
+	d      Deps
+	now    func() time.Time
+	topics *topicCache // nil without a catalog
+}
+
+// New builds the core over d.
+func New(cfg Config, d Deps) *Broker {
+	if cfg.TopicCacheTTL == 0 {
+		cfg.TopicCacheTTL = DefaultTopicCacheTTL
+	}
+	b := &Broker{d: d, now: d.Now}
+	if b.now == nil {
+		b.now = time.Now
+	}
+	if d.Catalog != nil {
+		b.topics = newTopicCache(d.Catalog, cfg.TopicCacheTTL, time.Now)
+	}
+	return b
+}
+
+// Capability is what a call needs of the node beyond the core itself.
+type Capability int
+
+// The capabilities, by the calls that need them.
+const (
+	// CapTopics: topic administration, partitions, offsets (the catalog).
+	CapTopics Capability = iota
+	// CapProduce: Produce and ProduceBatches (the writer role and the catalog).
+	CapProduce
+	// CapFetch: Fetch (the reader role and the catalog).
+	CapFetch
+	// CapFetchBatches: FetchBatches (a reader that serves stored batches).
+	CapFetchBatches
+	// CapProducers: InitProducer.
+	CapProducers
+	// CapDeleteRecords: DeleteRecords.
+	CapDeleteRecords
+	// CapGroups: the group calls.
+	CapGroups
+)
+
+// Check answers nil when this node can serve calls that need c, else an *Error with
+// CodeRoleUnavailable saying what is missing. Every call checks its own; a front end
+// checks first only to refuse before it reads a request body.
+func (b *Broker) Check(c Capability) error {
+	if e := b.check(c); e != nil {
+		return e
+	}
+	return nil
+}
+
+func (b *Broker) check(c Capability) *Error {
+	noCatalog := func() *Error { return newError(CodeRoleUnavailable, "this node has no catalog") }
+	switch c {
+	case CapTopics:
+		if b.d.Catalog == nil {
+			return noCatalog()
+		}
+	case CapProduce:
+		if b.d.Writer == nil {
+			return newError(CodeRoleUnavailable, "this node does not run the writer role; send produce requests to a writer node")
+		}
+		if b.d.Catalog == nil {
+			return noCatalog()
+		}
+	case CapFetch:
+		if b.d.Reader == nil {
+			return newError(CodeRoleUnavailable, "this node does not run the reader role; send fetches to a reader node")
+		}
+		if b.d.Catalog == nil {
+			return noCatalog()
+		}
+	case CapFetchBatches:
+		if e := b.check(CapFetch); e != nil {
+			return e
+		}
+		if b.d.Batches == nil {
+			return newError(CodeRoleUnavailable, "this node's reader does not serve record batches; ask for application/json")
+		}
+	case CapProducers:
+		if b.d.Catalog == nil {
+			return noCatalog()
+		}
+		if b.d.Producers == nil {
+			return newError(CodeRoleUnavailable, "this node's catalog hands out no producer ids")
+		}
+	case CapDeleteRecords:
+		if b.d.Catalog == nil {
+			return noCatalog()
+		}
+		if b.d.Records == nil {
+			return newError(CodeRoleUnavailable, "this node's catalog cannot delete records")
+		}
+	case CapGroups:
+		if b.d.Groups == nil || b.d.Catalog == nil {
+			return newError(CodeRoleUnavailable, "this node serves no consumer groups")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/strata-io/strata/reader"
+)
+
+// FetchRequest asks for one partition's records from Offset. MaxRecords and MaxBytes
+// bound the answer (0: the reader's defaults), except that a fetch returns at least one
+// record, or batch, whenever one is available, as Kafka does. Wait long-polls: with no
+// record at Offset yet, the fetch waits up to Wait for one, woken by commits.
+type FetchRequest struct {
+	Topic      string
+	Partition  int32
+	Offset     int64
+	MaxRecords int
+	MaxBytes   int64
+	Wait       time.Duration
+}
+
+// FetchResult answers Fetch: the records from the requested offset, the offset to ask
+// for next, and the partition's high watermark and log start offset. No records: the
+// wait ended without any.
+type FetchResult = reader.Result
+
+// BatchesFetch answers FetchBatches: the stored Kafka v2 record batches, shared with
+// the reader's cache (read-only: never write to them), their first 8 bytes as stored;
+// BaseOffsets[i] is Batches[i]'s real base offset, which a front end writes in their
+// place as it sends them out (the CRC does not cover it). The first batch may begin
+// below the requested offset; a Kafka client skips those records itself.
+type BatchesFetch = reader.SharedRawResult
+
+// Fetch reads records of one partition.
+func (b *Broker) Fetch(ctx context.Context, who Principal, req FetchRequest) (FetchResult, error) {
+	if e := b.check(CapFetch); e != nil {
+		return FetchResult{}, e
+	}
+	f, e := b.fetch(ctx, &req)
+	if e != nil {
+		return FetchResult{}, e
+	}
+	res, err := b.d.Reader.Fetch(ctx, f)
+	if err != nil {
+		return FetchResult{}, fetchError(err)
+	}
+	return res, nil
+}
+
+// FetchBatches reads one partition's stored record batches, byte for byte as stored
+// but for their base offsets (BatchesFetch).
+func (b *Broker) FetchBatches(ctx context.Context, who Principal, req FetchRequest) (BatchesFetch, error) {
+	if e := b.check(CapFetchBatches); e != nil {
+		return BatchesFetch{}, e
+	}
+	f, e := b.fetch(ctx, &req)
+	if e != nil {
+		return BatchesFetch{}, e
+	}
+	res, err := b.d.Batches.FetchRawShared(ctx, f)
+	if err != nil {
+		return BatchesFetch{}, fetchError(err)
+	}
+	return res, nil
+}
+
+// fetch resolves a fetch's partition through the topic cache.
+func (b *Broker) fetch(ctx context.Context, req *FetchRequest) (reader.Fetch, *Error) {
+	ti, e := b.lookupPartition(ctx, req.Topic, req.Partition)
+	if e != nil {
+		return reader.Fetch{}, e
+	}
+	return reader.Fetch{
+		TopicID:    ti.ID,
+		Partition:  req.Partition,
+		Offset:     req.Offset,
+		MaxRecords: req.MaxRecords,
+		MaxBytes:   req.MaxBytes,
+		Wait:       req.Wait,
+	}, nil
+}

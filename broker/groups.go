@@ -1,0 +1,168 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/strata-io/strata/catalog"
+)
+
+// The consumer-group calls (docs/design.md "Groups"): thin over the catalog, whose
+// shared Go and SQL twins hold the group rules; the core maps their errors, and resolves
+// what a reset asks for into offsets.
+
+// Heartbeat joins, renews or leaves a group and answers the member's assignment.
+func (b *Broker) Heartbeat(ctx context.Context, who Principal, hb catalog.Heartbeat) (catalog.HeartbeatResult, error) {
+	if e := b.check(CapGroups); e != nil {
+		return catalog.HeartbeatResult{}, e
+	}
+	res, err := b.d.Groups.Heartbeat(ctx, hb)
+	if err != nil {
+		return catalog.HeartbeatResult{}, groupError("heartbeat", err)
+	}
+	return res, nil
+}
+
+// CommitOffsets stores a group's committed offsets, all or none.
+func (b *Broker) CommitOffsets(ctx context.Context, who Principal, c catalog.OffsetCommit) error {
+	if e := b.check(CapGroups); e != nil {
+		return e
+	}
+	if err := b.d.Groups.CommitOffsets(ctx, c); err != nil {
+		return groupError("commit offsets", err)
+	}
+	return nil
+}
+
+// GroupOffsets lists a group's committed offsets.
+func (b *Broker) GroupOffsets(ctx context.Context, who Principal, group string) ([]catalog.GroupOffset, error) {
+	if e := b.check(CapGroups); e != nil {
+		return nil, e
+	}
+	offs, err := b.d.Groups.GroupOffsets(ctx, group)
+	if err != nil {
+		return nil, groupError("group offsets", err)
+	}
+	return offs, nil
+}
+
+// GroupLag answers a group's committed offsets against the high watermarks.
+func (b *Broker) GroupLag(ctx context.Context, who Principal, group string) ([]catalog.PartitionLag, error) {
+	return b.groupLag(ctx, "group lag", group)
+}
+
+func (b *Broker) groupLag(ctx context.Context, op, group string) ([]catalog.PartitionLag, error) {
+	if e := b.check(CapGroups); e != nil {
+		return nil, e
+	}
+	ls, err := b.d.Groups.GroupLag(ctx, group)
+	if err != nil {
+		return nil, groupError(op, err)
+	}
+	return ls, nil
+}
+
+// ListGroups lists every group.
+func (b *Broker) ListGroups(ctx context.Context, who Principal) ([]catalog.GroupSummary, error) {
+	if e := b.check(CapGroups); e != nil {
+		return nil, e
+	}
+	gs, err := b.d.Groups.ListGroups(ctx)
+	if err != nil {
+		return nil, groupError("list groups", err)
+	}
+	return gs, nil
+}
+
+// DescribeGroup answers a group's state, members and assignments, and its lag.
+func (b *Broker) DescribeGroup(ctx context.Context, who Principal, group string) (catalog.GroupDescription, []catalog.PartitionLag, error) {
+	if e := b.check(CapGroups); e != nil {
+		return catalog.GroupDescription{}, nil, e
+	}
+	d, err := b.d.Groups.DescribeGroup(ctx, group)
+	if err != nil {
+		return catalog.GroupDescription{}, nil, groupError("describe group", err)
+	}
+	ls, err := b.groupLag(ctx, "describe group", group)
+	if err != nil {
+		return catalog.GroupDescription{}, nil, err
+	}
+	return d, ls, nil
+}
+
+// DeleteGroup deletes a group without live members, and its offsets.
+func (b *Broker) DeleteGroup(ctx context.Context, who Principal, group string) error {
+	if e := b.check(CapGroups); e != nil {
+		return e
+	}
+	if err := b.d.Groups.DeleteGroup(ctx, group); err != nil {
+		return groupError("delete group", err)
+	}
+	return nil
+}
+
+// ResetRequest says where ResetOffsets moves a group's offsets of one topic.
+type ResetRequest struct {
+	Topic      string
+	Partitions []int32 // none: every partition
+	// To is where the offsets go, as ListOffset takes it: Earliest, Latest, or a time
+	// (unix ms: the earliest offset at or after it); with ToOffset, the offset To.
+	To       int64
+	ToOffset bool
+}
+
+// ResetOffsets resolves a reset into offsets from the partitions' current state and
+// stores them while the group has no live members (the catalog checks that again when
+// it writes). It answers the offsets stored.
+func (b *Broker) ResetOffsets(ctx context.Context, who Principal, group string, req ResetRequest) ([]catalog.CommitOffset, error) {
+	const op = "reset offsets"
+	if e := b.check(CapGroups); e != nil {
+		return nil, e
+	}
+	switch {
+	case req.ToOffset && req.To < 0:
+		return nil, newError(CodeInvalidOffset, "offset is required with \"to\":\"offset\" and must not be negative")
+	case !req.ToOffset && req.To < Earliest:
+		return nil, newError(CodeInvalidTimestamp, "timestamp %d: use unix milliseconds", req.To)
+	}
+	t, err := b.topic(ctx, op, req.Topic)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := b.d.Catalog.Partitions(ctx, t.ID)
+	if err != nil {
+		return nil, catalogError(op, err)
+	}
+	want := map[int32]bool{}
+	for _, p := range req.Partitions {
+		if p < 0 || p >= t.Partitions {
+			return nil, newError(CodePartitionOutOfRange, "topic %s has %d partitions, not %d", t.Name, t.Partitions, p)
+		}
+		want[p] = true
+	}
+	var offs []catalog.CommitOffset
+	for _, pi := range parts {
+		if len(want) > 0 && !want[pi.Partition] {
+			continue
+		}
+		o := catalog.CommitOffset{Topic: t.Name, Partition: pi.Partition}
+		switch {
+		case req.ToOffset:
+			o.Offset = req.To
+		case req.To == Earliest:
+			o.Offset = pi.LogStartOffset
+		case req.To == Latest:
+			o.Offset = pi.HighWatermark
+		default:
+			off, err := b.d.Catalog.OffsetForTime(ctx, t.ID, pi.Partition, req.To)
+			if err != nil {
+				return nil, catalogError(op, err)
+			}
+			o.Offset = off
+		}
+		offs = append(offs, o)
+	}
+	if err := b.d.Groups.ResetOffsets(ctx, group, offs); err != nil {
+		return nil, groupError(op, err)
+	}
+	return offs, nil
+}

@@ -1,0 +1,55 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/strata-io/strata/catalog"
+)
+
+// InitProducerRequest asks for a producer identity.
+type InitProducerRequest struct {
+	// TransactionalID, when set, names a producer that outlives its instances: a known
+	// one gets its id again at the next epoch, which fences the instance that held it.
+	// nil: a new id at epoch 0 (a plain idempotent producer).
+	TransactionalID *string
+	// Current is the identity the caller holds for TransactionalID: an instance bumping
+	// its own epoch, which must not fence a newer instance that has taken the id over
+	// (catalog.Producers.InitProducer).
+	Current *catalog.Producer
+}
+
+// InitProducer hands out a producer identity for idempotent (and transactional)
+// produce.
+func (b *Broker) InitProducer(ctx context.Context, who Principal, req InitProducerRequest) (catalog.Producer, error) {
+	if e := b.check(CapProducers); e != nil {
+		return catalog.Producer{}, e
+	}
+	tid := ""
+	if req.TransactionalID != nil {
+		tid = *req.TransactionalID
+		if err := catalog.ValidateTransactionalID(tid); err != nil {
+			return catalog.Producer{}, newError(CodeInvalidTransactionalID, "%s", err.Error()).with("field", "transactional_id")
+		}
+	}
+	if c := req.Current; c != nil {
+		if tid == "" {
+			return catalog.Producer{}, newError(CodeInvalidRequest, "producer_id and epoch go with a transactional_id: a producer without one gets a new id each time").
+				with("field", "producer_id")
+		}
+		if c.ID < 0 || c.Epoch < 0 {
+			return catalog.Producer{}, newError(CodeInvalidRequest, "producer: id %d epoch %d: use what InitProducer answered", c.ID, c.Epoch).
+				with("field", "producer_id")
+		}
+	}
+	p, err := b.d.Producers.InitProducer(ctx, tid, req.Current)
+	if err != nil {
+		if e, ok := producerError(err, nil); ok {
+			return catalog.Producer{}, e
+		}
+		if isGroupError(err) {
+			return catalog.Producer{}, groupError("init producer", err)
+		}
+		return catalog.Producer{}, catalogError("init producer", err)
+	}
+	return p, nil
+}

@@ -1,0 +1,345 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"sort"
+
+	"github.com/strata-io/strata/catalog"
+)
+
+// ValidateTopicName applies Kafka's rule for topic names; front ends call it on a name
+// from a path or a field before anything else, and every call here applies it again.
+func ValidateTopicName(name string) error {
+	if err := catalog.ValidateTopicName(name); err != nil {
+		return newError(CodeInvalidTopicName, "%s", err.Error())
+	}
+	return nil
+}
+
+// LookupTopic returns a topic's metadata from the topic cache (DefaultTopicCacheTTL),
+// which produce and fetch read instead of the catalog.
+func (b *Broker) LookupTopic(ctx context.Context, who Principal, name string) (TopicInfo, error) {
+	ti, e := b.lookupTopic(ctx, name)
+	if e != nil {
+		return TopicInfo{}, e
+	}
+	return ti, nil
+}
+
+func (b *Broker) lookupTopic(ctx context.Context, name string) (TopicInfo, *Error) {
+	if e := b.check(CapTopics); e != nil {
+		return TopicInfo{}, e
+	}
+	if err := catalog.ValidateTopicName(name); err != nil {
+		return TopicInfo{}, newError(CodeInvalidTopicName, "%s", err.Error())
+	}
+	ti, err := b.topics.get(ctx, name)
+	if err != nil {
+		return TopicInfo{}, catalogError("get topic", err)
+	}
+	return ti, nil
+}
+
+// LookupPartition is LookupTopic for one partition of the topic: a partition beyond the
+// cached count re-reads the topic first (it may have just grown), then answers
+// CodePartitionOutOfRange.
+func (b *Broker) LookupPartition(ctx context.Context, who Principal, name string, partition int32) (TopicInfo, error) {
+	ti, e := b.lookupPartition(ctx, name, partition)
+	if e != nil {
+		return TopicInfo{}, e
+	}
+	return ti, nil
+}
+
+func (b *Broker) lookupPartition(ctx context.Context, name string, part int32) (TopicInfo, *Error) {
+	ti, e := b.lookupTopic(ctx, name)
+	if e == nil && part >= ti.Partitions {
+		ti, e = b.refreshTopic(ctx, name)
+	}
+	if e != nil {
+		return TopicInfo{}, e
+	}
+	if part < 0 || part >= ti.Partitions {
+		return TopicInfo{}, partitionOutOfRange(name, part, ti.Partitions)
+	}
+	return ti, nil
+}
+
+// refreshTopic reads the topic from the catalog into the cache.
+func (b *Broker) refreshTopic(ctx context.Context, name string) (TopicInfo, *Error) {
+	ti, err := b.topics.refresh(ctx, name)
+	if err != nil {
+		return TopicInfo{}, catalogError("get topic", err)
+	}
+	return ti, nil
+}
+
+func partitionOutOfRange(topic string, part, count int32) *Error {
+	return newError(CodePartitionOutOfRange, "topic %s has partitions 0 to %d; there is no partition %d", topic, count-1, part).
+		with("partitions", count)
+}
+
+// DefaultPartitions is a new topic's partition count when the request names none, as
+// Kafka's num.partitions.
+const DefaultPartitions = 1
+
+// CreateTopicRequest asks for a topic.
+type CreateTopicRequest struct {
+	Name string
+	// Partitions is the partition count; 0 or less: DefaultPartitions.
+	Partitions int32
+	// Configs are the explicit configs (catalog.ParseConfig); the rest take defaults.
+	Configs map[string]string
+	// ValidateOnly checks everything, the name being free included, and creates nothing:
+	// the answer is the topic that would have been created (ID 0).
+	ValidateOnly bool
+}
+
+// CreateTopic creates a topic with every partition at offset 0.
+func (b *Broker) CreateTopic(ctx context.Context, who Principal, req CreateTopicRequest) (catalog.Topic, error) {
+	if e := b.check(CapTopics); e != nil {
+		return catalog.Topic{}, e
+	}
+	if err := ValidateTopicName(req.Name); err != nil {
+		return catalog.Topic{}, err
+	}
+	if req.Partitions <= 0 {
+		req.Partitions = DefaultPartitions
+	}
+	if err := catalog.ValidatePartitions(req.Partitions); err != nil {
+		return catalog.Topic{}, catalogError("create topic", err)
+	}
+	if _, err := catalog.ParseConfig(req.Configs); err != nil {
+		return catalog.Topic{}, catalogError("create topic", err)
+	}
+	if req.ValidateOnly {
+		_, err := b.d.Catalog.Topic(ctx, req.Name)
+		switch {
+		case err == nil:
+			return catalog.Topic{}, newError(CodeTopicExists, "topic %s already exists", req.Name)
+		case !errors.Is(err, catalog.ErrTopicNotFound):
+			return catalog.Topic{}, catalogError("create topic", err)
+		}
+		return catalog.Topic{Name: req.Name, Partitions: req.Partitions, Configs: maps.Clone(req.Configs)}, nil
+	}
+	t, err := b.d.Catalog.CreateTopic(ctx, req.Name, req.Partitions, req.Configs)
+	if err != nil {
+		return catalog.Topic{}, catalogError("create topic", err)
+	}
+	return t, nil
+}
+
+// Topics lists the live topics, ordered by name.
+func (b *Broker) Topics(ctx context.Context, who Principal) ([]catalog.Topic, error) {
+	if e := b.check(CapTopics); e != nil {
+		return nil, e
+	}
+	ts, err := b.d.Catalog.Topics(ctx)
+	if err != nil {
+		return nil, catalogError("list topics", err)
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
+	return ts, nil
+}
+
+// Topic reads a topic from the catalog (not the cache: an administrator sees a change
+// made on another node at once).
+func (b *Broker) Topic(ctx context.Context, who Principal, name string) (catalog.Topic, error) {
+	return b.topic(ctx, "get topic", name)
+}
+
+func (b *Broker) topic(ctx context.Context, op, name string) (catalog.Topic, error) {
+	if e := b.check(CapTopics); e != nil {
+		return catalog.Topic{}, e
+	}
+	if err := ValidateTopicName(name); err != nil {
+		return catalog.Topic{}, err
+	}
+	t, err := b.d.Catalog.Topic(ctx, name)
+	if err != nil {
+		return catalog.Topic{}, catalogError(op, err)
+	}
+	return t, nil
+}
+
+// DeleteTopic deletes a topic; its data goes with the compactor, and a topic created
+// again under its name is a new one.
+func (b *Broker) DeleteTopic(ctx context.Context, who Principal, name string) error {
+	if e := b.check(CapTopics); e != nil {
+		return e
+	}
+	if err := ValidateTopicName(name); err != nil {
+		return err
+	}
+	err := b.d.Catalog.DeleteTopic(ctx, name)
+	b.topics.invalidate(name)
+	if err != nil {
+		return catalogError("delete topic", err)
+	}
+	return nil
+}
+
+// TopicUpdate changes a topic.
+type TopicUpdate struct {
+	// Partitions is the new partition count: 0 leaves it; fewer than now is refused.
+	Partitions int32
+	// Configs sets configs; an empty value removes one (back to its default).
+	Configs map[string]string
+}
+
+// UpdateTopic grows the partition count and sets or removes configs. Each config is
+// checked on its own first, so that the refusal names the one that is wrong; the
+// catalog checks the result as a whole. An empty update answers the topic as it is.
+func (b *Broker) UpdateTopic(ctx context.Context, who Principal, name string, u TopicUpdate) (catalog.Topic, error) {
+	if e := b.check(CapTopics); e != nil {
+		return catalog.Topic{}, e
+	}
+	if err := ValidateTopicName(name); err != nil {
+		return catalog.Topic{}, err
+	}
+	known := catalog.ConfigKeys()
+	for _, k := range slices.Sorted(maps.Keys(u.Configs)) {
+		v := u.Configs[k]
+		if v == "" {
+			if !slices.Contains(known, k) {
+				return catalog.Topic{}, newError(CodeInvalidConfig, "config %s: unknown config", k).with("config", k)
+			}
+			continue
+		}
+		if _, err := catalog.ParseConfig(map[string]string{k: v}); err != nil {
+			return catalog.Topic{}, catalogError("update topic", err)
+		}
+	}
+	if u.Partitions == 0 && len(u.Configs) == 0 {
+		return b.topic(ctx, "update topic", name)
+	}
+	t, err := b.d.Catalog.UpdateTopic(ctx, name, u.Partitions, u.Configs)
+	b.topics.invalidate(name)
+	if err != nil {
+		return catalog.Topic{}, catalogError("update topic", err)
+	}
+	return t, nil
+}
+
+// ConfigEntry is one config of a topic as DescribeConfigs shows it.
+type ConfigEntry struct {
+	Name  string
+	Value string
+	// Default: the topic does not set it; Value is the default.
+	Default bool
+}
+
+// DescribeConfigs lists every supported config of a topic with its effective value,
+// ordered by name.
+func (b *Broker) DescribeConfigs(ctx context.Context, who Principal, name string) ([]ConfigEntry, error) {
+	t, err := b.topic(ctx, "describe configs", name)
+	if err != nil {
+		return nil, err
+	}
+	var out []ConfigEntry
+	for _, k := range catalog.ConfigKeys() {
+		v, set := t.Configs[k]
+		if !set {
+			v, _ = catalog.ConfigDefault(k)
+		}
+		out = append(out, ConfigEntry{Name: k, Value: v, Default: !set})
+	}
+	return out, nil
+}
+
+// Partitions lists a topic's partitions in order, read from the catalog.
+func (b *Broker) Partitions(ctx context.Context, who Principal, name string) ([]catalog.PartitionInfo, error) {
+	t, err := b.topic(ctx, "list partitions", name)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := b.d.Catalog.Partitions(ctx, t.ID)
+	if err != nil {
+		return nil, catalogError("list partitions", err)
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].Partition < ps[j].Partition })
+	return ps, nil
+}
+
+// partitionInfo reads one partition's state from the catalog.
+func (b *Broker) partitionInfo(ctx context.Context, ti TopicInfo, part int32) (catalog.PartitionInfo, *Error) {
+	ps, err := b.d.Catalog.Partitions(ctx, ti.ID)
+	if err != nil {
+		return catalog.PartitionInfo{}, catalogError("read partition", err)
+	}
+	for _, pi := range ps {
+		if pi.Partition == part {
+			return pi, nil
+		}
+	}
+	return catalog.PartitionInfo{}, partitionOutOfRange(ti.Name, part, ti.Partitions)
+}
+
+// Earliest and Latest, passed to ListOffset as the time, name the log start offset and
+// the high watermark (Kafka's ListOffsets uses the same numbers).
+const (
+	Latest   int64 = -1
+	Earliest int64 = -2
+)
+
+// ListOffset answers a partition's log start offset (at Earliest), its high watermark
+// (at Latest: the offset the next record will get), or the earliest offset whose
+// timestamp is at or after at (unix ms), at the catalog's chunk granularity; the high
+// watermark when there is none.
+func (b *Broker) ListOffset(ctx context.Context, who Principal, topic string, partition int32, at int64) (int64, error) {
+	ti, e := b.lookupPartition(ctx, topic, partition)
+	if e != nil {
+		return 0, e
+	}
+	switch {
+	case at == Earliest || at == Latest:
+		pi, e := b.partitionInfo(ctx, ti, partition)
+		if e != nil {
+			return 0, e
+		}
+		if at == Earliest {
+			return pi.LogStartOffset, nil
+		}
+		return pi.HighWatermark, nil
+	case at < 0:
+		return 0, newError(CodeInvalidTimestamp, "timestamp %d: use unix milliseconds, or %d (earliest) or %d (latest)", at, Earliest, Latest)
+	}
+	off, err := b.d.Catalog.OffsetForTime(ctx, ti.ID, partition, at)
+	if err != nil {
+		return 0, catalogError("offset for time", err)
+	}
+	return off, nil
+}
+
+// DeleteRecords deletes a partition's records below before — Kafka's DeleteRecords; -1
+// means the high watermark, everything written so far — by moving its log start offset
+// up (never down): fetches below it are out of range at once, and the compactor deletes
+// the data behind it later, safely. Stream processing uses it to purge consumed
+// repartition topics.
+func (b *Broker) DeleteRecords(ctx context.Context, who Principal, topic string, partition int32, before int64) (catalog.PartitionInfo, error) {
+	if e := b.check(CapDeleteRecords); e != nil {
+		return catalog.PartitionInfo{}, e
+	}
+	if before < -1 {
+		return catalog.PartitionInfo{}, newError(CodeInvalidOffset, "before_offset must be an offset (records below it are deleted) or -1 for the high watermark")
+	}
+	ti, e := b.lookupPartition(ctx, topic, partition)
+	if e != nil {
+		return catalog.PartitionInfo{}, e
+	}
+	if before == -1 {
+		pi, e := b.partitionInfo(ctx, ti, partition)
+		if e != nil {
+			return catalog.PartitionInfo{}, e
+		}
+		before = pi.HighWatermark
+	}
+	pi, err := b.d.Records.DeleteRecords(ctx, ti.ID, partition, before)
+	if err != nil {
+		return catalog.PartitionInfo{}, catalogError("delete records", err)
+	}
+	return pi, nil
+}
