@@ -21,6 +21,7 @@ import (
 
 	catopen "github.com/strata-io/strata/catalog/open"
 	"github.com/strata-io/strata/internal/bench"
+	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/open"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
@@ -30,6 +31,7 @@ import (
 type benchFlags struct {
 	against, cat, bucket                      *string
 	createBucket, inProcess, jsonOut, noScale *bool
+	deleteData                                *bool
 	keep                                      *bool
 	// embedded: the nodes create their SQLite catalog in the bench's temporary
 	// directory (serve creates one only with --create).
@@ -57,6 +59,7 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 		cat:          c.fs.String("catalog", "", "catalog `DSN` of the nodes, as for serve: postgres://..., a libpq string, or an existing SQLite file; with --bucket, nodes are started against them"),
 		bucket:       c.fs.String("bucket", "", "object store `URL` of the nodes: s3://bucket/prefix?endpoint=...&path_style=true, or file:///dir"),
 		createBucket: c.fs.Bool("create-bucket", false, "create the S3 bucket if it is missing (MinIO)"),
+		deleteData:   c.fs.Bool("delete-data", false, "delete every object under --bucket (its prefix) when the bench ends: for a bucket prefix of the bench's own (scripts/bench.sh gives each run one); a run writes gigabytes"),
 		nodes:        c.fs.Int("nodes", 1, "`number` of node processes to start"),
 		inProcess:    c.fs.Bool("in-process", false, "run the node inside this process (one node; needed for --cpuprofile)"),
 		cpuprofile:   c.fs.String("cpuprofile", "", "write a CPU profile of each phase to `directory`/PHASE.prof (implies --in-process)"),
@@ -199,6 +202,10 @@ func runBench(ctx context.Context, e *env, c *command, f *benchFlags) error {
 			}
 		}
 		cfg.Store = st
+		if *f.deleteData {
+			// Registered before the nodes' stop, so it runs after they have stopped.
+			defer deleteAll(context.WithoutCancel(ctx), st, log)
+		}
 	}
 	stop, err := f.startNodes(ctx, &cfg, catalogURL, bucketURL)
 	if err != nil {
@@ -239,6 +246,22 @@ func runBench(ctx context.Context, e *env, c *command, f *benchFlags) error {
 		return rep.WriteJSON(e.stdout)
 	}
 	return rep.WriteTable(e.stdout)
+}
+
+// deleteAll deletes every object of st (--delete-data), saying how many went.
+func deleteAll(ctx context.Context, st objstore.Store, log *slog.Logger) {
+	var keys []string
+	if err := st.List(ctx, "", func(i objstore.Info) error { keys = append(keys, i.Key); return nil }); err != nil {
+		log.Warn("--delete-data: list the bucket", "err", err)
+		return
+	}
+	for _, k := range keys {
+		if err := st.Delete(ctx, k); err != nil {
+			log.Warn("--delete-data: delete", "key", k, "err", err)
+			return
+		}
+	}
+	log.Info("--delete-data: deleted the run's objects", "objects", len(keys))
 }
 
 // startNodes starts the nodes the bench drives, in this process or as child processes
