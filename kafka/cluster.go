@@ -1,11 +1,13 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -134,6 +136,8 @@ func (v *clusterView) load(ctx context.Context) (*membership, error) {
 
 func (v *clusterView) build(clusterID string, nodes []catalog.Node) *membership {
 	m := &membership{clusterID: clusterID, controller: -1}
+	// By id, whatever order the registry gave: every node's answer is the same bytes.
+	nodes = slices.SortedFunc(slices.Values(nodes), func(a, b catalog.Node) int { return cmp.Compare(a.ID, b.ID) })
 	for _, n := range nodes {
 		addr := n.Addr
 		if v.shared != "" {
