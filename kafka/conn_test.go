@@ -138,7 +138,7 @@ func TestGarbageAndHalfFrames(t *testing.T) {
 		"http":             []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
 		"header too short": {0, 0, 0, 12, 0, 3, 0, 1, 0, 0, 0, 1, 0xff, 0xff, 0x7f, 0xff},
 		// Five topics announced, the first one's name running past the frame.
-		"metadata cut short": {0, 0, 0, 20, 0, 3, 0, 1, 0, 0, 0, 1, 0xff, 0xff, 0, 0, 0, 5, 0, 40, 'a', 'b', 'c', 'd'},
+		"metadata cut short":  {0, 0, 0, 20, 0, 3, 0, 1, 0, 0, 0, 1, 0xff, 0xff, 0, 0, 0, 5, 0, 40, 'a', 'b', 'c', 'd'},
 		"client id runs over": {0, 0, 0, 12, 0, 18, 0, 0, 0, 0, 0, 1, 0x7f, 0xff, 0, 0},
 	} {
 		t.Run(name, func(t *testing.T) {
