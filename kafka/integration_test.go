@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"math/big"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -218,20 +217,6 @@ func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
 }
 
-// kcatPath finds kcat (Debian's 1.7.1, librdkafka 2.0.2): scripts/services.sh installs
-// it; without it the test skips, or fails under CI.
-func kcatPath(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("kcat")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("kcat is not installed: CI must run the Kafka client tests (scripts/services.sh installs it)")
-		}
-		t.Skip("kcat is not installed (apt-get install kcat, or run scripts/services.sh)")
-	}
-	return p
-}
-
 // kcatMetadata is `kcat -L -J`'s answer.
 type kcatMetadata struct {
 	ControllerID int32 `json:"controllerid"`
@@ -254,7 +239,7 @@ func kcatList(t *testing.T, addr string, extra ...string) kcatMetadata {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	args := append([]string{"-b", addr, "-L", "-J", "-m", "10"}, extra...)
-	out, err := exec.CommandContext(ctx, kcatPath(t), args...).CombinedOutput()
+	out, err := exec.CommandContext(ctx, testsvc.Kcat(t), args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kcat %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
@@ -267,7 +252,7 @@ func kcatList(t *testing.T, addr string, extra ...string) kcatMetadata {
 
 // librdkafka 2.0.2 (kcat) lists the node and the topics, with and without SASL.
 func TestKcatListsBrokersAndTopics(t *testing.T) {
-	kcatPath(t)
+	testsvc.Kcat(t)
 	const key = "kcat-sasl-key-0123456789"
 	cat := openSQLite(t)
 	for _, tp := range []struct {
@@ -307,7 +292,7 @@ func TestKcatListsBrokersAndTopics(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	args := append([]string{"-b", s.addr, "-L", "-m", "3"}, append(sasl, "-X", "sasl.password=wrong-key-0123456789")...)
-	out, err := exec.CommandContext(ctx, kcatPath(t), args...).CombinedOutput()
+	out, err := exec.CommandContext(ctx, testsvc.Kcat(t), args...).CombinedOutput()
 	if err == nil {
 		t.Fatalf("kcat with a wrong key listed metadata:\n%s", out)
 	}
@@ -373,12 +358,10 @@ func TestTwoNodesAgree(t *testing.T) {
 	if len(leaders) != 2 {
 		t.Errorf("every partition led by one node: %v", leaders)
 	}
-	if _, err := exec.LookPath("kcat"); err == nil || os.Getenv("CI") != "" {
-		ka, kb := kcatList(t, na.addr), kcatList(t, nb.addr)
-		ja, _ := json.Marshal(ka)
-		jb, _ := json.Marshal(kb)
-		if string(ja) != string(jb) || len(ka.Brokers) != 2 {
-			t.Fatalf("kcat sees the nodes disagree:\n%s\n%s", ja, jb)
-		}
+	ka, kb := kcatList(t, na.addr), kcatList(t, nb.addr)
+	ja, _ := json.Marshal(ka)
+	jb, _ := json.Marshal(kb)
+	if string(ja) != string(jb) || len(ka.Brokers) != 2 {
+		t.Fatalf("kcat sees the nodes disagree:\n%s\n%s", ja, jb)
 	}
 }

@@ -291,3 +291,23 @@ func testTopicUUIDs(t *testing.T, open func(t *testing.T) ClusterCatalog) {
 		t.Fatalf("TopicByUUID of an unknown UUID = %v, want ErrTopicNotFound", err)
 	}
 }
+
+// WantDistinctUUIDs asserts that c has n live topics, each with a UUID of its own: what
+// a migration that adds topic UUIDs must leave behind.
+func WantDistinctUUIDs(t *testing.T, c catalog.Catalog, n int) {
+	t.Helper()
+	ts, err := c.Topics(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[catalog.UUID]bool{}
+	for _, tp := range ts {
+		if tp.UUID.IsZero() || seen[tp.UUID] {
+			t.Fatalf("topic %s has UUID %s: want a distinct non-zero UUID each", tp.Name, tp.UUID)
+		}
+		seen[tp.UUID] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("%d topics, want %d", len(seen), n)
+	}
+}

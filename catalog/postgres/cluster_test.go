@@ -65,18 +65,5 @@ func TestMigrationGivesTopicsUUIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := openDSN(t, dsn, catalog.Options{})
-	ts, err := c.Topics(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[catalog.UUID]bool{}
-	for _, tp := range ts {
-		if tp.UUID.IsZero() || seen[tp.UUID] {
-			t.Fatalf("after migration, topic %s has UUID %s: want a distinct non-zero UUID each", tp.Name, tp.UUID)
-		}
-		seen[tp.UUID] = true
-	}
-	if len(seen) != 3 {
-		t.Fatalf("%d topics after migration, want 3", len(seen))
-	}
+	catalogtest.WantDistinctUUIDs(t, c, 3)
 }

@@ -56,20 +56,7 @@ func TestMigrationGivesTopicsUUIDs(t *testing.T) {
 	}
 	db.Close()
 	c := openPath(t, path)
-	ts, err := c.Topics(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[catalog.UUID]bool{}
-	for _, tp := range ts {
-		if tp.UUID.IsZero() || seen[tp.UUID] {
-			t.Fatalf("after migration, topic %s has UUID %s: want a distinct non-zero UUID each", tp.Name, tp.UUID)
-		}
-		seen[tp.UUID] = true
-	}
-	if len(seen) != 3 {
-		t.Fatalf("%d topics after migration, want 3", len(seen))
-	}
+	catalogtest.WantDistinctUUIDs(t, c, 3)
 }
 
 func openPath(t *testing.T, path string) *Catalog {

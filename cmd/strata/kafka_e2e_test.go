@@ -13,22 +13,17 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/testsvc"
 )
 
 // kcatBrokers runs `kcat -L -J` against addr and returns "id=host:port" per broker and
 // "topic=partitions" per topic.
-func kcatBrokers(t *testing.T, addr string) (brokers, topics []string) {
+func kcatBrokers(t *testing.T, addr string, extra ...string) (brokers, topics []string) {
 	t.Helper()
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("kcat is not installed: CI must run the Kafka client tests (scripts/services.sh installs it)")
-		}
-		t.Skip("kcat is not installed (apt-get install kcat, or run scripts/services.sh)")
-	}
+	kcat := testsvc.Kcat(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, kcat, "-b", addr, "-L", "-J", "-m", "10").CombinedOutput()
+	out, err := exec.CommandContext(ctx, kcat, append([]string{"-b", addr, "-L", "-J", "-m", "10"}, extra...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kcat -b %s -L: %v\n%s", addr, err, out)
 	}
@@ -57,9 +52,7 @@ func kcatBrokers(t *testing.T, addr string) (brokers, topics []string) {
 // `strata dev` serves the Kafka protocol: kcat lists the node and the topics made over
 // HTTP, and one it names is auto-created.
 func TestKafkaDevWithKcat(t *testing.T) {
-	if _, err := exec.LookPath("kcat"); err != nil && os.Getenv("CI") == "" {
-		t.Skip("kcat is not installed (apt-get install kcat, or run scripts/services.sh)")
-	}
+	testsvc.Kcat(t)
 	bin := buildStrata(t)
 	addr, kafkaAddr := freeAddr(t), freeAddr(t)
 	s, out := startStrata(t, bin, nil, addr, "dev", "--data", filepath.Join(t.TempDir(), "data"), "--listen", addr,
@@ -77,6 +70,12 @@ func TestKafkaDevWithKcat(t *testing.T) {
 	if strings.Join(topics, " ") != "orders=3" {
 		t.Fatalf("kcat topics %v, want orders=3", topics)
 	}
+	if _, topics := kcatBrokers(t, kafkaAddr, "-t", "clicks"); strings.Join(topics, " ") != "clicks=1" {
+		t.Fatalf("kcat -t clicks: topics %v, want clicks=1 (auto-created)", topics)
+	}
+	if _, err := client.New(s.url).Topic(t.Context(), "clicks"); err != nil {
+		t.Fatalf("the auto-created topic is not served over HTTP: %v", err)
+	}
 	s.stop(t)
 }
 
@@ -91,9 +90,7 @@ func TestKafkaTwoServeNodes(t *testing.T) {
 		}
 		t.Skip("set STRATA_TEST_POSTGRES and STRATA_TEST_S3_* (eval \"$(scripts/services.sh)\") to run against Postgres and MinIO")
 	}
-	if _, err := exec.LookPath("kcat"); err != nil && os.Getenv("CI") == "" {
-		t.Skip("kcat is not installed (apt-get install kcat, or run scripts/services.sh)")
-	}
+	testsvc.Kcat(t)
 	catalogURL := testDatabase(t, dsn)
 	bucket := fmt.Sprintf("strata-kafka-%d", time.Now().UnixNano())
 	bucketURL := fmt.Sprintf("s3://%s/e2e?endpoint=%s&path_style=true&region=%s", bucket, endpoint, os.Getenv("STRATA_TEST_S3_REGION"))
