@@ -133,7 +133,7 @@ func (s *Server) saslAuthenticate(ctx context.Context, r *request, req kmsg.Requ
 func (c *conn) rawSASL(sl *slot, token []byte) bool {
 	start := time.Now()
 	err := c.s.authenticate(c.ctx, c, token)
-	c.s.metrics.observe("SaslRawToken", 0, time.Since(start), err != nil)
+	c.s.metrics.observe("SaslRawToken", 0, true, time.Since(start), err != nil)
 	if err != nil {
 		sl.closeAfter = true
 	} else {

@@ -271,7 +271,7 @@ var errAnswerThenClose = errors.New("answer, then close the connection")
 func (c *conn) complete(sl *slot, h header, resp kmsg.Response, a api, start time.Time, err error) {
 	defer close(sl.done)
 	failed := err != nil || (resp != nil && hasErrorCode(resp))
-	c.s.metrics.observe(a.name, h.version, time.Since(start), failed)
+	c.s.metrics.observe(a.name, h.version, h.version >= a.min && h.version <= a.max, time.Since(start), failed)
 	if err != nil {
 		sl.closeAfter = true
 		if !errors.Is(err, errAnswerThenClose) {

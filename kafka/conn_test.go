@@ -65,6 +65,9 @@ func TestApiVersionsTooNew(t *testing.T) {
 	if len(resp.ApiKeys) != 1 || resp.ApiKeys[0].ApiKey != 18 || resp.ApiKeys[0].MinVersion != 0 || resp.ApiKeys[0].MaxVersion != 3 {
 		t.Fatalf("api keys %+v, want only ApiVersions 0..3", resp.ApiKeys)
 	}
+	if n := testutil.ToFloat64(ts.metrics.requests.WithLabelValues("ApiVersions", "unsupported")); n != 1 {
+		t.Errorf("too-new ApiVersions counted %v times under version \"unsupported\", want 1", n)
+	}
 	// The connection stays usable: the client retries at a version it now knows.
 	if r := c.roundTrip(kmsg.NewPtrApiVersionsRequest(), 3).(*kmsg.ApiVersionsResponse); r.ErrorCode != 0 {
 		t.Fatalf("retry at v3: error %d", r.ErrorCode)

@@ -147,7 +147,11 @@ func (s *Server) findCoordinator(ctx context.Context, _ *request, req kmsg.Reque
 			c.ErrorMessage = &msg
 			return c
 		}
-		b, _ := m.broker(m.coordinator(in.CoordinatorType, key))
+		b, ok := m.broker(m.coordinator(in.CoordinatorType, key))
+		if !ok { // no live node with a usable address: the client retries
+			c.ErrorCode, c.NodeID = kerr.CoordinatorNotAvailable.Code, -1
+			return c
+		}
 		c.NodeID, c.Host, c.Port = b.id, b.host, b.port
 		return c
 	}

@@ -66,8 +66,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 }
 
-func (m *metrics) observe(api string, version int16, took time.Duration, failed bool) {
-	v := strconv.Itoa(int(version))
+// observe records one request. Versions outside the API's range share one label, so a
+// client cannot mint label values.
+func (m *metrics) observe(api string, version int16, served bool, took time.Duration, failed bool) {
+	v := "unsupported"
+	if served {
+		v = strconv.Itoa(int(version))
+	}
 	m.requests.WithLabelValues(api, v).Inc()
 	m.latency.WithLabelValues(api, v).Observe(took.Seconds())
 	if failed {
