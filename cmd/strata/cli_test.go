@@ -174,6 +174,12 @@ func TestServeValidation(t *testing.T) {
 		{"log level", append(base, "--log-level", "loud"), nil, []string{`"loud": use one of debug, info, warn, error`}},
 		{"env too", []string{"serve"}, map[string]string{"STRATA_CATALOG": "postgres://u:p@db/x", "STRATA_BUCKET": "s3://b/p", "STRATA_ROLES": "nope"}, []string{`unknown role "nope"`}},
 		{"password not echoed", []string{"serve", "--catalog", "postgres://u:hunter2@/x", "--bucket", "s3://b/p"}, nil, []string{"not a valid Postgres URL"}},
+		{"kafka listen", append(base, "--kafka-listen", "9092"), nil, []string{`--kafka-listen "9092": want host:port`}},
+		{"kafka advertise", append(base, "--kafka-listen", ":9092", "--kafka-advertise", ":9092"), nil, []string{`--kafka-advertise ":9092": want host:port that clients can reach`}},
+		{"kafka shared", append(base, "--kafka-listen", ":9092", "--kafka-shared-address", "lb:0"), nil, []string{`--kafka-shared-address "lb:0": port "0" is not between 1 and 65535`}},
+		{"kafka tls half", append(base, "--kafka-listen", ":9092", "--kafka-tls-cert", "c.pem"), nil, []string{"--kafka-tls-cert and --kafka-tls-key go together"}},
+		{"kafka lease", append(base, "--kafka-listen", ":9092", "--kafka-node-lease", "100ms"), nil, []string{"--kafka-node-lease 100ms: want between 1s and 10m"}},
+		{"kafka frame", append(base, "--kafka-listen", ":9092", "--kafka-max-frame-bytes", "1KiB"), nil, []string{"--kafka-max-frame-bytes 1KiB: want between 64KiB and 1GiB"}},
 	} {
 		code, _, stderr := runCLI(t, tc.env, "", tc.args...)
 		if code != 2 {

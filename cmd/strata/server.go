@@ -174,6 +174,10 @@ type nodeSpec struct {
 	// role may depend on a background loop (the reader does not listen for commit
 	// notifications; long-polls poll).
 	lambda bool
+	// kafka configures the Kafka listener (nil or an empty address: none); dev says a
+	// busy default port turns it off rather than failing (kafka.go).
+	kafka *kafkaFlags
+	dev   bool
 }
 
 func devCommand() (*command, func(context.Context, *env, *command, []string) error) {
@@ -183,11 +187,12 @@ objects under DATA/objects, the writer, reader and compactor roles and the HTTP 
 restarts. Ctrl-C shuts down gracefully: requests in flight finish, the writer drains.`)
 	data := c.fs.String("data", "./strata-data", "`directory` holding the catalog and the objects (created if missing)")
 	nf := addNodeFlags(c, "127.0.0.1:8080", "text")
+	kf := addKafkaFlags(c, "127.0.0.1:9092", true)
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
 		if len(args) > 0 {
 			return usagef(c.name, "unexpected argument %q (flags start with --)", args[0])
 		}
-		bad := nf.validate()
+		bad := append(nf.validate(), kf.validate()...)
 		if *data == "" {
 			bad = append(bad, "--data is empty: give a directory, e.g. --data ./strata-data")
 		} else if st, err := os.Stat(*data); err == nil && !st.IsDir() {
@@ -202,7 +207,7 @@ restarts. Ctrl-C shuts down gracefully: requests in flight finish, the writer dr
 		dbPath := filepath.Join(*data, "catalog.db")
 		objDir := filepath.Join(*data, "objects")
 		spec := nodeSpec{
-			flags: nf, writer: true, reader: true, compactor: true,
+			flags: nf, writer: true, reader: true, compactor: true, kafka: kf, dev: true,
 			catalog: func(ctx context.Context, opts catalog.Options) (catalog.Backend, error) {
 				return sqlite.Open(ctx, dbPath, opts)
 			},
@@ -232,11 +237,14 @@ func serveCommand() (*command, func(context.Context, *env, *command, []string) e
 		`Runs a node. Any node serves any request for the roles it runs; put as many as needed
 behind a load balancer. /readyz answers 200 once the catalog and the bucket answer.`)
 	sf := addServeFlags(c, ":8080")
+	kf := addKafkaFlags(c, "", false)
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
 		if len(args) > 0 {
 			return usagef(c.name, "unexpected argument %q (flags start with --)", args[0])
 		}
 		spec, bad := sf.spec()
+		bad = append(bad, kf.validate()...)
+		spec.kafka = kf
 		if len(bad) > 0 {
 			return badFlags(c.name, bad)
 		}
@@ -439,6 +447,19 @@ func runNode(ctx context.Context, e *env, spec nodeSpec) (err error) {
 		wg.Wait()
 		return fmt.Errorf("listen on %s: %w (choose another --listen, or stop what uses it)", nf.listen, err)
 	}
+	var kn *kafkaNode
+	if spec.kafka != nil && spec.kafka.listen != "" {
+		if kn, err = startKafka(ctx, spec.kafka, n.cat, spec.api.Auth.Keys, log, n.deps.Registerer, spec.dev); err != nil {
+			ln.Close()
+			stopRoles()
+			wg.Wait()
+			return err
+		}
+	}
+	var kafkaErr chan error // nil without a listener: never ready
+	if kn != nil {
+		kafkaErr = kn.errc
+	}
 	// Long polls and tails never finish by themselves: their requests' context is
 	// cancelled a moment into the shutdown so that Shutdown does not wait them out.
 	baseCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
@@ -457,6 +478,9 @@ func runNode(ctx context.Context, e *env, spec nodeSpec) (err error) {
 	log.Info("serving HTTP API", "url", base)
 	if spec.banner != nil {
 		spec.banner(e.stdout, base)
+		if kn != nil {
+			fmt.Fprintf(e.stdout, "Kafka clients: bootstrap %s (e.g. kcat -b %s -L)\n\n", kn.addr, kn.addr)
+		}
 	}
 
 	var failure error
@@ -465,6 +489,8 @@ func runNode(ctx context.Context, e *env, spec nodeSpec) (err error) {
 		log.Info("shutting down: signal received")
 	case err := <-serveErr:
 		failure = fmt.Errorf("serve HTTP: %w", err)
+	case err := <-kafkaErr:
+		failure = fmt.Errorf("serve Kafka: %w", err)
 	case err := <-roleErr:
 		failure = err
 		log.Error("shutting down: a role failed", "err", err)
@@ -474,12 +500,20 @@ func runNode(ctx context.Context, e *env, spec nodeSpec) (err error) {
 	shCtx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	grace := time.AfterFunc(min(2*time.Second, nf.shutdownTimeout/4), cancelRequests)
+	kafkaStopped := make(chan struct{})
+	go func() { // beside the HTTP shutdown: both let requests in flight finish
+		defer close(kafkaStopped)
+		if kn != nil {
+			kn.stop()
+		}
+	}()
 	if err := srv.Shutdown(shCtx); err != nil {
 		log.Warn("HTTP shutdown incomplete: closing remaining connections", "err", err)
 		_ = srv.Close()
 	}
 	grace.Stop()
 	cancelRequests()
+	<-kafkaStopped
 
 	stopRoles()
 	stopped := make(chan struct{})

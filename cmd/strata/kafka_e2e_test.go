@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/testsvc"
+)
+
+// kcatBrokers runs `kcat -L -J` against addr and returns "id=host:port" per broker and
+// "topic=partitions" per topic.
+func kcatBrokers(t *testing.T, addr string, extra ...string) (brokers, topics []string) {
+	t.Helper()
+	kcat := testsvc.Kcat(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, kcat, append([]string{"-b", addr, "-L", "-J", "-m", "10"}, extra...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kcat -b %s -L: %v\n%s", addr, err, out)
+	}
+	var md struct {
+		Brokers []struct {
+			ID   int32  `json:"id"`
+			Name string `json:"name"`
+		} `json:"brokers"`
+		Topics []struct {
+			Topic      string            `json:"topic"`
+			Partitions []json.RawMessage `json:"partitions"`
+		} `json:"topics"`
+	}
+	if err := json.Unmarshal(out, &md); err != nil {
+		t.Fatalf("kcat -L -J: %v\n%s", err, out)
+	}
+	for _, b := range md.Brokers {
+		brokers = append(brokers, fmt.Sprintf("%d=%s", b.ID, b.Name))
+	}
+	for _, tp := range md.Topics {
+		topics = append(topics, fmt.Sprintf("%s=%d", tp.Topic, len(tp.Partitions)))
+	}
+	return brokers, topics
+}
+
+// `strata dev` serves the Kafka protocol: kcat lists the node and the topics made over
+// HTTP, and one it names is auto-created.
+func TestKafkaDevWithKcat(t *testing.T) {
+	testsvc.Kcat(t)
+	bin := buildStrata(t)
+	addr, kafkaAddr := freeAddr(t), freeAddr(t)
+	s, out := startStrata(t, bin, nil, addr, "dev", "--data", filepath.Join(t.TempDir(), "data"), "--listen", addr,
+		"--kafka-listen", kafkaAddr, "--log-level", "warn")
+	if want := "Kafka clients: bootstrap " + kafkaAddr; !strings.Contains(out.String(), want) {
+		t.Errorf("the banner does not say %q:\n%s", want, out.String())
+	}
+	if _, err := client.New(s.url).CreateTopic(t.Context(), "orders", 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	brokers, topics := kcatBrokers(t, kafkaAddr)
+	if len(brokers) != 1 || brokers[0] != "0="+kafkaAddr {
+		t.Fatalf("kcat brokers %v, want 0=%s", brokers, kafkaAddr)
+	}
+	if strings.Join(topics, " ") != "orders=3" {
+		t.Fatalf("kcat topics %v, want orders=3", topics)
+	}
+	if _, topics := kcatBrokers(t, kafkaAddr, "-t", "clicks"); strings.Join(topics, " ") != "clicks=1" {
+		t.Fatalf("kcat -t clicks: topics %v, want clicks=1 (auto-created)", topics)
+	}
+	if _, err := client.New(s.url).Topic(t.Context(), "clicks"); err != nil {
+		t.Fatalf("the auto-created topic is not served over HTTP: %v", err)
+	}
+	s.stop(t)
+}
+
+// Two `strata serve` nodes on Postgres and MinIO: kcat bootstrapped at either lists
+// both brokers alike; after one is killed, it leaves the other's answer within its node
+// lease.
+func TestKafkaTwoServeNodes(t *testing.T) {
+	dsn, endpoint := os.Getenv("STRATA_TEST_POSTGRES"), os.Getenv("STRATA_TEST_S3_ENDPOINT")
+	if dsn == "" || endpoint == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("STRATA_TEST_POSTGRES and STRATA_TEST_S3_* are not set: CI must run against Postgres and MinIO")
+		}
+		t.Skip("set STRATA_TEST_POSTGRES and STRATA_TEST_S3_* (eval \"$(scripts/services.sh)\") to run against Postgres and MinIO")
+	}
+	testsvc.Kcat(t)
+	catalogURL := testDatabase(t, dsn)
+	bucket := fmt.Sprintf("strata-kafka-%d", time.Now().UnixNano())
+	bucketURL := fmt.Sprintf("s3://%s/e2e?endpoint=%s&path_style=true&region=%s", bucket, endpoint, os.Getenv("STRATA_TEST_S3_REGION"))
+	creds := []string{
+		"AWS_ACCESS_KEY_ID=" + os.Getenv("STRATA_TEST_S3_ACCESS_KEY"),
+		"AWS_SECRET_ACCESS_KEY=" + os.Getenv("STRATA_TEST_S3_SECRET_KEY"),
+	}
+	bin := buildStrata(t)
+	const lease = 2 * time.Second
+	serve := func() (*devServer, string) {
+		addr, kafkaAddr := freeAddr(t), freeAddr(t)
+		s, _ := startStrata(t, bin, creds, addr, "serve", "--catalog", catalogURL, "--bucket", bucketURL,
+			"--create-bucket", "--listen", addr, "--log-level", "warn",
+			"--kafka-listen", kafkaAddr, "--kafka-node-lease", lease.String())
+		return s, kafkaAddr
+	}
+	a, ka := serve()
+	b, kb := serve()
+	if _, err := client.New(a.url).CreateTopic(t.Context(), "orders", 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	brokersA, topicsA := kcatBrokers(t, ka)
+	brokersB, topicsB := kcatBrokers(t, kb)
+	if len(brokersA) != 2 || fmt.Sprint(brokersA) != fmt.Sprint(brokersB) || fmt.Sprint(topicsA) != fmt.Sprint(topicsB) || fmt.Sprint(topicsA) != "[orders=4]" {
+		t.Fatalf("the nodes disagree or miss something:\n%s: %v %v\n%s: %v %v", ka, brokersA, topicsA, kb, brokersB, topicsB)
+	}
+
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-a.done
+	killed := time.Now()
+	for {
+		brokers, _ := kcatBrokers(t, kb)
+		if len(brokers) == 1 && strings.HasSuffix(brokers[0], "="+kb) {
+			break
+		}
+		// The lease, one renewal period, and the listener's one-second view.
+		if bound := lease + lease/3 + 2*time.Second; time.Since(killed) > bound {
+			t.Fatalf("%v after the kill, the live node still lists %v; want it gone within %v", time.Since(killed), brokers, bound)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("the killed node left the view %v after the kill (lease %v)", time.Since(killed).Round(10*time.Millisecond), lease)
+	b.signal(t, syscall.SIGTERM)
+}
