@@ -301,7 +301,7 @@ func requestError(r catalog.Request, batches []batchRow, pre error) error {
 // commitWithGroups commits a flush some of whose requests commit group offsets. The
 // group rules are catalog.CheckOffsetCommit's, run in Go, so the flush takes an
 // explicit transaction: lock the partition rows (sorted) and the producer registry
-// rows, then the groups (sorted by name: FOR SHARE, or FOR UPDATE for a commit without
+// rows (exclusively), then the groups (sorted by name: FOR SHARE, or FOR UPDATE for a commit without
 // a member), read what the checks need, check, and call strata_commit with the
 // refusals and the offsets to store. Lock order: partitions, producer state, groups.
 func (c *Catalog) commitWithGroups(ctx context.Context, plan *catalog.Plan, keyTime time.Time, names []string, exclusive map[string]bool) ([]catalog.Result, error) {
@@ -325,7 +325,12 @@ func (c *Catalog) commitWithGroups(ctx context.Context, plan *catalog.Plan, keyT
 	b := &pgx.Batch{}
 	b.Queue(`SELECT 1 FROM partitions WHERE (topic_id, partition) IN (SELECT * FROM unnest($1::bigint[], $2::int[]))
 		ORDER BY topic_id, partition FOR UPDATE`, tids, parts)
-	b.Queue(`SELECT 1 FROM producers WHERE id = ANY($1::bigint[]) ORDER BY id FOR SHARE`, orEmpty(ids))
+	// FOR NO KEY UPDATE, not strata_commit's usual FOR SHARE: a request may bump its
+	// producer's epoch, which strata_commit then writes (0070), and a shared lock taken
+	// here would have to be upgraded there — a deadlock with another flush doing the
+	// same. Flushes with group offsets (exactly-once pipelines) are serial per producer
+	// anyway.
+	b.Queue(`SELECT 1 FROM producers WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE`, orEmpty(ids))
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("postgres: commit %s: lock partitions and producers: %w", key, err)
 	}

@@ -33,6 +33,7 @@ const (
 		ON CONFLICT (topic_id, partition, producer_id) DO UPDATE SET
 			epoch = excluded.epoch, batches = excluded.batches, updated_at = excluded.updated_at`
 	touchProducer = `UPDATE producers SET last_used_at = ?1 WHERE id = ?2 AND last_used_at < ?3`
+	bumpProducer  = `UPDATE producers SET epoch = ?1 WHERE id = ?2 AND epoch < ?1`
 )
 
 // stmts are the commit path's statements, parsed once: parsing costs more CPU than
@@ -40,7 +41,7 @@ const (
 // preparation on the one writer connection.
 type stmts struct {
 	now, segment, topic, partition, insertSegment, insertChunk, advance, fence, segmentChunks *sql.Stmt
-	producer, producerState, upsertProducerState, touchProducer                               *sql.Stmt
+	producer, producerState, upsertProducerState, touchProducer, bumpProducer                 *sql.Stmt
 }
 
 func prepare(ctx context.Context, db *sql.DB) (stmts, error) {
@@ -62,6 +63,7 @@ func prepare(ctx context.Context, db *sql.DB) (stmts, error) {
 		{&st.producerState, selectProducerState},
 		{&st.upsertProducerState, upsertProducerState},
 		{&st.touchProducer, touchProducer},
+		{&st.bumpProducer, bumpProducer},
 	} {
 		s, err := db.PrepareContext(ctx, p.sql)
 		if err != nil {
@@ -75,7 +77,7 @@ func prepare(ctx context.Context, db *sql.DB) (stmts, error) {
 
 func (st stmts) close() {
 	for _, s := range []*sql.Stmt{st.now, st.segment, st.topic, st.partition, st.insertSegment, st.insertChunk, st.advance, st.fence, st.segmentChunks,
-		st.producer, st.producerState, st.upsertProducerState, st.touchProducer} {
+		st.producer, st.producerState, st.upsertProducerState, st.touchProducer, st.bumpProducer} {
 		if s != nil {
 			s.Close()
 		}
@@ -356,14 +358,20 @@ func (c *Catalog) checkProducers(ctx context.Context, stmt func(*sql.Stmt) *sql.
 	return plan.CheckProducers(errs, registry, state), nil
 }
 
-// writeProducers stores the new states and refreshes the last-used time of producers
-// whose row has grown stale.
+// writeProducers stores the new states, moves the epochs the flush bumped, and
+// refreshes the last-used time of producers whose row has grown stale.
 func (c *Catalog) writeProducers(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt, pc *catalog.ProducerCheck, rows []catalog.ProducerStateRow, now time.Time) error {
 	ms := now.UnixMilli()
 	up := stmt(c.st.upsertProducerState)
 	for _, r := range rows {
 		if _, err := up.ExecContext(ctx, r.TopicID, r.Partition, r.ProducerID, r.Epoch, encodeBatches(r.Batches), ms); err != nil {
 			return fmt.Errorf("producer %d topic %d partition %d: %w", r.ProducerID, r.TopicID, r.Partition, err)
+		}
+	}
+	bump := stmt(c.st.bumpProducer)
+	for _, b := range pc.Bumps {
+		if _, err := bump.ExecContext(ctx, b.Epoch, b.ID); err != nil {
+			return fmt.Errorf("producer %d: bump to epoch %d: %w", b.ID, b.Epoch, err)
 		}
 	}
 	touch := stmt(c.st.touchProducer)
