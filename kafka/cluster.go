@@ -15,8 +15,8 @@ import (
 	"github.com/strata-io/strata/catalog"
 )
 
-// broker is a node as Kafka clients see it.
-type broker struct {
+// kbroker is a node as Kafka clients see it.
+type kbroker struct {
 	id   int32
 	host string
 	port int32
@@ -25,7 +25,7 @@ type broker struct {
 // membership is one snapshot of the cluster as clients see it.
 type membership struct {
 	clusterID  string
-	brokers    []broker // by id
+	brokers    []kbroker // by id
 	ids        []int32  // the brokers' ids, for rendezvous
 	controller int32    // the lowest live id: Kafka wants a live node there
 }
@@ -42,13 +42,13 @@ func (m *membership) coordinator(keyType int8, key string) int32 {
 	return rendezvous(m.ids, hashString(key)^mix64(uint64(uint8(keyType))+1))
 }
 
-func (m *membership) broker(id int32) (broker, bool) {
+func (m *membership) broker(id int32) (kbroker, bool) {
 	for _, b := range m.brokers {
 		if b.id == id {
 			return b, true
 		}
 	}
-	return broker{}, false
+	return kbroker{}, false
 }
 
 // rendezvous returns the id with the highest score for key (ties: the lowest id).
@@ -148,7 +148,7 @@ func (v *clusterView) build(clusterID string, nodes []catalog.Node) *membership 
 			v.log.Warn("skipping a registered node with a bad address", "node", n.ID, "addr", n.Addr, "err", err)
 			continue
 		}
-		m.brokers = append(m.brokers, broker{id: n.ID, host: host, port: port})
+		m.brokers = append(m.brokers, kbroker{id: n.ID, host: host, port: port})
 		m.ids = append(m.ids, n.ID)
 		if m.controller < 0 || n.ID < m.controller {
 			m.controller = n.ID

@@ -18,7 +18,7 @@ func members(ids ...int32) *membership {
 	m := &membership{}
 	for _, id := range ids {
 		m.ids = append(m.ids, id)
-		m.brokers = append(m.brokers, broker{id: id, host: "h", port: 1})
+		m.brokers = append(m.brokers, kbroker{id: id, host: "h", port: 1})
 	}
 	return m
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/broker"
 )
 
 // conn is one client connection. Its pipeline: the reader goroutine reads a frame,
@@ -47,6 +49,10 @@ type conn struct {
 	principal string
 	mechanism string // set by a successful SaslHandshake
 	rawToken  bool   // a v0 SaslHandshake: the next frame is a bare SASL token
+
+	// lastSubmit is closed once the connection's latest Produce has submitted its
+	// batches (request.turn); touched only by the reader goroutine.
+	lastSubmit chan struct{}
 }
 
 // slot is one request's place in the answer order.
@@ -69,6 +75,8 @@ func newConn(ctx context.Context, s *Server, nc net.Conn) *conn {
 		sem:      make(chan struct{}, s.cfg.MaxInflight),
 		stopRead: make(chan struct{}),
 	}
+	c.lastSubmit = make(chan struct{})
+	close(c.lastSubmit) // the first Produce has its turn at once
 	c.idle = time.AfterFunc(s.cfg.IdleTimeout, func() {
 		s.metrics.closed.WithLabelValues("idle").Inc()
 		c.close()
@@ -207,12 +215,18 @@ func (c *conn) dispatch(sl *slot, frame []byte) bool {
 	}
 	a, known := c.s.apis[h.key]
 	if !known {
+		if why, ok := unserved(h.key); ok {
+			// A client that ignored ApiVersions: say why, where an operator looks.
+			c.s.log.Info("closing connection: a Kafka API this server does not serve", "remote", c.remote,
+				"api", kmsg.NameForKey(h.key), "why", why, "client_id", deref(h.clientID))
+			return c.refuse(sl, "unserved_api", h, "unserved API")
+		}
 		return c.refuse(sl, "unknown_api", h, "unknown API key")
 	}
 	if h.key == apiVersionsKey && h.version > a.max {
 		// KIP-511: answered in v0 form, so a client newer than this server learns
 		// which ApiVersions versions to retry with.
-		c.complete(sl, h, apiVersionsTooNew(a), a, time.Now(), nil)
+		c.complete(sl, h, &request{}, apiVersionsTooNew(a), a, time.Now(), nil)
 		return true
 	}
 	if h.version < a.min || h.version > a.max {
@@ -235,13 +249,20 @@ func (c *conn) dispatch(sl *slot, frame []byte) bool {
 		return c.refuse(sl, "bad_request", h, "request body does not parse")
 	}
 	start := time.Now()
-	rq := &request{conn: c, header: h, principal: c.principal}
+	rq := &request{conn: c, header: h, principal: c.principal, who: broker.Principal{Name: c.principal}}
+	if h.key == produceKey {
+		rq.turn, rq.submitted = c.lastSubmit, make(chan struct{})
+		c.lastSubmit = rq.submitted
+	}
 	serve := func() {
+		if rq.submitted != nil {
+			defer rq.endTurn()
+		}
 		resp, err := a.handle(c.ctx, rq, req)
 		if resp != nil {
 			resp.SetVersion(h.version)
 		}
-		c.complete(sl, h, resp, a, start, err)
+		c.complete(sl, h, rq, resp, a, start, err)
 	}
 	if a.inline {
 		serve()
@@ -268,7 +289,7 @@ var errAnswerThenClose = errors.New("answer, then close the connection")
 // complete fills sl with resp, framed for h, and records the request's metrics. A nil
 // resp sends nothing; an error closes the connection after the answers before sl (and,
 // for errAnswerThenClose, after resp).
-func (c *conn) complete(sl *slot, h header, resp kmsg.Response, a api, start time.Time, err error) {
+func (c *conn) complete(sl *slot, h header, rq *request, resp kmsg.Response, a api, start time.Time, err error) {
 	defer close(sl.done)
 	failed := err != nil || (resp != nil && hasErrorCode(resp))
 	c.s.metrics.observe(a.name, h.version, h.version >= a.min && h.version <= a.max, time.Since(start), failed)
@@ -280,15 +301,15 @@ func (c *conn) complete(sl *slot, h header, resp kmsg.Response, a api, start tim
 		}
 	}
 	if resp != nil {
-		sl.out = frameResponse(h, resp)
+		sl.out = frameResponse(h, resp, rq.sizeHint)
 	}
 }
 
 // frameResponse encodes resp with its size prefix and response header: v1 (with tags)
 // for flexible versions, except ApiVersions, whose header is always v0 so that a client
 // can read it whatever version it asked for.
-func frameResponse(h header, resp kmsg.Response) []byte {
-	buf := make([]byte, 4, 128)
+func frameResponse(h header, resp kmsg.Response, sizeHint int) []byte {
+	buf := make([]byte, 4, 128+sizeHint)
 	buf = kbin.AppendInt32(buf, h.correlation)
 	if resp.IsFlexible() && h.key != apiVersionsKey {
 		buf = append(buf, 0) // no tagged fields

@@ -17,7 +17,13 @@ import (
 func TestApiVersions(t *testing.T) {
 	ts := startServer(t, Config{}, newFakeCluster())
 	c := dial(t, ts.addr)
-	want := map[int16][2]int16{18: {0, 3}, 3: {0, 12}, 10: {0, 4}, 60: {0, 1}}
+	// Exactly what is served: no transactions (24-26, 28), no OffsetForLeaderEpoch
+	// (23), no groups (11-16, 42, 68).
+	want := map[int16][2]int16{
+		18: {0, 3}, 3: {0, 12}, 10: {0, 4}, 60: {0, 1},
+		0: {3, 11}, 1: {4, 12}, 2: {0, 7}, 8: {0, 8}, 9: {0, 8}, 19: {0, 7}, 20: {0, 6}, 21: {0, 2},
+		22: {0, 4}, 32: {0, 4}, 33: {0, 2}, 37: {0, 3}, 44: {0, 1},
+	}
 	for v := int16(0); v <= 3; v++ {
 		resp := c.roundTrip(kmsg.NewPtrApiVersionsRequest(), v).(*kmsg.ApiVersionsResponse)
 		if resp.ErrorCode != 0 {
@@ -84,7 +90,11 @@ func TestClosesOnUnknownAndUnsupported(t *testing.T) {
 		reason string
 	}{
 		{"unknown api key", 9999, 0, "unknown_api"},
-		{"produce not served yet", 0, 9, "unknown_api"},
+		{"join group not served", 11, 9, "unserved_api"},
+		{"end txn not served", 26, 3, "unserved_api"},
+		{"offset for leader epoch not served", 23, 4, "unserved_api"},
+		{"produce v12", 0, 12, "unsupported_version"},
+		{"fetch v13", 1, 13, "unsupported_version"},
 		{"metadata v13", 3, 13, "unsupported_version"},
 		{"describe cluster v2", 60, 2, "unsupported_version"},
 		{"negative version", 3, -1, "unsupported_version"},

@@ -19,7 +19,7 @@ var fuzzServers = func() [2]*Server {
 	for i, auth := range []Authenticator{nil, NewStaticKeys([]string{keyA})} {
 		fc := newFakeCluster(catalog.Node{ID: 0, Addr: "127.0.0.1:9092"})
 		fc.add("orders", 3)
-		s, err := New(Config{Auth: auth, AutoCreateTopics: true, IdleTimeout: time.Minute}, Deps{Topics: fc, Membership: fc, Self: fixedSelf(fc.nodes[0])}, nil, nil)
+		s, err := New(Config{Auth: auth, AutoCreateTopics: true, IdleTimeout: time.Minute}, Deps{Core: fc.core(), Membership: fc, Self: fixedSelf(fc.nodes[0])}, nil, nil)
 		if err != nil {
 			panic(err)
 		}

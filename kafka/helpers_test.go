@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 )
 
@@ -126,6 +127,24 @@ func (f *fakeCluster) CreateTopic(_ context.Context, name string, partitions int
 	return f.add(name, partitions), nil
 }
 
+// The rest of the core's catalog: nothing the listener's own tests reach.
+func (f *fakeCluster) DeleteTopic(context.Context, string) error { return errors.ErrUnsupported }
+func (f *fakeCluster) UpdateTopic(context.Context, string, int32, map[string]string) (catalog.Topic, error) {
+	return catalog.Topic{}, errors.ErrUnsupported
+}
+func (f *fakeCluster) Partitions(context.Context, int64) ([]catalog.PartitionInfo, error) {
+	return nil, errors.ErrUnsupported
+}
+func (f *fakeCluster) OffsetForTime(context.Context, int64, int32, int64) (int64, error) {
+	return 0, errors.ErrUnsupported
+}
+
+// core is a broker core over f alone (no roles), its topic cache off so that changes
+// to f show at once.
+func (f *fakeCluster) core() *broker.Broker {
+	return broker.New(broker.Config{TopicCacheTTL: -1}, broker.Deps{Catalog: f})
+}
+
 func (f *fakeCluster) LiveNodes(context.Context) ([]catalog.Node, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -151,7 +170,7 @@ func startServer(t testing.TB, cfg Config, fc *fakeCluster) *testServer {
 		fc.nodes = []catalog.Node{{ID: 0, Addr: "127.0.0.1:9092"}}
 	}
 	reg := prometheus.NewRegistry()
-	s, err := New(cfg, Deps{Topics: fc, Membership: fc, Self: fixedSelf(fc.nodes[0])}, nil, reg)
+	s, err := New(cfg, Deps{Core: fc.core(), Membership: fc, Self: fixedSelf(fc.nodes[0])}, nil, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -24,26 +25,54 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
+	"github.com/strata-io/strata/api"
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/postgres"
 	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/internal/testsvc"
 	"github.com/strata-io/strata/kafka"
+	"github.com/strata-io/strata/objstore"
+	"github.com/strata-io/strata/objstore/fs"
+	"github.com/strata-io/strata/reader"
+	"github.com/strata-io/strata/writer"
 )
 
-type clusterCatalog interface {
-	catalog.Catalog
+// nodeCatalog is a whole catalog backend with the node registry (both backends).
+type nodeCatalog interface {
+	catalog.Backend
 	catalog.Cluster
 }
 
-// node is a Kafka listener on a real catalog, registered like a strata node.
+// node is a Kafka listener over a whole node on a real catalog — writer, reader and the
+// broker core over a store — registered like a strata node, and the HTTP API over the
+// same core.
 type node struct {
 	addr string
 	reg  *kafka.Registrar
+	core *broker.Broker
+	http string // the HTTP API's base URL
 }
 
-func startNode(t *testing.T, cat clusterCatalog, cfg kafka.Config) *node {
+func startNode(t *testing.T, cat nodeCatalog, cfg kafka.Config) *node {
 	t.Helper()
+	store, err := fs.New(filepath.Join(t.TempDir(), "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startNodeOn(t, cat, store, cfg)
+}
+
+// startNodeOn starts a node on store (nodes sharing a catalog share a store).
+func startNodeOn(t *testing.T, cat nodeCatalog, store objstore.Store, cfg kafka.Config) *node {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	w := writer.New(store, cat, writer.Config{Linger: 5 * time.Millisecond}, nil, nil)
+	rd := reader.New(store, cat, reader.Config{PollInterval: 100 * time.Millisecond}, nil, nil)
+	wg.Go(func() { _ = w.Run(ctx) })
+	wg.Go(func() { _ = rd.Run(ctx) })
+	core := broker.New(broker.Config{}, broker.Deps{Catalog: cat, Writer: w, Reader: rd, Batches: rd, Producers: cat, Records: cat, Groups: cat})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -55,20 +84,27 @@ func startNode(t *testing.T, cat clusterCatalog, cfg kafka.Config) *node {
 	if err := r.Register(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := kafka.New(cfg, kafka.Deps{Topics: cat, Membership: cat, Self: r}, nil, nil)
+	srv, err := kafka.New(cfg, kafka.Deps{Core: core, Membership: cat, Self: r}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := srv.Serve(ctx, ln); err != nil {
+	kctx, stopKafka := context.WithCancel(context.Background())
+	var kwg sync.WaitGroup
+	kwg.Go(func() {
+		if err := srv.Serve(kctx, ln); err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	wg.Go(func() { _ = r.Run(ctx) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	return &node{addr: ln.Addr().String(), reg: r}
+	kwg.Go(func() { _ = r.Run(kctx) })
+	hs := httptest.NewServer(api.New(api.Config{}, api.Deps{Core: core}).Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		stopKafka()
+		kwg.Wait()
+		cancel() // the writer drains after the listener has stopped
+		wg.Wait()
+	})
+	return &node{addr: ln.Addr().String(), reg: r, core: core, http: hs.URL}
 }
 
 func openSQLite(t *testing.T) *sqlite.Catalog {

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 )
 
@@ -15,7 +16,7 @@ import (
 // each "led" by the rendezvous node at leader epoch 0. Every node accepts every
 // partition, so a client with a stale view is never refused (no NOT_LEADER); the epoch
 // never moves, so no client sees it go backwards.
-func (s *Server) metadata(ctx context.Context, _ *request, req kmsg.Request) (kmsg.Response, error) {
+func (s *Server) metadata(ctx context.Context, r *request, req kmsg.Request) (kmsg.Response, error) {
 	in := req.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	m := s.view.get(ctx)
@@ -31,7 +32,7 @@ func (s *Server) metadata(ctx context.Context, _ *request, req kmsg.Request) (km
 
 	// v0: an empty list means every topic; v1+: null means every topic, empty none.
 	if in.Topics == nil || (in.Version == 0 && len(in.Topics) == 0) {
-		ts, err := s.deps.Topics.Topics(ctx)
+		ts, err := s.deps.Core.Topics(ctx, r.who)
 		if err != nil {
 			// No answer rather than an empty one: a client asking for every topic
 			// would take an empty list to mean they were all deleted.
@@ -56,7 +57,7 @@ func (s *Server) metadata(ctx context.Context, _ *request, req kmsg.Request) (km
 				continue
 			}
 			seenID[id] = true
-			if t, err = s.deps.Topics.TopicByUUID(ctx, id); err != nil {
+			if t, err = s.deps.Core.TopicByUUID(ctx, r.who, id); err != nil {
 				resp.Topics = append(resp.Topics, topicError(nil, rt.TopicID, err, kerr.UnknownTopicID))
 				continue
 			}
@@ -69,7 +70,7 @@ func (s *Server) metadata(ctx context.Context, _ *request, req kmsg.Request) (km
 				continue
 			}
 			seenName[name] = true
-			if t, err = s.topicForMetadata(ctx, name, autoCreate); err != nil {
+			if t, err = s.topicForMetadata(ctx, r.who, name, autoCreate); err != nil {
 				resp.Topics = append(resp.Topics, topicError(&name, rt.TopicID, err, kerr.UnknownTopicOrPartition))
 				continue
 			}
@@ -79,20 +80,31 @@ func (s *Server) metadata(ctx context.Context, _ *request, req kmsg.Request) (km
 	return resp, nil
 }
 
-// topicForMetadata looks a topic up, creating it when auto-create applies.
-func (s *Server) topicForMetadata(ctx context.Context, name string, autoCreate bool) (catalog.Topic, error) {
-	t, err := s.deps.Topics.Topic(ctx, name)
-	if !autoCreate || !errors.Is(err, catalog.ErrTopicNotFound) || catalog.ValidateTopicName(name) != nil {
-		return t, err
+// topicForMetadata looks a topic up (through the core's topic cache), creating it when
+// auto-create applies, under the core's rules for a new topic.
+func (s *Server) topicForMetadata(ctx context.Context, who broker.Principal, name string, autoCreate bool) (catalog.Topic, error) {
+	ti, err := s.deps.Core.LookupTopic(ctx, who, name)
+	if err == nil {
+		return ti.Topic, nil
 	}
-	t, err = s.deps.Topics.CreateTopic(ctx, name, s.cfg.AutoCreatePartitions, nil)
-	if errors.Is(err, catalog.ErrTopicExists) { // another node or client made it meanwhile
-		return s.deps.Topics.Topic(ctx, name)
+	if !autoCreate || !hasCode(err, broker.CodeTopicNotFound) {
+		return catalog.Topic{}, err
+	}
+	t, err := s.deps.Core.CreateTopic(ctx, who, broker.CreateTopicRequest{Name: name, Partitions: s.cfg.AutoCreatePartitions})
+	if hasCode(err, broker.CodeTopicExists) { // another node or client made it meanwhile
+		ti, err := s.deps.Core.LookupTopic(ctx, who, name)
+		return ti.Topic, err
 	}
 	if err == nil {
 		s.log.Info("auto-created topic", "topic", name, "partitions", t.Partitions)
 	}
 	return t, err
+}
+
+// hasCode reports whether err is the core's error with code c.
+func hasCode(err error, c broker.Code) bool {
+	var e *broker.Error
+	return errors.As(err, &e) && e.Code == c
 }
 
 func topicMetadata(m *membership, t catalog.Topic) kmsg.MetadataResponseTopic {
@@ -118,13 +130,9 @@ func topicError(name *string, id [16]byte, err error, notFound *kerr.Error) kmsg
 	rt.Topic, rt.TopicID = name, id
 	rt.Partitions = []kmsg.MetadataResponseTopicPartition{}
 	switch {
-	case err == nil:
+	case err == nil, hasCode(err, broker.CodeTopicNotFound):
 		rt.ErrorCode = notFound.Code
-	case errors.Is(err, catalog.ErrTopicNotFound) && name != nil && catalog.ValidateTopicName(*name) != nil:
-		rt.ErrorCode = kerr.InvalidTopicException.Code
-	case errors.Is(err, catalog.ErrTopicNotFound):
-		rt.ErrorCode = notFound.Code
-	case errors.Is(err, catalog.ErrInvalidTopicName):
+	case hasCode(err, broker.CodeInvalidTopicName):
 		rt.ErrorCode = kerr.InvalidTopicException.Code
 	default:
 		rt.ErrorCode = kerr.LeaderNotAvailable.Code

@@ -57,7 +57,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"reason"})),
 		protocol: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_kafka_protocol_errors_total",
-			Help: "Kafka connections closed for what they sent, by reason (frame_size, truncated_frame, bad_header, bad_request, unknown_api, unsupported_version, unauthenticated).",
+			Help: "Kafka connections closed for what they sent, by reason (frame_size, truncated_frame, bad_header, bad_request, unknown_api, unserved_api, unsupported_version, unauthenticated).",
 		}, []string{"reason"})),
 		authFailures: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_kafka_auth_failures_total",

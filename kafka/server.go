@@ -1,11 +1,12 @@
 // Package kafka is Strata's Kafka wire-protocol front end: a TCP listener that decodes
-// requests with franz-go's kmsg, calls what serves them and encodes the answers. It owns
-// the protocol's plumbing — frames, the per-connection pipeline that answers in order,
-// limits, SASL/PLAIN, ApiVersions — and the cluster view Kafka clients need from a
-// cluster without leaders: brokers are the live nodes of the catalog's registry, and a
-// partition's "leader" is a rendezvous hash over them, identical on every node for the
-// same membership. It holds no produce, fetch, offset or topic rule: those belong to the
-// broker core (a second front end would otherwise copy them).
+// requests with franz-go's kmsg, calls the broker core with the connection's principal
+// and encodes the answers (errors.go maps the core's error codes to Kafka's, in one
+// place). It owns the protocol's plumbing — frames, the per-connection pipeline that
+// answers in order, limits, SASL/PLAIN, ApiVersions — and the cluster view Kafka clients
+// need from a cluster without leaders: brokers are the live nodes of the catalog's
+// registry, and a partition's "leader" is a rendezvous hash over them, identical on
+// every node for the same membership. It holds no produce, fetch, offset or topic rule:
+// those belong to the core, shared with the HTTP API.
 package kafka
 
 import (
@@ -21,6 +22,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 )
 
@@ -102,15 +104,6 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Topics is what Metadata needs of topics: lookups, and creation for auto-create. The
-// broker core's topic cache serves it (phase B); until then the catalog does.
-type Topics interface {
-	Topics(ctx context.Context) ([]catalog.Topic, error)
-	Topic(ctx context.Context, name string) (catalog.Topic, error)
-	TopicByUUID(ctx context.Context, id catalog.UUID) (catalog.Topic, error)
-	CreateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (catalog.Topic, error)
-}
-
 // Membership is the registry read side: the live nodes and the cluster id.
 type Membership interface {
 	LiveNodes(ctx context.Context) ([]catalog.Node, error)
@@ -125,7 +118,9 @@ type Self interface {
 
 // Deps are what the listener serves from.
 type Deps struct {
-	Topics     Topics
+	// Core serves every request but the cluster view's: the listener decodes, calls the
+	// core with the connection's principal, and encodes its answer.
+	Core       *broker.Broker
 	Membership Membership
 	Self       Self
 }
@@ -145,8 +140,8 @@ type Server struct {
 
 // New returns a listener; Serve runs it. Metrics go to reg (nil: none).
 func New(cfg Config, deps Deps, log *slog.Logger, reg prometheus.Registerer) (*Server, error) {
-	if deps.Topics == nil || deps.Membership == nil || deps.Self == nil {
-		return nil, errors.New("kafka: new listener: Topics, Membership and Self are required")
+	if deps.Core == nil || deps.Membership == nil || deps.Self == nil {
+		return nil, errors.New("kafka: new listener: Core, Membership and Self are required")
 	}
 	cfg = cfg.withDefaults()
 	if cfg.SharedAddress != "" {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/kafka"
 )
@@ -102,18 +103,16 @@ type clusterCatalog interface {
 // startKafka listens, registers the node and serves the Kafka protocol until stop. On
 // `strata dev`, a default port already in use turns the listener off with a warning
 // (a second dev server on one machine still runs); anywhere else it is an error.
-func startKafka(ctx context.Context, k *kafkaFlags, cat catalog.Catalog, keys []string, log *slog.Logger, reg prometheus.Registerer, dev bool) (*kafkaNode, error) {
+func startKafka(ctx context.Context, k *kafkaFlags, cat catalog.Catalog, core *broker.Broker, keys []string, log *slog.Logger, reg prometheus.Registerer, dev bool) (*kafkaNode, error) {
 	cc, ok := cat.(clusterCatalog)
 	if !ok {
 		return nil, errors.New("this catalog has no node registry: it cannot serve the Kafka protocol (turn it off with --kafka-listen '')")
 	}
 	cfg := kafka.Config{
-		MaxFrameBytes:  int32(k.maxFrameBytes),
-		MaxConnections: k.maxConnections,
-		IdleTimeout:    k.idleTimeout,
-		SharedAddress:  k.shared,
-		// Until the broker core serves topics, Metadata reads and auto-creates them in
-		// the catalog directly.
+		MaxFrameBytes:    int32(k.maxFrameBytes),
+		MaxConnections:   k.maxConnections,
+		IdleTimeout:      k.idleTimeout,
+		SharedAddress:    k.shared,
 		AutoCreateTopics: k.autoCreate,
 	}
 	if len(keys) > 0 {
@@ -146,7 +145,7 @@ func startKafka(ctx context.Context, k *kafkaFlags, cat catalog.Catalog, keys []
 		ln.Close()
 		return nil, err
 	}
-	srv, err := kafka.New(cfg, kafka.Deps{Topics: cc, Membership: cc, Self: r}, log, reg)
+	srv, err := kafka.New(cfg, kafka.Deps{Core: core, Membership: cc, Self: r}, log, reg)
 	if err != nil {
 		ln.Close()
 		return nil, err

@@ -244,6 +244,10 @@ behind a load balancer. /readyz answers 200 once the catalog and the bucket answ
 		}
 		spec, bad := sf.spec()
 		bad = append(bad, kf.validate()...)
+		if kf.listen != "" && (!spec.writer || !spec.reader) {
+			// Kafka clients produce and fetch on whichever node Metadata names.
+			bad = append(bad, "--kafka-listen needs the writer and reader roles on this node (--roles writer,reader,...), or turn Kafka off with --kafka-listen ''")
+		}
 		spec.kafka = kf
 		if len(bad) > 0 {
 			return badFlags(c.name, bad)
@@ -449,7 +453,7 @@ func runNode(ctx context.Context, e *env, spec nodeSpec) (err error) {
 	}
 	var kn *kafkaNode
 	if spec.kafka != nil && spec.kafka.listen != "" {
-		if kn, err = startKafka(ctx, spec.kafka, n.cat, spec.api.Auth.Keys, log, n.deps.Registerer, spec.dev); err != nil {
+		if kn, err = startKafka(ctx, spec.kafka, n.cat, n.deps.Core, spec.api.Auth.Keys, log, n.deps.Registerer, spec.dev); err != nil {
 			ln.Close()
 			stopRoles()
 			wg.Wait()
