@@ -48,8 +48,11 @@ func (b *Broker) OffsetForTimestamp(ctx context.Context, who Principal, topic st
 	switch {
 	case ts == MaxTimestamp:
 		max, found, e := b.maxTimestamp(ctx, ti, partition)
-		if e != nil || !found {
+		if e != nil {
 			return TimestampOffset{}, e
+		}
+		if !found {
+			return TimestampOffset{}, nil
 		}
 		ts = max
 	case ts < 0:
@@ -59,7 +62,11 @@ func (b *Broker) OffsetForTimestamp(ctx context.Context, who Principal, topic st
 	if err != nil {
 		return TimestampOffset{}, catalogError("offset for time", err)
 	}
-	return b.scanForTimestamp(ctx, ti, partition, from, ts)
+	to, e := b.scanForTimestamp(ctx, ti, partition, from, ts)
+	if e != nil {
+		return TimestampOffset{}, e
+	}
+	return to, nil
 }
 
 // scanForTimestamp reads the partition's batches from offset from, skipping by header
