@@ -26,8 +26,8 @@ type kbroker struct {
 type membership struct {
 	clusterID  string
 	brokers    []kbroker // by id
-	ids        []int32  // the brokers' ids, for rendezvous
-	controller int32    // the lowest live id: Kafka wants a live node there
+	ids        []int32   // the brokers' ids, for rendezvous
+	controller int32     // the lowest live id: Kafka wants a live node there
 }
 
 // leader is the partition's "leader": the rendezvous hash of (topic, partition) over

@@ -152,7 +152,9 @@ func TestProduceRefusals(t *testing.T) {
 
 	// Idempotent refusals.
 	ip := r.do(kmsg.NewPtrInitProducerIDRequest()).(*kmsg.InitProducerIDResponse)
-	idem := func(epoch int16, seq int32) []byte { return batchtest.Batch(t, batchtest.Some(2, now), 0, ip.ProducerID, epoch, seq) }
+	idem := func(epoch int16, seq int32) []byte {
+		return batchtest.Batch(t, batchtest.Some(2, now), 0, ip.ProducerID, epoch, seq)
+	}
 	wantCode(t, "idempotent at 0", r.produce("in", map[int32][]byte{1: idem(0, 0)})[1].ErrorCode, &kerr.Error{Code: 0, Message: "none"})
 	dup := r.produce("in", map[int32][]byte{1: idem(0, 0)})[1]
 	wantCode(t, "retry", dup.ErrorCode, &kerr.Error{Code: 0, Message: "none"})
