@@ -69,6 +69,8 @@ func (s *Server) kafkaError(err error) (int16, *string) {
 	}
 	if e.Unexpected {
 		s.log.Warn("kafka: request failed", "op", e.Op, "err", e.Err, "code", e.Code)
+	} else {
+		s.log.Debug("kafka: refused", "code", e.Code, "msg", e.Message)
 	}
 	msg := e.Message
 	ke, ok := kafkaCodes[e.Code]

@@ -56,7 +56,7 @@ func (s *Server) fetch(ctx context.Context, r *request, req kmsg.Request) (kmsg.
 			g := &got[i]
 			i++
 			rp := kmsg.NewFetchResponseTopicPartition()
-			rp.Partition = p.Partition
+			rp.Partition, rp.RecordBatches = p.Partition, []byte{}
 			if g.Err != nil {
 				rp.ErrorCode = s.code(g.Err)
 				rt.Partitions = append(rt.Partitions, rp)
@@ -73,14 +73,12 @@ func (s *Server) fetch(ctx context.Context, r *request, req kmsg.Request) (kmsg.
 }
 
 // kafkaBatches copies stored batches (shared with the reader's cache: never written)
-// back to back, each with its real base offset and partition leader epoch 0.
+// back to back, each with its real base offset and partition leader epoch 0. No batches
+// are empty bytes, never null: librdkafka refuses a null record set.
 func kafkaBatches(batches [][]byte, bases []int64) []byte {
 	n := 0
 	for _, b := range batches {
 		n += len(b)
-	}
-	if n == 0 {
-		return nil
 	}
 	out := make([]byte, 0, n)
 	for i, b := range batches {

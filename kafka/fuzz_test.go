@@ -64,6 +64,27 @@ func seedFrames(f *testing.F) {
 	add(frame(hs, 1), frame(auth, 2), frame(md, 12))
 	raw := binary.BigEndian.AppendUint32(nil, uint32(len(auth.SASLAuthBytes)))
 	add(frame(hs, 0), func() ([]byte, error) { return append(raw, auth.SASLAuthBytes...), nil }, frame(md, 1))
+	// The record APIs (the fuzz servers' core has no roles: they are refused after
+	// decoding, which is what is fuzzed here; segment fuzzes the batches).
+	prod := kmsg.NewPtrProduceRequest()
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = "orders"
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pp.Records = []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 49, 0, 0, 0, 0, 2}
+	pt.Partitions = append(pt.Partitions, pp)
+	prod.Topics = append(prod.Topics, pt)
+	fetch := kmsg.NewPtrFetchRequest()
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "orders"
+	ft.Partitions = append(ft.Partitions, kmsg.NewFetchRequestTopicPartition())
+	fetch.Topics = append(fetch.Topics, ft)
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = "orders"
+	lt.Partitions = append(lt.Partitions, kmsg.NewListOffsetsRequestTopicPartition())
+	lo.Topics = append(lo.Topics, lt)
+	add(frame(prod, 3), frame(prod, 9), frame(fetch, 4), frame(fetch, 12), frame(lo, 7), frame(kmsg.NewPtrInitProducerIDRequest(), 4))
+	add(frame(kmsg.NewPtrCreateTopicsRequest(), 7), frame(kmsg.NewPtrDescribeConfigsRequest(), 4), frame(kmsg.NewPtrOffsetFetchRequest(), 8))
 	f.Add([]byte{0x7f, 0xff, 0xff, 0xff})
 	f.Add([]byte{0, 0, 0, 10, 0, 18, 0, 99, 0, 0, 0, 1, 0xff, 0xff})
 }

@@ -50,7 +50,8 @@ func kcatBrokers(t *testing.T, addr string, extra ...string) (brokers, topics []
 }
 
 // `strata dev` serves the Kafka protocol: kcat lists the node and the topics made over
-// HTTP, and one it names is auto-created.
+// HTTP, and one it names is auto-created; records go through kcat with every codec
+// (kafka_records_e2e_test.go).
 func TestKafkaDevWithKcat(t *testing.T) {
 	testsvc.Kcat(t)
 	bin := buildStrata(t)
@@ -76,6 +77,7 @@ func TestKafkaDevWithKcat(t *testing.T) {
 	if _, err := client.New(s.url).Topic(t.Context(), "clicks"); err != nil {
 		t.Fatalf("the auto-created topic is not served over HTTP: %v", err)
 	}
+	kcatRecords(t, s.url, kafkaAddr)
 	s.stop(t)
 }
 
