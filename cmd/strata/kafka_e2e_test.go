@@ -82,8 +82,10 @@ func TestKafkaDevWithKcat(t *testing.T) {
 }
 
 // Two `strata serve` nodes on Postgres and MinIO: kcat bootstrapped at either lists
-// both brokers alike; after one is killed, it leaves the other's answer within its node
-// lease.
+// both brokers alike, and its records go through with every codec; a franz-go producer
+// bootstrapped at one spreads to both; after one is killed under that load, producers
+// resume through the other within the node lease plus one metadata refresh, no
+// acknowledged record is lost, and the dead node leaves the view within its lease.
 func TestKafkaTwoServeNodes(t *testing.T) {
 	dsn, endpoint := os.Getenv("STRATA_TEST_POSTGRES"), os.Getenv("STRATA_TEST_S3_ENDPOINT")
 	if dsn == "" || endpoint == "" {
@@ -120,11 +122,68 @@ func TestKafkaTwoServeNodes(t *testing.T) {
 		t.Fatalf("the nodes disagree or miss something:\n%s: %v %v\n%s: %v %v", ka, brokersA, topicsA, kb, brokersB, topicsB)
 	}
 
+	kcatRecords(t, a.url, ka)
+
+	// A franz-go producer bootstrapped at A alone reaches both nodes: each leads some of
+	// the topic's partitions.
+	if _, err := client.New(a.url).CreateTopic(t.Context(), "load", 8, nil); err != nil {
+		t.Fatal(err)
+	}
+	beforeA, beforeB := kafkaRequests(t, a.url, "Produce"), kafkaRequests(t, b.url, "Produce")
+	stop := make(chan struct{})
+	lp := startLoad(t, ka, "load", stop)
+	time.Sleep(2 * time.Second)
+	if kafkaRequests(t, a.url, "Produce") <= beforeA || kafkaRequests(t, b.url, "Produce") <= beforeB {
+		t.Fatalf("a producer bootstrapped at %s did not produce to both nodes", ka)
+	}
+
+	// SIGKILL of A under that load: every partition takes acknowledgements again
+	// through B within the node lease plus one metadata refresh, and no acknowledged
+	// record is lost.
+	lp.mu.Lock()
+	lp.resumeFrom = time.Now()
+	lp.mu.Unlock()
 	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-a.done
 	killed := time.Now()
+	// The lease and one renewal period (A's registration lapses), the listener's
+	// one-second view of the registry, the client's metadata refresh and retry backoff
+	// (under a second as configured), and 2s for a loaded machine.
+	resumeBound := lease + lease/3 + time.Second + time.Second + 2*time.Second
+	for {
+		lp.mu.Lock()
+		n, last := len(lp.resumed), time.Time{}
+		for _, at := range lp.resumed {
+			if at.After(last) {
+				last = at
+			}
+		}
+		lp.mu.Unlock()
+		if n == 8 {
+			t.Logf("every partition acknowledged again %v after the kill (bound %v)", last.Sub(killed).Round(10*time.Millisecond), resumeBound)
+			break
+		}
+		if time.Since(killed) > resumeBound {
+			t.Fatalf("%v after the kill, %d of 8 partitions take records again; want all within %v", time.Since(killed), n, resumeBound)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	drained := make(chan struct{})
+	go func() { lp.wg.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the producer's records were not all answered within 60s of stopping")
+	}
+	if lp.failed > 0 {
+		t.Fatalf("%d records failed (retries are unlimited)", lp.failed)
+	}
+	checkAcked(t, kb, "load", 8, lp.acks)
+
 	for {
 		brokers, _ := kcatBrokers(t, kb)
 		if len(brokers) == 1 && strings.HasSuffix(brokers[0], "="+kb) {

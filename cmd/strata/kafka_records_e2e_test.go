@@ -3,11 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/internal/testsvc"
@@ -129,4 +135,141 @@ func kcatRecords(t *testing.T, httpURL, bootstrap string) {
 		t.Fatal(err)
 	}
 	kcatOffsetsForTimes(t, bootstrap, "kcat-times")
+}
+
+// kafkaRequests sums a node's strata_kafka_requests_total for one API, from /metrics.
+func kafkaRequests(t *testing.T, httpURL, api string) float64 {
+	t.Helper()
+	resp, err := http.Get(httpURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var sum float64
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, `strata_kafka_requests_total{api="`+api+`"`) {
+			continue
+		}
+		if f := strings.Fields(line); len(f) == 2 {
+			v, _ := strconv.ParseFloat(f[1], 64)
+			sum += v
+		}
+	}
+	return sum
+}
+
+// acked is what a producer was answered for one record.
+type acked struct {
+	partition int32
+	offset    int64
+}
+
+// loadProducer produces to topic from one franz-go client (idempotent, bootstrapped
+// at one node) until stop, a record a millisecond, and records what was acknowledged,
+// and, per partition, when the first record sent after resumeFrom was acknowledged.
+type loadProducer struct {
+	cl *kgo.Client
+
+	mu         sync.Mutex
+	acks       map[string]acked // by value
+	failed     int
+	resumeFrom time.Time
+	resumed    map[int32]time.Time
+	wg         sync.WaitGroup
+}
+
+func startLoad(t *testing.T, bootstrap, topic string, stop <-chan struct{}) *loadProducer {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.DefaultProduceTopic(topic),
+		kgo.MetadataMinAge(250*time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	lp := &loadProducer{cl: cl, acks: map[string]acked{}, resumed: map[int32]time.Time{}}
+	lp.wg.Go(func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			sent := time.Now()
+			v := fmt.Sprintf("load-%07d", i)
+			lp.wg.Add(1)
+			cl.Produce(context.Background(), &kgo.Record{Key: []byte(strconv.Itoa(i % 97)), Value: []byte(v)}, func(r *kgo.Record, err error) {
+				defer lp.wg.Done()
+				lp.mu.Lock()
+				defer lp.mu.Unlock()
+				if err != nil {
+					lp.failed++
+					return
+				}
+				lp.acks[v] = acked{r.Partition, r.Offset}
+				if !lp.resumeFrom.IsZero() && sent.After(lp.resumeFrom) {
+					if _, ok := lp.resumed[r.Partition]; !ok {
+						lp.resumed[r.Partition] = time.Now()
+					}
+				}
+			})
+		}
+	})
+	return lp
+}
+
+// checkAcked reads topic from bootstrap to its end and checks that every acknowledged
+// record is there, once, at the partition and offset it was acknowledged with.
+func checkAcked(t *testing.T, bootstrap, topic string, partitions int32, acks map[string]acked) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(kgoClient(t, kgo.SeedBrokers(bootstrap)))
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offsets := map[int32]kgo.Offset{}
+	left := 0
+	for p := range partitions {
+		end, ok := ends.Lookup(topic, p)
+		if !ok || end.Err != nil {
+			t.Fatalf("end offset of %s/%d: %+v", topic, p, end)
+		}
+		offsets[p] = kgo.NewOffset().AtStart()
+		left += int(end.Offset)
+	}
+	cl := kgoClient(t, kgo.SeedBrokers(bootstrap), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
+	seen := map[string]acked{}
+	for left > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%d records left to read: %v", left, ctx.Err())
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", tp, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			left--
+			if prev, dup := seen[string(r.Value)]; dup {
+				t.Fatalf("%s at %d/%d and at %d/%d: written twice", r.Value, prev.partition, prev.offset, r.Partition, r.Offset)
+			}
+			seen[string(r.Value)] = acked{r.Partition, r.Offset}
+		})
+	}
+	for v, a := range acks {
+		if got, ok := seen[v]; !ok || got != a {
+			t.Fatalf("acknowledged %s at %d/%d; read %+v (found %v)", v, a.partition, a.offset, got, ok)
+		}
+	}
+	t.Logf("%d acknowledged records all read back (%d records in all)", len(acks), len(seen))
+}
+
+func kgoClient(t *testing.T, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }
