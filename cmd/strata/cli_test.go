@@ -180,6 +180,7 @@ func TestServeValidation(t *testing.T) {
 		{"kafka tls half", append(base, "--kafka-listen", ":9092", "--kafka-tls-cert", "c.pem"), nil, []string{"--kafka-tls-cert and --kafka-tls-key go together"}},
 		{"kafka lease", append(base, "--kafka-listen", ":9092", "--kafka-node-lease", "100ms"), nil, []string{"--kafka-node-lease 100ms: want between 1s and 10m"}},
 		{"kafka frame", append(base, "--kafka-listen", ":9092", "--kafka-max-frame-bytes", "1KiB"), nil, []string{"--kafka-max-frame-bytes 1KiB: want between 64KiB and 1GiB"}},
+		{"kafka without the writer", append(base, "--kafka-listen", ":9092", "--roles", "reader,compactor"), nil, []string{"--kafka-listen needs the writer and reader roles"}},
 	} {
 		code, _, stderr := runCLI(t, tc.env, "", tc.args...)
 		if code != 2 {
