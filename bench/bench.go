@@ -12,6 +12,8 @@
 //     flushes it made;
 //   - fetch: a first (cold) and a second (cached) reader of the same data, binary, with
 //     the GETs each caused, and a cached JSON reader;
+//   - with Kafka listeners (Config.KafkaNodes), franz-go producing at maximum load
+//     beside the binary path, and a cached Kafka fetch of the same data (kafka.go);
 //   - at scale: fetch latency from a partition seeded to 10 M records (chunk rows
 //     inserted directly) against one of 10 K.
 //
@@ -43,6 +45,9 @@ import (
 type Config struct {
 	// Nodes are the base URLs of the nodes under test; requests go to them in turn.
 	Nodes []string
+	// KafkaNodes are the nodes' Kafka listener addresses (host:port), in the order of
+	// Nodes; with them the Kafka protocol's produce and fetch phases run (kafka.go).
+	KafkaNodes []string
 	// Target names the setup in the report ("embedded", "postgres+minio", ...).
 	Target string
 	// Store is the nodes' bucket, for the floor (nil: no store floor).
@@ -388,6 +393,13 @@ func (b *runner) run(ctx context.Context) (*Report, error) {
 	if maxBinary == 0 {
 		maxBinary = rep.Produce[0].RecordsPS
 	}
+	if len(cfg.KafkaNodes) > 0 {
+		p, err := b.produceKafka(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rep.Produce = append(rep.Produce, p)
+	}
 
 	// Half the binary maximum, with tails.
 	half, e2e, err := b.produceHalf(ctx, maxBinary/2)
@@ -424,8 +436,16 @@ func (b *runner) run(ctx context.Context) (*Report, error) {
 	if objs > 0 {
 		b.meanObject = objBytes / objs
 	}
-	if err := b.fetches(ctx); err != nil {
+	until, err := b.fetches(ctx)
+	if err != nil {
 		return nil, err
+	}
+	if len(cfg.KafkaNodes) > 0 {
+		f, err := b.fetchKafka(ctx, until, 4<<20)
+		if err != nil {
+			return nil, err
+		}
+		rep.Fetch = append(rep.Fetch, f)
 	}
 	if !cfg.NoScale && cfg.DB != nil {
 		sc, err := b.scale(ctx, c)
@@ -655,13 +675,13 @@ func (b *runner) produceHalf(ctx context.Context, rate float64) (Produce, Latenc
 // fetches reads back what the produce phases wrote: a first reader (cold: the nodes'
 // caches do not hold it), a second reader of the same data (cached), and a JSON reader.
 // The data read is capped at three quarters of the cache, so the second reader can
-// find all of it there.
-func (b *runner) fetches(ctx context.Context) error {
+// find all of it there. It answers the offset each partition was read up to.
+func (b *runner) fetches(ctx context.Context) (map[int32]int64, error) {
 	cfg := &b.cfg
 	c := client.New(cfg.Nodes[0], client.WithHTTPClient(b.hc))
 	parts, err := c.Partitions(ctx, cfg.Topic)
 	if err != nil {
-		return fmt.Errorf("bench: partitions of %s: %w", cfg.Topic, err)
+		return nil, fmt.Errorf("bench: partitions of %s: %w", cfg.Topic, err)
 	}
 	var total int64
 	for _, p := range parts {
@@ -681,7 +701,7 @@ func (b *runner) fetches(ctx context.Context) error {
 		b.log.Info("phase: "+pass.name, "bytes", budget)
 		before, err := scrape(ctx, b.hc, cfg.Nodes)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		cfg.Phase(pass.name, false)
 		start := time.Now()
@@ -707,11 +727,11 @@ func (b *runner) fetches(ctx context.Context) error {
 		secs := time.Since(start).Seconds()
 		cfg.Phase(pass.name, true)
 		if firstErr != nil {
-			return fmt.Errorf("bench: %s: %w", pass.name, firstErr)
+			return nil, fmt.Errorf("bench: %s: %w", pass.name, firstErr)
 		}
 		after, err := scrape(ctx, b.hc, cfg.Nodes)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		d := delta(before, after)
 		path := "json"
@@ -727,7 +747,7 @@ func (b *runner) fetches(ctx context.Context) error {
 		b.log.Info("phase done", "phase", pass.name, "mib_per_s", fmt.Sprintf("%.1f", f.MiBps), "gets", f.Gets)
 		b.rep.Fetch = append(b.rep.Fetch, f)
 	}
-	return nil
+	return until, nil
 }
 
 // scale seeds one partition to 10 K records and one to cfg.ScaleRecords, both as chunk
@@ -838,6 +858,11 @@ func (b *runner) targets(commitP99 float64) {
 		add(Target{Name: "produce binary vs NATS JetStream 82 MiB/s", Figure: p.MiBps, Bound: 82, Unit: "MiB/s", Ratio: p.MiBps / 82, Want: ">= 1x", Pass: p.MiBps >= 82,
 			Note: "reference figure from the issue, not measured here"})
 	}
+	if k, p := byName["produce-kafka"], byName["produce-binary"]; k != nil && p != nil && p.MiBps > 0 {
+		r := k.MiBps / p.MiBps
+		add(Target{Name: "produce Kafka (franz-go) vs HTTP binary", Figure: k.MiBps, Bound: 0.9 * p.MiBps, Unit: "MiB/s", Ratio: r, Want: ">= 0.9x", Pass: r >= 0.9,
+			Note: fmt.Sprintf("%d franz-go clients (idempotent, uncompressed) vs %d HTTP producers of %d-record batches, same run", max(1, cfg.Producers/kafkaProducersPerClient), cfg.Producers, cfg.BatchRecords)})
+	}
 	if p := byName["produce-json"]; p != nil && fl != nil && fl.PutMiBps > 0 {
 		r := p.MiBps / fl.PutMiBps
 		add(Target{Name: "produce JSON vs raw PUT bandwidth", Figure: p.MiBps, Bound: 0.35 * fl.PutMiBps, Unit: "MiB/s", Ratio: r, Want: ">= 0.35x", Pass: r >= 0.35})
@@ -873,6 +898,17 @@ func (b *runner) targets(commitP99 float64) {
 				add(Target{Name: "cached fetch binary vs raw GET bandwidth", Figure: f.MiBps, Bound: 0.8 * fl.GetMiBps, Unit: "MiB/s", Ratio: r, Want: ">= 0.8x", Pass: r >= 0.8})
 			}
 			add(Target{Name: "second reader GETs per 4 MiB", Figure: f.GetsPer4Mi, Bound: 0.05, Unit: "GETs/4MiB", Ratio: f.GetsPer4Mi, Want: "~0", Pass: f.GetsPer4Mi <= 0.05})
+		case "fetch-kafka-cached":
+			if fl != nil && fl.GetMiBps > 0 {
+				r := f.MiBps / fl.GetMiBps
+				note := ""
+				for _, h := range rep.Fetch {
+					if h.Name == "fetch-cached" && h.MiBps > 0 {
+						note = fmt.Sprintf("the cached binary HTTP fetch of the same data: %.1f MiB/s (%.2fx)", h.MiBps, f.MiBps/h.MiBps)
+					}
+				}
+				add(Target{Name: "cached fetch Kafka vs raw GET bandwidth", Figure: f.MiBps, Bound: 0.8 * fl.GetMiBps, Unit: "MiB/s", Ratio: r, Want: ">= 0.8x", Pass: r >= 0.8, Note: note})
+			}
 		case "fetch-cold":
 			t := Target{Name: "first reader GETs per 4 MiB", Figure: f.GetsPer4Mi, Bound: 1, Unit: "GETs/4MiB", Ratio: f.GetsPer4Mi, Want: "<= 1", Pass: f.GetsPer4Mi <= 1}
 			if f.Objects > 0 {

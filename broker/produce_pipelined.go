@@ -21,6 +21,7 @@ import (
 // Submit.
 type submitter interface {
 	Submit(req writer.Request) (*writer.Submitted, error)
+	SubmitWait(ctx context.Context, req writer.Request) (*writer.Submitted, error)
 }
 
 var _ submitter = (*writer.Writer)(nil)
@@ -66,14 +67,27 @@ func (b *Broker) PrepareBatches(ctx context.Context, who Principal, req BatchesR
 // Submit buffers the request in the writer. Requests submitted one after the other
 // take offsets in that order within a partition. Its error is a refusal before
 // buffering (the buffer is full, the writer stopping, ...): nothing was written.
-func (p *PreparedBatches) Submit(ctx context.Context) error {
+func (p *PreparedBatches) Submit(ctx context.Context) error { return p.submit(ctx, false) }
+
+// SubmitWhenRoom is Submit that, while the writer's buffer is full, waits for room
+// until ctx ends (then it refuses with CodeBufferFull), rather than refuse at once: for
+// a front end that pushes its clients back by answering later, as a Kafka broker does.
+func (p *PreparedBatches) SubmitWhenRoom(ctx context.Context) error { return p.submit(ctx, true) }
+
+func (p *PreparedBatches) submit(ctx context.Context, wait bool) error {
 	s, ok := p.b.d.Writer.(submitter)
 	if !ok {
 		resp, err := p.b.d.Writer.Produce(ctx, p.wreq)
 		p.sub = writer.Answered(resp, err)
 		return nil
 	}
-	sub, err := s.Submit(p.wreq)
+	var sub *writer.Submitted
+	var err error
+	if wait {
+		sub, err = s.SubmitWait(ctx, p.wreq)
+	} else {
+		sub, err = s.Submit(p.wreq)
+	}
 	if err != nil {
 		return p.b.writeError(err, p.topics())
 	}

@@ -54,8 +54,8 @@ var (
 	// expects from this producer (a gap, or a retry too old to be recognised). The
 	// error is a *SequenceError saying which sequence was expected.
 	ErrOutOfOrderSequence = errors.New("out of order sequence")
-	// ErrUnknownProducer: the producer id was never handed out or has expired, or its
-	// epoch is more than one ahead of its current one. Initialise again.
+	// ErrUnknownProducer: the producer id was never handed out or has expired.
+	// Initialise again.
 	ErrUnknownProducer = errors.New("unknown producer id")
 	// ErrInvalidTransactionalID: a transactional id that cannot exist.
 	ErrInvalidTransactionalID = errors.New("invalid transactional id")
@@ -227,8 +227,8 @@ type ProducerCheck struct {
 	// registry rows whose last-used time a backend refreshes (when older than
 	// ProducerTouchInterval).
 	Producers []int64
-	// Bumps lists the producers whose epoch an accepted request moved up by one (rule
-	// 3), ascending by id, with the new epoch: the registry rows a backend updates.
+	// Bumps lists the producers whose epoch an accepted request moved up (rule 3),
+	// ascending by id, with the new epoch: the registry rows a backend updates.
 	Bumps []ProducerEpoch
 
 	plan  *Plan
@@ -252,13 +252,15 @@ func (pc *ProducerCheck) Duplicate(i int) bool { return pc.dups[i] != nil }
 //     this flush) — answers the original offsets with Duplicate set, whatever else
 //     would refuse it: it committed once, and writes nothing now.
 //  2. A request already refused (errs) stays refused.
-//  3. An unknown producer id, or an epoch more than one ahead of the current one:
-//     ErrUnknownProducer. An epoch behind it: ErrProducerFenced. An epoch exactly one
-//     ahead is the producer bumping its own epoch, as Kafka's idempotent producers do
-//     after some errors without asking (KIP-360): it goes on to rule 4, where every
-//     partition's sequence must start again at 0 (its state is of an older epoch), and
-//     if accepted it becomes the producer's epoch (Bumps) — requests of the flush after
-//     it at the old epoch are fenced.
+//  3. An unknown producer id: ErrUnknownProducer. An epoch behind the current one:
+//     ErrProducerFenced. An epoch ahead of it is the producer bumping its own epoch, as
+//     Kafka's idempotent producers do after some errors without asking (KIP-360): it
+//     goes on to rule 4, where every partition's sequence must start again at 0 (its
+//     state is of an older epoch), and if accepted it becomes the producer's epoch
+//     (Bumps) — requests of the flush after it at an older epoch are fenced. Ahead by
+//     any amount, as Kafka accepts it: a client whose bumped requests were refused
+//     before their commit (too large, say) bumps again, and refusing an epoch two
+//     ahead would send it bumping for ever.
 //  4. Each batch's base sequence must be the next one the partition expects: the
 //     last kept batch's last sequence plus one (AddSequence) at the same epoch, or 0
 //     when the producer has no state there or state from an older epoch. Otherwise a
@@ -334,9 +336,6 @@ func (p *Plan) CheckProducers(errs []error, registry map[int64]int16, state map[
 		switch {
 		case !ok:
 			pc.Errs[ri] = fmt.Errorf("%w: producer id %d was never handed out or has expired: initialise the producer again", ErrUnknownProducer, pr.ID)
-			continue
-		case int32(pr.Epoch) > int32(cur)+1:
-			pc.Errs[ri] = fmt.Errorf("%w: producer id %d epoch %d is ahead of its current epoch %d", ErrUnknownProducer, pr.ID, pr.Epoch, cur)
 			continue
 		case pr.Epoch < cur:
 			pc.Errs[ri] = fmt.Errorf("%w: producer id %d epoch %d: a newer instance initialised epoch %d", ErrProducerFenced, pr.ID, pr.Epoch, cur)

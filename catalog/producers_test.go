@@ -216,20 +216,22 @@ func TestCheckProducers(t *testing.T) {
 			want:     []outcome{bad(ErrProducerFenced)},
 		},
 		{
-			name:     "epoch two ahead: unknown",
-			reqs:     []preq{{prod(7, 3), []pb{{0, 1, 0}}}},
-			registry: map[int64]int16{7: 1},
-			want:     []outcome{bad(ErrUnknownProducer)},
-		},
-		{
-			name:     "epoch one ahead, not at 0: out of order",
-			reqs:     []preq{{prod(7, 2), []pb{{0, 1, 15}}}},
+			name:     "epoch ahead, not at 0: out of order",
+			reqs:     []preq{{prod(7, 2), []pb{{0, 1, 15}}}, {prod(7, 4), []pb{{0, 1, 15}}}},
 			registry: map[int64]int16{7: 1},
 			state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
-			want:     []outcome{gap(0)},
+			want:     []outcome{gap(0), gap(0)},
 		},
 		{
-			name: "epoch one ahead at 0: the producer's bump, fencing the old epoch after it",
+			name:     "epoch several ahead at 0: a bump too",
+			reqs:     []preq{{prod(7, 4), []pb{{0, 1, 0}}}, {prod(7, 2), []pb{{1, 1, 0}}}},
+			registry: map[int64]int16{7: 1},
+			want:     []outcome{ok(200), bad(ErrProducerFenced)},
+			rows:     []ProducerStateRow{{key(7, 0), ProducerState{4, []ProducerBatch{{0, 0, 200}}}}},
+			bumps:    []ProducerEpoch{{7, 4}},
+		},
+		{
+			name: "epoch ahead at 0: the producer's bump, fencing the old epoch after it",
 			reqs: []preq{
 				{prod(7, 1), []pb{{0, 1, 15}}}, // before the bump: accepted
 				{prod(7, 2), []pb{{0, 1, 0}}},  // the bump

@@ -45,7 +45,16 @@ func (s *Server) produce(ctx context.Context, r *request, req kmsg.Request) (kms
 			p := parts[i]
 			p.prepared, p.err = s.deps.Core.PrepareBatches(ctx, r.who, broker.BatchesRequest{Topic: p.topic, Partition: p.partition, Batches: p.records})
 		})
-		// Submitting only buffers: the turn passes on at once.
+		wctx := ctx
+		if in.TimeoutMillis > 0 {
+			var cancel context.CancelFunc
+			wctx, cancel = context.WithTimeout(ctx, time.Duration(in.TimeoutMillis)*time.Millisecond)
+			defer cancel()
+		}
+		// Submitting only buffers; with the writer's buffer full it waits for room,
+		// which slows this connection's producer down as a Kafka broker does (a refusal
+		// would send it into its retry backoff). The next Produce of the connection
+		// waits its turn meanwhile.
 		select {
 		case <-r.turn:
 		case <-ctx.Done():
@@ -53,16 +62,10 @@ func (s *Server) produce(ctx context.Context, r *request, req kmsg.Request) (kms
 		}
 		for _, p := range parts {
 			if p.err == nil {
-				p.err = p.prepared.Submit(ctx)
+				p.err = p.prepared.SubmitWhenRoom(wctx)
 			}
 		}
 		r.endTurn()
-		wctx := ctx
-		if in.TimeoutMillis > 0 {
-			var cancel context.CancelFunc
-			wctx, cancel = context.WithTimeout(ctx, time.Duration(in.TimeoutMillis)*time.Millisecond)
-			defer cancel()
-		}
 		each(len(parts), func(i int) {
 			if p := parts[i]; p.err == nil {
 				p.res, p.err = p.prepared.Wait(wctx)

@@ -162,9 +162,11 @@ func TestProduceRefusals(t *testing.T) {
 		t.Fatalf("retry answered offset %d, want the original %d", dup.BaseOffset, 3*len(cases))
 	}
 	wantCode(t, "gap", r.produce("in", map[int32][]byte{1: idem(0, 5)})[1].ErrorCode, kerr.OutOfOrderSequenceNumber)
-	wantCode(t, "epoch two ahead", r.produce("in", map[int32][]byte{1: idem(2, 0)})[1].ErrorCode, kerr.UnknownProducerID)
-	wantCode(t, "epoch one ahead at 0", r.produce("in", map[int32][]byte{1: idem(1, 0)})[1].ErrorCode, &kerr.Error{Code: 0, Message: "none"})
+	wantCode(t, "epoch ahead, not at 0", r.produce("in", map[int32][]byte{1: idem(2, 2)})[1].ErrorCode, kerr.OutOfOrderSequenceNumber)
+	wantCode(t, "epoch ahead at 0", r.produce("in", map[int32][]byte{1: idem(2, 0)})[1].ErrorCode, &kerr.Error{Code: 0, Message: "none"})
 	wantCode(t, "old epoch", r.produce("in", map[int32][]byte{1: idem(0, 2)})[1].ErrorCode, kerr.InvalidProducerEpoch)
+	unknown := batchtest.Batch(t, batchtest.Some(1, now), 0, ip.ProducerID+1000, 0, 0)
+	wantCode(t, "unknown producer", r.produce("in", map[int32][]byte{1: unknown})[1].ErrorCode, kerr.UnknownProducerID)
 
 	// Kafka transactions are not served.
 	tid := "txn"

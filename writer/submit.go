@@ -1,6 +1,9 @@
 package writer
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Submitted is a request Submit has buffered; Wait answers it.
 type Submitted struct {
@@ -41,5 +44,52 @@ func (s *Submitted) Wait(ctx context.Context) (Response, error) {
 		return s.p.resp, s.p.err
 	case <-ctx.Done():
 		return Response{}, ctx.Err()
+	}
+}
+
+// SubmitWait is Submit that, while the buffer is full, waits for room instead of
+// refusing with ErrBufferFull, until ctx ends (then ErrBufferFull): for a front end
+// whose clients are pushed back by waiting (the Kafka protocol: a broker slows its
+// producers down rather than refuse them) rather than by a refusal to retry.
+func (w *Writer) SubmitWait(ctx context.Context, req Request) (*Submitted, error) {
+	p, err := w.prepare(req)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		w.mu.Lock()
+		full := !w.closed && w.held > 0 && w.held+p.size > w.cfg.BufferBytes
+		var room chan struct{}
+		if full {
+			if w.room == nil {
+				w.room = make(chan struct{})
+			}
+			room = w.room
+		}
+		w.mu.Unlock()
+		if !full {
+			err := w.enqueue(p)
+			if errors.Is(err, ErrBufferFull) {
+				continue // filled meanwhile: wait for the next release
+			}
+			if err != nil {
+				return nil, err
+			}
+			return &Submitted{p: p}, nil
+		}
+		select {
+		case <-room:
+		case <-ctx.Done():
+			w.m.rejected.WithLabelValues("buffer_full").Inc()
+			return nil, ErrBufferFull
+		}
+	}
+}
+
+// roomLocked wakes the SubmitWait calls waiting for room. w.mu is held.
+func (w *Writer) roomLocked() {
+	if w.room != nil {
+		close(w.room)
+		w.room = nil
 	}
 }

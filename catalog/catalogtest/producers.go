@@ -293,8 +293,8 @@ func testFencing(t *testing.T, c ProducerCatalog) {
 func testUnknownProducer(t *testing.T, c ProducerCatalog) {
 	tp := SeedTopic(t, c, "unknown", 1, nil)
 	p := MustInit(t, c, "")
-	// An epoch one ahead is a bump (testEpochBump); two ahead is unknown.
-	for _, bogus := range []catalog.Producer{{ID: p.ID + 1_000_000, Epoch: 0}, {ID: p.ID, Epoch: 2}} {
+	// (An epoch ahead of the producer's is a bump: testEpochBump.)
+	for _, bogus := range []catalog.Producer{{ID: p.ID + 1_000_000, Epoch: 0}, {ID: p.ID + 1_000_001, Epoch: 3}} {
 		res := commitOne(t, c, idem(t, tp.ID, 0, 1, bogus, 0))
 		if !errors.Is(res[0].Err, catalog.ErrUnknownProducer) || catalog.RequestErrorCode(res[0].Err) != catalog.CodeUnknownProducer {
 			t.Fatalf("producer %+v: %v, want ErrUnknownProducer", bogus, res[0].Err)

@@ -36,6 +36,8 @@ Without --catalog and --bucket it starts an embedded node (SQLite and files in a
 With them it starts --nodes node processes against that Postgres and bucket. With --against it drives
 nodes already running (add --catalog and --bucket for the floor and the scale phase).`)
 	against := c.fs.String("against", "", "drive these running `nodes` (comma-separated base URLs) instead of starting any")
+	againstKafka := c.fs.String("against-kafka", "", "with --against: the running nodes' Kafka `addresses` (comma-separated host:port, in the same order), for the Kafka phases")
+	noKafka := c.fs.Bool("no-kafka", false, "skip the Kafka protocol's produce and fetch phases")
 	cat := c.fs.String("catalog", "", "catalog `URL` of the nodes: postgres://... (or a SQLite file); with --bucket, nodes are started against them")
 	bucket := c.fs.String("bucket", "", "object store `URL` of the nodes: s3://bucket/prefix?endpoint=...&path_style=true, or file:///dir")
 	createBucket := c.fs.Bool("create-bucket", false, "create the S3 bucket if it is missing (MinIO)")
@@ -78,6 +80,9 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 		if *nodes < 1 || *nodes > 16 {
 			bad = append(bad, fmt.Sprintf("--nodes %d: want 1 to 16", *nodes))
 		}
+		if *againstKafka != "" && *against == "" {
+			bad = append(bad, "--against-kafka goes with --against")
+		}
 		if *inProcess && (*nodes > 1 || *against != "") {
 			bad = append(bad, "--in-process runs one node of its own: not with --nodes > 1 or --against")
 		}
@@ -109,6 +114,9 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 		nodeArgs := []string{"--linger", linger.String(), "--max-flush-bytes", strconv.FormatInt(int64(maxFlush), 10),
 			"--buffer-bytes", strconv.FormatInt(int64(bufferBytes), 10), "--cache-bytes", strconv.FormatInt(int64(cacheBytes), 10),
 			"--roles", "writer,reader", "--log-level", "info", "--log-format", "json", "--listen", "127.0.0.1:0"}
+		if !*noKafka {
+			nodeArgs = append(nodeArgs, "--kafka-listen", "127.0.0.1:0")
+		}
 		catalogURL, bucketURL := *cat, *bucket
 		switch {
 		case *against != "":
@@ -116,6 +124,11 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 			for _, u := range strings.Split(*against, ",") {
 				if u = strings.TrimRight(strings.TrimSpace(u), "/"); u != "" {
 					cfg.Nodes = append(cfg.Nodes, u)
+				}
+			}
+			for _, a := range strings.Split(*againstKafka, ",") {
+				if a = strings.TrimSpace(a); a != "" && !*noKafka {
+					cfg.KafkaNodes = append(cfg.KafkaNodes, a)
 				}
 			}
 			cfg.Target = "running nodes"
@@ -161,12 +174,15 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 		switch {
 		case *against != "":
 		case *inProcess:
-			base, stopNode, err := startBenchNodeInProcess(ctx, catalogURL, bucketURL, nodeArgs, *createBucket, filepath.Join(*out, "node-0.log"))
+			base, kafkaAddr, stopNode, err := startBenchNodeInProcess(ctx, catalogURL, bucketURL, nodeArgs, *createBucket, filepath.Join(*out, "node-0.log"))
 			if err != nil {
 				return err
 			}
 			stop = stopNode
 			cfg.Nodes = []string{base}
+			if kafkaAddr != "" {
+				cfg.KafkaNodes = []string{kafkaAddr}
+			}
 		default:
 			exe, err := os.Executable()
 			if err != nil {
@@ -190,6 +206,13 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 				}
 				procs = append(procs, p)
 				cfg.Nodes = append(cfg.Nodes, p.url)
+				if !*noKafka {
+					if p.kafka == "" {
+						stop()
+						return fmt.Errorf("node %d serves no Kafka listener: see %s (or run with --no-kafka)", i, filepath.Join(*out, fmt.Sprintf("node-%d.log", i)))
+					}
+					cfg.KafkaNodes = append(cfg.KafkaNodes, p.kafka)
+				}
 			}
 		}
 		if stop != nil {
@@ -289,10 +312,11 @@ func endpointHost(bucketURL string) string {
 
 // benchNode is a node started as a child process.
 type benchNode struct {
-	cmd  *exec.Cmd
-	url  string
-	done chan struct{}
-	log  *os.File
+	cmd   *exec.Cmd
+	url   string
+	kafka string // its Kafka listener's address, when it serves one
+	done  chan struct{}
+	log   *os.File
 }
 
 // startBenchNode starts this binary with args, its stderr (JSON logs) teed to logPath,
@@ -314,19 +338,25 @@ func startBenchNode(ctx context.Context, exe string, args []string, logPath stri
 		return nil, fmt.Errorf("start node: %w", err)
 	}
 	n := &benchNode{cmd: cmd, done: make(chan struct{}), log: lf}
-	urlc := make(chan string, 1)
+	// The Kafka listener is announced before the HTTP API (runNode starts it first).
+	type addrs struct{ url, kafka string }
+	urlc := make(chan addrs, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		sent := false
+		kafka := ""
 		for sc.Scan() {
 			line := sc.Bytes()
 			lf.Write(line)
 			lf.Write([]byte{'\n'})
 			if !sent {
-				var m struct{ Msg, URL string }
+				var m struct{ Msg, URL, Addr string }
+				if json.Unmarshal(line, &m) == nil && m.Msg == "serving Kafka protocol" {
+					kafka = m.Addr
+				}
 				if json.Unmarshal(line, &m) == nil && m.Msg == "serving HTTP API" && m.URL != "" {
-					urlc <- m.URL
+					urlc <- addrs{m.URL, kafka}
 					sent = true
 				}
 			}
@@ -339,7 +369,8 @@ func startBenchNode(ctx context.Context, exe string, args []string, logPath stri
 		close(n.done)
 	}()
 	select {
-	case n.url = <-urlc:
+	case a := <-urlc:
+		n.url, n.kafka = a.url, a.kafka
 	case <-n.done:
 		lf.Close()
 		return nil, fmt.Errorf("node exited before serving: see %s", logPath)
@@ -394,37 +425,52 @@ func waitReady(ctx context.Context, base string) error {
 // startBenchNodeInProcess runs one node in this process, configured by serve's own
 // flags, so that a CPU profile of this process shows the node's hot spots beside the
 // load generator's (which the profile names by package).
-func startBenchNodeInProcess(ctx context.Context, catalogURL, bucketURL string, nodeArgs []string, create bool, logPath string) (string, func(), error) {
+func startBenchNodeInProcess(ctx context.Context, catalogURL, bucketURL string, nodeArgs []string, create bool, logPath string) (string, string, func(), error) {
 	c := newCommand("serve", "", "")
 	sf := addServeFlags(c, ":0")
+	kf := addKafkaFlags(c, "", false)
 	args := append([]string{"--catalog", catalogURL, "--bucket", bucketURL}, nodeArgs...)
 	if create {
 		args = append(args, "--create-bucket")
 	}
 	if _, err := c.parse(args, func(string) string { return "" }); err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	spec, bad := sf.spec()
+	bad = append(bad, kf.validate()...)
 	if len(bad) > 0 {
-		return "", nil, badFlags("bench", bad)
+		return "", "", nil, badFlags("bench", bad)
 	}
 	lf, err := os.Create(logPath)
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	ne := &env{stdin: strings.NewReader(""), stdout: lf, stderr: lf, getenv: func(string) string { return "" }}
 	n, err := startNode(ctx, ne, spec)
 	if err != nil {
 		lf.Close()
-		return "", nil, err
+		return "", "", nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	stopNode := func() {
 		n.stopRoles()
 		n.wg.Wait()
 		n.closeCatalog()
 		lf.Close()
-		return "", nil, err
+	}
+	var kn *kafkaNode
+	if kf.listen != "" {
+		if kn, err = startKafka(ctx, kf, n.cat, n.deps.Core, nil, n.log, n.deps.Registerer, false); err != nil {
+			stopNode()
+			return "", "", nil, err
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		if kn != nil {
+			kn.stop()
+		}
+		stopNode()
+		return "", "", nil, err
 	}
 	srv := &http.Server{Handler: n.api.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan struct{})
@@ -436,15 +482,19 @@ func startBenchNodeInProcess(ctx context.Context, catalogURL, bucketURL string, 
 			_ = srv.Close()
 		}
 		<-served
-		n.stopRoles()
-		n.wg.Wait()
-		n.closeCatalog()
-		lf.Close()
+		if kn != nil {
+			kn.stop()
+		}
+		stopNode()
 	}
 	base := "http://" + ln.Addr().String()
 	if err := waitReady(ctx, base); err != nil {
 		stop()
-		return "", nil, err
+		return "", "", nil, err
 	}
-	return base, stop, nil
+	kafkaAddr := ""
+	if kn != nil {
+		kafkaAddr = kn.addr
+	}
+	return base, kafkaAddr, stop, nil
 }

@@ -1,5 +1,5 @@
--- Kafka's idempotent producer rules (issue 15): a producer may bump its own epoch by
--- one, as Kafka clients do after some errors without asking (KIP-360). The Go twin is
+-- Kafka's idempotent producer rules (issue 15): a producer may bump its own epoch, as
+-- Kafka clients do after some errors without asking (KIP-360). The Go twin is
 -- catalog.Plan.CheckProducers rule 3 (catalog/producers.go); the conformance suite
 -- (catalogtest.RunProducers) guards that they agree.
 --
@@ -8,8 +8,8 @@
 --   1. a declaration (v_bumped);
 --   2. the registry rows are locked FOR NO KEY UPDATE instead of FOR SHARE when a
 --      request's epoch is above its producer's (read unlocked first);
---   3. rule 3: an epoch one ahead of the registry's is not refused as unknown;
---   4. rule 5: an accepted request one epoch ahead moves the registry slot's epoch;
+--   3. rule 3: an epoch ahead of the registry's is not refused as unknown;
+--   4. rule 5: an accepted request at an epoch ahead moves the registry slot's epoch;
 --   5. the bumped epochs are written to producers, before the last-used refresh.
 
 CREATE OR REPLACE FUNCTION strata_commit(
@@ -254,9 +254,9 @@ BEGIN
 
             -- 3. The producer's identity.
             j := array_position(v_reg_id, pid);
-            -- >>> 0070 epoch bump: one epoch ahead goes on to the sequence checks (which
-            -- then expect 0 everywhere); more is unknown. (0030: ep > v_reg_ep[j].) <<<
-            IF j IS NULL OR ep > v_reg_ep[j] + 1 THEN
+            -- >>> 0070 epoch bump: an epoch ahead goes on to the sequence checks (which
+            -- then expect 0 everywhere). (0030: IF j IS NULL OR ep > v_reg_ep[j].) <<<
+            IF j IS NULL THEN
                 v_rcode[r] := 'unknown_producer_id';
             ELSIF ep < v_reg_ep[j] THEN
                 v_rcode[r] := 'producer_fenced';
@@ -295,8 +295,8 @@ BEGIN
 
             -- 5. Accepted: its batches become the latest kept.
             v_touch := v_touch || pid;
-            -- >>> 0070 epoch bump: the epoch one ahead becomes the producer's; later
-            -- requests of the flush at the old one are fenced. <<<
+            -- >>> 0070 epoch bump: the epoch ahead becomes the producer's; later
+            -- requests of the flush at an older one are fenced. <<<
             IF ep > v_reg_ep[j] THEN
                 v_reg_ep[j] := ep;
                 v_bumped := v_bumped || j;

@@ -1,0 +1,226 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The Kafka protocol's phases, when the nodes serve it (Config.KafkaNodes):
+//
+//   - produce-kafka: franz-go producers (idempotent, five requests in flight per node, as
+//     a Kafka client runs by default) through the listeners at maximum load, the same
+//     records as the binary HTTP path's, measured beside it in the same run;
+//   - fetch-kafka-cached: the data the fetch phases read, read again with Kafka Fetch
+//     requests from the node that cached it, beside the raw GET floor and the cached
+//     binary HTTP fetch.
+
+// kafkaProducersPerClient: a franz-go client batches every partition's records into
+// one request per node, so a client stands for several HTTP producers.
+const kafkaProducersPerClient = 8
+
+// produceKafka is produceMax for franz-go through the Kafka listeners.
+func (b *runner) produceKafka(ctx context.Context) (Produce, error) {
+	cfg := &b.cfg
+	name := "produce-kafka"
+	clients := max(1, cfg.Producers/kafkaProducersPerClient)
+	b.log.Info("phase: maximum load", "path", "kafka", "clients", clients, "seconds", cfg.Duration.Seconds())
+	var cls []*kgo.Client
+	var batches atomic.Int64
+	defer func() {
+		for _, cl := range cls {
+			cl.Close()
+		}
+	}()
+	for range clients {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.KafkaNodes...), kgo.DefaultProduceTopic(cfg.Topic),
+			kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0),
+			// A request larger than one flush is refused (the writer's limit):
+			// batches stay well under it, at most Kafka's default 1 MB.
+			kgo.ProducerBatchMaxBytes(int32(min(1_000_000, cfg.MaxFlushBytes/4))),
+			// As many records outstanding as the HTTP producers keep in flight
+			// (Producers requests of BatchRecords), so ack latency compares.
+			kgo.MaxBufferedRecords(max(1, cfg.Producers*cfg.BatchRecords/clients)),
+			kgo.WithHooks(batchCounter{&batches}), kgo.WithLogger(kgoLog{b.log}))
+		if err != nil {
+			return Produce{}, fmt.Errorf("bench: kafka client: %w", err)
+		}
+		cls = append(cls, cl)
+	}
+	// The binary path's records: keys, values and a header, 1 KiB values by default.
+	n := cfg.BatchRecords * cfg.Partitions
+	keys, vals := make([][]byte, n), make([][]byte, n)
+	for i := range n {
+		keys[i], vals[i] = fmt.Appendf(nil, "key-%07d", i), payload(i, cfg.RecordSize)
+	}
+	p := Produce{Name: name, Path: "kafka", Mode: "closed"}
+	var c counters
+	ack := newRecorder(time.Now())
+	err := b.phase(ctx, name, &p, &c, ack, func(ctx context.Context) {
+		var wg sync.WaitGroup
+		for ci, cl := range cls {
+			wg.Go(func() {
+				for i := ci; ctx.Err() == nil; i += clients {
+					k, v := keys[i%n], vals[i%n]
+					r := &kgo.Record{Key: k, Value: v, Headers: []kgo.RecordHeader{{Key: "t", Value: []byte(tsPlaceholder)}}}
+					// Not ctx: records buffered when the phase ends are still answered.
+					cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+						if err != nil {
+							c.fail(err)
+							return
+						}
+						c.records.Add(1)
+						c.bytes.Add(int64(len(k) + len(v)))
+						ack.add(r.Timestamp, time.Since(r.Timestamp))
+					})
+				}
+				// The phase includes answering what was buffered at its end (bounded:
+				// a client that cannot get its records answered fails the phase).
+				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+				if err := cl.Flush(fctx); err != nil {
+					c.fail(fmt.Errorf("flush the records buffered at the end: %w", err))
+				}
+				cancel()
+			})
+		}
+		wg.Wait()
+	})
+	p.Requests = batches.Load()
+	return p, err
+}
+
+// batchCounter counts the record batches franz-go writes.
+type batchCounter struct{ n *atomic.Int64 }
+
+func (h batchCounter) OnProduceBatchWritten(kgo.BrokerMetadata, string, int32, kgo.ProduceBatchMetrics) {
+	h.n.Add(1)
+}
+
+var _ kgo.HookProduceBatchWritten = batchCounter{}
+
+// fetchKafka reads each partition up to until[p] with Kafka Fetch requests of
+// maxBytes, from the Kafka listener of the node that read it in the HTTP fetch phases
+// (caches are per node), and returns the record batch bytes received.
+func (b *runner) fetchKafka(ctx context.Context, until map[int32]int64, maxBytes int32) (Fetch, error) {
+	cfg := &b.cfg
+	name := "fetch-kafka-cached"
+	b.log.Info("phase: " + name)
+	// One connection per partition, as the HTTP fetch phases read each partition on a
+	// connection of its own.
+	brokers := map[int32]*kgo.Broker{}
+	for part := range until {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.KafkaNodes[int(part)%len(cfg.KafkaNodes)]))
+		if err != nil {
+			return Fetch{}, fmt.Errorf("bench: kafka client: %w", err)
+		}
+		defer cl.Close()
+		brokers[part] = cl.SeedBrokers()[0]
+	}
+	before, err := scrape(ctx, b.hc, cfg.Nodes)
+	if err != nil {
+		return Fetch{}, err
+	}
+	cfg.Phase(name, false)
+	start := time.Now()
+	var wg sync.WaitGroup
+	var read atomic.Int64
+	errs := make(chan error, len(until))
+	for part, end := range until {
+		br := brokers[part]
+		wg.Go(func() {
+			n, err := kafkaFetchRange(ctx, br, cfg.Topic, part, 0, end, maxBytes)
+			read.Add(n)
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	cfg.Phase(name, true)
+	close(errs)
+	if err := <-errs; err != nil {
+		return Fetch{}, fmt.Errorf("bench: %s: %w", name, err)
+	}
+	after, err := scrape(ctx, b.hc, cfg.Nodes)
+	if err != nil {
+		return Fetch{}, err
+	}
+	d := delta(before, after)
+	f := Fetch{Name: name, Path: "kafka", Bytes: read.Load(), Seconds: secs, MiBps: float64(read.Load()) / (1 << 20) / secs,
+		Gets: d.sum("strata_objstore_requests_total", `op="get`), GetBytes: d.sum("strata_objstore_bytes_total", `op="get`), Objects: b.meanObject}
+	if f.Bytes > 0 {
+		f.GetsPer4Mi = f.Gets / (float64(f.Bytes) / (4 << 20))
+	}
+	b.log.Info("phase done", "phase", name, "mib_per_s", fmt.Sprintf("%.1f", f.MiBps), "gets", f.Gets)
+	return f, nil
+}
+
+// kafkaFetchRange reads partition p from offset from until until with Fetch requests
+// of maxBytes, and returns the record batch bytes received. The next offset comes from
+// the last batch's header (base offset and last offset delta): nothing is decoded.
+func kafkaFetchRange(ctx context.Context, br *kgo.Broker, topic string, p int32, from, until int64, maxBytes int32) (int64, error) {
+	var total int64
+	for off := from; off < until; {
+		req := kmsg.NewPtrFetchRequest()
+		req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 0, 1, maxBytes
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, off, maxBytes
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, br)
+		if err != nil {
+			return total, err
+		}
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return total, fmt.Errorf("fetch %s/%d at %d: malformed answer", topic, p, off)
+		}
+		rpr := &resp.Topics[0].Partitions[0]
+		if rpr.ErrorCode != 0 {
+			return total, fmt.Errorf("fetch %s/%d at %d: error code %d", topic, p, off, rpr.ErrorCode)
+		}
+		data := rpr.RecordBatches
+		total += int64(len(data))
+		next := off
+		for pos := 0; pos+61 <= len(data); {
+			length := int(int32(binary.BigEndian.Uint32(data[pos+8:])))
+			if length < 49 || pos+12+length > len(data) {
+				break
+			}
+			next = int64(binary.BigEndian.Uint64(data[pos:])) + int64(int32(binary.BigEndian.Uint32(data[pos+23:]))) + 1
+			pos += 12 + length
+		}
+		if next <= off {
+			break // the high watermark
+		}
+		off = next
+	}
+	return total, nil
+}
+
+// kgoLog passes franz-go's warnings and errors to the bench's log.
+type kgoLog struct{ log *slog.Logger }
+
+func (l kgoLog) Level() kgo.LogLevel { return kgo.LogLevelInfo }
+
+func (l kgoLog) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	lv := slog.LevelDebug
+	switch level {
+	case kgo.LogLevelError:
+		lv = slog.LevelError
+	case kgo.LogLevelWarn:
+		lv = slog.LevelWarn
+	case kgo.LogLevelInfo:
+		lv = slog.LevelInfo
+	}
+	l.log.Log(context.Background(), lv, "franz-go: "+msg, keyvals...)
+}
