@@ -43,6 +43,9 @@ type request struct {
 	// sizeHint, set by a handler, is roughly the response's encoded size: its buffer is
 	// allocated once (a Fetch answer of megabytes).
 	sizeHint int
+	// release lists buffers of getBuf the response refers to, given back once it is
+	// encoded.
+	release [][]byte
 }
 
 // endTurn lets the connection's next Produce submit its batches.

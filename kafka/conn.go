@@ -303,13 +303,16 @@ func (c *conn) complete(sl *slot, h header, rq *request, resp kmsg.Response, a a
 	if resp != nil {
 		sl.out = frameResponse(h, resp, rq.sizeHint)
 	}
+	for _, b := range rq.release {
+		putBuf(b)
+	}
 }
 
 // frameResponse encodes resp with its size prefix and response header: v1 (with tags)
 // for flexible versions, except ApiVersions, whose header is always v0 so that a client
 // can read it whatever version it asked for.
 func frameResponse(h header, resp kmsg.Response, sizeHint int) []byte {
-	buf := make([]byte, 4, 128+sizeHint)
+	buf := getBuf(128 + sizeHint)[:4]
 	buf = kbin.AppendInt32(buf, h.correlation)
 	if resp.IsFlexible() && h.key != apiVersionsKey {
 		buf = append(buf, 0) // no tagged fields
@@ -333,6 +336,7 @@ func (c *conn) writeLoop() {
 				c.close()
 			}
 		}
+		putBuf(sl.out)
 		if sl.closeAfter && !broken {
 			broken = true
 			c.close()

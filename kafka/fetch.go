@@ -65,6 +65,7 @@ func (s *Server) fetch(ctx context.Context, r *request, req kmsg.Request) (kmsg.
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = g.HighWatermark, g.HighWatermark, g.LogStartOffset
 			rp.RecordBatches = kafkaBatches(g.Batches, g.BaseOffsets)
 			r.sizeHint += len(rp.RecordBatches)
+			r.release = append(r.release, rp.RecordBatches)
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -80,7 +81,7 @@ func kafkaBatches(batches [][]byte, bases []int64) []byte {
 	for _, b := range batches {
 		n += len(b)
 	}
-	out := make([]byte, 0, n)
+	out := getBuf(n)
 	for i, b := range batches {
 		start := len(out)
 		out = append(out, b...)
