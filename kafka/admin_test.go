@@ -226,3 +226,71 @@ func TestFranzGoOffsetsAndCommits(t *testing.T) {
 		t.Fatalf("member commit: %v %+v, want UNKNOWN_MEMBER_ID", err, resp)
 	}
 }
+
+// The admin requests' corners, by hand: topics deleted by id, replica assignments
+// refused, names given twice, broker configs.
+func TestAdminRequestCorners(t *testing.T) {
+	cat := openSQLite(t)
+	n := startNode(t, cat, kafka.Config{})
+	r := rawTo(t, n)
+	topic, err := cat.CreateTopic(t.Context(), "by-id", 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	for _, name := range []string{"twice", "twice", "placed"} {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 1, 3
+		if name == "placed" {
+			rt.NumPartitions, rt.ReplicationFactor = -1, -1
+			a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+			a.Replicas = []int32{0}
+			rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+		}
+		ct.Topics = append(ct.Topics, rt)
+	}
+	cr := r.do(ct).(*kmsg.CreateTopicsResponse)
+	wantCode(t, "a name twice", cr.Topics[0].ErrorCode, kerr.InvalidRequest)
+	wantCode(t, "a name twice (second)", cr.Topics[1].ErrorCode, kerr.InvalidRequest)
+	wantCode(t, "replica assignment", cr.Topics[2].ErrorCode, kerr.InvalidReplicaAssignment)
+	if ts, _ := cat.Topics(t.Context()); len(ts) != 1 {
+		t.Fatalf("refused creations made topics: %+v", ts)
+	}
+
+	cp := kmsg.NewPtrCreatePartitionsRequest()
+	cpt := kmsg.NewCreatePartitionsRequestTopic()
+	cpt.Topic, cpt.Count = "by-id", 2
+	cpt.Assignment = []kmsg.CreatePartitionsRequestTopicAssignment{{Replicas: []int32{0}}}
+	cp.Topics = append(cp.Topics, cpt)
+	wantCode(t, "partition assignment", r.do(cp).(*kmsg.CreatePartitionsResponse).Topics[0].ErrorCode, kerr.InvalidReplicaAssignment)
+
+	dc := kmsg.NewPtrDescribeConfigsRequest()
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType, res.ResourceName = 4, "0"
+	dc.Resources = append(dc.Resources, res)
+	if dr := r.do(dc).(*kmsg.DescribeConfigsResponse).Resources[0]; dr.ErrorCode != 0 || len(dr.Configs) != 0 {
+		t.Fatalf("broker configs: %+v, want none and no error", dr)
+	}
+	ia := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	iar := kmsg.NewIncrementalAlterConfigsRequestResource()
+	iar.ResourceType, iar.ResourceName = 4, "0"
+	ia.Resources = append(ia.Resources, iar)
+	wantCode(t, "altering a broker's configs", r.do(ia).(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode, kerr.InvalidRequest)
+
+	// DeleteTopics v6 by topic id; an unknown id.
+	dt := kmsg.NewPtrDeleteTopicsRequest()
+	for _, id := range [][16]byte{topic.UUID, {1, 2, 3}} {
+		t6 := kmsg.NewDeleteTopicsRequestTopic()
+		t6.TopicID = id
+		dt.Topics = append(dt.Topics, t6)
+	}
+	dr := r.do(dt).(*kmsg.DeleteTopicsResponse)
+	if dr.Topics[0].ErrorCode != 0 || dr.Topics[0].Topic == nil || *dr.Topics[0].Topic != "by-id" {
+		t.Fatalf("delete by id: %+v", dr.Topics[0])
+	}
+	wantCode(t, "delete an unknown id", dr.Topics[1].ErrorCode, kerr.UnknownTopicID)
+	if _, err := cat.Topic(t.Context(), "by-id"); err == nil {
+		t.Fatal("the topic deleted by id is still there")
+	}
+}
