@@ -224,3 +224,32 @@ func (l kgoLog) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	}
 	l.log.Log(context.Background(), lv, "franz-go: "+msg, keyvals...)
 }
+
+// kafkaTargets adds the Kafka phases' targets: franz-go producing beside the binary
+// HTTP path, and the cached Kafka fetch beside the raw GET floor.
+func (b *runner) kafkaTargets(byName map[string]*Produce, add func(Target)) {
+	cfg, rep := &b.cfg, &b.rep
+	if k, p := byName["produce-kafka"], byName["produce-binary"]; k != nil && p != nil && p.MiBps > 0 {
+		r := k.MiBps / p.MiBps
+		add(Target{Name: "produce Kafka (franz-go) vs HTTP binary", Figure: k.MiBps, Bound: 0.9 * p.MiBps, Unit: "MiB/s", Ratio: r, Want: ">= 0.9x", Pass: r >= 0.9,
+			Note: fmt.Sprintf("%d franz-go clients (idempotent, uncompressed) vs %d HTTP producers of %d-record batches, same run",
+				max(1, cfg.Producers/kafkaProducersPerClient), cfg.Producers, cfg.BatchRecords)})
+	}
+	var kafka, http *Fetch
+	for i := range rep.Fetch {
+		switch rep.Fetch[i].Name {
+		case "fetch-kafka-cached":
+			kafka = &rep.Fetch[i]
+		case "fetch-cached":
+			http = &rep.Fetch[i]
+		}
+	}
+	if fl := rep.Floor; kafka != nil && fl != nil && fl.GetMiBps > 0 {
+		r := kafka.MiBps / fl.GetMiBps
+		t := Target{Name: "cached fetch Kafka vs raw GET bandwidth", Figure: kafka.MiBps, Bound: 0.8 * fl.GetMiBps, Unit: "MiB/s", Ratio: r, Want: ">= 0.8x", Pass: r >= 0.8}
+		if http != nil && http.MiBps > 0 {
+			t.Note = fmt.Sprintf("the cached binary HTTP fetch of the same data: %.1f MiB/s (%.2fx)", http.MiBps, kafka.MiBps/http.MiBps)
+		}
+		add(t)
+	}
+}

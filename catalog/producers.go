@@ -295,8 +295,7 @@ func (p *Plan) CheckProducers(errs []error, registry map[int64]int16, state map[
 	}
 	accepted := map[int64]bool{}
 	// A bump changes the registry for the requests after it: work on a copy.
-	registry = maps.Clone(registry)
-	bumped := map[int64]int16{}
+	stored, registry := registry, maps.Clone(registry)
 	for ri, r := range reqs {
 		pr := r.Producer
 		if pr == nil {
@@ -363,12 +362,8 @@ func (p *Plan) CheckProducers(errs []error, registry map[int64]int16, state map[
 			pc.Errs[ri] = fmt.Errorf("producer id %d epoch %d: %w", pr.ID, pr.Epoch, serr)
 			continue
 		}
-		// 5. Accepted: remember its batches (and a bumped epoch).
-		accepted[pr.ID] = true
-		if pr.Epoch > cur {
-			registry[pr.ID] = pr.Epoch
-			bumped[pr.ID] = pr.Epoch
-		}
+		// 5. Accepted: remember its batches, and its epoch (if ahead, rule 3).
+		accepted[pr.ID], registry[pr.ID] = true, pr.Epoch
 		for bi, b := range r.Batches {
 			k := ProducerPartition{pr.ID, TopicPartition{b.TopicID, b.Partition}}
 			s := get(k)
@@ -390,15 +385,21 @@ func (p *Plan) CheckProducers(errs []error, registry map[int64]int16, state map[
 			}
 		}
 	}
+	pc.collect(accepted, stored, registry)
+	return pc
+}
+
+// collect lists the producers accepted, and those whose epoch the flush moved from
+// stored to now, by id.
+func (pc *ProducerCheck) collect(accepted map[int64]bool, stored, now map[int64]int16) {
 	for id := range accepted {
 		pc.Producers = append(pc.Producers, id)
+		if now[id] != stored[id] {
+			pc.Bumps = append(pc.Bumps, ProducerEpoch{ID: id, Epoch: now[id]})
+		}
 	}
 	sortInt64s(pc.Producers)
-	for id, e := range bumped {
-		pc.Bumps = append(pc.Bumps, ProducerEpoch{ID: id, Epoch: e})
-	}
 	slices.SortFunc(pc.Bumps, func(a, b ProducerEpoch) int { return cmp.Compare(a.ID, b.ID) })
-	return pc
 }
 
 // ProducerEpoch is a producer id and an epoch of it.

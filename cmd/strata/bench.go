@@ -53,7 +53,7 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 	recordSize := c.fs.Int("record-size", 1024, "record value `bytes` (e.g. 100, 1024, 10240)")
 	batch := c.fs.Int("batch", 500, "records per produce `request`")
 	duration := c.fs.Duration("duration", 10*time.Second, "`time` of each produce phase")
-	paths := c.fs.String("paths", "binary,json", "produce `paths` measured at maximum load: binary, json")
+	paths := c.fs.String("paths", "", "produce `paths` measured at maximum load: binary, json, kafka (default: all the nodes serve)")
 	floorDur := c.fs.Duration("floor-duration", 3*time.Second, "`time` of each floor measurement")
 	scaleRecords := c.fs.Int64("scale-records", 10_000_000, "`records` the large partition is seeded to in the scale phase")
 	scaleChunk := c.fs.Int("scale-chunk-records", 100, "`records` per seeded chunk row (10 makes 1 M rows for 10 M records)")
@@ -98,10 +98,13 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 			BufferBytes: int64(bufferBytes), CacheBytes: int64(cacheBytes), ScaleRecords: *scaleRecords,
 			ScaleChunkRecords: *scaleChunk, NoScale: *noScale, FloorDuration: *floorDur, Nodes: []string{"http://placeholder"},
 		}
+		if !*noKafka && (*against == "" || *againstKafka != "") {
+			cfg.KafkaNodes = []string{"placeholder:9092"} // the nodes will serve Kafka
+		}
 		if err := cfg.Validate(); err != nil {
 			bad = append(bad, err.Error())
 		}
-		cfg.Nodes = nil // the placeholder let Validate check the rest
+		cfg.Nodes, cfg.KafkaNodes = nil, nil // the placeholders let Validate check the rest
 		if len(bad) > 0 {
 			return badFlags(c.name, bad)
 		}
