@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,15 +115,21 @@ func (b *runner) fetchKafka(ctx context.Context, until map[int32]int64, maxBytes
 	name := "fetch-kafka-cached"
 	b.log.Info("phase: " + name)
 	// One connection per partition, as the HTTP fetch phases read each partition on a
-	// connection of its own.
-	brokers := map[int32]*kgo.Broker{}
-	for part := range until {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.KafkaNodes[int(part)%len(cfg.KafkaNodes)]))
-		if err != nil {
-			return Fetch{}, fmt.Errorf("bench: kafka client: %w", err)
+	// connection of its own, and as lean a client as theirs: a response is read into a
+	// reused buffer and decoded by kmsg, nothing more (franz-go's client allocates and
+	// zeroes every response, work the HTTP reader does not do).
+	conns := map[int32]*kafkaConn{}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
 		}
-		defer cl.Close()
-		brokers[part] = cl.SeedBrokers()[0]
+	}()
+	for part := range until {
+		c, err := dialKafka(ctx, cfg.KafkaNodes[int(part)%len(cfg.KafkaNodes)])
+		if err != nil {
+			return Fetch{}, err
+		}
+		conns[part] = c
 	}
 	before, err := scrape(ctx, b.hc, cfg.Nodes)
 	if err != nil {
@@ -133,9 +141,9 @@ func (b *runner) fetchKafka(ctx context.Context, until map[int32]int64, maxBytes
 	var read atomic.Int64
 	errs := make(chan error, len(until))
 	for part, end := range until {
-		br := brokers[part]
+		c := conns[part]
 		wg.Go(func() {
-			n, err := kafkaFetchRange(ctx, br, cfg.Topic, part, 0, end, maxBytes)
+			n, err := kafkaFetchRange(ctx, c, cfg.Topic, part, 0, end, maxBytes)
 			read.Add(n)
 			if err != nil {
 				errs <- err
@@ -166,7 +174,7 @@ func (b *runner) fetchKafka(ctx context.Context, until map[int32]int64, maxBytes
 // kafkaFetchRange reads partition p from offset from until until with Fetch requests
 // of maxBytes, and returns the record batch bytes received. The next offset comes from
 // the last batch's header (base offset and last offset delta): nothing is decoded.
-func kafkaFetchRange(ctx context.Context, br *kgo.Broker, topic string, p int32, from, until int64, maxBytes int32) (int64, error) {
+func kafkaFetchRange(ctx context.Context, c *kafkaConn, topic string, p int32, from, until int64, maxBytes int32) (int64, error) {
 	var total int64
 	for off := from; off < until; {
 		req := kmsg.NewPtrFetchRequest()
@@ -177,8 +185,8 @@ func kafkaFetchRange(ctx context.Context, br *kgo.Broker, topic string, p int32,
 		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, off, maxBytes
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, br)
-		if err != nil {
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		if err := c.roundTrip(ctx, req, resp); err != nil {
 			return total, err
 		}
 		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
@@ -252,4 +260,56 @@ func (b *runner) kafkaTargets(byName map[string]*Produce, add func(Target)) {
 		}
 		add(t)
 	}
+}
+
+// maxFetchVersion is the highest Fetch version the listener serves.
+const maxFetchVersion = 12
+
+// kafkaConn is a bare Kafka connection for the fetch phase: requests framed by kmsg,
+// responses read into one reused buffer and decoded by kmsg.
+type kafkaConn struct {
+	net.Conn
+	corr int32
+	out  []byte
+	in   []byte
+}
+
+func dialKafka(ctx context.Context, addr string) (*kafkaConn, error) {
+	nc, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("bench: dial Kafka listener %s: %w", addr, err)
+	}
+	return &kafkaConn{Conn: nc}, nil
+}
+
+// roundTrip sends req (a Fetch, at maxFetchVersion) and decodes the answer into resp, whose
+// byte fields then refer to the connection's buffer until the next roundTrip.
+func (c *kafkaConn) roundTrip(ctx context.Context, req kmsg.Request, resp kmsg.Response) error {
+	req.SetVersion(min(req.MaxVersion(), maxFetchVersion))
+	resp.SetVersion(req.GetVersion())
+	c.corr++
+	c.out = kmsg.NewRequestFormatter(kmsg.FormatterClientID("strata-bench")).AppendRequest(c.out[:0], req, c.corr)
+	if d, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(d)
+	}
+	if _, err := c.Write(c.out); err != nil {
+		return err
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(c, size[:]); err != nil {
+		return err
+	}
+	n := int(binary.BigEndian.Uint32(size[:]))
+	if cap(c.in) < n {
+		c.in = make([]byte, n)
+	}
+	c.in = c.in[:n]
+	if _, err := io.ReadFull(c, c.in); err != nil {
+		return err
+	}
+	body := c.in[4:] // the correlation id
+	if resp.IsFlexible() {
+		body = body[1:] // no tagged fields in the response header
+	}
+	return resp.ReadFrom(body)
 }
