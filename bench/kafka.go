@@ -26,7 +26,7 @@ import (
 
 // kafkaProducersPerClient: a franz-go client batches every partition's records into
 // one request per node, so a client stands for several HTTP producers.
-const kafkaProducersPerClient = 8
+const kafkaProducersPerClient = 4
 
 // produceKafka is produceMax for franz-go through the Kafka listeners.
 func (b *runner) produceKafka(ctx context.Context) (Produce, error) {
@@ -44,9 +44,9 @@ func (b *runner) produceKafka(ctx context.Context) (Produce, error) {
 	for range clients {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.KafkaNodes...), kgo.DefaultProduceTopic(cfg.Topic),
 			kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0),
-			// A request larger than one flush is refused (the writer's limit):
-			// batches stay well under it, at most Kafka's default 1 MB.
-			kgo.ProducerBatchMaxBytes(int32(min(1_000_000, cfg.MaxFlushBytes/4))),
+			// Batches the size of the HTTP path's requests (at most Kafka's default
+			// 1 MB, and well under a flush: a larger request is refused).
+			kgo.ProducerBatchMaxBytes(int32(min(1_000_000, cfg.MaxFlushBytes/4, int64(cfg.BatchRecords*(cfg.RecordSize+40)+61)))),
 			// As many records outstanding as the HTTP producers keep in flight
 			// (Producers requests of BatchRecords), so ack latency compares.
 			kgo.MaxBufferedRecords(max(1, cfg.Producers*cfg.BatchRecords/clients)),
