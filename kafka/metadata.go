@@ -58,11 +58,11 @@ func (s *Server) metadata(ctx context.Context, r *request, req kmsg.Request) (km
 			}
 			seenID[id] = true
 			if t, err = s.deps.Core.TopicByUUID(ctx, r.who, id); err != nil {
-				resp.Topics = append(resp.Topics, topicError(nil, rt.TopicID, err, kerr.UnknownTopicID))
+				resp.Topics = append(resp.Topics, topicError(nil, rt.TopicID, s.code(err), kerr.UnknownTopicID))
 				continue
 			}
 		case rt.Topic == nil:
-			resp.Topics = append(resp.Topics, topicError(nil, rt.TopicID, nil, kerr.InvalidRequest))
+			resp.Topics = append(resp.Topics, topicError(nil, rt.TopicID, kerr.InvalidRequest.Code, kerr.InvalidRequest))
 			continue
 		default:
 			name := *rt.Topic
@@ -71,7 +71,7 @@ func (s *Server) metadata(ctx context.Context, r *request, req kmsg.Request) (km
 			}
 			seenName[name] = true
 			if t, err = s.topicForMetadata(ctx, r.who, name, autoCreate); err != nil {
-				resp.Topics = append(resp.Topics, topicError(&name, rt.TopicID, err, kerr.UnknownTopicOrPartition))
+				resp.Topics = append(resp.Topics, topicError(&name, rt.TopicID, s.code(err), kerr.UnknownTopicOrPartition))
 				continue
 			}
 		}
@@ -122,18 +122,19 @@ func topicMetadata(m *membership, t catalog.Topic) kmsg.MetadataResponseTopic {
 	return rt
 }
 
-// topicError answers a topic that cannot be described: notFound's code when it does not
-// exist, INVALID_TOPIC_EXCEPTION for a name no topic can have, and a retriable
-// LEADER_NOT_AVAILABLE when the lookup itself failed, so the client asks again.
-func topicError(name *string, id [16]byte, err error, notFound *kerr.Error) kmsg.MetadataResponseTopic {
+// topicError answers a topic that cannot be described, from the Kafka code of why
+// (kafkaError): notFound's code when it does not exist, INVALID_TOPIC_EXCEPTION for a
+// name no topic can have, and a retriable LEADER_NOT_AVAILABLE for anything else (the
+// lookup itself failed), so the client asks again.
+func topicError(name *string, id [16]byte, code int16, notFound *kerr.Error) kmsg.MetadataResponseTopic {
 	rt := kmsg.NewMetadataResponseTopic()
 	rt.Topic, rt.TopicID = name, id
 	rt.Partitions = []kmsg.MetadataResponseTopicPartition{}
-	switch {
-	case err == nil, hasCode(err, broker.CodeTopicNotFound):
+	switch code {
+	case kerr.UnknownTopicOrPartition.Code, notFound.Code:
 		rt.ErrorCode = notFound.Code
-	case hasCode(err, broker.CodeInvalidTopicName):
-		rt.ErrorCode = kerr.InvalidTopicException.Code
+	case kerr.InvalidTopicException.Code:
+		rt.ErrorCode = code
 	default:
 		rt.ErrorCode = kerr.LeaderNotAvailable.Code
 	}
