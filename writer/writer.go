@@ -73,6 +73,7 @@ type Writer struct {
 	seq        uint64
 	lastDone   chan struct{}    // done of the last flush cut; nil before the first
 	sticky     map[int64]uint64 // per topic: the counter choosing the next sticky partition
+	room       chan struct{}    // closed when held drops (SubmitWait); nil until wanted
 }
 
 // pending is one request waiting for its flush.
@@ -548,6 +549,7 @@ func (w *Writer) process(f *flush) {
 	w.held -= f.bytes
 	w.inflight--
 	w.dispatchLocked()
+	w.roomLocked()
 	w.mu.Unlock()
 	w.m.buffered.Sub(float64(f.bytes))
 	for _, p := range f.reqs {
