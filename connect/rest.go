@@ -666,8 +666,16 @@ func (h *REST) validate(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// validateBody is Kafka Connect's ConfigInfos.
-func validateBody(v validation, raw map[string]string, p Connector) map[string]any {
+// validateInfo is Kafka Connect's ConfigInfos.
+type validateInfo struct {
+	Name       string   `json:"name"`
+	ErrorCount int      `json:"error_count"`
+	Groups     []string `json:"groups"`
+	Configs    any      `json:"configs"`
+}
+
+// validateBody is the validate endpoint's answer.
+func validateBody(v validation, raw map[string]string, p Connector) validateInfo {
 	type value struct {
 		Name        string   `json:"name"`
 		Value       *string  `json:"value"`
@@ -701,5 +709,5 @@ func validateBody(v validation, raw map[string]string, p Connector) map[string]a
 		configs = append(configs, config{Definition: definitionOf(fr.key, fr.order),
 			Value: value{Name: fr.key.Name, Value: val, Recommended: rec, Errors: errs, Visible: fr.visible}})
 	}
-	return map[string]any{"name": p.Class(), "error_count": v.errors, "groups": v.groups, "configs": configs}
+	return validateInfo{Name: p.Class(), ErrorCount: v.errors, Groups: v.groups, Configs: configs}
 }
