@@ -176,8 +176,8 @@ type nodeSpec struct {
 	compactor bool
 	// connect runs the connector runtime (worker and REST API).
 	connect bool
-	catalog   func(ctx context.Context, opts catalog.Options) (catalog.Backend, error)
-	store     func(ctx context.Context, log *slog.Logger) (objstore.Store, error)
+	catalog func(ctx context.Context, opts catalog.Options) (catalog.Backend, error)
+	store   func(ctx context.Context, log *slog.Logger) (objstore.Store, error)
 	// describe names the catalog and bucket in the start-up log (passwords redacted).
 	catalogName, bucketName string
 	// warnings are logged at start-up: what works but is not safe.

@@ -88,18 +88,18 @@ type Node struct {
 	Store    objstore.Store
 	Registry *prometheus.Registry
 
-	cfg   Config
-	apiD  api.Deps
-	log   *slog.Logger
-	errs  chan error
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
+	cfg  Config
+	apiD api.Deps
+	log  *slog.Logger
+	errs chan error
+	stop context.CancelFunc
+	wg   sync.WaitGroup
 	// The connect worker stops first, while the writer still takes its tasks' last
 	// commits.
 	stopConnect context.CancelFunc
 	connectDone chan struct{}
-	once  sync.Once
-	ended chan struct{}
+	once        sync.Once
+	ended       chan struct{}
 }
 
 // readyProbeKey is a key that never exists: a Head answering "not found" proves the
