@@ -328,6 +328,9 @@ func (h *REST) create(w http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusBadRequest, "Invalid initial state %q: use RUNNING, PAUSED or STOPPED", req.InitialState)
 	}
 	c, _, err := h.put(r, name, req.Config, state, false)
+	if errors.Is(err, catalog.ErrConnectorExists) {
+		return errorf(http.StatusConflict, "Connector %s already exists", name)
+	}
 	if err != nil {
 		return err
 	}

@@ -220,6 +220,27 @@ func (c *taskControl) state() (bool, <-chan struct{}) {
 	return c.paused, c.changed
 }
 
+// untilPaused returns a context that ends with ctx or when the task is paused, so that a
+// task blocked waiting for data notices a pause.
+func (c *taskControl) untilPaused(ctx context.Context) (context.Context, context.CancelFunc) {
+	pctx, cancel := context.WithCancel(ctx)
+	go func() {
+		for {
+			paused, changed := c.state()
+			if paused {
+				cancel()
+				return
+			}
+			select {
+			case <-pctx.Done():
+				return
+			case <-changed:
+			}
+		}
+	}()
+	return pctx, cancel
+}
+
 // waitRunning blocks while the task is paused (reporting PAUSED, then RUNNING again),
 // answering false when ctx ends; idle, when given, runs every tick while paused (a sink
 // keeps its group membership).

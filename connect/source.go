@@ -61,11 +61,13 @@ func runSource(ctx context.Context, e *taskEnv, task SourceTask) error {
 			last = true
 		}
 		var b SourceBatch
-		err := e.policy.retry(ctx, func() (err error) {
-			b, err = task.Poll(ctx)
+		pctx, cancel := e.control.untilPaused(ctx)
+		err := e.policy.retry(pctx, func() (err error) {
+			b, err = task.Poll(pctx)
 			return err
 		})
-		if err != nil && ctx.Err() == nil {
+		cancel()
+		if err != nil && pctx.Err() == nil {
 			return &failedError{f: failure{stage: stagePoll, class: e.cfg[cfgClass], err: err, offset: -1}}
 		}
 		if len(b.Records) > 0 || len(b.Offsets) > 0 {
