@@ -213,9 +213,9 @@ type WorkerBeat struct {
 // WorkerAssignment answers a WorkerBeat.
 type WorkerAssignment struct {
 	Tasks []AssignedTask // the tasks the worker holds now, by (connector, task)
-	// Excess is how many tasks the worker holds beyond its share: it should stop that
-	// many and release them in its next beat, so that others can take them.
-	Excess  int
+	// Excess lists tasks the worker holds beyond its share: it should stop them and
+	// release them in its next beat, so that others can take them.
+	Excess  []TaskID
 	Workers int // live workers, this one included
 	Now     time.Time
 }

@@ -148,29 +148,30 @@ type TaskLease struct {
 }
 
 // WorkerPlan is what a worker's heartbeat changes: tasks whose leases it renews,
-// releases (owner cleared) and claims (owner set, a new generation).
+// releases (owner cleared) and claims (owner set, a new generation), and the tasks it
+// holds beyond its share, which it should stop and release in its next beat.
 type WorkerPlan struct {
-	Renew, Release, Claim []TaskID
-	Excess                int
-	Workers               int
+	Renew, Release, Claim, Excess []TaskID
+	Workers                       int
 }
 
 // PlanWorkerBeat plans a worker's heartbeat at now over every worker and task row (read
 // under the lock that serialises heartbeats). The rules:
 //
 //   - the live workers are those whose lease runs past now, and the beating worker
-//     (unless it leaves);
-//   - the tasks to run are those of connectors not STOPPED; they are shared out
-//     evenly: with n tasks and w live workers in id order, the first n mod w workers
-//     get ⌈n/w⌉ and the others ⌊n/w⌋;
+//     (unless it leaves), in id order;
+//   - the tasks to run are those of connectors not STOPPED, shared out connector by
+//     connector: of a connector's n tasks, with w live workers, each gets ⌊n/w⌋ and n
+//     mod w of them one more — the workers that follow, in turn, the last to get one
+//     for the connector before (so every connector spreads over the workers, and the
+//     totals differ by one at most);
 //   - the worker keeps (renews) the tasks it owns, except those it releases, all of
 //     them when it leaves, and those of STOPPED connectors, which it releases;
-//   - below its share, it claims tasks that no live worker holds — owner empty, or
-//     the owner's lease ended — in (task, connector) order, so that the first tasks
-//     of every connector spread first;
-//   - above its share, Excess says by how much: the worker stops that many of its
-//     tasks and releases them in its next beat (never all at once here, so that a
-//     task is never claimed while its instance still runs).
+//   - below its share of a connector, it claims that connector's tasks that no live
+//     worker holds — owner empty, or the owner's lease ended — lowest first;
+//   - above its share, Excess names its highest tasks of the connector beyond it: the
+//     worker stops them and releases them in its next beat (never here, so that a task
+//     is never claimed while its instance still runs).
 func PlanWorkerBeat(now time.Time, b WorkerBeat, workers []WorkerRow, tasks []TaskLease) WorkerPlan {
 	live := []string{}
 	if !b.Leave {
@@ -186,43 +187,55 @@ func PlanWorkerBeat(now time.Time, b WorkerBeat, workers []WorkerRow, tasks []Ta
 	for _, id := range b.Release {
 		released[id] = true
 	}
-	var plan WorkerPlan
-	plan.Workers = len(live)
-	runnable := 0
-	var claimable []TaskID
+	plan := WorkerPlan{Workers: len(live)}
+	type conn struct {
+		runnable        int
+		held, claimable []TaskID
+	}
+	var order []string
+	byConn := map[string]*conn{}
 	for _, t := range tasks {
+		c := byConn[t.Connector]
+		if c == nil {
+			c = &conn{}
+			byConn[t.Connector] = c
+			order = append(order, t.Connector)
+		}
 		run := t.TargetState != StateStopped
 		if run {
-			runnable++
+			c.runnable++
 		}
 		switch {
 		case t.Owner == b.Worker && (b.Leave || released[t.TaskID] || !run):
 			plan.Release = append(plan.Release, t.TaskID)
 		case t.Owner == b.Worker:
 			plan.Renew = append(plan.Renew, t.TaskID)
+			c.held = append(c.held, t.TaskID)
 		case run && (t.Owner == "" || !t.LeaseUntil.After(now)):
-			claimable = append(claimable, t.TaskID)
+			c.claimable = append(c.claimable, t.TaskID)
 		}
 	}
 	if b.Leave {
 		return plan
 	}
-	i := slices.Index(live, b.Worker)
-	share := runnable / len(live)
-	if i < runnable%len(live) {
-		share++
-	}
-	held := len(plan.Renew)
-	if held > share {
-		plan.Excess = held - share
-		return plan
-	}
-	slices.SortFunc(claimable, func(a, b TaskID) int {
-		if c := cmp.Compare(a.Task, b.Task); c != 0 {
-			return c
+	me := slices.Index(live, b.Worker)
+	slices.Sort(order)
+	next := 0 // the worker that gets the next connector's first extra task
+	for _, name := range order {
+		c := byConn[name]
+		share := c.runnable / len(live)
+		rem := c.runnable % len(live)
+		if (me-next+len(live))%len(live) < rem {
+			share++
 		}
-		return cmp.Compare(a.Connector, b.Connector)
-	})
-	plan.Claim = claimable[:min(len(claimable), share-held)]
+		next = (next + rem) % len(live)
+		slices.SortFunc(c.held, compareTasks)
+		slices.SortFunc(c.claimable, compareTasks)
+		if len(c.held) > share {
+			plan.Excess = append(plan.Excess, c.held[share:]...)
+			continue
+		}
+		plan.Claim = append(plan.Claim, c.claimable[:min(len(c.claimable), share-len(c.held))]...)
+	}
 	return plan
 }

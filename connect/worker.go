@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sort"
 	"sync"
 	"time"
 
@@ -144,16 +143,8 @@ func (w *Worker) reconcile(ctx context.Context, a catalog.WorkerAssignment) []ca
 	w.mu.Unlock()
 	stopRuns(stop)
 
-	var release []catalog.TaskID
-	if a.Excess > 0 {
-		ids := make([]catalog.TaskID, 0, len(held))
-		for id := range held {
-			ids = append(ids, id)
-		}
-		sort.Slice(ids, func(i, j int) bool {
-			return ids[i].Connector > ids[j].Connector || (ids[i].Connector == ids[j].Connector && ids[i].Task > ids[j].Task)
-		})
-		release = ids[:min(a.Excess, len(ids))]
+	release := a.Excess
+	if len(release) > 0 {
 		w.mu.Lock()
 		stop = stop[:0]
 		for _, id := range release {
