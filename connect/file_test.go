@@ -16,7 +16,7 @@ import (
 type fakeSourceContext struct{ offs []Offset }
 
 func (f fakeSourceContext) Offsets(context.Context) ([]Offset, error) { return f.offs, nil }
-func (fakeSourceContext) Logger() *slog.Logger                       { return slog.New(slog.DiscardHandler) }
+func (fakeSourceContext) Logger() *slog.Logger                        { return slog.New(slog.DiscardHandler) }
 
 func pollLines(t *testing.T, task SourceTask) ([]string, []Offset) {
 	t.Helper()
