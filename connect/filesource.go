@@ -40,7 +40,7 @@ func (FileSourceConnector) Config() []ConfigKey {
 			Doc: "Source file paths (absolute), shared out over the tasks."},
 		{Name: "topic", Type: TypeString, NoDefault: true, Importance: "HIGH", Group: groupFile, DisplayName: "Topic",
 			Doc: "The topic to publish data to."},
-		{Name: "batch.size", Type: TypeInt, Default: "2000", Importance: "LOW", Group: groupFile, DisplayName: "Batch size",
+		{Name: "batch.size", Type: TypeInt, Default: "10000", Importance: "LOW", Group: groupFile, DisplayName: "Batch size",
 			Doc: "The most lines one poll (one transaction) takes.", Check: atLeast(1)},
 		{Name: "poll.interval.ms", Type: TypeLong, Default: "100", Importance: "LOW", Group: groupFile, DisplayName: "Poll interval",
 			Doc: "How long to wait at the end of every file before looking again.", Check: atLeast(1)},
