@@ -118,7 +118,18 @@ func TestRESTFlow(t *testing.T) {
 	tn.want(t, "PUT", "/connectors/src/topics/reset", "", 202, "")
 	tn.want(t, "GET", "/connectors/src/topics", "", 200, `{"src":{"topics":[]}}`)
 
-	// Plugins.
+	// Errors in Kafka Connect's shape, for routes and methods too.
+	tn.want(t, "DELETE", "/connectors/other", "", 204, "")
+	tn.want(t, "GET", "/connectors/other", "", 404, `{"error_code":404,"message":"Connector other not found"}`)
+	tn.want(t, "PUT", "/connectors/other/pause", "", 404, `{"error_code":404,"message":"Connector other not found"}`)
+	tn.want(t, "GET", "/connectors/src/bogus", "", 404, `{"error_code":404,"message":"HTTP 404 Not Found"}`)
+	tn.want(t, "POST", "/connectors/src/status", "", 405, `{"error_code":405,"message":"HTTP 405 Method Not Allowed"}`)
+}
+
+// TestRESTPlugins: the plugin listing (with transforms, predicates and converters on
+// request) and a plugin's config keys, in Kafka Connect's shapes.
+func TestRESTPlugins(t *testing.T) {
+	tn := startNode(t, connect.WorkerConfig{})
 	tn.want(t, "GET", "/connector-plugins", "", 200,
 		`[{"class":"io.strata.connect.file.FileSinkConnector","type":"sink","version":"1.0"},{"class":"io.strata.connect.file.FileSourceConnector","type":"source","version":"1.0"}]`)
 	code, body := tn.do(t, "GET", "/connector-plugins?connectorsOnly=false", "")
@@ -131,12 +142,6 @@ func TestRESTFlow(t *testing.T) {
 		`{"name":"flush.size","type":"INT","required":false,"default_value":"10000","importance":"LOW","documentation":"*","group":"File","width":"NONE","display_name":"Flush size","dependents":[],"order":2}]`)
 	tn.want(t, "GET", "/connector-plugins/Nope/config", "", 404, `{"error_code":404,"message":"Unknown plugin Nope."}`)
 
-	// Errors in Kafka Connect's shape, for routes and methods too.
-	tn.want(t, "DELETE", "/connectors/other", "", 204, "")
-	tn.want(t, "GET", "/connectors/other", "", 404, `{"error_code":404,"message":"Connector other not found"}`)
-	tn.want(t, "PUT", "/connectors/other/pause", "", 404, `{"error_code":404,"message":"Connector other not found"}`)
-	tn.want(t, "GET", "/connectors/src/bogus", "", 404, `{"error_code":404,"message":"HTTP 404 Not Found"}`)
-	tn.want(t, "POST", "/connectors/src/status", "", 405, `{"error_code":405,"message":"HTTP 405 Method Not Allowed"}`)
 }
 
 // TestValidate: a bad config is refused with an error on each field at fault — by the
