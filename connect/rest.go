@@ -267,7 +267,7 @@ func statusOf(c catalog.Connector) connectorStatus {
 		case !t.Held(c.Now):
 			ts.State, ts.WorkerID = catalog.TaskUnassigned, ""
 		case t.State == catalog.TaskUnassigned || t.State == "":
-			ts.State, ts.WorkerID = catalog.TaskRestarting, t.Owner // claimed, not yet started
+			ts.WorkerID = t.Owner // claimed, not started yet
 		}
 		if ts.State == catalog.TaskFailed {
 			ts.Trace = t.Trace

@@ -120,6 +120,15 @@ func (s *sinkRun) leaseValid() bool {
 func (s *sinkRun) heartbeat(ctx context.Context) error {
 	hb := catalog.Heartbeat{Group: s.group, MemberID: s.member, MemberEpoch: s.epoch, SessionTimeout: s.session, Owned: s.ownedList()}
 	if s.epoch == 0 {
+		// Joining (again, after the membership was lost): only while this instance is
+		// still its task's — a paused instance whose task moved on must not come back.
+		state := catalog.StateRunning
+		if paused, _ := s.e.control.state(); paused {
+			state = catalog.StatePaused
+		}
+		if err := s.e.store.ReportTaskState(ctx, s.e.fence, s.e.worker, state, ""); errors.Is(err, catalog.ErrStaleGeneration) {
+			return fmt.Errorf("%w: %v", errFenced, err)
+		}
 		hb.Topics = s.topics
 	}
 	sent := time.Now()

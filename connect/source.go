@@ -58,6 +58,9 @@ func runSource(ctx context.Context, e *taskEnv, task SourceTask) error {
 	for {
 		last := ctx.Err() != nil
 		if !last && !e.waitRunning(ctx, nil) {
+			if paused, _ := e.control.state(); paused {
+				return nil // stopped while paused: nothing was polled
+			}
 			last = true
 		}
 		var b SourceBatch
@@ -179,9 +182,11 @@ func (e *taskEnv) commitSource(ctx context.Context, req broker.SourceRequest) er
 		_, err := e.core.CommitSource(cctx, e.who, req)
 		cancel()
 		if err == nil {
-			topics := make([]string, 0, 2)
-			for _, r := range req.Records {
-				topics = append(topics, r.Topic)
+			var topics []string
+			for i, r := range req.Records {
+				if i == 0 || r.Topic != req.Records[i-1].Topic {
+					topics = append(topics, r.Topic)
+				}
 			}
 			e.sawTopics(ctx, topics...)
 			return nil
