@@ -150,18 +150,18 @@ func validateTransforms(cfg map[string]string, g getter, order *int) []fieldResu
 	for _, alias := range preds {
 		prefix := "predicates." + alias + "."
 		group := "Predicates: " + alias
-		rs := add(group, []ConfigKey{{Name: prefix + "type", Type: TypeClass, NoDefault: true, Importance: "HIGH", Doc: "Class for the '" + alias + "' predicate."}})
+		at := len(out)
+		add(group, []ConfigKey{{Name: prefix + "type", Type: TypeClass, NoDefault: true, Importance: "HIGH", Doc: "Class for the '" + alias + "' predicate."}})
 		def, err := predicateName(cfg[prefix+"type"])
 		if err != nil {
 			if cfg[prefix+"type"] != "" {
-				out[len(out)-len(rs)].errors = append(out[len(out)-len(rs)].errors, err.Error())
+				out[at].errors = append(out[at].errors, err.Error())
 			}
 			continue
 		}
-		own := add(group, prefixed(prefix, def.keys))
-		if noErrors(own) {
+		if own := add(group, prefixed(prefix, def.keys)); noErrors(own) {
 			if _, err := def.make(newGetter(unprefix(cfg, prefix), def.keys)); err != nil {
-				out[len(out)-len(own)-len(rs)].errors = append(out[len(out)-len(own)-len(rs)].errors, err.Error())
+				out[at].errors = append(out[at].errors, err.Error())
 			}
 		}
 	}
@@ -184,8 +184,7 @@ func validateTransforms(cfg map[string]string, g getter, order *int) []fieldResu
 			}
 			continue
 		}
-		own := add(group, prefixed(prefix, def.keys))
-		if noErrors(own) {
+		if own := add(group, prefixed(prefix, def.keys)); noErrors(own) {
 			if _, err := def.make(newGetter(unprefix(cfg, prefix), def.keys), key); err != nil {
 				out[at].errors = append(out[at].errors, err.Error())
 			}
