@@ -33,7 +33,7 @@ type testNode struct {
 	dir string
 }
 
-func startNode(t *testing.T, wc connect.WorkerConfig) *testNode {
+func startNode(t *testing.T, wc connect.WorkerConfig, mutate ...func(*node.Config)) *testNode {
 	t.Helper()
 	dir := t.TempDir()
 	cat, err := sqlite.Open(t.Context(), filepath.Join(dir, "catalog.db"), catalog.Options{})
@@ -47,10 +47,14 @@ func startNode(t *testing.T, wc connect.WorkerConfig) *testNode {
 	if wc.Lease == 0 {
 		wc.Lease = 2 * time.Second
 	}
-	n, err := node.Start(node.Config{Catalog: cat, Store: store,
+	cfg := node.Config{Catalog: cat, Store: store,
 		Writer: true, WriterConfig: writer.Config{Linger: 5 * time.Millisecond},
 		Reader: true, ReaderConfig: reader.Config{PollInterval: 20 * time.Millisecond},
-		Connect: true, ConnectConfig: wc})
+		Connect: true, ConnectConfig: wc}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	n, err := node.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
