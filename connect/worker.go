@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/strata-io/strata/catalog"
@@ -42,9 +41,7 @@ type Worker struct {
 	cfg   WorkerConfig
 	log   *slog.Logger
 	fail  *failpoints
-
-	mu   sync.Mutex
-	runs map[catalog.TaskID]*taskRun
+	runs  map[catalog.TaskID]*taskRun // Run's goroutine's alone
 }
 
 // taskRun is one task instance of the worker's.
@@ -125,14 +122,17 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // reconcile makes the running instances the assignment's: instances whose task is gone
-// or has a new generation stop; held tasks without one start; paused ones pause. When
-// the worker holds more than its share it stops that many and returns them, to release.
+// or has a new generation stop; held tasks without one start; paused ones pause. Tasks
+// the worker holds beyond its share (Excess) stop, and it returns them to release. Only
+// Run's goroutine touches the instances.
 func (w *Worker) reconcile(ctx context.Context, a catalog.WorkerAssignment) []catalog.TaskID {
 	held := map[catalog.TaskID]catalog.AssignedTask{}
 	for _, at := range a.Tasks {
 		held[at.ID()] = at
 	}
-	w.mu.Lock()
+	for _, id := range a.Excess {
+		delete(held, id)
+	}
 	var stop []*taskRun
 	for id, run := range w.runs {
 		if at, ok := held[id]; !ok || at.Generation != run.fence.Generation {
@@ -140,37 +140,19 @@ func (w *Worker) reconcile(ctx context.Context, a catalog.WorkerAssignment) []ca
 			delete(w.runs, id)
 		}
 	}
-	w.mu.Unlock()
 	stopRuns(stop)
-
-	release := a.Excess
-	if len(release) > 0 {
-		w.mu.Lock()
-		stop = stop[:0]
-		for _, id := range release {
-			if run := w.runs[id]; run != nil {
-				stop = append(stop, run)
-				delete(w.runs, id)
-			}
-			delete(held, id)
-		}
-		w.mu.Unlock()
-		stopRuns(stop)
-		w.log.Info("connect worker: giving tasks back to balance the workers", "tasks", len(release))
+	if len(a.Excess) > 0 {
+		w.log.Info("connect worker: giving tasks back to balance the workers", "tasks", len(a.Excess))
 	}
 	for id, at := range held {
-		w.mu.Lock()
 		run := w.runs[id]
-		w.mu.Unlock()
 		if run == nil {
 			run = w.start(ctx, at)
-			w.mu.Lock()
 			w.runs[id] = run
-			w.mu.Unlock()
 		}
 		run.control.set(at.TargetState == catalog.StatePaused)
 	}
-	return release
+	return a.Excess
 }
 
 // stopRuns cancels instances and waits for them (each finishes its commit in flight).
@@ -184,13 +166,11 @@ func stopRuns(runs []*taskRun) {
 }
 
 func (w *Worker) stopAll() {
-	w.mu.Lock()
 	runs := make([]*taskRun, 0, len(w.runs))
 	for id, r := range w.runs {
 		runs = append(runs, r)
 		delete(w.runs, id)
 	}
-	w.mu.Unlock()
 	stopRuns(runs)
 }
 
