@@ -95,6 +95,16 @@ type Deps struct {
 	Gatherer   prometheus.Gatherer
 	Registerer prometheus.Registerer
 	Log        *slog.Logger
+	// Mounts are other packages' handlers served beside the API's own routes and under
+	// its middleware (request ids, metrics, panic recovery, API keys, body limits): the
+	// connect role's REST API. They answer their own errors.
+	Mounts []Mount
+}
+
+// Mount is a handler served under a path prefix (its routes are relative to it).
+type Mount struct {
+	Path    string
+	Handler http.Handler
 }
 
 // API serves HTTP API v1.
@@ -106,6 +116,7 @@ type API struct {
 	log      *slog.Logger
 	metrics  *httpMetrics
 	handler  http.Handler
+	mounts   []Mount
 	// admission bounds produce bodies in flight (admission.go).
 	admission *admission
 }
@@ -114,7 +125,7 @@ type API struct {
 // (reusing them if an earlier API registered them there).
 func New(cfg Config, d Deps) *API {
 	cfg = cfg.withDefaults()
-	a := &API{cfg: cfg, core: d.Core, ready: d.Ready, log: d.Log}
+	a := &API{cfg: cfg, core: d.Core, ready: d.Ready, log: d.Log, mounts: d.Mounts}
 	if a.core == nil {
 		a.core = broker.New(broker.Config{}, broker.Deps{}) // every /v1 call: role_unavailable
 	}
@@ -181,7 +192,17 @@ func (a *API) routes() http.Handler {
 		v1.Mount("/groups", (&groupsResource{a}).Routes())
 		v1.Mount("/producers", (&producersResource{a}).Routes())
 		v1.Mount("/records", (&transactResource{a}).Routes())
+		for _, m := range a.mounts {
+			if rest, ok := strings.CutPrefix(m.Path, "/v1/"); ok {
+				v1.Mount("/"+rest, m.Handler)
+			}
+		}
 	})
+	for _, m := range a.mounts {
+		if !strings.HasPrefix(m.Path, "/v1/") {
+			r.Mount(m.Path, m.Handler)
+		}
+	}
 	return r
 }
 

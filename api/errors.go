@@ -65,6 +65,7 @@ const (
 	CodeOutOfOrderSequence     = Code(broker.CodeOutOfOrderSequence)
 	CodeUnknownProducer        = Code(broker.CodeUnknownProducer)
 	CodeInvalidTransactionalID = Code(broker.CodeInvalidTransactionalID)
+	CodeStaleGeneration        = Code(broker.CodeStaleGeneration)
 )
 
 // CodeInfo is one row of the error table.
@@ -126,6 +127,7 @@ var codeTable = []CodeInfo{
 	{CodeUnknownProducer, http.StatusConflict, "Unknown producer id", false},
 	{CodeInvalidTransactionalID, http.StatusBadRequest, "Invalid transactional id", false},
 	{CodeRequestTimeout, http.StatusRequestTimeout, "Request body timed out", false},
+	{CodeStaleGeneration, http.StatusConflict, "Stale connector task generation", false},
 }
 
 var codeIndex = func() map[Code]CodeInfo {

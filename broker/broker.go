@@ -85,8 +85,8 @@ var (
 
 // Deps are what the core serves from. Each is nil on a node without it (leave the field
 // nil, not a typed nil pointer): the calls that need it answer CodeRoleUnavailable. A
-// node assembled from a catalog.Backend (internal/node) has Catalog, Producers, Records
-// and Groups always; Writer, Reader and Batches with its roles.
+// node assembled from a catalog.Backend (internal/node) has Catalog, Producers, Records,
+// Groups and Connect always; Writer, Reader and Batches with its roles.
 type Deps struct {
 	Catalog   Catalog
 	Writer    Writer
@@ -95,6 +95,8 @@ type Deps struct {
 	Producers Producers
 	Records   RecordDeleter
 	Groups    Groups
+	// Connect commits connector source offsets without records (CommitSource).
+	Connect SourceOffsets
 	// Now is the node clock that stamps and bounds CreateTime timestamps; nil: time.Now.
 	Now func() time.Time
 }

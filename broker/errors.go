@@ -53,6 +53,9 @@ const (
 	CodeOutOfOrderSequence     Code = "out_of_order_sequence"
 	CodeUnknownProducer        Code = "unknown_producer_id"
 	CodeInvalidTransactionalID Code = "invalid_transactional_id"
+	// CodeStaleGeneration: a connector task instance wrote under a generation that is no
+	// longer its task's; it must stop (only the connect runtime meets it).
+	CodeStaleGeneration Code = "stale_generation"
 )
 
 // retriable lists the codes whose request may succeed later unchanged: the node was
@@ -83,7 +86,7 @@ func Codes() []Code {
 		CodeStoreUnavailable, CodeCommitFailed, CodeCommitOutcomeUnknown, CodeShuttingDown,
 		CodeCatalogUnavailable, CodeRoleUnavailable, CodeInternal, CodeGroupNotFound, CodeInvalidGroupName,
 		CodeUnknownMember, CodeStaleMemberEpoch, CodeNotOwner, CodeGroupNotEmpty, CodeProducerFenced,
-		CodeOutOfOrderSequence, CodeUnknownProducer, CodeInvalidTransactionalID,
+		CodeOutOfOrderSequence, CodeUnknownProducer, CodeInvalidTransactionalID, CodeStaleGeneration,
 	}
 }
 
@@ -232,6 +235,9 @@ func producerError(err error, names map[int64]string) (_ *Error, ok bool) {
 // was cached), then the writer's own.
 func produceError(err error, names map[int64]string) *Error {
 	if e, ok := producerError(err, names); ok {
+		return e
+	}
+	if e, ok := connectError(err); ok {
 		return e
 	}
 	switch {

@@ -88,6 +88,11 @@ type Request struct {
 	// commit (stale member epoch, not the owner, ...) refuses the whole request. This
 	// is the single-request transaction of exactly-once consume-transform-produce.
 	GroupOffsets *OffsetCommit
+	// Source, when set, commits a connector task's source offsets in the same
+	// transaction, checked against the task's generation (Plan.CheckSources): a stale
+	// one refuses the whole request, and the offsets are stored only if its batches
+	// commit. A request carries Source or GroupOffsets, not both.
+	Source *SourceCommit
 }
 
 // Producer identifies an idempotent producer instance.

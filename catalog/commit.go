@@ -86,6 +86,7 @@ func invalid(format string, args ...any) error {
 //   - there is at least one request, and every request has at least one batch;
 //   - every batch has Records > 0, Len > 0 and lies inside [0, Size);
 //   - no two batches overlap;
+//   - a request carries group offsets or source offsets, not both;
 //   - a request's batches for one partition are adjacent in the object (one
 //     contiguous byte range), so a request never straddles another's batch;
 //   - an idempotent request (Producer set) has a non-negative producer id and epoch
@@ -110,6 +111,9 @@ func PlanSegment(seg Segment) (*Plan, error) {
 	for ri, r := range seg.Requests {
 		if len(r.Batches) == 0 {
 			return nil, invalid("%s: request %d has no batches", seg.Key, ri)
+		}
+		if r.Source != nil && r.GroupOffsets != nil {
+			return nil, invalid("%s: request %d commits both group offsets and source offsets", seg.Key, ri)
 		}
 		if pr := r.Producer; pr != nil {
 			if pr.ID < 0 || pr.Epoch < 0 {

@@ -86,7 +86,7 @@ func (w *Writer) flush(f *flush) {
 	seg := catalog.Segment{Key: key, Size: int64(len(obj)), Requests: make([]catalog.Request, len(lay.reqs))}
 	for k, p := range lay.reqs {
 		sp := lay.spans[k]
-		cr := catalog.Request{Producer: p.req.Producer, GroupOffsets: p.req.GroupOffsets, Batches: make([]catalog.Batch, sp.catalogBatches())}
+		cr := catalog.Request{Producer: p.req.Producer, GroupOffsets: p.req.GroupOffsets, Source: p.req.Source, Batches: make([]catalog.Batch, sp.catalogBatches())}
 		for j := range sp.n {
 			b, info := &lay.batches[sp.first+j], &infos[sp.first+j]
 			cb := catalog.Batch{

@@ -38,6 +38,10 @@ type Request struct {
 	// GroupOffsets, when set, commits consumer-group offsets in the same catalog
 	// transaction as the records: both or neither (catalog.Request.GroupOffsets).
 	GroupOffsets *catalog.OffsetCommit
+	// Source, when set, commits a connector task's source offsets in the same catalog
+	// transaction as the records, checked against the task's generation: both or
+	// neither (catalog.Request.Source).
+	Source *catalog.SourceCommit
 }
 
 // RawBatches is one partition's records already laid out as Kafka v2 record batches,

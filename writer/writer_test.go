@@ -591,6 +591,21 @@ func TestIdempotentRequest(t *testing.T) {
 	}
 }
 
+// A connector's source offsets ride with their records into the same commit.
+func TestSourceOffsetsRequest(t *testing.T) {
+	h := start(t, Config{Linger: never}, true)
+	src := &catalog.SourceCommit{Fence: catalog.TaskFence{Connector: "c", Task: 1, Generation: 7},
+		Offsets: []catalog.SourceOffset{{Partition: `{"file":"a"}`, Offset: `{"position":10}`}}}
+	chs := h.enqueueInOrder(t, Request{Records: []Record{rec(1, 1, 0, "", "a")}, Source: src}, req(rec(1, 1, 0, "", "b")))
+	h.w.Flush(context.Background())
+	mustOK(t, await(t, chs[0]))
+	mustOK(t, await(t, chs[1]))
+	seg := h.cat.commitCalls()[0]
+	if len(seg.Requests) != 2 || seg.Requests[0].Source != src || seg.Requests[1].Source != nil {
+		t.Fatalf("commit requests %+v: want the first to carry its source offsets, the second none", seg.Requests)
+	}
+}
+
 // A waiter whose context ends gets ctx.Err; its request still commits.
 func TestWaiterContextEnds(t *testing.T) {
 	h := start(t, Config{Linger: never}, true)

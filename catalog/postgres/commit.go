@@ -31,12 +31,20 @@ const commitSQL = `SELECT o_batch, o_code, o_base, o_dup, o_expected, NULL::int,
 const commitGroupsSQL = `SELECT o_batch, o_code, o_base, o_dup, o_expected, o_grow, o_gvalue FROM strata_commit_groups(
 	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)`
 
+// commitConnectSQL is the commit of a flush that commits connector source offsets (with
+// or without group offsets): one statement, whose function checks the tasks' fences in
+// SQL around the commit above (migrations/0080_connect.sql).
+const commitConnectSQL = `SELECT o_batch, o_code, o_base, o_dup, o_expected, o_grow, o_gvalue FROM strata_commit_connect(
+	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25,
+	$26, $27, $28, $29, $30, $31, $32, $33)`
+
 // codeRefused is strata_commit's code for a request the caller refused before the
 // call (p_pre): the shape of its group offsets. Refusals of strata_commit_groups'
 // checks are codeGroupPrefix and one of catalog's Refused* codes.
 const (
-	codeRefused     = "refused"
-	codeGroupPrefix = "group:"
+	codeRefused       = "refused"
+	codeGroupPrefix   = "group:"
+	codeConnectPrefix = "connect:"
 )
 
 // batchRow is strata_commit's answer for one batch: the refusal it decided, and its
@@ -187,9 +195,11 @@ func (c *Catalog) answer(plan *catalog.Plan, out []batchRow, pre []error) ([]cat
 // commitArgs are the commit's statement and arguments: strata_commit's, the batches
 // flattened in request order, so element i of every per-batch array is batch i, then
 // one element per request; with group offsets, strata_commit_groups', the offsets
-// after them (one element per offset). pre holds, per request, the refusal of its group
-// offsets' shape, decided here (catalog.ValidateOffsetCommit, as Plan.CheckGroupOffsets
-// does first); nil when the flush has no group offsets.
+// after them (one element per offset); with source offsets, strata_commit_connect's,
+// the fences and offsets after those (connectArgs). pre holds, per request, the refusal
+// of its group or source offsets' shape, decided here (catalog.ValidateOffsetCommit and
+// ValidateSourceCommit, as Plan.CheckGroupOffsets and CheckSources do first); nil when
+// the flush has neither.
 func (c *Catalog) commitArgs(seg catalog.Segment, keyTime time.Time) (sql string, args []any, pre []error) {
 	n := 0
 	for _, r := range seg.Requests {
@@ -208,6 +218,7 @@ func (c *Catalog) commitArgs(seg catalog.Segment, keyTime time.Time) (sql string
 		seq      = make([]int32, 0, n)
 		refusals = make([]*string, len(seg.Requests))
 		groups   bool
+		cx       connectArgs
 		gcReq    []int32
 		gcGroup  []string
 		gcMember []*string
@@ -236,13 +247,23 @@ func (c *Catalog) commitArgs(seg catalog.Segment, keyTime time.Time) (sql string
 			epoch = append(epoch, ep)
 			seq = append(seq, b.BaseSequence)
 		}
+		if r.Source != nil || r.GroupOffsets != nil {
+			if pre == nil {
+				pre = make([]error, len(seg.Requests))
+			}
+		}
+		if sr := r.Source; sr != nil {
+			if err := catalog.ValidateSourceCommit(*sr); err != nil {
+				refusals[ri], pre[ri] = &refused, fmt.Errorf("source offsets: %w", err)
+				continue
+			}
+			cx.add(int32(ri), *sr)
+		}
 		oc := r.GroupOffsets
 		if oc == nil {
 			continue
 		}
-		if !groups {
-			groups, pre = true, make([]error, len(seg.Requests))
-		}
+		groups = true
 		if err := catalog.ValidateOffsetCommit(*oc); err != nil {
 			refusals[ri], pre[ri] = &refused, fmt.Errorf("group offsets: %w", err)
 			continue
@@ -266,12 +287,43 @@ func (c *Catalog) commitArgs(seg catalog.Segment, keyTime time.Time) (sql string
 	touch := catalog.ProducerTouchInterval(c.producerExpiry).Milliseconds()
 	args = []any{seg.Key, seg.Size, keyTime, c.commitTimeout.Milliseconds(), req, topic, part, pos, lens, records, maxTS,
 		pid, epoch, seq, refusals, touch}
-	if !groups {
+	if !groups && pre == nil {
 		return commitSQL, args, nil
 	}
 	args = append(args, catalog.DefaultAssignor, orEmpty(gcReq), orEmpty(gcGroup), orEmpty(gcMember), orEmpty(gcMEpoch),
 		orEmpty(gcTopic), orEmpty(gcPart), orEmpty(gcOff), orEmpty(gcMeta))
-	return commitGroupsSQL, args, pre
+	if !cx.any {
+		return commitGroupsSQL, args, pre
+	}
+	args = append(args, orEmpty(cx.req), orEmpty(cx.conn), orEmpty(cx.task), orEmpty(cx.gen),
+		orEmpty(cx.soReq), orEmpty(cx.soConn), orEmpty(cx.soPart), orEmpty(cx.soOff))
+	return commitConnectSQL, args, pre
+}
+
+// connectArgs are strata_commit_connect's arrays: one element per request that commits
+// source offsets (its fence), then one per offset.
+type connectArgs struct {
+	any                   bool
+	req                   []int32
+	conn                  []string
+	task                  []int32
+	gen                   []int64
+	soReq                 []int32
+	soConn, soPart, soOff []string
+}
+
+func (cx *connectArgs) add(ri int32, sr catalog.SourceCommit) {
+	cx.any = true
+	cx.req = append(cx.req, ri)
+	cx.conn = append(cx.conn, sr.Fence.Connector)
+	cx.task = append(cx.task, sr.Fence.Task)
+	cx.gen = append(cx.gen, sr.Fence.Generation)
+	for _, o := range sr.Offsets {
+		cx.soReq = append(cx.soReq, ri)
+		cx.soConn = append(cx.soConn, sr.Fence.Connector)
+		cx.soPart = append(cx.soPart, o.Partition)
+		cx.soOff = append(cx.soOff, o.Offset)
+	}
 }
 
 // orEmpty sends a nil slice as an empty array rather than NULL.
@@ -291,6 +343,16 @@ func requestError(r catalog.Request, batches []batchRow, pre error) error {
 		}
 		b := r.Batches[bi]
 		var detail string
+		if code, ok := strings.CutPrefix(*br.code, codeConnectPrefix); ok {
+			if r.Source == nil {
+				return fmt.Errorf("postgres: commit: connector fence refused (%s) on a request without one", code)
+			}
+			var gen int64
+			if br.gvalue != nil {
+				gen = *br.gvalue
+			}
+			return catalog.FenceRefusal(r.Source.Fence, code, gen)
+		}
 		if code, ok := strings.CutPrefix(*br.code, codeGroupPrefix); ok {
 			if r.GroupOffsets == nil || br.grow == nil {
 				return fmt.Errorf("postgres: commit: group offsets refused (%s) without their detail", code)

@@ -155,14 +155,9 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	}
 	reqErrs := plan.CheckRequests(topics, now)
 
-	// Lock order is moot here (one writer holds the whole file), but the checks run in
-	// the shared order: requests, then group offsets, then producers.
-	var gc *catalog.GroupCheck
-	if names := plan.GroupNames(); len(names) > 0 {
-		if gc, err = c.checkGroupOffsets(ctx, tx, plan, reqErrs, now, names); err != nil {
-			return nil, fmt.Errorf("sqlite: commit %s: group offsets: %w", seg.Key, err)
-		}
-		reqErrs = gc.Errs
+	sc, gc, reqErrs, err := c.checkOffsets(ctx, tx, plan, reqErrs, now)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
 	}
 	var pc *catalog.ProducerCheck
 	if plan.Idempotent() {
@@ -240,10 +235,8 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 			return nil, fmt.Errorf("sqlite: commit %s: producer state: %w", seg.Key, err)
 		}
 	}
-	if gc != nil {
-		if err := writeGroupOffsets(ctx, tx, gc.Rows(a.Results), now); err != nil {
-			return nil, fmt.Errorf("sqlite: commit %s: group offsets: %w", seg.Key, err)
-		}
+	if err := writeOffsets(ctx, tx, sc, gc, a.Results, now); err != nil {
+		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("sqlite: commit %s: commit: %w", seg.Key, err)
@@ -252,6 +245,44 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 		c.hub.publish(marks)
 	}
 	return a.Results, nil
+}
+
+// checkOffsets checks the offsets the flush's requests commit besides their records —
+// connector fences with source offsets, and group offsets — and returns the request
+// errors with their refusals added. Lock order is moot here (one writer holds the whole
+// file), but the checks run in the shared order: requests (already), then connector
+// fences and group offsets (a request carries one or the other), then producers.
+func (c *Catalog) checkOffsets(ctx context.Context, tx *sql.Tx, plan *catalog.Plan, errs []error, now time.Time) (*catalog.SourceCheck, *catalog.GroupCheck, []error, error) {
+	var sc *catalog.SourceCheck
+	if len(plan.Fences()) > 0 {
+		var err error
+		if sc, err = checkSources(ctx, tx, plan, errs); err != nil {
+			return nil, nil, nil, fmt.Errorf("connector tasks: %w", err)
+		}
+		errs = sc.Errs
+	}
+	var gc *catalog.GroupCheck
+	if names := plan.GroupNames(); len(names) > 0 {
+		var err error
+		if gc, err = c.checkGroupOffsets(ctx, tx, plan, errs, now, names); err != nil {
+			return nil, nil, nil, fmt.Errorf("group offsets: %w", err)
+		}
+		errs = gc.Errs
+	}
+	return sc, gc, errs, nil
+}
+
+// writeOffsets stores the offsets of the requests that committed.
+func writeOffsets(ctx context.Context, tx *sql.Tx, sc *catalog.SourceCheck, gc *catalog.GroupCheck, results []catalog.Result, now time.Time) error {
+	if gc != nil {
+		if err := writeGroupOffsets(ctx, tx, gc.Rows(results), now); err != nil {
+			return fmt.Errorf("group offsets: %w", err)
+		}
+	}
+	if sc != nil {
+		return writeSourceOffsets(ctx, tx, sc.Rows(results), now)
+	}
+	return nil
 }
 
 // commitDue makes the partitions a commit wrote due for the compactor

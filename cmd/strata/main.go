@@ -82,7 +82,7 @@ type verb struct {
 }
 
 func verbs() []verb {
-	return []verb{
+	return append([]verb{
 		{"dev", devCommand},
 		{"serve", serveCommand},
 		{"lambda", lambdaCommand},
@@ -101,7 +101,7 @@ func verbs() []verb {
 		{"torture", tortureCommand},
 		{"bench", benchCommand},
 		{"version", versionCommand},
-	}
+	}, connectorVerbs()...)
 }
 
 const topUsage = `strata - a streaming platform on object storage
@@ -125,6 +125,7 @@ Talking to a server (--server, env STRATA_SERVER, default http://127.0.0.1:8080)
   groups describe  show a group's members, assignments, committed offsets and lag
   groups reset     move a group's committed offsets (no live members)
   groups delete    delete a group and its offsets
+  connectors ...   manage connectors (strata connectors -h)
 
 Other:
   check            compare the catalog with the bucket (missing, stray, corrupt objects)
@@ -163,6 +164,19 @@ func run(ctx context.Context, e *env, args []string) int {
 		}
 		fmt.Fprint(e.stderr, u)
 		return 2
+	}
+	if name == "connectors" {
+		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			u := "Usage: strata connectors list|create|update|describe|pause|resume|stop|delete|restart|offsets|plugins|validate ...\n" + connectorsUsage +
+				"Run 'strata connectors VERB -h' for a verb's flags.\n"
+			if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "--help") {
+				fmt.Fprint(e.stdout, u)
+				return 0
+			}
+			fmt.Fprint(e.stderr, u)
+			return 2
+		}
+		name, rest = "connectors "+rest[0], rest[1:]
 	}
 	if name == "topics" {
 		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {

@@ -45,6 +45,7 @@ type nodeFlags struct {
 	logLevel        oneOfFlag
 	logFormat       oneOfFlag
 	tls             *tlsFlags
+	connect         *connectFlags
 
 	// compactBatch: the compactor role's partitions per pass. maxTimestampAfterMs: the
 	// largest message.timestamp.after.max.ms a topic may set (catalog.CheckConfigLimits).
@@ -78,6 +79,7 @@ func addNodeFlags(c *command, listen, logFormat string) *nodeFlags {
 	c.fs.Var(&n.logLevel, "log-level", "log `level`: debug, info, warn, error")
 	c.fs.Var(&n.logFormat, "log-format", "log `format`: json or text")
 	n.tls = addTLSFlags(c)
+	n.connect = addConnectFlags(c)
 	return n
 }
 
@@ -119,6 +121,7 @@ func (n *nodeFlags) validate() []string {
 		bad = append(bad, fmt.Sprintf("--shutdown-timeout %s: want at least 1s (default 30s)", n.shutdownTimeout))
 	}
 	bad = append(bad, n.tls.validate()...)
+	bad = append(bad, n.connect.validate()...)
 	if len(bad) == 0 {
 		// Backstops: the roles' own rules, in case they are stricter than the above.
 		if err := n.writerConfig().Validate(); err != nil {
@@ -171,8 +174,10 @@ type nodeSpec struct {
 	// compactor runs the compactor role in the node (on Lambda, a pass per scheduled
 	// event).
 	compactor bool
-	catalog   func(ctx context.Context, opts catalog.Options) (catalog.Backend, error)
-	store     func(ctx context.Context, log *slog.Logger) (objstore.Store, error)
+	// connect runs the connector runtime (worker and REST API).
+	connect bool
+	catalog func(ctx context.Context, opts catalog.Options) (catalog.Backend, error)
+	store   func(ctx context.Context, log *slog.Logger) (objstore.Store, error)
 	// describe names the catalog and bucket in the start-up log (passwords redacted).
 	catalogName, bucketName string
 	// warnings are logged at start-up: what works but is not safe.
@@ -193,7 +198,7 @@ type nodeSpec struct {
 func devCommand() (*command, func(context.Context, *env, *command, []string) error) {
 	c := newCommand("dev", "strata dev [--data ./strata-data] [--listen 127.0.0.1:8080]",
 		`Runs everything in one process for development: a SQLite catalog at DATA/catalog.db,
-objects under DATA/objects, the writer, reader and compactor roles and the HTTP API. Data survives
+objects under DATA/objects, the writer, reader, compactor and connect roles and the HTTP API. Data survives
 restarts. Ctrl-C shuts down gracefully: requests in flight finish, the writer drains. It listens
 on loopback; with another --listen address, set --api-keys (it warns otherwise).`)
 	data := c.fs.String("data", "./strata-data", "`directory` holding the catalog and the objects (created if missing)")
@@ -225,7 +230,7 @@ on loopback; with another --listen address, set --api-keys (it warns otherwise).
 		}
 		objDir := filepath.Join(*data, "objects")
 		spec := nodeSpec{
-			flags: nf, writer: true, reader: true, compactor: true, kafka: kf, dev: true,
+			flags: nf, writer: true, reader: true, compactor: true, connect: true, kafka: kf, dev: true,
 			catalog: cat.Open,
 			store: func(ctx context.Context, log *slog.Logger) (objstore.Store, error) {
 				return fs.New(objDir)
@@ -251,7 +256,7 @@ on loopback; with another --listen address, set --api-keys (it warns otherwise).
 	}
 }
 
-var knownRoles = []string{"writer", "reader", "compactor"}
+var knownRoles = []string{"writer", "reader", "compactor", "connect"}
 
 func serveCommand() (*command, func(context.Context, *env, *command, []string) error) {
 	c := newCommand("serve", "strata serve --catalog postgres://... --bucket s3://bucket/prefix [--roles writer,reader] [--listen :8080]",
@@ -290,7 +295,7 @@ type serveFlags struct {
 
 func addServeFlags(c *command, listen string) *serveFlags {
 	return &serveFlags{
-		roles:        c.fs.String("roles", "writer,reader", "comma-separated `roles` to run: writer, reader, compactor"),
+		roles:        c.fs.String("roles", "writer,reader", "comma-separated `roles` to run: writer, reader, compactor, connect (the connector runtime; it needs writer and reader on the node too)"),
 		catalog:      c.fs.String("catalog", "", "catalog `DSN`: postgres://USER:PASSWORD@HOST:5432/DB?sslmode=verify-full, a libpq string (\"host=HOST user=USER dbname=DB sslmode=verify-full\"), or for a single node a SQLite file (sqlite:PATH, or the path of an existing file)"),
 		create:       c.fs.Bool("create", false, "create the SQLite catalog file (and its directory) when --catalog names one that does not exist; without it a missing file is refused, so a typo cannot start an empty catalog"),
 		bucket:       c.fs.String("bucket", "", "object store `URL`: s3://bucket/prefix[?endpoint=http://host:9000&path_style=true&region=R], or file:///dir"),
@@ -308,7 +313,10 @@ func (sf *serveFlags) spec() (nodeSpec, []string) {
 	if err != nil {
 		bad = append(bad, err.Error())
 	}
-	spec := nodeSpec{flags: nf, writer: rs["writer"], reader: rs["reader"], compactor: rs["compactor"]}
+	spec := nodeSpec{flags: nf, writer: rs["writer"], reader: rs["reader"], compactor: rs["compactor"], connect: rs["connect"]}
+	if spec.connect && (!spec.writer || !spec.reader) {
+		bad = append(bad, "--roles: connect needs writer and reader on the same node (its tasks call them in-process): e.g. --roles writer,reader,connect")
+	}
 	if cat, err := catalogFlag(*sf.catalog, catopen.Options{Create: *sf.create}, sf.catalogParams); err != nil {
 		bad = append(bad, err.Error())
 	} else {
@@ -360,12 +368,12 @@ func parseRoles(s string) (map[string]bool, error) {
 			known = known || r == k
 		}
 		if !known {
-			return nil, fmt.Errorf("--roles: unknown role %q: use a comma-separated list of writer, reader, compactor", r)
+			return nil, fmt.Errorf("--roles: unknown role %q: use a comma-separated list of writer, reader, compactor, connect", r)
 		}
 		rs[r] = true
 	}
 	if len(rs) == 0 {
-		return nil, errors.New("--roles is empty: give at least one of writer, reader, compactor (e.g. --roles writer,reader)")
+		return nil, errors.New("--roles is empty: give at least one of writer, reader, compactor, connect (e.g. --roles writer,reader)")
 	}
 	return rs, nil
 }
@@ -439,7 +447,7 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 	nf := spec.flags
 	log := nf.logger(e.stderr)
 	log.Info("starting strata", "version", versionString(), "catalog", spec.catalogName, "bucket", spec.bucketName,
-		"writer", spec.writer, "reader", spec.reader, "compactor", spec.compactor)
+		"writer", spec.writer, "reader", spec.reader, "compactor", spec.compactor, "connect", spec.connect)
 	for _, w := range spec.warnings {
 		log.Warn(w)
 	}
@@ -473,6 +481,7 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 		Writer: spec.writer, WriterConfig: nf.writerConfig(),
 		Reader: spec.reader, ReaderConfig: nf.readerConfig(),
 		Compactor: spec.compactor, CompactorConfig: nf.compactorConfig(),
+		Connect: spec.connect, ConnectConfig: nf.connect.config(),
 		API: apiCfg, Lambda: spec.lambda, Log: log,
 	})
 	if err != nil {

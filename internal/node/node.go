@@ -24,6 +24,7 @@ import (
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/compactor"
+	"github.com/strata-io/strata/connect"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/metered"
 	"github.com/strata-io/strata/reader"
@@ -53,6 +54,11 @@ type Config struct {
 	ReaderConfig    reader.Config
 	Compactor       bool
 	CompactorConfig compactor.Config
+	// Connect runs the connector runtime: a worker and Kafka Connect's REST API
+	// (/connectors, /connector-plugins, and under /v1). It calls the core in-process,
+	// so it needs the writer and reader roles on the node too.
+	Connect       bool
+	ConnectConfig connect.WorkerConfig
 
 	Broker broker.Config
 	API    api.Config
@@ -77,18 +83,23 @@ type Node struct {
 	Writer    *writer.Writer
 	Reader    *reader.Reader
 	Compactor *compactor.Compactor
+	Connect   *connect.Worker
 	// Store is the metered store the roles use.
 	Store    objstore.Store
 	Registry *prometheus.Registry
 
-	cfg   Config
-	apiD  api.Deps
-	log   *slog.Logger
-	errs  chan error
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
-	once  sync.Once
-	ended chan struct{}
+	cfg  Config
+	apiD api.Deps
+	log  *slog.Logger
+	errs chan error
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+	// The connect worker stops first, while the writer still takes its tasks' last
+	// commits.
+	stopConnect context.CancelFunc
+	connectDone chan struct{}
+	once        sync.Once
+	ended       chan struct{}
 }
 
 // readyProbeKey is a key that never exists: a Head answering "not found" proves the
@@ -114,7 +125,7 @@ func Start(cfg Config) (*Node, error) {
 	// The roles run under a context of their own: stopping the node serves out its
 	// requests first, and only then stops the roles, so the writer drains last.
 	roleCtx, stop := context.WithCancel(context.Background())
-	n := &Node{Store: store, Registry: reg, cfg: cfg, log: log, errs: make(chan error, 3), stop: stop, ended: make(chan struct{})}
+	n := &Node{Store: store, Registry: reg, cfg: cfg, log: log, errs: make(chan error, 4), stop: stop, ended: make(chan struct{})}
 	start := func(name string, run func(context.Context) error) {
 		n.wg.Add(1)
 		go func() {
@@ -130,7 +141,11 @@ func Start(cfg Config) (*Node, error) {
 		}()
 	}
 
-	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat}
+	if cfg.Connect && (!cfg.Writer || !cfg.Reader || cfg.Lambda) {
+		stop()
+		return nil, errors.New("node: the connect role calls the core in-process: run it with the writer and reader roles, not on Lambda")
+	}
+	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat, Connect: cat}
 	if cfg.Writer {
 		var com Committer = cat
 		if cfg.Committer != nil {
@@ -165,6 +180,9 @@ func Start(cfg Config) (*Node, error) {
 		Log:        log,
 		Ready:      readiness(cat, raw),
 	}
+	if cfg.Connect {
+		n.startConnect(cat, log)
+	}
 	n.API = api.New(cfg.API, n.apiD)
 	return n, nil
 }
@@ -175,6 +193,27 @@ type Frontend interface {
 	Failed() <-chan error
 	// Stop stops accepting, lets the requests in flight be answered, and returns.
 	Stop()
+}
+
+// startConnect starts the connect worker under a context of its own, and mounts the
+// REST API.
+func (n *Node) startConnect(cat catalog.Backend, log *slog.Logger) {
+	wc := n.cfg.ConnectConfig
+	wc.Log = log
+	n.Connect = connect.NewWorker(cat, n.Broker, wc)
+	rest := connect.NewREST(cat, n.Broker, connect.RESTConfig{Plugins: wc.Plugins, Providers: wc.Providers, Worker: n.Connect.ID(), Log: log})
+	conns, plugins := rest.Connectors(), rest.Plugins()
+	n.apiD.Mounts = []api.Mount{{Path: "/connectors", Handler: conns}, {Path: "/v1/connectors", Handler: conns},
+		{Path: "/connector-plugins", Handler: plugins}, {Path: "/v1/connector-plugins", Handler: plugins}}
+	ctx, stop := context.WithCancel(context.Background())
+	n.stopConnect, n.connectDone = stop, make(chan struct{})
+	go func() {
+		defer close(n.connectDone)
+		err := n.Connect.Run(ctx)
+		if ctx.Err() == nil {
+			n.errs <- fmt.Errorf("connect: stopped unexpectedly: %v", err)
+		}
+	}()
 }
 
 // readiness is the node's /readyz check: the catalog and the bucket, asked at once,
@@ -210,8 +249,15 @@ func (n *Node) Errors() <-chan error { return n.errs }
 // ctx ends. It may be called more than once.
 func (n *Node) Stop(ctx context.Context) error {
 	n.once.Do(func() {
-		n.stop()
-		go func() { n.wg.Wait(); close(n.ended) }()
+		go func() {
+			if n.stopConnect != nil {
+				n.stopConnect()
+				<-n.connectDone
+			}
+			n.stop()
+			n.wg.Wait()
+			close(n.ended)
+		}()
 	})
 	select {
 	case <-n.ended:

@@ -1,0 +1,272 @@
+package connect_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strata-io/strata/broker"
+	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/sqlite"
+	"github.com/strata-io/strata/connect"
+	"github.com/strata-io/strata/internal/node"
+	"github.com/strata-io/strata/objstore/fs"
+	"github.com/strata-io/strata/reader"
+	"github.com/strata-io/strata/writer"
+)
+
+// testNode is a whole node with the connect role, in-process: a SQLite catalog, the
+// filesystem store, the writer, the reader, the worker and the REST API on a port.
+type testNode struct {
+	url string
+	cat *sqlite.Catalog
+	n   *node.Node
+	dir string
+}
+
+func startNode(t *testing.T, wc connect.WorkerConfig, mutate ...func(*node.Config)) *testNode {
+	t.Helper()
+	dir := t.TempDir()
+	cat, err := sqlite.Open(t.Context(), filepath.Join(dir, "catalog.db"), catalog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := fs.New(filepath.Join(dir, "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wc.Lease == 0 {
+		wc.Lease = 2 * time.Second
+	}
+	cfg := node.Config{Catalog: cat, Store: store,
+		Writer: true, WriterConfig: writer.Config{Linger: 5 * time.Millisecond},
+		Reader: true, ReaderConfig: reader.Config{PollInterval: 20 * time.Millisecond},
+		Connect: true, ConnectConfig: wc}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	n, err := node.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- n.Serve(ctx, ln, nil, 10*time.Second) }()
+	t.Cleanup(func() {
+		stop()
+		<-served
+		cat.Close()
+	})
+	return &testNode{url: "http://" + ln.Addr().String(), cat: cat, n: n, dir: dir}
+}
+
+// do sends a request and returns the status and body.
+func (tn *testNode) do(t *testing.T, method, path, body string) (int, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, tn.url+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// want checks a request's status and, when want is not empty, its JSON body exactly
+// (after normalising both): Kafka Connect's shapes.
+func (tn *testNode) want(t *testing.T, method, path, body string, status int, want string) any {
+	t.Helper()
+	got, b := tn.do(t, method, path, body)
+	if got != status {
+		t.Fatalf("%s %s: status %d, want %d; body %s", method, path, got, status, b)
+	}
+	if want == "" {
+		if status == http.StatusNoContent && b != "" {
+			t.Fatalf("%s %s: 204 with a body %q", method, path, b)
+		}
+		return nil
+	}
+	var g, w any
+	if err := json.Unmarshal([]byte(b), &g); err != nil {
+		t.Fatalf("%s %s: body %q is not JSON: %v", method, path, b, err)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("bad expectation %q: %v", want, err)
+	}
+	if !jsonEqual(g, w) {
+		t.Fatalf("%s %s:\n got %s\nwant %s", method, path, canon(g), canon(w))
+	}
+	return g
+}
+
+// jsonEqual compares decoded JSON, with "*" in want matching any value.
+func jsonEqual(got, want any) bool {
+	if s, ok := want.(string); ok && s == "*" {
+		return true
+	}
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok || len(g) != len(w) {
+			return false
+		}
+		for k, v := range w {
+			if gv, ok := g[k]; !ok || !jsonEqual(gv, v) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !jsonEqual(g[i], w[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return fmt.Sprint(got) == fmt.Sprint(want)
+}
+
+func canon(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// eventually polls fn until it answers nil or the deadline passes.
+func eventually(t *testing.T, d time.Duration, what string, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (tn *testNode) status(t *testing.T, name string) map[string]any {
+	t.Helper()
+	code, b := tn.do(t, "GET", "/connectors/"+name+"/status", "")
+	if code != 200 {
+		t.Fatalf("status of %s: %d %s", name, code, b)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(b), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// waitState waits until the connector and every one of its tasks (want tasks of them)
+// show state.
+func (tn *testNode) waitState(t *testing.T, name, state string, tasks int) map[string]any {
+	t.Helper()
+	var st map[string]any
+	eventually(t, 20*time.Second, name+" to be "+state, func() error {
+		st = tn.status(t, name)
+		want := state
+		if state == "FAILED" {
+			want = "RUNNING" // a connector runs on while its tasks fail, as in Kafka Connect
+		}
+		if c := st["connector"].(map[string]any)["state"]; c != want {
+			return fmt.Errorf("connector %v", c)
+		}
+		ts := st["tasks"].([]any)
+		if len(ts) != tasks {
+			return fmt.Errorf("%d tasks, want %d", len(ts), tasks)
+		}
+		for _, x := range ts {
+			if s := x.(map[string]any)["state"]; s != state {
+				return fmt.Errorf("task %v", x)
+			}
+		}
+		return nil
+	})
+	return st
+}
+
+func (tn *testNode) createTopic(t *testing.T, name string, partitions int32) {
+	t.Helper()
+	if _, err := tn.n.Broker.CreateTopic(t.Context(), broker.Anonymous, broker.CreateTopicRequest{Name: name, Partitions: partitions}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readAll reads every record of a topic's partition.
+func (tn *testNode) readAll(t *testing.T, topic string, partition int32) []broker.FetchResult {
+	t.Helper()
+	var out []broker.FetchResult
+	off := int64(0)
+	for {
+		res, err := tn.n.Broker.Fetch(t.Context(), broker.Anonymous, broker.FetchRequest{Topic: topic, Partition: partition, Offset: off, MaxRecords: 10000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Records) == 0 {
+			return out
+		}
+		out = append(out, res)
+		off = res.NextOffset
+	}
+}
+
+func values(rs []broker.FetchResult) []string {
+	var out []string
+	for _, r := range rs {
+		for _, x := range r.Records {
+			out = append(out, string(x.Value))
+		}
+	}
+	return out
+}
+
+func writeLines(t *testing.T, path string, lines ...string) {
+	t.Helper()
+	var b bytes.Buffer
+	for _, l := range lines {
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(b.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
