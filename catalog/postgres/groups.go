@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 // Consumer groups. A heartbeat is one transaction in two round trips (twoTrips): BEGIN,
@@ -40,17 +41,17 @@ const (
 // groupRead is a group read queued in a batch: st and the rest are set by done, once
 // the batch has been sent and closed.
 type groupRead struct {
-	st     *catalog.GroupState
+	st     *engine.GroupState
 	found  bool
 	now    time.Time
-	topics map[string]catalog.TopicMeta
+	topics map[string]engine.TopicMeta
 
 	name     string
 	assignor string
 	epoch    int32
 	created  time.Time
-	members  []*catalog.GroupMember
-	owners   map[catalog.TopicPartition]*catalog.Ownership
+	members  []*engine.GroupMember
+	owners   map[catalog.TopicPartition]*engine.Ownership
 }
 
 // readGroup sends one batch of queueGroupRead.
@@ -75,7 +76,7 @@ func queueGroupRead(b *pgx.Batch, name, lock string, create bool, assignor strin
 		}
 		b.Queue(`INSERT INTO groups (name, assignor) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`, name, assignor)
 	}
-	r := &groupRead{name: name, owners: map[catalog.TopicPartition]*catalog.Ownership{}, topics: map[string]catalog.TopicMeta{}}
+	r := &groupRead{name: name, owners: map[catalog.TopicPartition]*engine.Ownership{}, topics: map[string]engine.TopicMeta{}}
 	b.Queue(groupLockSQL+" "+lock, name).QueryRow(func(row pgx.Row) error {
 		err := row.Scan(&r.assignor, &r.epoch, &r.created)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -90,7 +91,7 @@ func queueGroupRead(b *pgx.Batch, name, lock string, create bool, assignor strin
 	b.Queue(groupMembersQL, name).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var (
-				m       catalog.GroupMember
+				m       engine.GroupMember
 				session int64
 			)
 			if err := rows.Scan(&m.ID, &m.Epoch, &m.PrevEpoch, &m.Topics, &session, &m.ExpiresAt, &m.JoinedAt); err != nil {
@@ -106,7 +107,7 @@ func queueGroupRead(b *pgx.Batch, name, lock string, create bool, assignor strin
 		for rows.Next() {
 			var (
 				tp catalog.TopicPartition
-				o  catalog.Ownership
+				o  engine.Ownership
 			)
 			if err := rows.Scan(&tp.TopicID, &tp.Partition, &o.Owner, &o.Target); err != nil {
 				return err
@@ -121,7 +122,7 @@ func queueGroupRead(b *pgx.Batch, name, lock string, create bool, assignor strin
 		}
 		b.Queue(groupTopicsSQL, name, extra).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				var t catalog.TopicMeta
+				var t engine.TopicMeta
 				if err := rows.Scan(&t.ID, &t.Name, &t.Partitions); err != nil {
 					return err
 				}
@@ -139,7 +140,7 @@ func (r *groupRead) done() {
 	if !r.found {
 		return
 	}
-	r.st = catalog.NewGroupState(r.name, r.assignor, r.created.UTC())
+	r.st = engine.NewGroupState(r.name, r.assignor, r.created.UTC())
 	r.st.Epoch = r.epoch
 	for _, m := range r.members {
 		r.st.Members[m.ID] = m
@@ -148,8 +149,8 @@ func (r *groupRead) done() {
 }
 
 // queueGroupWrites queues in b what changed between before and after.
-func queueGroupWrites(b *pgx.Batch, before, after *catalog.GroupState) {
-	ch := catalog.DiffGroup(before, after)
+func queueGroupWrites(b *pgx.Batch, before, after *engine.GroupState) {
+	ch := engine.DiffGroup(before, after)
 	name := after.Name
 	if ch.GroupChanged {
 		b.Queue(`UPDATE groups SET epoch = $2, assignor = $3 WHERE name = $1`, name, after.Epoch, after.Assignor)
@@ -282,7 +283,7 @@ func (c *Catalog) Heartbeat(ctx context.Context, hb catalog.Heartbeat) (catalog.
 		}
 		before := r.st.Clone()
 		var err error
-		if res, err = catalog.ApplyHeartbeat(r.st, r.now, hb, r.topics); err != nil {
+		if res, err = engine.ApplyHeartbeat(r.st, r.now, hb, r.topics); err != nil {
 			return err
 		}
 		queueGroupWrites(b, before, r.st)
@@ -294,7 +295,7 @@ func (c *Catalog) Heartbeat(ctx context.Context, hb catalog.Heartbeat) (catalog.
 	return res, nil
 }
 
-// CommitOffsets stores committed offsets after catalog.CheckOffsetCommit.
+// CommitOffsets stores committed offsets after engine.CheckOffsetCommit.
 func (c *Catalog) CommitOffsets(ctx context.Context, oc catalog.OffsetCommit) error {
 	if err := c.commitOffsets(ctx, oc); err != nil {
 		return fmt.Errorf("postgres: commit offsets of group %s: %w", oc.Group, err)
@@ -325,7 +326,7 @@ func (c *Catalog) commitOffsets(ctx context.Context, oc catalog.OffsetCommit) er
 		names[i] = o.Topic
 	}
 	var r *groupRead
-	topics := map[string]catalog.TopicMeta{}
+	topics := map[string]engine.TopicMeta{}
 	hws := map[catalog.TopicPartition]int64{}
 	return c.twoTrips(ctx, func(b *pgx.Batch) {
 		r = queueGroupRead(b, oc.Group, lock, oc.MemberID == "", "", false, nil)
@@ -333,7 +334,7 @@ func (c *Catalog) commitOffsets(ctx context.Context, oc catalog.OffsetCommit) er
 			FROM topics t JOIN partitions p ON p.topic_id = t.id
 			WHERE t.deleted_at IS NULL AND t.name = ANY($1::text[])`, names).Query(func(rows pgx.Rows) error {
 			var (
-				t  catalog.TopicMeta
+				t  engine.TopicMeta
 				p  int32
 				hw int64
 			)
@@ -349,7 +350,7 @@ func (c *Catalog) commitOffsets(ctx context.Context, oc catalog.OffsetCommit) er
 		if !r.found {
 			return fmt.Errorf("%w: %s", catalog.ErrGroupNotFound, oc.Group)
 		}
-		tps, err := catalog.CheckOffsetCommit(r.st, r.now, oc, topics, hws)
+		tps, err := engine.CheckOffsetCommit(r.st, r.now, oc, topics, hws)
 		if err != nil {
 			return err
 		}
@@ -431,9 +432,9 @@ func (c *Catalog) GroupOffsets(ctx context.Context, group string) ([]catalog.Gro
 	return out, nil
 }
 
-// GroupLag answers lag per partition (catalog.GroupLagOf).
+// GroupLag answers lag per partition (engine.GroupLagOf).
 func (c *Catalog) GroupLag(ctx context.Context, group string) ([]catalog.PartitionLag, error) {
-	l, err := catalog.GroupLagOf(ctx, c, group)
+	l, err := engine.GroupLagOf(ctx, c, group)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: lag of group %s: %w", group, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 // The commit's statements. SQLite runs them in-process, so a statement per row costs
@@ -34,7 +35,7 @@ const (
 		ON CONFLICT (topic_id, partition, producer_id) DO UPDATE SET
 			epoch = excluded.epoch, batches = excluded.batches, updated_at = excluded.updated_at`
 	touchProducer = `UPDATE producers SET last_used_at = ?1 WHERE id = ?2 AND last_used_at < ?3`
-	// compactDue: a partition written is due for the compactor by catalog.CommitDue,
+	// compactDue: a partition written is due for the compactor by engine.CommitDue,
 	// unless due sooner; written only when that moves it.
 	compactDue = `UPDATE partitions SET compact_due = ?1 WHERE topic_id = ?2 AND partition = ?3
 		AND (compact_due IS NULL OR compact_due > ?1)`
@@ -95,11 +96,11 @@ func (st stmts) close() {
 
 // Commit commits one flush in one immediate transaction (see catalog.Catalog).
 func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Result, error) {
-	plan, err := catalog.PlanSegment(seg)
+	plan, err := engine.PlanSegment(seg)
 	if err != nil {
 		return nil, err
 	}
-	keyTime, err := catalog.KeyTime(seg.Key)
+	keyTime, err := engine.KeyTime(seg.Key)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +115,7 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
 	}
-	if err := catalog.CheckCommitTime(keyTime, now, c.opts.CommitTimeout); err != nil {
+	if err := engine.CheckCommitTime(keyTime, now, c.opts.CommitTimeout); err != nil {
 		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
 	}
 
@@ -130,7 +131,7 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 		// Committed before: answer as Settle would, writing nothing.
 		res, err := readBack(ctx, stmt(c.st.segmentChunks), plan, segID)
 		if err == nil {
-			err = catalog.CheckSettled(res, time.UnixMilli(created), now, c.opts.CommitTimeout)
+			err = engine.CheckSettled(res, time.UnixMilli(created), now, c.opts.CommitTimeout)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: commit %s: already committed: %w", seg.Key, err)
@@ -141,9 +142,9 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	}
 
 	topicStmt := stmt(c.st.topic)
-	topics := make(map[int64]catalog.TopicState, len(plan.Topics))
+	topics := make(map[int64]engine.TopicState, len(plan.Topics))
 	for _, id := range plan.Topics {
-		var ts catalog.TopicState
+		var ts engine.TopicState
 		err := topicStmt.QueryRowContext(ctx, id).Scan(&ts.Partitions, &ts.LogAppendTime)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // unknown or deleted: its requests fail with ErrTopicNotFound
@@ -157,14 +158,14 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 
 	// Lock order is moot here (one writer holds the whole file), but the checks run in
 	// the shared order: requests, then group offsets, then producers.
-	var gc *catalog.GroupCheck
+	var gc *engine.GroupCheck
 	if names := plan.GroupNames(); len(names) > 0 {
 		if gc, err = c.checkGroupOffsets(ctx, tx, plan, reqErrs, now, names); err != nil {
 			return nil, fmt.Errorf("sqlite: commit %s: group offsets: %w", seg.Key, err)
 		}
 		reqErrs = gc.Errs
 	}
-	var pc *catalog.ProducerCheck
+	var pc *engine.ProducerCheck
 	if plan.Idempotent() {
 		if pc, err = c.checkProducers(ctx, stmt, plan, reqErrs); err != nil {
 			return nil, fmt.Errorf("sqlite: commit %s: producer state: %w", seg.Key, err)
@@ -173,7 +174,7 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	}
 
 	partStmt := stmt(c.st.partition)
-	parts := make(map[catalog.TopicPartition]catalog.PartitionState, len(plan.Partitions))
+	parts := make(map[catalog.TopicPartition]engine.PartitionState, len(plan.Partitions))
 	for _, pb := range plan.Partitions {
 		accepted := false
 		for _, b := range pb.Batches {
@@ -185,7 +186,7 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 		if !accepted {
 			continue
 		}
-		var ps catalog.PartitionState
+		var ps engine.PartitionState
 		if err := partStmt.QueryRowContext(ctx, pb.TopicID, pb.Partition).Scan(&ps.HighWatermark, &ps.MaxTimestamp); err != nil {
 			return nil, fmt.Errorf("sqlite: commit %s: topic %d partition %d: %w", seg.Key, pb.TopicID, pb.Partition, err)
 		}
@@ -195,7 +196,7 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
 	}
-	var prodRows []catalog.ProducerStateRow
+	var prodRows []engine.ProducerStateRow
 	if pc != nil {
 		if prodRows, err = pc.Finish(&a); err != nil {
 			return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
@@ -255,8 +256,8 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 }
 
 // commitDue makes the partitions a commit wrote due for the compactor
-// (catalog.CommitDue), judging each new chunk by its topic's retention.ms.
-func (c *Catalog) commitDue(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt, a catalog.Assignment, now time.Time) error {
+// (engine.CommitDue), judging each new chunk by its topic's retention.ms.
+func (c *Catalog) commitDue(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt, a engine.Assignment, now time.Time) error {
 	maxTS := map[catalog.TopicPartition]int64{}
 	for _, ch := range a.Chunks {
 		tp := catalog.TopicPartition{TopicID: ch.TopicID, Partition: ch.Partition}
@@ -283,10 +284,10 @@ func (c *Catalog) commitDue(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt,
 					cfg = parsed
 				}
 			}
-			ms = catalog.TimeRetentionMs(cfg)
+			ms = engine.TimeRetentionMs(cfg)
 			retention[adv.TopicID] = ms
 		}
-		at := catalog.CommitDue(now, settle, maxTS[adv.TopicPartition], ms)
+		at := engine.CommitDue(now, settle, maxTS[adv.TopicPartition], ms)
 		if _, err := due.ExecContext(ctx, at.UnixMilli(), adv.TopicID, adv.Partition); err != nil {
 			return fmt.Errorf("compaction due time of topic %d partition %d: %w", adv.TopicID, adv.Partition, err)
 		}
@@ -298,11 +299,11 @@ func (c *Catalog) commitDue(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt,
 // catalog.Catalog). The immediate transaction waits for any commit of the key in flight
 // on this file, in this process (the one writer connection) or another (the write lock).
 func (c *Catalog) Settle(ctx context.Context, seg catalog.Segment) ([]catalog.Result, error) {
-	plan, err := catalog.PlanSegment(seg)
+	plan, err := engine.PlanSegment(seg)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := catalog.KeyTime(seg.Key); err != nil {
+	if _, err := engine.KeyTime(seg.Key); err != nil {
 		return nil, err
 	}
 	tx, err := c.w.BeginTx(ctx, nil)
@@ -341,7 +342,7 @@ func (c *Catalog) Settle(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	}
 	results, err := readBack(ctx, stmt(c.st.segmentChunks), plan, segID)
 	if err == nil {
-		err = catalog.CheckSettled(results, time.UnixMilli(created), now, c.opts.CommitTimeout)
+		err = engine.CheckSettled(results, time.UnixMilli(created), now, c.opts.CommitTimeout)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: settle %s: %w", seg.Key, err)
@@ -350,7 +351,7 @@ func (c *Catalog) Settle(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 }
 
 // readBack answers a committed flush from its chunk rows.
-func readBack(ctx context.Context, q *sql.Stmt, plan *catalog.Plan, segID int64) ([]catalog.Result, error) {
+func readBack(ctx context.Context, q *sql.Stmt, plan *engine.Plan, segID int64) ([]catalog.Result, error) {
 	rows, err := q.QueryContext(ctx, segID)
 	if err != nil {
 		return nil, fmt.Errorf("read chunk rows: %w", err)
@@ -373,7 +374,7 @@ func readBack(ctx context.Context, q *sql.Stmt, plan *catalog.Plan, segID int64)
 
 // checkProducers reads the registry rows and the state the flush's idempotent batches
 // name and applies catalog's producer rules.
-func (c *Catalog) checkProducers(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt, plan *catalog.Plan, errs []error) (*catalog.ProducerCheck, error) {
+func (c *Catalog) checkProducers(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt, plan *engine.Plan, errs []error) (*engine.ProducerCheck, error) {
 	keys, ids := plan.ProducerKeys()
 	registry := make(map[int64]int16, len(ids))
 	q := stmt(c.st.producer)
@@ -388,11 +389,11 @@ func (c *Catalog) checkProducers(ctx context.Context, stmt func(*sql.Stmt) *sql.
 		}
 		registry[id] = epoch
 	}
-	state := make(map[catalog.ProducerPartition]catalog.ProducerState, len(keys))
+	state := make(map[engine.ProducerPartition]engine.ProducerState, len(keys))
 	q = stmt(c.st.producerState)
 	for _, k := range keys {
 		var (
-			st      catalog.ProducerState
+			st      engine.ProducerState
 			batches string
 		)
 		err := q.QueryRowContext(ctx, k.TopicID, k.Partition, k.ProducerID).Scan(&st.Epoch, &batches)
@@ -412,7 +413,7 @@ func (c *Catalog) checkProducers(ctx context.Context, stmt func(*sql.Stmt) *sql.
 
 // writeProducers stores the new states, moves the epochs the flush bumped, and
 // refreshes the last-used time of producers whose row has grown stale.
-func (c *Catalog) writeProducers(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt, pc *catalog.ProducerCheck, rows []catalog.ProducerStateRow, now time.Time) error {
+func (c *Catalog) writeProducers(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt, pc *engine.ProducerCheck, rows []engine.ProducerStateRow, now time.Time) error {
 	ms := now.UnixMilli()
 	up := stmt(c.st.upsertProducerState)
 	for _, r := range rows {
@@ -427,7 +428,7 @@ func (c *Catalog) writeProducers(ctx context.Context, stmt func(*sql.Stmt) *sql.
 		}
 	}
 	touch := stmt(c.st.touchProducer)
-	stale := now.Add(-catalog.ProducerTouchInterval(c.opts.ProducerExpiry)).UnixMilli()
+	stale := now.Add(-engine.ProducerTouchInterval(c.opts.ProducerExpiry)).UnixMilli()
 	for _, id := range pc.Producers {
 		if _, err := touch.ExecContext(ctx, ms, id, stale); err != nil {
 			return fmt.Errorf("producer %d: refresh last use: %w", id, err)
@@ -437,9 +438,9 @@ func (c *Catalog) writeProducers(ctx context.Context, stmt func(*sql.Stmt) *sql.
 }
 
 // checkGroupOffsets loads the groups the flush commits offsets for, and what
-// catalog.CheckOffsetCommit needs, and checks every request's offsets.
-func (c *Catalog) checkGroupOffsets(ctx context.Context, tx *sql.Tx, plan *catalog.Plan, errs []error, now time.Time, names []string) (*catalog.GroupCheck, error) {
-	groups := make(map[string]*catalog.GroupState, len(names))
+// engine.CheckOffsetCommit needs, and checks every request's offsets.
+func (c *Catalog) checkGroupOffsets(ctx context.Context, tx *sql.Tx, plan *engine.Plan, errs []error, now time.Time, names []string) (*engine.GroupCheck, error) {
+	groups := make(map[string]*engine.GroupState, len(names))
 	for _, name := range names {
 		st, found, err := loadGroup(ctx, tx, name)
 		if err != nil {
@@ -462,7 +463,7 @@ func (c *Catalog) checkGroupOffsets(ctx context.Context, tx *sql.Tx, plan *catal
 
 // writeGroupOffsets stores committed offsets, creating a group that a commit without a
 // member names for the first time.
-func writeGroupOffsets(ctx context.Context, tx *sql.Tx, rows []catalog.GroupOffsetRow, now time.Time) error {
+func writeGroupOffsets(ctx context.Context, tx *sql.Tx, rows []engine.GroupOffsetRow, now time.Time) error {
 	ms := now.UnixMilli()
 	created := map[string]bool{}
 	for _, r := range rows {

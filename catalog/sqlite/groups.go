@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 // Consumer groups. Every write runs in one immediate transaction on the writer
@@ -26,7 +27,7 @@ type rowQueryer interface {
 }
 
 // loadGroup reads a group's rows; found is false when it does not exist.
-func loadGroup(ctx context.Context, q rowQueryer, name string) (st *catalog.GroupState, found bool, err error) {
+func loadGroup(ctx context.Context, q rowQueryer, name string) (st *engine.GroupState, found bool, err error) {
 	var (
 		assignor string
 		epoch    int32
@@ -39,7 +40,7 @@ func loadGroup(ctx context.Context, q rowQueryer, name string) (st *catalog.Grou
 	if err != nil {
 		return nil, false, err
 	}
-	st = catalog.NewGroupState(name, assignor, time.UnixMilli(created).UTC())
+	st = engine.NewGroupState(name, assignor, time.UnixMilli(created).UTC())
 	st.Epoch = epoch
 
 	rows, err := q.QueryContext(ctx, `SELECT member_id, epoch, prev_epoch, topics, session_timeout_ms, expires_at, joined_at
@@ -49,7 +50,7 @@ func loadGroup(ctx context.Context, q rowQueryer, name string) (st *catalog.Grou
 	}
 	for rows.Next() {
 		var (
-			m                        catalog.GroupMember
+			m                        engine.GroupMember
 			topics                   string
 			session, expires, joined int64
 		)
@@ -80,7 +81,7 @@ func loadGroup(ctx context.Context, q rowQueryer, name string) (st *catalog.Grou
 	for rows.Next() {
 		var (
 			tp catalog.TopicPartition
-			o  catalog.Ownership
+			o  engine.Ownership
 		)
 		if err := rows.Scan(&tp.TopicID, &tp.Partition, &o.Owner, &o.Target); err != nil {
 			return nil, false, err
@@ -91,8 +92,8 @@ func loadGroup(ctx context.Context, q rowQueryer, name string) (st *catalog.Grou
 }
 
 // loadTopics reads the live topics among names.
-func loadTopics(ctx context.Context, q rowQueryer, names []string) (map[string]catalog.TopicMeta, error) {
-	out := map[string]catalog.TopicMeta{}
+func loadTopics(ctx context.Context, q rowQueryer, names []string) (map[string]engine.TopicMeta, error) {
+	out := map[string]engine.TopicMeta{}
 	if len(names) == 0 {
 		return out, nil
 	}
@@ -107,7 +108,7 @@ func loadTopics(ctx context.Context, q rowQueryer, names []string) (map[string]c
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var t catalog.TopicMeta
+		var t engine.TopicMeta
 		if err := rows.Scan(&t.ID, &t.Name, &t.Partitions); err != nil {
 			return nil, err
 		}
@@ -117,7 +118,7 @@ func loadTopics(ctx context.Context, q rowQueryer, names []string) (map[string]c
 }
 
 // loadHighWatermarks reads the high watermarks of every partition of topics.
-func loadHighWatermarks(ctx context.Context, q rowQueryer, topics map[string]catalog.TopicMeta) (map[catalog.TopicPartition]int64, error) {
+func loadHighWatermarks(ctx context.Context, q rowQueryer, topics map[string]engine.TopicMeta) (map[catalog.TopicPartition]int64, error) {
 	out := map[catalog.TopicPartition]int64{}
 	ids := make([]int64, 0, len(topics))
 	for _, t := range topics {
@@ -152,8 +153,8 @@ func loadHighWatermarks(ctx context.Context, q rowQueryer, topics map[string]cat
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
 // writeGroup stores what changed between before and after.
-func writeGroup(ctx context.Context, tx *sql.Tx, before, after *catalog.GroupState) error {
-	ch := catalog.DiffGroup(before, after)
+func writeGroup(ctx context.Context, tx *sql.Tx, before, after *engine.GroupState) error {
+	ch := engine.DiffGroup(before, after)
 	name := after.Name
 	if ch.GroupChanged {
 		if _, err := tx.ExecContext(ctx, `UPDATE groups SET epoch = ?, assignor = ? WHERE name = ?`, after.Epoch, after.Assignor, name); err != nil {
@@ -224,7 +225,7 @@ func (c *Catalog) Heartbeat(ctx context.Context, hb catalog.Heartbeat) (catalog.
 		if hb.MemberEpoch != catalog.JoinEpoch {
 			return fail(fmt.Errorf("%w: %s", catalog.ErrGroupNotFound, hb.Group))
 		}
-		st = catalog.NewGroupState(hb.Group, hb.Assignor, now)
+		st = engine.NewGroupState(hb.Group, hb.Assignor, now)
 		if _, err := tx.ExecContext(ctx, `INSERT INTO groups (name, assignor, epoch, created_at) VALUES (?, ?, 0, ?)`,
 			st.Name, st.Assignor, now.UnixMilli()); err != nil {
 			return fail(err)
@@ -235,7 +236,7 @@ func (c *Catalog) Heartbeat(ctx context.Context, hb catalog.Heartbeat) (catalog.
 	if err != nil {
 		return fail(err)
 	}
-	res, err := catalog.ApplyHeartbeat(st, now, hb, topics)
+	res, err := engine.ApplyHeartbeat(st, now, hb, topics)
 	if err != nil {
 		return fail(err)
 	}
@@ -248,7 +249,7 @@ func (c *Catalog) Heartbeat(ctx context.Context, hb catalog.Heartbeat) (catalog.
 	return res, nil
 }
 
-// CommitOffsets stores committed offsets after catalog.CheckOffsetCommit.
+// CommitOffsets stores committed offsets after engine.CheckOffsetCommit.
 func (c *Catalog) CommitOffsets(ctx context.Context, oc catalog.OffsetCommit) error {
 	if err := c.commitOffsets(ctx, oc); err != nil {
 		return fmt.Errorf("sqlite: commit offsets of group %s: %w", oc.Group, err)
@@ -285,7 +286,7 @@ func (c *Catalog) commitOffsets(ctx context.Context, oc catalog.OffsetCommit) er
 		if oc.MemberID != "" {
 			return fmt.Errorf("%w: %s", catalog.ErrGroupNotFound, oc.Group)
 		}
-		st = catalog.NewGroupState(oc.Group, "", now)
+		st = engine.NewGroupState(oc.Group, "", now)
 		if _, err := tx.ExecContext(ctx, `INSERT INTO groups (name, assignor, epoch, created_at) VALUES (?, ?, 0, ?)`,
 			st.Name, st.Assignor, now.UnixMilli()); err != nil {
 			return err
@@ -303,7 +304,7 @@ func (c *Catalog) commitOffsets(ctx context.Context, oc catalog.OffsetCommit) er
 	if err != nil {
 		return err
 	}
-	tps, err := catalog.CheckOffsetCommit(st, now, oc, topics, hws)
+	tps, err := engine.CheckOffsetCommit(st, now, oc, topics, hws)
 	if err != nil {
 		return err
 	}
@@ -374,9 +375,9 @@ func (c *Catalog) groupOffsets(ctx context.Context, group string) ([]catalog.Gro
 	return out, rows.Err()
 }
 
-// GroupLag answers lag per partition (catalog.GroupLagOf).
+// GroupLag answers lag per partition (engine.GroupLagOf).
 func (c *Catalog) GroupLag(ctx context.Context, group string) ([]catalog.PartitionLag, error) {
-	l, err := catalog.GroupLagOf(ctx, c, group)
+	l, err := engine.GroupLagOf(ctx, c, group)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: lag of group %s: %w", group, err)
 	}

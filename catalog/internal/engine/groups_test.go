@@ -1,4 +1,4 @@
-package catalog
+package engine
 
 import (
 	"fmt"
@@ -6,11 +6,13 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/strata-io/strata/catalog"
 )
 
 // render shows an assignment as member → "topic/partition" list, sorted, for known
 // answers written by hand.
-func render(a map[TopicPartition]string, names map[int64]string) map[string]string {
+func render(a map[catalog.TopicPartition]string, names map[int64]string) map[string]string {
 	by := map[string][]string{}
 	for tp, m := range a {
 		by[m] = append(by[m], fmt.Sprintf("%s%d", names[tp.TopicID], tp.Partition))
@@ -34,34 +36,34 @@ func TestAssignors(t *testing.T) {
 		assignor string
 		members  []AssignMember
 		topics   []TopicMeta
-		current  map[TopicPartition]string
+		current  map[catalog.TopicPartition]string
 		want     map[string]string
 	}{
-		{"range co-partitions", AssignorRange,
+		{"range co-partitions", catalog.AssignorRange,
 			[]AssignMember{{"b", both}, {"a", both}, {"c", both}}, []TopicMeta{y, x}, nil,
 			map[string]string{"a": "[x0 x1 y0 y1]", "b": "[x2 y2]", "c": "[x3 y3]"}},
-		{"range only subscribers", AssignorRange,
+		{"range only subscribers", catalog.AssignorRange,
 			[]AssignMember{{"a", []string{"x"}}, {"b", []string{"x", "z"}}}, []TopicMeta{x, z}, nil,
 			map[string]string{"a": "[x0 x1]", "b": "[x2 x3 z0 z1 z2]"}},
-		{"roundrobin deals in turn", AssignorRoundRobin,
+		{"roundrobin deals in turn", catalog.AssignorRoundRobin,
 			[]AssignMember{{"a", []string{"x", "z"}}, {"b", []string{"x", "z"}}, {"c", []string{"x", "z"}}}, []TopicMeta{x, z}, nil,
 			map[string]string{"a": "[x0 x3 z2]", "b": "[x1 z0]", "c": "[x2 z1]"}},
-		{"sticky from nothing", AssignorSticky,
+		{"sticky from nothing", catalog.AssignorSticky,
 			[]AssignMember{{"a", both}, {"b", both}, {"c", both}}, []TopicMeta{x, y}, nil,
 			map[string]string{"a": "[x0 x3 y2]", "b": "[x1 y0 y3]", "c": "[x2 y1]"}},
-		{"sticky keeps a balanced assignment", AssignorSticky,
+		{"sticky keeps a balanced assignment", catalog.AssignorSticky,
 			[]AssignMember{{"a", []string{"x"}}, {"b", []string{"x"}}}, []TopicMeta{x},
-			map[TopicPartition]string{{1, 0}: "b", {1, 1}: "a", {1, 2}: "b", {1, 3}: "a"},
+			map[catalog.TopicPartition]string{{TopicID: 1, Partition: 0}: "b", {TopicID: 1, Partition: 1}: "a", {TopicID: 1, Partition: 2}: "b", {TopicID: 1, Partition: 3}: "a"},
 			map[string]string{"a": "[x1 x3]", "b": "[x0 x2]"}},
-		{"sticky gives a dead member's partitions to the least loaded", AssignorSticky,
+		{"sticky gives a dead member's partitions to the least loaded", catalog.AssignorSticky,
 			[]AssignMember{{"a", []string{"x"}}, {"b", []string{"x"}}}, []TopicMeta{x},
-			map[TopicPartition]string{{1, 0}: "a", {1, 1}: "dead", {1, 2}: "b", {1, 3}: "b"},
+			map[catalog.TopicPartition]string{{TopicID: 1, Partition: 0}: "a", {TopicID: 1, Partition: 1}: "dead", {TopicID: 1, Partition: 2}: "b", {TopicID: 1, Partition: 3}: "b"},
 			map[string]string{"a": "[x0 x1]", "b": "[x2 x3]"}},
-		{"sticky respects subscriptions", AssignorSticky,
+		{"sticky respects subscriptions", catalog.AssignorSticky,
 			[]AssignMember{{"a", []string{"x"}}, {"b", []string{"x", "z"}}}, []TopicMeta{x, z},
-			map[TopicPartition]string{{1, 0}: "b", {1, 1}: "b", {1, 2}: "b", {1, 3}: "b", {3, 0}: "a"},
+			map[catalog.TopicPartition]string{{TopicID: 1, Partition: 0}: "b", {TopicID: 1, Partition: 1}: "b", {TopicID: 1, Partition: 2}: "b", {TopicID: 1, Partition: 3}: "b", {TopicID: 3, Partition: 0}: "a"},
 			map[string]string{"a": "[x1 x2 x3]", "b": "[x0 z0 z1 z2]"}}, // 3 and 4: as balanced as subscriptions allow
-		{"no members", AssignorSticky, nil, []TopicMeta{x}, nil, map[string]string{}},
+		{"no members", catalog.AssignorSticky, nil, []TopicMeta{x}, nil, map[string]string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := render(Assign(tc.assignor, tc.members, tc.topics, tc.current), names)
@@ -85,11 +87,11 @@ func TestStickyMovesMinimum(t *testing.T) {
 				}
 				return out
 			}
-			cur := Assign(AssignorSticky, members(m), []TopicMeta{topic}, nil)
-			if again := Assign(AssignorSticky, members(m), []TopicMeta{topic}, cur); !maps.Equal(again, cur) {
+			cur := Assign(catalog.AssignorSticky, members(m), []TopicMeta{topic}, nil)
+			if again := Assign(catalog.AssignorSticky, members(m), []TopicMeta{topic}, cur); !maps.Equal(again, cur) {
 				t.Fatalf("n=%d m=%d: not a fixed point: %v → %v", n, m, cur, again)
 			}
-			next := Assign(AssignorSticky, members(m+1), []TopicMeta{topic}, cur)
+			next := Assign(catalog.AssignorSticky, members(m+1), []TopicMeta{topic}, cur)
 			moved := 0
 			for tp, id := range cur {
 				if next[tp] != id {
@@ -108,8 +110,8 @@ func TestApplyHeartbeatRules(t *testing.T) {
 	now := time.UnixMilli(1_000_000)
 	topics := map[string]TopicMeta{"t": {ID: 7, Name: "t", Partitions: 2}}
 	st := NewGroupState("g", "", now)
-	join := func(id string) HeartbeatResult {
-		res, err := ApplyHeartbeat(st, now, Heartbeat{Group: "g", MemberID: id, Topics: []string{"t"}, SessionTimeout: time.Second}, topics)
+	join := func(id string) catalog.HeartbeatResult {
+		res, err := ApplyHeartbeat(st, now, catalog.Heartbeat{Group: "g", MemberID: id, Topics: []string{"t"}, SessionTimeout: time.Second}, topics)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +128,7 @@ func TestApplyHeartbeatRules(t *testing.T) {
 	// a's lease runs out: b gets everything on its next heartbeat, at a new epoch.
 	now = now.Add(1500 * time.Millisecond)
 	st.Members["b"].ExpiresAt = now.Add(time.Second)
-	res, err := ApplyHeartbeat(st, now, Heartbeat{Group: "g", MemberID: "b", MemberEpoch: 2}, topics)
+	res, err := ApplyHeartbeat(st, now, catalog.Heartbeat{Group: "g", MemberID: "b", MemberEpoch: 2}, topics)
 	if err != nil || res.MemberEpoch != 3 || len(res.Assignment[0].Partitions) != 2 {
 		t.Fatalf("after a expired: %+v %v", res, err)
 	}
