@@ -232,9 +232,9 @@ func ValidateGroupName(name string) error {
 	return nil
 }
 
-// ValidateMemberID accepts 1 to 255 printable ASCII characters without spaces: ids are
+// validateMemberID accepts 1 to 255 printable ASCII characters without spaces: ids are
 // chosen by clients (a UUID, a host name and pid) and show in logs and listings.
-func ValidateMemberID(id string) error {
+func validateMemberID(id string) error {
 	if id == "" || len(id) > maxMemberID {
 		return fmt.Errorf("%w: member_id must be 1 to %d characters", ErrInvalidGroupRequest, maxMemberID)
 	}
@@ -246,8 +246,8 @@ func ValidateMemberID(id string) error {
 	return nil
 }
 
-// ValidateAssignor accepts the assignor names, and "" (keep or default).
-func ValidateAssignor(name string) error {
+// validateAssignor accepts the assignor names, and "" (keep or default).
+func validateAssignor(name string) error {
 	switch name {
 	case "", AssignorSticky, AssignorRange, AssignorRoundRobin:
 		return nil
@@ -285,7 +285,7 @@ func ValidateHeartbeat(hb Heartbeat) error {
 	if err := ValidateGroupName(hb.Group); err != nil {
 		return err
 	}
-	if err := ValidateMemberID(hb.MemberID); err != nil {
+	if err := validateMemberID(hb.MemberID); err != nil {
 		return err
 	}
 	if hb.MemberEpoch < LeaveEpoch {
@@ -309,7 +309,7 @@ func ValidateHeartbeat(hb Heartbeat) error {
 	if err := validateSessionTimeout(hb.SessionTimeout); err != nil {
 		return err
 	}
-	return ValidateAssignor(hb.Assignor)
+	return validateAssignor(hb.Assignor)
 }
 
 func truncateName(s string) string {
@@ -325,7 +325,7 @@ func ValidateOffsetCommit(c OffsetCommit) error {
 		return err
 	}
 	if c.MemberID != "" {
-		if err := ValidateMemberID(c.MemberID); err != nil {
+		if err := validateMemberID(c.MemberID); err != nil {
 			return err
 		}
 		if c.MemberEpoch <= 0 {

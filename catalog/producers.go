@@ -69,14 +69,14 @@ func (e *SequenceError) Unwrap() error { return ErrOutOfOrderSequence }
 // DefaultProducerExpiry is Options.ProducerExpiry when it is zero.
 const DefaultProducerExpiry = 7 * 24 * time.Hour
 
-// MaxTransactionalID bounds a transactional id's length in bytes.
-const MaxTransactionalID = 255
+// maxTransactionalID bounds a transactional id's length in bytes.
+const maxTransactionalID = 255
 
 // ValidateTransactionalID accepts 1 to 255 bytes of UTF-8 without control characters:
 // ids are chosen by applications (a service name and a shard) and show in listings.
 func ValidateTransactionalID(id string) error {
-	if id == "" || len(id) > MaxTransactionalID || !utf8.ValidString(id) {
-		return fmt.Errorf("%w: %q: use 1 to %d bytes of UTF-8", ErrInvalidTransactionalID, truncateName(id), MaxTransactionalID)
+	if id == "" || len(id) > maxTransactionalID || !utf8.ValidString(id) {
+		return fmt.Errorf("%w: %q: use 1 to %d bytes of UTF-8", ErrInvalidTransactionalID, truncateName(id), maxTransactionalID)
 	}
 	for _, r := range id {
 		if r < ' ' || r == 0x7f {

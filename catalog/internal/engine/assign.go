@@ -13,19 +13,19 @@ import (
 // (assignTargets). Deterministic: the answer depends only on the inputs, so two
 // backends computing it from the same rows agree.
 
-// AssignMember is a member as an assignor sees it.
-type AssignMember struct {
+// assignMember is a member as an assignor sees it.
+type assignMember struct {
 	ID     string
 	Topics []string // sorted
 }
 
-// Assign computes targets: partition → member id, for the partitions of topics that
+// assign computes targets: partition → member id, for the partitions of topics that
 // some member subscribes to. Members are taken in id order, topics in name order, so
 // the answer depends only on its inputs. current is the previous target (used by the
 // sticky assignor). An unknown assignor name assigns as the default.
-func Assign(assignor string, members []AssignMember, topics []TopicMeta, current map[catalog.TopicPartition]string) map[catalog.TopicPartition]string {
+func assign(assignor string, members []assignMember, topics []TopicMeta, current map[catalog.TopicPartition]string) map[catalog.TopicPartition]string {
 	members = slices.Clone(members)
-	slices.SortFunc(members, func(a, b AssignMember) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(members, func(a, b assignMember) int { return cmp.Compare(a.ID, b.ID) })
 	topics = slices.Clone(topics)
 	slices.SortFunc(topics, func(a, b TopicMeta) int { return cmp.Compare(a.Name, b.Name) })
 	switch assignor {
@@ -37,7 +37,7 @@ func Assign(assignor string, members []AssignMember, topics []TopicMeta, current
 	return assignSticky(members, topics, current)
 }
 
-func subscribers(members []AssignMember, topic string) []string {
+func subscribers(members []assignMember, topic string) []string {
 	var out []string
 	for _, m := range members {
 		if _, ok := slices.BinarySearch(m.Topics, topic); ok {
@@ -49,7 +49,7 @@ func subscribers(members []AssignMember, topic string) []string {
 
 // assignRange gives the i-th subscriber of each topic the i-th contiguous range; the
 // first n%m subscribers take one more.
-func assignRange(members []AssignMember, topics []TopicMeta) map[catalog.TopicPartition]string {
+func assignRange(members []assignMember, topics []TopicMeta) map[catalog.TopicPartition]string {
 	out := map[catalog.TopicPartition]string{}
 	for _, t := range topics {
 		subs := subscribers(members, t.Name)
@@ -74,7 +74,7 @@ func assignRange(members []AssignMember, topics []TopicMeta) map[catalog.TopicPa
 
 // assignRoundRobin deals every partition, topic by topic, to the next member in turn
 // that subscribes to its topic.
-func assignRoundRobin(members []AssignMember, topics []TopicMeta) map[catalog.TopicPartition]string {
+func assignRoundRobin(members []assignMember, topics []TopicMeta) map[catalog.TopicPartition]string {
 	out := map[catalog.TopicPartition]string{}
 	if len(members) == 0 {
 		return out
@@ -105,7 +105,7 @@ func assignRoundRobin(members []AssignMember, topics []TopicMeta) map[catalog.To
 // within one) having moved the fewest partitions possible: each move takes a partition
 // from a member above the final ceiling or gives one to a member below the floor, and no
 // partition moves twice.
-func assignSticky(members []AssignMember, topics []TopicMeta, current map[catalog.TopicPartition]string) map[catalog.TopicPartition]string {
+func assignSticky(members []assignMember, topics []TopicMeta, current map[catalog.TopicPartition]string) map[catalog.TopicPartition]string {
 	out := map[catalog.TopicPartition]string{}
 	if len(members) == 0 {
 		return out

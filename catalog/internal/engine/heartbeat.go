@@ -114,10 +114,10 @@ func (st *GroupState) State(now time.Time) string {
 	return catalog.GroupStable
 }
 
-// HeartbeatInterval is how often a member with this session timeout should heartbeat:
+// heartbeatInterval is how often a member with this session timeout should heartbeat:
 // a tenth of it (3 s for the 30 s default), so several heartbeats may be lost before
 // the lease ends.
-func HeartbeatInterval(session time.Duration) time.Duration {
+func heartbeatInterval(session time.Duration) time.Duration {
 	return min(max(session/10, 10*time.Millisecond), 5*time.Second)
 }
 
@@ -203,7 +203,7 @@ func ApplyHeartbeat(st *GroupState, now time.Time, hb catalog.Heartbeat, topics 
 		st.Epoch++
 		m.PrevEpoch, m.Epoch = m.Epoch, st.Epoch
 	}
-	res := catalog.HeartbeatResult{MemberEpoch: m.Epoch, HeartbeatInterval: HeartbeatInterval(m.SessionTimeout)}
+	res := catalog.HeartbeatResult{MemberEpoch: m.Epoch, HeartbeatInterval: heartbeatInterval(m.SessionTimeout)}
 	names := topicNames(topics)
 	var mine []catalog.TopicPartition
 	pending := false
@@ -310,10 +310,10 @@ func assignTargets(st *GroupState, topics map[string]TopicMeta) {
 			current[tp] = o.Owner
 		}
 	}
-	members := make([]AssignMember, 0, len(st.Members))
+	members := make([]assignMember, 0, len(st.Members))
 	used := map[string]bool{}
 	for _, m := range st.Members {
-		members = append(members, AssignMember{ID: m.ID, Topics: m.Topics})
+		members = append(members, assignMember{ID: m.ID, Topics: m.Topics})
 		for _, t := range m.Topics {
 			used[t] = true
 		}
@@ -324,7 +324,7 @@ func assignTargets(st *GroupState, topics map[string]TopicMeta) {
 			metas = append(metas, t)
 		}
 	}
-	target := Assign(st.Assignor, members, metas, current)
+	target := assign(st.Assignor, members, metas, current)
 	for tp, o := range st.Owners {
 		o.Target = target[tp]
 		delete(target, tp)

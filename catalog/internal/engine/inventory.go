@@ -6,8 +6,8 @@ import (
 	"github.com/strata-io/strata/catalog"
 )
 
-// InventoryBatch is how many segments one page of InventorySegments reads.
-const InventoryBatch = 500
+// inventoryBatch is how many segments one page of InventorySegments reads.
+const inventoryBatch = 500
 
 // InventoryPages is InventorySegments for both backends, around their SQL: keyset pages
 // of segments in key order. page reads up to limit segments with keys after after, each
@@ -18,7 +18,7 @@ func InventoryPages(ctx context.Context, page func(ctx context.Context, after st
 	after := ""
 	for {
 		var recs []catalog.SegmentRecord
-		err := page(ctx, after, InventoryBatch, func(s catalog.SegmentRecord, c *catalog.Chunk) {
+		err := page(ctx, after, inventoryBatch, func(s catalog.SegmentRecord, c *catalog.Chunk) {
 			if len(recs) == 0 || recs[len(recs)-1].Key != s.Key {
 				recs = append(recs, s)
 			}
@@ -36,7 +36,7 @@ func InventoryPages(ctx context.Context, page func(ctx context.Context, after st
 				return err
 			}
 		}
-		if len(recs) < InventoryBatch {
+		if len(recs) < inventoryBatch {
 			return nil
 		}
 		after = recs[len(recs)-1].Key

@@ -14,7 +14,7 @@ import (
 // are asked for after the last key of the one before, and the walk stops at a short page
 // or at fn's error.
 func TestInventoryPages(t *testing.T) {
-	const n = 2*InventoryBatch + 3
+	const n = 2*inventoryBatch + 3
 	var keys []string
 	for i := range n {
 		keys = append(keys, fmt.Sprintf("seg-%05d", i))
@@ -43,7 +43,7 @@ func TestInventoryPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"", keys[InventoryBatch-1], keys[2*InventoryBatch-1]}; fmt.Sprint(afters) != fmt.Sprint(want) {
+	if want := []string{"", keys[inventoryBatch-1], keys[2*inventoryBatch-1]}; fmt.Sprint(afters) != fmt.Sprint(want) {
 		t.Fatalf("pages after %q, want %q", afters, want)
 	}
 	if len(got) != n {

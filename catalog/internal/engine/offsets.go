@@ -10,7 +10,7 @@ import (
 )
 
 // Offset commits (docs/design.md "Groups"): the rules a commit of a group's offsets is
-// checked against, alone (Groups.CommitOffsets: CheckOffsetCommit, CheckReset) or inside
+// checked against, alone (Groups.CommitOffsets and ResetOffsets: CheckOffsetCommit) or inside
 // a flush (Request.GroupOffsets: Plan.CheckGroupOffsets), and the refusals by code that a
 // backend checking them in SQL answers with (Postgres's strata_commit_groups), so that the
 // Go rules and the SQL can be compared. The shape of a commit is catalog's
@@ -104,12 +104,6 @@ func OffsetCommitRefusal(c catalog.OffsetCommit, code string, row int, value int
 		return fmt.Errorf("%w: %s/%d is not owned by member %s of group %s", catalog.ErrNotOwner, o.Topic, o.Partition, c.MemberID, c.Group)
 	}
 	return fmt.Errorf("catalog: unknown offset commit refusal %q for group %s", code, c.Group)
-}
-
-// CheckReset checks offsets for ResetOffsets the way CheckOffsetCommit checks a commit
-// without a member.
-func CheckReset(st *GroupState, now time.Time, group string, offsets []catalog.CommitOffset, topics map[string]TopicMeta, highWatermarks map[catalog.TopicPartition]int64) ([]catalog.TopicPartition, error) {
-	return CheckOffsetCommit(st, now, catalog.OffsetCommit{Group: group, Offsets: offsets}, topics, highWatermarks)
 }
 
 // GroupNames lists the distinct groups whose offsets the flush's requests commit,

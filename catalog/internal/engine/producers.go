@@ -20,13 +20,13 @@ import (
 // partition rows are locked): a retry of a batch already committed answers its original
 // offsets and writes nothing; a stale epoch is fenced; a sequence gap is refused with
 // the sequence expected. The state kept per producer and partition is its epoch and its
-// last ProducerBatchesKept batches, so a producer with at most that many requests in
+// last producerBatchesKept batches, so a producer with at most that many requests in
 // flight can retry any of them blindly.
 
-// ProducerBatchesKept is how many of a producer's latest batches per partition the
+// producerBatchesKept is how many of a producer's latest batches per partition the
 // commit remembers to recognise retries: Kafka's bound on in-flight requests of an
 // idempotent producer (max.in.flight.requests.per.connection ≤ 5).
-const ProducerBatchesKept = 5
+const producerBatchesKept = 5
 
 // NextEpoch is InitProducer's rule for a known transactional id at epoch e: the next
 // epoch, or, when e is the last one an int16 holds, a new producer id (newID) at 0.
@@ -73,8 +73,8 @@ func ProducerTouchInterval(expiry time.Duration) time.Duration {
 	return max(expiry/100, time.Second)
 }
 
-// ProducerExpired says whether a producer last used at lastUsed has expired at now.
-func ProducerExpired(lastUsed, now time.Time, expiry time.Duration) bool {
+// producerExpired says whether a producer last used at lastUsed has expired at now.
+func producerExpired(lastUsed, now time.Time, expiry time.Duration) bool {
 	return !lastUsed.After(now.Add(-expiry))
 }
 
@@ -95,7 +95,7 @@ type ProducerState struct {
 	// Epoch is the producer epoch of the batches kept.
 	Epoch int16
 	// Batches are the latest batches committed at Epoch, oldest first, at most
-	// ProducerBatchesKept.
+	// producerBatchesKept.
 	Batches []ProducerBatch
 }
 
@@ -194,7 +194,7 @@ func (pc *ProducerCheck) Duplicate(i int) bool { return pc.dups[i] != nil }
 //     first.
 //  5. An accepted request's batches become the latest kept for their partitions (at
 //     the request's epoch; state of an older epoch is dropped), the oldest beyond
-//     ProducerBatchesKept forgotten.
+//     producerBatchesKept forgotten.
 func (p *Plan) CheckProducers(errs []error, registry map[int64]int16, state map[ProducerPartition]ProducerState) *ProducerCheck {
 	reqs := p.Segment.Requests
 	pc := &ProducerCheck{
@@ -306,8 +306,8 @@ func (p *Plan) CheckProducers(errs []error, registry map[int64]int16, state map[
 				first: b.BaseSequence, last: AddSequence(b.BaseSequence, b.Records-1),
 				pending: &pendingRef{ri, bi},
 			})
-			if n := len(s.batches); n > ProducerBatchesKept {
-				s.batches = append(s.batches[:0], s.batches[n-ProducerBatchesKept:]...)
+			if n := len(s.batches); n > producerBatchesKept {
+				s.batches = append(s.batches[:0], s.batches[n-producerBatchesKept:]...)
 			}
 		}
 	}

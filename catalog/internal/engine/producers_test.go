@@ -47,10 +47,10 @@ func TestNextEpoch(t *testing.T) {
 func TestProducerExpired(t *testing.T) {
 	now := time.Date(2026, 1, 8, 0, 0, 0, 0, time.UTC)
 	week := 7 * 24 * time.Hour
-	if ProducerExpired(now.Add(-week+time.Millisecond), now, week) {
+	if producerExpired(now.Add(-week+time.Millisecond), now, week) {
 		t.Error("expired a millisecond before its time")
 	}
-	if !ProducerExpired(now.Add(-week), now, week) {
+	if !producerExpired(now.Add(-week), now, week) {
 		t.Error("not expired at its time")
 	}
 	if got := ProducerTouchInterval(week); got != week/100 {
