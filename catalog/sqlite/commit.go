@@ -118,41 +118,13 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	if err := engine.CheckCommitTime(keyTime, now, c.opts.CommitTimeout); err != nil {
 		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
 	}
-
-	var (
-		segID, created int64
-		state          string
-	)
-	switch err := stmt(c.st.segment).QueryRowContext(ctx, seg.Key).Scan(&segID, &state, &created); {
-	case err == nil:
-		if state == "aborted" {
-			return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, catalog.ErrCommitAborted)
-		}
-		// Committed before: answer as Settle would, writing nothing.
-		res, err := readBack(ctx, stmt(c.st.segmentChunks), plan, segID)
-		if err == nil {
-			err = engine.CheckSettled(res, time.UnixMilli(created), now, c.opts.CommitTimeout)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: commit %s: already committed: %w", seg.Key, err)
-		}
-		return res, nil
-	case !errors.Is(err, sql.ErrNoRows):
-		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
+	if res, done, err := c.committedBefore(ctx, stmt, plan, now); done || err != nil {
+		return res, err
 	}
 
-	topicStmt := stmt(c.st.topic)
-	topics := make(map[int64]engine.TopicState, len(plan.Topics))
-	for _, id := range plan.Topics {
-		var ts engine.TopicState
-		err := topicStmt.QueryRowContext(ctx, id).Scan(&ts.Partitions, &ts.LogAppendTime)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue // unknown or deleted: its requests fail with ErrTopicNotFound
-		}
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: commit %s: topic %d: %w", seg.Key, id, err)
-		}
-		topics[id] = ts
+	topics, err := readTopicStates(ctx, stmt(c.st.topic), plan)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
 	}
 	reqErrs := plan.CheckRequests(topics, now)
 
@@ -173,24 +145,9 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 		reqErrs = pc.Errs
 	}
 
-	partStmt := stmt(c.st.partition)
-	parts := make(map[catalog.TopicPartition]engine.PartitionState, len(plan.Partitions))
-	for _, pb := range plan.Partitions {
-		accepted := false
-		for _, b := range pb.Batches {
-			if reqErrs[b.Request] == nil {
-				accepted = true
-				break
-			}
-		}
-		if !accepted {
-			continue
-		}
-		var ps engine.PartitionState
-		if err := partStmt.QueryRowContext(ctx, pb.TopicID, pb.Partition).Scan(&ps.HighWatermark, &ps.MaxTimestamp); err != nil {
-			return nil, fmt.Errorf("sqlite: commit %s: topic %d partition %d: %w", seg.Key, pb.TopicID, pb.Partition, err)
-		}
-		parts[pb.TopicPartition] = ps
+	parts, err := readPartitionStates(ctx, stmt(c.st.partition), plan, reqErrs)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
 	}
 	a, err := plan.Assign(reqErrs, parts)
 	if err != nil {
@@ -203,35 +160,9 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 		}
 	}
 
-	res, err := stmt(c.st.insertSegment).ExecContext(ctx, seg.Key, seg.Size, now.UnixMilli())
+	marks, err := c.writeFlush(ctx, stmt, seg, a, parts, now)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: commit %s: insert segment: %w", seg.Key, err)
-	}
-	if segID, err = res.LastInsertId(); err != nil {
-		return nil, fmt.Errorf("sqlite: commit %s: insert segment: %w", seg.Key, err)
-	}
-	ins := stmt(c.st.insertChunk)
-	for _, ch := range a.Chunks {
-		if _, err := ins.ExecContext(ctx, ch.TopicID, ch.Partition, ch.BaseOffset, ch.LastOffset, segID,
-			ch.Pos, ch.Len, ch.MaxTimestamp, ch.RunningMaxTimestamp, now.UnixMilli()); err != nil {
-			return nil, fmt.Errorf("sqlite: commit %s: insert chunk of topic %d partition %d: %w", seg.Key, ch.TopicID, ch.Partition, err)
-		}
-	}
-	advance := stmt(c.st.advance)
-	marks := make([]catalog.Watermark, 0, len(a.Advances))
-	for _, adv := range a.Advances {
-		// The watermark read above is the guard: the write lock makes it hold, and a
-		// mismatch would mean offsets assigned twice.
-		res, err := advance.ExecContext(ctx, adv.HighWatermark, adv.MaxTimestamp, adv.AddBytes,
-			adv.TopicID, adv.Partition, parts[adv.TopicPartition].HighWatermark)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: commit %s: advance topic %d partition %d: %w", seg.Key, adv.TopicID, adv.Partition, err)
-		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return nil, fmt.Errorf("sqlite: commit %s: advance topic %d partition %d: watermark moved under the write lock (%d rows, %v)",
-				seg.Key, adv.TopicID, adv.Partition, n, err)
-		}
-		marks = append(marks, catalog.Watermark{TopicID: adv.TopicID, Partition: adv.Partition, HighWatermark: adv.HighWatermark})
+		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
 	}
 	if err := c.commitDue(ctx, stmt, a, now); err != nil {
 		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
@@ -253,6 +184,110 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 		c.hub.publish(marks)
 	}
 	return a.Results, nil
+}
+
+// committedBefore answers a commit of a key that has a segment row already (done):
+// as Settle would, writing nothing, or ErrCommitAborted when Settle fenced the key.
+func (c *Catalog) committedBefore(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt, plan *engine.Plan, now time.Time) (res []catalog.Result, done bool, err error) {
+	key := plan.Segment.Key
+	var (
+		segID, created int64
+		state          string
+	)
+	switch err := stmt(c.st.segment).QueryRowContext(ctx, key).Scan(&segID, &state, &created); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, false, nil
+	case err != nil:
+		return nil, true, fmt.Errorf("sqlite: commit %s: %w", key, err)
+	case state == "aborted":
+		return nil, true, fmt.Errorf("sqlite: commit %s: %w", key, catalog.ErrCommitAborted)
+	}
+	res, err = readBack(ctx, stmt(c.st.segmentChunks), plan, segID)
+	if err == nil {
+		err = engine.CheckSettled(res, time.UnixMilli(created), now, c.opts.CommitTimeout)
+	}
+	if err != nil {
+		return nil, true, fmt.Errorf("sqlite: commit %s: already committed: %w", key, err)
+	}
+	return res, true, nil
+}
+
+// readTopicStates reads the live topics a flush names; an unknown or deleted one is
+// left out, and its requests fail with ErrTopicNotFound.
+func readTopicStates(ctx context.Context, q *sql.Stmt, plan *engine.Plan) (map[int64]engine.TopicState, error) {
+	topics := make(map[int64]engine.TopicState, len(plan.Topics))
+	for _, id := range plan.Topics {
+		var ts engine.TopicState
+		err := q.QueryRowContext(ctx, id).Scan(&ts.Partitions, &ts.LogAppendTime)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("topic %d: %w", id, err)
+		}
+		topics[id] = ts
+	}
+	return topics, nil
+}
+
+// readPartitionStates reads the state of every partition an accepted request writes.
+func readPartitionStates(ctx context.Context, q *sql.Stmt, plan *engine.Plan, reqErrs []error) (map[catalog.TopicPartition]engine.PartitionState, error) {
+	parts := make(map[catalog.TopicPartition]engine.PartitionState, len(plan.Partitions))
+	for _, pb := range plan.Partitions {
+		accepted := false
+		for _, b := range pb.Batches {
+			if reqErrs[b.Request] == nil {
+				accepted = true
+				break
+			}
+		}
+		if !accepted {
+			continue
+		}
+		var ps engine.PartitionState
+		if err := q.QueryRowContext(ctx, pb.TopicID, pb.Partition).Scan(&ps.HighWatermark, &ps.MaxTimestamp); err != nil {
+			return nil, fmt.Errorf("topic %d partition %d: %w", pb.TopicID, pb.Partition, err)
+		}
+		parts[pb.TopicPartition] = ps
+	}
+	return parts, nil
+}
+
+// writeFlush writes the segment row, the chunk rows and the partitions' advances,
+// guarded by the watermarks read (parts), and returns the new watermarks to publish.
+func (c *Catalog) writeFlush(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt, seg catalog.Segment, a engine.Assignment, parts map[catalog.TopicPartition]engine.PartitionState, now time.Time) ([]catalog.Watermark, error) {
+	res, err := stmt(c.st.insertSegment).ExecContext(ctx, seg.Key, seg.Size, now.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("insert segment: %w", err)
+	}
+	segID, err := res.LastInsertId()
+	if err != nil {
+		return nil, fmt.Errorf("insert segment: %w", err)
+	}
+	ins := stmt(c.st.insertChunk)
+	for _, ch := range a.Chunks {
+		if _, err := ins.ExecContext(ctx, ch.TopicID, ch.Partition, ch.BaseOffset, ch.LastOffset, segID,
+			ch.Pos, ch.Len, ch.MaxTimestamp, ch.RunningMaxTimestamp, now.UnixMilli()); err != nil {
+			return nil, fmt.Errorf("insert chunk of topic %d partition %d: %w", ch.TopicID, ch.Partition, err)
+		}
+	}
+	advance := stmt(c.st.advance)
+	marks := make([]catalog.Watermark, 0, len(a.Advances))
+	for _, adv := range a.Advances {
+		// The watermark read above is the guard: the write lock makes it hold, and a
+		// mismatch would mean offsets assigned twice.
+		res, err := advance.ExecContext(ctx, adv.HighWatermark, adv.MaxTimestamp, adv.AddBytes,
+			adv.TopicID, adv.Partition, parts[adv.TopicPartition].HighWatermark)
+		if err != nil {
+			return nil, fmt.Errorf("advance topic %d partition %d: %w", adv.TopicID, adv.Partition, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return nil, fmt.Errorf("advance topic %d partition %d: watermark moved under the write lock (%d rows, %v)",
+				adv.TopicID, adv.Partition, n, err)
+		}
+		marks = append(marks, catalog.Watermark{TopicID: adv.TopicID, Partition: adv.Partition, HighWatermark: adv.HighWatermark})
+	}
+	return marks, nil
 }
 
 // commitDue makes the partitions a commit wrote due for the compactor

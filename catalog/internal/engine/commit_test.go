@@ -133,120 +133,126 @@ func TestCheckRequests(t *testing.T) {
 	}
 }
 
+// errRefused is a request's refusal by an earlier check.
+var errRefused = errors.New("refused")
+
+// assignCases are TestAssign's: a flush, the checks' answers and the partitions'
+// state, and what Assign must answer.
+var assignCases = []struct {
+	name     string
+	seg      catalog.Segment
+	errs     []error
+	state    map[catalog.TopicPartition]PartitionState
+	offsets  [][]int64 // per request; nil = refused
+	chunks   []catalog.ChunkRow
+	advances []Advance
+}{
+	{
+		name:    "one batch from zero",
+		seg:     seg(100, req(bt(1, 0, 0, 10, 5, 7))),
+		errs:    []error{nil},
+		state:   map[catalog.TopicPartition]PartitionState{{TopicID: 1, Partition: 0}: {0, catalog.NoTimestamp}},
+		offsets: [][]int64{{0}},
+		chunks:  []catalog.ChunkRow{{TopicID: 1, Partition: 0, BaseOffset: 0, LastOffset: 4, Pos: 0, Len: 10, MaxTimestamp: 7, RunningMaxTimestamp: 7}},
+		advances: []Advance{
+			{catalog.TopicPartition{TopicID: 1, Partition: 0}, 5, 7, 10},
+		},
+	},
+	{
+		// Laid out as the segment encoder does: partitions ascending, requests in
+		// order within a partition. A/0: r0 @0 (2), r1 @10 (4); A/1: r0 @20 (3),
+		// r2 @30 (5); B/0: r2 @40 (2); B/1: r1 @50 (1).
+		name: "multi-partition multi-request from existing watermarks",
+		seg: seg(60,
+			req(bt(1, 0, 0, 10, 2, 100), bt(1, 1, 20, 10, 3, 300)),
+			req(bt(1, 0, 10, 10, 4, 50), bt(2, 1, 50, 10, 1, 10)),
+			req(bt(1, 1, 30, 10, 5, 200), bt(2, 0, 40, 10, 2, 20)),
+		),
+		errs: []error{nil, nil, nil},
+		state: map[catalog.TopicPartition]PartitionState{
+			{TopicID: 1, Partition: 0}: {100, 500}, {TopicID: 1, Partition: 1}: {0, catalog.NoTimestamp}, {TopicID: 2, Partition: 0}: {7, 5}, {TopicID: 2, Partition: 1}: {0, catalog.NoTimestamp},
+		},
+		offsets: [][]int64{{100, 0}, {102, 0}, {3, 7}},
+		chunks: []catalog.ChunkRow{
+			{TopicID: 1, Partition: 0, BaseOffset: 100, LastOffset: 105, Pos: 0, Len: 20, MaxTimestamp: 100, RunningMaxTimestamp: 500},
+			{TopicID: 1, Partition: 1, BaseOffset: 0, LastOffset: 7, Pos: 20, Len: 20, MaxTimestamp: 300, RunningMaxTimestamp: 300},
+			{TopicID: 2, Partition: 0, BaseOffset: 7, LastOffset: 8, Pos: 40, Len: 10, MaxTimestamp: 20, RunningMaxTimestamp: 20},
+			{TopicID: 2, Partition: 1, BaseOffset: 0, LastOffset: 0, Pos: 50, Len: 10, MaxTimestamp: 10, RunningMaxTimestamp: 10},
+		},
+		advances: []Advance{
+			{catalog.TopicPartition{TopicID: 1, Partition: 0}, 106, 500, 20},
+			{catalog.TopicPartition{TopicID: 1, Partition: 1}, 8, 300, 20},
+			{catalog.TopicPartition{TopicID: 2, Partition: 0}, 9, 20, 10},
+			{catalog.TopicPartition{TopicID: 2, Partition: 1}, 1, 10, 10},
+		},
+	},
+	{
+		// A/0: r0 @0 (2), r1 @10 (3), r2 @20 (4); r1 also has A/1 @30 and fails:
+		// A/0 gets two chunks around r1's bytes, A/1 nothing.
+		name: "refused request in the middle splits the run",
+		seg: seg(40,
+			req(bt(1, 0, 0, 10, 2, 1)),
+			req(bt(1, 0, 10, 10, 3, 1), bt(1, 1, 30, 10, 1, 1)),
+			req(bt(1, 0, 20, 10, 4, 2)),
+		),
+		errs:    []error{nil, errRefused, nil},
+		state:   map[catalog.TopicPartition]PartitionState{{TopicID: 1, Partition: 0}: {0, catalog.NoTimestamp}},
+		offsets: [][]int64{{0}, nil, {2}},
+		chunks: []catalog.ChunkRow{
+			{TopicID: 1, Partition: 0, BaseOffset: 0, LastOffset: 1, Pos: 0, Len: 10, MaxTimestamp: 1, RunningMaxTimestamp: 1},
+			{TopicID: 1, Partition: 0, BaseOffset: 2, LastOffset: 5, Pos: 20, Len: 10, MaxTimestamp: 2, RunningMaxTimestamp: 2},
+		},
+		advances: []Advance{{catalog.TopicPartition{TopicID: 1, Partition: 0}, 6, 2, 20}},
+	},
+	{
+		name: "refused request first and last",
+		seg: seg(40,
+			req(bt(1, 0, 0, 10, 2, 1)),
+			req(bt(1, 0, 10, 10, 3, 1)),
+			req(bt(1, 0, 20, 10, 4, 2)),
+		),
+		errs:     []error{errRefused, nil, errRefused},
+		state:    map[catalog.TopicPartition]PartitionState{{TopicID: 1, Partition: 0}: {10, 9}},
+		offsets:  [][]int64{nil, {10}, nil},
+		chunks:   []catalog.ChunkRow{{TopicID: 1, Partition: 0, BaseOffset: 10, LastOffset: 12, Pos: 10, Len: 10, MaxTimestamp: 1, RunningMaxTimestamp: 9}},
+		advances: []Advance{{catalog.TopicPartition{TopicID: 1, Partition: 0}, 13, 9, 10}},
+	},
+	{
+		name:    "a byte gap splits the run too",
+		seg:     seg(40, req(bt(1, 0, 0, 10, 2, 1)), req(bt(1, 0, 15, 10, 3, 5))),
+		errs:    []error{nil, nil},
+		state:   map[catalog.TopicPartition]PartitionState{{TopicID: 1, Partition: 0}: {0, catalog.NoTimestamp}},
+		offsets: [][]int64{{0}, {2}},
+		chunks: []catalog.ChunkRow{
+			{TopicID: 1, Partition: 0, BaseOffset: 0, LastOffset: 1, Pos: 0, Len: 10, MaxTimestamp: 1, RunningMaxTimestamp: 1},
+			{TopicID: 1, Partition: 0, BaseOffset: 2, LastOffset: 4, Pos: 15, Len: 10, MaxTimestamp: 5, RunningMaxTimestamp: 5},
+		},
+		advances: []Advance{{catalog.TopicPartition{TopicID: 1, Partition: 0}, 5, 5, 20}},
+	},
+	{
+		name:    "a request's adjacent batches for one partition",
+		seg:     seg(40, req(bt(1, 0, 10, 10, 3, 4), bt(1, 0, 0, 10, 2, 9))),
+		errs:    []error{nil},
+		state:   map[catalog.TopicPartition]PartitionState{{TopicID: 1, Partition: 0}: {0, catalog.NoTimestamp}},
+		offsets: [][]int64{{2, 0}},
+		chunks:  []catalog.ChunkRow{{TopicID: 1, Partition: 0, BaseOffset: 0, LastOffset: 4, Pos: 0, Len: 20, MaxTimestamp: 9, RunningMaxTimestamp: 9}},
+		advances: []Advance{
+			{catalog.TopicPartition{TopicID: 1, Partition: 0}, 5, 9, 20},
+		},
+	},
+	{
+		name:     "everything refused",
+		seg:      seg(40, req(bt(1, 0, 0, 10, 2, 1)), req(bt(3, 0, 10, 10, 2, 1))),
+		errs:     []error{errRefused, errRefused},
+		state:    map[catalog.TopicPartition]PartitionState{},
+		offsets:  [][]int64{nil, nil},
+		chunks:   nil,
+		advances: nil,
+	},
+}
+
 func TestAssign(t *testing.T) {
-	notFound := errors.New("refused")
-	for _, tc := range []struct {
-		name     string
-		seg      catalog.Segment
-		errs     []error
-		state    map[catalog.TopicPartition]PartitionState
-		offsets  [][]int64 // per request; nil = refused
-		chunks   []catalog.ChunkRow
-		advances []Advance
-	}{
-		{
-			name:    "one batch from zero",
-			seg:     seg(100, req(bt(1, 0, 0, 10, 5, 7))),
-			errs:    []error{nil},
-			state:   map[catalog.TopicPartition]PartitionState{{TopicID: 1, Partition: 0}: {0, catalog.NoTimestamp}},
-			offsets: [][]int64{{0}},
-			chunks:  []catalog.ChunkRow{{TopicID: 1, Partition: 0, BaseOffset: 0, LastOffset: 4, Pos: 0, Len: 10, MaxTimestamp: 7, RunningMaxTimestamp: 7}},
-			advances: []Advance{
-				{catalog.TopicPartition{TopicID: 1, Partition: 0}, 5, 7, 10},
-			},
-		},
-		{
-			// Laid out as the segment encoder does: partitions ascending, requests in
-			// order within a partition. A/0: r0 @0 (2), r1 @10 (4); A/1: r0 @20 (3),
-			// r2 @30 (5); B/0: r2 @40 (2); B/1: r1 @50 (1).
-			name: "multi-partition multi-request from existing watermarks",
-			seg: seg(60,
-				req(bt(1, 0, 0, 10, 2, 100), bt(1, 1, 20, 10, 3, 300)),
-				req(bt(1, 0, 10, 10, 4, 50), bt(2, 1, 50, 10, 1, 10)),
-				req(bt(1, 1, 30, 10, 5, 200), bt(2, 0, 40, 10, 2, 20)),
-			),
-			errs: []error{nil, nil, nil},
-			state: map[catalog.TopicPartition]PartitionState{
-				{TopicID: 1, Partition: 0}: {100, 500}, {TopicID: 1, Partition: 1}: {0, catalog.NoTimestamp}, {TopicID: 2, Partition: 0}: {7, 5}, {TopicID: 2, Partition: 1}: {0, catalog.NoTimestamp},
-			},
-			offsets: [][]int64{{100, 0}, {102, 0}, {3, 7}},
-			chunks: []catalog.ChunkRow{
-				{TopicID: 1, Partition: 0, BaseOffset: 100, LastOffset: 105, Pos: 0, Len: 20, MaxTimestamp: 100, RunningMaxTimestamp: 500},
-				{TopicID: 1, Partition: 1, BaseOffset: 0, LastOffset: 7, Pos: 20, Len: 20, MaxTimestamp: 300, RunningMaxTimestamp: 300},
-				{TopicID: 2, Partition: 0, BaseOffset: 7, LastOffset: 8, Pos: 40, Len: 10, MaxTimestamp: 20, RunningMaxTimestamp: 20},
-				{TopicID: 2, Partition: 1, BaseOffset: 0, LastOffset: 0, Pos: 50, Len: 10, MaxTimestamp: 10, RunningMaxTimestamp: 10},
-			},
-			advances: []Advance{
-				{catalog.TopicPartition{TopicID: 1, Partition: 0}, 106, 500, 20},
-				{catalog.TopicPartition{TopicID: 1, Partition: 1}, 8, 300, 20},
-				{catalog.TopicPartition{TopicID: 2, Partition: 0}, 9, 20, 10},
-				{catalog.TopicPartition{TopicID: 2, Partition: 1}, 1, 10, 10},
-			},
-		},
-		{
-			// A/0: r0 @0 (2), r1 @10 (3), r2 @20 (4); r1 also has A/1 @30 and fails:
-			// A/0 gets two chunks around r1's bytes, A/1 nothing.
-			name: "refused request in the middle splits the run",
-			seg: seg(40,
-				req(bt(1, 0, 0, 10, 2, 1)),
-				req(bt(1, 0, 10, 10, 3, 1), bt(1, 1, 30, 10, 1, 1)),
-				req(bt(1, 0, 20, 10, 4, 2)),
-			),
-			errs:    []error{nil, notFound, nil},
-			state:   map[catalog.TopicPartition]PartitionState{{TopicID: 1, Partition: 0}: {0, catalog.NoTimestamp}},
-			offsets: [][]int64{{0}, nil, {2}},
-			chunks: []catalog.ChunkRow{
-				{TopicID: 1, Partition: 0, BaseOffset: 0, LastOffset: 1, Pos: 0, Len: 10, MaxTimestamp: 1, RunningMaxTimestamp: 1},
-				{TopicID: 1, Partition: 0, BaseOffset: 2, LastOffset: 5, Pos: 20, Len: 10, MaxTimestamp: 2, RunningMaxTimestamp: 2},
-			},
-			advances: []Advance{{catalog.TopicPartition{TopicID: 1, Partition: 0}, 6, 2, 20}},
-		},
-		{
-			name: "refused request first and last",
-			seg: seg(40,
-				req(bt(1, 0, 0, 10, 2, 1)),
-				req(bt(1, 0, 10, 10, 3, 1)),
-				req(bt(1, 0, 20, 10, 4, 2)),
-			),
-			errs:     []error{notFound, nil, notFound},
-			state:    map[catalog.TopicPartition]PartitionState{{TopicID: 1, Partition: 0}: {10, 9}},
-			offsets:  [][]int64{nil, {10}, nil},
-			chunks:   []catalog.ChunkRow{{TopicID: 1, Partition: 0, BaseOffset: 10, LastOffset: 12, Pos: 10, Len: 10, MaxTimestamp: 1, RunningMaxTimestamp: 9}},
-			advances: []Advance{{catalog.TopicPartition{TopicID: 1, Partition: 0}, 13, 9, 10}},
-		},
-		{
-			name:    "a byte gap splits the run too",
-			seg:     seg(40, req(bt(1, 0, 0, 10, 2, 1)), req(bt(1, 0, 15, 10, 3, 5))),
-			errs:    []error{nil, nil},
-			state:   map[catalog.TopicPartition]PartitionState{{TopicID: 1, Partition: 0}: {0, catalog.NoTimestamp}},
-			offsets: [][]int64{{0}, {2}},
-			chunks: []catalog.ChunkRow{
-				{TopicID: 1, Partition: 0, BaseOffset: 0, LastOffset: 1, Pos: 0, Len: 10, MaxTimestamp: 1, RunningMaxTimestamp: 1},
-				{TopicID: 1, Partition: 0, BaseOffset: 2, LastOffset: 4, Pos: 15, Len: 10, MaxTimestamp: 5, RunningMaxTimestamp: 5},
-			},
-			advances: []Advance{{catalog.TopicPartition{TopicID: 1, Partition: 0}, 5, 5, 20}},
-		},
-		{
-			name:    "a request's adjacent batches for one partition",
-			seg:     seg(40, req(bt(1, 0, 10, 10, 3, 4), bt(1, 0, 0, 10, 2, 9))),
-			errs:    []error{nil},
-			state:   map[catalog.TopicPartition]PartitionState{{TopicID: 1, Partition: 0}: {0, catalog.NoTimestamp}},
-			offsets: [][]int64{{2, 0}},
-			chunks:  []catalog.ChunkRow{{TopicID: 1, Partition: 0, BaseOffset: 0, LastOffset: 4, Pos: 0, Len: 20, MaxTimestamp: 9, RunningMaxTimestamp: 9}},
-			advances: []Advance{
-				{catalog.TopicPartition{TopicID: 1, Partition: 0}, 5, 9, 20},
-			},
-		},
-		{
-			name:     "everything refused",
-			seg:      seg(40, req(bt(1, 0, 0, 10, 2, 1)), req(bt(3, 0, 10, 10, 2, 1))),
-			errs:     []error{notFound, notFound},
-			state:    map[catalog.TopicPartition]PartitionState{},
-			offsets:  [][]int64{nil, nil},
-			chunks:   nil,
-			advances: nil,
-		},
-	} {
+	for _, tc := range assignCases {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := PlanSegment(tc.seg)
 			if err != nil {

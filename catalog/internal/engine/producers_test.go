@@ -133,205 +133,209 @@ func gap(expected int32) outcome {
 	return outcome{err: catalog.ErrOutOfOrderSequence, expect: expected}
 }
 
+// State of producer 7 on partition 0 at epoch 1: batches [0,9] at offset 100 and
+// [10,14] at offset 110; partition 0's high watermark is 200, partition 1's 50.
+var p7 = ProducerState{Epoch: 1, Batches: []ProducerBatch{{0, 9, 100}, {10, 14, 110}}}
+
+// checkProducersCases are TestCheckProducers'.
+var checkProducersCases = []struct {
+	name     string
+	reqs     []preq
+	errs     []error // pre-existing refusals; nil: none
+	registry map[int64]int16
+	state    map[ProducerPartition]ProducerState
+	want     []outcome
+	rows     []ProducerStateRow
+	bumps    []ProducerEpoch
+}{
+	{
+		name:     "next sequence accepted",
+		reqs:     []preq{{prod(7, 1), []pb{{0, 3, 15}}}},
+		registry: map[int64]int16{7: 1},
+		state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
+		want:     []outcome{ok(200)},
+		rows:     []ProducerStateRow{{key(7, 0), ProducerState{1, []ProducerBatch{{0, 9, 100}, {10, 14, 110}, {15, 17, 200}}}}},
+	},
+	{
+		name:     "retry of the last batch is a duplicate",
+		reqs:     []preq{{prod(7, 1), []pb{{0, 5, 10}}}},
+		registry: map[int64]int16{7: 1},
+		state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
+		want:     []outcome{dup(110)},
+	},
+	{
+		name:     "retry of an older kept batch is a duplicate",
+		reqs:     []preq{{prod(7, 1), []pb{{0, 10, 0}}}},
+		registry: map[int64]int16{7: 1},
+		state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
+		want:     []outcome{dup(100)},
+	},
+	{
+		name:     "same first sequence, other length: out of order",
+		reqs:     []preq{{prod(7, 1), []pb{{0, 4, 10}}}},
+		registry: map[int64]int16{7: 1},
+		state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
+		want:     []outcome{gap(15)},
+	},
+	{
+		name:     "gap",
+		reqs:     []preq{{prod(7, 1), []pb{{0, 1, 16}}}},
+		registry: map[int64]int16{7: 1},
+		state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
+		want:     []outcome{gap(15)},
+	},
+	{
+		name:     "new partition starts at 0",
+		reqs:     []preq{{prod(7, 1), []pb{{1, 2, 3}}}, {prod(7, 1), []pb{{1, 2, 0}}}},
+		registry: map[int64]int16{7: 1},
+		state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
+		want:     []outcome{gap(0), ok(50)},
+		rows:     []ProducerStateRow{{key(7, 1), ProducerState{1, []ProducerBatch{{0, 1, 50}}}}},
+	},
+	{
+		name:     "stale epoch fenced",
+		reqs:     []preq{{prod(7, 0), []pb{{0, 1, 0}}}},
+		registry: map[int64]int16{7: 1},
+		state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
+		want:     []outcome{bad(catalog.ErrProducerFenced)},
+	},
+	{
+		name:     "epoch ahead, not at 0: out of order",
+		reqs:     []preq{{prod(7, 2), []pb{{0, 1, 15}}}, {prod(7, 4), []pb{{0, 1, 15}}}},
+		registry: map[int64]int16{7: 1},
+		state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
+		want:     []outcome{gap(0), gap(0)},
+	},
+	{
+		name:     "epoch several ahead at 0: a bump too",
+		reqs:     []preq{{prod(7, 4), []pb{{0, 1, 0}}}, {prod(7, 2), []pb{{1, 1, 0}}}},
+		registry: map[int64]int16{7: 1},
+		want:     []outcome{ok(200), bad(catalog.ErrProducerFenced)},
+		rows:     []ProducerStateRow{{key(7, 0), ProducerState{4, []ProducerBatch{{0, 0, 200}}}}},
+		bumps:    []ProducerEpoch{{7, 4}},
+	},
+	{
+		name: "epoch ahead at 0: the producer's bump, fencing the old epoch after it",
+		reqs: []preq{
+			{prod(7, 1), []pb{{0, 1, 15}}}, // before the bump: accepted
+			{prod(7, 2), []pb{{0, 1, 0}}},  // the bump
+			{prod(7, 1), []pb{{0, 1, 16}}}, // after it: fenced
+			{prod(7, 2), []pb{{1, 2, 0}}},  // epoch 2 elsewhere, from 0
+		},
+		registry: map[int64]int16{7: 1},
+		state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
+		want:     []outcome{ok(200), ok(201), bad(catalog.ErrProducerFenced), ok(50)},
+		rows: []ProducerStateRow{
+			{key(7, 0), ProducerState{2, []ProducerBatch{{0, 0, 201}}}},
+			{key(7, 1), ProducerState{2, []ProducerBatch{{0, 1, 50}}}},
+		},
+		bumps: []ProducerEpoch{{7, 2}},
+	},
+	{
+		name:     "id never handed out",
+		reqs:     []preq{{prod(8, 0), []pb{{0, 1, 0}}}},
+		registry: map[int64]int16{7: 1},
+		want:     []outcome{bad(catalog.ErrUnknownProducer)},
+	},
+	{
+		name:     "new epoch resets the state and starts at 0",
+		reqs:     []preq{{prod(7, 2), []pb{{0, 1, 15}}}, {prod(7, 2), []pb{{0, 1, 0}}}},
+		registry: map[int64]int16{7: 2},
+		state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
+		want:     []outcome{gap(0), ok(200)},
+		rows:     []ProducerStateRow{{key(7, 0), ProducerState{2, []ProducerBatch{{0, 0, 200}}}}},
+	},
+	{
+		name: "a fenced retry of a committed batch is still its duplicate",
+		reqs: []preq{{prod(7, 1), []pb{{0, 5, 10}}}},
+		// The producer moved to epoch 2, but this batch committed at 1.
+		registry: map[int64]int16{7: 2},
+		state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
+		want:     []outcome{dup(110)},
+	},
+	{
+		name: "duplicates, a gap and a fenced request in one flush",
+		reqs: []preq{
+			{prod(9, 0), []pb{{0, 2, 0}}},  // accepted: 200
+			{prod(9, 0), []pb{{0, 3, 2}}},  // accepted: 202
+			{prod(9, 0), []pb{{0, 2, 0}}},  // duplicate of request 0
+			{prod(7, 0), []pb{{0, 1, 15}}}, // fenced
+			{prod(9, 0), []pb{{0, 3, 2}}},  // duplicate of request 1
+			{prod(9, 0), []pb{{0, 1, 9}}},  // gap: expected 5
+			{nil, []pb{{0, 4, 0}}},         // not idempotent: 205
+		},
+		registry: map[int64]int16{7: 1, 9: 0},
+		state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
+		want:     []outcome{ok(200), ok(202), dup(200), bad(catalog.ErrProducerFenced), dup(202), gap(5), ok(205)},
+		rows:     []ProducerStateRow{{key(9, 0), ProducerState{0, []ProducerBatch{{0, 1, 200}, {2, 4, 202}}}}},
+	},
+	{
+		name: "a request refused on one partition advances none",
+		reqs: []preq{
+			{prod(9, 0), []pb{{0, 2, 0}, {1, 2, 5}}}, // partition 1 expects 0
+			{prod(9, 0), []pb{{0, 2, 2}}},            // so partition 0 still expects 0
+			{prod(9, 0), []pb{{0, 2, 0}, {1, 1, 0}}}, // accepted: 200, 50
+		},
+		registry: map[int64]int16{9: 0},
+		want:     []outcome{gap(0), gap(0), ok(200, 50)},
+		rows: []ProducerStateRow{
+			{key(9, 0), ProducerState{0, []ProducerBatch{{0, 1, 200}}}},
+			{key(9, 1), ProducerState{0, []ProducerBatch{{0, 0, 50}}}},
+		},
+	},
+	{
+		name:     "refused by an earlier check: no state change, but a duplicate still answers",
+		reqs:     []preq{{prod(9, 0), []pb{{0, 2, 0}}}, {prod(7, 1), []pb{{0, 5, 10}}}},
+		errs:     []error{catalog.ErrNotOwner, catalog.ErrStaleMemberEpoch},
+		registry: map[int64]int16{7: 1, 9: 0},
+		state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
+		want:     []outcome{bad(catalog.ErrNotOwner), dup(110)},
+	},
+	{
+		name: "only the last five batches are kept",
+		reqs: []preq{
+			{prod(9, 0), []pb{{0, 1, 5}}},
+			{prod(9, 0), []pb{{0, 1, 0}}}, // the oldest kept before: forgotten now
+			{prod(9, 0), []pb{{0, 1, 1}}}, // still kept: a duplicate
+		},
+		registry: map[int64]int16{9: 0},
+		state: map[ProducerPartition]ProducerState{key(9, 0): {0, []ProducerBatch{
+			{0, 0, 10}, {1, 1, 11}, {2, 2, 12}, {3, 3, 13}, {4, 4, 14},
+		}}},
+		want: []outcome{ok(200), gap(6), dup(11)},
+		rows: []ProducerStateRow{{key(9, 0), ProducerState{0, []ProducerBatch{
+			{1, 1, 11}, {2, 2, 12}, {3, 3, 13}, {4, 4, 14}, {5, 5, 200},
+		}}}},
+	},
+	{
+		name:     "sequences wrap",
+		reqs:     []preq{{prod(9, 0), []pb{{0, 2, 0}}}},
+		registry: map[int64]int16{9: 0},
+		state: map[ProducerPartition]ProducerState{key(9, 0): {0, []ProducerBatch{
+			{math.MaxInt32 - 1, math.MaxInt32, 10},
+		}}},
+		want: []outcome{ok(200)},
+		rows: []ProducerStateRow{{key(9, 0), ProducerState{0, []ProducerBatch{
+			{math.MaxInt32 - 1, math.MaxInt32, 10}, {0, 1, 200},
+		}}}},
+	},
+	{
+		name:     "a batch that wraps",
+		reqs:     []preq{{prod(9, 0), []pb{{0, 3, math.MaxInt32 - 1}}}, {prod(9, 0), []pb{{0, 1, 1}}}},
+		registry: map[int64]int16{9: 0},
+		state: map[ProducerPartition]ProducerState{key(9, 0): {0, []ProducerBatch{
+			{0, math.MaxInt32 - 2, 10},
+		}}},
+		want: []outcome{ok(200), ok(203)},
+		rows: []ProducerStateRow{{key(9, 0), ProducerState{0, []ProducerBatch{
+			{0, math.MaxInt32 - 2, 10}, {math.MaxInt32 - 1, 0, 200}, {1, 1, 203},
+		}}}},
+	},
+}
+
 func TestCheckProducers(t *testing.T) {
-	// State of producer 7 on partition 0 at epoch 1: batches [0,9] at offset 100 and
-	// [10,14] at offset 110; partition 0's high watermark is 200, partition 1's 50.
-	p7 := ProducerState{Epoch: 1, Batches: []ProducerBatch{{0, 9, 100}, {10, 14, 110}}}
 	hw := map[catalog.TopicPartition]PartitionState{{TopicID: 1, Partition: 0}: {HighWatermark: 200, MaxTimestamp: catalog.NoTimestamp}, {TopicID: 1, Partition: 1}: {HighWatermark: 50, MaxTimestamp: catalog.NoTimestamp}}
-	for _, tc := range []struct {
-		name     string
-		reqs     []preq
-		errs     []error // pre-existing refusals; nil: none
-		registry map[int64]int16
-		state    map[ProducerPartition]ProducerState
-		want     []outcome
-		rows     []ProducerStateRow
-		bumps    []ProducerEpoch
-	}{
-		{
-			name:     "next sequence accepted",
-			reqs:     []preq{{prod(7, 1), []pb{{0, 3, 15}}}},
-			registry: map[int64]int16{7: 1},
-			state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
-			want:     []outcome{ok(200)},
-			rows:     []ProducerStateRow{{key(7, 0), ProducerState{1, []ProducerBatch{{0, 9, 100}, {10, 14, 110}, {15, 17, 200}}}}},
-		},
-		{
-			name:     "retry of the last batch is a duplicate",
-			reqs:     []preq{{prod(7, 1), []pb{{0, 5, 10}}}},
-			registry: map[int64]int16{7: 1},
-			state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
-			want:     []outcome{dup(110)},
-		},
-		{
-			name:     "retry of an older kept batch is a duplicate",
-			reqs:     []preq{{prod(7, 1), []pb{{0, 10, 0}}}},
-			registry: map[int64]int16{7: 1},
-			state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
-			want:     []outcome{dup(100)},
-		},
-		{
-			name:     "same first sequence, other length: out of order",
-			reqs:     []preq{{prod(7, 1), []pb{{0, 4, 10}}}},
-			registry: map[int64]int16{7: 1},
-			state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
-			want:     []outcome{gap(15)},
-		},
-		{
-			name:     "gap",
-			reqs:     []preq{{prod(7, 1), []pb{{0, 1, 16}}}},
-			registry: map[int64]int16{7: 1},
-			state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
-			want:     []outcome{gap(15)},
-		},
-		{
-			name:     "new partition starts at 0",
-			reqs:     []preq{{prod(7, 1), []pb{{1, 2, 3}}}, {prod(7, 1), []pb{{1, 2, 0}}}},
-			registry: map[int64]int16{7: 1},
-			state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
-			want:     []outcome{gap(0), ok(50)},
-			rows:     []ProducerStateRow{{key(7, 1), ProducerState{1, []ProducerBatch{{0, 1, 50}}}}},
-		},
-		{
-			name:     "stale epoch fenced",
-			reqs:     []preq{{prod(7, 0), []pb{{0, 1, 0}}}},
-			registry: map[int64]int16{7: 1},
-			state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
-			want:     []outcome{bad(catalog.ErrProducerFenced)},
-		},
-		{
-			name:     "epoch ahead, not at 0: out of order",
-			reqs:     []preq{{prod(7, 2), []pb{{0, 1, 15}}}, {prod(7, 4), []pb{{0, 1, 15}}}},
-			registry: map[int64]int16{7: 1},
-			state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
-			want:     []outcome{gap(0), gap(0)},
-		},
-		{
-			name:     "epoch several ahead at 0: a bump too",
-			reqs:     []preq{{prod(7, 4), []pb{{0, 1, 0}}}, {prod(7, 2), []pb{{1, 1, 0}}}},
-			registry: map[int64]int16{7: 1},
-			want:     []outcome{ok(200), bad(catalog.ErrProducerFenced)},
-			rows:     []ProducerStateRow{{key(7, 0), ProducerState{4, []ProducerBatch{{0, 0, 200}}}}},
-			bumps:    []ProducerEpoch{{7, 4}},
-		},
-		{
-			name: "epoch ahead at 0: the producer's bump, fencing the old epoch after it",
-			reqs: []preq{
-				{prod(7, 1), []pb{{0, 1, 15}}}, // before the bump: accepted
-				{prod(7, 2), []pb{{0, 1, 0}}},  // the bump
-				{prod(7, 1), []pb{{0, 1, 16}}}, // after it: fenced
-				{prod(7, 2), []pb{{1, 2, 0}}},  // epoch 2 elsewhere, from 0
-			},
-			registry: map[int64]int16{7: 1},
-			state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
-			want:     []outcome{ok(200), ok(201), bad(catalog.ErrProducerFenced), ok(50)},
-			rows: []ProducerStateRow{
-				{key(7, 0), ProducerState{2, []ProducerBatch{{0, 0, 201}}}},
-				{key(7, 1), ProducerState{2, []ProducerBatch{{0, 1, 50}}}},
-			},
-			bumps: []ProducerEpoch{{7, 2}},
-		},
-		{
-			name:     "id never handed out",
-			reqs:     []preq{{prod(8, 0), []pb{{0, 1, 0}}}},
-			registry: map[int64]int16{7: 1},
-			want:     []outcome{bad(catalog.ErrUnknownProducer)},
-		},
-		{
-			name:     "new epoch resets the state and starts at 0",
-			reqs:     []preq{{prod(7, 2), []pb{{0, 1, 15}}}, {prod(7, 2), []pb{{0, 1, 0}}}},
-			registry: map[int64]int16{7: 2},
-			state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
-			want:     []outcome{gap(0), ok(200)},
-			rows:     []ProducerStateRow{{key(7, 0), ProducerState{2, []ProducerBatch{{0, 0, 200}}}}},
-		},
-		{
-			name: "a fenced retry of a committed batch is still its duplicate",
-			reqs: []preq{{prod(7, 1), []pb{{0, 5, 10}}}},
-			// The producer moved to epoch 2, but this batch committed at 1.
-			registry: map[int64]int16{7: 2},
-			state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
-			want:     []outcome{dup(110)},
-		},
-		{
-			name: "duplicates, a gap and a fenced request in one flush",
-			reqs: []preq{
-				{prod(9, 0), []pb{{0, 2, 0}}},  // accepted: 200
-				{prod(9, 0), []pb{{0, 3, 2}}},  // accepted: 202
-				{prod(9, 0), []pb{{0, 2, 0}}},  // duplicate of request 0
-				{prod(7, 0), []pb{{0, 1, 15}}}, // fenced
-				{prod(9, 0), []pb{{0, 3, 2}}},  // duplicate of request 1
-				{prod(9, 0), []pb{{0, 1, 9}}},  // gap: expected 5
-				{nil, []pb{{0, 4, 0}}},         // not idempotent: 205
-			},
-			registry: map[int64]int16{7: 1, 9: 0},
-			state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
-			want:     []outcome{ok(200), ok(202), dup(200), bad(catalog.ErrProducerFenced), dup(202), gap(5), ok(205)},
-			rows:     []ProducerStateRow{{key(9, 0), ProducerState{0, []ProducerBatch{{0, 1, 200}, {2, 4, 202}}}}},
-		},
-		{
-			name: "a request refused on one partition advances none",
-			reqs: []preq{
-				{prod(9, 0), []pb{{0, 2, 0}, {1, 2, 5}}}, // partition 1 expects 0
-				{prod(9, 0), []pb{{0, 2, 2}}},            // so partition 0 still expects 0
-				{prod(9, 0), []pb{{0, 2, 0}, {1, 1, 0}}}, // accepted: 200, 50
-			},
-			registry: map[int64]int16{9: 0},
-			want:     []outcome{gap(0), gap(0), ok(200, 50)},
-			rows: []ProducerStateRow{
-				{key(9, 0), ProducerState{0, []ProducerBatch{{0, 1, 200}}}},
-				{key(9, 1), ProducerState{0, []ProducerBatch{{0, 0, 50}}}},
-			},
-		},
-		{
-			name:     "refused by an earlier check: no state change, but a duplicate still answers",
-			reqs:     []preq{{prod(9, 0), []pb{{0, 2, 0}}}, {prod(7, 1), []pb{{0, 5, 10}}}},
-			errs:     []error{catalog.ErrNotOwner, catalog.ErrStaleMemberEpoch},
-			registry: map[int64]int16{7: 1, 9: 0},
-			state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
-			want:     []outcome{bad(catalog.ErrNotOwner), dup(110)},
-		},
-		{
-			name: "only the last five batches are kept",
-			reqs: []preq{
-				{prod(9, 0), []pb{{0, 1, 5}}},
-				{prod(9, 0), []pb{{0, 1, 0}}}, // the oldest kept before: forgotten now
-				{prod(9, 0), []pb{{0, 1, 1}}}, // still kept: a duplicate
-			},
-			registry: map[int64]int16{9: 0},
-			state: map[ProducerPartition]ProducerState{key(9, 0): {0, []ProducerBatch{
-				{0, 0, 10}, {1, 1, 11}, {2, 2, 12}, {3, 3, 13}, {4, 4, 14},
-			}}},
-			want: []outcome{ok(200), gap(6), dup(11)},
-			rows: []ProducerStateRow{{key(9, 0), ProducerState{0, []ProducerBatch{
-				{1, 1, 11}, {2, 2, 12}, {3, 3, 13}, {4, 4, 14}, {5, 5, 200},
-			}}}},
-		},
-		{
-			name:     "sequences wrap",
-			reqs:     []preq{{prod(9, 0), []pb{{0, 2, 0}}}},
-			registry: map[int64]int16{9: 0},
-			state: map[ProducerPartition]ProducerState{key(9, 0): {0, []ProducerBatch{
-				{math.MaxInt32 - 1, math.MaxInt32, 10},
-			}}},
-			want: []outcome{ok(200)},
-			rows: []ProducerStateRow{{key(9, 0), ProducerState{0, []ProducerBatch{
-				{math.MaxInt32 - 1, math.MaxInt32, 10}, {0, 1, 200},
-			}}}},
-		},
-		{
-			name:     "a batch that wraps",
-			reqs:     []preq{{prod(9, 0), []pb{{0, 3, math.MaxInt32 - 1}}}, {prod(9, 0), []pb{{0, 1, 1}}}},
-			registry: map[int64]int16{9: 0},
-			state: map[ProducerPartition]ProducerState{key(9, 0): {0, []ProducerBatch{
-				{0, math.MaxInt32 - 2, 10},
-			}}},
-			want: []outcome{ok(200), ok(203)},
-			rows: []ProducerStateRow{{key(9, 0), ProducerState{0, []ProducerBatch{
-				{0, math.MaxInt32 - 2, 10}, {math.MaxInt32 - 1, 0, 200}, {1, 1, 203},
-			}}}},
-		},
-	} {
+	for _, tc := range checkProducersCases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := pseg(t, tc.reqs...)
 			errs := tc.errs
