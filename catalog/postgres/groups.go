@@ -295,40 +295,35 @@ func (c *Catalog) Heartbeat(ctx context.Context, hb catalog.Heartbeat) (catalog.
 	return res, nil
 }
 
-// CommitOffsets stores committed offsets after engine.CheckOffsetCommit.
+// CommitOffsets stores committed offsets (engine.CheckCommit).
 func (c *Catalog) CommitOffsets(ctx context.Context, oc catalog.OffsetCommit) error {
-	if err := c.commitOffsets(ctx, oc); err != nil {
-		return fmt.Errorf("postgres: commit offsets of group %s: %w", oc.Group, err)
-	}
-	return nil
+	return c.commitOffsets(ctx, "commit", oc)
 }
 
-// ResetOffsets sets offsets while the group has no live members.
+// ResetOffsets sets offsets while the group has no live members: a commit from outside
+// the group.
 func (c *Catalog) ResetOffsets(ctx context.Context, group string, offsets []catalog.CommitOffset) error {
-	if err := c.commitOffsets(ctx, catalog.OffsetCommit{Group: group, Offsets: offsets}); err != nil {
-		return fmt.Errorf("postgres: reset offsets of group %s: %w", group, err)
-	}
-	return nil
+	return c.commitOffsets(ctx, "reset", catalog.OffsetCommit{Group: group, Offsets: offsets})
 }
 
-func (c *Catalog) commitOffsets(ctx context.Context, oc catalog.OffsetCommit) error {
-	if err := catalog.ValidateOffsetCommit(oc); err != nil {
-		return err
-	}
+// commitOffsets checks and stores oc in two round trips (twoTrips): what (commit,
+// reset) names the call in its error.
+func (c *Catalog) commitOffsets(ctx context.Context, what string, oc catalog.OffsetCommit) error {
 	// A member's commit shares the lock with other commits; one from outside the group
-	// takes it exclusively, so no member can join between its check and its write.
+	// takes it exclusively (and creates the group), so no member can join between its
+	// check and its write.
 	lock := "FOR SHARE"
 	if oc.MemberID == "" {
 		lock = "FOR UPDATE"
 	}
-	names := make([]string, len(oc.Offsets))
-	for i, o := range oc.Offsets {
-		names[i] = o.Topic
+	names, err := engine.CommitTopics(oc)
+	if err != nil {
+		return fmt.Errorf("postgres: %s offsets of group %s: %w", what, oc.Group, err)
 	}
 	var r *groupRead
 	topics := map[string]engine.TopicMeta{}
 	hws := map[catalog.TopicPartition]int64{}
-	return c.twoTrips(ctx, func(b *pgx.Batch) {
+	err = c.twoTrips(ctx, func(b *pgx.Batch) {
 		r = queueGroupRead(b, oc.Group, lock, oc.MemberID == "", "", false, nil)
 		b.Queue(`SELECT t.id, t.name, t.partitions, p.partition, p.high_watermark
 			FROM topics t JOIN partitions p ON p.topic_id = t.id
@@ -347,47 +342,42 @@ func (c *Catalog) commitOffsets(ctx context.Context, oc catalog.OffsetCommit) er
 		})
 	}, func(b *pgx.Batch) error {
 		r.done()
-		if !r.found {
-			return fmt.Errorf("%w: %s", catalog.ErrGroupNotFound, oc.Group)
-		}
-		tps, err := engine.CheckOffsetCommit(r.st, r.now, oc, topics, hws)
+		rows, err := engine.CheckCommit(r.st, r.now, oc, topics, hws)
 		if err != nil {
 			return err
 		}
-		// Sorted, so two commits touching the same rows take their locks in one order.
-		idx := make([]int, len(tps))
-		for i := range idx {
-			idx[i] = i
-		}
-		slices.SortFunc(idx, func(a, b int) int {
-			if tps[a].TopicID != tps[b].TopicID {
-				return compareInt(tps[a].TopicID, tps[b].TopicID)
-			}
-			return compareInt(int64(tps[a].Partition), int64(tps[b].Partition))
-		})
-		ids := make([]int64, len(idx))
-		parts := make([]int32, len(idx))
-		offs := make([]int64, len(idx))
-		metas := make([]string, len(idx))
-		for i, k := range idx {
-			ids[i], parts[i], offs[i], metas[i] = tps[k].TopicID, tps[k].Partition, oc.Offsets[k].Offset, oc.Offsets[k].Metadata
-		}
-		var member *string
-		var epoch *int32
-		if oc.MemberID != "" {
-			member, epoch = &oc.MemberID, &oc.MemberEpoch
-		}
-		b.Queue(`INSERT INTO group_offsets
-			(group_name, topic_id, partition, committed_offset, metadata, member_id, member_epoch, committed_at)
-			SELECT $1, t, p, o, m, $6, $7, clock_timestamp()
-			FROM unnest($2::bigint[], $3::int[], $4::bigint[], $5::text[]) AS u(t, p, o, m)
-			ON CONFLICT (group_name, topic_id, partition) DO UPDATE SET
-				committed_offset = excluded.committed_offset, metadata = excluded.metadata,
-				member_id = excluded.member_id, member_epoch = excluded.member_epoch,
-				committed_at = excluded.committed_at`,
-			oc.Group, ids, parts, offs, metas, member, epoch)
+		queueOffsetRows(b, oc, rows)
 		return nil
 	})
+	if err != nil {
+		return fmt.Errorf("postgres: %s offsets of group %s: %w", what, oc.Group, err)
+	}
+	return nil
+}
+
+// queueOffsetRows queues the upsert of an offset commit's rows, in their order.
+func queueOffsetRows(b *pgx.Batch, oc catalog.OffsetCommit, rows []engine.GroupOffsetRow) {
+	ids := make([]int64, len(rows))
+	parts := make([]int32, len(rows))
+	offs := make([]int64, len(rows))
+	metas := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i], parts[i], offs[i], metas[i] = r.TopicID, r.Partition, r.Offset, r.Metadata
+	}
+	var member *string
+	var epoch *int32
+	if oc.MemberID != "" {
+		member, epoch = &oc.MemberID, &oc.MemberEpoch
+	}
+	b.Queue(`INSERT INTO group_offsets
+		(group_name, topic_id, partition, committed_offset, metadata, member_id, member_epoch, committed_at)
+		SELECT $1, t, p, o, m, $6, $7, clock_timestamp()
+		FROM unnest($2::bigint[], $3::int[], $4::bigint[], $5::text[]) AS u(t, p, o, m)
+		ON CONFLICT (group_name, topic_id, partition) DO UPDATE SET
+			committed_offset = excluded.committed_offset, metadata = excluded.metadata,
+			member_id = excluded.member_id, member_epoch = excluded.member_epoch,
+			committed_at = excluded.committed_at`,
+		oc.Group, ids, parts, offs, metas, member, epoch)
 }
 
 // GroupOffsets lists a group's committed offsets of live topics.

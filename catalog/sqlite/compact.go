@@ -45,7 +45,10 @@ func (c *Catalog) writeTx(ctx context.Context, fn func(tx *sql.Tx, now time.Time
 	if err := fn(tx, now); err != nil {
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
 }
 
 // dueSQL lists the due partitions not leased now, most overdue first, on the

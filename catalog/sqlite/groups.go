@@ -208,122 +208,73 @@ func (c *Catalog) Heartbeat(ctx context.Context, hb catalog.Heartbeat) (catalog.
 	fail := func(err error) (catalog.HeartbeatResult, error) {
 		return catalog.HeartbeatResult{}, fmt.Errorf("sqlite: heartbeat %s/%s: %w", hb.Group, hb.MemberID, err)
 	}
-	tx, err := c.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fail(err)
-	}
-	defer tx.Rollback()
-	now, err := scanNow(tx.QueryRowContext(ctx, nowSQL))
-	if err != nil {
-		return fail(err)
-	}
-	st, found, err := loadGroup(ctx, tx, hb.Group)
-	if err != nil {
-		return fail(err)
-	}
-	if !found {
-		if hb.MemberEpoch != catalog.JoinEpoch {
-			return fail(fmt.Errorf("%w: %s", catalog.ErrGroupNotFound, hb.Group))
+	var res catalog.HeartbeatResult
+	err := c.groupTx(ctx, hb.Group, func(tx *sql.Tx, now time.Time, st *engine.GroupState, found bool) error {
+		if !found {
+			if hb.MemberEpoch != catalog.JoinEpoch {
+				return fmt.Errorf("%w: %s", catalog.ErrGroupNotFound, hb.Group)
+			}
+			st = engine.NewGroupState(hb.Group, hb.Assignor, now)
+			if _, err := tx.ExecContext(ctx, `INSERT INTO groups (name, assignor, epoch, created_at) VALUES (?, ?, 0, ?)`,
+				st.Name, st.Assignor, now.UnixMilli()); err != nil {
+				return err
+			}
 		}
-		st = engine.NewGroupState(hb.Group, hb.Assignor, now)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO groups (name, assignor, epoch, created_at) VALUES (?, ?, 0, ?)`,
-			st.Name, st.Assignor, now.UnixMilli()); err != nil {
-			return fail(err)
+		before := st.Clone()
+		topics, err := loadTopics(ctx, tx, st.SubscribedTopics(hb.Topics))
+		if err != nil {
+			return err
 		}
-	}
-	before := st.Clone()
-	topics, err := loadTopics(ctx, tx, st.SubscribedTopics(hb.Topics))
+		if res, err = engine.ApplyHeartbeat(st, now, hb, topics); err != nil {
+			return err
+		}
+		return writeGroup(ctx, tx, before, st)
+	})
 	if err != nil {
 		return fail(err)
-	}
-	res, err := engine.ApplyHeartbeat(st, now, hb, topics)
-	if err != nil {
-		return fail(err)
-	}
-	if err := writeGroup(ctx, tx, before, st); err != nil {
-		return fail(err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fail(fmt.Errorf("commit: %w", err))
 	}
 	return res, nil
 }
 
-// CommitOffsets stores committed offsets after engine.CheckOffsetCommit.
+// CommitOffsets stores committed offsets (engine.CheckCommit).
 func (c *Catalog) CommitOffsets(ctx context.Context, oc catalog.OffsetCommit) error {
-	if err := c.commitOffsets(ctx, oc); err != nil {
-		return fmt.Errorf("sqlite: commit offsets of group %s: %w", oc.Group, err)
-	}
-	return nil
+	return c.commitOffsets(ctx, "commit", oc)
 }
 
-// ResetOffsets sets offsets while the group has no live members.
+// ResetOffsets sets offsets while the group has no live members: a commit from outside
+// the group.
 func (c *Catalog) ResetOffsets(ctx context.Context, group string, offsets []catalog.CommitOffset) error {
-	if err := c.commitOffsets(ctx, catalog.OffsetCommit{Group: group, Offsets: offsets}); err != nil {
-		return fmt.Errorf("sqlite: reset offsets of group %s: %w", group, err)
-	}
-	return nil
+	return c.commitOffsets(ctx, "reset", catalog.OffsetCommit{Group: group, Offsets: offsets})
 }
 
-func (c *Catalog) commitOffsets(ctx context.Context, oc catalog.OffsetCommit) error {
-	if err := catalog.ValidateOffsetCommit(oc); err != nil {
-		return err
-	}
-	tx, err := c.w.BeginTx(ctx, nil)
+// commitOffsets checks and stores oc in one transaction: what (commit, reset) names the
+// call in its error.
+func (c *Catalog) commitOffsets(ctx context.Context, what string, oc catalog.OffsetCommit) error {
+	fail := func(err error) error { return fmt.Errorf("sqlite: %s offsets of group %s: %w", what, oc.Group, err) }
+	names, err := engine.CommitTopics(oc)
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	defer tx.Rollback()
-	now, err := scanNow(tx.QueryRowContext(ctx, nowSQL))
-	if err != nil {
-		return err
-	}
-	st, found, err := loadGroup(ctx, tx, oc.Group)
-	if err != nil {
-		return err
-	}
-	if !found {
-		if oc.MemberID != "" {
-			return fmt.Errorf("%w: %s", catalog.ErrGroupNotFound, oc.Group)
+	err = c.groupTx(ctx, oc.Group, func(tx *sql.Tx, now time.Time, st *engine.GroupState, found bool) error {
+		if !found {
+			st = nil // none: engine.CheckCommit creates it or refuses
 		}
-		st = engine.NewGroupState(oc.Group, "", now)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO groups (name, assignor, epoch, created_at) VALUES (?, ?, 0, ?)`,
-			st.Name, st.Assignor, now.UnixMilli()); err != nil {
+		topics, err := loadTopics(ctx, tx, names)
+		if err != nil {
 			return err
 		}
-	}
-	names := make([]string, len(oc.Offsets))
-	for i, o := range oc.Offsets {
-		names[i] = o.Topic
-	}
-	topics, err := loadTopics(ctx, tx, names)
-	if err != nil {
-		return err
-	}
-	hws, err := loadHighWatermarks(ctx, tx, topics)
-	if err != nil {
-		return err
-	}
-	tps, err := engine.CheckOffsetCommit(st, now, oc, topics, hws)
-	if err != nil {
-		return err
-	}
-	member := nullString(oc.MemberID)
-	epoch := sql.NullInt32{Int32: oc.MemberEpoch, Valid: oc.MemberID != ""}
-	for i, o := range oc.Offsets {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO group_offsets
-			(group_name, topic_id, partition, committed_offset, metadata, member_id, member_epoch, committed_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (group_name, topic_id, partition) DO UPDATE SET
-				committed_offset = excluded.committed_offset, metadata = excluded.metadata,
-				member_id = excluded.member_id, member_epoch = excluded.member_epoch,
-				committed_at = excluded.committed_at`,
-			oc.Group, tps[i].TopicID, tps[i].Partition, o.Offset, o.Metadata, member, epoch, now.UnixMilli()); err != nil {
+		hws, err := loadHighWatermarks(ctx, tx, topics)
+		if err != nil {
 			return err
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		rows, err := engine.CheckCommit(st, now, oc, topics, hws)
+		if err != nil {
+			return err
+		}
+		return writeGroupOffsets(ctx, tx, rows, now)
+	})
+	if err != nil {
+		return fail(err)
 	}
 	return nil
 }
@@ -501,37 +452,33 @@ func (c *Catalog) deleteGroup(ctx context.Context, group string) error {
 	if err := catalog.ValidateGroupName(group); err != nil {
 		return fmt.Errorf("%w: %w", catalog.ErrGroupNotFound, err)
 	}
-	tx, err := c.w.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	now, err := scanNow(tx.QueryRowContext(ctx, nowSQL))
-	if err != nil {
-		return err
-	}
-	st, found, err := loadGroup(ctx, tx, group)
-	if err != nil {
-		return err
-	}
-	if !found {
-		return fmt.Errorf("%w: %s", catalog.ErrGroupNotFound, group)
-	}
-	if n := st.LiveMembers(now); n > 0 {
-		ids := make([]string, 0, n)
-		for id, m := range st.Members {
-			if m.ExpiresAt.After(now) {
-				ids = append(ids, id)
-			}
+	return c.groupTx(ctx, group, func(tx *sql.Tx, now time.Time, st *engine.GroupState, found bool) error {
+		if !found {
+			return fmt.Errorf("%w: %s", catalog.ErrGroupNotFound, group)
 		}
-		slices.Sort(ids)
-		return fmt.Errorf("%w: %d live members (%s)", catalog.ErrGroupNotEmpty, n, ids[0])
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM groups WHERE name = ?`, group); err != nil {
+		if n := st.LiveMembers(now); n > 0 {
+			ids := make([]string, 0, n)
+			for id, m := range st.Members {
+				if m.ExpiresAt.After(now) {
+					ids = append(ids, id)
+				}
+			}
+			slices.Sort(ids)
+			return fmt.Errorf("%w: %d live members (%s)", catalog.ErrGroupNotEmpty, n, ids[0])
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM groups WHERE name = ?`, group)
 		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+	})
+}
+
+// groupTx runs fn in one immediate transaction (writeTx) with the group loaded under it
+// (found false: there is none), and commits when fn succeeds.
+func (c *Catalog) groupTx(ctx context.Context, group string, fn func(tx *sql.Tx, now time.Time, st *engine.GroupState, found bool) error) error {
+	return c.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+		st, found, err := loadGroup(ctx, tx, group)
+		if err != nil {
+			return err
+		}
+		return fn(tx, now, st, found)
+	})
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -140,7 +141,7 @@ type GroupCheck struct {
 	// Errs is the errors passed in with the group refusals added.
 	Errs []error
 	plan *Plan
-	tps  [][]catalog.TopicPartition // per request with group offsets: its offsets' partitions
+	rows [][]GroupOffsetRow // per request with group offsets accepted: its rows (CheckCommit)
 }
 
 // GroupOffsetRow is one committed offset a commit stores.
@@ -160,7 +161,7 @@ type GroupOffsetRow struct {
 // what CheckOffsetCommit needs for OffsetTopics. A refused offset commit refuses its
 // whole request, with the group error.
 func (p *Plan) CheckGroupOffsets(errs []error, groups map[string]*GroupState, now time.Time, topics map[string]TopicMeta, highWatermarks map[catalog.TopicPartition]int64) *GroupCheck {
-	gc := &GroupCheck{Errs: append([]error(nil), errs...), plan: p, tps: make([][]catalog.TopicPartition, len(errs))}
+	gc := &GroupCheck{Errs: append([]error(nil), errs...), plan: p, rows: make([][]GroupOffsetRow, len(errs))}
 	for ri, r := range p.Segment.Requests {
 		oc := r.GroupOffsets
 		if oc == nil || gc.Errs[ri] != nil {
@@ -172,20 +173,15 @@ func (p *Plan) CheckGroupOffsets(errs []error, groups map[string]*GroupState, no
 			gc.Errs[ri] = fmt.Errorf("group offsets: %w", err)
 			continue
 		}
-		st := groups[oc.Group]
-		if st == nil {
-			if oc.MemberID != "" {
-				gc.Errs[ri] = GroupOffsetsRefusal(*oc, RefusedGroupNotFound, 0, 0)
-				continue
-			}
-			st = NewGroupState(oc.Group, "", now)
-		}
-		tps, err := CheckOffsetCommit(st, now, *oc, topics, highWatermarks)
-		if err != nil {
+		rows, err := CheckCommit(groups[oc.Group], now, *oc, topics, highWatermarks)
+		switch {
+		case errors.Is(err, catalog.ErrGroupNotFound):
+			gc.Errs[ri] = err // as GroupOffsetsRefusal answers it
+		case err != nil:
 			gc.Errs[ri] = fmt.Errorf("group offsets: %w", err)
-			continue
+		default:
+			gc.rows[ri] = rows
 		}
-		gc.tps[ri] = tps
 	}
 	return gc
 }
@@ -214,12 +210,10 @@ func (gc *GroupCheck) Rows(results []catalog.Result) []GroupOffsetRow {
 	var rows []GroupOffsetRow
 	for ri, r := range gc.plan.Segment.Requests {
 		oc := r.GroupOffsets
-		if oc == nil || gc.tps[ri] == nil || results[ri].Err != nil || results[ri].Duplicate {
+		if oc == nil || gc.rows[ri] == nil || results[ri].Err != nil || results[ri].Duplicate {
 			continue
 		}
-		for i, o := range oc.Offsets {
-			row := GroupOffsetRow{Group: oc.Group, TopicPartition: gc.tps[ri][i], Offset: o.Offset,
-				Metadata: o.Metadata, MemberID: oc.MemberID, MemberEpoch: oc.MemberEpoch}
+		for _, row := range gc.rows[ri] {
 			k := key{oc.Group, row.TopicPartition}
 			if j, ok := at[k]; ok {
 				rows[j] = row
@@ -236,4 +230,45 @@ func (gc *GroupCheck) Rows(results []catalog.Result) []GroupOffsetRow {
 		return comparePartitions(a.TopicPartition, b.TopicPartition)
 	})
 	return rows
+}
+
+// CommitTopics checks an offset commit's shape (catalog.ValidateOffsetCommit), before
+// any SQL, and lists the topic names it commits: what a backend loads, with their
+// partitions' high watermarks, for CheckCommit.
+func CommitTopics(oc catalog.OffsetCommit) ([]string, error) {
+	if err := catalog.ValidateOffsetCommit(oc); err != nil {
+		return nil, err
+	}
+	names := make([]string, len(oc.Offsets))
+	for i, o := range oc.Offsets {
+		names[i] = o.Topic
+	}
+	return names, nil
+}
+
+// CheckCommit is Groups.CommitOffsets' rule, and ResetOffsets' (a commit without a
+// member), as Plan.CheckGroupOffsets applies it inside a flush: st is the group loaded
+// under its lock, nil when there is none — a member's commit is then refused with
+// ErrGroupNotFound, while one from outside the group creates it (the rows' empty
+// MemberID tells the backend to insert the group's row) — and CheckOffsetCommit decides
+// the rest. It answers the offsets to store sorted by partition, the order in which two
+// commits lock their rows.
+func CheckCommit(st *GroupState, now time.Time, oc catalog.OffsetCommit, topics map[string]TopicMeta, highWatermarks map[catalog.TopicPartition]int64) ([]GroupOffsetRow, error) {
+	if st == nil {
+		if oc.MemberID != "" {
+			return nil, OffsetCommitRefusal(oc, RefusedGroupNotFound, 0, 0)
+		}
+		st = NewGroupState(oc.Group, "", now)
+	}
+	tps, err := CheckOffsetCommit(st, now, oc, topics, highWatermarks)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]GroupOffsetRow, len(tps))
+	for i, o := range oc.Offsets {
+		rows[i] = GroupOffsetRow{Group: oc.Group, TopicPartition: tps[i], Offset: o.Offset,
+			Metadata: o.Metadata, MemberID: oc.MemberID, MemberEpoch: oc.MemberEpoch}
+	}
+	slices.SortFunc(rows, func(a, b GroupOffsetRow) int { return comparePartitions(a.TopicPartition, b.TopicPartition) })
+	return rows, nil
 }
