@@ -122,8 +122,9 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 		return res, err
 	}
 
-	topics, err := readTopicStates(ctx, stmt(c.st.topic), plan)
-	if err != nil {
+	// The maps are the caller's, so that small ones stay on the stack.
+	topics := make(map[int64]engine.TopicState, len(plan.Topics))
+	if err := readTopicStates(ctx, stmt(c.st.topic), plan, topics); err != nil {
 		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
 	}
 	reqErrs := plan.CheckRequests(topics, now)
@@ -145,8 +146,8 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 		reqErrs = pc.Errs
 	}
 
-	parts, err := readPartitionStates(ctx, stmt(c.st.partition), plan, reqErrs)
-	if err != nil {
+	parts := make(map[catalog.TopicPartition]engine.PartitionState, len(plan.Partitions))
+	if err := readPartitionStates(ctx, stmt(c.st.partition), plan, reqErrs, parts); err != nil {
 		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
 	}
 	a, err := plan.Assign(reqErrs, parts)
@@ -212,10 +213,9 @@ func (c *Catalog) committedBefore(ctx context.Context, stmt func(*sql.Stmt) *sql
 	return res, true, nil
 }
 
-// readTopicStates reads the live topics a flush names; an unknown or deleted one is
-// left out, and its requests fail with ErrTopicNotFound.
-func readTopicStates(ctx context.Context, q *sql.Stmt, plan *engine.Plan) (map[int64]engine.TopicState, error) {
-	topics := make(map[int64]engine.TopicState, len(plan.Topics))
+// readTopicStates reads the live topics a flush names into topics; an unknown or
+// deleted one is left out, and its requests fail with ErrTopicNotFound.
+func readTopicStates(ctx context.Context, q *sql.Stmt, plan *engine.Plan, topics map[int64]engine.TopicState) error {
 	for _, id := range plan.Topics {
 		var ts engine.TopicState
 		err := q.QueryRowContext(ctx, id).Scan(&ts.Partitions, &ts.LogAppendTime)
@@ -223,16 +223,16 @@ func readTopicStates(ctx context.Context, q *sql.Stmt, plan *engine.Plan) (map[i
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("topic %d: %w", id, err)
+			return fmt.Errorf("topic %d: %w", id, err)
 		}
 		topics[id] = ts
 	}
-	return topics, nil
+	return nil
 }
 
-// readPartitionStates reads the state of every partition an accepted request writes.
-func readPartitionStates(ctx context.Context, q *sql.Stmt, plan *engine.Plan, reqErrs []error) (map[catalog.TopicPartition]engine.PartitionState, error) {
-	parts := make(map[catalog.TopicPartition]engine.PartitionState, len(plan.Partitions))
+// readPartitionStates reads into parts the state of every partition an accepted request
+// writes.
+func readPartitionStates(ctx context.Context, q *sql.Stmt, plan *engine.Plan, reqErrs []error, parts map[catalog.TopicPartition]engine.PartitionState) error {
 	for _, pb := range plan.Partitions {
 		accepted := false
 		for _, b := range pb.Batches {
@@ -246,11 +246,11 @@ func readPartitionStates(ctx context.Context, q *sql.Stmt, plan *engine.Plan, re
 		}
 		var ps engine.PartitionState
 		if err := q.QueryRowContext(ctx, pb.TopicID, pb.Partition).Scan(&ps.HighWatermark, &ps.MaxTimestamp); err != nil {
-			return nil, fmt.Errorf("topic %d partition %d: %w", pb.TopicID, pb.Partition, err)
+			return fmt.Errorf("topic %d partition %d: %w", pb.TopicID, pb.Partition, err)
 		}
 		parts[pb.TopicPartition] = ps
 	}
-	return parts, nil
+	return nil
 }
 
 // writeFlush writes the segment row, the chunk rows and the partitions' advances,
