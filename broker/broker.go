@@ -60,6 +60,20 @@ type BatchReader interface {
 	FetchRawShared(ctx context.Context, f reader.Fetch) (reader.SharedRawResult, error)
 }
 
+// Submitter buffers a produce request without waiting for its flush (the writer
+// role), for the pipelined produce: PrepareBatches, then Submit in the client's order,
+// then Wait.
+type Submitter interface {
+	Submit(req writer.Request) (*writer.Submitted, error)
+	SubmitWait(ctx context.Context, req writer.Request) (*writer.Submitted, error)
+}
+
+// Watcher wakes a long-poll over several partitions on their commits (the reader
+// role), for FetchPartitions.
+type Watcher interface {
+	Watch(ps []reader.WatchPartition) *reader.Watch
+}
+
 // Producers hands out producer identities (both catalog backends).
 type Producers interface {
 	InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer) (catalog.Producer, error)
@@ -79,6 +93,8 @@ var (
 	_ Writer        = (*writer.Writer)(nil)
 	_ Reader        = (*reader.Reader)(nil)
 	_ BatchReader   = (*reader.Reader)(nil)
+	_ Submitter     = (*writer.Writer)(nil)
+	_ Watcher       = (*reader.Reader)(nil)
 	_ Producers     = catalog.Producers(nil)
 	_ RecordDeleter = catalog.Compaction(nil)
 )
@@ -86,12 +102,21 @@ var (
 // Deps are what the core serves from. Each is nil on a node without it (leave the field
 // nil, not a typed nil pointer): the calls that need it answer CodeRoleUnavailable. A
 // node assembled from a catalog.Backend (internal/node) has Catalog, Producers, Records,
-// Groups and Connect always; Writer, Reader and Batches with its roles.
+// Groups and Connect always; Writer and Submitter with its writer role, Reader, Batches
+// and Watcher with its reader role.
 type Deps struct {
-	Catalog   Catalog
-	Writer    Writer
+	Catalog Catalog
+	Writer  Writer
+	// Submitter is the writer's buffering without waiting, for PreparedBatches.Submit
+	// (the Kafka listener's pipelined produce). Nil with a Writer (a test double):
+	// Submit produces through Writer and waits for the flush, so a pipelined
+	// connection's requests keep their order but do not overlap.
+	Submitter Submitter
 	Reader    Reader
 	Batches   BatchReader
+	// Watcher wakes a waiting FetchPartitions on commits. Nil (a test double): it looks
+	// again every 50 ms.
+	Watcher   Watcher
 	Producers Producers
 	Records   RecordDeleter
 	Groups    Groups

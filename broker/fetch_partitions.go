@@ -44,15 +44,7 @@ type PartitionBatches struct {
 	Err error
 }
 
-// watcher is a reader that wakes a long-poll over several partitions (*reader.Reader).
-// Without one (a test double) a waiting FetchPartitions polls.
-type watcher interface {
-	Watch(ps []reader.WatchPartition) *reader.Watch
-}
-
-var _ watcher = (*reader.Reader)(nil)
-
-// watchlessPoll is how often a FetchPartitions waiting without a watcher looks again.
+// watchlessPoll is how often a FetchPartitions waiting without a Watcher looks again.
 const watchlessPoll = 50 * time.Millisecond
 
 // FetchPartitions reads stored batches of several partitions (BatchesFetch each),
@@ -77,9 +69,9 @@ func (b *Broker) FetchPartitions(ctx context.Context, who Principal, req Partiti
 	}
 	deadline := time.Now().Add(min(max(req.Wait, 0), MaxPartitionsWait))
 	var w *reader.Watch
-	if wr, ok := b.d.Batches.(watcher); ok && req.Wait > 0 && len(watch) > 0 {
+	if b.d.Watcher != nil && req.Wait > 0 && len(watch) > 0 {
 		// Before the first look: a commit between the look and the wait still wakes it.
-		w = wr.Watch(watch)
+		w = b.d.Watcher.Watch(watch)
 		defer w.Stop()
 	}
 	for {

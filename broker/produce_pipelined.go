@@ -16,16 +16,6 @@ import (
 // take offsets out of order. So: PrepareBatches (concurrently), Submit (in the client's
 // order; it only buffers), Wait (concurrently). ProduceBatches is the three in a row.
 
-// submitter is a writer that buffers a request without waiting for its flush
-// (*writer.Writer). A writer without it (a test double) is called synchronously in
-// Submit.
-type submitter interface {
-	Submit(req writer.Request) (*writer.Submitted, error)
-	SubmitWait(ctx context.Context, req writer.Request) (*writer.Submitted, error)
-}
-
-var _ submitter = (*writer.Writer)(nil)
-
 // PreparedBatches is one partition's record batches validated under the topic's rules
 // and ready to buffer.
 type PreparedBatches struct {
@@ -75,8 +65,8 @@ func (p *PreparedBatches) Submit(ctx context.Context) error { return p.submit(ct
 func (p *PreparedBatches) SubmitWhenRoom(ctx context.Context) error { return p.submit(ctx, true) }
 
 func (p *PreparedBatches) submit(ctx context.Context, wait bool) error {
-	s, ok := p.b.d.Writer.(submitter)
-	if !ok {
+	s := p.b.d.Submitter
+	if s == nil {
 		resp, err := p.b.d.Writer.Produce(ctx, p.wreq)
 		p.sub = writer.Answered(resp, err)
 		return nil

@@ -1,9 +1,29 @@
 // Package catalog owns the order of the log: topics and their configs, partitions and
 // their watermarks, segments and chunk rows, and the one-transaction segment commit that
-// assigns offsets. It has two backends behind the same behaviour: Postgres (catalog/
-// postgres) and SQLite for the embedded mode (catalog/sqlite). The domain rules (names,
-// configs, per-request checks, offset assignment) live here in shared Go; the backends
-// differ only in SQL.
+// assigns offsets; beside them consumer groups, idempotent producers, the compactor's
+// leases and swaps, and the Kafka node registry. It has two backends behind the same
+// behaviour, each a Backend: Postgres (catalog/postgres) and SQLite for the embedded
+// mode (catalog/sqlite); catalog/open opens either from a DSN.
+//
+// This package is what callers see: the domain types, the interfaces (Backend and its
+// parts), the errors, topic configs, and the checks of a request's shape (names,
+// partition counts, configs, group requests, transactional ids) that a front end may
+// run before it calls. The rules the backends share — commit planning and offset
+// assignment, the producer checks, the heartbeat state machine and the assignors, the
+// offset-commit checks, the compaction swap and due times, node ids — are the engine,
+// catalog/internal/engine, which only the backends and their conformance suites
+// (catalog/catalogtest) can import: callers depend on the behaviour, not on how a
+// backend reaches it.
+//
+// The engine's Go rules and the backends' SQL are twins. SQLite runs the Go rules
+// inside its transactions. Postgres runs the flush commit in plpgsql, in one round trip
+// (strata_commit: shape, topics, partitions, LogAppendTime, producer sequences, offset
+// assignment, due times; strata_commit_groups: the flush's group offsets), and the Go
+// rules only before the call (PlanSegment) and around it (mapping its answers back); its
+// groups, swaps and node registry run the Go rules in Go transactions as SQLite's do.
+// Whoever changes a rule changes both twins: the conformance suites in catalogtest run
+// the same cases on both backends, and compare the SQL's refusals with the Go rule's
+// directly where Postgres answers by code, so that a twin left behind fails them.
 package catalog
 
 import (
@@ -152,4 +172,25 @@ type Watermark struct {
 	TopicID       int64
 	Partition     int32
 	HighWatermark int64
+}
+
+// TopicPartition names a partition.
+type TopicPartition struct {
+	TopicID   int64
+	Partition int32
+}
+
+// NoTimestamp is the running maximum timestamp of a partition without chunks.
+const NoTimestamp int64 = -1
+
+// ChunkRow is a chunk row as a commit writes it and Settle reads it back; the segment it
+// belongs to is implied.
+type ChunkRow struct {
+	TopicID             int64
+	Partition           int32
+	BaseOffset          int64
+	LastOffset          int64
+	Pos, Len            int64
+	MaxTimestamp        int64
+	RunningMaxTimestamp int64
 }

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"math"
-	"strings"
 	"time"
 )
 
@@ -22,8 +19,8 @@ import (
 //   - Every partition has a due time: when it next needs the compactor (none: not
 //     until something changes). Whatever makes work keeps it current — a flush makes
 //     its partitions due once their new rows settle or retention.ms expires them
-//     (CommitDue), a config change, a deletion or a delete-records makes them due at
-//     once, and a pass records the next time it found (ReleaseDue) — so the
+//     (engine.CommitDue), a config change, a deletion or a delete-records makes them due at
+//     once, and a pass records the next time it found (engine.ReleaseDue) — so the
 //     compactor leases only partitions that are due, most overdue first, through an
 //     index: the cost of finding work does not grow with the partitions that have
 //     none.
@@ -147,95 +144,12 @@ type Swap struct {
 	New []ChunkRow
 }
 
-// Check validates a swap's shape (ErrInvalidSegment), before any SQL.
-func (s *Swap) Check() error {
-	if len(s.Old) == 0 || len(s.New) == 0 {
-		return fmt.Errorf("%w: swap %s: %d old rows, %d new", ErrInvalidSegment, s.Key, len(s.Old), len(s.New))
-	}
-	if _, err := KeyTime(s.Key); err != nil {
-		return err
-	}
-	if s.Size <= 0 {
-		return fmt.Errorf("%w: swap %s: size %d", ErrInvalidSegment, s.Key, s.Size)
-	}
-	for i, o := range s.Old {
-		if o.TopicID != s.Lease.TopicID || o.Partition != s.Lease.Partition {
-			return fmt.Errorf("%w: swap %s: old row %d is topic %d partition %d, the lease is for %d/%d",
-				ErrInvalidSegment, s.Key, i, o.TopicID, o.Partition, s.Lease.TopicID, s.Lease.Partition)
-		}
-		if i > 0 && o.BaseOffset != s.Old[i-1].LastOffset+1 {
-			return fmt.Errorf("%w: swap %s: old rows not contiguous at %d", ErrInvalidSegment, s.Key, o.BaseOffset)
-		}
-	}
-	next := s.Old[0].BaseOffset
-	for i, n := range s.New {
-		switch {
-		case n.TopicID != s.Lease.TopicID || n.Partition != s.Lease.Partition:
-			return fmt.Errorf("%w: swap %s: new row %d is for another partition", ErrInvalidSegment, s.Key, i)
-		case n.BaseOffset != next || n.LastOffset < n.BaseOffset:
-			return fmt.Errorf("%w: swap %s: new row %d offsets [%d, %d] do not continue at %d", ErrInvalidSegment, s.Key, i, n.BaseOffset, n.LastOffset, next)
-		case n.Pos < 0 || n.Len <= 0 || n.Len > s.Size-n.Pos:
-			return fmt.Errorf("%w: swap %s: new row %d bytes [%d, +%d) outside object of %d", ErrInvalidSegment, s.Key, i, n.Pos, n.Len, s.Size)
-		}
-		next = n.LastOffset + 1
-	}
-	if last := s.Old[len(s.Old)-1].LastOffset; next != last+1 {
-		return fmt.Errorf("%w: swap %s: new rows end at %d, old rows at %d", ErrInvalidSegment, s.Key, next-1, last)
-	}
-	return nil
-}
-
-// RunningMax fills the new rows' running maximum timestamps, continuing from prev (the
-// running maximum of the row before them; NoTimestamp when none).
-func (s *Swap) RunningMax(prev int64) []ChunkRow {
-	out := make([]ChunkRow, len(s.New))
-	for i, n := range s.New {
-		prev = max(prev, n.MaxTimestamp)
-		n.RunningMaxTimestamp = prev
-		out[i] = n
-	}
-	return out
-}
-
-// AppendTimes returns the new rows' append times, given old[i], the append time of
-// s.Old[i]: each new row takes the latest of the old rows it overlaps, so a merge never
-// makes a record look older to retention than its flush.
-func (s *Swap) AppendTimes(old []int64) []int64 {
-	out := make([]int64, len(s.New))
-	j := 0
-	for i, n := range s.New {
-		for j < len(s.Old) && s.Old[j].LastOffset < n.BaseOffset {
-			j++
-		}
-		t := NoTimestamp
-		for k := j; k < len(s.Old) && s.Old[k].BaseOffset <= n.LastOffset; k++ {
-			t = max(t, old[k])
-		}
-		out[i] = t
-	}
-	return out
-}
-
 // SameChunk reports whether a row read in the swap's transaction is the row the swap
 // was planned on.
 func SameChunk(a, b Chunk) bool {
 	return a.TopicID == b.TopicID && a.Partition == b.Partition && a.BaseOffset == b.BaseOffset &&
 		a.LastOffset == b.LastOffset && a.SegmentKey == b.SegmentKey && a.Pos == b.Pos && a.Len == b.Len &&
 		a.RealOffsets == b.RealOffsets
-}
-
-// CheckOld compares the rows found in the swap's transaction with s.Old, wrapping
-// ErrCompactionConflict when they differ.
-func (s *Swap) CheckOld(found []Chunk) error {
-	if len(found) != len(s.Old) {
-		return fmt.Errorf("%w: swap %s: %d rows in the range, planned on %d", ErrCompactionConflict, s.Key, len(found), len(s.Old))
-	}
-	for i := range found {
-		if !SameChunk(found[i], s.Old[i]) {
-			return fmt.Errorf("%w: swap %s: row at offset %d changed", ErrCompactionConflict, s.Key, s.Old[i].BaseOffset)
-		}
-	}
-	return nil
 }
 
 // NewLogStart applies delete-records: the log start moves to offset, never backwards;
@@ -259,70 +173,9 @@ type PartitionRelease struct {
 	// something changes it).
 	Due time.Time
 	// Seen is the state Due was judged from; nil keeps Due as given. What changed since
-	// (ReleaseDue) brings the due time forward: during the lease, the partition was
+	// (engine.ReleaseDue) brings the due time forward: during the lease, the partition was
 	// already due, so the changes could not.
 	Seen *CompactionState
-}
-
-// ReleaseDue is the due time a release records (zero: none), given cur, the partition
-// and its topic as they are now: r.Due, brought forward when they changed after the
-// pass read r.Seen — to now for a moved log start, new configs or a deleted topic; for
-// new commits to what CommitDue says of a chunk appended now, as a commit would have.
-func ReleaseDue(r PartitionRelease, cur CompactionState, settle time.Duration) time.Time {
-	if r.Reclaimed {
-		return time.Time{}
-	}
-	due := r.Due
-	if r.Seen == nil {
-		return due
-	}
-	by := func(t time.Time) {
-		if due.IsZero() || t.Before(due) {
-			due = t
-		}
-	}
-	seen := r.Seen
-	switch {
-	case cur.Deleted != seen.Deleted || cur.Partition.LogStartOffset != seen.Partition.LogStartOffset ||
-		!maps.Equal(cur.Topic.Configs, seen.Topic.Configs):
-		by(cur.Now)
-	case cur.Partition.HighWatermark != seen.Partition.HighWatermark:
-		cfg, err := ParseConfig(cur.Topic.Configs)
-		if err != nil {
-			cfg = DefaultConfig()
-		}
-		by(CommitDue(cur.Now, settle, NoTimestamp, TimeRetentionMs(cfg)))
-	}
-	return due
-}
-
-// TimeRetentionMs is a topic's time retention: retention.ms when its cleanup.policy
-// deletes, else -1 (none).
-func TimeRetentionMs(cfg Config) int64 {
-	if !strings.Contains(cfg.CleanupPolicy, "delete") {
-		return -1
-	}
-	return cfg.RetentionMs
-}
-
-// CommitDue is when a flush makes a partition due (unless due sooner): once its new rows
-// settle (settle after now), or sooner when retention.ms (retentionMs; negative: none)
-// expires the new chunk first, judged by its retention time — the flush's maximum
-// timestamp for the partition clamped to now, as CompactionChunk.RetentionTime. Where
-// the chunk is not the partition's oldest this may be early: a visit too many, never
-// one too few. strata_commit holds its SQL twin (catalog/postgres migrations).
-func CommitDue(now time.Time, settle time.Duration, maxTimestamp, retentionMs int64) time.Time {
-	due := now.Add(settle)
-	if retentionMs < 0 {
-		return due
-	}
-	rt := CompactionChunk{Chunk: Chunk{MaxTimestamp: maxTimestamp}, AppendTime: now.UnixMilli()}.RetentionTime()
-	if rt <= math.MaxInt64-retentionMs {
-		if t := time.UnixMilli(rt + retentionMs); t.Before(due) {
-			due = t
-		}
-	}
-	return due
 }
 
 // CompactionBacklog is the due work of all compactors together.
@@ -355,7 +208,7 @@ type Compaction interface {
 	// time is unchanged by the lease: a holder that dies leaves it due, to be leased
 	// again once the lease expires.
 	AcquirePartitions(ctx context.Context, holder string, ttl time.Duration, max int) ([]PartitionLease, error)
-	// ReleasePartition records r's checkpoint and due time (ReleaseDue) and frees the
+	// ReleasePartition records r's checkpoint and due time (engine.ReleaseDue) and frees the
 	// lease. A lease lost meanwhile: ErrCompactionConflict, nothing recorded.
 	ReleasePartition(ctx context.Context, l PartitionLease, r PartitionRelease) error
 	// CompactionBacklog counts the partitions due now and finds the most overdue.
@@ -376,7 +229,7 @@ type Compaction interface {
 	// SwapChunks applies s in one transaction: checks (lease token, log start, old rows,
 	// the old rows' segments settled, key time), deletes the old rows, inserts the new
 	// object's segment row (live) and rows (RealOffsets; append times by
-	// Swap.AppendTimes), adjusts the partition's bytes, and marks old segments left
+	// engine.SwapAppendTimes), adjusts the partition's bytes, and marks old segments left
 	// without rows 'deleting'. Errors:
 	// ErrInvalidSegment (shape), ErrCommitTooLate, ErrCompactionConflict; anything
 	// else leaves nothing written (one transaction).

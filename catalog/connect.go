@@ -289,7 +289,7 @@ func ValidateTaskState(state string) error {
 
 // ValidateWorkerBeat checks a beat's shape.
 func ValidateWorkerBeat(b WorkerBeat) error {
-	if err := ValidateMemberID(b.Worker); err != nil {
+	if err := validateMemberID(b.Worker); err != nil {
 		return fmt.Errorf("%w: worker id: %v", ErrInvalidConnector, err)
 	}
 	if !b.Leave && (b.Lease < MinSessionTimeout || b.Lease > MaxSessionTimeout) {

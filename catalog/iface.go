@@ -44,8 +44,9 @@ type Catalog interface {
 	Partitions(ctx context.Context, topicID int64) ([]PartitionInfo, error)
 
 	// Commit commits one flush in one transaction and one round trip, following the
-	// rules of PlanSegment, CheckCommitTime, Plan.CheckRequests and Plan.Assign (shared
-	// Go; a backend that assigns in SQL must give the same answers).
+	// rules of the engine's PlanSegment, CheckCommitTime, Plan.CheckRequests and
+	// Plan.Assign (catalog/internal/engine; a backend that assigns in SQL must give the
+	// same answers).
 	//
 	// On a nil error, Results[i] answers seg.Requests[i]: either Err is nil and
 	// BaseOffsets[j] is the first offset of Requests[i].Batches[j], or Err is the
@@ -56,7 +57,7 @@ type Catalog interface {
 	// request failed, so the object is accounted for.
 	//
 	// The error return is for the whole flush. These are definite, nothing was written:
-	//   - ErrInvalidSegment: the flush is malformed (see PlanSegment) or its key is not
+	//   - ErrInvalidSegment: the flush is malformed (see engine.PlanSegment) or its key is not
 	//     a segment key;
 	//   - ErrCommitTooLate: the key time is older than Options.CommitTimeout by the
 	//     database clock;
@@ -66,18 +67,18 @@ type Catalog interface {
 	// Committing a key that already committed changes nothing and answers as Settle
 	// does (the original offsets; ErrCommitAborted for requests that were refused).
 	//
-	// Idempotent requests (Request.Producer) are checked with Plan.CheckProducers in the
+	// Idempotent requests (Request.Producer) are checked with engine.Plan.CheckProducers in the
 	// same transaction: a retry of a committed request answers its original offsets with
 	// Result.Duplicate set and writes nothing; others may be refused with
 	// ErrProducerFenced, ErrUnknownProducer or a *SequenceError (ErrOutOfOrderSequence).
-	// A request's GroupOffsets are checked with Plan.CheckGroupOffsets (the group
-	// errors of CheckOffsetCommit refuse the request) and stored only if its batches
+	// A request's GroupOffsets are checked with engine.Plan.CheckGroupOffsets (the group
+	// errors of engine.CheckOffsetCommit refuse the request) and stored only if its batches
 	// commit. Settle and a repeated Commit answer a duplicate, which has no chunk rows,
 	// with ErrCommitAborted (retryable: the retry is recognised again).
 	Commit(ctx context.Context, seg Segment) ([]Result, error)
 	// Settle settles a commit whose outcome is unknown with the fencing insert on
 	// seg.Key: it waits for any in-flight commit of the key, then either finds it
-	// (results read back from chunk rows with Plan.ResultsFromChunks: the original
+	// (results read back from chunk rows with engine.Plan.ResultsFromChunks: the original
 	// offsets, and ErrCommitAborted for requests without rows) or wins — or finds the
 	// key already fenced — and returns (nil, ErrCommitAborted). Once Settle has
 	// answered, the outcome never changes: a later Commit of the key is refused.

@@ -1,12 +1,12 @@
 package kafka
 
 import (
-	"errors"
 	"reflect"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/strata-io/strata/internal/prom"
 )
 
 // metrics are the listener's Prometheus metrics; they exist whether or not a registry
@@ -26,40 +26,40 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	byAPI := []string{"api", "version"}
 	return &metrics{
-		requests: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		requests: prom.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_kafka_requests_total",
 			Help: "Kafka requests served, by API and version.",
 		}, byAPI)),
-		errors: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		errors: prom.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_kafka_request_errors_total",
 			Help: "Kafka requests answered with an error code anywhere in the response, or that closed the connection, by API and version.",
 		}, byAPI)),
-		latency: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		latency: prom.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "strata_kafka_request_seconds",
 			Help:    "Time from a Kafka request's arrival to its response being ready, by API and version.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14), // 100µs .. ~15s
 		}, byAPI)),
-		connections: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		connections: prom.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "strata_kafka_connections",
 			Help: "Open Kafka connections.",
 		})),
-		accepted: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		accepted: prom.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_kafka_connections_accepted_total",
 			Help: "Kafka connections accepted.",
 		})),
-		refused: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		refused: prom.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_kafka_connections_refused_total",
 			Help: "Kafka connections closed at once because the connection limit was reached.",
 		})),
-		closed: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		closed: prom.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_kafka_connections_closed_total",
 			Help: "Kafka connections closed by the server, by reason (idle).",
 		}, []string{"reason"})),
-		protocol: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		protocol: prom.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_kafka_protocol_errors_total",
 			Help: "Kafka connections closed for what they sent, by reason (frame_size, truncated_frame, bad_header, bad_request, unknown_api, unserved_api, unsupported_version, unauthenticated).",
 		}, []string{"reason"})),
-		authFailures: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		authFailures: prom.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_kafka_auth_failures_total",
 			Help: "SASL authentications refused.",
 		})),
@@ -114,23 +114,4 @@ func errorCodeIn(v reflect.Value) bool {
 		}
 	}
 	return false
-}
-
-// register registers c on reg, or reuses the collector already registered under the
-// same name (several listeners in one process share their metrics). A nil reg keeps the
-// metrics unregistered.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic("kafka: register metrics: " + err.Error())
-	}
-	return c
 }

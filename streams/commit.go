@@ -10,7 +10,7 @@ import (
 	"github.com/strata-io/strata/client"
 )
 
-// One commit of one task is one request (DESIGN.md "Streams"): its outputs, repartition
+// One commit of one task is one request (docs/design.md "Streams"): its outputs, repartition
 // and changelog records, and — exactly-once — the group offsets of every input
 // partition of the task, unchanged ones too, so that a member that lost the task has
 // even a punctuator's output refused. The request is sealed once, with its producer

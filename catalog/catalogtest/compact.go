@@ -331,7 +331,7 @@ func testCompactionDueOnChange(t *testing.T, c CompactionCatalog) {
 
 // testCompactionDueByRetention: a flush makes its partitions due when retention.ms
 // expires its chunk, if that comes before its rows settle — judged by the records'
-// time clamped to the flush's (catalog.CommitDue), and by the topic's configs as they
+// time clamped to the flush's (engine.CommitDue), and by the topic's configs as they
 // are now.
 func testCompactionDueByRetention(t *testing.T, c CompactionCatalog) {
 	const retention = 1500 * time.Millisecond // the rows settle after 3s

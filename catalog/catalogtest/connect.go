@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 // ConnectCatalog is what the connector suite needs: the catalog, its connectors, and
@@ -245,9 +246,9 @@ func testWorkerExpiry(t *testing.T, c ConnectCatalog) {
 	}
 	// The old instance is fenced everywhere it writes.
 	err := c.ReportTaskState(t.Context(), old, "w1", catalog.StateRunning, "")
-	wantFence(t, "the old owner's status", err, catalog.FenceRefusal(old, catalog.RefusedStaleGeneration, now.Generation))
+	wantFence(t, "the old owner's status", err, engine.FenceRefusal(old, engine.RefusedStaleGeneration, now.Generation))
 	err = c.CommitSourceOffsets(t.Context(), catalog.SourceCommit{Fence: old, Offsets: []catalog.SourceOffset{{Partition: `{"f":"x"}`, Offset: `{"pos":1}`}}})
-	wantFence(t, "the old owner's offsets", err, catalog.FenceRefusal(old, catalog.RefusedStaleGeneration, now.Generation))
+	wantFence(t, "the old owner's offsets", err, engine.FenceRefusal(old, engine.RefusedStaleGeneration, now.Generation))
 	// w1 comes back: it holds nothing of what moved.
 	if a1 = beat(t, c, "w1", lease); len(a1.Tasks) != 0 {
 		t.Fatalf("the returning worker still holds %v", heldIDs(a1))
@@ -280,7 +281,7 @@ func testConnectorStop(t *testing.T, c ConnectCatalog) {
 		t.Fatalf("stopped: tasks released at a new generation: %+v", conn.Tasks)
 	}
 	err := c.CommitSourceOffsets(ctx, catalog.SourceCommit{Fence: held, Offsets: []catalog.SourceOffset{{Partition: `{"f":"x"}`, Offset: `{"pos":1}`}}})
-	wantFence(t, "an instance of a stopped connector", err, catalog.FenceRefusal(held, catalog.RefusedStaleGeneration, conn.Tasks[1].Generation))
+	wantFence(t, "an instance of a stopped connector", err, engine.FenceRefusal(held, engine.RefusedStaleGeneration, conn.Tasks[1].Generation))
 	if a = beat(t, c, "w1", time.Minute); len(a.Tasks) != 0 {
 		t.Fatalf("a stopped connector's tasks were claimed: %v", heldIDs(a))
 	}
@@ -349,12 +350,12 @@ func testFenceInFlush(t *testing.T, c ConnectCatalog) {
 		want error // a fence refusal: the message is FenceRefusal's
 		is   error
 	}{
-		{"stale generation", stale, `{"file":"a"}`, catalog.FenceRefusal(stale, catalog.RefusedStaleGeneration, f0.Generation), catalog.ErrStaleGeneration},
+		{"stale generation", stale, `{"file":"a"}`, engine.FenceRefusal(stale, engine.RefusedStaleGeneration, f0.Generation), catalog.ErrStaleGeneration},
 		{"a generation from the future", catalog.TaskFence{Connector: "src", Task: 0, Generation: f1.Generation + 1000}, `{"file":"a"}`,
-			catalog.FenceRefusal(catalog.TaskFence{Connector: "src", Task: 0, Generation: f1.Generation + 1000}, catalog.RefusedStaleGeneration, f0.Generation), catalog.ErrStaleGeneration},
-		{"unknown task", gone, `{"file":"a"}`, catalog.FenceRefusal(gone, catalog.RefusedUnknownTask, 0), catalog.ErrStaleGeneration},
+			engine.FenceRefusal(catalog.TaskFence{Connector: "src", Task: 0, Generation: f1.Generation + 1000}, engine.RefusedStaleGeneration, f0.Generation), catalog.ErrStaleGeneration},
+		{"unknown task", gone, `{"file":"a"}`, engine.FenceRefusal(gone, engine.RefusedUnknownTask, 0), catalog.ErrStaleGeneration},
 		{"unknown connector", catalog.TaskFence{Connector: "nope", Task: 0, Generation: 1}, `{"file":"a"}`,
-			catalog.FenceRefusal(catalog.TaskFence{Connector: "nope", Task: 0, Generation: 1}, catalog.RefusedUnknownTask, 0), catalog.ErrStaleGeneration},
+			engine.FenceRefusal(catalog.TaskFence{Connector: "nope", Task: 0, Generation: 1}, engine.RefusedUnknownTask, 0), catalog.ErrStaleGeneration},
 		{"a partition not in canonical form", f0, `{ "file": "a" }`, nil, catalog.ErrInvalidConnector},
 	} {
 		before := Partition(t, c, tp.ID, 0).HighWatermark
@@ -401,7 +402,7 @@ func testFenceInFlush(t *testing.T, c ConnectCatalog) {
 	seg = Flush(NewKey(t), one)
 	sourceReq(&seg, 0, f0, `{"file":"a"}`, `{"position":100}`)
 	res = commitOne(t, c, seg)
-	wantFence(t, "after a restart", res[0].Err, catalog.FenceRefusal(f0, catalog.RefusedStaleGeneration, conn.Tasks[0].Generation))
+	wantFence(t, "after a restart", res[0].Err, engine.FenceRefusal(f0, engine.RefusedStaleGeneration, conn.Tasks[0].Generation))
 }
 
 func mapsEqual(a, b map[string]string) bool {
@@ -434,7 +435,7 @@ func testFenceBesideGroups(t *testing.T, c ConnectCatalog) {
 	if res[0].Err != nil || res[1].Err != nil {
 		t.Fatalf("group offsets: %v; source offsets: %v", res[0].Err, res[1].Err)
 	}
-	wantFence(t, "the stale request", res[2].Err, catalog.FenceRefusal(stale, catalog.RefusedStaleGeneration, f.Generation))
+	wantFence(t, "the stale request", res[2].Err, engine.FenceRefusal(stale, engine.RefusedStaleGeneration, f.Generation))
 	if got := offsetMap(t, c, "src"); !mapsEqual(got, map[string]string{`{"file":"a"}`: `{"position":1}`}) {
 		t.Fatalf("source offsets %v", got)
 	}
@@ -466,9 +467,9 @@ func testOffsetsOnly(t *testing.T, c ConnectCatalog) {
 	stale := f
 	stale.Generation--
 	_, err = c.SourceOffsets(ctx, stale)
-	wantFence(t, "a stale instance reading offsets", err, catalog.FenceRefusal(stale, catalog.RefusedStaleGeneration, f.Generation))
+	wantFence(t, "a stale instance reading offsets", err, engine.FenceRefusal(stale, engine.RefusedStaleGeneration, f.Generation))
 	hb.Fence = stale
-	wantFence(t, "a stale heartbeat", c.CommitSourceOffsets(ctx, hb), catalog.FenceRefusal(stale, catalog.RefusedStaleGeneration, f.Generation))
+	wantFence(t, "a stale heartbeat", c.CommitSourceOffsets(ctx, hb), engine.FenceRefusal(stale, engine.RefusedStaleGeneration, f.Generation))
 	hb.Fence, hb.Offsets = f, nil
 	wantErr(t, "a heartbeat without offsets", c.CommitSourceOffsets(ctx, hb), catalog.ErrInvalidConnector)
 	hb.Offsets = []catalog.SourceOffset{{Partition: `["not","an","object"]`, Offset: `{}`}}
@@ -550,7 +551,7 @@ func testReportAndRestart(t *testing.T, c ConnectCatalog) {
 		}
 	}
 	err = c.ReportTaskState(ctx, fenceOf(t, a, "src", 1), "w1", catalog.StateRunning, "")
-	wantFence(t, "the restarted task's old instance", err, catalog.FenceRefusal(fenceOf(t, a, "src", 1), catalog.RefusedStaleGeneration, conn.Tasks[1].Generation))
+	wantFence(t, "the restarted task's old instance", err, engine.FenceRefusal(fenceOf(t, a, "src", 1), engine.RefusedStaleGeneration, conn.Tasks[1].Generation))
 	_, err = c.RestartTasks(ctx, "src", 9, false)
 	wantErr(t, "an unknown task", err, catalog.ErrTaskNotFound)
 	long := strings.Repeat("x", catalog.MaxTrace+100)

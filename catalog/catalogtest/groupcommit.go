@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 // testFlushOffsetsAgree guards the twins of the offset-commit check: CommitOffsets runs
-// catalog.CheckOffsetCommit in Go on every backend, while a flush that carries group
+// engine.CheckOffsetCommit in Go on every backend, while a flush that carries group
 // offsets may check them in SQL (Postgres's strata_commit_groups, in its one round
 // trip). For every refusal, both must answer the same error — sentinel and message,
 // worked out here from known figures — and change nothing, while the plain request
@@ -52,29 +53,29 @@ func testFlushOffsetsAgree(t *testing.T, c GroupCatalog) {
 		value int64
 	}{
 		{"not the owner", catalog.OffsetCommit{Group: g, MemberID: "a", MemberEpoch: a.epoch, Offsets: offs(at(1, 1))},
-			catalog.ErrNotOwner, catalog.RefusedNotOwner, 0, 0},
+			catalog.ErrNotOwner, engine.RefusedNotOwner, 0, 0},
 		{"stale epoch", catalog.OffsetCommit{Group: g, MemberID: "a", MemberEpoch: a.epoch + 1, Offsets: offs(at(0, 1))},
-			catalog.ErrStaleMemberEpoch, catalog.RefusedStaleMemberEpoch, 0, int64(a.epoch)},
+			catalog.ErrStaleMemberEpoch, engine.RefusedStaleMemberEpoch, 0, int64(a.epoch)},
 		{"unknown member", catalog.OffsetCommit{Group: g, MemberID: "zz", MemberEpoch: 1, Offsets: offs(at(0, 1))},
-			catalog.ErrUnknownMember, catalog.RefusedUnknownMember, 0, 0},
+			catalog.ErrUnknownMember, engine.RefusedUnknownMember, 0, 0},
 		{"lease ended", catalog.OffsetCommit{Group: g, MemberID: "late", MemberEpoch: lateEpoch, Offsets: offs(at(0, 1))},
-			catalog.ErrUnknownMember, catalog.RefusedUnknownMember, 0, 0},
+			catalog.ErrUnknownMember, engine.RefusedUnknownMember, 0, 0},
 		{"unknown group", catalog.OffsetCommit{Group: Name(t, "nogroup"), MemberID: "a", MemberEpoch: 1, Offsets: offs(at(0, 1))},
-			catalog.ErrGroupNotFound, catalog.RefusedGroupNotFound, 0, 0},
+			catalog.ErrGroupNotFound, engine.RefusedGroupNotFound, 0, 0},
 		{"unknown topic, second offset", catalog.OffsetCommit{Group: g, MemberID: "a", MemberEpoch: a.epoch,
 			Offsets: offs(at(0, 1), catalog.CommitOffset{Topic: nope, Partition: 0, Offset: 0})},
-			catalog.ErrTopicNotFound, catalog.RefusedTopicNotFound, 1, 0},
+			catalog.ErrTopicNotFound, engine.RefusedTopicNotFound, 1, 0},
 		{"partition out of range", catalog.OffsetCommit{Group: g, MemberID: "a", MemberEpoch: a.epoch, Offsets: offs(at(2, 0))},
-			catalog.ErrPartitionOutOfRange, catalog.RefusedPartitionOutOfRange, 0, 2},
+			catalog.ErrPartitionOutOfRange, engine.RefusedPartitionOutOfRange, 0, 2},
 		{"beyond the high watermark", catalog.OffsetCommit{Group: g, MemberID: "a", MemberEpoch: a.epoch, Offsets: offs(at(0, 11))},
-			catalog.ErrInvalidOffset, catalog.RefusedInvalidOffset, 0, 10},
+			catalog.ErrInvalidOffset, engine.RefusedInvalidOffset, 0, 10},
 		{"the first failing offset decides", catalog.OffsetCommit{Group: g, MemberID: "a", MemberEpoch: a.epoch,
 			Offsets: offs(at(0, 11), catalog.CommitOffset{Topic: nope, Partition: 0, Offset: 0})},
-			catalog.ErrInvalidOffset, catalog.RefusedInvalidOffset, 0, 10},
+			catalog.ErrInvalidOffset, engine.RefusedInvalidOffset, 0, 10},
 		{"without a member, beside live members", catalog.OffsetCommit{Group: g, Offsets: offs(at(0, 1))},
-			catalog.ErrGroupNotEmpty, catalog.RefusedGroupNotEmpty, 0, 0},
+			catalog.ErrGroupNotEmpty, engine.RefusedGroupNotEmpty, 0, 0},
 		{"without a member, beyond the high watermark", catalog.OffsetCommit{Group: memberless, Offsets: offs(at(1, 6))},
-			catalog.ErrInvalidOffset, catalog.RefusedInvalidOffset, 0, 5},
+			catalog.ErrInvalidOffset, engine.RefusedInvalidOffset, 0, 5},
 		{"malformed, to an unknown group", catalog.OffsetCommit{Group: Name(t, "nogroup"), MemberID: "a", MemberEpoch: 1, Offsets: offs(at(0, -1))},
 			catalog.ErrInvalidOffset, "", 0, 0},
 	} {
@@ -98,7 +99,7 @@ func testFlushOffsetsAgree(t *testing.T, c GroupCatalog) {
 			if tc.code == "" {
 				continue
 			}
-			if msg := catalog.OffsetCommitRefusal(tc.oc, tc.code, tc.row, tc.value).Error(); !strings.Contains(got.err.Error(), msg) {
+			if msg := engine.OffsetCommitRefusal(tc.oc, tc.code, tc.row, tc.value).Error(); !strings.Contains(got.err.Error(), msg) {
 				t.Fatalf("%s, by %s: %q, want it to say %q", tc.name, got.how, got.err, msg)
 			}
 		}

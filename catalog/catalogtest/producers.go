@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 // ProducerCatalog is a catalog with idempotent producers and consumer groups (the
@@ -107,8 +108,8 @@ func wantSequenceError(t testing.TB, what string, err error, expected int32) {
 	if !errors.As(err, &se) || !errors.Is(err, catalog.ErrOutOfOrderSequence) || se.Expected != expected {
 		t.Fatalf("%s: error %v, want ErrOutOfOrderSequence expecting %d", what, err, expected)
 	}
-	if catalog.RequestErrorCode(err) != catalog.CodeOutOfOrderSequence {
-		t.Fatalf("%s: code %q", what, catalog.RequestErrorCode(err))
+	if engine.RequestErrorCode(err) != engine.CodeOutOfOrderSequence {
+		t.Fatalf("%s: code %q", what, engine.RequestErrorCode(err))
 	}
 }
 
@@ -273,7 +274,7 @@ func testFencing(t *testing.T, c ProducerCatalog) {
 		t.Fatalf("second instance %+v, want id %d epoch %d", cur, old.ID, old.Epoch+1)
 	}
 	res := commitOne(t, c, idem(t, tp.ID, 0, 1, old, 2))
-	if !errors.Is(res[0].Err, catalog.ErrProducerFenced) || catalog.RequestErrorCode(res[0].Err) != catalog.CodeProducerFenced {
+	if !errors.Is(res[0].Err, catalog.ErrProducerFenced) || engine.RequestErrorCode(res[0].Err) != engine.CodeProducerFenced {
 		t.Fatalf("old instance after fencing: %v, want ErrProducerFenced", res[0].Err)
 	}
 	// The new epoch starts its sequences again.
@@ -296,7 +297,7 @@ func testUnknownProducer(t *testing.T, c ProducerCatalog) {
 	// (An epoch ahead of the producer's is a bump: testEpochBump.)
 	for _, bogus := range []catalog.Producer{{ID: p.ID + 1_000_000, Epoch: 0}, {ID: p.ID + 1_000_001, Epoch: 3}} {
 		res := commitOne(t, c, idem(t, tp.ID, 0, 1, bogus, 0))
-		if !errors.Is(res[0].Err, catalog.ErrUnknownProducer) || catalog.RequestErrorCode(res[0].Err) != catalog.CodeUnknownProducer {
+		if !errors.Is(res[0].Err, catalog.ErrUnknownProducer) || engine.RequestErrorCode(res[0].Err) != engine.CodeUnknownProducer {
 			t.Fatalf("producer %+v: %v, want ErrUnknownProducer", bogus, res[0].Err)
 		}
 	}
@@ -667,7 +668,7 @@ func testConcurrentProducers(t *testing.T, open func(t *testing.T, opts catalog.
 				mu.Lock()
 				all[part] = append(all[part], landed{g, seq, first, recs})
 				mu.Unlock()
-				next[part] = catalog.AddSequence(seq, recs)
+				next[part] = engine.AddSequence(seq, recs)
 			}
 		}()
 	}

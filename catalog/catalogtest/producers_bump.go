@@ -8,17 +8,18 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 // Kafka's idempotent-producer rules beyond the basic ones: a producer bumping its own
-// epoch (catalog.Plan.CheckProducers rule 3; Kafka clients do it after some errors
+// epoch (engine.Plan.CheckProducers rule 3; Kafka clients do it after some errors
 // without asking), and InitProducer bumping a producer without a transactional id that
 // names its current identity (KIP-360). The Go rules and strata_commit's SQL twin must
 // agree on every answer here.
 
 func wantFenced(t testing.TB, what string, err error) {
 	t.Helper()
-	if !errors.Is(err, catalog.ErrProducerFenced) || catalog.RequestErrorCode(err) != catalog.CodeProducerFenced {
+	if !errors.Is(err, catalog.ErrProducerFenced) || engine.RequestErrorCode(err) != engine.CodeProducerFenced {
 		t.Fatalf("%s: %v, want ErrProducerFenced", what, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 var _ catalog.Cluster = (*Catalog)(nil)
@@ -17,10 +18,10 @@ var _ catalog.Cluster = (*Catalog)(nil)
 // registrations, so nodes starting at once never choose the same id ("strata nodes").
 const nodesLockID int64 = 0x737472617461_6e
 
-// RegisterNode takes an id for the node at addr (catalog.ChooseNodeID) under the
+// RegisterNode takes an id for the node at addr (engine.ChooseNodeID) under the
 // registration lock, with a new token and a lease of ttl on the database clock.
 func (c *Catalog) RegisterNode(ctx context.Context, addr string, ttl time.Duration) (catalog.NodeLease, error) {
-	if err := catalog.ValidateNodeLease(addr, ttl); err != nil {
+	if err := engine.ValidateNodeLease(addr, ttl); err != nil {
 		return catalog.NodeLease{}, fmt.Errorf("postgres: register node %s: %w", addr, err)
 	}
 	var l catalog.NodeLease
@@ -36,15 +37,15 @@ func (c *Catalog) RegisterNode(ctx context.Context, addr string, ttl time.Durati
 		if err != nil {
 			return err
 		}
-		nodes, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (catalog.NodeRow, error) {
-			var n catalog.NodeRow
+		nodes, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (engine.NodeRow, error) {
+			var n engine.NodeRow
 			err := r.Scan(&n.ID, &n.Addr, &n.LeaseUntil)
 			return n, err
 		})
 		if err != nil {
 			return err
 		}
-		l = catalog.NodeLease{Node: catalog.Node{ID: catalog.ChooseNodeID(nodes, addr, now), Addr: addr}, Token: catalog.NewNodeToken()}
+		l = catalog.NodeLease{Node: catalog.Node{ID: engine.ChooseNodeID(nodes, addr, now), Addr: addr}, Token: engine.NewNodeToken()}
 		return tx.QueryRow(ctx, `
 			INSERT INTO kafka_nodes (id, addr, token, lease_until)
 			VALUES ($1, $2, $3, clock_timestamp() + $4 * interval '1 microsecond')
@@ -60,7 +61,7 @@ func (c *Catalog) RegisterNode(ctx context.Context, addr string, ttl time.Durati
 
 // RenewNode extends a lease that is still this registration's.
 func (c *Catalog) RenewNode(ctx context.Context, l catalog.NodeLease, ttl time.Duration) (catalog.NodeLease, error) {
-	if err := catalog.ValidateNodeLease(l.Addr, ttl); err != nil {
+	if err := engine.ValidateNodeLease(l.Addr, ttl); err != nil {
 		return catalog.NodeLease{}, fmt.Errorf("postgres: renew node %d: %w", l.ID, err)
 	}
 	err := c.pool.QueryRow(ctx, `
@@ -117,7 +118,7 @@ func (c *Catalog) ClusterID(ctx context.Context) (string, error) {
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return "", fmt.Errorf("postgres: cluster id: %w", err)
 	}
-	if _, err := c.pool.Exec(ctx, `INSERT INTO kafka_cluster (cluster_id) VALUES ($1) ON CONFLICT DO NOTHING`, catalog.NewClusterID()); err != nil {
+	if _, err := c.pool.Exec(ctx, `INSERT INTO kafka_cluster (cluster_id) VALUES ($1) ON CONFLICT DO NOTHING`, engine.NewClusterID()); err != nil {
 		return "", fmt.Errorf("postgres: cluster id: %w", err)
 	}
 	if err := c.pool.QueryRow(ctx, `SELECT cluster_id FROM kafka_cluster`).Scan(&id); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 // SQLSTATEs raised by strata_commit (migrations/0030_producers.sql).
@@ -49,7 +50,7 @@ const (
 
 // batchRow is strata_commit's answer for one batch: the refusal it decided, and its
 // base offset when its request committed or is a duplicate; for a request whose group
-// offsets strata_commit_groups refused, what catalog.GroupOffsetsRefusal needs.
+// offsets strata_commit_groups refused, what engine.GroupOffsetsRefusal needs.
 type batchRow struct {
 	code     *string
 	base     *int64
@@ -64,11 +65,11 @@ type batchRow struct {
 // reproduce them in SQL so that checks, offset assignment, producer state, group
 // offsets and every row land in one round trip.
 func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Result, error) {
-	plan, err := catalog.PlanSegment(seg)
+	plan, err := engine.PlanSegment(seg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: commit %s: %w", seg.Key, err)
 	}
-	kt, err := catalog.KeyTime(seg.Key)
+	kt, err := engine.KeyTime(seg.Key)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: commit %s: %w", seg.Key, err)
 	}
@@ -81,7 +82,7 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 
 // callCommit runs the commit function and collects its rows, with the refusals decided
 // in Go before the call (the shape of group offsets), per request.
-func (c *Catalog) callCommit(ctx context.Context, plan *catalog.Plan, keyTime time.Time) ([]batchRow, []error, error) {
+func (c *Catalog) callCommit(ctx context.Context, plan *engine.Plan, keyTime time.Time) ([]batchRow, []error, error) {
 	n := 0
 	for _, r := range plan.Segment.Requests {
 		n += len(r.Batches)
@@ -113,7 +114,7 @@ func (c *Catalog) callCommit(ctx context.Context, plan *catalog.Plan, keyTime ti
 
 // commitError maps a failed strata_commit call: the whole-flush refusals it raises are
 // definite; anything else leaves the outcome unknown.
-func (c *Catalog) commitError(ctx context.Context, plan *catalog.Plan, err error) ([]catalog.Result, error) {
+func (c *Catalog) commitError(ctx context.Context, plan *engine.Plan, err error) ([]catalog.Result, error) {
 	key := plan.Segment.Key
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && !sessionEnded(pe) {
@@ -154,7 +155,7 @@ func sessionEnded(pe *pgconn.PgError) bool {
 
 // answer maps the commit function's rows to per-request results and queues the commit
 // notification. pre holds the errors of requests refused before the call.
-func (c *Catalog) answer(plan *catalog.Plan, out []batchRow, pre []error) ([]catalog.Result, error) {
+func (c *Catalog) answer(plan *engine.Plan, out []batchRow, pre []error) ([]catalog.Result, error) {
 	seg := plan.Segment
 	results := make([]catalog.Result, len(seg.Requests))
 	hw := map[catalog.TopicPartition]int64{}
@@ -284,7 +285,7 @@ func (c *Catalog) commitArgs(seg catalog.Segment, keyTime time.Time) (sql string
 			gcMeta = append(gcMeta, o.Metadata)
 		}
 	}
-	touch := catalog.ProducerTouchInterval(c.producerExpiry).Milliseconds()
+	touch := engine.ProducerTouchInterval(c.producerExpiry).Milliseconds()
 	args = []any{seg.Key, seg.Size, keyTime, c.commitTimeout.Milliseconds(), req, topic, part, pos, lens, records, maxTS,
 		pid, epoch, seq, refusals, touch}
 	if !groups && pre == nil {
@@ -351,7 +352,7 @@ func requestError(r catalog.Request, batches []batchRow, pre error) error {
 			if br.gvalue != nil {
 				gen = *br.gvalue
 			}
-			return catalog.FenceRefusal(r.Source.Fence, code, gen)
+			return engine.FenceRefusal(r.Source.Fence, code, gen)
 		}
 		if code, ok := strings.CutPrefix(*br.code, codeGroupPrefix); ok {
 			if r.GroupOffsets == nil || br.grow == nil {
@@ -361,7 +362,7 @@ func requestError(r catalog.Request, batches []batchRow, pre error) error {
 			if br.gvalue != nil {
 				value = *br.gvalue
 			}
-			return catalog.GroupOffsetsRefusal(*r.GroupOffsets, code, int(*br.grow), value)
+			return engine.GroupOffsetsRefusal(*r.GroupOffsets, code, int(*br.grow), value)
 		}
 		switch *br.code {
 		case codeRefused:
@@ -369,25 +370,25 @@ func requestError(r catalog.Request, batches []batchRow, pre error) error {
 				return pre
 			}
 			return errors.New("postgres: commit: request refused before the call, without its error")
-		case catalog.CodeTopicNotFound:
+		case engine.CodeTopicNotFound:
 			detail = fmt.Sprintf("topic id %d", b.TopicID)
-		case catalog.CodePartitionOutOfRange:
+		case engine.CodePartitionOutOfRange:
 			detail = fmt.Sprintf("topic id %d partition %d", b.TopicID, b.Partition)
-		case catalog.CodeTimestampOutOfRange:
+		case engine.CodeTimestampOutOfRange:
 			detail = fmt.Sprintf("batch %d of topic id %d partition %d stamped more than %d ms ahead of the database clock (LogAppendTime)",
-				bi, b.TopicID, b.Partition, catalog.LogAppendTimeSkew.Milliseconds())
-		case catalog.CodeOutOfOrderSequence:
+				bi, b.TopicID, b.Partition, engine.LogAppendTimeSkew.Milliseconds())
+		case engine.CodeOutOfOrderSequence:
 			if br.expected == nil || r.Producer == nil {
 				return errors.New("postgres: commit: out of order sequence answered without the sequence expected")
 			}
 			return fmt.Errorf("producer id %d epoch %d: %w", r.Producer.ID, r.Producer.Epoch,
 				&catalog.SequenceError{TopicID: b.TopicID, Partition: b.Partition, Expected: *br.expected, Got: b.BaseSequence})
-		case catalog.CodeProducerFenced:
+		case engine.CodeProducerFenced:
 			detail = fmt.Sprintf("producer id %d epoch %d: a newer instance has initialised", r.Producer.ID, r.Producer.Epoch)
-		case catalog.CodeUnknownProducer:
+		case engine.CodeUnknownProducer:
 			detail = fmt.Sprintf("producer id %d epoch %d was never handed out or has expired: initialise the producer again", r.Producer.ID, r.Producer.Epoch)
 		}
-		return catalog.RequestError(*br.code, detail)
+		return engine.RequestError(*br.code, detail)
 	}
 	return errors.New("postgres: commit: request refused without a reason")
 }
@@ -396,7 +397,7 @@ func requestError(r catalog.Request, batches []batchRow, pre error) error {
 // row for the key waits for any in-flight commit of the key; if it inserts, the commit
 // can never land. If the key already has a row, its chunk rows say what committed.
 func (c *Catalog) Settle(ctx context.Context, seg catalog.Segment) ([]catalog.Result, error) {
-	plan, err := catalog.PlanSegment(seg)
+	plan, err := engine.PlanSegment(seg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: settle %s: %w", seg.Key, err)
 	}
@@ -414,7 +415,7 @@ func (c *Catalog) Settle(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 
 // readBack answers for a key that has a segment row: fenced, or the committed offsets
 // read back from its chunk rows.
-func (c *Catalog) readBack(ctx context.Context, plan *catalog.Plan) ([]catalog.Result, error) {
+func (c *Catalog) readBack(ctx context.Context, plan *engine.Plan) ([]catalog.Result, error) {
 	key := plan.Segment.Key
 	rows, err := c.pool.Query(ctx, `
 		SELECT s.state, s.created_at, clock_timestamp(), c.topic_id, c.partition, c.base_offset, c.last_offset,
@@ -456,7 +457,7 @@ func (c *Catalog) readBack(ctx context.Context, plan *catalog.Plan) ([]catalog.R
 	}
 	results, err := plan.ResultsFromChunks(chunks)
 	if err == nil {
-		err = catalog.CheckSettled(results, committed, now, c.commitTimeout)
+		err = engine.CheckSettled(results, committed, now, c.commitTimeout)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: settle %s: %w", key, err)

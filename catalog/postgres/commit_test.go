@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 func TestOpenConcurrentOnFreshDatabase(t *testing.T) {
@@ -133,7 +134,7 @@ var _ = rand.IntN
 
 // TestCommitMatchesSharedRules commits random flushes — refused requests of every kind,
 // several requests per partition, gaps in the object — and checks that the SQL answers
-// exactly as the shared Go rules (catalog.Plan.CheckRequests and Plan.Assign) do on the
+// exactly as the shared Go rules (engine.Plan.CheckRequests and Plan.Assign) do on the
 // state before the commit: results, chunk rows and partition state.
 func TestCommitMatchesSharedRules(t *testing.T) {
 	t.Parallel()
@@ -180,13 +181,13 @@ func TestCommitMatchesSharedRules(t *testing.T) {
 		addGaps(rng, &seg)
 
 		// The shared rules on the state before the commit.
-		plan, err := catalog.PlanSegment(seg)
+		plan, err := engine.PlanSegment(seg)
 		if err != nil {
 			t.Fatalf("iteration %d: plan: %v", iter, err)
 		}
-		topics := map[int64]catalog.TopicState{}
+		topics := map[int64]engine.TopicState{}
 		for _, tp := range []catalog.Topic{a, b} {
-			topics[tp.ID] = catalog.TopicState{Partitions: tp.Partitions, LogAppendTime: tp.Configs["message.timestamp.type"] == "LogAppendTime"}
+			topics[tp.ID] = engine.TopicState{Partitions: tp.Partitions, LogAppendTime: tp.Configs["message.timestamp.type"] == "LogAppendTime"}
 		}
 		before := partitionStates(t, c)
 		errs := plan.CheckRequests(topics, now)
@@ -266,15 +267,15 @@ func sentinel(err error) error {
 	return err
 }
 
-func partitionStates(t *testing.T, c *Catalog) map[catalog.TopicPartition]catalog.PartitionState {
+func partitionStates(t *testing.T, c *Catalog) map[catalog.TopicPartition]engine.PartitionState {
 	t.Helper()
 	rows, err := c.pool.Query(context.Background(), `SELECT topic_id, partition, high_watermark, max_timestamp FROM partitions`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[catalog.TopicPartition]catalog.PartitionState{}
+	out := map[catalog.TopicPartition]engine.PartitionState{}
 	var tp catalog.TopicPartition
-	var st catalog.PartitionState
+	var st engine.PartitionState
 	if _, err := pgx.ForEachRow(rows, []any{&tp.TopicID, &tp.Partition, &st.HighWatermark, &st.MaxTimestamp}, func() error {
 		out[tp] = st
 		return nil

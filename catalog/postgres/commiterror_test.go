@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 // TestCommitErrorDefiniteness: only a statement's ERROR (and a request that never left)
@@ -16,7 +17,7 @@ import (
 // immediate shutdown or a terminated backend — may follow a commit that landed, so it
 // must leave the outcome unknown for the writer to settle.
 func TestCommitErrorDefiniteness(t *testing.T) {
-	plan := &catalog.Plan{Segment: catalog.Segment{Key: "segments/k"}}
+	plan := &engine.Plan{Segment: catalog.Segment{Key: "segments/k"}}
 	for _, tc := range []struct {
 		name     string
 		err      error

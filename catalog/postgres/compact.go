@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 var _ catalog.Compaction = (*Catalog)(nil)
@@ -100,7 +101,7 @@ func (c *Catalog) ReleasePartition(ctx context.Context, l catalog.PartitionLease
 	}
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		// The partition row first (lock order), with its topic: what changed since the
-		// pass read them brings the due time forward (catalog.ReleaseDue).
+		// pass read them brings the due time forward (engine.ReleaseDue).
 		cur := catalog.CompactionState{Partition: catalog.PartitionInfo{TopicID: l.TopicID, Partition: l.Partition}}
 		err := tx.QueryRow(ctx, `SELECT clock_timestamp(), p.log_start_offset, p.high_watermark, t.configs, t.deleted_at IS NOT NULL
 			FROM partitions p JOIN topics t ON t.id = p.topic_id
@@ -110,7 +111,7 @@ func (c *Catalog) ReleasePartition(ctx context.Context, l catalog.PartitionLease
 			return fmt.Errorf("read partition: %w", err)
 		}
 		var due any
-		if d := catalog.ReleaseDue(r, cur, catalog.SettleAge(c.commitTimeout)); !d.IsZero() {
+		if d := engine.ReleaseDue(r, cur, catalog.SettleAge(c.commitTimeout)); !d.IsZero() {
 			due = d
 		}
 		if _, err := tx.Exec(ctx, `UPDATE partitions SET compact_due = $3 WHERE topic_id = $1 AND partition = $2`,
@@ -319,10 +320,10 @@ func markDeleting(ctx context.Context, tx pgx.Tx, ids []int64) error {
 // SwapChunks replaces s.Old with s.New over a new object, as a compare-and-swap in one
 // transaction.
 func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
-	if err := s.Check(); err != nil {
+	if err := engine.CheckSwap(&s); err != nil {
 		return err
 	}
-	keyTime, _ := catalog.KeyTime(s.Key) // checked by Check
+	keyTime, _ := engine.KeyTime(s.Key) // checked by Check
 	l := s.Lease
 	first, last := s.Old[0].BaseOffset, s.Old[len(s.Old)-1].LastOffset
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
@@ -337,7 +338,7 @@ func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
 		if err != nil {
 			return fmt.Errorf("lock partition: %w", err)
 		}
-		if err := catalog.CheckCommitTime(keyTime, now, c.commitTimeout); err != nil {
+		if err := engine.CheckCommitTime(keyTime, now, c.commitTimeout); err != nil {
 			return err
 		}
 		if err := checkLease(ctx, tx, l); err != nil {
@@ -382,7 +383,7 @@ func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
 		if err != nil {
 			return fmt.Errorf("read rows: %w", err)
 		}
-		if err := s.CheckOld(found); err != nil {
+		if err := engine.CheckSwapOld(&s, found); err != nil {
 			return err
 		}
 		if unsettle {
@@ -408,7 +409,7 @@ func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
 		if err != nil {
 			return fmt.Errorf("insert segment: %w", err)
 		}
-		rowsNew := s.RunningMax(prev)
+		rowsNew := engine.SwapRunningMax(&s, prev)
 		var (
 			base, lastOff, pos, ln, mts, run = make([]int64, len(rowsNew)), make([]int64, len(rowsNew)), make([]int64, len(rowsNew)),
 				make([]int64, len(rowsNew)), make([]int64, len(rowsNew)), make([]int64, len(rowsNew))
@@ -424,7 +425,7 @@ func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
 				max_timestamp, running_max_timestamp, real_offsets, append_time)
 			SELECT $1, $2, u.b, u.l, $3, u.p, u.n, u.m, u.r, true, u.a
 			FROM unnest($4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[]) AS u(b, l, p, n, m, r, a)`,
-			l.TopicID, l.Partition, newID, base, lastOff, pos, ln, mts, run, s.AppendTimes(appended)); err != nil {
+			l.TopicID, l.Partition, newID, base, lastOff, pos, ln, mts, run, engine.SwapAppendTimes(&s, appended)); err != nil {
 			return fmt.Errorf("insert rows: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE partitions SET bytes = bytes + $1 WHERE topic_id = $2 AND partition = $3`,
@@ -629,7 +630,7 @@ func (c *Catalog) FenceOrphans(ctx context.Context, keys []string) ([]string, er
 	}
 	var old []string
 	for _, k := range keys {
-		if kt, err := catalog.KeyTime(k); err == nil && kt.Before(horizon) {
+		if kt, err := engine.KeyTime(k); err == nil && kt.Before(horizon) {
 			old = append(old, k)
 		}
 	}
@@ -673,7 +674,7 @@ func (c *Catalog) AbortedSegments(ctx context.Context, limit int) ([]string, err
 	}
 	out := keys[:0]
 	for _, k := range keys {
-		if kt, err := catalog.KeyTime(k); err == nil && kt.Before(horizon) {
+		if kt, err := engine.KeyTime(k); err == nil && kt.Before(horizon) {
 			out = append(out, k)
 		}
 	}

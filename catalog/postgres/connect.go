@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 // Connectors. The rules are catalog's (connect.go, connectcommit.go); this file loads
@@ -322,7 +323,7 @@ func (c *Catalog) ReportTaskState(ctx context.Context, f catalog.TaskFence, work
 		if gen != nil {
 			current = *gen
 		}
-		err = catalog.CheckFence(f, current, gen != nil)
+		err = engine.CheckFence(f, current, gen != nil)
 		if err == nil {
 			err = errors.New("the state was not recorded")
 		}
@@ -399,7 +400,7 @@ func (c *Catalog) WorkerHeartbeat(ctx context.Context, b catalog.WorkerBeat) (ca
 		if err != nil {
 			return err
 		}
-		plan := catalog.PlanWorkerBeat(now, b, workers, tasks)
+		plan := engine.PlanWorkerBeat(now, b, workers, tasks)
 		if err := applyWorkerPlan(ctx, tx, b.Worker, until, plan); err != nil {
 			return err
 		}
@@ -415,7 +416,7 @@ func (c *Catalog) WorkerHeartbeat(ctx context.Context, b catalog.WorkerBeat) (ca
 
 // applyWorkerPlan writes a heartbeat's plan: releases and claims lock their rows
 // FOR UPDATE first (in key order), waiting for the commits that hold them.
-func applyWorkerPlan(ctx context.Context, tx pgx.Tx, worker string, until time.Time, plan catalog.WorkerPlan) error {
+func applyWorkerPlan(ctx context.Context, tx pgx.Tx, worker string, until time.Time, plan engine.WorkerPlan) error {
 	ids := func(ts []catalog.TaskID) ([]string, []int32) {
 		cs, ns := make([]string, len(ts)), make([]int32, len(ts))
 		for i, t := range ts {
@@ -455,13 +456,13 @@ func applyWorkerPlan(ctx context.Context, tx pgx.Tx, worker string, until time.T
 	return nil
 }
 
-func pgLoadLeases(ctx context.Context, tx pgx.Tx) ([]catalog.WorkerRow, []catalog.TaskLease, error) {
+func pgLoadLeases(ctx context.Context, tx pgx.Tx) ([]engine.WorkerRow, []engine.TaskLease, error) {
 	rows, err := tx.Query(ctx, `SELECT id, lease_until FROM connect_workers`)
 	if err != nil {
 		return nil, nil, err
 	}
-	var workers []catalog.WorkerRow
-	var w catalog.WorkerRow
+	var workers []engine.WorkerRow
+	var w engine.WorkerRow
 	if _, err := pgx.ForEachRow(rows, []any{&w.ID, &w.LeaseUntil}, func() error {
 		workers = append(workers, w)
 		return nil
@@ -473,8 +474,8 @@ func pgLoadLeases(ctx context.Context, tx pgx.Tx) ([]catalog.WorkerRow, []catalo
 	if err != nil {
 		return nil, nil, err
 	}
-	var tasks []catalog.TaskLease
-	var t catalog.TaskLease
+	var tasks []engine.TaskLease
+	var t engine.TaskLease
 	var lease *time.Time
 	_, err = pgx.ForEachRow(rows, []any{&t.Connector, &t.Task, &t.Owner, &lease, &t.TargetState}, func() error {
 		x := t
@@ -534,7 +535,7 @@ func (c *Catalog) SourceOffsets(ctx context.Context, f catalog.TaskFence) ([]cat
 		if gen != nil {
 			current = *gen
 		}
-		err = catalog.CheckFence(f, current, gen != nil)
+		err = engine.CheckFence(f, current, gen != nil)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: source offsets of connector %s task %d: %w", f.Connector, f.Task, err)
@@ -560,12 +561,12 @@ func (c *Catalog) CommitSourceOffsets(ctx context.Context, sc catalog.SourceComm
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		if err := catalog.CheckFence(sc.Fence, gen, found); err != nil {
+		if err := engine.CheckFence(sc.Fence, gen, found); err != nil {
 			return err
 		}
-		rows := make([]catalog.SourceOffsetRow, len(sc.Offsets))
+		rows := make([]engine.SourceOffsetRow, len(sc.Offsets))
 		for i, o := range sc.Offsets {
-			rows[i] = catalog.SourceOffsetRow{Connector: sc.Fence.Connector, SourceOffset: o}
+			rows[i] = engine.SourceOffsetRow{Connector: sc.Fence.Connector, SourceOffset: o}
 		}
 		return writeSourceOffsets(ctx, tx, rows)
 	})
@@ -577,9 +578,9 @@ func (c *Catalog) CommitSourceOffsets(ctx context.Context, sc catalog.SourceComm
 
 // writeSourceOffsets stores source offsets in (connector, partition) order; an empty
 // Offset removes one.
-func writeSourceOffsets(ctx context.Context, tx pgx.Tx, rows []catalog.SourceOffsetRow) error {
+func writeSourceOffsets(ctx context.Context, tx pgx.Tx, rows []engine.SourceOffsetRow) error {
 	rows = slices.Clone(rows)
-	slices.SortFunc(rows, func(a, b catalog.SourceOffsetRow) int {
+	slices.SortFunc(rows, func(a, b engine.SourceOffsetRow) int {
 		if a.Connector != b.Connector {
 			return cmp.Compare(a.Connector, b.Connector)
 		}
@@ -634,9 +635,9 @@ func (c *Catalog) AlterConnectorOffsets(ctx context.Context, name string, offset
 			_, err := tx.Exec(ctx, `DELETE FROM connect_offsets WHERE connector = $1`, name)
 			return err
 		}
-		rows := make([]catalog.SourceOffsetRow, len(offsets))
+		rows := make([]engine.SourceOffsetRow, len(offsets))
 		for i, o := range offsets {
-			rows[i] = catalog.SourceOffsetRow{Connector: name, SourceOffset: o}
+			rows[i] = engine.SourceOffsetRow{Connector: name, SourceOffset: o}
 		}
 		return writeSourceOffsets(ctx, tx, rows)
 	})

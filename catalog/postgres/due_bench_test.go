@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 // BenchmarkCommitDue measures what keeping the compaction due time current (the one
@@ -34,11 +35,11 @@ func BenchmarkCommitDue(b *testing.B) {
 				for p := range reqs {
 					reqs[p] = []flushBatch{{tp.ID, int32(p), 10, time.Now().UnixMilli()}}
 				}
-				plan, err := catalog.PlanSegment(makeSegment(testKey(time.Now()), 1000, reqs...))
+				plan, err := engine.PlanSegment(makeSegment(testKey(time.Now()), 1000, reqs...))
 				if err != nil {
 					b.Fatal(err)
 				}
-				kt, _ := catalog.KeyTime(plan.Segment.Key)
+				kt, _ := engine.KeyTime(plan.Segment.Key)
 				sql, args, _ := c.commitArgs(plan.Segment, kt)
 				start := time.Now()
 				rows, err := c.pool.Query(ctx, strings.Replace(sql, "strata_commit(", fn+"(", 1), args...)

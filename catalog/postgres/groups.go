@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 // Consumer groups. A heartbeat is one transaction in two round trips (twoTrips): BEGIN,
@@ -40,17 +41,17 @@ const (
 // groupRead is a group read queued in a batch: st and the rest are set by done, once
 // the batch has been sent and closed.
 type groupRead struct {
-	st     *catalog.GroupState
+	st     *engine.GroupState
 	found  bool
 	now    time.Time
-	topics map[string]catalog.TopicMeta
+	topics map[string]engine.TopicMeta
 
 	name     string
 	assignor string
 	epoch    int32
 	created  time.Time
-	members  []*catalog.GroupMember
-	owners   map[catalog.TopicPartition]*catalog.Ownership
+	members  []*engine.GroupMember
+	owners   map[catalog.TopicPartition]*engine.Ownership
 }
 
 // readGroup sends one batch of queueGroupRead.
@@ -75,7 +76,7 @@ func queueGroupRead(b *pgx.Batch, name, lock string, create bool, assignor strin
 		}
 		b.Queue(`INSERT INTO groups (name, assignor) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`, name, assignor)
 	}
-	r := &groupRead{name: name, owners: map[catalog.TopicPartition]*catalog.Ownership{}, topics: map[string]catalog.TopicMeta{}}
+	r := &groupRead{name: name, owners: map[catalog.TopicPartition]*engine.Ownership{}, topics: map[string]engine.TopicMeta{}}
 	b.Queue(groupLockSQL+" "+lock, name).QueryRow(func(row pgx.Row) error {
 		err := row.Scan(&r.assignor, &r.epoch, &r.created)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -90,7 +91,7 @@ func queueGroupRead(b *pgx.Batch, name, lock string, create bool, assignor strin
 	b.Queue(groupMembersQL, name).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var (
-				m       catalog.GroupMember
+				m       engine.GroupMember
 				session int64
 			)
 			if err := rows.Scan(&m.ID, &m.Epoch, &m.PrevEpoch, &m.Topics, &session, &m.ExpiresAt, &m.JoinedAt); err != nil {
@@ -106,7 +107,7 @@ func queueGroupRead(b *pgx.Batch, name, lock string, create bool, assignor strin
 		for rows.Next() {
 			var (
 				tp catalog.TopicPartition
-				o  catalog.Ownership
+				o  engine.Ownership
 			)
 			if err := rows.Scan(&tp.TopicID, &tp.Partition, &o.Owner, &o.Target); err != nil {
 				return err
@@ -121,7 +122,7 @@ func queueGroupRead(b *pgx.Batch, name, lock string, create bool, assignor strin
 		}
 		b.Queue(groupTopicsSQL, name, extra).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				var t catalog.TopicMeta
+				var t engine.TopicMeta
 				if err := rows.Scan(&t.ID, &t.Name, &t.Partitions); err != nil {
 					return err
 				}
@@ -139,7 +140,7 @@ func (r *groupRead) done() {
 	if !r.found {
 		return
 	}
-	r.st = catalog.NewGroupState(r.name, r.assignor, r.created.UTC())
+	r.st = engine.NewGroupState(r.name, r.assignor, r.created.UTC())
 	r.st.Epoch = r.epoch
 	for _, m := range r.members {
 		r.st.Members[m.ID] = m
@@ -148,8 +149,8 @@ func (r *groupRead) done() {
 }
 
 // queueGroupWrites queues in b what changed between before and after.
-func queueGroupWrites(b *pgx.Batch, before, after *catalog.GroupState) {
-	ch := catalog.DiffGroup(before, after)
+func queueGroupWrites(b *pgx.Batch, before, after *engine.GroupState) {
+	ch := engine.DiffGroup(before, after)
 	name := after.Name
 	if ch.GroupChanged {
 		b.Queue(`UPDATE groups SET epoch = $2, assignor = $3 WHERE name = $1`, name, after.Epoch, after.Assignor)
@@ -282,7 +283,7 @@ func (c *Catalog) Heartbeat(ctx context.Context, hb catalog.Heartbeat) (catalog.
 		}
 		before := r.st.Clone()
 		var err error
-		if res, err = catalog.ApplyHeartbeat(r.st, r.now, hb, r.topics); err != nil {
+		if res, err = engine.ApplyHeartbeat(r.st, r.now, hb, r.topics); err != nil {
 			return err
 		}
 		queueGroupWrites(b, before, r.st)
@@ -294,46 +295,41 @@ func (c *Catalog) Heartbeat(ctx context.Context, hb catalog.Heartbeat) (catalog.
 	return res, nil
 }
 
-// CommitOffsets stores committed offsets after catalog.CheckOffsetCommit.
+// CommitOffsets stores committed offsets (engine.CheckCommit).
 func (c *Catalog) CommitOffsets(ctx context.Context, oc catalog.OffsetCommit) error {
-	if err := c.commitOffsets(ctx, oc); err != nil {
-		return fmt.Errorf("postgres: commit offsets of group %s: %w", oc.Group, err)
-	}
-	return nil
+	return c.commitOffsets(ctx, "commit", oc)
 }
 
-// ResetOffsets sets offsets while the group has no live members.
+// ResetOffsets sets offsets while the group has no live members: a commit from outside
+// the group.
 func (c *Catalog) ResetOffsets(ctx context.Context, group string, offsets []catalog.CommitOffset) error {
-	if err := c.commitOffsets(ctx, catalog.OffsetCommit{Group: group, Offsets: offsets}); err != nil {
-		return fmt.Errorf("postgres: reset offsets of group %s: %w", group, err)
-	}
-	return nil
+	return c.commitOffsets(ctx, "reset", catalog.OffsetCommit{Group: group, Offsets: offsets})
 }
 
-func (c *Catalog) commitOffsets(ctx context.Context, oc catalog.OffsetCommit) error {
-	if err := catalog.ValidateOffsetCommit(oc); err != nil {
-		return err
-	}
+// commitOffsets checks and stores oc in two round trips (twoTrips): what (commit,
+// reset) names the call in its error.
+func (c *Catalog) commitOffsets(ctx context.Context, what string, oc catalog.OffsetCommit) error {
 	// A member's commit shares the lock with other commits; one from outside the group
-	// takes it exclusively, so no member can join between its check and its write.
+	// takes it exclusively (and creates the group), so no member can join between its
+	// check and its write.
 	lock := "FOR SHARE"
 	if oc.MemberID == "" {
 		lock = "FOR UPDATE"
 	}
-	names := make([]string, len(oc.Offsets))
-	for i, o := range oc.Offsets {
-		names[i] = o.Topic
+	names, err := engine.CommitTopics(oc)
+	if err != nil {
+		return fmt.Errorf("postgres: %s offsets of group %s: %w", what, oc.Group, err)
 	}
 	var r *groupRead
-	topics := map[string]catalog.TopicMeta{}
+	topics := map[string]engine.TopicMeta{}
 	hws := map[catalog.TopicPartition]int64{}
-	return c.twoTrips(ctx, func(b *pgx.Batch) {
+	err = c.twoTrips(ctx, func(b *pgx.Batch) {
 		r = queueGroupRead(b, oc.Group, lock, oc.MemberID == "", "", false, nil)
 		b.Queue(`SELECT t.id, t.name, t.partitions, p.partition, p.high_watermark
 			FROM topics t JOIN partitions p ON p.topic_id = t.id
 			WHERE t.deleted_at IS NULL AND t.name = ANY($1::text[])`, names).Query(func(rows pgx.Rows) error {
 			var (
-				t  catalog.TopicMeta
+				t  engine.TopicMeta
 				p  int32
 				hw int64
 			)
@@ -346,47 +342,42 @@ func (c *Catalog) commitOffsets(ctx context.Context, oc catalog.OffsetCommit) er
 		})
 	}, func(b *pgx.Batch) error {
 		r.done()
-		if !r.found {
-			return fmt.Errorf("%w: %s", catalog.ErrGroupNotFound, oc.Group)
-		}
-		tps, err := catalog.CheckOffsetCommit(r.st, r.now, oc, topics, hws)
+		rows, err := engine.CheckCommit(r.st, r.now, oc, topics, hws)
 		if err != nil {
 			return err
 		}
-		// Sorted, so two commits touching the same rows take their locks in one order.
-		idx := make([]int, len(tps))
-		for i := range idx {
-			idx[i] = i
-		}
-		slices.SortFunc(idx, func(a, b int) int {
-			if tps[a].TopicID != tps[b].TopicID {
-				return compareInt(tps[a].TopicID, tps[b].TopicID)
-			}
-			return compareInt(int64(tps[a].Partition), int64(tps[b].Partition))
-		})
-		ids := make([]int64, len(idx))
-		parts := make([]int32, len(idx))
-		offs := make([]int64, len(idx))
-		metas := make([]string, len(idx))
-		for i, k := range idx {
-			ids[i], parts[i], offs[i], metas[i] = tps[k].TopicID, tps[k].Partition, oc.Offsets[k].Offset, oc.Offsets[k].Metadata
-		}
-		var member *string
-		var epoch *int32
-		if oc.MemberID != "" {
-			member, epoch = &oc.MemberID, &oc.MemberEpoch
-		}
-		b.Queue(`INSERT INTO group_offsets
-			(group_name, topic_id, partition, committed_offset, metadata, member_id, member_epoch, committed_at)
-			SELECT $1, t, p, o, m, $6, $7, clock_timestamp()
-			FROM unnest($2::bigint[], $3::int[], $4::bigint[], $5::text[]) AS u(t, p, o, m)
-			ON CONFLICT (group_name, topic_id, partition) DO UPDATE SET
-				committed_offset = excluded.committed_offset, metadata = excluded.metadata,
-				member_id = excluded.member_id, member_epoch = excluded.member_epoch,
-				committed_at = excluded.committed_at`,
-			oc.Group, ids, parts, offs, metas, member, epoch)
+		queueOffsetRows(b, oc, rows)
 		return nil
 	})
+	if err != nil {
+		return fmt.Errorf("postgres: %s offsets of group %s: %w", what, oc.Group, err)
+	}
+	return nil
+}
+
+// queueOffsetRows queues the upsert of an offset commit's rows, in their order.
+func queueOffsetRows(b *pgx.Batch, oc catalog.OffsetCommit, rows []engine.GroupOffsetRow) {
+	ids := make([]int64, len(rows))
+	parts := make([]int32, len(rows))
+	offs := make([]int64, len(rows))
+	metas := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i], parts[i], offs[i], metas[i] = r.TopicID, r.Partition, r.Offset, r.Metadata
+	}
+	var member *string
+	var epoch *int32
+	if oc.MemberID != "" {
+		member, epoch = &oc.MemberID, &oc.MemberEpoch
+	}
+	b.Queue(`INSERT INTO group_offsets
+		(group_name, topic_id, partition, committed_offset, metadata, member_id, member_epoch, committed_at)
+		SELECT $1, t, p, o, m, $6, $7, clock_timestamp()
+		FROM unnest($2::bigint[], $3::int[], $4::bigint[], $5::text[]) AS u(t, p, o, m)
+		ON CONFLICT (group_name, topic_id, partition) DO UPDATE SET
+			committed_offset = excluded.committed_offset, metadata = excluded.metadata,
+			member_id = excluded.member_id, member_epoch = excluded.member_epoch,
+			committed_at = excluded.committed_at`,
+		oc.Group, ids, parts, offs, metas, member, epoch)
 }
 
 // GroupOffsets lists a group's committed offsets of live topics.
@@ -431,9 +422,9 @@ func (c *Catalog) GroupOffsets(ctx context.Context, group string) ([]catalog.Gro
 	return out, nil
 }
 
-// GroupLag answers lag per partition (catalog.GroupLagOf).
+// GroupLag answers lag per partition (engine.GroupLagOf).
 func (c *Catalog) GroupLag(ctx context.Context, group string) ([]catalog.PartitionLag, error) {
-	l, err := catalog.GroupLagOf(ctx, c, group)
+	l, err := engine.GroupLagOf(ctx, c, group)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: lag of group %s: %w", group, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 // Idempotent producers: InitProducer hands out identities from the producers table;
@@ -50,7 +51,7 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 	}
 	if tid == "" && current != nil {
 		// KIP-360: the producer keeps its id at the next epoch when
-		// catalog.NextIdempotentEpoch allows. FOR UPDATE waits for commits holding the
+		// engine.NextIdempotentEpoch allows. FOR UPDATE waits for commits holding the
 		// row, as a transactional bump does.
 		var p catalog.Producer
 		err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
@@ -62,7 +63,7 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
-			next, ok := catalog.NextIdempotentEpoch(*current, err == nil, txnal, epoch)
+			next, ok := engine.NextIdempotentEpoch(*current, err == nil, txnal, epoch)
 			if !ok {
 				p.Epoch = 0
 				return tx.QueryRow(ctx, `INSERT INTO producers (epoch) VALUES (0) RETURNING id`).Scan(&p.ID)
@@ -86,7 +87,7 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 			var epoch int16
 			err := tx.QueryRow(ctx, `SELECT id, epoch FROM producers WHERE transactional_id = $1 FOR UPDATE`, tid).Scan(&p.ID, &epoch)
 			if err == nil || errors.Is(err, pgx.ErrNoRows) {
-				if cerr := catalog.CheckCurrent(current, err == nil, p.ID, epoch); cerr != nil {
+				if cerr := engine.CheckCurrent(current, err == nil, p.ID, epoch); cerr != nil {
 					return cerr
 				}
 			}
@@ -102,7 +103,7 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 			if err != nil {
 				return err
 			}
-			next, newID := catalog.NextEpoch(epoch)
+			next, newID := engine.NextEpoch(epoch)
 			if newID {
 				// The epoch cannot grow: retire the id (its requests become unknown)
 				// and give the transactional id a new one.

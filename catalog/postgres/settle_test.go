@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 // proxied returns dsn with its host replaced by addr.
@@ -169,7 +170,7 @@ func TestSettleWaitsForInFlightCommit(t *testing.T) {
 
 	for _, commit := range []bool{true, false} {
 		seg := makeSegment(testKey(time.Now()), 10, []flushBatch{{tp.ID, 0, 3, 1}})
-		kt, err := catalog.KeyTime(seg.Key)
+		kt, err := engine.KeyTime(seg.Key)
 		if err != nil {
 			t.Fatal(err)
 		}

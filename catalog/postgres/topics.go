@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 const topicColumns = `id, uuid, name, partitions, configs, created_at`
@@ -146,9 +147,9 @@ func lockTopic(ctx context.Context, tx pgx.Tx, name string) (catalog.Topic, erro
 }
 
 // retentionArg is a topic's time retention as its partition rows keep it for the
-// commit's compaction due time (catalog.TimeRetentionMs): NULL for none.
+// commit's compaction due time (engine.TimeRetentionMs): NULL for none.
 func retentionArg(cfg catalog.Config) any {
-	if ms := catalog.TimeRetentionMs(cfg); ms >= 0 {
+	if ms := engine.TimeRetentionMs(cfg); ms >= 0 {
 		return ms
 	}
 	return nil

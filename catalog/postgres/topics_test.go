@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 func TestTopics(t *testing.T) {
@@ -157,7 +158,7 @@ func TestTopicChangesAndCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	seg = makeSegment(testKey(time.Now()), 10, []flushBatch{{tp.ID, 0, 2, 1}})
-	kt, _ := catalog.KeyTime(seg.Key)
+	kt, _ := engine.KeyTime(seg.Key)
 	sql, args, _ := c.commitArgs(seg, kt)
 	if _, err := tx.Exec(ctx, sql, args...); err != nil {
 		t.Fatal(err)

@@ -7,14 +7,15 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 var _ catalog.Inventory = (*Catalog)(nil)
 
-// InventorySegments implements catalog.Inventory (catalog.InventoryPages): each page of
+// InventorySegments implements catalog.Inventory (engine.InventoryPages): each page of
 // segments read with its chunk rows in one query on the read pool.
 func (c *Catalog) InventorySegments(ctx context.Context, fn func(catalog.SegmentRecord) error) error {
-	return catalog.InventoryPages(ctx, c.inventoryPage, fn)
+	return engine.InventoryPages(ctx, c.inventoryPage, fn)
 }
 
 func (c *Catalog) inventoryPage(ctx context.Context, after string, limit int, row func(catalog.SegmentRecord, *catalog.Chunk)) error {

@@ -8,15 +8,16 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 var _ catalog.Cluster = (*Catalog)(nil)
 
-// RegisterNode takes an id for the node at addr (catalog.ChooseNodeID) in an immediate
+// RegisterNode takes an id for the node at addr (engine.ChooseNodeID) in an immediate
 // transaction, which excludes every other registration, with a new token and a lease of
 // ttl on the database clock.
 func (c *Catalog) RegisterNode(ctx context.Context, addr string, ttl time.Duration) (catalog.NodeLease, error) {
-	if err := catalog.ValidateNodeLease(addr, ttl); err != nil {
+	if err := engine.ValidateNodeLease(addr, ttl); err != nil {
 		return catalog.NodeLease{}, fmt.Errorf("sqlite: register node %s: %w", addr, err)
 	}
 	l, err := c.registerNode(ctx, addr, ttl)
@@ -40,10 +41,10 @@ func (c *Catalog) registerNode(ctx context.Context, addr string, ttl time.Durati
 	if err != nil {
 		return catalog.NodeLease{}, err
 	}
-	var nodes []catalog.NodeRow
+	var nodes []engine.NodeRow
 	for rows.Next() {
 		var (
-			n     catalog.NodeRow
+			n     engine.NodeRow
 			until int64
 		)
 		if err := rows.Scan(&n.ID, &n.Addr, &until); err != nil {
@@ -57,8 +58,8 @@ func (c *Catalog) registerNode(ctx context.Context, addr string, ttl time.Durati
 		return catalog.NodeLease{}, err
 	}
 	l := catalog.NodeLease{
-		Node:  catalog.Node{ID: catalog.ChooseNodeID(nodes, addr, now), Addr: addr, LeaseUntil: now.Add(ttl)},
-		Token: catalog.NewNodeToken(),
+		Node:  catalog.Node{ID: engine.ChooseNodeID(nodes, addr, now), Addr: addr, LeaseUntil: now.Add(ttl)},
+		Token: engine.NewNodeToken(),
 	}
 	if _, err := tx.ExecContext(ctx, `
 		INSERT INTO kafka_nodes (id, addr, token, lease_until) VALUES (?, ?, ?, ?)
@@ -75,7 +76,7 @@ func (c *Catalog) registerNode(ctx context.Context, addr string, ttl time.Durati
 
 // RenewNode extends a lease that is still this registration's.
 func (c *Catalog) RenewNode(ctx context.Context, l catalog.NodeLease, ttl time.Duration) (catalog.NodeLease, error) {
-	if err := catalog.ValidateNodeLease(l.Addr, ttl); err != nil {
+	if err := engine.ValidateNodeLease(l.Addr, ttl); err != nil {
 		return catalog.NodeLease{}, fmt.Errorf("sqlite: renew node %d: %w", l.ID, err)
 	}
 	var until int64
@@ -143,7 +144,7 @@ func (c *Catalog) ClusterID(ctx context.Context) (string, error) {
 	err = c.w.QueryRowContext(ctx, `
 		INSERT INTO kafka_cluster (singleton, cluster_id) VALUES (1, ?)
 		ON CONFLICT (singleton) DO UPDATE SET cluster_id = cluster_id RETURNING cluster_id`,
-		catalog.NewClusterID()).Scan(&id)
+		engine.NewClusterID()).Scan(&id)
 	if err != nil {
 		return "", fmt.Errorf("sqlite: cluster id: %w", err)
 	}

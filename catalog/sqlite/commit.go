@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 // The commit's statements. SQLite runs them in-process, so a statement per row costs
@@ -34,7 +35,7 @@ const (
 		ON CONFLICT (topic_id, partition, producer_id) DO UPDATE SET
 			epoch = excluded.epoch, batches = excluded.batches, updated_at = excluded.updated_at`
 	touchProducer = `UPDATE producers SET last_used_at = ?1 WHERE id = ?2 AND last_used_at < ?3`
-	// compactDue: a partition written is due for the compactor by catalog.CommitDue,
+	// compactDue: a partition written is due for the compactor by engine.CommitDue,
 	// unless due sooner; written only when that moves it.
 	compactDue = `UPDATE partitions SET compact_due = ?1 WHERE topic_id = ?2 AND partition = ?3
 		AND (compact_due IS NULL OR compact_due > ?1)`
@@ -95,11 +96,11 @@ func (st stmts) close() {
 
 // Commit commits one flush in one immediate transaction (see catalog.Catalog).
 func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Result, error) {
-	plan, err := catalog.PlanSegment(seg)
+	plan, err := engine.PlanSegment(seg)
 	if err != nil {
 		return nil, err
 	}
-	keyTime, err := catalog.KeyTime(seg.Key)
+	keyTime, err := engine.KeyTime(seg.Key)
 	if err != nil {
 		return nil, err
 	}
@@ -114,44 +115,17 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
 	}
-	if err := catalog.CheckCommitTime(keyTime, now, c.opts.CommitTimeout); err != nil {
+	if err := engine.CheckCommitTime(keyTime, now, c.opts.CommitTimeout); err != nil {
 		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
 	}
-
-	var (
-		segID, created int64
-		state          string
-	)
-	switch err := stmt(c.st.segment).QueryRowContext(ctx, seg.Key).Scan(&segID, &state, &created); {
-	case err == nil:
-		if state == "aborted" {
-			return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, catalog.ErrCommitAborted)
-		}
-		// Committed before: answer as Settle would, writing nothing.
-		res, err := readBack(ctx, stmt(c.st.segmentChunks), plan, segID)
-		if err == nil {
-			err = catalog.CheckSettled(res, time.UnixMilli(created), now, c.opts.CommitTimeout)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: commit %s: already committed: %w", seg.Key, err)
-		}
-		return res, nil
-	case !errors.Is(err, sql.ErrNoRows):
-		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
+	if res, done, err := c.committedBefore(ctx, stmt, plan, now); done || err != nil {
+		return res, err
 	}
 
-	topicStmt := stmt(c.st.topic)
-	topics := make(map[int64]catalog.TopicState, len(plan.Topics))
-	for _, id := range plan.Topics {
-		var ts catalog.TopicState
-		err := topicStmt.QueryRowContext(ctx, id).Scan(&ts.Partitions, &ts.LogAppendTime)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue // unknown or deleted: its requests fail with ErrTopicNotFound
-		}
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: commit %s: topic %d: %w", seg.Key, id, err)
-		}
-		topics[id] = ts
+	// The maps are the caller's, so that small ones stay on the stack.
+	topics := make(map[int64]engine.TopicState, len(plan.Topics))
+	if err := readTopicStates(ctx, stmt(c.st.topic), plan, topics); err != nil {
+		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
 	}
 	reqErrs := plan.CheckRequests(topics, now)
 
@@ -159,7 +133,7 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
 	}
-	var pc *catalog.ProducerCheck
+	var pc *engine.ProducerCheck
 	if plan.Idempotent() {
 		if pc, err = c.checkProducers(ctx, stmt, plan, reqErrs); err != nil {
 			return nil, fmt.Errorf("sqlite: commit %s: producer state: %w", seg.Key, err)
@@ -167,65 +141,24 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 		reqErrs = pc.Errs
 	}
 
-	partStmt := stmt(c.st.partition)
-	parts := make(map[catalog.TopicPartition]catalog.PartitionState, len(plan.Partitions))
-	for _, pb := range plan.Partitions {
-		accepted := false
-		for _, b := range pb.Batches {
-			if reqErrs[b.Request] == nil {
-				accepted = true
-				break
-			}
-		}
-		if !accepted {
-			continue
-		}
-		var ps catalog.PartitionState
-		if err := partStmt.QueryRowContext(ctx, pb.TopicID, pb.Partition).Scan(&ps.HighWatermark, &ps.MaxTimestamp); err != nil {
-			return nil, fmt.Errorf("sqlite: commit %s: topic %d partition %d: %w", seg.Key, pb.TopicID, pb.Partition, err)
-		}
-		parts[pb.TopicPartition] = ps
+	parts := make(map[catalog.TopicPartition]engine.PartitionState, len(plan.Partitions))
+	if err := readPartitionStates(ctx, stmt(c.st.partition), plan, reqErrs, parts); err != nil {
+		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
 	}
 	a, err := plan.Assign(reqErrs, parts)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
 	}
-	var prodRows []catalog.ProducerStateRow
+	var prodRows []engine.ProducerStateRow
 	if pc != nil {
 		if prodRows, err = pc.Finish(&a); err != nil {
 			return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
 		}
 	}
 
-	res, err := stmt(c.st.insertSegment).ExecContext(ctx, seg.Key, seg.Size, now.UnixMilli())
+	marks, err := c.writeFlush(ctx, stmt, seg, a, parts, now)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: commit %s: insert segment: %w", seg.Key, err)
-	}
-	if segID, err = res.LastInsertId(); err != nil {
-		return nil, fmt.Errorf("sqlite: commit %s: insert segment: %w", seg.Key, err)
-	}
-	ins := stmt(c.st.insertChunk)
-	for _, ch := range a.Chunks {
-		if _, err := ins.ExecContext(ctx, ch.TopicID, ch.Partition, ch.BaseOffset, ch.LastOffset, segID,
-			ch.Pos, ch.Len, ch.MaxTimestamp, ch.RunningMaxTimestamp, now.UnixMilli()); err != nil {
-			return nil, fmt.Errorf("sqlite: commit %s: insert chunk of topic %d partition %d: %w", seg.Key, ch.TopicID, ch.Partition, err)
-		}
-	}
-	advance := stmt(c.st.advance)
-	marks := make([]catalog.Watermark, 0, len(a.Advances))
-	for _, adv := range a.Advances {
-		// The watermark read above is the guard: the write lock makes it hold, and a
-		// mismatch would mean offsets assigned twice.
-		res, err := advance.ExecContext(ctx, adv.HighWatermark, adv.MaxTimestamp, adv.AddBytes,
-			adv.TopicID, adv.Partition, parts[adv.TopicPartition].HighWatermark)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: commit %s: advance topic %d partition %d: %w", seg.Key, adv.TopicID, adv.Partition, err)
-		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return nil, fmt.Errorf("sqlite: commit %s: advance topic %d partition %d: watermark moved under the write lock (%d rows, %v)",
-				seg.Key, adv.TopicID, adv.Partition, n, err)
-		}
-		marks = append(marks, catalog.Watermark{TopicID: adv.TopicID, Partition: adv.Partition, HighWatermark: adv.HighWatermark})
+		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
 	}
 	if err := c.commitDue(ctx, stmt, a, now); err != nil {
 		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
@@ -252,8 +185,8 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 // errors with their refusals added. Lock order is moot here (one writer holds the whole
 // file), but the checks run in the shared order: requests (already), then connector
 // fences and group offsets (a request carries one or the other), then producers.
-func (c *Catalog) checkOffsets(ctx context.Context, tx *sql.Tx, plan *catalog.Plan, errs []error, now time.Time) (*catalog.SourceCheck, *catalog.GroupCheck, []error, error) {
-	var sc *catalog.SourceCheck
+func (c *Catalog) checkOffsets(ctx context.Context, tx *sql.Tx, plan *engine.Plan, errs []error, now time.Time) (*engine.SourceCheck, *engine.GroupCheck, []error, error) {
+	var sc *engine.SourceCheck
 	if len(plan.Fences()) > 0 {
 		var err error
 		if sc, err = checkSources(ctx, tx, plan, errs); err != nil {
@@ -261,7 +194,7 @@ func (c *Catalog) checkOffsets(ctx context.Context, tx *sql.Tx, plan *catalog.Pl
 		}
 		errs = sc.Errs
 	}
-	var gc *catalog.GroupCheck
+	var gc *engine.GroupCheck
 	if names := plan.GroupNames(); len(names) > 0 {
 		var err error
 		if gc, err = c.checkGroupOffsets(ctx, tx, plan, errs, now, names); err != nil {
@@ -273,7 +206,7 @@ func (c *Catalog) checkOffsets(ctx context.Context, tx *sql.Tx, plan *catalog.Pl
 }
 
 // writeOffsets stores the offsets of the requests that committed.
-func writeOffsets(ctx context.Context, tx *sql.Tx, sc *catalog.SourceCheck, gc *catalog.GroupCheck, results []catalog.Result, now time.Time) error {
+func writeOffsets(ctx context.Context, tx *sql.Tx, sc *engine.SourceCheck, gc *engine.GroupCheck, results []catalog.Result, now time.Time) error {
 	if gc != nil {
 		if err := writeGroupOffsets(ctx, tx, gc.Rows(results), now); err != nil {
 			return fmt.Errorf("group offsets: %w", err)
@@ -285,9 +218,112 @@ func writeOffsets(ctx context.Context, tx *sql.Tx, sc *catalog.SourceCheck, gc *
 	return nil
 }
 
+// committedBefore answers a commit of a key that has a segment row already (done):
+// as Settle would, writing nothing, or ErrCommitAborted when Settle fenced the key.
+func (c *Catalog) committedBefore(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt, plan *engine.Plan, now time.Time) (res []catalog.Result, done bool, err error) {
+	key := plan.Segment.Key
+	var (
+		segID, created int64
+		state          string
+	)
+	switch err := stmt(c.st.segment).QueryRowContext(ctx, key).Scan(&segID, &state, &created); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, false, nil
+	case err != nil:
+		return nil, true, fmt.Errorf("sqlite: commit %s: %w", key, err)
+	case state == "aborted":
+		return nil, true, fmt.Errorf("sqlite: commit %s: %w", key, catalog.ErrCommitAborted)
+	}
+	res, err = readBack(ctx, stmt(c.st.segmentChunks), plan, segID)
+	if err == nil {
+		err = engine.CheckSettled(res, time.UnixMilli(created), now, c.opts.CommitTimeout)
+	}
+	if err != nil {
+		return nil, true, fmt.Errorf("sqlite: commit %s: already committed: %w", key, err)
+	}
+	return res, true, nil
+}
+
+// readTopicStates reads the live topics a flush names into topics; an unknown or
+// deleted one is left out, and its requests fail with ErrTopicNotFound.
+func readTopicStates(ctx context.Context, q *sql.Stmt, plan *engine.Plan, topics map[int64]engine.TopicState) error {
+	for _, id := range plan.Topics {
+		var ts engine.TopicState
+		err := q.QueryRowContext(ctx, id).Scan(&ts.Partitions, &ts.LogAppendTime)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("topic %d: %w", id, err)
+		}
+		topics[id] = ts
+	}
+	return nil
+}
+
+// readPartitionStates reads into parts the state of every partition an accepted request
+// writes.
+func readPartitionStates(ctx context.Context, q *sql.Stmt, plan *engine.Plan, reqErrs []error, parts map[catalog.TopicPartition]engine.PartitionState) error {
+	for _, pb := range plan.Partitions {
+		accepted := false
+		for _, b := range pb.Batches {
+			if reqErrs[b.Request] == nil {
+				accepted = true
+				break
+			}
+		}
+		if !accepted {
+			continue
+		}
+		var ps engine.PartitionState
+		if err := q.QueryRowContext(ctx, pb.TopicID, pb.Partition).Scan(&ps.HighWatermark, &ps.MaxTimestamp); err != nil {
+			return fmt.Errorf("topic %d partition %d: %w", pb.TopicID, pb.Partition, err)
+		}
+		parts[pb.TopicPartition] = ps
+	}
+	return nil
+}
+
+// writeFlush writes the segment row, the chunk rows and the partitions' advances,
+// guarded by the watermarks read (parts), and returns the new watermarks to publish.
+func (c *Catalog) writeFlush(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt, seg catalog.Segment, a engine.Assignment, parts map[catalog.TopicPartition]engine.PartitionState, now time.Time) ([]catalog.Watermark, error) {
+	res, err := stmt(c.st.insertSegment).ExecContext(ctx, seg.Key, seg.Size, now.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("insert segment: %w", err)
+	}
+	segID, err := res.LastInsertId()
+	if err != nil {
+		return nil, fmt.Errorf("insert segment: %w", err)
+	}
+	ins := stmt(c.st.insertChunk)
+	for _, ch := range a.Chunks {
+		if _, err := ins.ExecContext(ctx, ch.TopicID, ch.Partition, ch.BaseOffset, ch.LastOffset, segID,
+			ch.Pos, ch.Len, ch.MaxTimestamp, ch.RunningMaxTimestamp, now.UnixMilli()); err != nil {
+			return nil, fmt.Errorf("insert chunk of topic %d partition %d: %w", ch.TopicID, ch.Partition, err)
+		}
+	}
+	advance := stmt(c.st.advance)
+	marks := make([]catalog.Watermark, 0, len(a.Advances))
+	for _, adv := range a.Advances {
+		// The watermark read above is the guard: the write lock makes it hold, and a
+		// mismatch would mean offsets assigned twice.
+		res, err := advance.ExecContext(ctx, adv.HighWatermark, adv.MaxTimestamp, adv.AddBytes,
+			adv.TopicID, adv.Partition, parts[adv.TopicPartition].HighWatermark)
+		if err != nil {
+			return nil, fmt.Errorf("advance topic %d partition %d: %w", adv.TopicID, adv.Partition, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return nil, fmt.Errorf("advance topic %d partition %d: watermark moved under the write lock (%d rows, %v)",
+				adv.TopicID, adv.Partition, n, err)
+		}
+		marks = append(marks, catalog.Watermark{TopicID: adv.TopicID, Partition: adv.Partition, HighWatermark: adv.HighWatermark})
+	}
+	return marks, nil
+}
+
 // commitDue makes the partitions a commit wrote due for the compactor
-// (catalog.CommitDue), judging each new chunk by its topic's retention.ms.
-func (c *Catalog) commitDue(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt, a catalog.Assignment, now time.Time) error {
+// (engine.CommitDue), judging each new chunk by its topic's retention.ms.
+func (c *Catalog) commitDue(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt, a engine.Assignment, now time.Time) error {
 	maxTS := map[catalog.TopicPartition]int64{}
 	for _, ch := range a.Chunks {
 		tp := catalog.TopicPartition{TopicID: ch.TopicID, Partition: ch.Partition}
@@ -314,10 +350,10 @@ func (c *Catalog) commitDue(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt,
 					cfg = parsed
 				}
 			}
-			ms = catalog.TimeRetentionMs(cfg)
+			ms = engine.TimeRetentionMs(cfg)
 			retention[adv.TopicID] = ms
 		}
-		at := catalog.CommitDue(now, settle, maxTS[adv.TopicPartition], ms)
+		at := engine.CommitDue(now, settle, maxTS[adv.TopicPartition], ms)
 		if _, err := due.ExecContext(ctx, at.UnixMilli(), adv.TopicID, adv.Partition); err != nil {
 			return fmt.Errorf("compaction due time of topic %d partition %d: %w", adv.TopicID, adv.Partition, err)
 		}
@@ -329,11 +365,11 @@ func (c *Catalog) commitDue(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt,
 // catalog.Catalog). The immediate transaction waits for any commit of the key in flight
 // on this file, in this process (the one writer connection) or another (the write lock).
 func (c *Catalog) Settle(ctx context.Context, seg catalog.Segment) ([]catalog.Result, error) {
-	plan, err := catalog.PlanSegment(seg)
+	plan, err := engine.PlanSegment(seg)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := catalog.KeyTime(seg.Key); err != nil {
+	if _, err := engine.KeyTime(seg.Key); err != nil {
 		return nil, err
 	}
 	tx, err := c.w.BeginTx(ctx, nil)
@@ -372,7 +408,7 @@ func (c *Catalog) Settle(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	}
 	results, err := readBack(ctx, stmt(c.st.segmentChunks), plan, segID)
 	if err == nil {
-		err = catalog.CheckSettled(results, time.UnixMilli(created), now, c.opts.CommitTimeout)
+		err = engine.CheckSettled(results, time.UnixMilli(created), now, c.opts.CommitTimeout)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: settle %s: %w", seg.Key, err)
@@ -381,7 +417,7 @@ func (c *Catalog) Settle(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 }
 
 // readBack answers a committed flush from its chunk rows.
-func readBack(ctx context.Context, q *sql.Stmt, plan *catalog.Plan, segID int64) ([]catalog.Result, error) {
+func readBack(ctx context.Context, q *sql.Stmt, plan *engine.Plan, segID int64) ([]catalog.Result, error) {
 	rows, err := q.QueryContext(ctx, segID)
 	if err != nil {
 		return nil, fmt.Errorf("read chunk rows: %w", err)
@@ -404,7 +440,7 @@ func readBack(ctx context.Context, q *sql.Stmt, plan *catalog.Plan, segID int64)
 
 // checkProducers reads the registry rows and the state the flush's idempotent batches
 // name and applies catalog's producer rules.
-func (c *Catalog) checkProducers(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt, plan *catalog.Plan, errs []error) (*catalog.ProducerCheck, error) {
+func (c *Catalog) checkProducers(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt, plan *engine.Plan, errs []error) (*engine.ProducerCheck, error) {
 	keys, ids := plan.ProducerKeys()
 	registry := make(map[int64]int16, len(ids))
 	q := stmt(c.st.producer)
@@ -419,11 +455,11 @@ func (c *Catalog) checkProducers(ctx context.Context, stmt func(*sql.Stmt) *sql.
 		}
 		registry[id] = epoch
 	}
-	state := make(map[catalog.ProducerPartition]catalog.ProducerState, len(keys))
+	state := make(map[engine.ProducerPartition]engine.ProducerState, len(keys))
 	q = stmt(c.st.producerState)
 	for _, k := range keys {
 		var (
-			st      catalog.ProducerState
+			st      engine.ProducerState
 			batches string
 		)
 		err := q.QueryRowContext(ctx, k.TopicID, k.Partition, k.ProducerID).Scan(&st.Epoch, &batches)
@@ -443,7 +479,7 @@ func (c *Catalog) checkProducers(ctx context.Context, stmt func(*sql.Stmt) *sql.
 
 // writeProducers stores the new states, moves the epochs the flush bumped, and
 // refreshes the last-used time of producers whose row has grown stale.
-func (c *Catalog) writeProducers(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt, pc *catalog.ProducerCheck, rows []catalog.ProducerStateRow, now time.Time) error {
+func (c *Catalog) writeProducers(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt, pc *engine.ProducerCheck, rows []engine.ProducerStateRow, now time.Time) error {
 	ms := now.UnixMilli()
 	up := stmt(c.st.upsertProducerState)
 	for _, r := range rows {
@@ -458,7 +494,7 @@ func (c *Catalog) writeProducers(ctx context.Context, stmt func(*sql.Stmt) *sql.
 		}
 	}
 	touch := stmt(c.st.touchProducer)
-	stale := now.Add(-catalog.ProducerTouchInterval(c.opts.ProducerExpiry)).UnixMilli()
+	stale := now.Add(-engine.ProducerTouchInterval(c.opts.ProducerExpiry)).UnixMilli()
 	for _, id := range pc.Producers {
 		if _, err := touch.ExecContext(ctx, ms, id, stale); err != nil {
 			return fmt.Errorf("producer %d: refresh last use: %w", id, err)
@@ -468,9 +504,9 @@ func (c *Catalog) writeProducers(ctx context.Context, stmt func(*sql.Stmt) *sql.
 }
 
 // checkGroupOffsets loads the groups the flush commits offsets for, and what
-// catalog.CheckOffsetCommit needs, and checks every request's offsets.
-func (c *Catalog) checkGroupOffsets(ctx context.Context, tx *sql.Tx, plan *catalog.Plan, errs []error, now time.Time, names []string) (*catalog.GroupCheck, error) {
-	groups := make(map[string]*catalog.GroupState, len(names))
+// engine.CheckOffsetCommit needs, and checks every request's offsets.
+func (c *Catalog) checkGroupOffsets(ctx context.Context, tx *sql.Tx, plan *engine.Plan, errs []error, now time.Time, names []string) (*engine.GroupCheck, error) {
+	groups := make(map[string]*engine.GroupState, len(names))
 	for _, name := range names {
 		st, found, err := loadGroup(ctx, tx, name)
 		if err != nil {
@@ -493,7 +529,7 @@ func (c *Catalog) checkGroupOffsets(ctx context.Context, tx *sql.Tx, plan *catal
 
 // writeGroupOffsets stores committed offsets, creating a group that a commit without a
 // member names for the first time.
-func writeGroupOffsets(ctx context.Context, tx *sql.Tx, rows []catalog.GroupOffsetRow, now time.Time) error {
+func writeGroupOffsets(ctx context.Context, tx *sql.Tx, rows []engine.GroupOffsetRow, now time.Time) error {
 	ms := now.UnixMilli()
 	created := map[string]bool{}
 	for _, r := range rows {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 var _ catalog.Compaction = (*Catalog)(nil)
@@ -44,7 +45,10 @@ func (c *Catalog) writeTx(ctx context.Context, fn func(tx *sql.Tx, now time.Time
 	if err := fn(tx, now); err != nil {
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
 }
 
 // dueSQL lists the due partitions not leased now, most overdue first, on the
@@ -121,7 +125,7 @@ func (c *Catalog) ReleasePartition(ctx context.Context, l catalog.PartitionLease
 			return fmt.Errorf("lease token %d lost: %w", l.Token, catalog.ErrCompactionConflict)
 		}
 		// What changed since the pass read the partition and its topic brings the due
-		// time forward (catalog.ReleaseDue).
+		// time forward (engine.ReleaseDue).
 		cur := catalog.CompactionState{Now: now, Partition: catalog.PartitionInfo{TopicID: l.TopicID, Partition: l.Partition}}
 		var configs string
 		if err := tx.QueryRowContext(ctx, `SELECT p.log_start_offset, p.high_watermark, t.configs, t.deleted_at IS NOT NULL
@@ -133,7 +137,7 @@ func (c *Catalog) ReleasePartition(ctx context.Context, l catalog.PartitionLease
 			return fmt.Errorf("topic %d: configs: %w", l.TopicID, err)
 		}
 		var due any
-		if d := catalog.ReleaseDue(r, cur, catalog.SettleAge(c.opts.CommitTimeout)); !d.IsZero() {
+		if d := engine.ReleaseDue(r, cur, catalog.SettleAge(c.opts.CommitTimeout)); !d.IsZero() {
 			due = ms(d)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE partitions SET compact_due = ? WHERE topic_id = ? AND partition = ?`,
@@ -345,12 +349,12 @@ func markDeleting(ctx context.Context, tx *sql.Tx, now time.Time, ids map[int64]
 
 // SwapChunks replaces s.Old with s.New over a new object, as a compare-and-swap.
 func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
-	if err := s.Check(); err != nil {
+	if err := engine.CheckSwap(&s); err != nil {
 		return err
 	}
-	keyTime, _ := catalog.KeyTime(s.Key) // checked by Check
+	keyTime, _ := engine.KeyTime(s.Key) // checked by Check
 	err := c.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
-		if err := catalog.CheckCommitTime(keyTime, now, c.opts.CommitTimeout); err != nil {
+		if err := engine.CheckCommitTime(keyTime, now, c.opts.CommitTimeout); err != nil {
 			return err
 		}
 		if err := checkLease(ctx, tx, s.Lease); err != nil {
@@ -404,7 +408,7 @@ func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("read rows: %w", err)
 		}
-		if err := s.CheckOld(found); err != nil {
+		if err := engine.CheckSwapOld(&s, found); err != nil {
 			return err
 		}
 		if unsettle {
@@ -434,8 +438,8 @@ func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
 			return fmt.Errorf("insert segment: %w", err)
 		}
 		var newBytes int64
-		appendTimes := s.AppendTimes(appended)
-		for i, ch := range s.RunningMax(prev) {
+		appendTimes := engine.SwapAppendTimes(&s, appended)
+		for i, ch := range engine.SwapRunningMax(&s, prev) {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO chunks (topic_id, partition, base_offset, last_offset, segment_id, pos, len,
 				max_timestamp, running_max_timestamp, real_offsets, append_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)`,
 				ch.TopicID, ch.Partition, ch.BaseOffset, ch.LastOffset, segID, ch.Pos, ch.Len, ch.MaxTimestamp, ch.RunningMaxTimestamp,
@@ -663,7 +667,7 @@ func (c *Catalog) FenceOrphans(ctx context.Context, keys []string) ([]string, er
 	err := c.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
 		horizon := now.Add(-catalog.SettleAge(c.opts.CommitTimeout))
 		for _, k := range keys {
-			kt, err := catalog.KeyTime(k)
+			kt, err := engine.KeyTime(k)
 			if err != nil || !kt.Before(horizon) {
 				continue // not a segment key, or too young to be an orphan
 			}
@@ -704,7 +708,7 @@ func (c *Catalog) AbortedSegments(ctx context.Context, limit int) ([]string, err
 	}
 	out := keys[:0]
 	for _, k := range keys {
-		if kt, err := catalog.KeyTime(k); err == nil && kt.Before(horizon) {
+		if kt, err := engine.KeyTime(k); err == nil && kt.Before(horizon) {
 			out = append(out, k)
 		}
 	}

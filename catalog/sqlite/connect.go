@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 // Connectors. Every write runs in one immediate transaction on the writer connection —
@@ -307,7 +308,7 @@ func (c *Catalog) ReportTaskState(ctx context.Context, f catalog.TaskFence, work
 		if err != nil {
 			return err
 		}
-		if err := catalog.CheckFence(f, gen, found); err != nil {
+		if err := engine.CheckFence(f, gen, found); err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE connector_tasks SET state = ?, trace = ?, worker = ? WHERE connector = ? AND task = ?`,
@@ -375,7 +376,7 @@ func (c *Catalog) WorkerHeartbeat(ctx context.Context, b catalog.WorkerBeat) (ca
 		if err != nil {
 			return err
 		}
-		plan := catalog.PlanWorkerBeat(now, b, workers, tasks)
+		plan := engine.PlanWorkerBeat(now, b, workers, tasks)
 		for _, id := range plan.Release {
 			if _, err := tx.ExecContext(ctx, `UPDATE connector_tasks SET owner = NULL, lease_until = NULL, state = ?
 				WHERE connector = ? AND task = ?`, catalog.TaskUnassigned, id.Connector, id.Task); err != nil {
@@ -408,14 +409,14 @@ func (c *Catalog) WorkerHeartbeat(ctx context.Context, b catalog.WorkerBeat) (ca
 	return out, nil
 }
 
-func loadLeases(ctx context.Context, tx *sql.Tx) ([]catalog.WorkerRow, []catalog.TaskLease, error) {
+func loadLeases(ctx context.Context, tx *sql.Tx) ([]engine.WorkerRow, []engine.TaskLease, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT id, lease_until FROM connect_workers`)
 	if err != nil {
 		return nil, nil, err
 	}
-	var workers []catalog.WorkerRow
+	var workers []engine.WorkerRow
 	for rows.Next() {
-		var w catalog.WorkerRow
+		var w engine.WorkerRow
 		var until int64
 		if err := rows.Scan(&w.ID, &until); err != nil {
 			rows.Close()
@@ -434,9 +435,9 @@ func loadLeases(ctx context.Context, tx *sql.Tx) ([]catalog.WorkerRow, []catalog
 		return nil, nil, err
 	}
 	defer rows.Close()
-	var tasks []catalog.TaskLease
+	var tasks []engine.TaskLease
 	for rows.Next() {
-		var t catalog.TaskLease
+		var t engine.TaskLease
 		var until int64
 		if err := rows.Scan(&t.Connector, &t.Task, &t.Owner, &until, &t.TargetState); err != nil {
 			return nil, nil, err
@@ -484,7 +485,7 @@ func (c *Catalog) SourceOffsets(ctx context.Context, f catalog.TaskFence) ([]cat
 	defer tx.Rollback()
 	gen, found, err := taskGeneration(ctx, tx, f.ID())
 	if err == nil {
-		err = catalog.CheckFence(f, gen, found)
+		err = engine.CheckFence(f, gen, found)
 	}
 	var out []catalog.SourceOffset
 	if err == nil {
@@ -523,12 +524,12 @@ func (c *Catalog) CommitSourceOffsets(ctx context.Context, sc catalog.SourceComm
 		if err != nil {
 			return err
 		}
-		if err := catalog.CheckFence(sc.Fence, gen, found); err != nil {
+		if err := engine.CheckFence(sc.Fence, gen, found); err != nil {
 			return err
 		}
-		rows := make([]catalog.SourceOffsetRow, len(sc.Offsets))
+		rows := make([]engine.SourceOffsetRow, len(sc.Offsets))
 		for i, o := range sc.Offsets {
-			rows[i] = catalog.SourceOffsetRow{Connector: sc.Fence.Connector, SourceOffset: o}
+			rows[i] = engine.SourceOffsetRow{Connector: sc.Fence.Connector, SourceOffset: o}
 		}
 		return writeSourceOffsets(ctx, tx, rows, now)
 	})
@@ -539,7 +540,7 @@ func (c *Catalog) CommitSourceOffsets(ctx context.Context, sc catalog.SourceComm
 }
 
 // writeSourceOffsets stores source offsets; an empty Offset removes one.
-func writeSourceOffsets(ctx context.Context, tx *sql.Tx, rows []catalog.SourceOffsetRow, now time.Time) error {
+func writeSourceOffsets(ctx context.Context, tx *sql.Tx, rows []engine.SourceOffsetRow, now time.Time) error {
 	for _, r := range rows {
 		var err error
 		if r.Offset == "" {
@@ -584,17 +585,17 @@ func (c *Catalog) AlterConnectorOffsets(ctx context.Context, name string, offset
 			_, err := tx.ExecContext(ctx, `DELETE FROM connect_offsets WHERE connector = ?`, name)
 			return err
 		}
-		rows := make([]catalog.SourceOffsetRow, len(offsets))
+		rows := make([]engine.SourceOffsetRow, len(offsets))
 		for i, o := range offsets {
-			rows[i] = catalog.SourceOffsetRow{Connector: name, SourceOffset: o}
+			rows[i] = engine.SourceOffsetRow{Connector: name, SourceOffset: o}
 		}
 		return writeSourceOffsets(ctx, tx, rows, now)
 	})
 }
 
 // checkSources loads the generations of the flush's fenced tasks and checks them
-// (catalog.Plan.CheckSources).
-func checkSources(ctx context.Context, tx *sql.Tx, plan *catalog.Plan, errs []error) (*catalog.SourceCheck, error) {
+// (engine.Plan.CheckSources).
+func checkSources(ctx context.Context, tx *sql.Tx, plan *engine.Plan, errs []error) (*engine.SourceCheck, error) {
 	gens := map[catalog.TaskID]int64{}
 	for _, id := range plan.Fences() {
 		gen, found, err := taskGeneration(ctx, tx, id)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 // Consumer groups. Every write runs in one immediate transaction on the writer
@@ -26,7 +27,7 @@ type rowQueryer interface {
 }
 
 // loadGroup reads a group's rows; found is false when it does not exist.
-func loadGroup(ctx context.Context, q rowQueryer, name string) (st *catalog.GroupState, found bool, err error) {
+func loadGroup(ctx context.Context, q rowQueryer, name string) (st *engine.GroupState, found bool, err error) {
 	var (
 		assignor string
 		epoch    int32
@@ -39,7 +40,7 @@ func loadGroup(ctx context.Context, q rowQueryer, name string) (st *catalog.Grou
 	if err != nil {
 		return nil, false, err
 	}
-	st = catalog.NewGroupState(name, assignor, time.UnixMilli(created).UTC())
+	st = engine.NewGroupState(name, assignor, time.UnixMilli(created).UTC())
 	st.Epoch = epoch
 
 	rows, err := q.QueryContext(ctx, `SELECT member_id, epoch, prev_epoch, topics, session_timeout_ms, expires_at, joined_at
@@ -49,7 +50,7 @@ func loadGroup(ctx context.Context, q rowQueryer, name string) (st *catalog.Grou
 	}
 	for rows.Next() {
 		var (
-			m                        catalog.GroupMember
+			m                        engine.GroupMember
 			topics                   string
 			session, expires, joined int64
 		)
@@ -80,7 +81,7 @@ func loadGroup(ctx context.Context, q rowQueryer, name string) (st *catalog.Grou
 	for rows.Next() {
 		var (
 			tp catalog.TopicPartition
-			o  catalog.Ownership
+			o  engine.Ownership
 		)
 		if err := rows.Scan(&tp.TopicID, &tp.Partition, &o.Owner, &o.Target); err != nil {
 			return nil, false, err
@@ -91,8 +92,8 @@ func loadGroup(ctx context.Context, q rowQueryer, name string) (st *catalog.Grou
 }
 
 // loadTopics reads the live topics among names.
-func loadTopics(ctx context.Context, q rowQueryer, names []string) (map[string]catalog.TopicMeta, error) {
-	out := map[string]catalog.TopicMeta{}
+func loadTopics(ctx context.Context, q rowQueryer, names []string) (map[string]engine.TopicMeta, error) {
+	out := map[string]engine.TopicMeta{}
 	if len(names) == 0 {
 		return out, nil
 	}
@@ -107,7 +108,7 @@ func loadTopics(ctx context.Context, q rowQueryer, names []string) (map[string]c
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var t catalog.TopicMeta
+		var t engine.TopicMeta
 		if err := rows.Scan(&t.ID, &t.Name, &t.Partitions); err != nil {
 			return nil, err
 		}
@@ -117,7 +118,7 @@ func loadTopics(ctx context.Context, q rowQueryer, names []string) (map[string]c
 }
 
 // loadHighWatermarks reads the high watermarks of every partition of topics.
-func loadHighWatermarks(ctx context.Context, q rowQueryer, topics map[string]catalog.TopicMeta) (map[catalog.TopicPartition]int64, error) {
+func loadHighWatermarks(ctx context.Context, q rowQueryer, topics map[string]engine.TopicMeta) (map[catalog.TopicPartition]int64, error) {
 	out := map[catalog.TopicPartition]int64{}
 	ids := make([]int64, 0, len(topics))
 	for _, t := range topics {
@@ -152,8 +153,8 @@ func loadHighWatermarks(ctx context.Context, q rowQueryer, topics map[string]cat
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
 // writeGroup stores what changed between before and after.
-func writeGroup(ctx context.Context, tx *sql.Tx, before, after *catalog.GroupState) error {
-	ch := catalog.DiffGroup(before, after)
+func writeGroup(ctx context.Context, tx *sql.Tx, before, after *engine.GroupState) error {
+	ch := engine.DiffGroup(before, after)
 	name := after.Name
 	if ch.GroupChanged {
 		if _, err := tx.ExecContext(ctx, `UPDATE groups SET epoch = ?, assignor = ? WHERE name = ?`, after.Epoch, after.Assignor, name); err != nil {
@@ -207,122 +208,73 @@ func (c *Catalog) Heartbeat(ctx context.Context, hb catalog.Heartbeat) (catalog.
 	fail := func(err error) (catalog.HeartbeatResult, error) {
 		return catalog.HeartbeatResult{}, fmt.Errorf("sqlite: heartbeat %s/%s: %w", hb.Group, hb.MemberID, err)
 	}
-	tx, err := c.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fail(err)
-	}
-	defer tx.Rollback()
-	now, err := scanNow(tx.QueryRowContext(ctx, nowSQL))
-	if err != nil {
-		return fail(err)
-	}
-	st, found, err := loadGroup(ctx, tx, hb.Group)
-	if err != nil {
-		return fail(err)
-	}
-	if !found {
-		if hb.MemberEpoch != catalog.JoinEpoch {
-			return fail(fmt.Errorf("%w: %s", catalog.ErrGroupNotFound, hb.Group))
+	var res catalog.HeartbeatResult
+	err := c.groupTx(ctx, hb.Group, func(tx *sql.Tx, now time.Time, st *engine.GroupState, found bool) error {
+		if !found {
+			if hb.MemberEpoch != catalog.JoinEpoch {
+				return fmt.Errorf("%w: %s", catalog.ErrGroupNotFound, hb.Group)
+			}
+			st = engine.NewGroupState(hb.Group, hb.Assignor, now)
+			if _, err := tx.ExecContext(ctx, `INSERT INTO groups (name, assignor, epoch, created_at) VALUES (?, ?, 0, ?)`,
+				st.Name, st.Assignor, now.UnixMilli()); err != nil {
+				return err
+			}
 		}
-		st = catalog.NewGroupState(hb.Group, hb.Assignor, now)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO groups (name, assignor, epoch, created_at) VALUES (?, ?, 0, ?)`,
-			st.Name, st.Assignor, now.UnixMilli()); err != nil {
-			return fail(err)
+		before := st.Clone()
+		topics, err := loadTopics(ctx, tx, st.SubscribedTopics(hb.Topics))
+		if err != nil {
+			return err
 		}
-	}
-	before := st.Clone()
-	topics, err := loadTopics(ctx, tx, st.SubscribedTopics(hb.Topics))
+		if res, err = engine.ApplyHeartbeat(st, now, hb, topics); err != nil {
+			return err
+		}
+		return writeGroup(ctx, tx, before, st)
+	})
 	if err != nil {
 		return fail(err)
-	}
-	res, err := catalog.ApplyHeartbeat(st, now, hb, topics)
-	if err != nil {
-		return fail(err)
-	}
-	if err := writeGroup(ctx, tx, before, st); err != nil {
-		return fail(err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fail(fmt.Errorf("commit: %w", err))
 	}
 	return res, nil
 }
 
-// CommitOffsets stores committed offsets after catalog.CheckOffsetCommit.
+// CommitOffsets stores committed offsets (engine.CheckCommit).
 func (c *Catalog) CommitOffsets(ctx context.Context, oc catalog.OffsetCommit) error {
-	if err := c.commitOffsets(ctx, oc); err != nil {
-		return fmt.Errorf("sqlite: commit offsets of group %s: %w", oc.Group, err)
-	}
-	return nil
+	return c.commitOffsets(ctx, "commit", oc)
 }
 
-// ResetOffsets sets offsets while the group has no live members.
+// ResetOffsets sets offsets while the group has no live members: a commit from outside
+// the group.
 func (c *Catalog) ResetOffsets(ctx context.Context, group string, offsets []catalog.CommitOffset) error {
-	if err := c.commitOffsets(ctx, catalog.OffsetCommit{Group: group, Offsets: offsets}); err != nil {
-		return fmt.Errorf("sqlite: reset offsets of group %s: %w", group, err)
-	}
-	return nil
+	return c.commitOffsets(ctx, "reset", catalog.OffsetCommit{Group: group, Offsets: offsets})
 }
 
-func (c *Catalog) commitOffsets(ctx context.Context, oc catalog.OffsetCommit) error {
-	if err := catalog.ValidateOffsetCommit(oc); err != nil {
-		return err
-	}
-	tx, err := c.w.BeginTx(ctx, nil)
+// commitOffsets checks and stores oc in one transaction: what (commit, reset) names the
+// call in its error.
+func (c *Catalog) commitOffsets(ctx context.Context, what string, oc catalog.OffsetCommit) error {
+	fail := func(err error) error { return fmt.Errorf("sqlite: %s offsets of group %s: %w", what, oc.Group, err) }
+	names, err := engine.CommitTopics(oc)
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	defer tx.Rollback()
-	now, err := scanNow(tx.QueryRowContext(ctx, nowSQL))
-	if err != nil {
-		return err
-	}
-	st, found, err := loadGroup(ctx, tx, oc.Group)
-	if err != nil {
-		return err
-	}
-	if !found {
-		if oc.MemberID != "" {
-			return fmt.Errorf("%w: %s", catalog.ErrGroupNotFound, oc.Group)
+	err = c.groupTx(ctx, oc.Group, func(tx *sql.Tx, now time.Time, st *engine.GroupState, found bool) error {
+		if !found {
+			st = nil // none: engine.CheckCommit creates it or refuses
 		}
-		st = catalog.NewGroupState(oc.Group, "", now)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO groups (name, assignor, epoch, created_at) VALUES (?, ?, 0, ?)`,
-			st.Name, st.Assignor, now.UnixMilli()); err != nil {
+		topics, err := loadTopics(ctx, tx, names)
+		if err != nil {
 			return err
 		}
-	}
-	names := make([]string, len(oc.Offsets))
-	for i, o := range oc.Offsets {
-		names[i] = o.Topic
-	}
-	topics, err := loadTopics(ctx, tx, names)
-	if err != nil {
-		return err
-	}
-	hws, err := loadHighWatermarks(ctx, tx, topics)
-	if err != nil {
-		return err
-	}
-	tps, err := catalog.CheckOffsetCommit(st, now, oc, topics, hws)
-	if err != nil {
-		return err
-	}
-	member := nullString(oc.MemberID)
-	epoch := sql.NullInt32{Int32: oc.MemberEpoch, Valid: oc.MemberID != ""}
-	for i, o := range oc.Offsets {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO group_offsets
-			(group_name, topic_id, partition, committed_offset, metadata, member_id, member_epoch, committed_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (group_name, topic_id, partition) DO UPDATE SET
-				committed_offset = excluded.committed_offset, metadata = excluded.metadata,
-				member_id = excluded.member_id, member_epoch = excluded.member_epoch,
-				committed_at = excluded.committed_at`,
-			oc.Group, tps[i].TopicID, tps[i].Partition, o.Offset, o.Metadata, member, epoch, now.UnixMilli()); err != nil {
+		hws, err := loadHighWatermarks(ctx, tx, topics)
+		if err != nil {
 			return err
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		rows, err := engine.CheckCommit(st, now, oc, topics, hws)
+		if err != nil {
+			return err
+		}
+		return writeGroupOffsets(ctx, tx, rows, now)
+	})
+	if err != nil {
+		return fail(err)
 	}
 	return nil
 }
@@ -374,9 +326,9 @@ func (c *Catalog) groupOffsets(ctx context.Context, group string) ([]catalog.Gro
 	return out, rows.Err()
 }
 
-// GroupLag answers lag per partition (catalog.GroupLagOf).
+// GroupLag answers lag per partition (engine.GroupLagOf).
 func (c *Catalog) GroupLag(ctx context.Context, group string) ([]catalog.PartitionLag, error) {
-	l, err := catalog.GroupLagOf(ctx, c, group)
+	l, err := engine.GroupLagOf(ctx, c, group)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: lag of group %s: %w", group, err)
 	}
@@ -500,37 +452,33 @@ func (c *Catalog) deleteGroup(ctx context.Context, group string) error {
 	if err := catalog.ValidateGroupName(group); err != nil {
 		return fmt.Errorf("%w: %w", catalog.ErrGroupNotFound, err)
 	}
-	tx, err := c.w.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	now, err := scanNow(tx.QueryRowContext(ctx, nowSQL))
-	if err != nil {
-		return err
-	}
-	st, found, err := loadGroup(ctx, tx, group)
-	if err != nil {
-		return err
-	}
-	if !found {
-		return fmt.Errorf("%w: %s", catalog.ErrGroupNotFound, group)
-	}
-	if n := st.LiveMembers(now); n > 0 {
-		ids := make([]string, 0, n)
-		for id, m := range st.Members {
-			if m.ExpiresAt.After(now) {
-				ids = append(ids, id)
-			}
+	return c.groupTx(ctx, group, func(tx *sql.Tx, now time.Time, st *engine.GroupState, found bool) error {
+		if !found {
+			return fmt.Errorf("%w: %s", catalog.ErrGroupNotFound, group)
 		}
-		slices.Sort(ids)
-		return fmt.Errorf("%w: %d live members (%s)", catalog.ErrGroupNotEmpty, n, ids[0])
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM groups WHERE name = ?`, group); err != nil {
+		if n := st.LiveMembers(now); n > 0 {
+			ids := make([]string, 0, n)
+			for id, m := range st.Members {
+				if m.ExpiresAt.After(now) {
+					ids = append(ids, id)
+				}
+			}
+			slices.Sort(ids)
+			return fmt.Errorf("%w: %d live members (%s)", catalog.ErrGroupNotEmpty, n, ids[0])
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM groups WHERE name = ?`, group)
 		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+	})
+}
+
+// groupTx runs fn in one immediate transaction (writeTx) with the group loaded under it
+// (found false: there is none), and commits when fn succeeds.
+func (c *Catalog) groupTx(ctx context.Context, group string, fn func(tx *sql.Tx, now time.Time, st *engine.GroupState, found bool) error) error {
+	return c.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+		st, found, err := loadGroup(ctx, tx, group)
+		if err != nil {
+			return err
+		}
+		return fn(tx, now, st, found)
+	})
 }

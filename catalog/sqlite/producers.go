@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 // Idempotent producers: the registry of ids and epochs (InitProducer) and the per
@@ -70,7 +71,7 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 		)
 		err = tx.QueryRowContext(ctx, `SELECT id, epoch FROM producers WHERE transactional_id = ?`, tid).Scan(&id, &epoch)
 		if err == nil || errors.Is(err, sql.ErrNoRows) {
-			if cerr := catalog.CheckCurrent(current, err == nil, id, epoch); cerr != nil {
+			if cerr := engine.CheckCurrent(current, err == nil, id, epoch); cerr != nil {
 				return catalog.Producer{}, cerr
 			}
 		}
@@ -79,7 +80,7 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 			p, err = insert(sql.NullString{String: tid, Valid: true})
 		case err != nil:
 		default:
-			next, newID := catalog.NextEpoch(epoch)
+			next, newID := engine.NextEpoch(epoch)
 			if newID {
 				// The epoch cannot grow: retire the id (its requests become unknown)
 				// and give the transactional id a new one.
@@ -102,7 +103,7 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 }
 
 // bumpIdempotent moves a producer without a transactional id to its next epoch when
-// catalog.NextIdempotentEpoch allows; otherwise it answers id -1 (hand out a new id).
+// engine.NextIdempotentEpoch allows; otherwise it answers id -1 (hand out a new id).
 func bumpIdempotent(ctx context.Context, tx *sql.Tx, current catalog.Producer, ms int64) (catalog.Producer, error) {
 	var (
 		epoch int16
@@ -112,7 +113,7 @@ func bumpIdempotent(ctx context.Context, tx *sql.Tx, current catalog.Producer, m
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return catalog.Producer{}, err
 	}
-	next, ok := catalog.NextIdempotentEpoch(current, err == nil, txnal, epoch)
+	next, ok := engine.NextIdempotentEpoch(current, err == nil, txnal, epoch)
 	if !ok {
 		return catalog.Producer{ID: -1}, nil
 	}
@@ -161,7 +162,7 @@ func deleteProducers(ctx context.Context, tx *sql.Tx, ids []int64) error {
 }
 
 // encodeBatches stores a state's batches as [[first, last, base], ...].
-func encodeBatches(bs []catalog.ProducerBatch) string {
+func encodeBatches(bs []engine.ProducerBatch) string {
 	out := make([][3]int64, len(bs))
 	for i, b := range bs {
 		out[i] = [3]int64{int64(b.FirstSequence), int64(b.LastSequence), b.BaseOffset}
@@ -170,14 +171,14 @@ func encodeBatches(bs []catalog.ProducerBatch) string {
 	return string(j)
 }
 
-func decodeBatches(s string) ([]catalog.ProducerBatch, error) {
+func decodeBatches(s string) ([]engine.ProducerBatch, error) {
 	var in [][3]int64
 	if err := json.Unmarshal([]byte(s), &in); err != nil {
 		return nil, fmt.Errorf("producer state batches %q: %w", s, err)
 	}
-	out := make([]catalog.ProducerBatch, len(in))
+	out := make([]engine.ProducerBatch, len(in))
 	for i, b := range in {
-		out[i] = catalog.ProducerBatch{FirstSequence: int32(b[0]), LastSequence: int32(b[1]), BaseOffset: b[2]}
+		out[i] = engine.ProducerBatch{FirstSequence: int32(b[0]), LastSequence: int32(b[1]), BaseOffset: b[2]}
 	}
 	return out, nil
 }

@@ -64,17 +64,8 @@ initdb) and MinIO. Exit code 1 when any class finds an anomaly.`)
 		if *duration < time.Second {
 			bad = append(bad, fmt.Sprintf("--duration %s: want at least 1s", *duration))
 		}
-		var list []string
-		for _, cl := range strings.Split(*classes, ",") {
-			cl = strings.TrimSpace(cl)
-			for _, part := range strings.Split(cl, "+") {
-				if !slices.Contains(jepsen.Classes, part) || (part == jepsen.ClassAll || part == jepsen.ClassStore) && part != cl {
-					bad = append(bad, fmt.Sprintf("--classes: unknown class %q: use %s, or process faults joined with '+' (kill+pg-cut)", cl, strings.Join(jepsen.Classes, ", ")))
-					break
-				}
-			}
-			list = append(list, cl)
-		}
+		list, badClasses := tortureClasses(*classes)
+		bad = append(bad, badClasses...)
 		if len(bad) > 0 {
 			return badFlags(c.name, bad)
 		}
@@ -112,34 +103,56 @@ initdb) and MinIO. Exit code 1 when any class finds an anomaly.`)
 			},
 		}
 		fmt.Fprintf(e.stderr, "strata torture: %s per class, classes %s; logs and histories in %s\n", *duration, strings.Join(list, ","), *dir)
-		var results []*jepsen.Result
-		failed := 0
-		for _, cl := range list {
-			if ctx.Err() != nil {
+		return runClasses(ctx, e, env, list, jepsen.RunConfig{Duration: *duration, Quiet: *quiet, Active: *active}, *dir)
+	}
+}
+
+// tortureClasses reads --classes: the classes to run, in order, and what is wrong with
+// them.
+func tortureClasses(classes string) (list, bad []string) {
+	for _, cl := range strings.Split(classes, ",") {
+		cl = strings.TrimSpace(cl)
+		for _, part := range strings.Split(cl, "+") {
+			if !slices.Contains(jepsen.Classes, part) || (part == jepsen.ClassAll || part == jepsen.ClassStore) && part != cl {
+				bad = append(bad, fmt.Sprintf("--classes: unknown class %q: use %s, or process faults joined with '+' (kill+pg-cut)", cl, strings.Join(jepsen.Classes, ", ")))
 				break
 			}
-			fmt.Fprintf(e.stderr, "strata torture: %s ...\n", cl)
-			r := jepsen.Run(ctx, env, cl, jepsen.RunConfig{Duration: *duration, Quiet: *quiet, Active: *active})
-			results = append(results, r)
-			if !r.OK() {
-				failed++
-			}
-			for _, n := range r.Notes {
-				fmt.Fprintf(e.stderr, "  %s\n", n)
-			}
-			// Each class's figures are printed and saved as it ends: a long run that
-			// is interrupted keeps what it measured.
-			jepsen.WriteTable(e.stderr, []*jepsen.Result{r})
-			if err := writeSummary(filepath.Join(*dir, "summary.txt"), results); err != nil {
-				fmt.Fprintf(e.stderr, "strata torture: %v\n", err)
-			}
 		}
-		jepsen.WriteTable(e.stdout, results)
-		if failed > 0 {
-			return fmt.Errorf("%d of %d fault classes found anomalies or could not run", failed, len(results))
-		}
-		return nil
+		list = append(list, cl)
 	}
+	return list, bad
+}
+
+// runClasses runs each class in turn, printing and saving each one's table as it ends,
+// and prints the whole table last.
+func runClasses(ctx context.Context, e *env, env jepsen.Env, list []string, rc jepsen.RunConfig, dir string) error {
+	var results []*jepsen.Result
+	failed := 0
+	for _, cl := range list {
+		if ctx.Err() != nil {
+			break
+		}
+		fmt.Fprintf(e.stderr, "strata torture: %s ...\n", cl)
+		r := jepsen.Run(ctx, env, cl, rc)
+		results = append(results, r)
+		if !r.OK() {
+			failed++
+		}
+		for _, n := range r.Notes {
+			fmt.Fprintf(e.stderr, "  %s\n", n)
+		}
+		// Each class's figures are printed and saved as it ends: a long run that
+		// is interrupted keeps what it measured.
+		jepsen.WriteTable(e.stderr, []*jepsen.Result{r})
+		if err := writeSummary(filepath.Join(dir, "summary.txt"), results); err != nil {
+			fmt.Fprintf(e.stderr, "strata torture: %v\n", err)
+		}
+	}
+	jepsen.WriteTable(e.stdout, results)
+	if failed > 0 {
+		return fmt.Errorf("%d of %d fault classes found anomalies or could not run", failed, len(results))
+	}
+	return nil
 }
 
 // writeSummary writes the table of the classes run so far to path.

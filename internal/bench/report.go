@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // WriteJSON writes the report as indented JSON.
@@ -203,4 +206,144 @@ func (r *Report) WriteSVG(w io.Writer) error {
 
 func escape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// Produce is one produce phase's result.
+type Produce struct {
+	Name       string  `json:"name"`
+	Path       string  `json:"path"`
+	Mode       string  `json:"mode"` // closed (max) or open (fixed rate)
+	Seconds    float64 `json:"seconds"`
+	Requests   int64   `json:"requests"`
+	Records    int64   `json:"records"`
+	Bytes      int64   `json:"payload_bytes"`
+	RecordsPS  float64 `json:"records_per_s"`
+	MiBps      float64 `json:"mib_per_s"`
+	Rejected   int64   `json:"rejected_429"`
+	Failed     int64   `json:"failed"`
+	FirstError string  `json:"first_error,omitempty"`
+	Ack        Latency `json:"ack"`
+	// From the nodes' metrics over the phase.
+	Flushes         float64 `json:"flushes"`
+	Puts            float64 `json:"puts"`
+	PutsPerGiB      float64 `json:"puts_per_gib"`
+	CommitsPerFlush float64 `json:"catalog_commits_per_flush"`
+	MeanFlushBytes  float64 `json:"mean_flush_bytes"`
+	CPUSeconds      float64 `json:"node_cpu_seconds"`
+	CPUSecPerGiB    float64 `json:"node_cpu_seconds_per_gib"`
+	PeakRSS         float64 `json:"node_peak_rss_bytes"`
+	// StageP99 is the writer's p99 per flush stage over the phase, in ms, from the
+	// nodes' strata_writer_flush_seconds histogram: where produce-ack latency goes.
+	StageP99 map[string]float64 `json:"writer_stage_p99_ms,omitempty"`
+}
+
+// Fetch is one fetch phase's result.
+type Fetch struct {
+	Name       string  `json:"name"`
+	Path       string  `json:"path"`
+	Bytes      int64   `json:"bytes"`
+	Objects    float64 `json:"mean_object_bytes,omitempty"`
+	Seconds    float64 `json:"seconds"`
+	MiBps      float64 `json:"mib_per_s"`
+	Gets       float64 `json:"gets"`
+	GetBytes   float64 `json:"get_bytes"`
+	GetsPer4Mi float64 `json:"gets_per_4mib"`
+}
+
+// Scale is the scale phase's result.
+type Scale struct {
+	SmallRecords  int64   `json:"small_records"`
+	LargeRecords  int64   `json:"large_records"`
+	ChunkRecords  int     `json:"records_per_chunk"`
+	RowsSeeded    int64   `json:"rows_seeded"`
+	SeedSeconds   float64 `json:"seed_seconds"`
+	Small         Latency `json:"small_fetch"`
+	Large         Latency `json:"large_fetch"`
+	P50Ratio      float64 `json:"p50_ratio"`
+	CatalogKind   string  `json:"catalog"`
+	FetchesPerSet int     `json:"fetches_each"`
+}
+
+// Target is one target of the performance issue with this run's figure.
+type Target struct {
+	Name   string  `json:"name"`
+	Figure float64 `json:"figure"`
+	Bound  float64 `json:"bound"`
+	Unit   string  `json:"unit"`
+	// Ratio is the figure over its floor (or over the bound when there is no floor).
+	Ratio float64 `json:"ratio"`
+	Want  string  `json:"want"`
+	Pass  bool    `json:"pass"`
+	Note  string  `json:"note,omitempty"`
+}
+
+// Report is a whole run.
+type Report struct {
+	Started   time.Time `json:"started"`
+	Target    string    `json:"target"`
+	Nodes     int       `json:"nodes"`
+	GoVersion string    `json:"go_version"`
+	CPUs      int       `json:"cpus"`
+	Settings  struct {
+		Partitions    int     `json:"partitions"`
+		Producers     int     `json:"producers"`
+		RecordSize    int     `json:"record_size"`
+		BatchRecords  int     `json:"batch_records"`
+		PhaseSeconds  float64 `json:"phase_seconds"`
+		LingerMs      float64 `json:"linger_ms"`
+		MaxFlushBytes int64   `json:"max_flush_bytes"`
+		BufferBytes   int64   `json:"buffer_bytes"`
+		CacheBytes    int64   `json:"cache_bytes"`
+	} `json:"settings"`
+	Floor   *Floor    `json:"floor,omitempty"`
+	Produce []Produce `json:"produce"`
+	E2E     Latency   `json:"end_to_end"`
+	Fetch   []Fetch   `json:"fetch"`
+	Scale   *Scale    `json:"scale,omitempty"`
+	Targets []Target  `json:"targets"`
+	Series  struct {
+		Ack []Point `json:"ack"`
+		E2E []Point `json:"e2e"`
+	} `json:"series"`
+	Seconds float64 `json:"seconds"`
+	// Load is the machine's 1-minute load average when the run started and ended
+	// (/proc/loadavg): figures from a machine shared with other work drift with it.
+	Load  [2]float64 `json:"load_average"`
+	Notes []string   `json:"notes,omitempty"`
+}
+
+// loadAverage is the 1-minute load average, 0 where /proc/loadavg is missing.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}
+
+func sizeString(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return strconv.FormatInt(n>>30, 10) + " GiB"
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " B"
+}
+
+func countString(n int64) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return strconv.FormatInt(n/1_000_000, 10) + " M"
+	case n >= 1000 && n%1000 == 0:
+		return strconv.FormatInt(n/1000, 10) + " K"
+	}
+	return strings.TrimSpace(strconv.FormatInt(n, 10))
 }

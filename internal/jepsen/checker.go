@@ -158,9 +158,27 @@ func Check(h *History) *Report {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r := &Report{Counts: map[Kind]int{}, Examples: map[Kind][]Anomaly{}}
+	sends, acked := checkSends(r, h)
+	v := checkReads(r, h)
+	checkValues(r, v, sends, acked)
+	checkFinal(r, h, v)
+	checkGroups(r, h)
+	return r
+}
 
-	sends := make(map[string]*Send, len(h.Sends))
-	acked := make(map[pos]*Send)
+// seen is what the reads of a history saw.
+type seen struct {
+	at     map[pos]string          // the value at each offset
+	where  map[string]map[pos]bool // every offset of each value
+	final  map[string]bool         // the values the final read held
+	during map[string]pos          // where each value was first read during the run
+}
+
+// checkSends counts the sends by outcome and indexes them by value and by acknowledged
+// offset: two acknowledged at one offset are inconsistent.
+func checkSends(r *Report, h *History) (sends map[string]*Send, acked map[pos]*Send) {
+	sends = make(map[string]*Send, len(h.Sends))
+	acked = make(map[pos]*Send)
 	for i := range h.Sends {
 		s := &h.Sends[i]
 		sends[s.Value] = s
@@ -183,12 +201,13 @@ func Check(h *History) *Report {
 			r.Unknown++
 		}
 	}
+	return sends, acked
+}
 
-	// What every read saw: the value at each offset, every offset of each value.
-	at := make(map[pos]string)
-	where := make(map[string]map[pos]bool)
-	final := make(map[string]bool)
-	seenDuring := make(map[string]pos)
+// checkReads gathers what every read saw: the value at each offset, every offset of
+// each value; two values read at one offset are inconsistent.
+func checkReads(r *Report, h *History) *seen {
+	v := &seen{at: map[pos]string{}, where: map[string]map[pos]bool{}, final: map[string]bool{}, during: map[string]pos{}}
 	for i := range h.Reads {
 		rd := &h.Reads[i]
 		r.Polls++
@@ -203,63 +222,70 @@ func Check(h *History) *Report {
 		checkPoll(r, rd)
 		for _, rec := range rd.Records {
 			p := pos{rd.Partition, rec.Offset}
-			if v, ok := at[p]; !ok {
-				at[p] = rec.Value
-			} else if v != rec.Value {
+			if was, ok := v.at[p]; !ok {
+				v.at[p] = rec.Value
+			} else if was != rec.Value {
 				r.add(Anomaly{Inconsistent, rd.Partition, rec.Offset, rec.Value,
-					fmt.Sprintf("read as %q by an earlier poll (%s %s)", v, rd.Mode, rd.Consumer)})
-				at[p] = rec.Value // report each disagreement once per change
+					fmt.Sprintf("read as %q by an earlier poll (%s %s)", was, rd.Mode, rd.Consumer)})
+				v.at[p] = rec.Value // report each disagreement once per change
 			}
-			if where[rec.Value] == nil {
-				where[rec.Value] = make(map[pos]bool, 1)
+			if v.where[rec.Value] == nil {
+				v.where[rec.Value] = make(map[pos]bool, 1)
 			}
-			where[rec.Value][p] = true
+			v.where[rec.Value][p] = true
 			if rd.Mode == ReadFinal {
-				final[rec.Value] = true
-			} else if _, ok := seenDuring[rec.Value]; !ok {
-				seenDuring[rec.Value] = p
+				v.final[rec.Value] = true
+			} else if _, ok := v.during[rec.Value]; !ok {
+				v.during[rec.Value] = p
 			}
 		}
 	}
+	return v
+}
 
-	// Values: each read at one place, the place acknowledged, sent by someone.
-	values := make([]string, 0, len(where))
-	for v := range where {
-		values = append(values, v)
+// checkValues checks each value read: read at one place, the place acknowledged, sent
+// by someone; and each acknowledged offset against what was read there.
+func checkValues(r *Report, v *seen, sends map[string]*Send, acked map[pos]*Send) {
+	values := make([]string, 0, len(v.where))
+	for val := range v.where {
+		values = append(values, val)
 	}
 	sort.Strings(values)
-	for _, v := range values {
-		ps := where[v]
-		s := sends[v]
+	for _, val := range values {
+		ps := v.where[val]
+		s := sends[val]
 		first := firstPos(ps)
 		if s == nil {
-			r.add(Anomaly{Phantom, first.partition, first.offset, v, "no producer sent this value"})
+			r.add(Anomaly{Phantom, first.partition, first.offset, val, "no producer sent this value"})
 			continue
 		}
 		if len(ps) > 1 {
-			r.add(Anomaly{Duplicate, first.partition, first.offset, v, fmt.Sprintf("read at %d offsets: %s", len(ps), posList(ps))})
+			r.add(Anomaly{Duplicate, first.partition, first.offset, val, fmt.Sprintf("read at %d offsets: %s", len(ps), posList(ps))})
 			if s.Idempotent {
 				r.DuplicatesIdempotent++
 			}
 		}
 		switch s.Outcome {
 		case Failed:
-			r.add(Anomaly{RefusedVisible, first.partition, first.offset, v, "produce refused (" + s.Err + ") but the record was read"})
+			r.add(Anomaly{RefusedVisible, first.partition, first.offset, val, "produce refused (" + s.Err + ") but the record was read"})
 		case OK:
 			if !ps[pos{s.Partition, s.Offset}] {
-				r.add(Anomaly{Inconsistent, s.Partition, s.Offset, v, fmt.Sprintf("acknowledged at this offset, read at %s", posList(ps))})
+				r.add(Anomaly{Inconsistent, s.Partition, s.Offset, val, fmt.Sprintf("acknowledged at this offset, read at %s", posList(ps))})
 			}
 		default:
 			r.UnknownSeen++
 		}
 	}
 	for p, s := range acked {
-		if v, ok := at[p]; ok && v != s.Value && len(where[s.Value]) == 0 {
-			r.add(Anomaly{Inconsistent, p.partition, p.offset, s.Value, fmt.Sprintf("acknowledged here, but the offset holds %q", v)})
+		if val, ok := v.at[p]; ok && val != s.Value && len(v.where[s.Value]) == 0 {
+			r.add(Anomaly{Inconsistent, p.partition, p.offset, s.Value, fmt.Sprintf("acknowledged here, but the offset holds %q", val)})
 		}
 	}
+}
 
-	// The final read: complete, and holding everything acknowledged or seen.
+// checkFinal checks the final read: complete, and holding everything acknowledged or
+// seen; and that nothing acknowledged went unread.
+func checkFinal(r *Report, h *History, v *seen) {
 	complete := make(map[int32]bool)
 	for _, f := range h.Final {
 		complete[f.Partition] = f.Complete
@@ -272,33 +298,32 @@ func Check(h *History) *Report {
 		if s.Outcome != OK {
 			continue
 		}
-		if len(where[s.Value]) == 0 {
+		if len(v.where[s.Value]) == 0 {
 			r.add(Anomaly{Lost, s.Partition, s.Offset, s.Value, "acknowledged, never read"})
 		}
 	}
-	if len(h.Final) > 0 {
-		missing := make(map[string]pos)
-		for i := range h.Sends {
-			s := &h.Sends[i]
-			if s.Outcome == OK && !final[s.Value] {
-				missing[s.Value] = pos{s.Partition, s.Offset}
-			}
-		}
-		for v, p := range seenDuring {
-			if !final[v] {
-				missing[v] = p
-			}
-		}
-		for _, v := range sortedKeys(missing) {
-			p := missing[v]
-			if c, ok := complete[p.partition]; ok && !c {
-				continue // reported as final_incomplete
-			}
-			r.add(Anomaly{Unseen, p.partition, p.offset, v, "not in the final read"})
+	if len(h.Final) == 0 {
+		return
+	}
+	missing := make(map[string]pos)
+	for i := range h.Sends {
+		s := &h.Sends[i]
+		if s.Outcome == OK && !v.final[s.Value] {
+			missing[s.Value] = pos{s.Partition, s.Offset}
 		}
 	}
-	checkGroups(r, h)
-	return r
+	for val, p := range v.during {
+		if !v.final[val] {
+			missing[val] = p
+		}
+	}
+	for _, val := range sortedKeys(missing) {
+		p := missing[val]
+		if c, ok := complete[p.partition]; ok && !c {
+			continue // reported as final_incomplete
+		}
+		r.add(Anomaly{Unseen, p.partition, p.offset, val, "not in the final read"})
+	}
 }
 
 // checkPoll checks one poll: offsets dense from the one asked for, and a next offset

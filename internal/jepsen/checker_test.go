@@ -61,115 +61,119 @@ func (b *hist) gread(g string, p int32, first int64, values ...string) *hist {
 	return b
 }
 
+// checkCases are TestCheck's: a history, and the anomalies and outcomes Check must
+// count in it.
+var checkCases = []struct {
+	name string
+	h    *hist
+	want map[Kind]int
+	ok   [3]int // records ok, failed, unknown
+}{
+	{
+		name: "clean run",
+		h: newHist().send("a", 0, OK, 0).send("b", 0, OK, 1).send("c", 1, OK, 0).send("d", 1, Failed, 0).send("e", 1, Unknown, 0).
+			read(ReadAssign, 0, 0, 0, "a").read(ReadAssign, 0, 1, 1, "b").read(ReadAssign, 1, 0, 0, "c", "e").
+			final(0, "a", "b").final(1, "c", "e"),
+		want: map[Kind]int{},
+		ok:   [3]int{3, 1, 1},
+	},
+	{
+		name: "acknowledged, never read",
+		h:    newHist().send("a", 0, OK, 0).send("b", 0, OK, 1).final(0, "a"),
+		want: map[Kind]int{Lost: 1, Unseen: 1},
+		ok:   [3]int{2, 0, 0},
+	},
+	{
+		name: "read during the run, gone from the final read",
+		h: newHist().send("a", 0, OK, 0).send("b", 0, Unknown, 0).
+			read(ReadAssign, 0, 0, 0, "a", "b").final(0, "a"),
+		want: map[Kind]int{Unseen: 1},
+		ok:   [3]int{1, 0, 1},
+	},
+	{
+		name: "two reads disagree on an offset",
+		h: newHist().send("a", 0, Unknown, 0).send("b", 0, Unknown, 0).
+			read(ReadAssign, 0, 0, 0, "a").read(ReadAssign, 0, 0, 0, "b").final(0, "b"),
+		want: map[Kind]int{Inconsistent: 1, Unseen: 1},
+		ok:   [3]int{0, 0, 2},
+	},
+	{
+		name: "acknowledged at an offset holding another value (ack before commit)",
+		h:    newHist().send("a", 0, OK, 0).send("b", 0, OK, 0).final(0, "b"),
+		want: map[Kind]int{Inconsistent: 2, Lost: 1, Unseen: 1},
+		ok:   [3]int{2, 0, 0},
+	},
+	{
+		name: "acknowledged at one offset, read at another",
+		h:    newHist().send("a", 0, OK, 5).final(0, "a"),
+		want: map[Kind]int{Inconsistent: 1},
+		ok:   [3]int{1, 0, 0},
+	},
+	{
+		name: "duplicate of an idempotent producer",
+		h:    newHist().isend("a", 0, OK, 0).final(0, "a", "a"),
+		want: map[Kind]int{Duplicate: 1},
+		ok:   [3]int{1, 0, 0},
+	},
+	{
+		name: "refused but visible",
+		h:    newHist().send("a", 1, Failed, 0).final(1, "a"),
+		want: map[Kind]int{RefusedVisible: 1},
+		ok:   [3]int{0, 1, 0},
+	},
+	{
+		name: "a value nobody sent",
+		h:    newHist().final(0, "zz"),
+		want: map[Kind]int{Phantom: 1},
+	},
+	{
+		name: "poll starting after the offset asked for",
+		h: newHist().send("a", 0, OK, 0).send("b", 0, OK, 1).
+			read(ReadAssign, 0, 0, 1, "b").final(0, "a", "b"),
+		want: map[Kind]int{Skipping: 1},
+		ok:   [3]int{2, 0, 0},
+	},
+	{
+		name: "gap and reversal inside a poll, next offset beyond the last record",
+		h: newHist().send("a", 0, OK, 0).send("b", 0, OK, 1).send("c", 0, OK, 2).
+			raw(Read{Consumer: "c", Mode: ReadAssign, Partition: 0, From: 0, Next: 3,
+				Records: []ReadRecord{{0, "a"}, {2, "c"}, {1, "b"}}}).
+			raw(Read{Consumer: "c", Mode: ReadAssign, Partition: 0, From: 0, Next: 9,
+				Records: []ReadRecord{{0, "a"}}}).
+			final(0, "a", "b", "c"),
+		want: map[Kind]int{Skipping: 2, Nonmonotonic: 1},
+		ok:   [3]int{3, 0, 0},
+	},
+	{
+		name: "final read incomplete",
+		h: func() *hist {
+			b := newHist().send("a", 0, OK, 0)
+			b.h.AddFinal(FinalState{Partition: 0, HWM: 1, Err: "timeout"})
+			return b
+		}(),
+		want: map[Kind]int{FinalIncomplete: 1, Lost: 1},
+		ok:   [3]int{1, 0, 0},
+	},
+	{
+		name: "group offsets: fine",
+		h: newHist().send("a", 0, OK, 0).send("b", 0, OK, 1).
+			gread("g", 0, 0, "a").group("g", false, map[int32]int64{0: 1}).gread("g", 0, 1, "b").
+			final(0, "a", "b").group("g", true, map[int32]int64{0: 2}),
+		want: map[Kind]int{},
+		ok:   [3]int{2, 0, 0},
+	},
+	{
+		name: "group offsets: regressed, beyond the watermark, skipped",
+		h: newHist().send("a", 0, OK, 0).send("b", 0, OK, 1).
+			gread("g", 0, 1, "b").group("g", false, map[int32]int64{0: 2}).group("g", false, map[int32]int64{0: 1}).
+			final(0, "a", "b").group("g", true, map[int32]int64{0: 3}),
+		want: map[Kind]int{GroupRegressed: 1, GroupBeyondHWM: 1, GroupSkipped: 1},
+		ok:   [3]int{2, 0, 0},
+	},
+}
+
 func TestCheck(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		h    *hist
-		want map[Kind]int
-		ok   [3]int // records ok, failed, unknown
-	}{
-		{
-			name: "clean run",
-			h: newHist().send("a", 0, OK, 0).send("b", 0, OK, 1).send("c", 1, OK, 0).send("d", 1, Failed, 0).send("e", 1, Unknown, 0).
-				read(ReadAssign, 0, 0, 0, "a").read(ReadAssign, 0, 1, 1, "b").read(ReadAssign, 1, 0, 0, "c", "e").
-				final(0, "a", "b").final(1, "c", "e"),
-			want: map[Kind]int{},
-			ok:   [3]int{3, 1, 1},
-		},
-		{
-			name: "acknowledged, never read",
-			h:    newHist().send("a", 0, OK, 0).send("b", 0, OK, 1).final(0, "a"),
-			want: map[Kind]int{Lost: 1, Unseen: 1},
-			ok:   [3]int{2, 0, 0},
-		},
-		{
-			name: "read during the run, gone from the final read",
-			h: newHist().send("a", 0, OK, 0).send("b", 0, Unknown, 0).
-				read(ReadAssign, 0, 0, 0, "a", "b").final(0, "a"),
-			want: map[Kind]int{Unseen: 1},
-			ok:   [3]int{1, 0, 1},
-		},
-		{
-			name: "two reads disagree on an offset",
-			h: newHist().send("a", 0, Unknown, 0).send("b", 0, Unknown, 0).
-				read(ReadAssign, 0, 0, 0, "a").read(ReadAssign, 0, 0, 0, "b").final(0, "b"),
-			want: map[Kind]int{Inconsistent: 1, Unseen: 1},
-			ok:   [3]int{0, 0, 2},
-		},
-		{
-			name: "acknowledged at an offset holding another value (ack before commit)",
-			h:    newHist().send("a", 0, OK, 0).send("b", 0, OK, 0).final(0, "b"),
-			want: map[Kind]int{Inconsistent: 2, Lost: 1, Unseen: 1},
-			ok:   [3]int{2, 0, 0},
-		},
-		{
-			name: "acknowledged at one offset, read at another",
-			h:    newHist().send("a", 0, OK, 5).final(0, "a"),
-			want: map[Kind]int{Inconsistent: 1},
-			ok:   [3]int{1, 0, 0},
-		},
-		{
-			name: "duplicate of an idempotent producer",
-			h:    newHist().isend("a", 0, OK, 0).final(0, "a", "a"),
-			want: map[Kind]int{Duplicate: 1},
-			ok:   [3]int{1, 0, 0},
-		},
-		{
-			name: "refused but visible",
-			h:    newHist().send("a", 1, Failed, 0).final(1, "a"),
-			want: map[Kind]int{RefusedVisible: 1},
-			ok:   [3]int{0, 1, 0},
-		},
-		{
-			name: "a value nobody sent",
-			h:    newHist().final(0, "zz"),
-			want: map[Kind]int{Phantom: 1},
-		},
-		{
-			name: "poll starting after the offset asked for",
-			h: newHist().send("a", 0, OK, 0).send("b", 0, OK, 1).
-				read(ReadAssign, 0, 0, 1, "b").final(0, "a", "b"),
-			want: map[Kind]int{Skipping: 1},
-			ok:   [3]int{2, 0, 0},
-		},
-		{
-			name: "gap and reversal inside a poll, next offset beyond the last record",
-			h: newHist().send("a", 0, OK, 0).send("b", 0, OK, 1).send("c", 0, OK, 2).
-				raw(Read{Consumer: "c", Mode: ReadAssign, Partition: 0, From: 0, Next: 3,
-					Records: []ReadRecord{{0, "a"}, {2, "c"}, {1, "b"}}}).
-				raw(Read{Consumer: "c", Mode: ReadAssign, Partition: 0, From: 0, Next: 9,
-					Records: []ReadRecord{{0, "a"}}}).
-				final(0, "a", "b", "c"),
-			want: map[Kind]int{Skipping: 2, Nonmonotonic: 1},
-			ok:   [3]int{3, 0, 0},
-		},
-		{
-			name: "final read incomplete",
-			h: func() *hist {
-				b := newHist().send("a", 0, OK, 0)
-				b.h.AddFinal(FinalState{Partition: 0, HWM: 1, Err: "timeout"})
-				return b
-			}(),
-			want: map[Kind]int{FinalIncomplete: 1, Lost: 1},
-			ok:   [3]int{1, 0, 0},
-		},
-		{
-			name: "group offsets: fine",
-			h: newHist().send("a", 0, OK, 0).send("b", 0, OK, 1).
-				gread("g", 0, 0, "a").group("g", false, map[int32]int64{0: 1}).gread("g", 0, 1, "b").
-				final(0, "a", "b").group("g", true, map[int32]int64{0: 2}),
-			want: map[Kind]int{},
-			ok:   [3]int{2, 0, 0},
-		},
-		{
-			name: "group offsets: regressed, beyond the watermark, skipped",
-			h: newHist().send("a", 0, OK, 0).send("b", 0, OK, 1).
-				gread("g", 0, 1, "b").group("g", false, map[int32]int64{0: 2}).group("g", false, map[int32]int64{0: 1}).
-				final(0, "a", "b").group("g", true, map[int32]int64{0: 3}),
-			want: map[Kind]int{GroupRegressed: 1, GroupBeyondHWM: 1, GroupSkipped: 1},
-			ok:   [3]int{2, 0, 0},
-		},
-	} {
+	for _, tc := range checkCases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := Check(tc.h.h)
 			for _, k := range Kinds {

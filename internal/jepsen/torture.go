@@ -119,180 +119,250 @@ func Run(ctx context.Context, env Env, class string, rc RunConfig) *Result {
 }
 
 func run(ctx context.Context, env Env, class string, rc RunConfig, dir string, res *Result, cleanup func(func())) error {
-	log := env.Log.With("class", class)
-	// A class is one name, or process faults joined with '+' to run together
-	// ("kill+pg-cut"); "all" is every process fault.
-	parts := strings.Split(class, "+")
-	if class == ClassAll {
-		parts = []string{ClassKill, ClassPause, ClassS3Proxy, ClassPGRestart, ClassPGCut, ClassCompaction}
+	su := &setup{env: env, log: env.Log.With("class", class), res: res, cleanup: cleanup}
+	if err := su.parseClass(class); err != nil {
+		return err
 	}
-	has := func(name string) bool { return slices.Contains(parts, name) }
-	for _, p := range parts {
-		if !slices.Contains(Classes, p) || p == ClassAll || (p == ClassStore && len(parts) > 1) {
+	if err := su.database(ctx); err != nil {
+		return err
+	}
+	if err := su.bucket(ctx); err != nil {
+		return err
+	}
+	wcfg := rc.Workload
+	var tg *target
+	var err error
+	if su.has(ClassStore) {
+		tg, err = su.inProcess(ctx)
+	} else {
+		tg, err = su.cluster(ctx, dir, &wcfg)
+	}
+	if err != nil {
+		return err
+	}
+	su.proxyNotes()
+	return su.workload(ctx, rc, wcfg, tg)
+}
+
+// setup is what a class's run builds before its workload: the catalog database (behind
+// a cutting proxy for pg-cut), the bucket (behind a faulting proxy for s3proxy), and the
+// cleanups and notes of each.
+type setup struct {
+	env     Env
+	log     *slog.Logger
+	res     *Result
+	cleanup func(func())
+	parts   []string // the class's faults
+
+	dsn  string
+	pg   *PrivatePostgres     // pg-restart, pg-cut
+	pgpx *faultproxy.Postgres // pg-cut
+
+	name     string    // the bucket's
+	direct   *s3.Store // the bucket, not through the proxy
+	endpoint string    // what the nodes reach the store at
+	s3px     *faultproxy.HTTP
+}
+
+// target is what a workload runs against: the nodes, how produces and fetches are
+// routed on role-split clusters, the faults to inject and how to heal them all.
+type target struct {
+	nodes, writers, readers []string
+	faults                  []Fault
+	heal                    func(ctx context.Context) error
+}
+
+func (su *setup) has(name string) bool { return slices.Contains(su.parts, name) }
+
+// parseClass reads a class: one name, or process faults joined with '+' to run together
+// ("kill+pg-cut"); "all" is every process fault.
+func (su *setup) parseClass(class string) error {
+	su.parts = strings.Split(class, "+")
+	if class == ClassAll {
+		su.parts = []string{ClassKill, ClassPause, ClassS3Proxy, ClassPGRestart, ClassPGCut, ClassCompaction}
+	}
+	for _, p := range su.parts {
+		if !slices.Contains(Classes, p) || p == ClassAll || (p == ClassStore && len(su.parts) > 1) {
 			return fmt.Errorf("jepsen: unknown fault class %q (want one of %s, or process faults joined with '+')", class, strings.Join(Classes, ", "))
 		}
 	}
-	needPrivate := has(ClassPGRestart) || has(ClassPGCut)
-	var (
-		dsn  string
-		pg   *PrivatePostgres
-		pgpx *faultproxy.Postgres
-		err  error
-	)
-	if needPrivate {
-		if env.NewPrivatePostgres == nil {
-			return errors.New("jepsen: this class needs a private Postgres")
-		}
-		if pg, err = env.NewPrivatePostgres(ctx); err != nil {
-			return err
-		}
-		dsn = pg.DSN
-		if has(ClassPGCut) {
-			if pgpx, err = faultproxy.NewPostgres(fmt.Sprintf("127.0.0.1:%d", pg.Port)); err != nil {
-				return err
-			}
-			cleanup(func() { _ = pgpx.Close() })
-			u, _ := url.Parse(dsn)
-			u.Host = pgpx.Addr()
-			dsn = u.String()
-		}
-	} else if dsn, err = env.NewDatabase(ctx); err != nil {
+	return nil
+}
+
+// database makes the run's catalog database: a private Postgres for the classes that
+// restart or cut it, else a database of the shared one.
+func (su *setup) database(ctx context.Context) error {
+	if !su.has(ClassPGRestart) && !su.has(ClassPGCut) {
+		var err error
+		su.dsn, err = su.env.NewDatabase(ctx)
 		return err
 	}
+	if su.env.NewPrivatePostgres == nil {
+		return errors.New("jepsen: this class needs a private Postgres")
+	}
+	pg, err := su.env.NewPrivatePostgres(ctx)
+	if err != nil {
+		return err
+	}
+	su.pg, su.dsn = pg, pg.DSN
+	if su.has(ClassPGCut) {
+		if su.pgpx, err = faultproxy.NewPostgres(fmt.Sprintf("127.0.0.1:%d", pg.Port)); err != nil {
+			return err
+		}
+		su.cleanup(func() { _ = su.pgpx.Close() })
+		u, _ := url.Parse(su.dsn)
+		u.Host = su.pgpx.Addr()
+		su.dsn = u.String()
+	}
+	return nil
+}
 
-	bucket := fmt.Sprintf("strata-torture-%d", time.Now().UnixNano())
-	direct, err := s3.New(ctx, s3.Config{Bucket: bucket, Prefix: "t", Endpoint: env.S3.Endpoint, Region: env.S3.Region,
-		PathStyle: true, AccessKey: env.S3.AccessKey, SecretKey: env.S3.SecretKey}, log)
+// bucket makes the run's bucket, and the proxy in front of the store for s3proxy.
+func (su *setup) bucket(ctx context.Context) error {
+	su.name = fmt.Sprintf("strata-torture-%d", time.Now().UnixNano())
+	s3c := su.env.S3
+	direct, err := s3.New(ctx, s3.Config{Bucket: su.name, Prefix: "t", Endpoint: s3c.Endpoint, Region: s3c.Region,
+		PathStyle: true, AccessKey: s3c.AccessKey, SecretKey: s3c.SecretKey}, su.log)
 	if err != nil {
 		return err
 	}
 	if err := direct.EnsureBucket(ctx); err != nil {
 		return fmt.Errorf("jepsen: create bucket: %w", err)
 	}
-	endpoint := env.S3.Endpoint
-	var s3px *faultproxy.HTTP
-	if has(ClassS3Proxy) {
-		if s3px, err = faultproxy.NewHTTP(env.S3.Endpoint); err != nil {
+	su.direct, su.endpoint = direct, s3c.Endpoint
+	if su.has(ClassS3Proxy) {
+		if su.s3px, err = faultproxy.NewHTTP(s3c.Endpoint); err != nil {
 			return err
 		}
-		cleanup(func() { _ = s3px.Close() })
-		endpoint = s3px.URL()
+		su.cleanup(func() { _ = su.s3px.Close() })
+		su.endpoint = su.s3px.URL()
 	}
+	return nil
+}
 
-	wcfg := rc.Workload
-	var (
-		faults []Fault
-		nodes  []string
-		heal   func(ctx context.Context) error
-		// writers and readers route produces and fetches on role-split clusters.
-		writers, readers []string
-	)
-	if has(ClassStore) {
-		// In-process nodes over the fault decorator.
-		cat, err := postgres.Open(ctx, dsn, catalog.Options{CommitTimeout: 3 * time.Second, Logger: log})
+// inProcess starts the store class's target: two in-process nodes over the fault
+// decorator.
+func (su *setup) inProcess(ctx context.Context) (*target, error) {
+	cat, err := postgres.Open(ctx, su.dsn, catalog.Options{CommitTimeout: 3 * time.Second, Logger: su.log})
+	if err != nil {
+		return nil, err
+	}
+	su.cleanup(func() { _ = cat.Close() })
+	fs := fault.New(su.direct)
+	tg := &target{}
+	for range 2 {
+		n, err := StartNode(NodeConfig{Catalog: cat, Store: fs, CommitTimeout: 3 * time.Second, Log: su.log})
 		if err != nil {
-			return err
+			return nil, err
 		}
-		cleanup(func() { _ = cat.Close() })
-		fs := fault.New(direct)
-		for range 2 {
-			n, err := StartNode(NodeConfig{Catalog: cat, Store: fs, CommitTimeout: 3 * time.Second, Log: log})
-			if err != nil {
-				return err
-			}
-			cleanup(func() {
-				if err := n.Close(); err != nil {
-					res.Notes = append(res.Notes, "node: "+err.Error())
-				}
-			})
-			nodes = append(nodes, n.URL)
-		}
-		faults = []Fault{&StoreFault{Store: fs}}
-		heal = func(context.Context) error { fs.ClearAll(); return nil }
-		cleanup(func() {
-			var parts []string
-			for _, op := range fault.Ops {
-				parts = append(parts, fmt.Sprintf("%s %d/%d", op, fs.Injected(op), fs.Calls(op)))
-			}
-			res.Notes = append(res.Notes, "store calls faulted/total: "+strings.Join(parts, ", "))
-		})
-	} else {
-		if env.Binary == "" {
-			return errors.New("jepsen: no strata binary for the process classes")
-		}
-		q := url.Values{"endpoint": {endpoint}, "path_style": {"true"}}
-		if env.S3.Region != "" {
-			q.Set("region", env.S3.Region)
-		}
-		var penv []string
-		for _, kv := range os.Environ() {
-			if !strings.HasPrefix(kv, "STRATA_") && !strings.HasPrefix(kv, "AWS_") {
-				penv = append(penv, kv)
-			}
-		}
-		penv = append(penv, "AWS_ACCESS_KEY_ID="+env.S3.AccessKey, "AWS_SECRET_ACCESS_KEY="+env.S3.SecretKey)
-		cl, err := StartCluster(ctx, ClusterConfig{
-			Binary: env.Binary, Compactor: true,
-			Catalog: dsn, Bucket: "s3://" + bucket + "/t?" + q.Encode(), Env: penv, Dir: dir,
-		})
-		if err != nil {
-			return err
-		}
-		cleanup(cl.Close)
-		nodes = cl.NodeURLs()
-		writers, readers = cl.RoleURLs("writer"), cl.RoleURLs("reader")
-		for _, p := range parts {
-			switch p {
-			case ClassKill:
-				faults = append(faults, &KillFault{Procs: cl.Procs})
-			case ClassPause:
-				faults = append(faults, &PauseFault{Procs: cl.Procs})
-			case ClassS3Proxy:
-				faults = append(faults, &ProxyFault{Proxy: s3px})
-			case ClassPGRestart:
-				faults = append(faults, &PGRestartFault{PG: pg})
-			case ClassPGCut:
-				faults = append(faults, &PGCutFault{Proxy: pgpx})
-			case ClassCompaction:
-				faults = append(faults, &KillFault{Procs: cl.Procs[len(cl.Procs)-1:]})
-				wcfg.Rereaders = max(wcfg.Rereaders, 2)
-			}
-		}
-		heal = func(ctx context.Context) error {
-			// Every fault's Stop is safe to repeat: whatever the schedule left
-			// behind (a Postgres still down, a proxy still cutting) is healed here.
-			var errs []error
-			for _, f := range HealOrder(faults) {
-				if err := f.Stop(ctx); err != nil {
-					errs = append(errs, fmt.Errorf("heal %s: %w", f.Name(), err))
-				}
-			}
-			return errors.Join(append(errs, cl.Heal(ctx))...)
-		}
-		compactorURL := cl.Procs[len(cl.Procs)-1].URL
-		cleanup(func() { res.Notes = append(res.Notes, compactorNote(compactorURL)) })
-		cleanup(func() {
-			if res.Err != nil || (res.Report != nil && !res.Report.Valid()) {
-				res.Notes = append(res.Notes, "process logs:\n"+cl.Logs())
+		su.cleanup(func() {
+			if err := n.Close(); err != nil {
+				su.res.Notes = append(su.res.Notes, "node: "+err.Error())
 			}
 		})
+		tg.nodes = append(tg.nodes, n.URL)
 	}
-	if s3px != nil {
-		cleanup(func() {
-			n, inj := s3px.Counts()
-			res.Notes = append(res.Notes, fmt.Sprintf("s3 proxy: %d of %d requests faulted", inj, n))
-		})
-	}
-	if pgpx != nil {
-		cleanup(func() {
-			commits, cuts := pgpx.Counts()
-			res.Notes = append(res.Notes, fmt.Sprintf("pg proxy: %d of %d writing transactions cut after COMMIT", cuts, commits))
-		})
-	}
+	tg.faults = []Fault{&StoreFault{Store: fs}}
+	tg.heal = func(context.Context) error { fs.ClearAll(); return nil }
+	su.cleanup(func() {
+		var parts []string
+		for _, op := range fault.Ops {
+			parts = append(parts, fmt.Sprintf("%s %d/%d", op, fs.Injected(op), fs.Calls(op)))
+		}
+		su.res.Notes = append(su.res.Notes, "store calls faulted/total: "+strings.Join(parts, ", "))
+	})
+	return tg, nil
+}
 
-	wcfg.Log = log
-	bal := NewBalancer(nodes)
-	bal.SetRoles(writers, readers)
+// cluster starts a process class's target: a cluster of strata processes, with the
+// class's faults on them (the compaction class also rereads more, in wcfg).
+func (su *setup) cluster(ctx context.Context, dir string, wcfg *WorkloadConfig) (*target, error) {
+	env := su.env
+	if env.Binary == "" {
+		return nil, errors.New("jepsen: no strata binary for the process classes")
+	}
+	q := url.Values{"endpoint": {su.endpoint}, "path_style": {"true"}}
+	if env.S3.Region != "" {
+		q.Set("region", env.S3.Region)
+	}
+	var penv []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "STRATA_") && !strings.HasPrefix(kv, "AWS_") {
+			penv = append(penv, kv)
+		}
+	}
+	penv = append(penv, "AWS_ACCESS_KEY_ID="+env.S3.AccessKey, "AWS_SECRET_ACCESS_KEY="+env.S3.SecretKey)
+	cl, err := StartCluster(ctx, ClusterConfig{
+		Binary: env.Binary, Compactor: true,
+		Catalog: su.dsn, Bucket: "s3://" + su.name + "/t?" + q.Encode(), Env: penv, Dir: dir,
+	})
+	if err != nil {
+		return nil, err
+	}
+	su.cleanup(cl.Close)
+	tg := &target{nodes: cl.NodeURLs(), writers: cl.RoleURLs("writer"), readers: cl.RoleURLs("reader")}
+	for _, p := range su.parts {
+		switch p {
+		case ClassKill:
+			tg.faults = append(tg.faults, &KillFault{Procs: cl.Procs})
+		case ClassPause:
+			tg.faults = append(tg.faults, &PauseFault{Procs: cl.Procs})
+		case ClassS3Proxy:
+			tg.faults = append(tg.faults, &ProxyFault{Proxy: su.s3px})
+		case ClassPGRestart:
+			tg.faults = append(tg.faults, &PGRestartFault{PG: su.pg})
+		case ClassPGCut:
+			tg.faults = append(tg.faults, &PGCutFault{Proxy: su.pgpx})
+		case ClassCompaction:
+			tg.faults = append(tg.faults, &KillFault{Procs: cl.Procs[len(cl.Procs)-1:]})
+			wcfg.Rereaders = max(wcfg.Rereaders, 2)
+		}
+	}
+	tg.heal = func(ctx context.Context) error {
+		// Every fault's Stop is safe to repeat: whatever the schedule left
+		// behind (a Postgres still down, a proxy still cutting) is healed here.
+		var errs []error
+		for _, f := range HealOrder(tg.faults) {
+			if err := f.Stop(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("heal %s: %w", f.Name(), err))
+			}
+		}
+		return errors.Join(append(errs, cl.Heal(ctx))...)
+	}
+	compactorURL := cl.Procs[len(cl.Procs)-1].URL
+	res := su.res
+	su.cleanup(func() { res.Notes = append(res.Notes, compactorNote(compactorURL)) })
+	su.cleanup(func() {
+		if res.Err != nil || (res.Report != nil && !res.Report.Valid()) {
+			res.Notes = append(res.Notes, "process logs:\n"+cl.Logs())
+		}
+	})
+	return tg, nil
+}
+
+// proxyNotes notes, when the run ends, what the proxies faulted.
+func (su *setup) proxyNotes() {
+	if su.s3px != nil {
+		su.cleanup(func() {
+			n, inj := su.s3px.Counts()
+			su.res.Notes = append(su.res.Notes, fmt.Sprintf("s3 proxy: %d of %d requests faulted", inj, n))
+		})
+	}
+	if su.pgpx != nil {
+		su.cleanup(func() {
+			commits, cuts := su.pgpx.Counts()
+			su.res.Notes = append(su.res.Notes, fmt.Sprintf("pg proxy: %d of %d writing transactions cut after COMMIT", cuts, commits))
+		})
+	}
+}
+
+// workload runs the workload against tg under the fault schedule for rc.Duration,
+// heals, reads everything back and checks the history and the store.
+func (su *setup) workload(ctx context.Context, rc RunConfig, wcfg WorkloadConfig, tg *target) error {
+	res := su.res
+	wcfg.Log = su.log
+	bal := NewBalancer(tg.nodes)
+	bal.SetRoles(tg.writers, tg.readers)
 	wl := NewWorkload(bal, wcfg)
 	res.History = wl.History()
 	if err := wl.Setup(ctx); err != nil {
@@ -301,7 +371,7 @@ func run(ctx context.Context, env Env, class string, rc RunConfig, dir string, r
 	runCtx, cancel := context.WithTimeout(ctx, rc.Duration)
 	defer cancel()
 	wl.Start(runCtx)
-	sched := Schedule{Faults: faults, Quiet: rc.Quiet, Active: rc.Active}
+	sched := Schedule{Faults: tg.faults, Quiet: rc.Quiet, Active: rc.Active}
 	schedErr := sched.Run(runCtx, wl.History())
 	for _, e := range wl.History().Events {
 		if strings.HasPrefix(e.What, "start:") {
@@ -311,18 +381,19 @@ func run(ctx context.Context, env Env, class string, rc RunConfig, dir string, r
 	// Heal everything, let the workload finish, then read it all back.
 	hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer hcancel()
-	healErr := heal(hctx)
+	healErr := tg.heal(hctx)
 	wl.Stop()
-	if err := WaitReady(hctx, nodes); err != nil {
+	if err := WaitReady(hctx, tg.nodes); err != nil {
 		healErr = errors.Join(healErr, err)
 	}
 	wl.Final(ctx)
 	res.Report = Check(wl.History())
-	checkDSN := dsn
-	if pg != nil {
-		checkDSN = pg.DSN // not through the proxy
+	checkDSN := su.dsn
+	if su.pg != nil {
+		checkDSN = su.pg.DSN // not through the proxy
 	}
-	if res.Check, err = checkStore(ctx, checkDSN, direct, log); err != nil {
+	var err error
+	if res.Check, err = checkStore(ctx, checkDSN, su.direct, su.log); err != nil {
 		return errors.Join(schedErr, healErr, err)
 	}
 	if schedErr != nil || healErr != nil {

@@ -152,12 +152,12 @@ func Start(cfg Config) (*Node, error) {
 			com = cfg.Committer
 		}
 		n.Writer = writer.New(store, com, cfg.WriterConfig, log, reg)
-		bd.Writer = n.Writer
+		bd.Writer, bd.Submitter = n.Writer, n.Writer
 		start("writer", n.Writer.Run)
 	}
 	if cfg.Reader {
 		n.Reader = reader.New(store, cat, cfg.ReaderConfig, log, reg)
-		bd.Reader, bd.Batches = n.Reader, n.Reader
+		bd.Reader, bd.Batches, bd.Watcher = n.Reader, n.Reader, n.Reader
 		if !cfg.Lambda {
 			start("reader", n.Reader.Run)
 		}

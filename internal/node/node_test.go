@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/compactor"
+	"github.com/strata-io/strata/internal/batchtest"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/writer"
 )
@@ -129,4 +132,77 @@ func TestStartNeedsCatalogAndStore(t *testing.T) {
 	if _, err := Start(cfg); err == nil {
 		t.Fatal("a node with an invalid compactor configuration started")
 	}
+}
+
+// TestBrokerWiring: the node hands the broker the writer's submit and the reader's
+// watch. Submit then only buffers (it returns long before the flush that a 700 ms
+// linger holds back; without the writer's submit it would produce and wait), and a
+// waiting FetchPartitions is woken by the commit's notification (counted by the
+// reader; without the watch it polls, and nothing counts).
+func TestBrokerWiring(t *testing.T) {
+	cfg := newConfig(t)
+	cfg.WriterConfig = writer.Config{Linger: 700 * time.Millisecond}
+	cfg.Registry = prometheus.NewRegistry()
+	n, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop(context.Background())
+	ctx := t.Context()
+	fetched := make(chan []broker.PartitionBatches, 1)
+	go func() {
+		res, _ := n.Broker.FetchPartitions(ctx, broker.Anonymous, broker.PartitionsFetch{
+			Partitions: []broker.FetchRequest{{Topic: "t"}}, Wait: 5 * time.Second})
+		fetched <- res
+	}()
+	p, err := n.Broker.PrepareBatches(ctx, broker.Anonymous, broker.BatchesRequest{
+		Topic: "t", Batches: batchtest.Batch(t, batchtest.Some(3, time.Now().UnixMilli()), 0, -1, -1, -1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := p.Submit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 350*time.Millisecond {
+		t.Fatalf("Submit took %v: it waited for the flush (linger 700ms), so the broker has no Submitter", d)
+	}
+	if _, err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	committed := time.Now()
+	select {
+	case res := <-fetched:
+		if len(res) != 1 || res[0].Err != nil || len(res[0].Batches) == 0 {
+			t.Fatalf("FetchPartitions answered %+v, want the batch", res)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("FetchPartitions not answered after the commit")
+	}
+	t.Logf("fetch answered %v after the produce's answer", time.Since(committed))
+	if got := notifyWakeups(t, cfg.Registry); got == 0 {
+		t.Fatal("no long-poll woken by a notification: the broker has no Watcher")
+	}
+}
+
+// notifyWakeups reads strata_reader_longpoll_wakeups_total{by="notify"}.
+func notifyWakeups(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "strata_reader_longpoll_wakeups_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "by" && l.GetValue() == "notify" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

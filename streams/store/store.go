@@ -2,7 +2,7 @@
 // store, the changelog offset they reflect (the checkpoint). The runtime writes a batch
 // only after the commit that carried it to the changelog is confirmed, together with the
 // new checkpoints, so a store never runs ahead of its changelog and a crash never
-// needs a wipe (DESIGN.md "Streams").
+// needs a wipe (docs/design.md "Streams").
 //
 // Two implementations share one conformance suite (storetest): Pebble, which keeps
 // state across restarts so a task restores only the changelog tail, and memory, which

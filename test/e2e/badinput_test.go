@@ -26,9 +26,52 @@ func TestBadInputChangesNothing(t *testing.T) {
 	createTopic(t, base, "small", 1, map[string]string{"max.message.bytes": "100"})
 	topics := map[string]int{"orders": 3, "strs": 2, "bins": 1, "small": 1}
 
-	const jsonCT = "application/json"
-	long := strings.Repeat("a", 5000)
-	rec := func(fields string) []byte { return []byte(`{"records":[` + fields + `]}`) }
+	for _, c := range append(badProduceCases(), badFetchAndAdminCases()...) {
+		checkBadInput(t, base, c)
+	}
+	checkNothingWritten(t, s, base, topics)
+
+	// The node still works, and the first good record takes offset 0.
+	out, offs, r, err := produceOnce(t.Context(), base, "strs", recordsBody(`{"value":"finally","partition":1}`))
+	if err != nil || out != acked || len(offs) != 1 || offs[0] != (producedOffset{1, 0}) {
+		t.Fatalf("good produce after bad input: HTTP %d %s %v", r.status, r.body, err)
+	}
+}
+
+// badInputCase is one bad request of TestBadInputChangesNothing and the problem it must
+// answer.
+type badInputCase struct {
+	name        string
+	method      string
+	path        string
+	contentType string
+	body        []byte
+	chunked     bool // send the body without a Content-Length
+	header      map[string]string
+	status      int
+	code        string
+}
+
+const jsonCT = "application/json"
+
+// longName is a 5,000-character topic name.
+var longName = strings.Repeat("a", 5000)
+
+// recordsBody is a produce body holding the records given as JSON.
+func recordsBody(fields string) []byte { return []byte(`{"records":[` + fields + `]}`) }
+
+func badProduce(name, topic string, body []byte, status int, code string) badInputCase {
+	return badInputCase{name: name, method: http.MethodPost, path: "/v1/topics/" + topic + "/records", contentType: jsonCT, body: body, status: status, code: code}
+}
+
+func badGet(name, path string, status int, code string) badInputCase {
+	return badInputCase{name: name, method: http.MethodGet, path: path, status: status, code: code}
+}
+
+// badProduceCases are bad produces: bodies, batches, content types, topics, partitions,
+// records and timestamps.
+func badProduceCases() []badInputCase {
+	long, rec := longName, recordsBody
 	future := time.Now().Add(48 * time.Hour).UnixMilli()
 	tooMany := make([]map[string]any, 10001)
 	for i := range tooMany {
@@ -36,25 +79,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 	// 17 MiB of valid JSON: over the 16 MiB default body limit.
 	big := produceBody([]map[string]any{{"value": strings.Repeat("x", 17<<20)}})
-
-	type tc struct {
-		name        string
-		method      string
-		path        string
-		contentType string
-		body        []byte
-		chunked     bool // send the body without a Content-Length
-		header      map[string]string
-		status      int
-		code        string
-	}
-	produce := func(name, topic string, body []byte, status int, code string) tc {
-		return tc{name: name, method: http.MethodPost, path: "/v1/topics/" + topic + "/records", contentType: jsonCT, body: body, status: status, code: code}
-	}
-	get := func(name, path string, status int, code string) tc {
-		return tc{name: name, method: http.MethodGet, path: path, status: status, code: code}
-	}
-	cases := []tc{
+	produce := badProduce
+	return []badInputCase{
 		// Malformed bodies.
 		produce("malformed JSON", "orders", []byte(`{"records":[{"value":1}`), 400, "invalid_json"),
 		produce("not JSON", "orders", []byte(`records: value=1`), 400, "invalid_json"),
@@ -98,7 +124,13 @@ func TestBadInputChangesNothing(t *testing.T) {
 		produce("timestamp two days ahead", "orders", rec(fmt.Sprintf(`{"value":1,"timestamp":%d}`, future)), 400, "timestamp_out_of_range"),
 		produce("negative timestamp", "orders", rec(`{"value":1,"timestamp":-5}`), 400, "invalid_record"),
 		produce("timestamp not a time", "orders", rec(`{"value":1,"timestamp":"yesterday"}`), 400, "invalid_record"),
+	}
+}
 
+// badFetchAndAdminCases are bad fetches and topic administration.
+func badFetchAndAdminCases() []badInputCase {
+	long, rec, get := longName, recordsBody, badGet
+	return []badInputCase{
 		// Fetch: offsets and partitions.
 		get("negative offset", "/v1/topics/orders/partitions/0/records?offset=-1", 400, "invalid_offset"),
 		get("non-numeric offset", "/v1/topics/orders/partitions/0/records?offset=abc", 400, "invalid_offset"),
@@ -140,52 +172,59 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{name: "delete: invalid name", method: http.MethodDelete, path: "/v1/topics/" + long, status: 400, code: "invalid_topic_name"},
 		{name: "wrong method", method: http.MethodPut, path: "/v1/topics/orders/records", contentType: jsonCT, body: rec(`{"value":1}`), status: 405, code: "method_not_allowed"},
 	}
-	for _, c := range cases {
-		req, err := http.NewRequest(c.method, base+c.path, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		if c.body != nil {
-			req.Body = io.NopCloser(bytes.NewReader(c.body))
-			req.ContentLength = int64(len(c.body))
-			if c.chunked {
-				req.ContentLength = -1
-			}
-		}
-		if c.contentType != "" {
-			req.Header.Set("Content-Type", c.contentType)
-		}
-		for k, v := range c.header {
-			req.Header.Set(k, v)
-		}
-		resp, err := httpClient.Do(req)
-		if err != nil {
-			t.Errorf("%s: %v", c.name, err)
-			continue
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		res := httpResult{status: resp.StatusCode, header: resp.Header, body: body}
-		p, ok := res.problem()
-		switch {
-		case !ok:
-			t.Errorf("%s: HTTP %d %s (Content-Type %q), want a problem+json answer %d %s",
-				c.name, res.status, truncate(string(body), 200), resp.Header.Get("Content-Type"), c.status, c.code)
-			continue
-		case res.status != c.status || p.Code != c.code:
-			t.Errorf("%s: HTTP %d %s (%s), want %d %s", c.name, res.status, p.Code, p.Detail, c.status, c.code)
-			continue
-		}
-		if p.Status != res.status || p.Type != "urn:strata:problem:"+c.code || p.Title == "" || p.Detail == "" {
-			t.Errorf("%s: incomplete problem body %s", c.name, truncate(string(body), 300))
-		}
-		if ra := resp.Header.Get("Retry-After"); ra != "" {
-			t.Errorf("%s: a %d answer carries Retry-After %q: bad input is not worth retrying", c.name, res.status, ra)
+}
+
+// checkBadInput sends c and checks its answer: the problem c names, complete, without
+// Retry-After.
+func checkBadInput(t *testing.T, base string, c badInputCase) {
+	t.Helper()
+	req, err := http.NewRequest(c.method, base+c.path, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", c.name, err)
+	}
+	if c.body != nil {
+		req.Body = io.NopCloser(bytes.NewReader(c.body))
+		req.ContentLength = int64(len(c.body))
+		if c.chunked {
+			req.ContentLength = -1
 		}
 	}
+	if c.contentType != "" {
+		req.Header.Set("Content-Type", c.contentType)
+	}
+	for k, v := range c.header {
+		req.Header.Set(k, v)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Errorf("%s: %v", c.name, err)
+		return
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	res := httpResult{status: resp.StatusCode, header: resp.Header, body: body}
+	p, ok := res.problem()
+	switch {
+	case !ok:
+		t.Errorf("%s: HTTP %d %s (Content-Type %q), want a problem+json answer %d %s",
+			c.name, res.status, truncate(string(body), 200), resp.Header.Get("Content-Type"), c.status, c.code)
+		return
+	case res.status != c.status || p.Code != c.code:
+		t.Errorf("%s: HTTP %d %s (%s), want %d %s", c.name, res.status, p.Code, p.Detail, c.status, c.code)
+		return
+	}
+	if p.Status != res.status || p.Type != "urn:strata:problem:"+c.code || p.Title == "" || p.Detail == "" {
+		t.Errorf("%s: incomplete problem body %s", c.name, truncate(string(body), 300))
+	}
+	if ra := resp.Header.Get("Retry-After"); ra != "" {
+		t.Errorf("%s: a %d answer carries Retry-After %q: bad input is not worth retrying", c.name, res.status, ra)
+	}
+}
 
-	// Nothing was written: topics and partition counts as created, every watermark at 0,
-	// no segment in the store, no flush.
+// checkNothingWritten: topics and partition counts as created, every watermark at 0, no
+// segment in the store, no flush.
+func checkNothingWritten(t *testing.T, s *stack, base string, topics map[string]int) {
+	t.Helper()
 	res := do(t, http.MethodGet, base+"/v1/topics", "", nil)
 	var list struct {
 		Topics []struct {
@@ -218,11 +257,6 @@ func TestBadInputChangesNothing(t *testing.T) {
 		t.Errorf("the writer flushed after bad input: %+v", c)
 	}
 
-	// The node still works, and the first good record takes offset 0.
-	out, offs, r, err := produceOnce(t.Context(), base, "strs", rec(`{"value":"finally","partition":1}`))
-	if err != nil || out != acked || len(offs) != 1 || offs[0] != (producedOffset{1, 0}) {
-		t.Fatalf("good produce after bad input: HTTP %d %s %v", r.status, r.body, err)
-	}
 }
 
 // TestBadInputStrictness holds input the API accepts today although it is malformed or

@@ -21,70 +21,10 @@ func TestStoreFailingPuts(t *testing.T) {
 			const topic, parts = "faulty", 3
 			createTopic(t, s.url, topic, parts, nil)
 
-			// Several concurrent requests, so that one flush holds several of them
-			// and several flushes fail.
-			const clients, batches, perBatch = 4, 3, 20
-			send := func(tag string) [][]producedOffset {
-				var mu sync.Mutex
-				var answers [][]producedOffset
-				var wg sync.WaitGroup
-				for c := range clients {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for b := range batches {
-							recs := make([]map[string]any, perBatch)
-							for i := range recs {
-								recs[i] = map[string]any{
-									"key":   fmt.Sprintf("k%d", i),
-									"value": map[string]any{"tag": tag, "c": c, "b": b, "i": i},
-								}
-							}
-							out, offs, res, err := produceOnce(context.Background(), s.url, topic, produceBody(recs))
-							if err != nil {
-								t.Errorf("%s: client %d batch %d: %v", tag, c, b, err)
-								return
-							}
-							mu.Lock()
-							switch tag {
-							case "failing":
-								p, _ := res.problem()
-								if out != refused || res.status != http.StatusServiceUnavailable || p.Code != "store_unavailable" {
-									t.Errorf("%s: client %d batch %d: HTTP %d %s, want 503 store_unavailable", tag, c, b, res.status, res.body)
-								}
-								if ra := res.header.Get("Retry-After"); ra == "" {
-									t.Errorf("%s: 503 without Retry-After", tag)
-								}
-							default:
-								if out != acked {
-									t.Errorf("%s: client %d batch %d: HTTP %d %s, want 200", tag, c, b, res.status, res.body)
-								} else {
-									answers = append(answers, offs)
-								}
-							}
-							mu.Unlock()
-						}
-					}()
-				}
-				wg.Wait()
-				return answers
-			}
-			nothingVisible := func(when string) {
-				t.Helper()
-				for _, p := range partitions(t, s.url, topic) {
-					if p.HighWatermark != 0 || p.Bytes != 0 {
-						t.Errorf("%s: partition %d has high watermark %d and %d bytes, want 0 and 0", when, p.Partition, p.HighWatermark, p.Bytes)
-					}
-					if a := fetch(t, s.url, topic, p.Partition, 0, 100); len(a.Records) != 0 || a.HighWatermark != 0 {
-						t.Errorf("%s: fetch of partition %d from 0 shows %d records, high watermark %d", when, p.Partition, len(a.Records), a.HighWatermark)
-					}
-				}
-			}
-
 			// Every PUT fails: nothing reaches the store, nothing commits.
 			s.fault.FailAlways(fault.Put, nil)
-			send("failing")
-			nothingVisible("while PUTs fail")
+			sendFaultyBatches(t, s.url, topic, "failing")
+			nothingVisible(t, s.url, topic, "while PUTs fail")
 			if keys := s.objects(t); len(keys) != 0 {
 				t.Errorf("the store holds %d objects after failed PUTs: %v", len(keys), keys)
 			}
@@ -105,11 +45,11 @@ func TestStoreFailingPuts(t *testing.T) {
 				t.Errorf("lost PUT answer: HTTP %d %s (Retry-After %q), want 503 store_unavailable with Retry-After",
 					res.status, res.body, res.header.Get("Retry-After"))
 			}
-			nothingVisible("after a lost PUT answer")
+			nothingVisible(t, s.url, topic, "after a lost PUT answer")
 
 			// The store behaves again: requests succeed, the log starts at 0.
 			s.fault.ClearAll()
-			answers := send("healthy")
+			answers := sendFaultyBatches(t, s.url, topic, "healthy")
 			seen := map[producedOffset]bool{}
 			for _, offs := range answers {
 				for _, o := range offs {
@@ -129,10 +69,77 @@ func TestStoreFailingPuts(t *testing.T) {
 				}
 				total += len(recs)
 			}
-			if want := clients * batches * perBatch; total != want || len(seen) != want {
+			if want := faultyClients * faultyBatches * faultyPerBatch; total != want || len(seen) != want {
 				t.Errorf("after the fault: %d records in the log, %d acknowledged, want %d", total, len(seen), want)
 			}
 		})
+	}
+}
+
+// sendFaultyBatches sends TestStoreFailingPuts' records: several concurrent requests, so
+// that one flush holds several of them and several flushes fail. Tagged "failing",
+// every request must be refused with 503 store_unavailable and Retry-After; otherwise
+// acknowledged, and the offsets acknowledged are answered.
+func sendFaultyBatches(t *testing.T, url, topic, tag string) [][]producedOffset {
+	var mu sync.Mutex
+	var answers [][]producedOffset
+	var wg sync.WaitGroup
+	for c := range faultyClients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range faultyBatches {
+				recs := make([]map[string]any, faultyPerBatch)
+				for i := range recs {
+					recs[i] = map[string]any{
+						"key":   fmt.Sprintf("k%d", i),
+						"value": map[string]any{"tag": tag, "c": c, "b": b, "i": i},
+					}
+				}
+				out, offs, res, err := produceOnce(context.Background(), url, topic, produceBody(recs))
+				if err != nil {
+					t.Errorf("%s: client %d batch %d: %v", tag, c, b, err)
+					return
+				}
+				mu.Lock()
+				switch tag {
+				case "failing":
+					p, _ := res.problem()
+					if out != refused || res.status != http.StatusServiceUnavailable || p.Code != "store_unavailable" {
+						t.Errorf("%s: client %d batch %d: HTTP %d %s, want 503 store_unavailable", tag, c, b, res.status, res.body)
+					}
+					if ra := res.header.Get("Retry-After"); ra == "" {
+						t.Errorf("%s: 503 without Retry-After", tag)
+					}
+				default:
+					if out != acked {
+						t.Errorf("%s: client %d batch %d: HTTP %d %s, want 200", tag, c, b, res.status, res.body)
+					} else {
+						answers = append(answers, offs)
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return answers
+}
+
+// The load of sendFaultyBatches.
+const faultyClients, faultyBatches, faultyPerBatch = 4, 3, 20
+
+// nothingVisible fails unless every partition of topic is empty, by its watermark and
+// bytes and by a fetch from 0.
+func nothingVisible(t *testing.T, url, topic, when string) {
+	t.Helper()
+	for _, p := range partitions(t, url, topic) {
+		if p.HighWatermark != 0 || p.Bytes != 0 {
+			t.Errorf("%s: partition %d has high watermark %d and %d bytes, want 0 and 0", when, p.Partition, p.HighWatermark, p.Bytes)
+		}
+		if a := fetch(t, url, topic, p.Partition, 0, 100); len(a.Records) != 0 || a.HighWatermark != 0 {
+			t.Errorf("%s: fetch of partition %d from 0 shows %d records, high watermark %d", when, p.Partition, len(a.Records), a.HighWatermark)
+		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package catalog
+package engine
 
 import (
 	"cmp"
@@ -7,11 +7,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/segment"
 )
 
-// This file holds the commit's domain rules, shared by both backends so that they differ
-// only in SQL. A backend's Commit runs, in one transaction:
+// This file holds the commit's rules, shared by both backends so that they differ only in
+// SQL. A backend's Commit runs, in one transaction:
 //
 //	plan, err := PlanSegment(seg)                 // shape; before any SQL
 //	CheckCommitTime(plan.KeyTime, now, timeout)   // by the database clock
@@ -30,13 +31,7 @@ import (
 // running ahead would otherwise pin data against time retention.
 const LogAppendTimeSkew = time.Second
 
-// TopicPartition names a partition.
-type TopicPartition struct {
-	TopicID   int64
-	Partition int32
-}
-
-func comparePartitions(a, b TopicPartition) int {
+func comparePartitions(a, b catalog.TopicPartition) int {
 	if c := cmp.Compare(a.TopicID, b.TopicID); c != 0 {
 		return c
 	}
@@ -46,7 +41,7 @@ func comparePartitions(a, b TopicPartition) int {
 // Plan is a Segment whose shape has been validated, with its batches grouped by
 // partition in object order.
 type Plan struct {
-	Segment Segment
+	Segment catalog.Segment
 	// Partitions holds one entry per partition the flush touches, sorted by (TopicID,
 	// Partition): the order in which a backend locks partition rows.
 	Partitions []PartitionBatches
@@ -57,7 +52,7 @@ type Plan struct {
 // PartitionBatches is one partition's batches of a flush, in object order (ascending
 // Pos), whichever requests they belong to.
 type PartitionBatches struct {
-	TopicPartition
+	catalog.TopicPartition
 	Batches []BatchRef
 }
 
@@ -76,7 +71,7 @@ type BatchRef struct {
 }
 
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidSegment, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", catalog.ErrInvalidSegment, fmt.Sprintf(format, args...))
 }
 
 // PlanSegment validates the shape of a flush and groups its batches by partition in
@@ -96,7 +91,7 @@ func invalid(format string, args ...any) error {
 //
 // Topic ids and partitions are not checked here: an unknown topic or a partition out
 // of range fails only its own request (CheckRequests).
-func PlanSegment(seg Segment) (*Plan, error) {
+func PlanSegment(seg catalog.Segment) (*Plan, error) {
 	if seg.Key == "" {
 		return nil, invalid("empty key")
 	}
@@ -106,7 +101,7 @@ func PlanSegment(seg Segment) (*Plan, error) {
 	if len(seg.Requests) == 0 {
 		return nil, invalid("%s: no requests", seg.Key)
 	}
-	byPart := map[TopicPartition][]BatchRef{}
+	byPart := map[catalog.TopicPartition][]BatchRef{}
 	n := 0
 	for ri, r := range seg.Requests {
 		if len(r.Batches) == 0 {
@@ -132,7 +127,7 @@ func PlanSegment(seg Segment) (*Plan, error) {
 			case b.Pos < 0 || b.Len <= 0 || b.Len > seg.Size-b.Pos:
 				return nil, invalid("%s: request %d batch %d: byte range [%d, +%d) outside object of %d bytes", seg.Key, ri, bi, b.Pos, b.Len, seg.Size)
 			}
-			tp := TopicPartition{b.TopicID, b.Partition}
+			tp := catalog.TopicPartition{TopicID: b.TopicID, Partition: b.Partition}
 			byPart[tp] = append(byPart[tp], BatchRef{
 				Request: ri, Batch: bi, Pos: b.Pos, Len: b.Len,
 				Records: b.Records, MaxTimestamp: b.MaxTimestamp,
@@ -204,7 +199,7 @@ func PlanSegment(seg Segment) (*Plan, error) {
 func KeyTime(key string) (time.Time, error) {
 	t, err := segment.KeyTime(key)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%w: %v", ErrInvalidSegment, err)
+		return time.Time{}, fmt.Errorf("%w: %v", catalog.ErrInvalidSegment, err)
 	}
 	return t, nil
 }
@@ -216,7 +211,7 @@ func KeyTime(key string) (time.Time, error) {
 func CheckCommitTime(keyTime, now time.Time, timeout time.Duration) error {
 	if age := now.Sub(keyTime); age > timeout {
 		return fmt.Errorf("%w: key time %s is %s old by the database clock (commit timeout %s)",
-			ErrCommitTooLate, keyTime.UTC().Format(time.RFC3339Nano), age.Round(time.Millisecond), timeout)
+			catalog.ErrCommitTooLate, keyTime.UTC().Format(time.RFC3339Nano), age.Round(time.Millisecond), timeout)
 	}
 	return nil
 }
@@ -246,12 +241,12 @@ func (p *Plan) CheckRequests(topics map[int64]TopicState, now time.Time) []error
 			t, ok := topics[b.TopicID]
 			switch {
 			case !ok:
-				errs[ri] = fmt.Errorf("%w: topic id %d", ErrTopicNotFound, b.TopicID)
+				errs[ri] = fmt.Errorf("%w: topic id %d", catalog.ErrTopicNotFound, b.TopicID)
 			case b.Partition < 0 || b.Partition >= t.Partitions:
-				errs[ri] = fmt.Errorf("%w: topic id %d partition %d (topic has %d)", ErrPartitionOutOfRange, b.TopicID, b.Partition, t.Partitions)
+				errs[ri] = fmt.Errorf("%w: topic id %d partition %d (topic has %d)", catalog.ErrPartitionOutOfRange, b.TopicID, b.Partition, t.Partitions)
 			case t.LogAppendTime && b.MaxTimestamp > limit:
 				errs[ri] = fmt.Errorf("%w: batch %d of topic id %d partition %d stamped %d ms ahead of the database clock (LogAppendTime allows %d ms)",
-					ErrTimestampOutOfRange, bi, b.TopicID, b.Partition, b.MaxTimestamp-now.UnixMilli(), LogAppendTimeSkew.Milliseconds())
+					catalog.ErrTimestampOutOfRange, bi, b.TopicID, b.Partition, b.MaxTimestamp-now.UnixMilli(), LogAppendTimeSkew.Milliseconds())
 			default:
 				continue
 			}
@@ -270,24 +265,9 @@ type PartitionState struct {
 	MaxTimestamp int64
 }
 
-// NoTimestamp is the running maximum timestamp of a partition without chunks.
-const NoTimestamp int64 = -1
-
-// ChunkRow is a chunk row as a commit writes it and Settle reads it back; the segment it
-// belongs to is implied.
-type ChunkRow struct {
-	TopicID             int64
-	Partition           int32
-	BaseOffset          int64
-	LastOffset          int64
-	Pos, Len            int64
-	MaxTimestamp        int64
-	RunningMaxTimestamp int64
-}
-
 // Advance is one partition's new state after a commit.
 type Advance struct {
-	TopicPartition
+	catalog.TopicPartition
 	HighWatermark int64
 	MaxTimestamp  int64 // new running maximum timestamp
 	AddBytes      int64 // bytes of the new chunk rows
@@ -295,9 +275,9 @@ type Advance struct {
 
 // Assignment is what a commit writes and answers.
 type Assignment struct {
-	Results  []Result   // Results[i] answers Segment.Requests[i]
-	Chunks   []ChunkRow // partition order (as Plan.Partitions), then object order
-	Advances []Advance  // one per partition that received chunk rows, sorted
+	Results  []catalog.Result   // Results[i] answers Segment.Requests[i]
+	Chunks   []catalog.ChunkRow // partition order (as Plan.Partitions), then object order
+	Advances []Advance          // one per partition that received chunk rows, sorted
 }
 
 // Assign assigns offsets to the accepted requests and lays out their chunk rows. errs
@@ -313,12 +293,12 @@ type Assignment struct {
 //     running maximum and the chunk's own;
 //   - a refused request gets its error and no offsets; an accepted one gets the base
 //     offset of each of its batches.
-func (p *Plan) Assign(errs []error, state map[TopicPartition]PartitionState) (Assignment, error) {
+func (p *Plan) Assign(errs []error, state map[catalog.TopicPartition]PartitionState) (Assignment, error) {
 	reqs := p.Segment.Requests
 	if len(errs) != len(reqs) {
 		return Assignment{}, fmt.Errorf("catalog: assign %s: %d request errors for %d requests", p.Segment.Key, len(errs), len(reqs))
 	}
-	a := Assignment{Results: make([]Result, len(reqs))}
+	a := Assignment{Results: make([]catalog.Result, len(reqs))}
 	for ri := range reqs {
 		if errs[ri] != nil {
 			a.Results[ri].Err = errs[ri]
@@ -356,7 +336,7 @@ func (p *Plan) Assign(errs []error, state map[TopicPartition]PartitionState) (As
 				c.RunningMaxTimestamp = st.MaxTimestamp
 				continue
 			}
-			a.Chunks = append(a.Chunks, ChunkRow{
+			a.Chunks = append(a.Chunks, catalog.ChunkRow{
 				TopicID: pb.TopicID, Partition: pb.Partition,
 				BaseOffset: base, LastOffset: st.HighWatermark - 1,
 				Pos: b.Pos, Len: b.Len,
@@ -385,19 +365,19 @@ func (p *Plan) Assign(errs []error, state map[TopicPartition]PartitionState) (As
 // ErrCommitAborted (retryable: it may have been refused for a reason the rows do not
 // record). Rows that do not tile the flush's batches exactly, or a request covered only
 // in part, mean the rows are not this flush's (or were rewritten since): an error.
-func (p *Plan) ResultsFromChunks(rows []ChunkRow) ([]Result, error) {
+func (p *Plan) ResultsFromChunks(rows []catalog.ChunkRow) ([]catalog.Result, error) {
 	reqs := p.Segment.Requests
 	base := make([][]int64, len(reqs))
 	covered := make([]int, len(reqs))
 	for ri := range reqs {
 		base[ri] = make([]int64, len(reqs[ri].Batches))
 	}
-	byPart := make(map[TopicPartition][]BatchRef, len(p.Partitions))
+	byPart := make(map[catalog.TopicPartition][]BatchRef, len(p.Partitions))
 	for _, pb := range p.Partitions {
 		byPart[pb.TopicPartition] = pb.Batches
 	}
 	for _, c := range rows {
-		refs := byPart[TopicPartition{c.TopicID, c.Partition}]
+		refs := byPart[catalog.TopicPartition{TopicID: c.TopicID, Partition: c.Partition}]
 		i, _ := slices.BinarySearchFunc(refs, c.Pos, func(b BatchRef, pos int64) int { return cmp.Compare(b.Pos, pos) })
 		pos, off := c.Pos, c.BaseOffset
 		for ; i < len(refs) && pos < c.Pos+c.Len; i++ {
@@ -415,13 +395,13 @@ func (p *Plan) ResultsFromChunks(rows []ChunkRow) ([]Result, error) {
 				c.TopicID, c.Partition, c.BaseOffset, c.LastOffset, c.Pos, c.Len, p.Segment.Key)
 		}
 	}
-	out := make([]Result, len(reqs))
+	out := make([]catalog.Result, len(reqs))
 	for ri, r := range reqs {
 		switch covered[ri] {
 		case len(r.Batches):
 			out[ri].BaseOffsets = base[ri]
 		case 0:
-			out[ri].Err = fmt.Errorf("%w: request %d of %s has no chunk rows", ErrCommitAborted, ri, p.Segment.Key)
+			out[ri].Err = fmt.Errorf("%w: request %d of %s has no chunk rows", catalog.ErrCommitAborted, ri, p.Segment.Key)
 		default:
 			return nil, fmt.Errorf("catalog: request %d of %s: %d of its %d batches have chunk rows; a request commits whole",
 				ri, p.Segment.Key, covered[ri], len(r.Batches))
@@ -437,15 +417,15 @@ func (p *Plan) ResultsFromChunks(rows []ChunkRow) ([]Result, error) {
 // ErrSettleExpired says so. (A writer settles that late only when the catalog was
 // unreachable for longer than SettleAge; the reliability harness's pg-restart class found
 // such requests answered as refused although their records were visible.)
-func CheckSettled(results []Result, committed, now time.Time, commitTimeout time.Duration) error {
+func CheckSettled(results []catalog.Result, committed, now time.Time, commitTimeout time.Duration) error {
 	age := now.Sub(committed)
-	if age < SettleAge(commitTimeout) {
+	if age < catalog.SettleAge(commitTimeout) {
 		return nil
 	}
 	for ri, r := range results {
 		if r.Err != nil {
 			return fmt.Errorf("%w: request %d has no chunk rows %s after the commit (settle age %s)",
-				ErrSettleExpired, ri, age.Round(time.Millisecond), SettleAge(commitTimeout))
+				catalog.ErrSettleExpired, ri, age.Round(time.Millisecond), catalog.SettleAge(commitTimeout))
 		}
 	}
 	return nil
@@ -464,13 +444,13 @@ var requestCodes = []struct {
 	code string
 	err  error
 }{
-	{CodeTopicNotFound, ErrTopicNotFound},
-	{CodePartitionOutOfRange, ErrPartitionOutOfRange},
-	{CodeTimestampOutOfRange, ErrTimestampOutOfRange},
-	{CodeCommitAborted, ErrCommitAborted},
-	{CodeProducerFenced, ErrProducerFenced},
-	{CodeOutOfOrderSequence, ErrOutOfOrderSequence},
-	{CodeUnknownProducer, ErrUnknownProducer},
+	{CodeTopicNotFound, catalog.ErrTopicNotFound},
+	{CodePartitionOutOfRange, catalog.ErrPartitionOutOfRange},
+	{CodeTimestampOutOfRange, catalog.ErrTimestampOutOfRange},
+	{CodeCommitAborted, catalog.ErrCommitAborted},
+	{CodeProducerFenced, catalog.ErrProducerFenced},
+	{CodeOutOfOrderSequence, catalog.ErrOutOfOrderSequence},
+	{CodeUnknownProducer, catalog.ErrUnknownProducer},
 }
 
 // RequestErrorCode returns the code of a per-request error, "" for nil or an error

@@ -1,4 +1,4 @@
-package catalog
+package engine
 
 import (
 	"fmt"
@@ -6,11 +6,13 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/strata-io/strata/catalog"
 )
 
 // render shows an assignment as member → "topic/partition" list, sorted, for known
 // answers written by hand.
-func render(a map[TopicPartition]string, names map[int64]string) map[string]string {
+func render(a map[catalog.TopicPartition]string, names map[int64]string) map[string]string {
 	by := map[string][]string{}
 	for tp, m := range a {
 		by[m] = append(by[m], fmt.Sprintf("%s%d", names[tp.TopicID], tp.Partition))
@@ -32,39 +34,39 @@ func TestAssignors(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		assignor string
-		members  []AssignMember
+		members  []assignMember
 		topics   []TopicMeta
-		current  map[TopicPartition]string
+		current  map[catalog.TopicPartition]string
 		want     map[string]string
 	}{
-		{"range co-partitions", AssignorRange,
-			[]AssignMember{{"b", both}, {"a", both}, {"c", both}}, []TopicMeta{y, x}, nil,
+		{"range co-partitions", catalog.AssignorRange,
+			[]assignMember{{"b", both}, {"a", both}, {"c", both}}, []TopicMeta{y, x}, nil,
 			map[string]string{"a": "[x0 x1 y0 y1]", "b": "[x2 y2]", "c": "[x3 y3]"}},
-		{"range only subscribers", AssignorRange,
-			[]AssignMember{{"a", []string{"x"}}, {"b", []string{"x", "z"}}}, []TopicMeta{x, z}, nil,
+		{"range only subscribers", catalog.AssignorRange,
+			[]assignMember{{"a", []string{"x"}}, {"b", []string{"x", "z"}}}, []TopicMeta{x, z}, nil,
 			map[string]string{"a": "[x0 x1]", "b": "[x2 x3 z0 z1 z2]"}},
-		{"roundrobin deals in turn", AssignorRoundRobin,
-			[]AssignMember{{"a", []string{"x", "z"}}, {"b", []string{"x", "z"}}, {"c", []string{"x", "z"}}}, []TopicMeta{x, z}, nil,
+		{"roundrobin deals in turn", catalog.AssignorRoundRobin,
+			[]assignMember{{"a", []string{"x", "z"}}, {"b", []string{"x", "z"}}, {"c", []string{"x", "z"}}}, []TopicMeta{x, z}, nil,
 			map[string]string{"a": "[x0 x3 z2]", "b": "[x1 z0]", "c": "[x2 z1]"}},
-		{"sticky from nothing", AssignorSticky,
-			[]AssignMember{{"a", both}, {"b", both}, {"c", both}}, []TopicMeta{x, y}, nil,
+		{"sticky from nothing", catalog.AssignorSticky,
+			[]assignMember{{"a", both}, {"b", both}, {"c", both}}, []TopicMeta{x, y}, nil,
 			map[string]string{"a": "[x0 x3 y2]", "b": "[x1 y0 y3]", "c": "[x2 y1]"}},
-		{"sticky keeps a balanced assignment", AssignorSticky,
-			[]AssignMember{{"a", []string{"x"}}, {"b", []string{"x"}}}, []TopicMeta{x},
-			map[TopicPartition]string{{1, 0}: "b", {1, 1}: "a", {1, 2}: "b", {1, 3}: "a"},
+		{"sticky keeps a balanced assignment", catalog.AssignorSticky,
+			[]assignMember{{"a", []string{"x"}}, {"b", []string{"x"}}}, []TopicMeta{x},
+			map[catalog.TopicPartition]string{{TopicID: 1, Partition: 0}: "b", {TopicID: 1, Partition: 1}: "a", {TopicID: 1, Partition: 2}: "b", {TopicID: 1, Partition: 3}: "a"},
 			map[string]string{"a": "[x1 x3]", "b": "[x0 x2]"}},
-		{"sticky gives a dead member's partitions to the least loaded", AssignorSticky,
-			[]AssignMember{{"a", []string{"x"}}, {"b", []string{"x"}}}, []TopicMeta{x},
-			map[TopicPartition]string{{1, 0}: "a", {1, 1}: "dead", {1, 2}: "b", {1, 3}: "b"},
+		{"sticky gives a dead member's partitions to the least loaded", catalog.AssignorSticky,
+			[]assignMember{{"a", []string{"x"}}, {"b", []string{"x"}}}, []TopicMeta{x},
+			map[catalog.TopicPartition]string{{TopicID: 1, Partition: 0}: "a", {TopicID: 1, Partition: 1}: "dead", {TopicID: 1, Partition: 2}: "b", {TopicID: 1, Partition: 3}: "b"},
 			map[string]string{"a": "[x0 x1]", "b": "[x2 x3]"}},
-		{"sticky respects subscriptions", AssignorSticky,
-			[]AssignMember{{"a", []string{"x"}}, {"b", []string{"x", "z"}}}, []TopicMeta{x, z},
-			map[TopicPartition]string{{1, 0}: "b", {1, 1}: "b", {1, 2}: "b", {1, 3}: "b", {3, 0}: "a"},
+		{"sticky respects subscriptions", catalog.AssignorSticky,
+			[]assignMember{{"a", []string{"x"}}, {"b", []string{"x", "z"}}}, []TopicMeta{x, z},
+			map[catalog.TopicPartition]string{{TopicID: 1, Partition: 0}: "b", {TopicID: 1, Partition: 1}: "b", {TopicID: 1, Partition: 2}: "b", {TopicID: 1, Partition: 3}: "b", {TopicID: 3, Partition: 0}: "a"},
 			map[string]string{"a": "[x1 x2 x3]", "b": "[x0 z0 z1 z2]"}}, // 3 and 4: as balanced as subscriptions allow
-		{"no members", AssignorSticky, nil, []TopicMeta{x}, nil, map[string]string{}},
+		{"no members", catalog.AssignorSticky, nil, []TopicMeta{x}, nil, map[string]string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := render(Assign(tc.assignor, tc.members, tc.topics, tc.current), names)
+			got := render(assign(tc.assignor, tc.members, tc.topics, tc.current), names)
 			if !maps.Equal(got, tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
@@ -78,18 +80,18 @@ func TestStickyMovesMinimum(t *testing.T) {
 	for n := int32(1); n <= 12; n++ {
 		for m := 1; m <= 6; m++ {
 			topic := TopicMeta{ID: 1, Name: "t", Partitions: n}
-			members := func(k int) []AssignMember {
-				var out []AssignMember
+			members := func(k int) []assignMember {
+				var out []assignMember
 				for i := range k {
-					out = append(out, AssignMember{ID: fmt.Sprintf("m%d", i), Topics: []string{"t"}})
+					out = append(out, assignMember{ID: fmt.Sprintf("m%d", i), Topics: []string{"t"}})
 				}
 				return out
 			}
-			cur := Assign(AssignorSticky, members(m), []TopicMeta{topic}, nil)
-			if again := Assign(AssignorSticky, members(m), []TopicMeta{topic}, cur); !maps.Equal(again, cur) {
+			cur := assign(catalog.AssignorSticky, members(m), []TopicMeta{topic}, nil)
+			if again := assign(catalog.AssignorSticky, members(m), []TopicMeta{topic}, cur); !maps.Equal(again, cur) {
 				t.Fatalf("n=%d m=%d: not a fixed point: %v → %v", n, m, cur, again)
 			}
-			next := Assign(AssignorSticky, members(m+1), []TopicMeta{topic}, cur)
+			next := assign(catalog.AssignorSticky, members(m+1), []TopicMeta{topic}, cur)
 			moved := 0
 			for tp, id := range cur {
 				if next[tp] != id {
@@ -108,8 +110,8 @@ func TestApplyHeartbeatRules(t *testing.T) {
 	now := time.UnixMilli(1_000_000)
 	topics := map[string]TopicMeta{"t": {ID: 7, Name: "t", Partitions: 2}}
 	st := NewGroupState("g", "", now)
-	join := func(id string) HeartbeatResult {
-		res, err := ApplyHeartbeat(st, now, Heartbeat{Group: "g", MemberID: id, Topics: []string{"t"}, SessionTimeout: time.Second}, topics)
+	join := func(id string) catalog.HeartbeatResult {
+		res, err := ApplyHeartbeat(st, now, catalog.Heartbeat{Group: "g", MemberID: id, Topics: []string{"t"}, SessionTimeout: time.Second}, topics)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +128,7 @@ func TestApplyHeartbeatRules(t *testing.T) {
 	// a's lease runs out: b gets everything on its next heartbeat, at a new epoch.
 	now = now.Add(1500 * time.Millisecond)
 	st.Members["b"].ExpiresAt = now.Add(time.Second)
-	res, err := ApplyHeartbeat(st, now, Heartbeat{Group: "g", MemberID: "b", MemberEpoch: 2}, topics)
+	res, err := ApplyHeartbeat(st, now, catalog.Heartbeat{Group: "g", MemberID: "b", MemberEpoch: 2}, topics)
 	if err != nil || res.MemberEpoch != 3 || len(res.Assignment[0].Partitions) != 2 {
 		t.Fatalf("after a expired: %+v %v", res, err)
 	}

@@ -1,8 +1,9 @@
-package catalog
+package engine
 
 import (
 	"cmp"
 	"fmt"
+	"github.com/strata-io/strata/catalog"
 	"slices"
 	"time"
 )
@@ -20,21 +21,21 @@ const (
 )
 
 // FenceRefusal is the error for refusing an instance at f with code.
-func FenceRefusal(f TaskFence, code string, current int64) error {
+func FenceRefusal(f catalog.TaskFence, code string, current int64) error {
 	switch code {
 	case RefusedUnknownTask:
 		return fmt.Errorf("%w: connector %s has no task %d (removed, or the connector was deleted): this instance must stop",
-			ErrStaleGeneration, f.Connector, f.Task)
+			catalog.ErrStaleGeneration, f.Connector, f.Task)
 	case RefusedStaleGeneration:
 		return fmt.Errorf("%w: connector %s task %d runs at generation %d, not %d (it moved to another worker, restarted or was reconfigured): this instance must stop",
-			ErrStaleGeneration, f.Connector, f.Task, current, f.Generation)
+			catalog.ErrStaleGeneration, f.Connector, f.Task, current, f.Generation)
 	}
 	return fmt.Errorf("catalog: unknown fence refusal %q for connector %s task %d", code, f.Connector, f.Task)
 }
 
 // CheckFence checks an instance's fence against its task's generation, read under the
 // task's lock (found: the task exists).
-func CheckFence(f TaskFence, current int64, found bool) error {
+func CheckFence(f catalog.TaskFence, current int64, found bool) error {
 	switch {
 	case !found:
 		return FenceRefusal(f, RefusedUnknownTask, 0)
@@ -47,8 +48,8 @@ func CheckFence(f TaskFence, current int64, found bool) error {
 // Fences lists the distinct tasks whose source offsets the flush's requests commit,
 // sorted by (connector, task): the order in which a backend locks their rows, after the
 // partitions, producer state and groups.
-func (p *Plan) Fences() []TaskID {
-	var ids []TaskID
+func (p *Plan) Fences() []catalog.TaskID {
+	var ids []catalog.TaskID
 	for _, r := range p.Segment.Requests {
 		if r.Source != nil {
 			ids = append(ids, r.Source.Fence.ID())
@@ -58,7 +59,7 @@ func (p *Plan) Fences() []TaskID {
 	return slices.Compact(ids)
 }
 
-func compareTasks(a, b TaskID) int {
+func compareTasks(a, b catalog.TaskID) int {
 	if c := cmp.Compare(a.Connector, b.Connector); c != 0 {
 		return c
 	}
@@ -75,22 +76,22 @@ type SourceCheck struct {
 // SourceOffsetRow is one source offset a commit stores.
 type SourceOffsetRow struct {
 	Connector string
-	SourceOffset
+	catalog.SourceOffset
 }
 
 // CheckSources checks the fence of every request that commits source offsets and is not
-// already refused in errs: first its shape (ValidateSourceCommit), then CheckFence
+// already refused in errs: first its shape (catalog.ValidateSourceCommit), then CheckFence
 // against generations, the current generation of each task of Fences that exists (read
 // under the tasks' locks). A refused fence refuses its whole request: its records and
 // its offsets.
-func (p *Plan) CheckSources(errs []error, generations map[TaskID]int64) *SourceCheck {
+func (p *Plan) CheckSources(errs []error, generations map[catalog.TaskID]int64) *SourceCheck {
 	sc := &SourceCheck{Errs: append([]error(nil), errs...), plan: p}
 	for ri, r := range p.Segment.Requests {
 		sr := r.Source
 		if sr == nil || sc.Errs[ri] != nil {
 			continue
 		}
-		if err := ValidateSourceCommit(*sr); err != nil {
+		if err := catalog.ValidateSourceCommit(*sr); err != nil {
 			sc.Errs[ri] = fmt.Errorf("source offsets: %w", err)
 			continue
 		}
@@ -105,7 +106,7 @@ func (p *Plan) CheckSources(errs []error, generations map[TaskID]int64) *SourceC
 // Rows lists the source offsets to store once results are final: those of requests
 // that committed now (not refused, not duplicates). When two requests of a flush set one
 // partition of a connector, the later wins. Sorted by (connector, partition).
-func (sc *SourceCheck) Rows(results []Result) []SourceOffsetRow {
+func (sc *SourceCheck) Rows(results []catalog.Result) []SourceOffsetRow {
 	at := map[[2]string]int{}
 	var rows []SourceOffsetRow
 	for ri, r := range sc.plan.Segment.Requests {
@@ -141,7 +142,7 @@ type WorkerRow struct {
 
 // TaskLease is what a worker's heartbeat plan needs of one task.
 type TaskLease struct {
-	TaskID
+	catalog.TaskID
 	Owner       string
 	LeaseUntil  time.Time
 	TargetState string // its connector's
@@ -151,7 +152,7 @@ type TaskLease struct {
 // releases (owner cleared) and claims (owner set, a new generation), and the tasks it
 // holds beyond its share, which it should stop and release in its next beat.
 type WorkerPlan struct {
-	Renew, Release, Claim, Excess []TaskID
+	Renew, Release, Claim, Excess []catalog.TaskID
 	Workers                       int
 }
 
@@ -172,7 +173,7 @@ type WorkerPlan struct {
 //   - above its share, Excess names its highest tasks of the connector beyond it: the
 //     worker stops them and releases them in its next beat (never here, so that a task
 //     is never claimed while its instance still runs).
-func PlanWorkerBeat(now time.Time, b WorkerBeat, workers []WorkerRow, tasks []TaskLease) WorkerPlan {
+func PlanWorkerBeat(now time.Time, b catalog.WorkerBeat, workers []WorkerRow, tasks []TaskLease) WorkerPlan {
 	live := []string{}
 	if !b.Leave {
 		live = append(live, b.Worker)
@@ -183,14 +184,14 @@ func PlanWorkerBeat(now time.Time, b WorkerBeat, workers []WorkerRow, tasks []Ta
 		}
 	}
 	slices.Sort(live)
-	released := make(map[TaskID]bool, len(b.Release))
+	released := make(map[catalog.TaskID]bool, len(b.Release))
 	for _, id := range b.Release {
 		released[id] = true
 	}
 	plan := WorkerPlan{Workers: len(live)}
 	type conn struct {
 		runnable        int
-		held, claimable []TaskID
+		held, claimable []catalog.TaskID
 	}
 	var order []string
 	byConn := map[string]*conn{}
@@ -201,7 +202,7 @@ func PlanWorkerBeat(now time.Time, b WorkerBeat, workers []WorkerRow, tasks []Ta
 			byConn[t.Connector] = c
 			order = append(order, t.Connector)
 		}
-		run := t.TargetState != StateStopped
+		run := t.TargetState != catalog.StateStopped
 		if run {
 			c.runnable++
 		}

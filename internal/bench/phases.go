@@ -1,0 +1,314 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/strata-io/strata/client"
+)
+
+// The measured phases of a run, in the order run calls them: produce at maximum load
+// (per path), overload, produce at half the maximum with tails, and the fetches.
+
+// producerBodies builds n request bodies, body i for partition i%Partitions (JSON
+// names the partition in the body; binary in the query, so any body serves any
+// partition).
+func (b *runner) producerBodies(path string, n int) ([]*body, error) {
+	cfg := &b.cfg
+	out := make([]*body, n)
+	for i := range out {
+		var err error
+		if path == "binary" {
+			out[i], err = binaryBody(cfg.BatchRecords, cfg.RecordSize, i)
+		} else {
+			out[i], err = jsonBody(cfg.BatchRecords, cfg.RecordSize, i, int32(i%cfg.Partitions))
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// watchRSS samples the nodes' resident memory every 250ms until ctx ends and returns
+// a func reporting the peak (summed over nodes).
+func (b *runner) watchRSS(ctx context.Context) func() float64 {
+	var mu sync.Mutex
+	var peak float64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if s, err := scrape(ctx, b.hc, b.cfg.Nodes); err == nil {
+				mu.Lock()
+				peak = max(peak, s.get("process_resident_memory_bytes"))
+				mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() float64 {
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return peak
+	}
+}
+
+// phase runs load for cfg.Duration between two scrapes of the nodes' metrics and fills
+// in p from the load's counters and from what the metrics say.
+func (b *runner) phase(ctx context.Context, name string, p *Produce, c *counters, ack *recorder, load func(ctx context.Context)) error {
+	cfg := &b.cfg
+	before, err := scrape(ctx, b.hc, cfg.Nodes)
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	rss := b.watchRSS(pctx)
+	cfg.Phase(name, false)
+	start := time.Now()
+	load(pctx)
+	p.Seconds = time.Since(start).Seconds()
+	cfg.Phase(name, true)
+	cancel()
+	p.PeakRSS = rss()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	p.Requests, p.Records, p.Bytes = c.requests.Load(), c.records.Load(), c.bytes.Load()
+	p.Rejected, p.Failed = c.rejected.Load(), c.failed.Load()
+	if e, ok := c.firstErr.Load().(string); ok {
+		p.FirstError = e
+	}
+	p.Ack = ack.summary()
+	after, err := scrape(ctx, b.hc, cfg.Nodes)
+	if err != nil {
+		return err
+	}
+	d := delta(before, after)
+	gib := float64(p.Bytes) / (1 << 30)
+	p.Flushes = d.get("strata_writer_flushes_total")
+	p.Puts = d.sum("strata_objstore_requests_total", `op="put"`)
+	commits := d.sum("strata_writer_commits_total") + d.sum("strata_writer_settles_total")
+	if p.Flushes > 0 {
+		p.CommitsPerFlush = commits / p.Flushes
+		p.MeanFlushBytes = d.get("strata_writer_flush_bytes_sum") / d.get("strata_writer_flush_bytes_count")
+	}
+	for _, st := range writerStages {
+		if v := d.quantile("strata_writer_flush_seconds", `stage="`+st+`"`, 0.99); v > 0 {
+			if p.StageP99 == nil {
+				p.StageP99 = map[string]float64{}
+			}
+			p.StageP99[st] = v * 1000
+		}
+	}
+	p.CPUSeconds = d.get("process_cpu_seconds_total")
+	if gib > 0 {
+		p.PutsPerGiB = p.Puts / gib
+		p.CPUSecPerGiB = p.CPUSeconds / gib
+	}
+	p.RecordsPS = float64(p.Records) / p.Seconds
+	p.MiBps = float64(p.Bytes) / (1 << 20) / p.Seconds
+	b.log.Info("phase done", "phase", name, "records_per_s", int(p.RecordsPS), "mib_per_s", fmt.Sprintf("%.1f", p.MiBps),
+		"ack_p50_ms", p.Ack.P50, "ack_p99_ms", p.Ack.P99, "rejected", p.Rejected, "failed", p.Failed)
+	if p.Failed > 0 && p.Records == 0 {
+		return fmt.Errorf("bench: %s: every request failed: %s", name, p.FirstError)
+	}
+	return nil
+}
+
+func (b *runner) produceMax(ctx context.Context, path string) (Produce, error) {
+	if path == "kafka" {
+		return b.produceKafka(ctx)
+	}
+	cfg := &b.cfg
+	name := "produce-" + path
+	b.log.Info("phase: maximum load", "path", path, "producers", cfg.Producers, "seconds", cfg.Duration.Seconds())
+	bodies, err := b.producerBodies(path, cfg.Producers)
+	if err != nil {
+		return Produce{}, err
+	}
+	p := Produce{Name: name, Path: path, Mode: "closed"}
+	var c counters
+	ack := newRecorder(time.Now())
+	s := &sender{hc: b.hc, nodes: cfg.Nodes, topic: cfg.Topic, path: path}
+	err = b.phase(ctx, name, &p, &c, ack, func(ctx context.Context) {
+		closedLoop(ctx, s, cfg.Producers, bodies, true, cfg.Partitions, &c, ack)
+	})
+	return p, err
+}
+
+// overload offers about twice what the writer's buffer holds, from producers that
+// retry at once on 429, for a few seconds: the writer must answer with back-pressure
+// rather than grow, and the nodes' memory must stay within its bound.
+func (b *runner) overload(ctx context.Context) (Produce, error) {
+	cfg := &b.cfg
+	name := "produce-binary-overload"
+	n := cfg.OverloadProducers
+	b.log.Info("phase: overload", "producers", n)
+	bodies, err := b.producerBodies("binary", 1) // shared, unstamped: only the acks are timed
+	if err != nil {
+		return Produce{}, err
+	}
+	p := Produce{Name: name, Path: "binary", Mode: "closed"}
+	var c counters
+	ack := newRecorder(time.Now())
+	s := &sender{hc: b.hc, nodes: cfg.Nodes, topic: cfg.Topic, path: "binary"}
+	saved := cfg.Duration
+	cfg.Duration = min(cfg.Duration, 4*time.Second)
+	defer func() { cfg.Duration = saved }()
+	err = b.phase(ctx, name, &p, &c, ack, func(ctx context.Context) {
+		closedLoop(ctx, s, n, bodies, false, cfg.Partitions, &c, ack)
+	})
+	return p, err
+}
+
+func (b *runner) produceHalf(ctx context.Context, rate float64) (Produce, Latency, error) {
+	cfg := &b.cfg
+	name := "produce-binary-half"
+	b.log.Info("phase: half load with tails", "records_per_s", int(rate), "seconds", cfg.Duration.Seconds())
+	const maxInflight = 64
+	bodies, err := b.producerBodies("binary", 1)
+	if err != nil {
+		return Produce{}, Latency{}, err
+	}
+	pool := []*body{bodies[0]}
+	for len(pool) < maxInflight {
+		f := pool[0]
+		pool = append(pool, &body{buf: append([]byte(nil), f.buf...), slots: f.slots, crc: true, recs: f.recs, bytes: f.bytes})
+	}
+	p := Produce{Name: name, Path: "binary", Mode: "open"}
+	var c counters
+	now := time.Now()
+	ack, e2e := newRecorder(now), newRecorder(now)
+
+	// One tail per partition, open before the first record is sent.
+	tctx, stopTails := context.WithCancel(ctx)
+	var twg sync.WaitGroup
+	tailErrs := make(chan error, cfg.Tails)
+	for part := range cfg.Tails {
+		ready := make(chan struct{})
+		node := cfg.Nodes[part%len(cfg.Nodes)]
+		twg.Go(func() {
+			if err := tail(tctx, b.hc, node, cfg.Topic, int32(part), e2e, ready); err != nil {
+				tailErrs <- err
+			}
+		})
+		<-ready
+	}
+	s := &sender{hc: b.hc, nodes: cfg.Nodes, topic: cfg.Topic, path: "binary"}
+	err = b.phase(ctx, name, &p, &c, ack, func(ctx context.Context) {
+		openLoop(ctx, s, pool, cfg.Partitions, rate, maxInflight, &c, ack)
+	})
+	// The last records' events are on their way: give them a moment.
+	sleep(ctx, 500*time.Millisecond+cfg.Linger)
+	stopTails()
+	twg.Wait()
+	close(tailErrs)
+	if err != nil {
+		return p, Latency{}, err
+	}
+	for err := range tailErrs {
+		b.rep.Notes = append(b.rep.Notes, "tail: "+err.Error())
+	}
+	b.rep.Series.Ack = ack.series(250 * time.Millisecond)
+	b.rep.Series.E2E = e2e.series(250 * time.Millisecond)
+	sum := e2e.summary()
+	if want := p.Records * int64(cfg.Tails) / int64(cfg.Partitions); int64(sum.N) < want*9/10 {
+		b.rep.Notes = append(b.rep.Notes, fmt.Sprintf("the %d tails saw %d records of the about %d produced to their partitions at half load", cfg.Tails, sum.N, want))
+	}
+	return p, sum, nil
+}
+
+// fetches reads back what the produce phases wrote: a first reader (cold: the nodes'
+// caches do not hold it), a second reader of the same data (cached), and a JSON reader.
+// The data read is capped at three quarters of the cache, so the second reader can
+// find all of it there. With Kafka listeners, a Kafka reader of the same data follows.
+func (b *runner) fetches(ctx context.Context) error {
+	cfg := &b.cfg
+	c := client.New(cfg.Nodes[0], client.WithHTTPClient(b.hc))
+	parts, err := c.Partitions(ctx, cfg.Topic)
+	if err != nil {
+		return fmt.Errorf("bench: partitions of %s: %w", cfg.Topic, err)
+	}
+	var total int64
+	for _, p := range parts {
+		total += p.Bytes
+	}
+	budget := min(total, cfg.CacheBytes*3/4/int64(len(cfg.Nodes)))
+	until := make(map[int32]int64, len(parts))
+	for _, p := range parts {
+		if p.Bytes > 0 {
+			until[p.Partition] = p.LogStartOffset + (p.HighWatermark-p.LogStartOffset)*budget/total
+		}
+	}
+	for _, pass := range []struct {
+		name   string
+		binary bool
+	}{{"fetch-cold", true}, {"fetch-cached", true}, {"fetch-cached-json", false}} {
+		b.log.Info("phase: "+pass.name, "bytes", budget)
+		before, err := scrape(ctx, b.hc, cfg.Nodes)
+		if err != nil {
+			return err
+		}
+		cfg.Phase(pass.name, false)
+		start := time.Now()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var read int64
+		var firstErr error
+		for part, end := range until {
+			// Each partition is read by the node that will read it again: the cache
+			// is per node.
+			node := cfg.Nodes[int(part)%len(cfg.Nodes)]
+			wg.Go(func() {
+				n, err := fetchRange(ctx, b.hc, node, cfg.Topic, part, 0, end, 4<<20, pass.binary)
+				mu.Lock()
+				read += n
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		secs := time.Since(start).Seconds()
+		cfg.Phase(pass.name, true)
+		if firstErr != nil {
+			return fmt.Errorf("bench: %s: %w", pass.name, firstErr)
+		}
+		after, err := scrape(ctx, b.hc, cfg.Nodes)
+		if err != nil {
+			return err
+		}
+		d := delta(before, after)
+		path := "json"
+		if pass.binary {
+			path = "binary"
+		}
+		f := Fetch{Name: pass.name, Path: path, Bytes: read, Seconds: secs, MiBps: float64(read) / (1 << 20) / secs,
+			Gets: d.sum("strata_objstore_requests_total", `op="get`), GetBytes: d.sum("strata_objstore_bytes_total", `op="get`),
+			Objects: b.meanObject}
+		if read > 0 {
+			f.GetsPer4Mi = f.Gets / (float64(read) / (4 << 20))
+		}
+		b.log.Info("phase done", "phase", pass.name, "mib_per_s", fmt.Sprintf("%.1f", f.MiBps), "gets", f.Gets)
+		b.rep.Fetch = append(b.rep.Fetch, f)
+	}
+	if len(cfg.KafkaNodes) > 0 {
+		f, err := b.fetchKafka(ctx, until, 4<<20)
+		if err != nil {
+			return err
+		}
+		b.rep.Fetch = append(b.rep.Fetch, f)
+	}
+	return nil
+}
