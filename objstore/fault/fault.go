@@ -238,6 +238,19 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) error {
 	return err
 }
 
+// PutParts implements objstore.Store; its faults are Put's.
+func (s *Store) PutParts(ctx context.Context, key string, parts [][]byte) error {
+	f, ok, err := s.enter(ctx, Put, key)
+	if !ok {
+		return wrap(Put, key, err)
+	}
+	err = s.inner.PutParts(ctx, key, parts)
+	if f != nil && f.LoseResponse {
+		return wrap(Put, key, orInjected(f.Err))
+	}
+	return err
+}
+
 // Get implements objstore.Store.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	f, ok, err := s.enter(ctx, Get, key)

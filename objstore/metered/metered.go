@@ -112,6 +112,17 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) error {
 	return err
 }
 
+// PutParts implements objstore.Store.
+func (s *Store) PutParts(ctx context.Context, key string, parts [][]byte) error {
+	start := time.Now()
+	err := s.inner.PutParts(ctx, key, parts)
+	s.observe(ctx, opPut, start, err)
+	if err == nil {
+		s.bytes.WithLabelValues(opPut).Add(float64(objstore.PartsLen(parts)))
+	}
+	return err
+}
+
 // Get implements objstore.Store.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	start := time.Now()
