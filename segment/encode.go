@@ -190,7 +190,7 @@ func encode(batches []Batch, opts EncodeOptions, split bool) (parts [][]byte, in
 			obj = append(obj, b.Raw[:rawHead]...)
 			binary.BigEndian.PutUint64(obj[start+offBaseOffset:], uint64(b.BaseOffset))
 			binary.BigEndian.PutUint32(obj[start+offLeaderEpoch:], math.MaxUint32) // -1
-			parts = append(parts, obj[cut:len(obj):len(obj)], b.Raw[rawHead:]) // never empty: rawHead > 0
+			parts = append(parts, obj[cut:len(obj):len(obj)], b.Raw[rawHead:])     // never empty: rawHead > 0
 			cut = len(obj)
 			infos[i].CRC = binary.BigEndian.Uint32(b.Raw[offCRC:])
 			footer.Batches[k] = infos[i]

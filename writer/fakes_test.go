@@ -23,7 +23,7 @@ type memStore struct {
 	objs     map[string][]byte
 	keys     []string   // in put order
 	parts    [][][]byte // the parts of each stored put, in put order
-	puts     int      // Put calls
+	puts     int        // Put calls
 	inFlight int
 	maxIn    int // most Puts in progress at once
 

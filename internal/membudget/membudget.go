@@ -58,7 +58,7 @@ type Budget struct {
 	used    int64
 	idle    int64
 	peak    int64
-	over    int64 // bytes released without a reservation (Overreleased)
+	over    int64     // bytes released without a reservation (Overreleased)
 	waiters list.List // *waiter, first come first served
 }
 
