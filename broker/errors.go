@@ -53,6 +53,7 @@ const (
 	CodeOutOfOrderSequence     Code = "out_of_order_sequence"
 	CodeUnknownProducer        Code = "unknown_producer_id"
 	CodeInvalidTransactionalID Code = "invalid_transactional_id"
+	CodeMemoryExhausted        Code = "memory_exhausted"
 )
 
 // retriable lists the codes whose request may succeed later unchanged: the node was
@@ -66,6 +67,7 @@ var retriable = map[Code]bool{
 	CodeShuttingDown:         true,
 	CodeCatalogUnavailable:   true,
 	CodeRoleUnavailable:      true,
+	CodeMemoryExhausted:      true,
 }
 
 // Retriable reports whether a request refused with c may succeed later unchanged.
@@ -83,7 +85,7 @@ func Codes() []Code {
 		CodeStoreUnavailable, CodeCommitFailed, CodeCommitOutcomeUnknown, CodeShuttingDown,
 		CodeCatalogUnavailable, CodeRoleUnavailable, CodeInternal, CodeGroupNotFound, CodeInvalidGroupName,
 		CodeUnknownMember, CodeStaleMemberEpoch, CodeNotOwner, CodeGroupNotEmpty, CodeProducerFenced,
-		CodeOutOfOrderSequence, CodeUnknownProducer, CodeInvalidTransactionalID,
+		CodeOutOfOrderSequence, CodeUnknownProducer, CodeInvalidTransactionalID, CodeMemoryExhausted,
 	}
 }
 
@@ -287,6 +289,8 @@ func fetchError(err error) *Error {
 		return newError(CodeStoreUnavailable, "fetch: the object store returned data that fails its checksums; retry (if it persists, the object is damaged: see the node's log)").unexpected("fetch", err)
 	case errors.Is(err, reader.ErrCatalogUnavailable):
 		return newError(CodeCatalogUnavailable, "fetch: the catalog did not answer; retry").unexpected("fetch", err)
+	case errors.Is(err, reader.ErrMemoryExhausted):
+		return newError(CodeMemoryExhausted, "fetch: this node's memory budget is spent on answers still being sent; retry after a short wait, or on another node")
 	}
 	return newError(CodeInternal, "fetch: unexpected error").unexpected("fetch", err)
 }
