@@ -359,14 +359,15 @@ const decodedOverhead = int64(unsafe.Sizeof(segment.DecodedRecord{})) + 32
 
 // take reserves n bytes of a fetch's result in f.Memory before they are taken: the
 // first batch of the result waits up to MemoryWait for room (ErrMemoryExhausted
-// after), a later one takes only room there is — without it, ok is false and the fetch
-// ends there, smaller: under memory pressure fetches shrink before they fail.
+// after), a later one takes only room there is below membudget.GrowShare — without it,
+// ok is false and the fetch ends there, smaller: under memory pressure fetches shrink
+// before they fail, and a few large ones leave room for everyone else's first batch.
 func (r *Reader) take(ctx context.Context, f Fetch, n int64, first bool) (ok bool, err error) {
 	if f.Memory == nil {
 		return true, nil
 	}
 	if !first {
-		return f.Memory.TryReserve(n, membudget.UseFetch), nil
+		return f.Memory.TryGrow(n, membudget.UseFetch), nil
 	}
 	if err := f.Memory.Reserve(ctx, n, r.cfg.MemoryWait, membudget.UseFetch); err != nil {
 		return false, memoryError(ctx, err)

@@ -157,6 +157,27 @@ func (b *Budget) TryReserve(n int64, use Use) bool {
 	return ok
 }
 
+// GrowShare is how much of the budget a reservation that only grows a request's answer
+// may fill (TryGrow): the rest stays for the first bytes of other requests, so that a
+// few clients asking for large answers — and not reading them — cannot take all of
+// it, and every other client still gets an answer, smaller.
+const GrowShare = 0.75
+
+// TryGrow is TryReserve for bytes a request can do without (more of an answer that
+// already has some): it succeeds only while the budget stays within GrowShare.
+func (b *Budget) TryGrow(n int64, use Use) bool {
+	if b == nil || n <= 0 {
+		return true
+	}
+	b.mu.Lock()
+	ok := b.waiters.Len() == 0 && b.used+n <= b.idle+int64(GrowShare*float64(b.limit-b.idle))
+	if ok {
+		b.grantLocked(n)
+	}
+	b.mu.Unlock()
+	return ok
+}
+
 // Reserve reserves n bytes, waiting up to wait for room, in turn with other waiting
 // reservations. It returns ErrExhausted when wait passes first, ErrTooLarge at once
 // when n could never fit beside the carve-outs, or ctx's error.
@@ -286,6 +307,18 @@ func (h *Hold) add(n int64) {
 	h.mu.Lock()
 	h.n += n
 	h.mu.Unlock()
+}
+
+// TryGrow is Budget.TryGrow, held until Release.
+func (h *Hold) TryGrow(n int64, use Use) bool {
+	if h == nil || h.b == nil {
+		return true
+	}
+	if !h.b.TryGrow(n, use) {
+		return false
+	}
+	h.add(n)
+	return true
 }
 
 // Held is what the hold has reserved.

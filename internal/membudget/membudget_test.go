@@ -143,6 +143,27 @@ func TestNeverExceeds(t *testing.T) {
 	}
 }
 
+// Growing an answer stops at GrowShare of what the carve-outs leave; a first
+// reservation may use the rest.
+func TestTryGrow(t *testing.T) {
+	b := New(1100, nil)
+	if err := b.Carve(100, "cache"); err != nil {
+		t.Fatal(err)
+	}
+	h := b.NewHold()
+	if !h.TryGrow(700, UseFetch) || h.TryGrow(51, UseFetch) || !h.TryGrow(50, UseFetch) {
+		t.Fatalf("growth to 750 of the 1000 free: held %d", h.Held())
+	}
+	if !b.TryReserve(250, UseFetch) {
+		t.Fatal("the share kept for first reservations was taken")
+	}
+	b.Release(250)
+	h.Release()
+	if b.Used() != b.Idle() {
+		t.Fatalf("used %d", b.Used())
+	}
+}
+
 func TestNilBudget(t *testing.T) {
 	var b *Budget
 	h := b.NewHold()

@@ -24,6 +24,8 @@ import (
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/compactor"
+	"github.com/strata-io/strata/internal/membudget"
+	"github.com/strata-io/strata/internal/stallconn"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/metered"
 	"github.com/strata-io/strata/reader"
@@ -63,6 +65,17 @@ type Config struct {
 	// caller runs a pass per scheduled event (Node.Compactor.Pass).
 	Lambda bool
 
+	// MemoryBudget is the bytes the node accounts its large allocations against
+	// (internal/membudget: a share of the process's memory limit, which the caller
+	// sets as GOMEMLIMIT): request bodies, buffered records, blocks being read, answers
+	// being written. The reader's cache is carved out of it whole. 0: nothing is
+	// accounted (tests, tools).
+	MemoryBudget int64
+	// StallTimeout is how long writing to a client may make no progress before its
+	// connection is closed, and the memory its unsent answer holds released
+	// (internal/stallconn). 0: no bound.
+	StallTimeout time.Duration
+
 	// Registry receives every metric of the node and is served on /metrics; nil: a new
 	// one with the Go and process collectors.
 	Registry *prometheus.Registry
@@ -80,6 +93,9 @@ type Node struct {
 	// Store is the metered store the roles use.
 	Store    objstore.Store
 	Registry *prometheus.Registry
+	// Memory is the node's memory budget (nil without Config.MemoryBudget): a front
+	// end built beside the API — the Kafka listener — reserves its frames there.
+	Memory *membudget.Budget
 
 	cfg   Config
 	apiD  api.Deps
@@ -130,8 +146,12 @@ func Start(cfg Config) (*Node, error) {
 		}()
 	}
 
+	if cfg.MemoryBudget > 0 {
+		n.Memory = membudget.New(cfg.MemoryBudget, reg)
+	}
 	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat}
 	if cfg.Writer {
+		cfg.WriterConfig.Memory = n.Memory
 		var com Committer = cat
 		if cfg.Committer != nil {
 			com = cfg.Committer
@@ -141,6 +161,13 @@ func Start(cfg Config) (*Node, error) {
 		start("writer", n.Writer.Run)
 	}
 	if cfg.Reader {
+		// The cache is held whole for the node's life: a standing reservation, the
+		// budget's idle level.
+		if err := n.Memory.Carve(cfg.ReaderConfig.MemoryBytes(), "the reader's block cache and footers"); err != nil {
+			n.Stop(context.Background())
+			return nil, fmt.Errorf("node: %w: lower the cache size or raise the memory limit", err)
+		}
+		cfg.ReaderConfig.Memory = n.Memory
 		n.Reader = reader.New(store, cat, cfg.ReaderConfig, log, reg)
 		bd.Reader, bd.Batches = n.Reader, n.Reader
 		if !cfg.Lambda {
@@ -164,6 +191,7 @@ func Start(cfg Config) (*Node, error) {
 		Registerer: reg,
 		Log:        log,
 		Ready:      readiness(cat, raw),
+		Memory:     n.Memory,
 	}
 	n.API = api.New(cfg.API, n.apiD)
 	return n, nil
@@ -223,6 +251,7 @@ func (n *Node) Stop(ctx context.Context) error {
 func (n *Node) Serve(ctx context.Context, ln net.Listener, tlsCfg *tls.Config, shutdownTimeout time.Duration) error {
 	baseCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
+	ln = stallconn.Listen(ln, n.cfg.StallTimeout)
 	srv := &http.Server{
 		Handler:           n.API.Handler(),
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
