@@ -78,13 +78,20 @@ func (a *API) tail(w http.ResponseWriter, r *http.Request, topic string, part in
 		if ctx.Err() != nil {
 			return nil // the client went away
 		}
-		var p *problem
-		if err != nil {
-			p = a.problemFor(r, err)
-		} else if err := mem.Reserve(ctx, int64(tailEventsSize(&res)), a.cfg.MemoryWait, membudget.UseFetch); err != nil {
-			p = a.memoryProblem(r, broker.CapFetch, err)
+		if err == nil && mem.Reserve(ctx, int64(tailEventsSize(&res)), a.cfg.MemoryWait, membudget.UseFetch) != nil {
+			err = &broker.Error{Code: broker.CodeMemoryExhausted}
 		}
-		if p != nil {
+		if err != nil && broker.AsError("tail", err).Code == broker.CodeMemoryExhausted {
+			// No room for the batch now: wait as an idle stream does, then try again.
+			a.metrics.memoryRefused.Inc()
+			mem.Release()
+			if !sleepCtx(ctx, wait-time.Since(started)) || !sendEvents(w, rc, []byte(": heartbeat\n\n")) {
+				return nil
+			}
+			continue
+		}
+		if err != nil {
+			p := a.problemFor(r, err)
 			buf = append(buf[:0], "event: error\ndata: "...)
 			buf = append(buf, problemBody(r, p)...)
 			buf = append(buf, "\n\n"...)
