@@ -301,4 +301,3 @@ func waitGauge(t *testing.T, url, line string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-
