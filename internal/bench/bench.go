@@ -24,9 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -71,6 +69,11 @@ type Config struct {
 	MaxFlushBytes int64         // [8 MiB]
 	BufferBytes   int64         // [64 MiB]
 	CacheBytes    int64         // [256 MiB]
+	// MemoryLimit is the nodes' --memory-limit, which peak resident memory is checked
+	// against [0: the nodes' default; checked against buffer + cache + 100 MiB].
+	MemoryLimit int64
+	// SlowSockets is how many sockets the slow-reader phase opens [20; -1: no phase].
+	SlowSockets int
 
 	// ScaleRecords is the large partition's size in the scale phase [10,000,000]; 0
 	// with NoScale skips it. ScaleChunkRecords is the records per seeded chunk row
@@ -124,6 +127,9 @@ func (c *Config) defaults() {
 	}
 	if c.CacheBytes == 0 {
 		c.CacheBytes = 256 << 20
+	}
+	if c.SlowSockets == 0 {
+		c.SlowSockets = 20
 	}
 	if c.OverloadProducers == 0 {
 		c.OverloadProducers = int(min(256, max(8, 2*c.BufferBytes/int64(c.BatchRecords*(c.RecordSize+40)))))
@@ -193,6 +199,11 @@ type Produce struct {
 	CPUSeconds      float64 `json:"node_cpu_seconds"`
 	CPUSecPerGiB    float64 `json:"node_cpu_seconds_per_gib"`
 	PeakRSS         float64 `json:"node_peak_rss_bytes"`
+	PeakHeap        float64 `json:"node_peak_heap_bytes"`
+	// GCCPUSeconds is the collector's CPU time over the phase; GCShare its share of
+	// the node's CPU.
+	GCCPUSeconds float64 `json:"node_gc_cpu_seconds"`
+	GCShare      float64 `json:"node_gc_cpu_share"`
 	// StageP99 is the writer's p99 per flush stage over the phase, in ms, from the
 	// nodes' strata_writer_flush_seconds histogram: where produce-ack latency goes.
 	StageP99 map[string]float64 `json:"writer_stage_p99_ms,omitempty"`
@@ -272,14 +283,17 @@ type Report struct {
 		MaxFlushBytes int64   `json:"max_flush_bytes"`
 		BufferBytes   int64   `json:"buffer_bytes"`
 		CacheBytes    int64   `json:"cache_bytes"`
+		MemoryLimit   int64   `json:"memory_limit,omitempty"`
 	} `json:"settings"`
 	Floor   *Floor    `json:"floor,omitempty"`
 	Produce []Produce `json:"produce"`
 	E2E     Latency   `json:"end_to_end"`
 	Fetch   []Fetch   `json:"fetch"`
 	Scale   *Scale    `json:"scale,omitempty"`
-	Targets []Target  `json:"targets"`
-	Series  struct {
+	// SlowReaders is the slow-reader phase (memory.go).
+	SlowReaders *SlowReaders `json:"slow_readers,omitempty"`
+	Targets     []Target     `json:"targets"`
+	Series      struct {
 		Ack []Point `json:"ack"`
 		E2E []Point `json:"e2e"`
 	} `json:"series"`
@@ -330,7 +344,7 @@ func (b *runner) run(ctx context.Context) (*Report, error) {
 	s := &rep.Settings
 	s.Partitions, s.Producers, s.RecordSize, s.BatchRecords = cfg.Partitions, cfg.Producers, cfg.RecordSize, cfg.BatchRecords
 	s.PhaseSeconds, s.LingerMs = cfg.Duration.Seconds(), float64(cfg.Linger)/1e6
-	s.MaxFlushBytes, s.BufferBytes, s.CacheBytes = cfg.MaxFlushBytes, cfg.BufferBytes, cfg.CacheBytes
+	s.MaxFlushBytes, s.BufferBytes, s.CacheBytes, s.MemoryLimit = cfg.MaxFlushBytes, cfg.BufferBytes, cfg.CacheBytes, cfg.MemoryLimit
 	start := time.Now()
 	rep.Load[0] = loadAverage()
 	defer func() { rep.Load[1] = loadAverage() }()
@@ -427,6 +441,13 @@ func (b *runner) run(ctx context.Context) (*Report, error) {
 	if err := b.fetches(ctx); err != nil {
 		return nil, err
 	}
+	if cfg.SlowSockets > 0 {
+		sr, err := b.slowReaders(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rep.SlowReaders = sr
+	}
 	if !cfg.NoScale && cfg.DB != nil {
 		sc, err := b.scale(ctx, c)
 		if err != nil {
@@ -459,37 +480,6 @@ func (b *runner) producerBodies(path string, n int) ([]*body, error) {
 	return out, nil
 }
 
-// watchRSS samples the nodes' resident memory every 250ms until ctx ends and returns
-// a func reporting the peak (summed over nodes).
-func (b *runner) watchRSS(ctx context.Context) func() float64 {
-	var mu sync.Mutex
-	var peak float64
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(250 * time.Millisecond)
-		defer t.Stop()
-		for {
-			if s, err := scrape(ctx, b.hc, b.cfg.Nodes); err == nil {
-				mu.Lock()
-				peak = max(peak, s.get("process_resident_memory_bytes"))
-				mu.Unlock()
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() float64 {
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		return peak
-	}
-}
-
 // phase runs load for cfg.Duration between two scrapes of the nodes' metrics and fills
 // in p from the load's counters and from what the metrics say.
 func (b *runner) phase(ctx context.Context, name string, p *Produce, c *counters, ack *recorder, load func(ctx context.Context)) error {
@@ -499,14 +489,14 @@ func (b *runner) phase(ctx context.Context, name string, p *Produce, c *counters
 		return err
 	}
 	pctx, cancel := context.WithTimeout(ctx, cfg.Duration)
-	rss := b.watchRSS(pctx)
+	peaks := b.memoryPeaks(pctx)
 	cfg.Phase(name, false)
 	start := time.Now()
 	load(pctx)
 	p.Seconds = time.Since(start).Seconds()
 	cfg.Phase(name, true)
 	cancel()
-	p.PeakRSS = rss()
+	p.PeakRSS, p.PeakHeap = peaks()
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -538,6 +528,7 @@ func (b *runner) phase(ctx context.Context, name string, p *Produce, c *counters
 		}
 	}
 	p.CPUSeconds = d.get("process_cpu_seconds_total")
+	gcShare(p, d)
 	if gib > 0 {
 		p.PutsPerGiB = p.Puts / gib
 		p.CPUSecPerGiB = p.CPUSeconds / gib
@@ -730,98 +721,6 @@ func (b *runner) fetches(ctx context.Context) error {
 	return nil
 }
 
-// scale seeds one partition to 10 K records and one to cfg.ScaleRecords, both as chunk
-// rows copied from a real chunk, and compares fetch latency at random offsets.
-func (b *runner) scale(ctx context.Context, c *client.Client) (*Scale, error) {
-	cfg := &b.cfg
-	topic := cfg.Topic + "-scale"
-	const small = 10_000
-	per := cfg.ScaleChunkRecords
-	sc := &Scale{SmallRecords: small, LargeRecords: cfg.ScaleRecords, ChunkRecords: per, CatalogKind: cfg.DB.Kind()}
-	b.log.Info("phase: scale", "records", cfg.ScaleRecords, "per_chunk", per)
-	formats := map[string]string{"key.format": "string", "value.format": "string"}
-	if _, err := c.CreateTopic(ctx, topic, 2, formats); err != nil {
-		return nil, fmt.Errorf("bench: create topic %s: %w", topic, err)
-	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if err := cfg.DB.unseed(dctx, topic); err != nil {
-			b.rep.Notes = append(b.rep.Notes, err.Error())
-		}
-		_ = c.DeleteTopic(dctx, topic)
-	}()
-	valueSize := min(cfg.RecordSize, 256)
-	recs := make([]client.RawRecord, per)
-	for i := range recs {
-		recs[i] = client.RawRecord{Key: []byte("k"), Value: payload(i, valueSize)}
-	}
-	for p := range int32(2) {
-		if _, err := c.ProduceBinary(ctx, topic, p, recs, client.BatchOptions{}); err != nil {
-			return nil, fmt.Errorf("bench: scale: %w", err)
-		}
-	}
-	start := time.Now()
-	for p, n := range []int64{small, cfg.ScaleRecords} {
-		rows, err := cfg.DB.seed(ctx, topic, int32(p), n)
-		if err != nil {
-			return nil, err
-		}
-		sc.RowsSeeded += rows
-	}
-	sc.SeedSeconds = time.Since(start).Seconds()
-
-	fetchAt := func(p int32, off int64) (time.Duration, error) {
-		node := cfg.Nodes[0] // one node: its cache holds the one block after the first fetch
-		// A consumer's fetch of one chunk's worth: the lookup's byte budget is then the
-		// same for both partitions, whatever lies beyond it.
-		u := node + "/v1/topics/" + topic + "/partitions/" + strconv.Itoa(int(p)) + "/records?max_records=" + strconv.Itoa(per) +
-			"&max_bytes=" + strconv.Itoa(per*valueSize) + "&offset=" + strconv.FormatInt(off, 10)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		req.Header.Set("Accept", client.RecordBatchContentType)
-		t := time.Now()
-		resp, err := b.hc.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return 0, err
-		}
-		if resp.StatusCode != http.StatusOK || len(body) == 0 {
-			return 0, fmt.Errorf("bench: scale fetch %s/%d at %d: HTTP %d", topic, p, off, resp.StatusCode)
-		}
-		return time.Since(t), nil
-	}
-	// Warm up both (connections, the block, the statement cache), then alternate.
-	for range 20 {
-		for p, n := range []int64{small, cfg.ScaleRecords} {
-			if _, err := fetchAt(int32(p), rand.Int64N(n)); err != nil {
-				return nil, err
-			}
-		}
-	}
-	const fetches = 300
-	var ds [2][]time.Duration
-	for range fetches {
-		for p, n := range []int64{small, cfg.ScaleRecords} {
-			d, err := fetchAt(int32(p), rand.Int64N(n))
-			if err != nil {
-				return nil, err
-			}
-			ds[p] = append(ds[p], d)
-		}
-	}
-	sc.FetchesPerSet = fetches
-	sc.Small, sc.Large = summarize(ds[0]), summarize(ds[1])
-	if sc.Small.P50 > 0 {
-		sc.P50Ratio = sc.Large.P50 / sc.Small.P50
-	}
-	b.log.Info("phase done", "phase", "scale", "small_p50_ms", sc.Small.P50, "large_p50_ms", sc.Large.P50, "seeded_rows", sc.RowsSeeded)
-	return sc, nil
-}
-
 // targets checks the issue's targets against this run's figures.
 func (b *runner) targets(commitP99 float64) {
 	rep := &b.rep
@@ -887,14 +786,7 @@ func (b *runner) targets(commitP99 float64) {
 			Figure: sc.Large.P50, Bound: 1.2 * sc.Small.P50, Unit: "ms", Ratio: sc.P50Ratio, Want: "<= 1.2x", Pass: sc.P50Ratio <= 1.2,
 			Note: fmt.Sprintf("%d chunk rows seeded in %.1fs (%s)", sc.RowsSeeded, sc.SeedSeconds, sc.CatalogKind)})
 	}
-	var peak float64
-	for _, p := range rep.Produce {
-		peak = max(peak, p.PeakRSS)
-	}
-	if peak > 0 {
-		bound := float64(len(cfg.Nodes)) * float64(cfg.BufferBytes+cfg.CacheBytes+100<<20)
-		add(Target{Name: "peak node RSS vs buffer + cache + 100 MiB", Figure: peak / (1 << 20), Bound: bound / (1 << 20), Unit: "MiB", Ratio: peak / bound, Want: "<= 1x", Pass: peak <= bound})
-	}
+	b.memoryTargets(add)
 }
 
 // loadAverage is the 1-minute load average, 0 where /proc/loadavg is missing.

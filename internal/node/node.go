@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"sync"
 	"time"
 
@@ -107,6 +108,12 @@ type Node struct {
 	ended chan struct{}
 }
 
+// gcCPU adds the collector's CPU time (go_cpu_classes_gc_total_cpu_seconds_total) to
+// the Go metrics: beside process_cpu_seconds_total it is the share of a node's CPU the
+// collector takes, which a memory limit set too tight drives up (strata bench reports
+// it).
+var gcCPU = collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/classes/gc/total:cpu-seconds$`)}
+
 // readyProbeKey is a key that never exists: a Head answering "not found" proves the
 // bucket is reachable and the credentials work, without writing anything.
 const readyProbeKey = "strata-readyz-probe"
@@ -123,7 +130,8 @@ func Start(cfg Config) (*Node, error) {
 	reg := cfg.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(gcCPU)),
+			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	cat, raw := cfg.Catalog, cfg.Store
 	store := metered.New(raw, reg)
