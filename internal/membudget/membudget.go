@@ -265,6 +265,21 @@ func (b *Budget) wakeLocked() {
 	}
 }
 
+// Frame is the hook of a front end that reads length-prefixed requests (the Kafka
+// listener): call it with a frame's declared size once the size is read and checked,
+// before the frame's body is allocated or read. The frame is reserved in a new hold,
+// waiting up to wait (a listener that waits stops reading that connection: TCP pushes
+// back on the client); the request's answer joins the hold (broker.FetchRequest.Memory
+// for its fetches, its response buffer), and the listener releases it once the answer
+// is written.
+func (b *Budget) Frame(ctx context.Context, size int64, wait time.Duration) (*Hold, error) {
+	h := b.NewHold()
+	if err := h.Reserve(ctx, size, wait, UseKafka); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
 // Hold is the reservations of one request, released together once it is done. Its
 // methods are safe for concurrent use; a Hold of a nil Budget accounts nothing.
 type Hold struct {

@@ -164,6 +164,26 @@ func TestTryGrow(t *testing.T) {
 	}
 }
 
+// The Kafka listener's hook: a frame is reserved before it is read, and released with
+// its answer.
+func TestFrame(t *testing.T) {
+	b := New(1000, nil)
+	h, err := b.Frame(t.Context(), 600, 0)
+	if err != nil || b.Used() != 600 {
+		t.Fatalf("frame: %v, used %d", err, b.Used())
+	}
+	if !h.TryReserve(300, UseFetch) { // its answer joins it
+		t.Fatal("the answer refused")
+	}
+	if _, err := b.Frame(t.Context(), 200, time.Millisecond); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("a frame with no room: %v", err)
+	}
+	h.Release()
+	if b.Used() != 0 {
+		t.Fatalf("used %d after the answer was written", b.Used())
+	}
+}
+
 func TestNilBudget(t *testing.T) {
 	var b *Budget
 	h := b.NewHold()
