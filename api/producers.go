@@ -30,8 +30,10 @@ func (rs *producersResource) Routes() chi.Router {
 
 type initProducerRequest struct {
 	TransactionalID *string `json:"transactional_id"`
-	// ProducerID and Epoch, with a transactional id, are the identity the caller holds:
-	// it bumps its own epoch, and is fenced if a newer instance has taken the id over.
+	// ProducerID and Epoch are the identity the caller holds: with a transactional id
+	// it bumps its own epoch, and is fenced if a newer instance has taken the id over;
+	// without one it keeps its id at the next epoch (restarting its sequences), or gets a
+	// new id if that identity is no longer current.
 	ProducerID *int64 `json:"producer_id"`
 	Epoch      *int64 `json:"epoch"`
 }

@@ -85,7 +85,7 @@ func TestInitProducer(t *testing.T) {
 
 	wantProblem(t, e.do("POST", "/v1/producers", `{"transactional_id":"tab\there"}`), 400, CodeInvalidTransactionalID)
 	wantProblem(t, e.do("POST", "/v1/producers", `{"transactional_id":""}`), 400, CodeInvalidTransactionalID)
-	wantProblem(t, e.do("POST", "/v1/producers", `{"producer_id":1,"epoch":0}`), 400, CodeInvalidRequest)
+	wantProblem(t, e.do("POST", "/v1/producers", `{"producer_id":-1,"epoch":0}`), 400, CodeInvalidRequest)
 	wantProblem(t, e.do("POST", "/v1/producers", `{"transactional_id":"x","producer_id":1,"epoch":40000}`), 400, CodeInvalidRequest)
 	wantProblem(t, e.do("POST", "/v1/producers", `{"transaction_id":"x"}`), 400, CodeInvalidRequest)
 	pc.initErr = fmt.Errorf("sqlite: init producer: %w", catalog.ErrProducerFenced)

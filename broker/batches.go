@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/strata-io/strata/catalog"
@@ -50,39 +49,18 @@ type BatchesResult struct {
 	Duplicate bool
 }
 
-// ProduceBatches validates and produces one partition's record batches. The batches
-// may be stored as they are: req.Batches must not change until it returns.
+// ProduceBatches validates and produces one partition's record batches: PrepareBatches,
+// Submit and Wait in one call. The batches may be stored as they are: req.Batches must
+// not change until it returns (but for their partition leader epochs, which it sets).
 func (b *Broker) ProduceBatches(ctx context.Context, who Principal, req BatchesRequest) (BatchesResult, error) {
-	if e := b.check(CapProduce); e != nil {
-		return BatchesResult{}, e
+	p, err := b.PrepareBatches(ctx, who, req)
+	if err != nil {
+		return BatchesResult{}, err
 	}
-	if len(req.Batches) == 0 {
-		return BatchesResult{}, newError(CodeEmptyBatch, "the body holds no record batch")
+	if err := p.Submit(ctx); err != nil {
+		return BatchesResult{}, err
 	}
-	ti, e := b.lookupPartition(ctx, req.Topic, req.Partition)
-	if e != nil {
-		return BatchesResult{}, e
-	}
-	maxRecords := req.MaxRecords
-	if maxRecords <= 0 {
-		maxRecords = int(^uint(0) >> 1)
-	}
-	wreq, count, e := batchesRequest(req.Batches, &ti, req.Partition, b.now().UnixMilli(), maxRecords)
-	if e != nil {
-		return BatchesResult{}, e
-	}
-	resp, e := b.write(ctx, wreq, map[string]TopicInfo{ti.Name: ti})
-	if e != nil {
-		return BatchesResult{}, e
-	}
-	// One request's records of one partition are one batch of one flush: their offsets
-	// are contiguous. Anything else is a writer bug, not an answer to pass on.
-	recs := resp.Records
-	if len(recs) != count || recs[0].Partition != req.Partition || recs[len(recs)-1].Offset-recs[0].Offset != int64(len(recs)-1) {
-		err := fmt.Errorf("writer answered %d records for %d, not one contiguous run of partition %d", len(recs), count, req.Partition)
-		return BatchesResult{}, newError(CodeInternal, "produce: the writer answered for the wrong records").unexpected("produce", err)
-	}
-	return BatchesResult{BaseOffset: recs[0].Offset, LastOffset: recs[len(recs)-1].Offset, Duplicate: resp.Duplicate}, nil
+	return p.Wait(ctx)
 }
 
 // batchesRequest turns batches for one partition of ti into a writer request and the

@@ -241,6 +241,11 @@ func (b *Broker) write(ctx context.Context, wreq writer.Request, topics map[stri
 	if err == nil {
 		return resp, nil
 	}
+	return writer.Response{}, b.writeError(err, topics)
+}
+
+// writeError maps a writer refusal of a request writing topics.
+func (b *Broker) writeError(err error, topics map[string]TopicInfo) *Error {
 	names := make(map[int64]string, len(topics))
 	for _, ti := range topics {
 		names[ti.ID] = ti.Name
@@ -251,7 +256,7 @@ func (b *Broker) write(ctx context.Context, wreq writer.Request, topics map[stri
 			b.topics.invalidate(name)
 		}
 	}
-	return writer.Response{}, e
+	return e
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -12,8 +12,10 @@ type InitProducerRequest struct {
 	// one gets its id again at the next epoch, which fences the instance that held it.
 	// nil: a new id at epoch 0 (a plain idempotent producer).
 	TransactionalID *string
-	// Current is the identity the caller holds for TransactionalID: an instance bumping
-	// its own epoch, which must not fence a newer instance that has taken the id over
+	// Current is the identity the caller holds: with TransactionalID, an instance
+	// bumping its own epoch, which must not fence a newer instance that has taken the id
+	// over; without one, a producer restarting its sequences at the next epoch under
+	// the same id (KIP-360), or, if that identity is not current, getting a new one
 	// (catalog.Producers.InitProducer).
 	Current *catalog.Producer
 }
@@ -32,10 +34,6 @@ func (b *Broker) InitProducer(ctx context.Context, who Principal, req InitProduc
 		}
 	}
 	if c := req.Current; c != nil {
-		if tid == "" {
-			return catalog.Producer{}, newError(CodeInvalidRequest, "producer_id and epoch go with a transactional_id: a producer without one gets a new id each time").
-				with("field", "producer_id")
-		}
 		if c.ID < 0 || c.Epoch < 0 {
 			return catalog.Producer{}, newError(CodeInvalidRequest, "producer: id %d epoch %d: use what InitProducer answered", c.ID, c.Epoch).
 				with("field", "producer_id")

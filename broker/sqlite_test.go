@@ -158,7 +158,11 @@ func TestIdempotenceAndGroupOffsets(t *testing.T) {
 	wantCode(t, second(b.InitProducer(ctx, who, InitProducerRequest{TransactionalID: &tid, Current: &p1})), CodeProducerFenced)
 	empty := ""
 	wantCode(t, second(b.InitProducer(ctx, who, InitProducerRequest{TransactionalID: &empty})), CodeInvalidTransactionalID)
-	wantCode(t, second(b.InitProducer(ctx, who, InitProducerRequest{Current: &p1})), CodeInvalidRequest)
+	wantCode(t, second(b.InitProducer(ctx, who, InitProducerRequest{Current: &catalog.Producer{ID: -1}})), CodeInvalidRequest)
+	// A transactional producer's identity without its transactional id: a new producer.
+	if np, err := b.InitProducer(ctx, who, InitProducerRequest{Current: &p2}); err != nil || np.ID == p2.ID || np.Epoch != 0 {
+		t.Fatalf("init from another's identity: %+v %v, want a new id", np, err)
+	}
 
 	// Idempotent batches: the producer fields of the batches, a retry answered alike.
 	plain, err := b.InitProducer(ctx, who, InitProducerRequest{})

@@ -239,15 +239,21 @@ func (b *Broker) DescribeConfigs(ctx context.Context, who Principal, name string
 	if err != nil {
 		return nil, err
 	}
+	return EffectiveConfigs(t.Configs), nil
+}
+
+// EffectiveConfigs lists every supported config, ordered by name, with its value under
+// the explicit configs given (a topic's Configs).
+func EffectiveConfigs(explicit map[string]string) []ConfigEntry {
 	var out []ConfigEntry
 	for _, k := range catalog.ConfigKeys() {
-		v, set := t.Configs[k]
+		v, set := explicit[k]
 		if !set {
 			v, _ = catalog.ConfigDefault(k)
 		}
 		out = append(out, ConfigEntry{Name: k, Value: v, Default: !set})
 	}
-	return out, nil
+	return out
 }
 
 // Partitions lists a topic's partitions in order, read from the catalog.

@@ -52,7 +52,9 @@ func (o Options) WithDefaults() Options {
 // Topic is a topic as the catalog knows it. ID is immutable and never reused: a topic
 // deleted and recreated under the same name gets a new ID and never sees old data.
 type Topic struct {
-	ID         int64
+	ID int64
+	// UUID is random, made at creation and never reused (Kafka's topic id).
+	UUID       UUID
 	Name       string
 	Partitions int32
 	Configs    map[string]string // only explicitly set keys; see Config for effective values

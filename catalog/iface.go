@@ -15,6 +15,7 @@ type Backend interface {
 	Producers
 	Compaction
 	Inventory
+	Cluster
 }
 
 // Catalog is the core of the catalog — topics, partitions, the segment commit, chunk

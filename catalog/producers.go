@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -26,7 +27,9 @@ import (
 // Catalog and proved by catalogtest.RunProducers.
 type Producers interface {
 	// InitProducer hands out a producer identity. Without a transactional id it is a
-	// new id at epoch 0 (current is ignored). With one, a known id is returned again at
+	// new id at epoch 0, unless current names a producer without a transactional id at
+	// its current epoch: that producer is bumped to the next epoch and keeps its id
+	// (KIP-360; NextIdempotentEpoch decides). With one, a known id is returned again at
 	// the next epoch, which fences every older instance (their requests get
 	// ErrProducerFenced from then on); an unknown one (or one expired) gets a new id at
 	// epoch 0. The epoch never wraps: past math.MaxInt16 the transactional id moves to
@@ -51,8 +54,8 @@ var (
 	// expects from this producer (a gap, or a retry too old to be recognised). The
 	// error is a *SequenceError saying which sequence was expected.
 	ErrOutOfOrderSequence = errors.New("out of order sequence")
-	// ErrUnknownProducer: the producer id was never handed out or has expired, or its
-	// epoch is ahead of the one handed out. Initialise again.
+	// ErrUnknownProducer: the producer id was never handed out or has expired.
+	// Initialise again.
 	ErrUnknownProducer = errors.New("unknown producer id")
 	// ErrInvalidTransactionalID: a transactional id that cannot exist.
 	ErrInvalidTransactionalID = errors.New("invalid transactional id")
@@ -106,6 +109,21 @@ func NextEpoch(e int16) (next int16, newID bool) {
 		return 0, true
 	}
 	return e + 1, false
+}
+
+// NextIdempotentEpoch is InitProducer's rule for a producer without a transactional id
+// that names its current identity (KIP-360: a Kafka client resetting its sequences
+// after an error): found says whether the registry has current.ID, with transactional
+// whether that row has a transactional id and epoch its epoch. ok: the row moves to
+// next and the producer keeps its id. Otherwise it gets a new id at epoch 0, as Kafka
+// answers any InitProducerId without a transactional id: an unknown or expired id, one
+// that belongs to a transactional producer, a stale epoch, or the last epoch an int16
+// holds.
+func NextIdempotentEpoch(current Producer, found, transactional bool, epoch int16) (next int16, ok bool) {
+	if !found || transactional || epoch != current.Epoch || epoch >= math.MaxInt16 {
+		return 0, false
+	}
+	return epoch + 1, true
 }
 
 // CheckCurrent is InitProducer's rule for current (see Producers): the transactional
@@ -209,6 +227,9 @@ type ProducerCheck struct {
 	// registry rows whose last-used time a backend refreshes (when older than
 	// ProducerTouchInterval).
 	Producers []int64
+	// Bumps lists the producers whose epoch an accepted request moved up (rule 3),
+	// ascending by id, with the new epoch: the registry rows a backend updates.
+	Bumps []ProducerEpoch
 
 	plan  *Plan
 	dups  [][]liveBatch // per duplicate request, per batch: its original
@@ -231,8 +252,15 @@ func (pc *ProducerCheck) Duplicate(i int) bool { return pc.dups[i] != nil }
 //     this flush) — answers the original offsets with Duplicate set, whatever else
 //     would refuse it: it committed once, and writes nothing now.
 //  2. A request already refused (errs) stays refused.
-//  3. An unknown producer id, or an epoch ahead of the current one: ErrUnknownProducer.
-//     An epoch behind it: ErrProducerFenced.
+//  3. An unknown producer id: ErrUnknownProducer. An epoch behind the current one:
+//     ErrProducerFenced. An epoch ahead of it is the producer bumping its own epoch, as
+//     Kafka's idempotent producers do after some errors without asking (KIP-360): it
+//     goes on to rule 4, where every partition's sequence must start again at 0 (its
+//     state is of an older epoch), and if accepted it becomes the producer's epoch
+//     (Bumps) — requests of the flush after it at an older epoch are fenced. Ahead by
+//     any amount, as Kafka accepts it: a client whose bumped requests were refused
+//     before their commit (too large, say) bumps again, and refusing an epoch two
+//     ahead would send it bumping for ever.
 //  4. Each batch's base sequence must be the next one the partition expects: the
 //     last kept batch's last sequence plus one (AddSequence) at the same epoch, or 0
 //     when the producer has no state there or state from an older epoch. Otherwise a
@@ -266,6 +294,8 @@ func (p *Plan) CheckProducers(errs []error, registry map[int64]int16, state map[
 		return s
 	}
 	accepted := map[int64]bool{}
+	// A bump changes the registry for the requests after it: work on a copy.
+	stored, registry := registry, maps.Clone(registry)
 	for ri, r := range reqs {
 		pr := r.Producer
 		if pr == nil {
@@ -306,9 +336,6 @@ func (p *Plan) CheckProducers(errs []error, registry map[int64]int16, state map[
 		case !ok:
 			pc.Errs[ri] = fmt.Errorf("%w: producer id %d was never handed out or has expired: initialise the producer again", ErrUnknownProducer, pr.ID)
 			continue
-		case pr.Epoch > cur:
-			pc.Errs[ri] = fmt.Errorf("%w: producer id %d epoch %d is ahead of its current epoch %d", ErrUnknownProducer, pr.ID, pr.Epoch, cur)
-			continue
 		case pr.Epoch < cur:
 			pc.Errs[ri] = fmt.Errorf("%w: producer id %d epoch %d: a newer instance initialised epoch %d", ErrProducerFenced, pr.ID, pr.Epoch, cur)
 			continue
@@ -335,13 +362,14 @@ func (p *Plan) CheckProducers(errs []error, registry map[int64]int16, state map[
 			pc.Errs[ri] = fmt.Errorf("producer id %d epoch %d: %w", pr.ID, pr.Epoch, serr)
 			continue
 		}
-		// 5. Accepted: remember its batches.
-		accepted[pr.ID] = true
+		// 5. Accepted: remember its batches, and its epoch (if ahead, rule 3).
+		accepted[pr.ID], registry[pr.ID] = true, pr.Epoch
 		for bi, b := range r.Batches {
 			k := ProducerPartition{pr.ID, TopicPartition{b.TopicID, b.Partition}}
 			s := get(k)
 			if s == nil || s.epoch != pr.Epoch {
-				s = &liveState{epoch: pr.Epoch}
+				// A request of an earlier epoch in this flush may have touched it.
+				s = &liveState{epoch: pr.Epoch, touched: s != nil && s.touched}
 				pc.state[k] = s
 			}
 			if !s.touched {
@@ -357,11 +385,27 @@ func (p *Plan) CheckProducers(errs []error, registry map[int64]int16, state map[
 			}
 		}
 	}
+	pc.collect(accepted, stored, registry)
+	return pc
+}
+
+// collect lists the producers accepted, and those whose epoch the flush moved from
+// stored to now, by id.
+func (pc *ProducerCheck) collect(accepted map[int64]bool, stored, now map[int64]int16) {
 	for id := range accepted {
 		pc.Producers = append(pc.Producers, id)
+		if now[id] != stored[id] {
+			pc.Bumps = append(pc.Bumps, ProducerEpoch{ID: id, Epoch: now[id]})
+		}
 	}
 	sortInt64s(pc.Producers)
-	return pc
+	slices.SortFunc(pc.Bumps, func(a, b ProducerEpoch) int { return cmp.Compare(a.ID, b.ID) })
+}
+
+// ProducerEpoch is a producer id and an epoch of it.
+type ProducerEpoch struct {
+	ID    int64
+	Epoch int16
 }
 
 // Finish completes an Assignment made with pc.Errs: duplicates get their original

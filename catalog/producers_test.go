@@ -162,6 +162,7 @@ func TestCheckProducers(t *testing.T) {
 		state    map[ProducerPartition]ProducerState
 		want     []outcome
 		rows     []ProducerStateRow
+		bumps    []ProducerEpoch
 	}{
 		{
 			name:     "next sequence accepted",
@@ -215,10 +216,36 @@ func TestCheckProducers(t *testing.T) {
 			want:     []outcome{bad(ErrProducerFenced)},
 		},
 		{
-			name:     "epoch ahead: unknown",
-			reqs:     []preq{{prod(7, 2), []pb{{0, 1, 0}}}},
+			name:     "epoch ahead, not at 0: out of order",
+			reqs:     []preq{{prod(7, 2), []pb{{0, 1, 15}}}, {prod(7, 4), []pb{{0, 1, 15}}}},
 			registry: map[int64]int16{7: 1},
-			want:     []outcome{bad(ErrUnknownProducer)},
+			state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
+			want:     []outcome{gap(0), gap(0)},
+		},
+		{
+			name:     "epoch several ahead at 0: a bump too",
+			reqs:     []preq{{prod(7, 4), []pb{{0, 1, 0}}}, {prod(7, 2), []pb{{1, 1, 0}}}},
+			registry: map[int64]int16{7: 1},
+			want:     []outcome{ok(200), bad(ErrProducerFenced)},
+			rows:     []ProducerStateRow{{key(7, 0), ProducerState{4, []ProducerBatch{{0, 0, 200}}}}},
+			bumps:    []ProducerEpoch{{7, 4}},
+		},
+		{
+			name: "epoch ahead at 0: the producer's bump, fencing the old epoch after it",
+			reqs: []preq{
+				{prod(7, 1), []pb{{0, 1, 15}}}, // before the bump: accepted
+				{prod(7, 2), []pb{{0, 1, 0}}},  // the bump
+				{prod(7, 1), []pb{{0, 1, 16}}}, // after it: fenced
+				{prod(7, 2), []pb{{1, 2, 0}}},  // epoch 2 elsewhere, from 0
+			},
+			registry: map[int64]int16{7: 1},
+			state:    map[ProducerPartition]ProducerState{key(7, 0): p7},
+			want:     []outcome{ok(200), ok(201), bad(ErrProducerFenced), ok(50)},
+			rows: []ProducerStateRow{
+				{key(7, 0), ProducerState{2, []ProducerBatch{{0, 0, 201}}}},
+				{key(7, 1), ProducerState{2, []ProducerBatch{{0, 1, 50}}}},
+			},
+			bumps: []ProducerEpoch{{7, 2}},
 		},
 		{
 			name:     "id never handed out",
@@ -356,6 +383,12 @@ func TestCheckProducers(t *testing.T) {
 			}
 			if !reflect.DeepEqual(rows, tc.rows) && !(len(rows) == 0 && len(tc.rows) == 0) {
 				t.Errorf("state rows\n got %+v\nwant %+v", rows, tc.rows)
+			}
+			if !slices.Equal(pc.Bumps, tc.bumps) {
+				t.Errorf("bumps %+v, want %+v", pc.Bumps, tc.bumps)
+			}
+			if len(tc.bumps) > 0 && tc.registry[7] != 1 {
+				t.Errorf("CheckProducers changed the caller's registry map")
 			}
 		})
 	}

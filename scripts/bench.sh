@@ -17,13 +17,14 @@ embedded)
   ;;
 postgres)
   eval "$(scripts/services.sh)"
-  # A fresh database and bucket prefix per run: the scale phase seeds millions of rows.
+  # A fresh database and bucket prefix per run (the scale phase seeds millions of rows),
+  # both removed at the end: a run writes gigabytes.
   db=strata_bench_$(date +%s)
   psql "$STRATA_TEST_POSTGRES" -qc "create database $db" >/dev/null
   trap 'psql "$STRATA_TEST_POSTGRES" -qc "drop database if exists $db with (force)" >/dev/null 2>&1 || true' EXIT
   dsn=${STRATA_TEST_POSTGRES%/*}/$db?sslmode=disable
   bucket="s3://$STRATA_TEST_S3_ACCESS_KEY:$STRATA_TEST_S3_SECRET_KEY@strata-bench/$db?endpoint=$STRATA_TEST_S3_ENDPOINT&path_style=true"
-  go run ./cmd/strata bench --catalog "$dsn" --bucket "$bucket" --create-bucket "$@"
+  go run ./cmd/strata bench --catalog "$dsn" --bucket "$bucket" --create-bucket --delete-data "$@"
   ;;
 *)
   echo "usage: scripts/bench.sh [embedded|postgres] [strata bench flags]" >&2

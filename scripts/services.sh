@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts what the integration tests need on this machine: PostgreSQL 15 (installed, not
-# running) and MinIO (built once from the pinned module and cached), then prints the
-# environment the tests read. Idempotent: running services are reused.
+# running) and MinIO (built once from the pinned module and cached), installs kcat when
+# missing, then prints the environment the tests read. Idempotent: running services are
+# reused.
 #
 #   eval "$(scripts/services.sh)"
 set -euo pipefail
@@ -60,8 +61,18 @@ start_minio() {
   fi
 }
 
+# kcat (Debian's 1.7.1, librdkafka 2.0.2) is the Kafka listener's reference client in
+# the tests; they fail under CI without it.
+install_kcat() {
+  if ! command -v kcat >/dev/null; then
+    log "kcat not found: installing kcat"
+    apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >&2
+  fi
+}
+
 start_postgres
 start_minio
+install_kcat
 cat <<ENV
 export STRATA_TEST_POSTGRES='postgres://$PG_USER:$PG_PASS@127.0.0.1:5432/$PG_DB?sslmode=disable'
 export STRATA_TEST_S3_ENDPOINT='http://127.0.0.1:$MINIO_PORT'

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -229,13 +230,21 @@ func zstdDecode(src []byte, hint int) ([]byte, error) {
 		switch {
 		case err == nil:
 			return out, nil
-		case !errors.Is(err, zstd.ErrDecoderSizeExceeded):
+		case !errors.Is(err, zstd.ErrDecoderSizeExceeded) && !zstdOutOfRoom(err, h.HasFCS):
 			return nil, fmt.Errorf("zstd: %w", err)
 		case size == decompressLimit:
 			return nil, errTooLarge()
 		}
 		size = min(2*size, decompressLimit)
 	}
+}
+
+// zstdOutOfRoom reports the other way DecodeAll says the output did not fit: for a
+// frame that does not declare its size (librdkafka's streaming compressor writes
+// none), running out of the room cap(dst) gives is reported as "output bigger than
+// max block size", not ErrDecoderSizeExceeded.
+func zstdOutOfRoom(err error, declared bool) bool {
+	return !declared && strings.Contains(err.Error(), "output bigger than max block size")
 }
 
 // snappyBlock appends the decoded plain snappy block src to dst, refusing to exceed

@@ -426,3 +426,37 @@ func TestEncodePartsAliasesRaw(t *testing.T) {
 		t.Fatalf("the object does not open: %v", err)
 	}
 }
+
+func TestResetLeaderEpochs(t *testing.T) {
+	batch := func(n int) []byte {
+		recs := make([]Record, n)
+		for i := range recs {
+			recs[i] = Record{Value: []byte{byte(i)}, Timestamp: 1}
+		}
+		return bytes.Clone(encodeOne(t, Batch{TopicID: 1, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Records: recs}))
+	}
+	a, b := batch(3), batch(2)
+	SetLeaderEpoch(a, 0)
+	SetLeaderEpoch(b, 7)
+	body := append(append([]byte{}, a...), b...)
+	crcs := []uint32{binary.BigEndian.Uint32(a[offCRC:]), binary.BigEndian.Uint32(b[offCRC:])}
+	// A truncated third batch is left alone (and refused by the validation after).
+	body = append(body, b[:20]...)
+	ResetLeaderEpochs(body)
+	raws, err := SplitBatches(body[:len(a)+len(b)])
+	if err != nil {
+		t.Fatalf("split after reset: %v", err)
+	}
+	for i, raw := range raws {
+		h, err := ParseBatchHeader(raw)
+		if err != nil {
+			t.Fatalf("batch %d after reset: %v", i, err)
+		}
+		if h.CRC != crcs[i] {
+			t.Fatalf("batch %d: CRC changed", i)
+		}
+	}
+	if !bytes.Equal(body[len(a)+len(b):], b[:20]) {
+		t.Fatalf("the truncated batch was touched")
+	}
+}

@@ -483,6 +483,29 @@ func TestDecodeForeignCompression(t *testing.T) {
 		e, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBestCompression), zstd.WithWindowSize(64<<10))
 		check(t, CompressionZstd, e.EncodeAll(section, nil))
 	})
+	t.Run("zstd streamed without a content size, compressing far better than 4x", func(t *testing.T) {
+		// As librdkafka's streaming compressor writes: the frame declares no size, so
+		// the decoder's room must grow past its first guess.
+		var reps []Record
+		for i := range 300 {
+			reps = append(reps, Record{Key: []byte{byte(i)}, Value: bytes.Repeat([]byte("x"), 2000), Timestamp: 100})
+		}
+		var buf bytes.Buffer
+		e, _ := zstd.NewWriter(&buf)
+		e.Write(recordsSection(t, reps))
+		e.Close()
+		var h zstd.Header
+		if err := h.Decode(buf.Bytes()); err != nil || h.HasFCS {
+			t.Fatalf("the streamed frame declares its size (%v): not the case under test", err)
+		}
+		d, err := DecodeBatch(rawBatch(uint16(CompressionZstd), 300, 299, 100, 100, buf.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg := diffRecords(d.Records, want(&Batch{Records: reps})); msg != "" {
+			t.Fatal(msg)
+		}
+	})
 	t.Run("gzip stdlib", func(t *testing.T) {
 		var buf bytes.Buffer
 		w := stdgzip.NewWriter(&buf)

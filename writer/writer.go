@@ -75,6 +75,7 @@ type Writer struct {
 	seq        uint64
 	lastDone   chan struct{}    // done of the last flush cut; nil before the first
 	sticky     map[int64]uint64 // per topic: the counter choosing the next sticky partition
+	room       chan struct{}    // closed when held drops (SubmitWait); nil until wanted
 }
 
 // pending is one request waiting for its flush.
@@ -557,6 +558,7 @@ func (w *Writer) process(f *flush) {
 	w.cfg.Memory.Release(f.bytes)
 	w.inflight--
 	w.dispatchLocked()
+	w.roomLocked()
 	w.mu.Unlock()
 	w.m.buffered.Sub(float64(f.bytes))
 	for _, p := range f.reqs {

@@ -41,6 +41,9 @@ func RunProducers(t *testing.T, open func(t *testing.T, opts catalog.Options) Pr
 		{"sequence/duplicate_within_one_flush", testDuplicateInFlush},
 		{"fencing/older_instance_fenced", testFencing},
 		{"fencing/unknown_producer", testUnknownProducer},
+		{"bump/epoch_one_ahead_at_sequence_zero", testEpochBump},
+		{"bump/within_one_flush", testEpochBumpInFlush},
+		{"bump/init_from_current_identity", testInitIdempotentBump},
 		{"flush/duplicate_fenced_and_valid_in_one_partition", testDupFencedValidOneFlush},
 		{"flush/same_key_again_and_settle", testIdempotentSameKeyAgain},
 		{"transactions/offsets_commit_with_records", testTransactionCommits},
@@ -52,6 +55,7 @@ func RunProducers(t *testing.T, open func(t *testing.T, opts catalog.Options) Pr
 	}
 	t.Run("expiry", func(t *testing.T) { testProducerExpiry(t, open) })
 	t.Run("concurrent_producers", func(t *testing.T) { testConcurrentProducers(t, open) })
+	t.Run("bump/concurrent_on_two_nodes", func(t *testing.T) { testConcurrentBumps(t, open) })
 }
 
 // Idempotent makes request ri of seg idempotent: producer p, and base sequences seqs,
@@ -289,7 +293,8 @@ func testFencing(t *testing.T, c ProducerCatalog) {
 func testUnknownProducer(t *testing.T, c ProducerCatalog) {
 	tp := SeedTopic(t, c, "unknown", 1, nil)
 	p := MustInit(t, c, "")
-	for _, bogus := range []catalog.Producer{{ID: p.ID + 1_000_000, Epoch: 0}, {ID: p.ID, Epoch: 1}} {
+	// (An epoch ahead of the producer's is a bump: testEpochBump.)
+	for _, bogus := range []catalog.Producer{{ID: p.ID + 1_000_000, Epoch: 0}, {ID: p.ID + 1_000_001, Epoch: 3}} {
 		res := commitOne(t, c, idem(t, tp.ID, 0, 1, bogus, 0))
 		if !errors.Is(res[0].Err, catalog.ErrUnknownProducer) || catalog.RequestErrorCode(res[0].Err) != catalog.CodeUnknownProducer {
 			t.Fatalf("producer %+v: %v, want ErrUnknownProducer", bogus, res[0].Err)

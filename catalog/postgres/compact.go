@@ -215,13 +215,13 @@ func (c *Catalog) CompactionState(ctx context.Context, l catalog.PartitionLease)
 		nbytes    *int64
 	)
 	err := c.pool.QueryRow(ctx, `
-		SELECT clock_timestamp(), t.id, t.name, t.partitions, t.configs, t.created_at, t.deleted_at,
+		SELECT clock_timestamp(), t.id, t.uuid, t.name, t.partitions, t.configs, t.created_at, t.deleted_at,
 		       p.log_start_offset, p.high_watermark, p.bytes,
 		       cp.clean_offset, cp.tombstone_due, nullif(cp.compacted_at, '-infinity')
 		FROM topics t
 		LEFT JOIN partitions p ON p.topic_id = t.id AND p.partition = $2
 		LEFT JOIN compactor_partitions cp ON cp.topic_id = t.id AND cp.partition = $2
-		WHERE t.id = $1`, l.TopicID, l.Partition).Scan(&st.Now, &st.Topic.ID, &st.Topic.Name, &st.Topic.Partitions,
+		WHERE t.id = $1`, l.TopicID, l.Partition).Scan(&st.Now, &st.Topic.ID, &st.Topic.UUID, &st.Topic.Name, &st.Topic.Partitions,
 		&st.Topic.Configs, &st.Topic.CreatedAt, &deletedAt, &logStart, &hwm, &nbytes, &clean, &due, &compAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return st, fmt.Errorf("postgres: compaction state of topic id %d: %w", l.TopicID, catalog.ErrTopicNotFound)

@@ -48,6 +48,31 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 	if _, err := c.pool.Exec(ctx, expireSQL, c.producerExpiry.Milliseconds()); err != nil {
 		return catalog.Producer{}, fmt.Errorf("expire idle producers: %w", err)
 	}
+	if tid == "" && current != nil {
+		// KIP-360: the producer keeps its id at the next epoch when
+		// catalog.NextIdempotentEpoch allows. FOR UPDATE waits for commits holding the
+		// row, as a transactional bump does.
+		var p catalog.Producer
+		err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+			var (
+				epoch int16
+				txnal bool
+			)
+			err := tx.QueryRow(ctx, `SELECT epoch, transactional_id IS NOT NULL FROM producers WHERE id = $1 FOR UPDATE`, current.ID).Scan(&epoch, &txnal)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			next, ok := catalog.NextIdempotentEpoch(*current, err == nil, txnal, epoch)
+			if !ok {
+				p.Epoch = 0
+				return tx.QueryRow(ctx, `INSERT INTO producers (epoch) VALUES (0) RETURNING id`).Scan(&p.ID)
+			}
+			p = catalog.Producer{ID: current.ID, Epoch: next}
+			_, err = tx.Exec(ctx, `UPDATE producers SET epoch = $2, last_used_at = clock_timestamp() WHERE id = $1`, p.ID, next)
+			return err
+		})
+		return p, err
+	}
 	if tid == "" {
 		var p catalog.Producer
 		err := c.pool.QueryRow(ctx, `INSERT INTO producers (epoch) VALUES (0) RETURNING id`).Scan(&p.ID)

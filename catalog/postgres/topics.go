@@ -12,11 +12,11 @@ import (
 	"github.com/strata-io/strata/catalog"
 )
 
-const topicColumns = `id, name, partitions, configs, created_at`
+const topicColumns = `id, uuid, name, partitions, configs, created_at`
 
 func scanTopic(row pgx.Row) (catalog.Topic, error) {
 	var t catalog.Topic
-	if err := row.Scan(&t.ID, &t.Name, &t.Partitions, &t.Configs, &t.CreatedAt); err != nil {
+	if err := row.Scan(&t.ID, &t.UUID, &t.Name, &t.Partitions, &t.Configs, &t.CreatedAt); err != nil {
 		return catalog.Topic{}, err
 	}
 	if t.Configs == nil {
@@ -59,13 +59,13 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32
 	}
 	t, err := scanTopic(c.pool.QueryRow(ctx, `
 		WITH t AS (
-			INSERT INTO topics (name, partitions, configs) VALUES ($1, $2, $3::jsonb)
+			INSERT INTO topics (uuid, name, partitions, configs) VALUES ($5, $1, $2, $3::jsonb)
 			RETURNING `+topicColumns+`
 		), p AS (
 			INSERT INTO partitions (topic_id, partition, retention_ms)
 			SELECT t.id, g, $4::bigint FROM t, generate_series(0, $2 - 1) AS g
 		)
-		SELECT `+topicColumns+` FROM t`, name, partitions, configsJSON(configs), retentionArg(cfg)))
+		SELECT `+topicColumns+` FROM t`, name, partitions, configsJSON(configs), retentionArg(cfg), catalog.NewUUID()))
 	if isUniqueViolation(err) {
 		return catalog.Topic{}, fmt.Errorf("postgres: create topic %q: %w", name, catalog.ErrTopicExists)
 	}

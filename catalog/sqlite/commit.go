@@ -39,6 +39,7 @@ const (
 	compactDue = `UPDATE partitions SET compact_due = ?1 WHERE topic_id = ?2 AND partition = ?3
 		AND (compact_due IS NULL OR compact_due > ?1)`
 	selectConfigs = `SELECT configs FROM topics WHERE id = ?`
+	bumpProducer  = `UPDATE producers SET epoch = ?1 WHERE id = ?2 AND epoch < ?1`
 )
 
 // stmts are the commit path's statements, parsed once: parsing costs more CPU than
@@ -46,7 +47,7 @@ const (
 // preparation on the one writer connection.
 type stmts struct {
 	now, segment, topic, partition, insertSegment, insertChunk, advance, fence, segmentChunks *sql.Stmt
-	producer, producerState, upsertProducerState, touchProducer                               *sql.Stmt
+	producer, producerState, upsertProducerState, touchProducer, bumpProducer                 *sql.Stmt
 	compactDue, configs                                                                       *sql.Stmt
 }
 
@@ -71,6 +72,7 @@ func prepare(ctx context.Context, db *sql.DB) (stmts, error) {
 		{&st.touchProducer, touchProducer},
 		{&st.compactDue, compactDue},
 		{&st.configs, selectConfigs},
+		{&st.bumpProducer, bumpProducer},
 	} {
 		s, err := db.PrepareContext(ctx, p.sql)
 		if err != nil {
@@ -84,7 +86,7 @@ func prepare(ctx context.Context, db *sql.DB) (stmts, error) {
 
 func (st stmts) close() {
 	for _, s := range []*sql.Stmt{st.now, st.segment, st.topic, st.partition, st.insertSegment, st.insertChunk, st.advance, st.fence, st.segmentChunks,
-		st.producer, st.producerState, st.upsertProducerState, st.touchProducer, st.compactDue, st.configs} {
+		st.producer, st.producerState, st.upsertProducerState, st.touchProducer, st.bumpProducer, st.compactDue, st.configs} {
 		if s != nil {
 			s.Close()
 		}
@@ -408,14 +410,20 @@ func (c *Catalog) checkProducers(ctx context.Context, stmt func(*sql.Stmt) *sql.
 	return plan.CheckProducers(errs, registry, state), nil
 }
 
-// writeProducers stores the new states and refreshes the last-used time of producers
-// whose row has grown stale.
+// writeProducers stores the new states, moves the epochs the flush bumped, and
+// refreshes the last-used time of producers whose row has grown stale.
 func (c *Catalog) writeProducers(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt, pc *catalog.ProducerCheck, rows []catalog.ProducerStateRow, now time.Time) error {
 	ms := now.UnixMilli()
 	up := stmt(c.st.upsertProducerState)
 	for _, r := range rows {
 		if _, err := up.ExecContext(ctx, r.TopicID, r.Partition, r.ProducerID, r.Epoch, encodeBatches(r.Batches), ms); err != nil {
 			return fmt.Errorf("producer %d topic %d partition %d: %w", r.ProducerID, r.TopicID, r.Partition, err)
+		}
+	}
+	bump := stmt(c.st.bumpProducer)
+	for _, b := range pc.Bumps {
+		if _, err := bump.ExecContext(ctx, b.Epoch, b.ID); err != nil {
+			return fmt.Errorf("producer %d: bump to epoch %d: %w", b.ID, b.Epoch, err)
 		}
 	}
 	touch := stmt(c.st.touchProducer)

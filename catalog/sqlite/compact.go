@@ -248,14 +248,16 @@ func (c *Catalog) compactionState(ctx context.Context, l catalog.PartitionLease)
 	var (
 		configs string
 		created int64
+		uuid    []byte
 	)
-	err = row.Scan(&st.Topic.ID, &st.Topic.Name, &st.Topic.Partitions, &configs, &created, &deleted)
+	err = row.Scan(&st.Topic.ID, &uuid, &st.Topic.Name, &st.Topic.Partitions, &configs, &created, &deleted)
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, fmt.Errorf("topic id %d: %w", l.TopicID, catalog.ErrTopicNotFound)
 	}
 	if err != nil {
 		return st, err
 	}
+	copy(st.Topic.UUID[:], uuid)
 	st.Topic.Configs = map[string]string{}
 	if err := json.Unmarshal([]byte(configs), &st.Topic.Configs); err != nil {
 		return st, fmt.Errorf("topic %d: configs: %w", st.Topic.ID, err)

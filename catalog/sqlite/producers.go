@@ -55,9 +55,15 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 		return catalog.Producer{ID: id}, err
 	}
 	var p catalog.Producer
-	if tid == "" {
+	switch {
+	case tid == "" && current != nil:
+		p, err = bumpIdempotent(ctx, tx, *current, ms)
+		if err == nil && p.ID < 0 {
+			p, err = insert(sql.NullString{})
+		}
+	case tid == "":
 		p, err = insert(sql.NullString{})
-	} else {
+	default:
 		var (
 			id    int64
 			epoch int16
@@ -93,6 +99,25 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 		return catalog.Producer{}, fmt.Errorf("commit: %w", err)
 	}
 	return p, nil
+}
+
+// bumpIdempotent moves a producer without a transactional id to its next epoch when
+// catalog.NextIdempotentEpoch allows; otherwise it answers id -1 (hand out a new id).
+func bumpIdempotent(ctx context.Context, tx *sql.Tx, current catalog.Producer, ms int64) (catalog.Producer, error) {
+	var (
+		epoch int16
+		txnal bool
+	)
+	err := tx.QueryRowContext(ctx, `SELECT epoch, transactional_id IS NOT NULL FROM producers WHERE id = ?`, current.ID).Scan(&epoch, &txnal)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return catalog.Producer{}, err
+	}
+	next, ok := catalog.NextIdempotentEpoch(current, err == nil, txnal, epoch)
+	if !ok {
+		return catalog.Producer{ID: -1}, nil
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE producers SET epoch = ?, last_used_at = ? WHERE id = ?`, next, ms, current.ID)
+	return catalog.Producer{ID: current.ID, Epoch: next}, err
 }
 
 // expireProducers deletes the producers idle past expiry, with their state. One writer

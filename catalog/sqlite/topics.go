@@ -11,17 +11,19 @@ import (
 	"github.com/strata-io/strata/catalog"
 )
 
-const topicColumns = `id, name, partitions, configs, created_at`
+const topicColumns = `id, uuid, name, partitions, configs, created_at`
 
 func scanTopic(row interface{ Scan(...any) error }) (catalog.Topic, error) {
 	var (
 		t       catalog.Topic
 		configs string
 		created int64
+		uuid    []byte
 	)
-	if err := row.Scan(&t.ID, &t.Name, &t.Partitions, &configs, &created); err != nil {
+	if err := row.Scan(&t.ID, &uuid, &t.Name, &t.Partitions, &configs, &created); err != nil {
 		return catalog.Topic{}, err
 	}
+	copy(t.UUID[:], uuid)
 	t.Configs = map[string]string{}
 	if err := json.Unmarshal([]byte(configs), &t.Configs); err != nil {
 		return catalog.Topic{}, fmt.Errorf("topic %d: configs: %w", t.ID, err)
@@ -80,8 +82,9 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32
 	if n > 0 {
 		return catalog.Topic{}, fmt.Errorf("sqlite: create topic %s: %w", name, catalog.ErrTopicExists)
 	}
-	t, err := scanTopic(tx.QueryRowContext(ctx, `INSERT INTO topics (name, partitions, configs, created_at)
-		VALUES (?, ?, ?, (`+nowSQL+`)) RETURNING `+topicColumns, name, partitions, cfg))
+	uuid := catalog.NewUUID()
+	t, err := scanTopic(tx.QueryRowContext(ctx, `INSERT INTO topics (uuid, name, partitions, configs, created_at)
+		VALUES (?, ?, ?, ?, (`+nowSQL+`)) RETURNING `+topicColumns, uuid[:], name, partitions, cfg))
 	if err != nil {
 		return catalog.Topic{}, fmt.Errorf("sqlite: create topic %s: %w", name, err)
 	}

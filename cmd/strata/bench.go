@@ -21,6 +21,8 @@ import (
 
 	catopen "github.com/strata-io/strata/catalog/open"
 	"github.com/strata-io/strata/internal/bench"
+	"github.com/strata-io/strata/internal/node"
+	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/open"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
@@ -28,8 +30,9 @@ import (
 
 // benchFlags are strata bench's flags.
 type benchFlags struct {
-	against, cat, bucket                      *string
+	against, againstKafka, cat, bucket        *string
 	createBucket, inProcess, jsonOut, noScale *bool
+	deleteData, noKafka                       *bool
 	keep                                      *bool
 	// embedded: the nodes create their SQLite catalog in the bench's temporary
 	// directory (serve creates one only with --create).
@@ -56,9 +59,12 @@ With them it starts --nodes node processes against that Postgres and bucket. Wit
 nodes already running (add --catalog and --bucket for the floor and the scale phase).`)
 	f := &benchFlags{
 		against:      c.fs.String("against", "", "drive these running `nodes` (comma-separated base URLs) instead of starting any"),
+		againstKafka: c.fs.String("against-kafka", "", "with --against: the running nodes' Kafka `addresses` (comma-separated host:port, in the same order), for the Kafka phases"),
+		noKafka:      c.fs.Bool("no-kafka", false, "skip the Kafka protocol's produce and fetch phases"),
 		cat:          c.fs.String("catalog", "", "catalog `DSN` of the nodes, as for serve: postgres://..., a libpq string, or an existing SQLite file; with --bucket, nodes are started against them"),
 		bucket:       c.fs.String("bucket", "", "object store `URL` of the nodes: s3://bucket/prefix?endpoint=...&path_style=true, or file:///dir"),
 		createBucket: c.fs.Bool("create-bucket", false, "create the S3 bucket if it is missing (MinIO)"),
+		deleteData:   c.fs.Bool("delete-data", false, "delete every object under --bucket (its prefix) when the bench ends: for a bucket prefix of the bench's own (scripts/bench.sh gives each run one); a run writes gigabytes"),
 		nodes:        c.fs.Int("nodes", 1, "`number` of node processes to start"),
 		inProcess:    c.fs.Bool("in-process", false, "run the node inside this process (one node; needed for --cpuprofile)"),
 		cpuprofile:   c.fs.String("cpuprofile", "", "write a CPU profile of each phase to `directory`/PHASE.prof (implies --in-process)"),
@@ -71,7 +77,7 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 		recordSize:   c.fs.Int("record-size", 1024, "record value `bytes` (e.g. 100, 1024, 10240)"),
 		batch:        c.fs.Int("batch", 500, "records per produce `request`"),
 		duration:     c.fs.Duration("duration", 10*time.Second, "`time` of each produce phase"),
-		paths:        c.fs.String("paths", "binary,json", "produce `paths` measured at maximum load: binary, json"),
+		paths:        c.fs.String("paths", "", "produce `paths` measured at maximum load: binary, json, kafka (default: all the nodes serve)"),
 		floorDur:     c.fs.Duration("floor-duration", 3*time.Second, "`time` of each floor measurement"),
 		scaleRecords: c.fs.Int64("scale-records", 10_000_000, "`records` the large partition is seeded to in the scale phase"),
 		scaleChunk:   c.fs.Int("scale-chunk-records", 100, "`records` per seeded chunk row (10 makes 1 M rows for 10 M records)"),
@@ -113,6 +119,9 @@ func (f *benchFlags) config() (bench.Config, []string) {
 	if *f.nodes < 1 || *f.nodes > 16 {
 		bad = append(bad, fmt.Sprintf("--nodes %d: want 1 to 16", *f.nodes))
 	}
+	if *f.againstKafka != "" && *f.against == "" {
+		bad = append(bad, "--against-kafka goes with --against")
+	}
 	if *f.inProcess && (*f.nodes > 1 || *f.against != "") {
 		bad = append(bad, "--in-process runs one node of its own: not with --nodes > 1 or --against")
 	}
@@ -129,10 +138,13 @@ func (f *benchFlags) config() (bench.Config, []string) {
 		MemoryLimit: int64(f.memoryLimit), SlowSockets: *f.slowSockets,
 		ScaleChunkRecords: *f.scaleChunk, NoScale: *f.noScale, FloorDuration: *f.floorDur, Nodes: []string{"http://placeholder"},
 	}
+	if !*f.noKafka && (*f.against == "" || *f.againstKafka != "") {
+		cfg.KafkaNodes = []string{"placeholder:9092"} // the nodes will serve Kafka
+	}
 	if err := cfg.Validate(); err != nil {
 		bad = append(bad, err.Error())
 	}
-	cfg.Nodes = nil // the placeholder let Validate check the rest
+	cfg.Nodes, cfg.KafkaNodes = nil, nil // the placeholders let Validate check the rest
 	return cfg, bad
 }
 
@@ -145,9 +157,13 @@ func (f *benchFlags) nodeArgs() []string {
 	if f.memoryLimit > 0 {
 		create = append(create, "--memory-limit", strconv.FormatInt(int64(f.memoryLimit), 10))
 	}
-	return append(create, "--linger", f.linger.String(), "--max-flush-bytes", strconv.FormatInt(int64(f.maxFlush), 10),
+	args := append(create, "--linger", f.linger.String(), "--max-flush-bytes", strconv.FormatInt(int64(f.maxFlush), 10),
 		"--buffer-bytes", strconv.FormatInt(int64(f.bufferBytes), 10), "--cache-bytes", strconv.FormatInt(int64(f.cacheBytes), 10),
 		"--roles", "writer,reader", "--log-level", "info", "--log-format", "json", "--listen", "127.0.0.1:0")
+	if !*f.noKafka {
+		args = append(args, "--kafka-listen", "127.0.0.1:0")
+	}
+	return args
 }
 
 func runBench(ctx context.Context, e *env, c *command, f *benchFlags) error {
@@ -168,6 +184,11 @@ func runBench(ctx context.Context, e *env, c *command, f *benchFlags) error {
 		for _, u := range strings.Split(*f.against, ",") {
 			if u = strings.TrimRight(strings.TrimSpace(u), "/"); u != "" {
 				cfg.Nodes = append(cfg.Nodes, u)
+			}
+		}
+		for _, a := range strings.Split(*f.againstKafka, ",") {
+			if a = strings.TrimSpace(a); a != "" && !*f.noKafka {
+				cfg.KafkaNodes = append(cfg.KafkaNodes, a)
 			}
 		}
 		cfg.Target = "running nodes"
@@ -207,6 +228,10 @@ func runBench(ctx context.Context, e *env, c *command, f *benchFlags) error {
 			}
 		}
 		cfg.Store = st
+		if *f.deleteData {
+			// Registered before the nodes' stop, so it runs after they have stopped.
+			defer deleteAll(context.WithoutCancel(ctx), st, log)
+		}
 	}
 	stop, err := f.startNodes(ctx, &cfg, catalogURL, bucketURL)
 	if err != nil {
@@ -249,6 +274,22 @@ func runBench(ctx context.Context, e *env, c *command, f *benchFlags) error {
 	return rep.WriteTable(e.stdout)
 }
 
+// deleteAll deletes every object of st (--delete-data), saying how many went.
+func deleteAll(ctx context.Context, st objstore.Store, log *slog.Logger) {
+	var keys []string
+	if err := st.List(ctx, "", func(i objstore.Info) error { keys = append(keys, i.Key); return nil }); err != nil {
+		log.Warn("--delete-data: list the bucket", "err", err)
+		return
+	}
+	for _, k := range keys {
+		if err := st.Delete(ctx, k); err != nil {
+			log.Warn("--delete-data: delete", "key", k, "err", err)
+			return
+		}
+	}
+	log.Info("--delete-data: deleted the run's objects", "objects", len(keys))
+}
+
 // startNodes starts the nodes the bench drives, in this process or as child processes
 // of this binary (none with --against), adds them to cfg and returns what stops them.
 func (f *benchFlags) startNodes(ctx context.Context, cfg *bench.Config, catalogURL, bucketURL string) (stop func(), err error) {
@@ -256,11 +297,14 @@ func (f *benchFlags) startNodes(ctx context.Context, cfg *bench.Config, catalogU
 	case *f.against != "":
 		return func() {}, nil
 	case *f.inProcess:
-		base, stop, err := startBenchNodeInProcess(ctx, catalogURL, bucketURL, f.nodeArgs(), *f.createBucket, filepath.Join(*f.out, "node-0.log"))
+		base, kafkaAddr, stop, err := startBenchNodeInProcess(ctx, catalogURL, bucketURL, f.nodeArgs(), *f.createBucket, filepath.Join(*f.out, "node-0.log"))
 		if err != nil {
 			return nil, err
 		}
 		cfg.Nodes = []string{base}
+		if kafkaAddr != "" {
+			cfg.KafkaNodes = []string{kafkaAddr}
+		}
 		return stop, nil
 	}
 	exe, err := os.Executable()
@@ -285,6 +329,13 @@ func (f *benchFlags) startNodes(ctx context.Context, cfg *bench.Config, catalogU
 		}
 		procs = append(procs, p)
 		cfg.Nodes = append(cfg.Nodes, p.url)
+		if !*f.noKafka {
+			if p.kafka == "" {
+				stop()
+				return nil, fmt.Errorf("node %d serves no Kafka listener: see %s (or run with --no-kafka)", i, filepath.Join(*f.out, fmt.Sprintf("node-%d.log", i)))
+			}
+			cfg.KafkaNodes = append(cfg.KafkaNodes, p.kafka)
+		}
 	}
 	return stop, nil
 }
@@ -357,10 +408,11 @@ func endpointHost(bucketURL string) string {
 
 // benchNode is a node started as a child process.
 type benchNode struct {
-	cmd  *exec.Cmd
-	url  string
-	done chan struct{}
-	log  *os.File
+	cmd   *exec.Cmd
+	url   string
+	kafka string // its Kafka listener's address, when it serves one
+	done  chan struct{}
+	log   *os.File
 }
 
 // startBenchNode starts this binary with args, its stderr (JSON logs) teed to logPath,
@@ -382,19 +434,25 @@ func startBenchNode(ctx context.Context, exe string, args []string, logPath stri
 		return nil, fmt.Errorf("start node: %w", err)
 	}
 	n := &benchNode{cmd: cmd, done: make(chan struct{}), log: lf}
-	urlc := make(chan string, 1)
+	// The Kafka listener is announced before the HTTP API (runNode starts it first).
+	type addrs struct{ url, kafka string }
+	urlc := make(chan addrs, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		sent := false
+		kafka := ""
 		for sc.Scan() {
 			line := sc.Bytes()
 			lf.Write(line)
 			lf.Write([]byte{'\n'})
 			if !sent {
-				var m struct{ Msg, URL string }
+				var m struct{ Msg, URL, Addr string }
+				if json.Unmarshal(line, &m) == nil && m.Msg == "serving Kafka protocol" {
+					kafka = m.Addr
+				}
 				if json.Unmarshal(line, &m) == nil && m.Msg == "serving HTTP API" && m.URL != "" {
-					urlc <- m.URL
+					urlc <- addrs{m.URL, kafka}
 					sent = true
 				}
 			}
@@ -407,7 +465,8 @@ func startBenchNode(ctx context.Context, exe string, args []string, logPath stri
 		close(n.done)
 	}()
 	select {
-	case n.url = <-urlc:
+	case a := <-urlc:
+		n.url, n.kafka = a.url, a.kafka
 	case <-n.done:
 		lf.Close()
 		return nil, fmt.Errorf("node exited before serving: see %s", logPath)
@@ -462,52 +521,70 @@ func waitReady(ctx context.Context, base string) error {
 // startBenchNodeInProcess runs one node in this process, configured by serve's own
 // flags, so that a CPU profile of this process shows the node's hot spots beside the
 // load generator's (which the profile names by package).
-func startBenchNodeInProcess(ctx context.Context, catalogURL, bucketURL string, nodeArgs []string, create bool, logPath string) (string, func(), error) {
+func startBenchNodeInProcess(ctx context.Context, catalogURL, bucketURL string, nodeArgs []string, create bool, logPath string) (base, kafkaAddr string, stop func(), err error) {
 	c := newCommand("serve", "", "")
 	sf := addServeFlags(c, ":0")
+	kf := addKafkaFlags(c, "", false)
 	args := append([]string{"--catalog", catalogURL, "--bucket", bucketURL}, nodeArgs...)
 	if create {
 		args = append(args, "--create-bucket")
 	}
 	if _, err := c.parse(args, func(string) string { return "" }); err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	spec, bad := sf.spec()
+	bad = append(bad, kf.validate()...)
 	if len(bad) > 0 {
-		return "", nil, badFlags("bench", bad)
+		return "", "", nil, badFlags("bench", bad)
 	}
 	lf, err := os.Create(logPath)
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	ne := &env{stdin: strings.NewReader(""), stdout: lf, stderr: lf, getenv: func(string) string { return "" }}
 	n, err := startNode(ctx, ne, spec)
 	if err != nil {
 		lf.Close()
-		return "", nil, err
+		return "", "", nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	stopNode := func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = n.Stop(sctx)
 		n.closeCatalog()
 		lf.Close()
-		return "", nil, err
+	}
+	var fronts []node.Frontend
+	if kf.listen != "" {
+		kn, err := startKafka(ctx, kf, n.cat, n.Broker, n.Memory, nil, n.log, n.Registry, false)
+		if err != nil {
+			stopNode()
+			return "", "", nil, err
+		}
+		kafkaAddr = kn.addr
+		fronts = append(fronts, kn)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		for _, f := range fronts {
+			f.Stop()
+		}
+		stopNode()
+		return "", "", nil, err
 	}
 	serveCtx, cancelServe := context.WithCancel(context.Background())
 	served := make(chan struct{})
-	go func() { defer close(served); _ = n.Serve(serveCtx, ln, nil, 10*time.Second) }()
-	stop := func() {
+	go func() { defer close(served); _ = n.Serve(serveCtx, ln, nil, 10*time.Second, fronts...) }()
+	stop = func() {
 		cancelServe()
 		<-served
 		n.closeCatalog()
 		lf.Close()
 	}
-	base := "http://" + ln.Addr().String()
+	base = "http://" + ln.Addr().String()
 	if err := waitReady(ctx, base); err != nil {
 		stop()
-		return "", nil, err
+		return "", "", nil, err
 	}
-	return base, stop, nil
+	return base, kafkaAddr, stop, nil
 }

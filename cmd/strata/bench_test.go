@@ -16,9 +16,11 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "--catalog", "postgres://x/y"}, "--catalog and --bucket go together"},
 		{[]string{"bench", "--nodes", "0"}, "--nodes 0: want 1 to 16"},
 		{[]string{"bench", "--in-process", "--nodes", "2"}, "--in-process runs one node of its own"},
-		{[]string{"bench", "--paths", "grpc"}, `path "grpc": use binary or json`},
+		{[]string{"bench", "--paths", "grpc"}, `path "grpc": use binary, json or kafka`},
+		{[]string{"bench", "--paths", "kafka", "--no-kafka"}, "path kafka: the nodes serve no Kafka listener"},
 		{[]string{"bench", "--duration", "10ms"}, "duration 10ms: at least 1s"},
 		{[]string{"bench", "extra"}, `unexpected argument "extra"`},
+		{[]string{"bench", "--against-kafka", "127.0.0.1:9092"}, "--against-kafka goes with --against"},
 	} {
 		code, _, stderr := runCLI(t, nil, "", tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {
@@ -57,10 +59,16 @@ func TestBenchInProcess(t *testing.T) {
 		Produce []struct{ Records int64 }
 		Targets []struct{ Name string }
 	}
-	if err := json.Unmarshal(b, &rep); err != nil || len(rep.Produce) != 4 || rep.Produce[0].Records == 0 || len(rep.Targets) == 0 {
+	if err := json.Unmarshal(b, &rep); err != nil || len(rep.Produce) != 5 || rep.Produce[0].Records == 0 || len(rep.Targets) == 0 {
 		t.Errorf("report.json: %v %+v", err, rep)
 	}
-	for _, f := range []string{"latency.svg", "table.txt", "node-0.log", "prof/produce-binary.prof", "prof/fetch-cached.prof"} {
+	// The Kafka phases ran, through the in-process node's listener.
+	for _, want := range []string{"produce-kafka", "fetch-kafka-cached", "produce Kafka (franz-go) vs HTTP binary", "cached fetch Kafka vs raw GET bandwidth"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout)
+		}
+	}
+	for _, f := range []string{"latency.svg", "table.txt", "node-0.log", "prof/produce-binary.prof", "prof/fetch-cached.prof", "prof/produce-kafka.prof"} {
 		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}

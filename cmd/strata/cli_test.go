@@ -177,6 +177,13 @@ func TestServeValidation(t *testing.T) {
 		{"password not echoed", []string{"serve", "--catalog", "postgres://u:hunter2@db:notaport/x", "--bucket", "s3://b/p"}, nil, []string{"not a valid Postgres connection string"}},
 		{"password not echoed, keyword DSN", []string{"serve", "--catalog", "host=db password='hunter2", "--bucket", "s3://b/p"}, nil, []string{"not a valid Postgres connection string"}},
 		{"missing sqlite file", []string{"serve", "--catalog", "/no/such/catalog.db", "--bucket", "s3://b/p"}, nil, []string{`--catalog "/no/such/catalog.db": no such file`, "sqlite:PATH", "postgres://", "--create"}},
+		{"kafka listen", append(base, "--kafka-listen", "9092"), nil, []string{`--kafka-listen "9092": want host:port`}},
+		{"kafka advertise", append(base, "--kafka-listen", ":9092", "--kafka-advertise", ":9092"), nil, []string{`--kafka-advertise ":9092": want host:port that clients can reach`}},
+		{"kafka shared", append(base, "--kafka-listen", ":9092", "--kafka-shared-address", "lb:0"), nil, []string{`--kafka-shared-address "lb:0": port "0" is not between 1 and 65535`}},
+		{"kafka tls half", append(base, "--kafka-listen", ":9092", "--kafka-tls-cert", "c.pem"), nil, []string{"--kafka-tls-cert and --kafka-tls-key go together"}},
+		{"kafka lease", append(base, "--kafka-listen", ":9092", "--kafka-node-lease", "100ms"), nil, []string{"--kafka-node-lease 100ms: want between 1s and 10m"}},
+		{"kafka frame", append(base, "--kafka-listen", ":9092", "--kafka-max-frame-bytes", "1KiB"), nil, []string{"--kafka-max-frame-bytes 1KiB: want between 64KiB and 1GiB"}},
+		{"kafka without the writer", append(base, "--kafka-listen", ":9092", "--roles", "reader,compactor"), nil, []string{"--kafka-listen needs the writer and reader roles"}},
 	} {
 		code, _, stderr := runCLI(t, tc.env, "", tc.args...)
 		if code != 2 {

@@ -252,6 +252,10 @@ type nodeSpec struct {
 	// lambda: the node answers Lambda invocations, between which nothing runs, so no
 	// role may depend on a background loop (node.Config.Lambda).
 	lambda bool
+	// kafka configures the Kafka listener (nil or an empty address: none); dev says a
+	// busy default port turns it off rather than failing (kafka.go).
+	kafka *kafkaFlags
+	dev   bool
 }
 
 func devCommand() (*command, func(context.Context, *env, *command, []string) error) {
@@ -263,11 +267,12 @@ on loopback; with another --listen address, set --api-keys (it warns otherwise).
 	data := c.fs.String("data", "./strata-data", "`directory` holding the catalog and the objects (created if missing)")
 	nf := addNodeFlags(c, "127.0.0.1:8080", "text")
 	auth := addAuthFlags(c)
+	kf := addKafkaFlags(c, "127.0.0.1:9092", true)
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
 		if len(args) > 0 {
 			return usagef(c.name, "unexpected argument %q (flags start with --)", args[0])
 		}
-		bad := nf.validate()
+		bad := append(nf.validate(), kf.validate()...)
 		authCfg, authBad := auth.config()
 		bad = append(bad, authBad...)
 		if *data == "" {
@@ -288,7 +293,7 @@ on loopback; with another --listen address, set --api-keys (it warns otherwise).
 		}
 		objDir := filepath.Join(*data, "objects")
 		spec := nodeSpec{
-			flags: nf, writer: true, reader: true, compactor: true,
+			flags: nf, writer: true, reader: true, compactor: true, kafka: kf, dev: true,
 			catalog: cat.Open,
 			store: func(ctx context.Context, log *slog.Logger) (objstore.Store, error) {
 				return fs.New(objDir)
@@ -321,11 +326,18 @@ func serveCommand() (*command, func(context.Context, *env, *command, []string) e
 		`Runs a node. Any node serves any request for the roles it runs; put as many as needed
 behind a load balancer. /readyz answers 200 once the catalog and the bucket answer.`)
 	sf := addServeFlags(c, ":8080")
+	kf := addKafkaFlags(c, "", false)
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
 		if len(args) > 0 {
 			return usagef(c.name, "unexpected argument %q (flags start with --)", args[0])
 		}
 		spec, bad := sf.spec()
+		bad = append(bad, kf.validate()...)
+		if kf.listen != "" && (!spec.writer || !spec.reader) {
+			// Kafka clients produce and fetch on whichever node Metadata names.
+			bad = append(bad, "--kafka-listen needs the writer and reader roles on this node (--roles writer,reader,...), or turn Kafka off with --kafka-listen ''")
+		}
+		spec.kafka = kf
 		if len(bad) > 0 {
 			return badFlags(c.name, bad)
 		}
@@ -458,6 +470,16 @@ func runNode(ctx context.Context, e *env, spec nodeSpec) error {
 		_ = n.Stop(stopCtx)
 		return fmt.Errorf("listen on %s: %w (choose another --listen, or stop what uses it)", nf.listen, err)
 	}
+	var kn *kafkaNode
+	if spec.kafka != nil && spec.kafka.listen != "" {
+		if kn, err = startKafka(ctx, spec.kafka, n.cat, n.Broker, n.Memory, spec.api.Auth.Keys, n.log, n.Registry, spec.dev); err != nil {
+			ln.Close()
+			stopCtx, cancel := context.WithTimeout(context.Background(), nf.shutdownTimeout)
+			defer cancel()
+			_ = n.Stop(stopCtx)
+			return err
+		}
+	}
 	base := "http://" + displayAddr(ln.Addr())
 	if tlsCfg != nil {
 		base = "https://" + displayAddr(ln.Addr())
@@ -468,8 +490,15 @@ func runNode(ctx context.Context, e *env, spec nodeSpec) error {
 	}
 	if spec.banner != nil {
 		spec.banner(e.stdout, base)
+		if kn != nil {
+			fmt.Fprintf(e.stdout, "Kafka clients: bootstrap %s (e.g. kcat -b %s -L)\n\n", kn.addr, kn.addr)
+		}
 	}
-	return n.Serve(ctx, ln, tlsCfg, nf.shutdownTimeout)
+	var fronts []node.Frontend
+	if kn != nil {
+		fronts = append(fronts, kn)
+	}
+	return n.Serve(ctx, ln, tlsCfg, nf.shutdownTimeout, fronts...)
 }
 
 // startNode opens the store and the catalog and starts the node (internal/node). On

@@ -12,6 +12,8 @@
 //     flushes it made;
 //   - fetch: a first (cold) and a second (cached) reader of the same data, binary, with
 //     the GETs each caused, and a cached JSON reader;
+//   - with Kafka listeners (Config.KafkaNodes), franz-go producing at maximum load
+//     beside the binary path, and a cached Kafka fetch of the same data (kafka.go);
 //   - at scale: fetch latency from a partition seeded to 10 M records (chunk rows
 //     inserted directly) against one of 10 K.
 //
@@ -41,6 +43,9 @@ import (
 type Config struct {
 	// Nodes are the base URLs of the nodes under test; requests go to them in turn.
 	Nodes []string
+	// KafkaNodes are the nodes' Kafka listener addresses (host:port), in the order of
+	// Nodes; with them the Kafka protocol's produce and fetch phases run (kafka.go).
+	KafkaNodes []string
 	// Target names the setup in the report ("embedded", "postgres+minio", ...).
 	Target string
 	// Store is the nodes' bucket, for the floor (nil: no store floor).
@@ -62,7 +67,8 @@ type Config struct {
 	RecordSize   int           // value bytes [1024]
 	BatchRecords int           // records per produce request [500]
 	Duration     time.Duration // of each produce phase [10s]
-	// Paths to measure at maximum load: "binary", "json" [both].
+	// Paths to measure at maximum load: "binary", "json", "kafka" (franz-go through
+	// KafkaNodes) [all that the nodes serve].
 	Paths []string
 	// The nodes' settings, which the targets depend on.
 	Linger        time.Duration // [50ms]
@@ -115,6 +121,9 @@ func (c *Config) defaults() {
 	}
 	if len(c.Paths) == 0 {
 		c.Paths = []string{"binary", "json"}
+		if len(c.KafkaNodes) > 0 {
+			c.Paths = append(c.Paths, "kafka")
+		}
 	}
 	if c.Linger == 0 {
 		c.Linger = 50 * time.Millisecond
@@ -162,8 +171,11 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("partitions, producers, record size and batch records must be positive"))
 	}
 	for _, p := range c.Paths {
-		if p != "binary" && p != "json" {
-			errs = append(errs, fmt.Errorf("path %q: use binary or json", p))
+		switch {
+		case p == "kafka" && len(c.KafkaNodes) == 0:
+			errs = append(errs, errors.New("path kafka: the nodes serve no Kafka listener"))
+		case p != "binary" && p != "json" && p != "kafka":
+			errs = append(errs, fmt.Errorf("path %q: use binary, json or kafka", p))
 		}
 	}
 	if c.Duration < time.Second {
@@ -544,6 +556,9 @@ func (b *runner) phase(ctx context.Context, name string, p *Produce, c *counters
 }
 
 func (b *runner) produceMax(ctx context.Context, path string) (Produce, error) {
+	if path == "kafka" {
+		return b.produceKafka(ctx)
+	}
 	cfg := &b.cfg
 	name := "produce-" + path
 	b.log.Info("phase: maximum load", "path", path, "producers", cfg.Producers, "seconds", cfg.Duration.Seconds())
@@ -646,7 +661,7 @@ func (b *runner) produceHalf(ctx context.Context, rate float64) (Produce, Latenc
 // fetches reads back what the produce phases wrote: a first reader (cold: the nodes'
 // caches do not hold it), a second reader of the same data (cached), and a JSON reader.
 // The data read is capped at three quarters of the cache, so the second reader can
-// find all of it there.
+// find all of it there. With Kafka listeners, a Kafka reader of the same data follows.
 func (b *runner) fetches(ctx context.Context) error {
 	cfg := &b.cfg
 	c := client.New(cfg.Nodes[0], client.WithHTTPClient(b.hc))
@@ -718,6 +733,13 @@ func (b *runner) fetches(ctx context.Context) error {
 		b.log.Info("phase done", "phase", pass.name, "mib_per_s", fmt.Sprintf("%.1f", f.MiBps), "gets", f.Gets)
 		b.rep.Fetch = append(b.rep.Fetch, f)
 	}
+	if len(cfg.KafkaNodes) > 0 {
+		f, err := b.fetchKafka(ctx, until, 4<<20)
+		if err != nil {
+			return err
+		}
+		b.rep.Fetch = append(b.rep.Fetch, f)
+	}
 	return nil
 }
 
@@ -737,6 +759,7 @@ func (b *runner) targets(commitP99 float64) {
 		add(Target{Name: "produce binary vs NATS JetStream 82 MiB/s", Figure: p.MiBps, Bound: 82, Unit: "MiB/s", Ratio: p.MiBps / 82, Want: ">= 1x", Pass: p.MiBps >= 82,
 			Note: "reference figure from the issue, not measured here"})
 	}
+	b.kafkaTargets(byName, add)
 	if p := byName["produce-json"]; p != nil && fl != nil && fl.PutMiBps > 0 {
 		r := p.MiBps / fl.PutMiBps
 		add(Target{Name: "produce JSON vs raw PUT bandwidth", Figure: p.MiBps, Bound: 0.35 * fl.PutMiBps, Unit: "MiB/s", Ratio: r, Want: ">= 0.35x", Pass: r >= 0.35})

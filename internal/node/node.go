@@ -205,6 +205,14 @@ func Start(cfg Config) (*Node, error) {
 	return n, nil
 }
 
+// Frontend is a front end served beside the HTTP API (the Kafka listener).
+type Frontend interface {
+	// Failed reports the front end's failure while it serves.
+	Failed() <-chan error
+	// Stop stops accepting, lets the requests in flight be answered, and returns.
+	Stop()
+}
+
 // readiness is the node's /readyz check: the catalog and the bucket, asked at once,
 // each failure an *api.NotReadyError naming its dependency (the API shows the name and
 // logs the cause, which may quote an address or a credential's owner).
@@ -256,10 +264,26 @@ func (n *Node) Stop(ctx context.Context) error {
 // shutdown takes at most shutdownTimeout. With tlsCfg it serves HTTPS only (its
 // certificate comes from tlsCfg, which may reload it). It returns why it stopped, nil
 // for ctx.
-func (n *Node) Serve(ctx context.Context, ln net.Listener, tlsCfg *tls.Config, shutdownTimeout time.Duration) error {
+//
+// Other front ends (the Kafka listener) are served beside it: a failure of one stops the
+// node as a role's would, and each is stopped together with the HTTP server, before the
+// roles, so that their requests in flight are answered while the writer still runs.
+func (n *Node) Serve(ctx context.Context, ln net.Listener, tlsCfg *tls.Config, shutdownTimeout time.Duration, fronts ...Frontend) error {
 	baseCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
 	ln = stallconn.Listen(ln, n.cfg.StallTimeout)
+	frontErr := make(chan error, len(fronts))
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	for _, f := range fronts {
+		go func() {
+			select {
+			case err := <-f.Failed():
+				frontErr <- err
+			case <-watchCtx.Done():
+			}
+		}()
+	}
 	srv := &http.Server{
 		Handler:           n.API.Handler(),
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
@@ -281,6 +305,9 @@ func (n *Node) Serve(ctx context.Context, ln net.Listener, tlsCfg *tls.Config, s
 		n.log.Info("shutting down: signal received")
 	case err := <-serveErr:
 		failure = fmt.Errorf("serve HTTP: %w", err)
+	case err := <-frontErr:
+		failure = err
+		n.log.Error("shutting down: a front end failed", "err", err)
 	case err := <-n.errs:
 		failure = err
 		n.log.Error("shutting down: a role failed", "err", err)
@@ -289,12 +316,17 @@ func (n *Node) Serve(ctx context.Context, ln net.Listener, tlsCfg *tls.Config, s
 	shCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	grace := time.AfterFunc(min(2*time.Second, shutdownTimeout/4), cancelRequests)
+	var fwg sync.WaitGroup
+	for _, f := range fronts {
+		fwg.Go(f.Stop)
+	}
 	if err := srv.Shutdown(shCtx); err != nil {
 		n.log.Warn("HTTP shutdown incomplete: closing remaining connections", "err", err)
 		_ = srv.Close()
 	}
 	grace.Stop()
 	cancelRequests()
+	fwg.Wait()
 	if err := n.Stop(shCtx); err != nil {
 		return errors.Join(failure, fmt.Errorf("roles did not stop within the shutdown timeout %s", shutdownTimeout))
 	}

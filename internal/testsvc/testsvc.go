@@ -213,3 +213,18 @@ func KeywordDSN(t testing.TB, dsn string) string {
 	return fmt.Sprintf("host=%s port=%s user=%s password='%s' dbname=%s sslmode=%s",
 		u.Hostname(), u.Port(), u.User.Username(), pass, strings.TrimPrefix(u.Path, "/"), mode)
 }
+
+// Kcat returns the path of kcat (Debian's 1.7.1, librdkafka 2.0.2), the Kafka
+// listener's reference client, which scripts/services.sh installs; it skips the test
+// without it, or fails it under CI.
+func Kcat(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("kcat")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("kcat is not installed: CI must run the Kafka client tests (scripts/services.sh installs it)")
+		}
+		t.Skip("kcat is not installed (apt-get install kcat, or run scripts/services.sh)")
+	}
+	return p
+}

@@ -76,10 +76,23 @@ BEGIN
     WHERE (p.topic_id, p.partition) IN (SELECT u.tid, u.pno FROM unnest(p_topic, p_part) AS u(tid, pno))
     ORDER BY p.topic_id, p.partition
     FOR UPDATE;
-    PERFORM 1 FROM producers p
-    WHERE p.id IN (SELECT u.id FROM unnest(p_pid) AS u(id) WHERE u.id IS NOT NULL)
-    ORDER BY p.id
-    FOR SHARE;
+    -- The producer rows in the mode strata_commit takes them (0070): exclusively when a
+    -- request's epoch is above its producer's (a bump, which strata_commit writes),
+    -- shared otherwise. A shared lock held here and upgraded there would deadlock with
+    -- another flush bumping the same producer. Epochs only grow, so the unlocked read
+    -- decides the same way both times or, there, for the weaker lock already covered.
+    IF EXISTS (SELECT 1 FROM unnest(p_pid, p_epoch) AS u(id, ep) JOIN producers p ON p.id = u.id
+               WHERE u.ep > p.epoch) THEN
+        PERFORM 1 FROM producers p
+        WHERE p.id IN (SELECT u.id FROM unnest(p_pid) AS u(id) WHERE u.id IS NOT NULL)
+        ORDER BY p.id
+        FOR NO KEY UPDATE;
+    ELSE
+        PERFORM 1 FROM producers p
+        WHERE p.id IN (SELECT u.id FROM unnest(p_pid) AS u(id) WHERE u.id IS NOT NULL)
+        ORDER BY p.id
+        FOR SHARE;
+    END IF;
 
     -- A commit without a member creates its group (as CommitOffsets does) and takes its
     -- lock exclusively, so that no member joins between the check and the write. A

@@ -1,0 +1,44 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/strata-io/strata/catalog"
+)
+
+// GrowPartitions raises a topic's partition count to count, as Kafka's CreatePartitions:
+// a count that is not above the current one is refused, and validateOnly checks
+// without changing anything (the answer is the topic as it would be).
+func (b *Broker) GrowPartitions(ctx context.Context, who Principal, topic string, count int32, validateOnly bool) (catalog.Topic, error) {
+	t, err := b.topic(ctx, "create partitions", topic)
+	if err != nil {
+		return catalog.Topic{}, err
+	}
+	if err := catalog.ValidatePartitions(count); err != nil {
+		return catalog.Topic{}, catalogError("create partitions", err)
+	}
+	if count <= t.Partitions {
+		return catalog.Topic{}, newError(CodeInvalidPartitionCount, "topic %s has %d partitions: ask for more (partitions never shrink)", topic, t.Partitions).
+			with("partitions", t.Partitions)
+	}
+	if validateOnly {
+		t.Partitions = count
+		return t, nil
+	}
+	return b.UpdateTopic(ctx, who, topic, TopicUpdate{Partitions: count})
+}
+
+// TopicByUUID returns the live topic whose UUID is id (Kafka names topics by id from
+// Metadata v10 and DeleteTopics v6). Such lookups are rare: they read the topic list.
+func (b *Broker) TopicByUUID(ctx context.Context, who Principal, id catalog.UUID) (catalog.Topic, error) {
+	ts, err := b.Topics(ctx, who)
+	if err != nil {
+		return catalog.Topic{}, err
+	}
+	for _, t := range ts {
+		if t.UUID == id {
+			return t, nil
+		}
+	}
+	return catalog.Topic{}, newError(CodeTopicNotFound, "no topic has id %s", id)
+}

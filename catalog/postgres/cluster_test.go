@@ -1,0 +1,69 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/catalogtest"
+)
+
+// TestCluster runs the cluster conformance suite, a fresh database per subtest (the
+// node registry is one per database).
+func TestCluster(t *testing.T) {
+	t.Parallel()
+	var (
+		mu  sync.Mutex
+		dsn = map[*testing.T]string{}
+	)
+	catalogtest.RunCluster(t, func(t *testing.T) catalogtest.ClusterCatalog {
+		mu.Lock()
+		d, ok := dsn[t]
+		if !ok {
+			d = newDatabase(t)
+			dsn[t] = d
+		}
+		mu.Unlock()
+		return openDSN(t, d, catalog.Options{})
+	})
+}
+
+// TestMigrationGivesTopicsUUIDs: topics made before migration 0060 each get their own
+// UUID when it runs.
+func TestMigrationGivesTopicsUUIDs(t *testing.T) {
+	t.Parallel()
+	dsn := newDatabase(t)
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `CREATE TABLE schema_migrations (version int PRIMARY KEY, name text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT clock_timestamp())`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.version >= 60 {
+			break
+		}
+		if _, err := conn.Exec(ctx, m.sql, pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatalf("migration %d: %v", m.version, err)
+		}
+		if _, err := conn.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO topics (name, partitions) VALUES ('a', 1), ('b', 1), ('c', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	c := openDSN(t, dsn, catalog.Options{})
+	catalogtest.WantDistinctUUIDs(t, c, 3)
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/strata-io/strata/broker"
+	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/membudget"
+	"github.com/strata-io/strata/internal/tlsreload"
+	"github.com/strata-io/strata/kafka"
+)
+
+// kafkaFlags configure the Kafka listener of dev and serve (Lambda cannot take TCP).
+type kafkaFlags struct {
+	listen, defaultListen string
+	advertise, shared     string
+	tlsCert, tlsKey       string
+	autoCreate            bool
+	maxConnections        int
+	maxFrameBytes         byteSize
+	idleTimeout           time.Duration
+	nodeLease             time.Duration
+}
+
+func addKafkaFlags(c *command, listen string, autoCreate bool) *kafkaFlags {
+	k := &kafkaFlags{defaultListen: listen, maxFrameBytes: kafka.DefaultMaxFrameBytes}
+	c.fs.StringVar(&k.listen, "kafka-listen", listen, "`address` to serve the Kafka protocol on, host:port; empty turns the listener off")
+	c.fs.StringVar(&k.advertise, "kafka-advertise", "", "`host:port` Kafka clients reach this node at, registered in the catalog (default: the listen address, with this machine's host name when it listens on every interface)")
+	c.fs.StringVar(&k.shared, "kafka-shared-address", "", "`host:port` of a network load balancer in front of every node: advertised as every broker's address (node ids and partition leaders stay per node)")
+	c.fs.StringVar(&k.tlsCert, "kafka-tls-cert", "", "PEM `file` of the Kafka listener's TLS certificate chain (with --kafka-tls-key): clients then connect with TLS")
+	c.fs.StringVar(&k.tlsKey, "kafka-tls-key", "", "PEM `file` of the Kafka listener's TLS private key")
+	c.fs.BoolVar(&k.autoCreate, "kafka-auto-create-topics", autoCreate, "create a topic (1 partition) when a Kafka client's metadata request names one that does not exist and allows it")
+	c.fs.IntVar(&k.maxConnections, "kafka-max-connections", kafka.DefaultMaxConnections, "open Kafka connections at most; beyond it new ones are closed")
+	c.fs.Var(&k.maxFrameBytes, "kafka-max-frame-bytes", "largest Kafka request `size` accepted; a larger one closes the connection before anything is allocated")
+	c.fs.DurationVar(&k.idleTimeout, "kafka-idle-timeout", kafka.DefaultIdleTimeout, "close a Kafka connection with no request in flight for this long")
+	c.fs.DurationVar(&k.nodeLease, "kafka-node-lease", kafka.DefaultNodeLease, "how long this node stays listed as a broker after its last renewal: a dead node leaves clients' view within it")
+	return k
+}
+
+// validate checks the flags and says, per problem, how to fix it.
+func (k *kafkaFlags) validate() []string {
+	if k.listen == "" {
+		return nil
+	}
+	var bad []string
+	if _, port, err := net.SplitHostPort(k.listen); err != nil {
+		bad = append(bad, fmt.Sprintf("--kafka-listen %q: want host:port, e.g. 127.0.0.1:9092 or :9092 (empty turns Kafka off)", k.listen))
+	} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		bad = append(bad, fmt.Sprintf("--kafka-listen %q: port %q is not a number between 0 and 65535", k.listen, port))
+	}
+	for _, f := range []struct{ name, val string }{{"--kafka-advertise", k.advertise}, {"--kafka-shared-address", k.shared}} {
+		if f.val == "" {
+			continue
+		}
+		if host, port, err := net.SplitHostPort(f.val); err != nil || host == "" {
+			bad = append(bad, fmt.Sprintf("%s %q: want host:port that clients can reach, e.g. broker-1.internal:9092", f.name, f.val))
+		} else if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
+			bad = append(bad, fmt.Sprintf("%s %q: port %q is not between 1 and 65535", f.name, f.val, port))
+		}
+	}
+	if (k.tlsCert == "") != (k.tlsKey == "") {
+		bad = append(bad, "--kafka-tls-cert and --kafka-tls-key go together: give both PEM files, or neither")
+	}
+	if k.maxConnections < 1 {
+		bad = append(bad, fmt.Sprintf("--kafka-max-connections %d: want at least 1 (default %d)", k.maxConnections, kafka.DefaultMaxConnections))
+	}
+	if k.maxFrameBytes < 64<<10 || k.maxFrameBytes > 1<<30 {
+		bad = append(bad, fmt.Sprintf("--kafka-max-frame-bytes %s: want between 64KiB and 1GiB (default 100MiB)", &k.maxFrameBytes))
+	}
+	if k.idleTimeout < time.Second {
+		bad = append(bad, fmt.Sprintf("--kafka-idle-timeout %s: want at least 1s (default %s)", k.idleTimeout, kafka.DefaultIdleTimeout))
+	}
+	if k.nodeLease < time.Second || k.nodeLease > 10*time.Minute {
+		bad = append(bad, fmt.Sprintf("--kafka-node-lease %s: want between 1s and 10m (default %s)", k.nodeLease, kafka.DefaultNodeLease))
+	}
+	return bad
+}
+
+// kafkaNode is a running Kafka listener and its registration.
+type kafkaNode struct {
+	addr string // where it listens
+	stop func() // stops both and waits
+	errc chan error
+}
+
+// Failed and Stop make the listener a node.Frontend, served and stopped beside the
+// HTTP API.
+func (k *kafkaNode) Failed() <-chan error { return k.errc }
+func (k *kafkaNode) Stop()                { k.stop() }
+
+// startKafka listens, registers the node and serves the Kafka protocol until stop. On
+// `strata dev`, a default port already in use turns the listener off with a warning
+// (a second dev server on one machine still runs); anywhere else it is an error.
+func startKafka(ctx context.Context, k *kafkaFlags, cc catalog.Backend, core *broker.Broker, mem *membudget.Budget, keys []string, log *slog.Logger, reg prometheus.Registerer, dev bool) (*kafkaNode, error) {
+	cfg := kafka.Config{
+		MaxFrameBytes:    int32(k.maxFrameBytes),
+		MaxConnections:   k.maxConnections,
+		IdleTimeout:      k.idleTimeout,
+		SharedAddress:    k.shared,
+		AutoCreateTopics: k.autoCreate,
+	}
+	if len(keys) > 0 {
+		cfg.Auth = kafka.NewStaticKeys(keys)
+	}
+	if k.tlsCert != "" {
+		// Reloaded when the files change, as the HTTP listener's certificate is.
+		r, err := tlsreload.New(k.tlsCert, k.tlsKey, tlsreload.Options{Log: log})
+		if err != nil {
+			return nil, fmt.Errorf("kafka TLS: %w (check --kafka-tls-cert and --kafka-tls-key)", err)
+		}
+		cfg.TLS = r.ServerConfig()
+	}
+	ln, err := net.Listen("tcp", k.listen)
+	if err != nil {
+		if dev && k.listen == k.defaultListen && errors.Is(err, syscall.EADDRINUSE) {
+			log.Warn("Kafka listener off: its default address is in use (another strata dev?); choose one with --kafka-listen", "addr", k.listen)
+			return nil, nil
+		}
+		return nil, fmt.Errorf("kafka: listen on %s: %w (choose another --kafka-listen, or '' to turn Kafka off)", k.listen, err)
+	}
+	advertise := k.advertise
+	if advertise == "" {
+		advertise = defaultAdvertise(ln.Addr())
+	}
+	r, err := kafka.NewRegistrar(cc, advertise, k.nodeLease, log)
+	if err == nil {
+		err = r.Register(ctx)
+	}
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	srv, err := kafka.New(cfg, kafka.Deps{Core: core, Membership: cc, Self: r, Memory: mem}, log, reg)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	n := &kafkaNode{addr: displayAddr(ln.Addr()), errc: make(chan error, 2)}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := srv.Serve(runCtx, ln); err != nil {
+			n.errc <- err
+		}
+	})
+	wg.Go(func() { _ = r.Run(runCtx) }) // deregisters when runCtx ends
+	n.stop = func() { cancel(); wg.Wait() }
+	log.Info("serving Kafka protocol", "addr", n.addr, "advertised", advertise, "node_id", r.Node().ID, "sasl", cfg.Auth != nil, "tls", cfg.TLS != nil)
+	if len(keys) > 0 {
+		ids := make([]string, len(keys))
+		for i, key := range keys {
+			ids[i] = kafka.KeyID(key)
+		}
+		log.Info("Kafka SASL/PLAIN: the username of each API key is its id", "key_ids", ids)
+	}
+	return n, nil
+}
+
+// defaultAdvertise is the address clients are told when --kafka-advertise is not
+// given: the listen address, with this machine's host name in place of a wildcard
+// host. Loopback stays an IPv4 literal: librdkafka may resolve "localhost" to ::1.
+func defaultAdvertise(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil && h != "" {
+			host = h
+		} else {
+			host = "127.0.0.1"
+		}
+	}
+	return net.JoinHostPort(host, port)
+}

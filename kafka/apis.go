@@ -1,0 +1,168 @@
+package kafka
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/broker"
+	"github.com/strata-io/strata/internal/membudget"
+)
+
+// api is one API the listener serves: its version range and handler.
+type api struct {
+	key      int16
+	name     string
+	min, max int16
+	handle   handler
+	// inline runs the handler on the reader goroutine: SASL requests change the
+	// connection's state, which the next request must see.
+	inline bool
+	// preAuth may be served before SASL authentication.
+	preAuth bool
+}
+
+// handler serves one decoded request. It returns the response (nil: none is sent, as
+// for Produce with acks=0), or an error that closes the connection after the answers
+// before it (errAnswerThenClose: after this response).
+type handler func(ctx context.Context, r *request, req kmsg.Request) (kmsg.Response, error)
+
+// request is what a handler knows about the request beyond its body.
+type request struct {
+	conn      *conn
+	header    header
+	principal string           // "" until SASL authentication (and always, without keys)
+	who       broker.Principal // principal, as the core takes it
+	// Produce requests of one connection reach the writer in the order they came:
+	// turn is closed once the previous Produce of the connection has submitted its
+	// batches, and submitted is closed by this one (produce.go).
+	turn, submitted chan struct{}
+	endOnce         sync.Once
+	// sizeHint, set by a handler, is roughly the response's encoded size: its buffer is
+	// allocated once (a Fetch answer of megabytes).
+	sizeHint int
+	// release lists buffers of getBuf the response refers to, given back once it is
+	// encoded.
+	release [][]byte
+	// mem holds the frame and what its answer allocates, against the node's memory
+	// budget, until the answer is written (conn.writeLoop releases it).
+	mem *membudget.Hold
+}
+
+// endTurn lets the connection's next Produce submit its batches.
+func (r *request) endTurn() {
+	if r.submitted != nil {
+		r.endOnce.Do(func() { close(r.submitted) })
+	}
+}
+
+const (
+	produceKey          = 0
+	apiVersionsKey      = 18
+	saslHandshakeKey    = 17
+	saslAuthenticateKey = 36
+)
+
+// apiTable lists the APIs served and their versions. The ranges follow what real
+// clients need (../shared/notes/kafka-protocol.md): librdkafka 2.0.2 turns features on
+// only when the advertised range overlaps fixed ranges (FindCoordinator must include
+// 0; SaslHandshake 0 and 1, SaslAuthenticate 0), and franz-go uses the highest common
+// version.
+func (s *Server) apiTable() map[int16]api {
+	apis := []api{
+		{key: apiVersionsKey, min: 0, max: 3, handle: s.apiVersions, inline: true, preAuth: true},
+		{key: 3, min: 0, max: 12, handle: s.metadata},
+		{key: 10, min: 0, max: 4, handle: s.findCoordinator},
+		{key: 60, min: 0, max: 1, handle: s.describeCluster},
+		// Produce from 3 (magic 2 batches) to 11: 12 and 13 are KIP-890's transactions
+		// v2 and topic ids. librdkafka needs 3 and 7 (zstd) covered.
+		{key: produceKey, min: 3, max: 11, handle: s.produce},
+		// Fetch from 4 (isolation level, LSO) to 12: 13 names topics by id. librdkafka
+		// needs 4 and 10 covered.
+		{key: 1, min: 4, max: 12, handle: s.fetch},
+		// ListOffsets to 7 (MAX_TIMESTAMP); 8 adds tiered storage's -4 and -5.
+		{key: 2, min: 0, max: 7, handle: s.listOffsets},
+		{key: 8, min: 0, max: 8, handle: s.offsetCommit},
+		{key: 9, min: 0, max: 8, handle: s.offsetFetch},
+		{key: 19, min: 0, max: 7, handle: s.createTopics},
+		{key: 20, min: 0, max: 6, handle: s.deleteTopics},
+		{key: 21, min: 0, max: 2, handle: s.deleteRecords},
+		{key: 22, min: 0, max: 4, handle: s.initProducerID},
+		{key: 32, min: 0, max: 4, handle: s.describeConfigs},
+		{key: 33, min: 0, max: 2, handle: s.alterConfigs},
+		{key: 37, min: 0, max: 3, handle: s.createPartitions},
+		{key: 44, min: 0, max: 1, handle: s.incrementalAlterConfigs},
+	}
+	if s.cfg.Auth != nil {
+		apis = append(apis,
+			api{key: saslHandshakeKey, min: 0, max: 1, handle: s.saslHandshake, inline: true, preAuth: true},
+			api{key: saslAuthenticateKey, min: 0, max: 2, handle: s.saslAuthenticate, inline: true, preAuth: true},
+		)
+	}
+	m := make(map[int16]api, len(apis))
+	for _, a := range apis {
+		a.name = kmsg.NameForKey(a.key)
+		if r := kmsg.RequestForKey(a.key); r == nil || r.MaxVersion() < a.max {
+			panic("kafka: api table: kmsg cannot encode " + a.name) // a programming error
+		}
+		m[a.key] = a
+	}
+	return m
+}
+
+// apiVersions answers with every API served and its version range.
+func (s *Server) apiVersions(_ context.Context, _ *request, req kmsg.Request) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
+	keys := make([]int16, 0, len(s.apis))
+	for k := range s.apis {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		a := s.apis[k]
+		v := kmsg.NewApiVersionsResponseApiKey()
+		v.ApiKey, v.MinVersion, v.MaxVersion = a.key, a.min, a.max
+		resp.ApiKeys = append(resp.ApiKeys, v)
+	}
+	return resp, nil
+}
+
+// apiVersionsTooNew is the answer to an ApiVersions request newer than a serves: v0,
+// UNSUPPORTED_VERSION, and the ApiVersions range alone, so the client retries within it.
+func apiVersionsTooNew(a api) *kmsg.ApiVersionsResponse {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.Version = 0
+	resp.ErrorCode = kerr.UnsupportedVersion.Code
+	v := kmsg.NewApiVersionsResponseApiKey()
+	v.ApiKey, v.MinVersion, v.MaxVersion = a.key, a.min, a.max
+	resp.ApiKeys = []kmsg.ApiVersionsResponseApiKey{v}
+	return resp
+}
+
+// unserved says why a Kafka API this server knows of is not served: it is not
+// advertised, and a client that sends it anyway has its connection closed, as Kafka
+// closes it for an API it does not know.
+func unserved(key int16) (string, bool) {
+	switch key {
+	case 24, 25, 26, 27, 28, 61, 65, 66, 67: // AddPartitionsToTxn ... DescribeTransactions, ListTransactions
+		return "Kafka transactions are not supported (the HTTP API's POST /v1/records commits records and group offsets atomically)", true
+	case 11, 12, 13, 14, 15, 16, 42, 47, 68, 69: // JoinGroup ... DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat/Describe
+		return "consumer groups are not served over the Kafka protocol yet: assign partitions (commits from outside a group work), or use the HTTP API's groups", true
+	case 23:
+		return "leader epochs are not tracked: the leader epoch is always 0", true
+	}
+	if kmsg.RequestForKey(key) != nil {
+		return "not served by this server", true
+	}
+	return "", false
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,94 @@
+package kafka
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/strata-io/strata/broker"
+)
+
+// kafkaCodes maps each of the core's error codes to the Kafka error code a client acts
+// on. The retriable refusals are chosen for what every client does with them:
+// NOT_ENOUGH_REPLICAS (nothing was written, retry), REQUEST_TIMED_OUT (the outcome is
+// unknown: retry, which an idempotent producer deduplicates), KAFKA_STORAGE_ERROR (the
+// store or the catalog did not answer), NOT_LEADER_OR_FOLLOWER (this node is stopping:
+// refresh the metadata, which soon no longer lists it, and go elsewhere).
+var kafkaCodes = map[broker.Code]*kerr.Error{
+	broker.CodeInvalidRequest:         kerr.InvalidRequest,
+	broker.CodeRecordTooLarge:         kerr.MessageTooLarge,
+	broker.CodeRequestTooLarge:        kerr.MessageTooLarge,
+	broker.CodeEmptyBatch:             kerr.CorruptMessage,
+	broker.CodeTooManyRecords:         kerr.RecordListTooLarge,
+	broker.CodeInvalidRecord:          kerr.CorruptMessage, // but see kafkaError: a missing key
+	broker.CodeTimestampOutOfRange:    kerr.InvalidTimestamp,
+	broker.CodeInvalidTopicName:       kerr.InvalidTopicException,
+	broker.CodeInvalidPartitionCount:  kerr.InvalidPartitions,
+	broker.CodeInvalidConfig:          kerr.InvalidConfig,
+	broker.CodeInvalidPartition:       kerr.UnknownTopicOrPartition,
+	broker.CodeInvalidOffset:          kerr.OffsetOutOfRange,
+	broker.CodeInvalidTimestamp:       kerr.InvalidRequest,
+	broker.CodeInvalidParameter:       kerr.InvalidRequest,
+	broker.CodeTopicNotFound:          kerr.UnknownTopicOrPartition,
+	broker.CodePartitionOutOfRange:    kerr.UnknownTopicOrPartition,
+	broker.CodeTopicExists:            kerr.TopicAlreadyExists,
+	broker.CodeOffsetOutOfRange:       kerr.OffsetOutOfRange,
+	broker.CodeBufferFull:             kerr.NotEnoughReplicas,
+	broker.CodeStoreUnavailable:       kerr.KafkaStorageError,
+	broker.CodeMemoryExhausted:        kerr.RequestTimedOut, // retriable: the node's memory budget is spent for now
+	broker.CodeCommitFailed:           kerr.NotEnoughReplicas,
+	broker.CodeCommitOutcomeUnknown:   kerr.RequestTimedOut,
+	broker.CodeShuttingDown:           kerr.NotLeaderForPartition,
+	broker.CodeCatalogUnavailable:     kerr.KafkaStorageError,
+	broker.CodeRoleUnavailable:        kerr.NotLeaderForPartition,
+	broker.CodeInternal:               kerr.UnknownServerError,
+	broker.CodeGroupNotFound:          kerr.GroupIDNotFound,
+	broker.CodeInvalidGroupName:       kerr.InvalidGroupID,
+	broker.CodeUnknownMember:          kerr.UnknownMemberID,
+	broker.CodeStaleMemberEpoch:       kerr.IllegalGeneration,
+	broker.CodeNotOwner:               kerr.IllegalGeneration,
+	broker.CodeGroupNotEmpty:          kerr.UnknownMemberID, // a commit from outside a group with members, as Kafka answers it
+	broker.CodeProducerFenced:         kerr.InvalidProducerEpoch,
+	broker.CodeOutOfOrderSequence:     kerr.OutOfOrderSequenceNumber,
+	broker.CodeUnknownProducer:        kerr.UnknownProducerID,
+	broker.CodeInvalidTransactionalID: kerr.InvalidRequest,
+}
+
+// kafkaError maps an error of the core to a Kafka error code and a message for the
+// responses that carry one: the one place the core's vocabulary becomes Kafka's. An
+// error that is not the core's (a bug) is UNKNOWN_SERVER_ERROR. Failures the core marks
+// unexpected are logged.
+func (s *Server) kafkaError(err error) (int16, *string) {
+	if err == nil {
+		return 0, nil
+	}
+	var e *broker.Error
+	if !errors.As(err, &e) {
+		s.log.Error("kafka: unexpected error", "err", err)
+		msg := "unexpected server error"
+		return kerr.UnknownServerError.Code, &msg
+	}
+	if e.Unexpected {
+		s.log.Warn("kafka: request failed", "op", e.Op, "err", e.Err, "code", e.Code)
+	} else {
+		s.log.Debug("kafka: refused", "code", e.Code, "msg", e.Message)
+	}
+	msg := e.Message
+	ke, ok := kafkaCodes[e.Code]
+	switch {
+	case !ok:
+		s.log.Error("kafka: core error code without a Kafka code", "code", e.Code, "msg", e.Message)
+		ke = kerr.UnknownServerError
+	case e.Code == broker.CodeInvalidRecord && e.Details["field"] == "key":
+		// A record the topic's rules refuse (a compacted topic needs keys) is not
+		// corrupt.
+		ke = kerr.InvalidRecord
+	}
+	return ke.Code, &msg
+}
+
+// code is kafkaError without the message.
+func (s *Server) code(err error) int16 {
+	c, _ := s.kafkaError(err)
+	return c
+}

@@ -1,0 +1,112 @@
+package kafka
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/broker"
+	"github.com/strata-io/strata/internal/membudget"
+	"github.com/strata-io/strata/segment"
+)
+
+// fetch serves Fetch: the core reads every partition's stored batches, waiting up to
+// MaxWait for MinBytes across them, and the batches go out as stored but for their base
+// offset and partition leader epoch (bytes 0-7 and 12-15, outside the CRC), the epoch
+// being Metadata's constant 0. Fetch sessions are not served: SessionID is always 0, a
+// full answer every time (clients then stop asking); a session id the client believes
+// in is FETCH_SESSION_ID_NOT_FOUND. With no transactions, the last stable offset is the
+// high watermark and there are no aborted transactions.
+func (s *Server) fetch(ctx context.Context, r *request, req kmsg.Request) (kmsg.Response, error) {
+	in := req.(*kmsg.FetchRequest)
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	if in.SessionID != 0 {
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		return resp, nil
+	}
+	pf := broker.PartitionsFetch{
+		MaxBytes: int64(in.MaxBytes),
+		MinBytes: int64(in.MinBytes),
+		Wait:     time.Duration(max(in.MaxWaitMillis, 0)) * time.Millisecond,
+	}
+	if pf.MaxBytes < 0 {
+		pf.MaxBytes = 0
+	}
+	for _, t := range in.Topics {
+		for _, p := range t.Partitions {
+			pf.Partitions = append(pf.Partitions, broker.FetchRequest{
+				Topic: t.Topic, Partition: p.Partition, Offset: p.FetchOffset, MaxBytes: int64(max(p.PartitionMaxBytes, 1)),
+				Memory: r.mem,
+			})
+		}
+	}
+	got, err := s.deps.Core.FetchPartitions(ctx, r.who, pf)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		resp.ErrorCode, _ = s.kafkaError(err)
+		return resp, nil
+	}
+	i := 0
+	for _, t := range in.Topics {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			g := &got[i]
+			i++
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.Partition, rp.RecordBatches = p.Partition, []byte{}
+			if g.Err != nil {
+				rp.ErrorCode = s.code(g.Err)
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = g.HighWatermark, g.HighWatermark, g.LogStartOffset
+			// The batches' copy and their place in the framed response are reserved
+			// before they are made; without room the partition answers a retriable
+			// error, and the client fetches it again.
+			if n := batchesLen(g.Batches); !r.mem.TryReserve(2*n, membudget.UseKafka) {
+				rp.ErrorCode = s.code(&broker.Error{Code: broker.CodeMemoryExhausted})
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
+			rp.RecordBatches = kafkaBatches(g.Batches, g.BaseOffsets)
+			r.sizeHint += len(rp.RecordBatches)
+			r.release = append(r.release, rp.RecordBatches)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+// batchesLen is the bytes of batches back to back.
+func batchesLen(batches [][]byte) int64 {
+	var n int64
+	for _, b := range batches {
+		n += int64(len(b))
+	}
+	return n
+}
+
+// kafkaBatches copies stored batches (shared with the reader's cache: never written)
+// back to back, each with its real base offset and partition leader epoch 0. No batches
+// are empty bytes, never null: librdkafka refuses a null record set.
+func kafkaBatches(batches [][]byte, bases []int64) []byte {
+	n := 0
+	for _, b := range batches {
+		n += len(b)
+	}
+	out := getBuf(n)
+	for i, b := range batches {
+		start := len(out)
+		out = append(out, b...)
+		raw := out[start:]
+		segment.SetBaseOffset(raw, bases[i])
+		segment.SetLeaderEpoch(raw, 0)
+	}
+	return out
+}

@@ -1,0 +1,221 @@
+package kafka
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/broker"
+	"github.com/strata-io/strata/catalog"
+)
+
+// listOffsets serves ListOffsets: -2 is the log start offset, -1 the high watermark
+// (also under read_committed: with no transactions the last stable offset is the high
+// watermark), -3 the record with the largest timestamp, and a time the first record at
+// or after it (offset -1 when there is none). v0 answers a list of at most one offset.
+func (s *Server) listOffsets(ctx context.Context, r *request, req kmsg.Request) (kmsg.Response, error) {
+	in := req.(*kmsg.ListOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, t := range in.Topics {
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewListOffsetsResponseTopicPartition()
+			rp.Partition, rp.LeaderEpoch = p.Partition, 0
+			rp.Timestamp, rp.Offset = -1, -1
+			var err error
+			switch ts := p.Timestamp; ts {
+			case broker.Earliest, broker.Latest:
+				rp.Offset, err = s.deps.Core.ListOffset(ctx, r.who, t.Topic, p.Partition, ts)
+			default:
+				var to broker.TimestampOffset
+				to, err = s.deps.Core.OffsetForTimestamp(ctx, r.who, t.Topic, p.Partition, ts)
+				if to.Found {
+					rp.Timestamp, rp.Offset = to.Timestamp, to.Offset
+				}
+			}
+			if err != nil {
+				rp.ErrorCode = s.code(err)
+				rp.Timestamp, rp.Offset = -1, -1
+			}
+			if in.Version == 0 && rp.ErrorCode == 0 && rp.Offset >= 0 && p.MaxNumOffsets > 0 {
+				rp.OldStyleOffsets = []int64{rp.Offset}
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+// deleteRecords serves DeleteRecords: each partition's log start offset moves up to the
+// offset asked for (-1: the high watermark), and the answer is the new log start.
+func (s *Server) deleteRecords(ctx context.Context, r *request, req kmsg.Request) (kmsg.Response, error) {
+	in := req.(*kmsg.DeleteRecordsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	for _, t := range in.Topics {
+		rt := kmsg.NewDeleteRecordsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			rp.Partition, rp.LowWatermark = p.Partition, -1
+			pi, err := s.deps.Core.DeleteRecords(ctx, r.who, t.Topic, p.Partition, p.Offset)
+			if err != nil {
+				rp.ErrorCode = s.code(err)
+			} else {
+				rp.LowWatermark = pi.LogStartOffset
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+// initProducerID serves InitProducerId for idempotent producers: a new id at epoch 0,
+// or (v3+, KIP-360) the producer's own id at the next epoch when it names its current
+// identity. Kafka transactions are not served, so a transactional id is refused with
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which every client treats as fatal.
+func (s *Server) initProducerID(ctx context.Context, r *request, req kmsg.Request) (kmsg.Response, error) {
+	in := req.(*kmsg.InitProducerIDRequest)
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if in.TransactionalID != nil {
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil
+	}
+	var creq broker.InitProducerRequest
+	if in.ProducerID >= 0 && in.ProducerEpoch >= 0 {
+		creq.Current = &catalog.Producer{ID: in.ProducerID, Epoch: in.ProducerEpoch}
+	}
+	p, err := s.deps.Core.InitProducer(ctx, r.who, creq)
+	if err != nil {
+		resp.ErrorCode = s.code(err)
+		return resp, nil
+	}
+	resp.ProducerID, resp.ProducerEpoch = p.ID, p.Epoch
+	return resp, nil
+}
+
+// offsetCommit serves OffsetCommit for commits from outside a group (Kafka's simple or
+// assign mode: generation -1, no member id), which the core accepts while the group
+// has no live members, with their metadata. A commit naming a member goes to the core
+// as that member at that epoch: classic group members are not served (issue 16), so
+// the core answers it as unknown. The core commits all the offsets or none, so a
+// refusal is every partition's.
+func (s *Server) offsetCommit(ctx context.Context, r *request, req kmsg.Request) (kmsg.Response, error) {
+	in := req.(*kmsg.OffsetCommitRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	c := catalog.OffsetCommit{Group: in.Group, MemberID: in.MemberID}
+	if in.MemberID != "" {
+		c.MemberEpoch = in.Generation
+	}
+	for _, t := range in.Topics {
+		for _, p := range t.Partitions {
+			meta := ""
+			if p.Metadata != nil {
+				meta = *p.Metadata
+			}
+			c.Offsets = append(c.Offsets, catalog.CommitOffset{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, Metadata: meta})
+		}
+	}
+	code := int16(0)
+	if len(c.Offsets) > 0 {
+		code = s.code(s.deps.Core.CommitOffsets(ctx, r.who, c))
+	}
+	for _, t := range in.Topics {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+// offsetFetch serves OffsetFetch (v8: for several groups): the committed offsets and
+// their metadata; offset -1 for a partition without one (and for every partition of a
+// group that does not exist, as Kafka answers). No topics (v2+) asks for every
+// committed offset of the group.
+func (s *Server) offsetFetch(ctx context.Context, r *request, req kmsg.Request) (kmsg.Response, error) {
+	in := req.(*kmsg.OffsetFetchRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	if in.Version >= 8 {
+		for _, g := range in.Groups {
+			topics := make([]kmsg.OffsetFetchRequestTopic, len(g.Topics))
+			for i, t := range g.Topics {
+				topics[i] = kmsg.OffsetFetchRequestTopic{Topic: t.Topic, Partitions: t.Partitions}
+			}
+			if g.Topics == nil {
+				topics = nil
+			}
+			rts, code := s.groupOffsets(ctx, r.who, g.Group, topics)
+			rg := kmsg.NewOffsetFetchResponseGroup()
+			rg.Group, rg.ErrorCode = g.Group, code
+			for _, rt := range rts {
+				gt := kmsg.NewOffsetFetchResponseGroupTopic()
+				gt.Topic = rt.Topic
+				for _, p := range rt.Partitions {
+					gp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					gp.Partition, gp.Offset, gp.Metadata, gp.ErrorCode, gp.LeaderEpoch = p.Partition, p.Offset, p.Metadata, p.ErrorCode, p.LeaderEpoch
+					gt.Partitions = append(gt.Partitions, gp)
+				}
+				rg.Topics = append(rg.Topics, gt)
+			}
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return resp, nil
+	}
+	resp.Topics, resp.ErrorCode = s.groupOffsets(ctx, r.who, in.Group, in.Topics)
+	return resp, nil
+}
+
+// groupOffsets answers one group of an OffsetFetch.
+func (s *Server) groupOffsets(ctx context.Context, who broker.Principal, group string, topics []kmsg.OffsetFetchRequestTopic) ([]kmsg.OffsetFetchResponseTopic, int16) {
+	offs, err := s.deps.Core.GroupOffsets(ctx, who, group)
+	if err != nil && !hasCode(err, broker.CodeGroupNotFound) {
+		return nil, s.code(err)
+	}
+	type tp struct {
+		topic string
+		part  int32
+	}
+	have := make(map[tp]catalog.GroupOffset, len(offs))
+	for _, o := range offs {
+		have[tp{o.Topic, o.Partition}] = o
+	}
+	if topics == nil { // every committed offset
+		at := map[string]int{}
+		for _, o := range offs {
+			i, ok := at[o.Topic]
+			if !ok {
+				i = len(topics)
+				at[o.Topic] = i
+				topics = append(topics, kmsg.OffsetFetchRequestTopic{Topic: o.Topic})
+			}
+			topics[i].Partitions = append(topics[i].Partitions, o.Partition)
+		}
+	}
+	var out []kmsg.OffsetFetchResponseTopic
+	for _, t := range topics {
+		rt := kmsg.NewOffsetFetchResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetFetchResponseTopicPartition()
+			rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
+			empty := ""
+			rp.Metadata = &empty
+			if o, ok := have[tp{t.Topic, p}]; ok {
+				meta := o.Metadata
+				rp.Offset, rp.Metadata = o.Offset, &meta
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out = append(out, rt)
+	}
+	return out, 0
+}

@@ -1,0 +1,123 @@
+package kafka
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/broker"
+)
+
+// produceParallel bounds the partitions of one Produce request validated or awaited at
+// once.
+const produceParallel = 16
+
+// partitionProduce is one partition of a Produce request: its own core request, as
+// Kafka's Produce is not atomic across partitions (one bad partition fails alone).
+type partitionProduce struct {
+	topic     string
+	partition int32
+	records   []byte
+	prepared  *broker.PreparedBatches
+	res       broker.BatchesResult
+	err       error
+}
+
+// produce serves Produce: every partition is validated concurrently, then submitted to
+// the writer in the order the connection's Produce requests came (a client pipelines
+// up to five per connection, and a partition's batches must take offsets in that
+// order), then awaited concurrently. acks=0 is answered with nothing, once done.
+func (s *Server) produce(ctx context.Context, r *request, req kmsg.Request) (kmsg.Response, error) {
+	in := req.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	var parts []*partitionProduce
+	for _, t := range in.Topics {
+		for _, p := range t.Partitions {
+			parts = append(parts, &partitionProduce{topic: t.Topic, partition: p.Partition, records: p.Records})
+		}
+	}
+	transactional := in.TransactionID != nil
+	if !transactional {
+		each(len(parts), func(i int) {
+			p := parts[i]
+			p.prepared, p.err = s.deps.Core.PrepareBatches(ctx, r.who, broker.BatchesRequest{Topic: p.topic, Partition: p.partition, Batches: p.records})
+		})
+		wctx := ctx
+		if in.TimeoutMillis > 0 {
+			var cancel context.CancelFunc
+			wctx, cancel = context.WithTimeout(ctx, time.Duration(in.TimeoutMillis)*time.Millisecond)
+			defer cancel()
+		}
+		// Submitting only buffers; with the writer's buffer full it waits for room,
+		// which slows this connection's producer down as a Kafka broker does (a refusal
+		// would send it into its retry backoff). The next Produce of the connection
+		// waits its turn meanwhile.
+		select {
+		case <-r.turn:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		for _, p := range parts {
+			if p.err == nil {
+				p.err = p.prepared.SubmitWhenRoom(wctx)
+			}
+		}
+		r.endTurn()
+		each(len(parts), func(i int) {
+			if p := parts[i]; p.err == nil {
+				p.res, p.err = p.prepared.Wait(wctx)
+			}
+		})
+	}
+	if in.Acks == 0 {
+		return nil, nil
+	}
+	i := 0
+	for _, t := range in.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = t.Topic
+		for range t.Partitions {
+			p := parts[i]
+			i++
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = p.partition
+			rp.LogStartOffset = -1
+			switch {
+			case transactional:
+				// Kafka transactions are not served (InitProducerId refuses
+				// transactional ids), so no transactional producer can exist.
+				rp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+				msg := "Kafka transactions are not supported by this server"
+				rp.ErrorMessage = &msg
+			case p.err != nil:
+				rp.ErrorCode, rp.ErrorMessage = s.kafkaError(p.err)
+			default:
+				rp.BaseOffset = p.res.BaseOffset
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+// each runs fn(0..n-1), at most produceParallel at once, and waits for them.
+func each(n int, fn func(i int)) {
+	if n == 1 {
+		fn(0)
+		return
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, produceParallel)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			fn(i)
+		})
+	}
+	wg.Wait()
+}
