@@ -46,6 +46,16 @@ type conn struct {
 	timeout time.Duration
 }
 
+// CloseWrite half-closes the connection when the underlying one can (TCP): net/http
+// half-closes before it closes a connection it refused, so that the client reads the
+// refusal (a 431) before a reset can discard it; a wrapper without it loses that.
+func (c *conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 func (c *conn) Write(p []byte) (int, error) {
 	written := 0
 	for written < len(p) {

@@ -68,6 +68,18 @@ func TestStall(t *testing.T) {
 		t.Fatalf("a write after a quiet spell: %v", err)
 	}
 
+	// The wrapper keeps TCP's half-close, which net/http relies on to have a refusal
+	// read before the connection is reset.
+	if cw, ok := server.(interface{ CloseWrite() error }); !ok || cw.CloseWrite() != nil {
+		t.Fatal("no CloseWrite through the wrapper")
+	}
+	if n, err := client.Read(make([]byte, 64)); n != len("still here") || err != nil {
+		t.Fatalf("read before the half-close: %d, %v", n, err)
+	}
+	if _, err := client.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("after the half-close the client reads %v, want EOF", err)
+	}
+
 	// A reader that stops: the write fails with a timeout, within a few timeouts.
 	_, server = dial()
 	start := time.Now()
