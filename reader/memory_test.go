@@ -109,3 +109,25 @@ func TestFetchMemory(t *testing.T) {
 			mem.Peak(), mem.Limit(), mem.Used(), idle, mem.Overreleased())
 	}
 }
+
+// A compressed batch's records are reserved at their decompressed size, not their
+// compressed one.
+func TestFetchMemoryCompressed(t *testing.T) {
+	l := newTestLog(t)
+	l.flush(l.batch(0, 50, 1000, segment.CompressionZstd)) // compresses far below 50 KB
+	mem := membudget.New(64<<20, nil)
+	r := newTestReader(t, l, Config{Memory: mem})
+	h := mem.NewHold()
+	res, err := r.Fetch(t.Context(), Fetch{TopicID: testTopic, MaxRecords: 100, MaxBytes: 1 << 20, Memory: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, rec := range res.Records {
+		n += recordSize(rec)
+	}
+	if len(res.Records) != 50 || h.Held() < n {
+		t.Fatalf("%d records of %d bytes, %d reserved", len(res.Records), n, h.Held())
+	}
+	h.Release()
+}

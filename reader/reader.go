@@ -250,6 +250,18 @@ func (r *Reader) Fetch(ctx context.Context, f Fetch) (Result, error) {
 		if err != nil {
 			return false, fmt.Errorf("decode batch at offset %d: %w", b.base, err)
 		}
+		if b.compressed {
+			// Its records' size is known only once decompressed: what they take beyond
+			// the compressed bytes reserved above is reserved now, or the batch is dropped
+			// (garbage at once) and the fetch ends before it.
+			var n int64
+			for _, rec := range db.Records {
+				n += recordSize(rec)
+			}
+			if ok, err := r.take(ctx, f, n-int64(len(b.data)), len(res.Records) == 0); !ok {
+				return false, err
+			}
+		}
 		shift := b.base - db.BaseOffset
 		for _, rec := range db.Records {
 			rec.Offset += shift
