@@ -195,8 +195,12 @@ func (n *nodeFlags) resolveMemory() []string {
 	}
 	cache := reader.Config{CacheBytes: int64(n.cacheBytes)}.MemoryBytes()
 	if need := cache + writerBytes + minRequestRoom; need > m.budget {
-		return []string{fmt.Sprintf("--memory-limit %s (%s) gives a budget of %s (%.0f%%), which cannot hold the cache (%s with its footers), twice --buffer-bytes %s and %s for requests, %s in all: raise --memory-limit to at least %s, or lower --cache-bytes or --buffer-bytes",
-			formatBytes(m.limit), m.source, formatBytes(m.budget), 100*membudget.BudgetShare, formatBytes(cache), &n.bufferBytes, formatBytes(minRequestRoom), formatBytes(need),
+		limit := "--memory-limit " + formatBytes(m.limit)
+		if n.memoryLimit == 0 {
+			limit = "the default memory limit, " + m.source + ","
+		}
+		return []string{fmt.Sprintf("%s gives a budget of %s (%.0f%%), which cannot hold the cache (%s with its footers), twice --buffer-bytes %s and %s for requests, %s in all: raise --memory-limit to at least %s, or lower --cache-bytes or --buffer-bytes",
+			limit, formatBytes(m.budget), 100*membudget.BudgetShare, formatBytes(cache), &n.bufferBytes, formatBytes(minRequestRoom), formatBytes(need),
 			formatBytes((int64(float64(need)/membudget.BudgetShare)+1<<20-1)&^(1<<20-1)))}
 	}
 	return nil
