@@ -1,15 +1,11 @@
 package kafka
 
 import (
-	"context"
-	"net"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/internal/membudget"
 )
 
@@ -17,25 +13,13 @@ import (
 // budget spent the connection is not read further (its request waits, unanswered);
 // once there is room it is answered, and its reservation goes with the answer.
 func TestFrameMemory(t *testing.T) {
-	fc := newFakeCluster(catalog.Node{ID: 0, Addr: "127.0.0.1:9092"})
 	mem := membudget.New(64<<10, nil)
-	s, err := New(Config{}, Deps{Core: fc.core(), Membership: fc, Self: fixedSelf(fc.nodes[0]), Memory: mem}, nil, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln) }()
-	defer func() { cancel(); <-done }()
+	s := startServer(t, Config{}, newFakeCluster(), func(d *Deps) { d.Memory = mem })
 
 	if !mem.TryReserve(mem.Limit(), membudget.UseProduce) { // someone else holds it all
 		t.Fatal("could not take the budget")
 	}
-	c := dial(t, ln.Addr().String())
+	c := dial(t, s.addr)
 	req := kmsg.NewPtrApiVersionsRequest()
 	corr := c.send(req, 3)
 	answered := make(chan kmsg.Response, 1)

@@ -101,15 +101,9 @@ func result(ctx context.Context, err error) string {
 	return ResultError
 }
 
-// Put implements objstore.Store.
+// Put implements objstore.Store: PutParts of one part.
 func (s *Store) Put(ctx context.Context, key string, body []byte) error {
-	start := time.Now()
-	err := s.inner.Put(ctx, key, body)
-	s.observe(ctx, opPut, start, err)
-	if err == nil {
-		s.bytes.WithLabelValues(opPut).Add(float64(len(body)))
-	}
-	return err
+	return s.PutParts(ctx, key, [][]byte{body})
 }
 
 // PutParts implements objstore.Store.
