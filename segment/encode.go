@@ -171,34 +171,22 @@ func encode(batches []Batch, opts EncodeOptions, split bool) (parts [][]byte, in
 		return nil, nil, fmt.Errorf("segment: encode: footer of %d batches takes %d bytes, more than %d: %w", len(batches), footerLen, maxFooterLen, ErrInvalid)
 	}
 
-	aliased := 0 // bytes of Raw batches left in the caller's memory
-	if split {
-		for i := range batches {
-			if b := &batches[i]; b.Raw != nil {
-				aliased += len(b.Raw) - rawHead
-			}
-		}
-	}
 	// obj's capacity is exact, so the parts cut from it stay valid as it grows.
-	obj := make([]byte, 0, int(pos)-aliased+footerLen+TrailerSize)
+	obj := make([]byte, 0, int(pos)-aliased(batches, split)+footerLen+TrailerSize)
 	cut := 0 // obj[cut:] is not in parts yet
 	for k, i := range order {
 		b, p := &batches[i], &plans[i]
 		start := len(obj)
 		switch {
 		case b.Raw != nil && split:
-			obj = append(obj, b.Raw[:rawHead]...)
-			binary.BigEndian.PutUint64(obj[start+offBaseOffset:], uint64(b.BaseOffset))
-			binary.BigEndian.PutUint32(obj[start+offLeaderEpoch:], math.MaxUint32) // -1
+			obj = appendRaw(obj, b, b.Raw[:rawHead])
 			parts = append(parts, obj[cut:len(obj):len(obj)], b.Raw[rawHead:])     // never empty: rawHead > 0
 			cut = len(obj)
 			infos[i].CRC = binary.BigEndian.Uint32(b.Raw[offCRC:])
 			footer.Batches[k] = infos[i]
 			continue
 		case b.Raw != nil:
-			obj = append(obj, b.Raw...)
-			binary.BigEndian.PutUint64(obj[start+offBaseOffset:], uint64(b.BaseOffset))
-			binary.BigEndian.PutUint32(obj[start+offLeaderEpoch:], math.MaxUint32) // -1
+			obj = appendRaw(obj, b, b.Raw)
 		case b.Compression == CompressionNone:
 			if obj, err = e.appendBatch(obj, b, p); err != nil {
 				return nil, nil, fmt.Errorf("segment: encode: batch %d (topic %d, partition %d): %w", i, b.TopicID, b.Partition, err)
@@ -212,6 +200,28 @@ func encode(batches []Batch, opts EncodeOptions, split bool) (parts [][]byte, in
 	obj = appendFooter(obj, &footer)
 	obj = appendTrailer(obj, footerLen, binary.BigEndian.Uint32(obj[len(obj)-4:]))
 	return append(parts, obj[cut:]), infos, nil
+}
+
+// aliased is how many bytes of batches' Raw batches EncodeParts (split) leaves in the
+// caller's memory rather than copying.
+func aliased(batches []Batch, split bool) int {
+	n := 0
+	for i := range batches {
+		if b := &batches[i]; split && b.Raw != nil {
+			n += len(b.Raw) - rawHead
+		}
+	}
+	return n
+}
+
+// appendRaw appends raw — b's Raw batch, or its head — with b's base offset and the
+// leader epoch -1 written in.
+func appendRaw(obj []byte, b *Batch, raw []byte) []byte {
+	start := len(obj)
+	obj = append(obj, raw...)
+	binary.BigEndian.PutUint64(obj[start+offBaseOffset:], uint64(b.BaseOffset))
+	binary.BigEndian.PutUint32(obj[start+offLeaderEpoch:], math.MaxUint32) // -1
+	return obj
 }
 
 func (e *encoder) release() {

@@ -420,8 +420,7 @@ func (b *runner) run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep.Produce = append(rep.Produce, half)
-	rep.E2E = e2e
+	rep.Produce, rep.E2E = append(rep.Produce, half), e2e
 
 	over, err := b.overload(ctx)
 	if err != nil {
@@ -453,12 +452,8 @@ func (b *runner) run(ctx context.Context) (*Report, error) {
 	if err := b.fetches(ctx); err != nil {
 		return nil, err
 	}
-	if cfg.SlowSockets > 0 {
-		sr, err := b.slowReaders(ctx)
-		if err != nil {
-			return nil, err
-		}
-		rep.SlowReaders = sr
+	if err := b.slowReaders(ctx); err != nil {
+		return nil, err
 	}
 	if !cfg.NoScale && cfg.DB != nil {
 		sc, err := b.scale(ctx, c)
@@ -741,75 +736,6 @@ func (b *runner) fetches(ctx context.Context) error {
 		b.rep.Fetch = append(b.rep.Fetch, f)
 	}
 	return nil
-}
-
-// targets checks the issue's targets against this run's figures.
-func (b *runner) targets(commitP99 float64) {
-	rep := &b.rep
-	cfg := &b.cfg
-	byName := map[string]*Produce{}
-	for i := range rep.Produce {
-		byName[rep.Produce[i].Name] = &rep.Produce[i]
-	}
-	add := func(t Target) { rep.Targets = append(rep.Targets, t) }
-	fl := rep.Floor
-	if p := byName["produce-binary"]; p != nil && fl != nil && fl.PutMiBps > 0 {
-		r := p.MiBps / fl.PutMiBps
-		add(Target{Name: "produce binary vs raw PUT bandwidth", Figure: p.MiBps, Bound: 0.7 * fl.PutMiBps, Unit: "MiB/s", Ratio: r, Want: ">= 0.7x", Pass: r >= 0.7})
-		add(Target{Name: "produce binary vs NATS JetStream 82 MiB/s", Figure: p.MiBps, Bound: 82, Unit: "MiB/s", Ratio: p.MiBps / 82, Want: ">= 1x", Pass: p.MiBps >= 82,
-			Note: "reference figure from the issue, not measured here"})
-	}
-	b.kafkaTargets(byName, add)
-	if p := byName["produce-json"]; p != nil && fl != nil && fl.PutMiBps > 0 {
-		r := p.MiBps / fl.PutMiBps
-		add(Target{Name: "produce JSON vs raw PUT bandwidth", Figure: p.MiBps, Bound: 0.35 * fl.PutMiBps, Unit: "MiB/s", Ratio: r, Want: ">= 0.35x", Pass: r >= 0.35})
-	}
-	if h := byName["produce-binary-half"]; h != nil {
-		linger := float64(cfg.Linger) / 1e6
-		if fl != nil && fl.FlushPut.N > 0 {
-			bound := linger + fl.FlushPut.P99 + commitP99 + 10
-			add(Target{Name: "produce-ack p99 at half load", Figure: h.Ack.P99, Bound: bound, Unit: "ms", Ratio: h.Ack.P99 / bound, Want: "<= linger + PUT p99 + commit p99 + 10ms", Pass: h.Ack.P99 <= bound,
-				Note: fmt.Sprintf("linger %.0f + PUT p99 %.1f + commit p99 %.1f + 10; the node's flush stages p99: %s", linger, fl.FlushPut.P99, commitP99, stageNote(h.StageP99))})
-			add(Target{Name: "end-to-end p99 through SSE", Figure: rep.E2E.P99, Bound: bound + 20, Unit: "ms", Ratio: rep.E2E.P99 / (bound + 20), Want: "<= ack bound + 20ms", Pass: rep.E2E.P99 > 0 && rep.E2E.P99 <= bound+20})
-		}
-		// PUTs per GiB: the least possible is one PUT per full flush; at a load that
-		// fills less than a flush per linger, one per linger.
-		for _, p := range rep.Produce {
-			if p.Bytes == 0 || p.Puts == 0 || p.Mode != "closed" || p.Name == "produce-binary-overload" {
-				continue // sustained load: the maximum-load phases
-			}
-			minPuts := float64(1<<30) / float64(cfg.MaxFlushBytes)
-			perLinger := p.MiBps * (1 << 20) * cfg.Linger.Seconds() // payload bytes per linger
-			expected := max(minPuts, float64(1<<30)/max(perLinger, 1))
-			add(Target{Name: "PUTs per GiB, " + p.Name, Figure: p.PutsPerGiB, Bound: 1.1 * minPuts, Unit: "PUTs/GiB", Ratio: p.PutsPerGiB / minPuts,
-				Want: "<= 1.1x the minimum for the flush size", Pass: p.PutsPerGiB <= 1.1*minPuts,
-				Note: fmt.Sprintf("minimum %.0f (full %s flushes); %.0f expected at this rate and linger; %.2f commits per flush",
-					minPuts, sizeString(cfg.MaxFlushBytes), expected, p.CommitsPerFlush)})
-		}
-	}
-	for _, f := range rep.Fetch {
-		switch f.Name {
-		case "fetch-cached":
-			if fl != nil && fl.GetMiBps > 0 {
-				r := f.MiBps / fl.GetMiBps
-				add(Target{Name: "cached fetch binary vs raw GET bandwidth", Figure: f.MiBps, Bound: 0.8 * fl.GetMiBps, Unit: "MiB/s", Ratio: r, Want: ">= 0.8x", Pass: r >= 0.8})
-			}
-			add(Target{Name: "second reader GETs per 4 MiB", Figure: f.GetsPer4Mi, Bound: 0.05, Unit: "GETs/4MiB", Ratio: f.GetsPer4Mi, Want: "~0", Pass: f.GetsPer4Mi <= 0.05})
-		case "fetch-cold":
-			t := Target{Name: "first reader GETs per 4 MiB", Figure: f.GetsPer4Mi, Bound: 1, Unit: "GETs/4MiB", Ratio: f.GetsPer4Mi, Want: "<= 1", Pass: f.GetsPer4Mi <= 1}
-			if f.Objects > 0 {
-				t.Note = fmt.Sprintf("objects average %s: one GET each is %.2f per 4 MiB; %s fetched from the store for %s served",
-					sizeString(roundSize(int64(f.Objects))), float64(4<<20)/f.Objects, sizeString(roundSize(int64(f.GetBytes))), sizeString(roundSize(f.Bytes)))
-			}
-			add(t)
-		}
-	}
-	if sc := rep.Scale; sc != nil {
-		add(Target{Name: fmt.Sprintf("fetch p50 at %s vs %s records", countString(sc.LargeRecords), countString(sc.SmallRecords)),
-			Figure: sc.Large.P50, Bound: 1.2 * sc.Small.P50, Unit: "ms", Ratio: sc.P50Ratio, Want: "<= 1.2x", Pass: sc.P50Ratio <= 1.2,
-			Note: fmt.Sprintf("%d chunk rows seeded in %.1fs (%s)", sc.RowsSeeded, sc.SeedSeconds, sc.CatalogKind)})
-	}
-	b.memoryTargets(add)
 }
 
 // loadAverage is the 1-minute load average, 0 where /proc/loadavg is missing.

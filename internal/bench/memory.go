@@ -74,13 +74,24 @@ func gcShare(p *Produce, d samples) {
 	}
 }
 
-// slowReaders opens cfg.SlowSockets connections to the first node, each asking for a
+// slowReaders runs the slow-reader phase into the report, unless cfg.SlowSockets is
+// negative.
+func (b *runner) slowReaders(ctx context.Context) error {
+	if b.cfg.SlowSockets <= 0 {
+		return nil
+	}
+	sr, err := b.slowReaderPhase(ctx)
+	b.rep.SlowReaders = sr
+	return err
+}
+
+// slowReaderPhase opens cfg.SlowSockets connections to the first node, each asking for a
 // 16 MiB JSON answer from the start of partition 0 and never reading it, holds them
 // for a few seconds while another client fetches 100 records at a time from random
 // offsets of the other partitions, then closes them. Without a bound the node holds
 // every answer for as long as the sockets stay open; with one it stays within its
 // limit and keeps answering the other client.
-func (b *runner) slowReaders(ctx context.Context) (*SlowReaders, error) {
+func (b *runner) slowReaderPhase(ctx context.Context) (*SlowReaders, error) {
 	cfg := &b.cfg
 	node := cfg.Nodes[0]
 	u, err := url.Parse(node)
