@@ -180,7 +180,7 @@ func encode(batches []Batch, opts EncodeOptions, split bool) (parts [][]byte, in
 		switch {
 		case b.Raw != nil && split:
 			obj = appendRaw(obj, b, b.Raw[:rawHead])
-			parts = append(parts, obj[cut:len(obj):len(obj)], b.Raw[rawHead:])     // never empty: rawHead > 0
+			parts = append(parts, obj[cut:len(obj):len(obj)], b.Raw[rawHead:]) // never empty: rawHead > 0
 			cut = len(obj)
 			infos[i].CRC = binary.BigEndian.Uint32(b.Raw[offCRC:])
 			footer.Batches[k] = infos[i]
