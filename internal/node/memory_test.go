@@ -43,7 +43,9 @@ func startMemNode(t *testing.T, budget int64, stall time.Duration, apiCfg api.Co
 	cfg.WriterConfig = writer.Config{BufferBytes: 16 << 20, MaxFlushBytes: 4 << 20}
 	cfg.ReaderConfig = reader.Config{CacheBytes: 16 << 20, MemoryWait: 200 * time.Millisecond}
 	apiCfg.MemoryWait = 200 * time.Millisecond
-	apiCfg.MaxInflightProduceBytes = 16 << 20
+	if apiCfg.MaxInflightProduceBytes == 0 {
+		apiCfg.MaxInflightProduceBytes = 16 << 20
+	}
 	cfg.API = apiCfg
 	n, err := Start(cfg)
 	if err != nil {
@@ -108,7 +110,9 @@ func produceBody(n, size int) string {
 }
 
 func TestMemoryOverload(t *testing.T) {
-	n := startMemNode(t, 64<<20, time.Second, api.Config{})
+	// The produce bodies admitted (48 MiB), the writer's buffer (16 MiB) and the cache
+	// (17 MiB) would take more than the 64 MiB budget: the budget refuses.
+	n := startMemNode(t, 64<<20, time.Second, api.Config{MaxInflightProduceBytes: 48 << 20})
 	body := produceBody(1000, 1000) // ~1 MiB
 	var ok, refused, other atomic.Int64
 	var wg sync.WaitGroup
@@ -140,8 +144,12 @@ func TestMemoryOverload(t *testing.T) {
 	if ok.Load() == 0 || refused.Load() == 0 || other.Load() != 0 {
 		t.Fatalf("want some produces acknowledged and some refused with 429, nothing else: %d, %d, %d", ok.Load(), refused.Load(), other.Load())
 	}
-	if n.Memory.Peak() < n.Memory.Idle()+16<<20 {
+	if n.Memory.Peak() < n.Memory.Idle()+32<<20 {
 		t.Fatalf("peak %d: the produces were not accounted", n.Memory.Peak())
+	}
+	m := metrics(t, n.url) // a refusals series appears with its first refusal
+	if !strings.Contains(m, `strata_memory_refusals_total{use="produce"}`) && !strings.Contains(m, `strata_memory_refusals_total{use="writer"}`) {
+		t.Fatalf("no produce was refused by the memory budget (it is not in the path):\n%s", m)
 	}
 	n.settle(t)
 }
@@ -280,6 +288,18 @@ func TestMemoryManyStreams(t *testing.T) {
 	}
 	n.settle(t)
 	waitGauge(t, n.url, `strata_http_reads_active{kind="streams"} 0`)
+}
+
+// metrics is the node's /metrics.
+func metrics(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
 
 // waitGauge waits until /metrics shows line.
