@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-io/strata/broker"
+	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/writer"
 )
 
@@ -50,6 +51,14 @@ type Config struct {
 	// body is read; beyond it a produce answers 429 buffer_full at once (admission.go).
 	// Set it to the writer's buffer size. Default 64 MiB, the writer's default buffer.
 	MaxInflightProduceBytes int64
+	// MemoryWait bounds how long a request waits for room in the node's memory budget
+	// (Deps.Memory) for its body or its answer before it is refused: a produce with 429
+	// buffer_full, anything else with 503 memory_exhausted. Default 500ms.
+	MemoryWait time.Duration
+	// MaxFetches, MaxLongPolls and MaxStreams cap the fetches (without wait_ms), the
+	// long-polls (with it) and the Server-Sent Events tails served at once; beyond
+	// them the request answers 429 concurrency_limit. Defaults 256, 1024, 1024.
+	MaxFetches, MaxLongPolls, MaxStreams int
 }
 
 // Defaults of Config.
@@ -59,6 +68,10 @@ const (
 	DefaultMaxWait              = 30 * time.Second
 	DefaultBodyTimeout          = 30 * time.Second
 	DefaultHeartbeatInterval    = 15 * time.Second
+	DefaultMemoryWait           = 500 * time.Millisecond
+	DefaultMaxFetches           = 256
+	DefaultMaxLongPolls         = 1024
+	DefaultMaxStreams           = 1024
 )
 
 func (c Config) withDefaults() Config {
@@ -80,6 +93,18 @@ func (c Config) withDefaults() Config {
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
 	}
+	if c.MemoryWait <= 0 {
+		c.MemoryWait = DefaultMemoryWait
+	}
+	if c.MaxFetches <= 0 {
+		c.MaxFetches = DefaultMaxFetches
+	}
+	if c.MaxLongPolls <= 0 {
+		c.MaxLongPolls = DefaultMaxLongPolls
+	}
+	if c.MaxStreams <= 0 {
+		c.MaxStreams = DefaultMaxStreams
+	}
 	return c
 }
 
@@ -95,6 +120,9 @@ type Deps struct {
 	Gatherer   prometheus.Gatherer
 	Registerer prometheus.Registerer
 	Log        *slog.Logger
+	// Memory is the node's memory budget: request bodies and answers are reserved
+	// there (memory.go). Nil: not accounted.
+	Memory *membudget.Budget
 	// Mounts are other packages' handlers served beside the API's own routes and under
 	// its middleware (request ids, metrics, panic recovery, API keys, body limits): the
 	// connect role's REST API. They answer their own errors.
@@ -119,13 +147,15 @@ type API struct {
 	mounts   []Mount
 	// admission bounds produce bodies in flight (admission.go).
 	admission *admission
+	mem       *membudget.Budget
+	slots     *slots
 }
 
 // New builds the API and its router. It registers the API's metrics on d.Registerer
 // (reusing them if an earlier API registered them there).
 func New(cfg Config, d Deps) *API {
 	cfg = cfg.withDefaults()
-	a := &API{cfg: cfg, core: d.Core, ready: d.Ready, log: d.Log, mounts: d.Mounts}
+	a := &API{cfg: cfg, core: d.Core, ready: d.Ready, log: d.Log, mounts: d.Mounts, mem: d.Memory}
 	if a.core == nil {
 		a.core = broker.New(broker.Config{}, broker.Deps{}) // every /v1 call: role_unavailable
 	}
@@ -150,6 +180,7 @@ func New(cfg Config, d Deps) *API {
 	}
 	a.gatherer = gat
 	a.metrics = newHTTPMetrics(reg)
+	a.slots = newSlots(cfg, reg)
 	a.admission = &admission{max: cfg.MaxInflightProduceBytes}
 	a.handler = a.routes()
 	return a

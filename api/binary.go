@@ -1,9 +1,7 @@
 package api
 
 import (
-	"bytes"
 	"encoding/binary"
-	"errors"
 	"mime"
 	"net/http"
 	"strconv"
@@ -57,29 +55,10 @@ func wantsRecordBatches(r *http.Request) bool {
 	return false
 }
 
-// readRawBody reads the whole body into one buffer sized from Content-Length when the
-// client sent one (bodyLimitMiddleware has refused lengths over the limit), so a large
-// body is not copied through a growing buffer.
-func readRawBody(r *http.Request) ([]byte, *problem) {
-	var buf bytes.Buffer
-	if n := r.ContentLength; n > 0 && n <= maxPresize {
-		buf.Grow(int(n) + bytes.MinRead) // ReadFrom wants room for its last, empty read
-	}
-	if _, err := buf.ReadFrom(r.Body); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, bodyTooLarge(mbe.Limit)
-		}
-		if errors.Is(err, errBodyTimeout) {
-			return nil, newProblem(CodeRequestTimeout, "%v; nothing was written", err)
-		}
-		return nil, newProblem(CodeInvalidRequest, "reading the request body: %v", err)
-	}
-	return buf.Bytes(), nil
-}
-
-// maxPresize bounds the buffer a declared length reserves before any byte arrives.
-const maxPresize = 256 << 20
+// readRawBody reads the whole body into one pooled buffer sized from Content-Length
+// when the client sent one (bodyLimitMiddleware has refused lengths over the limit),
+// so a large body is not copied through a growing buffer (memory.go: readPooled).
+func readRawBody(r *http.Request) ([]byte, *problem) { return readPooled(r) }
 
 // produceBinary serves POST /v1/topics/{topic}/records with a record-batch body.
 func (rs *recordsResource) produceBinary(w http.ResponseWriter, r *http.Request) *problem {
@@ -97,7 +76,7 @@ func (rs *recordsResource) produceBinary(w http.ResponseWriter, r *http.Request)
 	if p != nil {
 		return p
 	}
-	res, err := a.core.ProduceBatches(r.Context(), principal(r), broker.BatchesRequest{
+	res, err := a.core.ProduceBatches(produceContext(r), principal(r), broker.BatchesRequest{
 		Topic: name, Partition: int32(n), Batches: body, MaxRecords: a.cfg.MaxRecordsPerRequest,
 	})
 	if err != nil {
@@ -126,7 +105,7 @@ func (a *API) fetchBinary(w http.ResponseWriter, r *http.Request, topic string, 
 	if p != nil {
 		return p
 	}
-	res, err := a.core.FetchBatches(r.Context(), principal(r), fp.request(topic, part, offset))
+	res, err := a.core.FetchBatches(r.Context(), principal(r), fp.request(r, topic, part, offset))
 	if err != nil {
 		return a.problemFor(r, err)
 	}

@@ -28,6 +28,7 @@ const (
 	CodeMethodNotAllowed     Code = "method_not_allowed"
 	CodeStreamingUnsupported Code = "streaming_unsupported"
 	CodeNotReady             Code = "not_ready"
+	CodeConcurrencyLimit     Code = "concurrency_limit"
 
 	CodeInvalidRequest         = Code(broker.CodeInvalidRequest)
 	CodeRecordTooLarge         = Code(broker.CodeRecordTooLarge)
@@ -66,6 +67,7 @@ const (
 	CodeUnknownProducer        = Code(broker.CodeUnknownProducer)
 	CodeInvalidTransactionalID = Code(broker.CodeInvalidTransactionalID)
 	CodeStaleGeneration        = Code(broker.CodeStaleGeneration)
+	CodeMemoryExhausted        = Code(broker.CodeMemoryExhausted)
 )
 
 // CodeInfo is one row of the error table.
@@ -108,6 +110,7 @@ var codeTable = []CodeInfo{
 	{CodeTopicExists, http.StatusConflict, "Topic already exists", false},
 	{CodeOffsetOutOfRange, http.StatusRequestedRangeNotSatisfiable, "Offset out of range", false},
 	{CodeBufferFull, http.StatusTooManyRequests, "Writer buffer full", true},
+	{CodeConcurrencyLimit, http.StatusTooManyRequests, "Too many concurrent reads", true},
 	{CodeStoreUnavailable, http.StatusServiceUnavailable, "Object store unavailable", true},
 	{CodeCommitFailed, http.StatusServiceUnavailable, "Commit failed", true},
 	{CodeCommitOutcomeUnknown, http.StatusServiceUnavailable, "Commit outcome unknown", true},
@@ -115,6 +118,7 @@ var codeTable = []CodeInfo{
 	{CodeCatalogUnavailable, http.StatusServiceUnavailable, "Catalog unavailable", true},
 	{CodeRoleUnavailable, http.StatusServiceUnavailable, "Role not served by this node", true},
 	{CodeNotReady, http.StatusServiceUnavailable, "Not ready", true},
+	{CodeMemoryExhausted, http.StatusServiceUnavailable, "Memory budget exhausted", true},
 	{CodeInternal, http.StatusInternalServerError, "Internal error", false},
 	{CodeGroupNotFound, http.StatusNotFound, "Group not found", false},
 	{CodeInvalidGroupName, http.StatusBadRequest, "Invalid group name", false},

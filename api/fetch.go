@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/broker"
+	"github.com/strata-io/strata/internal/membudget"
+	"github.com/strata-io/strata/segment"
 )
 
 // fetchParams are the query parameters shared by fetch and tail.
@@ -30,7 +32,19 @@ func (a *API) fetchOrTail(w http.ResponseWriter, r *http.Request) *problem {
 	if p != nil {
 		return p
 	}
-	if wantsEventStream(r) {
+	kind := kindFetch
+	switch {
+	case wantsEventStream(r):
+		kind = kindStream
+	case fp.wait > 0:
+		kind = kindLongPoll
+	}
+	release, p := a.slots.acquire(kind)
+	if p != nil {
+		return p
+	}
+	defer release()
+	if kind == kindStream {
 		return a.tail(w, r, ti.Name, part, fp)
 	}
 	if wantsRecordBatches(r) { // Kafka v2 record batches instead of JSON (binary.go)
@@ -40,17 +54,25 @@ func (a *API) fetchOrTail(w http.ResponseWriter, r *http.Request) *problem {
 	if p != nil {
 		return p
 	}
-	res, err := a.core.Fetch(r.Context(), principal(r), fp.request(ti.Name, part, offset))
+	res, err := a.core.Fetch(r.Context(), principal(r), fp.request(r, ti.Name, part, offset))
 	if err != nil {
 		return a.problemFor(r, err)
 	}
-	writeJSONBytes(w, http.StatusOK, appendFetchResult(nil, &res, fp.render))
+	// The rendered answer is reserved before it is made, beside the records the
+	// reader reserved; all of it until the answer is written (serve releases the hold).
+	size := fetchResultSize(&res)
+	if err := hold(r).Reserve(r.Context(), int64(size), a.cfg.MemoryWait, membudget.UseFetch); err != nil {
+		return a.memoryProblem(r, broker.CapFetch, err)
+	}
+	writeJSONBytes(w, http.StatusOK, appendFetchResult(make([]byte, 0, size), &res, fp.render))
 	return nil
 }
 
-// request is the core's fetch of fp's limits from offset.
-func (fp *fetchParams) request(topic string, part int32, offset int64) broker.FetchRequest {
-	return broker.FetchRequest{Topic: topic, Partition: part, Offset: offset, MaxRecords: fp.maxRecords, MaxBytes: fp.maxBytes, Wait: fp.wait}
+// request is the core's fetch of fp's limits from offset, its bytes reserved in the
+// request's hold.
+func (fp *fetchParams) request(r *http.Request, topic string, part int32, offset int64) broker.FetchRequest {
+	return broker.FetchRequest{Topic: topic, Partition: part, Offset: offset, MaxRecords: fp.maxRecords, MaxBytes: fp.maxBytes, Wait: fp.wait,
+		Memory: hold(r)}
 }
 
 func (a *API) parseFetchParams(r *http.Request, ti broker.TopicInfo) (fetchParams, *problem) {
@@ -132,19 +154,30 @@ func wantsEventStream(r *http.Request) bool {
 	return false
 }
 
+// fetchResultSize is about the size of res's response body: the buffer it is rendered
+// into, and what is reserved for it.
+func fetchResultSize(res *broker.FetchResult) int {
+	size := 96
+	for i := range res.Records {
+		size += recordJSONSize(&res.Records[i])
+	}
+	return size
+}
+
+// recordJSONSize is about the size of one record rendered as JSON: base64 grows by a
+// third; 64 covers the fixed members.
+func recordJSONSize(rec *segment.DecodedRecord) int {
+	size := 64 + (len(rec.Key)+len(rec.Value))*4/3
+	for _, h := range rec.Headers {
+		size += 24 + len(h.Key) + len(h.Value)*4/3
+	}
+	return size
+}
+
 // appendFetchResult appends the fetch response body.
 func appendFetchResult(dst []byte, res *broker.FetchResult, o renderOpts) []byte {
 	if dst == nil {
-		size := 96
-		for i := range res.Records {
-			rec := &res.Records[i]
-			// Base64 grows by a third; 64 covers the fixed members.
-			size += 64 + (len(rec.Key)+len(rec.Value))*4/3
-			for _, h := range rec.Headers {
-				size += 24 + len(h.Key) + len(h.Value)*4/3
-			}
-		}
-		dst = make([]byte, 0, size)
+		dst = make([]byte, 0, fetchResultSize(res))
 	}
 	var scratch bytes.Buffer
 	dst = append(dst, `{"records":[`...)

@@ -145,8 +145,9 @@ func bodyTooLarge(limit int64) *problem {
 // httpMetrics are the API's request metrics, labelled by chi's route pattern so that
 // label values stay bounded whatever paths clients send.
 type httpMetrics struct {
-	requests *prometheus.CounterVec
-	seconds  *prometheus.HistogramVec
+	requests      *prometheus.CounterVec
+	seconds       *prometheus.HistogramVec
+	memoryRefused prometheus.Counter
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
@@ -163,6 +164,10 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 		}, []string{"route"}),
 	}
 	m.requests = prom.Register(reg, m.requests)
+	m.memoryRefused = prom.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "strata_http_memory_refused_total",
+		Help: "Requests refused because the node's memory budget had no room for their body or answer (429 buffer_full for produce, 503 memory_exhausted otherwise).",
+	}))
 	m.seconds = prom.Register(reg, m.seconds)
 	return m
 }

@@ -65,7 +65,7 @@ func (rs *recordsResource) produce(w http.ResponseWriter, r *http.Request) *prob
 		}
 		creq.Records[i].Topic = name
 	}
-	res, err := a.core.Produce(r.Context(), principal(r), creq)
+	res, err := a.core.Produce(produceContext(r), principal(r), creq)
 	if err != nil {
 		return a.problemFor(r, err)
 	}

@@ -21,14 +21,21 @@ import (
 type handlerFunc func(w http.ResponseWriter, r *http.Request) *problem
 
 // serve adapts h to net/http, answering role_unavailable first (before the body is
-// read) when the node cannot serve what the route needs.
+// read) when the node cannot serve what the route needs, then reserving the body in
+// the request's hold on the node's memory budget (memory.go), which is released, and
+// the body's buffer pooled, once the answer is written.
 func (a *API) serve(need broker.Capability, h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var p *problem
 		if err := a.core.Check(need); err != nil {
 			p = a.problemFor(r, err)
 		} else {
-			p = h(w, r)
+			var st *reqState
+			r, st, p = a.admitBody(r, need)
+			defer st.done()
+			if p == nil {
+				p = h(w, r)
+			}
 		}
 		if p != nil {
 			writeProblem(w, r, p)

@@ -6,6 +6,9 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/strata-io/strata/broker"
+	"github.com/strata-io/strata/internal/membudget"
 )
 
 // tail streams a partition as Server-Sent Events: one event per record, its id the
@@ -54,17 +57,43 @@ func (a *API) tail(w http.ResponseWriter, r *http.Request, topic string, part in
 	ctx := r.Context()
 	wait := a.cfg.HeartbeatInterval
 	var scratch bytes.Buffer
+	// Each batch of events is reserved in the stream's hold — the records as the
+	// reader takes them, then the events rendered — and released once it is sent: an
+	// idle stream holds nothing, and a stream whose client does not read holds one
+	// batch until its write stalls out. The render buffer is not kept beyond a small
+	// one between batches, so a thousand idle streams hold no large buffers.
+	mem := hold(r)
 	for {
+		mem.Release()
+		if cap(buf) > maxIdleTailBuffer {
+			buf = make([]byte, 0, 4096)
+		}
+		if scratch.Cap() > maxIdleTailBuffer {
+			scratch = bytes.Buffer{}
+		}
 		started := time.Now()
-		req := fp.request(topic, part, offset)
+		req := fp.request(r, topic, part, offset)
 		req.Wait = wait
 		res, err := a.core.Fetch(ctx, principal(r), req)
 		if ctx.Err() != nil {
 			return nil // the client went away
 		}
+		if err == nil && mem.Reserve(ctx, int64(tailEventsSize(&res)), a.cfg.MemoryWait, membudget.UseFetch) != nil {
+			err = &broker.Error{Code: broker.CodeMemoryExhausted}
+		}
+		if err != nil && broker.AsError("tail", err).Code == broker.CodeMemoryExhausted {
+			// No room for the batch now: wait as an idle stream does, then try again.
+			a.metrics.memoryRefused.Inc()
+			mem.Release()
+			if !sleepCtx(ctx, wait-time.Since(started)) || !sendEvents(w, rc, []byte(": heartbeat\n\n")) {
+				return nil
+			}
+			continue
+		}
 		if err != nil {
+			p := a.problemFor(r, err)
 			buf = append(buf[:0], "event: error\ndata: "...)
-			buf = append(buf, problemBody(r, a.problemFor(r, err))...)
+			buf = append(buf, problemBody(r, p)...)
 			buf = append(buf, "\n\n"...)
 			sendEvents(w, rc, buf)
 			return nil
@@ -98,6 +127,18 @@ func (a *API) tail(w http.ResponseWriter, r *http.Request, topic string, part in
 		next := res.Records[len(res.Records)-1].Offset + 1
 		offset = max(next, res.NextOffset)
 	}
+}
+
+// maxIdleTailBuffer is the largest render buffer a tail keeps between batches.
+const maxIdleTailBuffer = 64 << 10
+
+// tailEventsSize is about the size of res's records rendered as events.
+func tailEventsSize(res *broker.FetchResult) int {
+	size := 0
+	for i := range res.Records {
+		size += 32 + recordJSONSize(&res.Records[i])
+	}
+	return size
 }
 
 // sendEvents writes and flushes; false when the client is gone.

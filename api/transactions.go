@@ -133,7 +133,7 @@ func (rs *transactResource) produce(w http.ResponseWriter, r *http.Request) *pro
 		}
 		creq.Records[i].Topic = tr.Topic
 	}
-	res, err := a.core.Produce(r.Context(), principal(r), creq)
+	res, err := a.core.Produce(produceContext(r), principal(r), creq)
 	if err != nil {
 		return a.problemFor(r, err)
 	}

@@ -45,7 +45,7 @@ func BenchmarkDecodeBatches(b *testing.B) {
 // discardStore keeps nothing: the benchmark measures the node's CPU, not storage.
 type discardStore struct{}
 
-func (discardStore) Put(context.Context, string, []byte) error { return nil }
+func (discardStore) PutParts(context.Context, string, [][]byte) error { return nil }
 
 // countingCommitter assigns offsets as the catalog does, without checks.
 type countingCommitter struct {

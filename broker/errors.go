@@ -56,6 +56,7 @@ const (
 	// CodeStaleGeneration: a connector task instance wrote under a generation that is no
 	// longer its task's; it must stop (only the connect runtime meets it).
 	CodeStaleGeneration Code = "stale_generation"
+	CodeMemoryExhausted Code = "memory_exhausted"
 )
 
 // retriable lists the codes whose request may succeed later unchanged: the node was
@@ -69,6 +70,7 @@ var retriable = map[Code]bool{
 	CodeShuttingDown:         true,
 	CodeCatalogUnavailable:   true,
 	CodeRoleUnavailable:      true,
+	CodeMemoryExhausted:      true,
 }
 
 // Retriable reports whether a request refused with c may succeed later unchanged.
@@ -87,6 +89,7 @@ func Codes() []Code {
 		CodeCatalogUnavailable, CodeRoleUnavailable, CodeInternal, CodeGroupNotFound, CodeInvalidGroupName,
 		CodeUnknownMember, CodeStaleMemberEpoch, CodeNotOwner, CodeGroupNotEmpty, CodeProducerFenced,
 		CodeOutOfOrderSequence, CodeUnknownProducer, CodeInvalidTransactionalID, CodeStaleGeneration,
+		CodeMemoryExhausted,
 	}
 }
 
@@ -293,6 +296,8 @@ func fetchError(err error) *Error {
 		return newError(CodeStoreUnavailable, "fetch: the object store returned data that fails its checksums; retry (if it persists, the object is damaged: see the node's log)").unexpected("fetch", err)
 	case errors.Is(err, reader.ErrCatalogUnavailable):
 		return newError(CodeCatalogUnavailable, "fetch: the catalog did not answer; retry").unexpected("fetch", err)
+	case errors.Is(err, reader.ErrMemoryExhausted):
+		return newError(CodeMemoryExhausted, "fetch: this node's memory budget is spent on answers still being sent; retry after a short wait, or on another node")
 	}
 	return newError(CodeInternal, "fetch: unexpected error").unexpected("fetch", err)
 }

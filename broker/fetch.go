@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/reader"
 )
 
@@ -18,6 +19,11 @@ type FetchRequest struct {
 	MaxRecords int
 	MaxBytes   int64
 	Wait       time.Duration
+	// Memory, when set, is the hold the fetch reserves its bytes in against the node's
+	// memory budget (reader.Fetch.Memory): the front end releases it once it has sent
+	// the answer. Without room the fetch comes back smaller, or fails with
+	// CodeMemoryExhausted.
+	Memory *membudget.Hold
 }
 
 // FetchResult answers Fetch: the records from the requested offset, the offset to ask
@@ -78,5 +84,6 @@ func (b *Broker) fetch(ctx context.Context, req *FetchRequest) (reader.Fetch, *E
 		MaxRecords: req.MaxRecords,
 		MaxBytes:   req.MaxBytes,
 		Wait:       req.Wait,
+		Memory:     req.Memory,
 	}, nil
 }

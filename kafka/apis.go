@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/broker"
+	"github.com/strata-io/strata/internal/membudget"
 )
 
 // api is one API the listener serves: its version range and handler.
@@ -46,6 +47,9 @@ type request struct {
 	// release lists buffers of getBuf the response refers to, given back once it is
 	// encoded.
 	release [][]byte
+	// mem holds the frame and what its answer allocates, against the node's memory
+	// budget, until the answer is written (conn.writeLoop releases it).
+	mem *membudget.Hold
 }
 
 // endTurn lets the connection's next Produce submit its batches.

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/broker"
+	"github.com/strata-io/strata/internal/membudget"
 )
 
 // conn is one client connection. Its pipeline: the reader goroutine reads a frame,
@@ -58,8 +59,9 @@ type conn struct {
 // slot is one request's place in the answer order.
 type slot struct {
 	done       chan struct{}
-	out        []byte // the framed response; nil: nothing to send
-	closeAfter bool   // close the connection once the answers before this are written
+	out        []byte          // the framed response; nil: nothing to send
+	closeAfter bool            // close the connection once the answers before this are written
+	mem        *membudget.Hold // the request's memory, released once its answer is written
 }
 
 func newConn(ctx context.Context, s *Server, nc net.Conn) *conn {
@@ -137,13 +139,13 @@ func (c *conn) readLoop() {
 		case <-c.stopRead:
 			return
 		}
-		frame, ok := c.readFrame()
+		frame, mem, ok := c.readFrame()
 		if !ok {
 			<-c.sem
 			return
 		}
 		c.began()
-		sl := &slot{done: make(chan struct{})}
+		sl := &slot{done: make(chan struct{}), mem: mem}
 		c.queue <- sl // never blocks: the token above reserved room
 		if !c.dispatch(sl, frame) {
 			return
@@ -153,12 +155,13 @@ func (c *conn) readLoop() {
 
 // readFrame reads one size-prefixed frame. The size is checked against the limit before
 // anything is allocated; a frame over it, or too short to hold a request header, closes
-// the connection.
-func (c *conn) readFrame() ([]byte, bool) {
+// the connection. The frame is then reserved in the node's memory budget, in a hold its
+// answer joins: without room the connection is not read further until there is.
+func (c *conn) readFrame() ([]byte, *membudget.Hold, bool) {
 	var sz [4]byte
 	if _, err := io.ReadFull(c.br, sz[:]); err != nil {
 		c.readFailed(err, false)
-		return nil, false
+		return nil, nil, false
 	}
 	size := int32(binary.BigEndian.Uint32(sz[:]))
 	limit := c.s.cfg.MaxFrameBytes
@@ -172,14 +175,36 @@ func (c *conn) readFrame() ([]byte, bool) {
 	if size < minSize || size > limit {
 		c.s.metrics.protocolError("frame_size")
 		c.s.log.Debug("closing connection: frame size out of bounds", "remote", c.remote, "size", size, "limit", limit)
-		return nil, false
+		return nil, nil, false
+	}
+	mem, err := c.reserveFrame(int64(size))
+	if err != nil {
+		c.s.log.Debug("closing connection: no memory for a frame", "remote", c.remote, "size", size, "err", err)
+		return nil, nil, false
 	}
 	buf := make([]byte, size)
 	if _, err := io.ReadFull(c.br, buf); err != nil {
+		mem.Release()
 		c.readFailed(err, true)
-		return nil, false
+		return nil, nil, false
 	}
-	return buf, true
+	return buf, mem, true
+}
+
+// reserveFrame reserves a frame of size bytes (membudget's Frame hook), waiting for
+// room for as long as the connection lives: the client's requests queue in TCP.
+func (c *conn) reserveFrame(size int64) (*membudget.Hold, error) {
+	for {
+		h, err := c.s.deps.Memory.Frame(c.ctx, size, time.Second)
+		if !errors.Is(err, membudget.ErrExhausted) {
+			return h, err
+		}
+		select {
+		case <-c.stopRead:
+			return nil, err
+		default:
+		}
+	}
 }
 
 func (c *conn) readFailed(err error, midFrame bool) {
@@ -249,7 +274,7 @@ func (c *conn) dispatch(sl *slot, frame []byte) bool {
 		return c.refuse(sl, "bad_request", h, "request body does not parse")
 	}
 	start := time.Now()
-	rq := &request{conn: c, header: h, principal: c.principal, who: broker.Principal{Name: c.principal}}
+	rq := &request{conn: c, header: h, principal: c.principal, who: broker.Principal{Name: c.principal}, mem: sl.mem}
 	if h.key == produceKey {
 		rq.turn, rq.submitted = c.lastSubmit, make(chan struct{})
 		c.lastSubmit = rq.submitted
@@ -337,6 +362,7 @@ func (c *conn) writeLoop() {
 			}
 		}
 		putBuf(sl.out)
+		sl.mem.Release()
 		if sl.closeAfter && !broken {
 			broken = true
 			c.close()

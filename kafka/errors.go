@@ -35,6 +35,7 @@ var kafkaCodes = map[broker.Code]*kerr.Error{
 	broker.CodeOffsetOutOfRange:       kerr.OffsetOutOfRange,
 	broker.CodeBufferFull:             kerr.NotEnoughReplicas,
 	broker.CodeStoreUnavailable:       kerr.KafkaStorageError,
+	broker.CodeMemoryExhausted:        kerr.RequestTimedOut, // retriable: the node's memory budget is spent for now
 	broker.CodeCommitFailed:           kerr.NotEnoughReplicas,
 	broker.CodeCommitOutcomeUnknown:   kerr.RequestTimedOut,
 	broker.CodeShuttingDown:           kerr.NotLeaderForPartition,
@@ -48,6 +49,7 @@ var kafkaCodes = map[broker.Code]*kerr.Error{
 	broker.CodeNotOwner:               kerr.IllegalGeneration,
 	broker.CodeGroupNotEmpty:          kerr.UnknownMemberID, // a commit from outside a group with members, as Kafka answers it
 	broker.CodeProducerFenced:         kerr.InvalidProducerEpoch,
+	broker.CodeStaleGeneration:        kerr.ProducerFenced, // only the connect runtime writes under a generation; a stale one is fenced
 	broker.CodeOutOfOrderSequence:     kerr.OutOfOrderSequenceNumber,
 	broker.CodeUnknownProducer:        kerr.UnknownProducerID,
 	broker.CodeInvalidTransactionalID: kerr.InvalidRequest,

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/broker"
+	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/segment"
 )
 
@@ -37,6 +38,7 @@ func (s *Server) fetch(ctx context.Context, r *request, req kmsg.Request) (kmsg.
 		for _, p := range t.Partitions {
 			pf.Partitions = append(pf.Partitions, broker.FetchRequest{
 				Topic: t.Topic, Partition: p.Partition, Offset: p.FetchOffset, MaxBytes: int64(max(p.PartitionMaxBytes, 1)),
+				Memory: r.mem,
 			})
 		}
 	}
@@ -63,6 +65,14 @@ func (s *Server) fetch(ctx context.Context, r *request, req kmsg.Request) (kmsg.
 				continue
 			}
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = g.HighWatermark, g.HighWatermark, g.LogStartOffset
+			// The batches' copy and their place in the framed response are reserved
+			// before they are made; without room the partition answers a retriable
+			// error, and the client fetches it again.
+			if n := batchesLen(g.Batches); !r.mem.TryReserve(2*n, membudget.UseKafka) {
+				rp.ErrorCode = s.code(&broker.Error{Code: broker.CodeMemoryExhausted})
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
 			rp.RecordBatches = kafkaBatches(g.Batches, g.BaseOffsets)
 			r.sizeHint += len(rp.RecordBatches)
 			r.release = append(r.release, rp.RecordBatches)
@@ -71,6 +81,15 @@ func (s *Server) fetch(ctx context.Context, r *request, req kmsg.Request) (kmsg.
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil
+}
+
+// batchesLen is the bytes of batches back to back.
+func batchesLen(batches [][]byte) int64 {
+	var n int64
+	for _, b := range batches {
+		n += int64(len(b))
+	}
+	return n
 }
 
 // kafkaBatches copies stored batches (shared with the reader's cache: never written)

@@ -164,13 +164,17 @@ type testServer struct {
 	reg  *prometheus.Registry
 }
 
-func startServer(t testing.TB, cfg Config, fc *fakeCluster) *testServer {
+func startServer(t testing.TB, cfg Config, fc *fakeCluster, deps ...func(*Deps)) *testServer {
 	t.Helper()
 	if len(fc.nodes) == 0 {
 		fc.nodes = []catalog.Node{{ID: 0, Addr: "127.0.0.1:9092"}}
 	}
 	reg := prometheus.NewRegistry()
-	s, err := New(cfg, Deps{Core: fc.core(), Membership: fc, Self: fixedSelf(fc.nodes[0])}, nil, reg)
+	d := Deps{Core: fc.core(), Membership: fc, Self: fixedSelf(fc.nodes[0])}
+	for _, f := range deps {
+		f(&d)
+	}
+	s, err := New(cfg, d, nil, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

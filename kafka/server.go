@@ -24,6 +24,7 @@ import (
 
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/membudget"
 )
 
 // Defaults of Config.
@@ -123,6 +124,12 @@ type Deps struct {
 	Core       *broker.Broker
 	Membership Membership
 	Self       Self
+	// Memory is the node's memory budget (docs/design.md "Memory"): each request frame
+	// is reserved there before its body is read — a connection whose frame finds no room
+	// is not read further until there is, so TCP pushes back on its client — and its
+	// answer joins the frame's hold (a Fetch's batches, their copy and the framed
+	// response) until it is written. Nil: not accounted.
+	Memory *membudget.Budget
 }
 
 // Server is the Kafka listener.

@@ -60,6 +60,9 @@ type Store interface {
 	// size and checksum (an SDK retry of a put that had already succeeded) it returns
 	// nil; with other content it returns ErrExists.
 	Put(ctx context.Context, key string, body []byte) error
+	// PutParts is Put of the parts laid end to end, without joining them: a writer
+	// sends an object built around buffers it already holds (segment.EncodeParts).
+	PutParts(ctx context.Context, key string, parts [][]byte) error
 	Get(ctx context.Context, key string) ([]byte, error)
 	// GetRange returns exactly n bytes starting at off, or an error.
 	GetRange(ctx context.Context, key string, off, n int64) ([]byte, error)

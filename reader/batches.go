@@ -41,6 +41,7 @@ func (b rawBatch) own() []byte {
 func (r *Reader) scan(ctx context.Context, f Fetch, list catalog.ChunkList, visit func(rawBatch) (bool, error)) error {
 	hw := list.Partition.HighWatermark
 	next := f.Offset
+	a := acct{hold: f.Memory, wait: r.cfg.MemoryWait}
 	for i, ch := range list.Chunks {
 		if ch.LastOffset < next {
 			continue
@@ -51,13 +52,13 @@ func (r *Reader) scan(ctx context.Context, f Fetch, list catalog.ChunkList, visi
 			return nil
 		}
 		for next <= ch.LastOffset {
-			batches, complete, err := r.chunkBatches(ctx, ch, next, f.MaxBytes, f.MaxRecords)
+			batches, complete, err := r.chunkBatches(ctx, a, ch, next, f.MaxBytes, f.MaxRecords)
 			if errors.Is(err, segment.ErrCorrupt) {
 				// Objects are immutable and verified by CRC: a corrupt read is most
 				// likely damage in transit. Drop the object's cached blocks (footer included)
 				// and read once more.
 				r.cache.evict(ch.SegmentKey, 0, ch.SegmentSize) // the footer too
-				batches, complete, err = r.chunkBatches(ctx, ch, next, f.MaxBytes, f.MaxRecords)
+				batches, complete, err = r.chunkBatches(ctx, a, ch, next, f.MaxBytes, f.MaxRecords)
 			}
 			if err != nil {
 				return fmt.Errorf("chunk %s [%d,+%d) offsets %d-%d: %w", ch.SegmentKey, ch.Pos, ch.Len, ch.BaseOffset, ch.LastOffset, err)
@@ -99,11 +100,11 @@ func (r *Reader) scan(ctx context.Context, f Fetch, list catalog.ChunkList, visi
 // whose batches carry real offsets: a batch's base offset is not covered by its CRC,
 // and the footer's copy (under the footer's CRC) is how a corrupt one is caught
 // rather than served.
-func (r *Reader) chunkBatches(ctx context.Context, ch catalog.Chunk, offset, maxBytes int64, maxRecords int) (batches []rawBatch, complete bool, err error) {
+func (r *Reader) chunkBatches(ctx context.Context, a acct, ch catalog.Chunk, offset, maxBytes int64, maxRecords int) (batches []rawBatch, complete bool, err error) {
 	if ch.RealOffsets || ch.Len > r.narrowAbove {
-		return r.narrowBatches(ctx, ch, offset, maxBytes, maxRecords)
+		return r.narrowBatches(ctx, a, ch, offset, maxBytes, maxRecords)
 	}
-	data, err := r.cache.read(ctx, ch.SegmentKey, ch.SegmentSize, ch.Pos, ch.Len)
+	data, err := r.cache.readFor(ctx, a, ch.SegmentKey, ch.SegmentSize, ch.Pos, ch.Len)
 	if err != nil {
 		return nil, false, err
 	}
@@ -142,8 +143,8 @@ func checkSpan(ch catalog.Chunk, end int64) error {
 // narrowBatches is chunkBatches through the object's footer: it tells where each batch
 // lies, how many offsets it takes and (compacted objects) its base offset, so only the
 // batches needed are read, and each is checked against its footer entry.
-func (r *Reader) narrowBatches(ctx context.Context, ch catalog.Chunk, offset, maxBytes int64, maxRecords int) ([]rawBatch, bool, error) {
-	ft, err := r.footer(ctx, ch.SegmentKey, ch.SegmentSize)
+func (r *Reader) narrowBatches(ctx context.Context, a acct, ch catalog.Chunk, offset, maxBytes int64, maxRecords int) ([]rawBatch, bool, error) {
+	ft, err := r.footer(ctx, a, ch.SegmentKey, ch.SegmentSize)
 	if err != nil {
 		return nil, false, err
 	}
@@ -187,7 +188,7 @@ func (r *Reader) narrowBatches(ctx context.Context, ch catalog.Chunk, offset, ma
 		e++
 	}
 	start := infos[s].Pos
-	data, err := r.cache.read(ctx, ch.SegmentKey, ch.SegmentSize, start, infos[e-1].Pos+infos[e-1].Len-start)
+	data, err := r.cache.readFor(ctx, a, ch.SegmentKey, ch.SegmentSize, start, infos[e-1].Pos+infos[e-1].Len-start)
 	if err != nil {
 		return nil, false, err
 	}
@@ -220,14 +221,14 @@ func (r *Reader) narrowBatches(ctx context.Context, ch catalog.Chunk, offset, ma
 
 // footer returns an object's decoded footer, from the footer cache or read through
 // the block cache.
-func (r *Reader) footer(ctx context.Context, key string, size int64) (segment.Footer, error) {
+func (r *Reader) footer(ctx context.Context, a acct, key string, size int64) (segment.Footer, error) {
 	if ft, ok := r.footers.get(key); ok {
 		return ft, nil
 	}
 	if size < segment.TrailerSize {
 		return segment.Footer{}, fmt.Errorf("object %s of %d bytes: shorter than a trailer: %w", key, size, segment.ErrCorrupt)
 	}
-	tail, err := r.cache.read(ctx, key, size, size-segment.TrailerSize, segment.TrailerSize)
+	tail, err := r.cache.readFor(ctx, a, key, size, size-segment.TrailerSize, segment.TrailerSize)
 	if err != nil {
 		return segment.Footer{}, err
 	}
@@ -238,7 +239,7 @@ func (r *Reader) footer(ctx context.Context, key string, size int64) (segment.Fo
 	if n <= 0 || n > size-segment.TrailerSize {
 		return segment.Footer{}, fmt.Errorf("object %s of %d bytes: footer of %d bytes: %w", key, size, n, segment.ErrCorrupt)
 	}
-	b, err := r.cache.read(ctx, key, size, size-segment.TrailerSize-n, n)
+	b, err := r.cache.readFor(ctx, a, key, size, size-segment.TrailerSize-n, n)
 	if err != nil {
 		return segment.Footer{}, err
 	}

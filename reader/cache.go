@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 	"unsafe"
 
+	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/segment"
 )
 
@@ -51,6 +53,8 @@ type blockCache struct {
 	wholeObject int64
 	// disk, when set, keeps blocks evicted from memory and is read before a GET.
 	disk *diskTier
+	// mem is the node's memory budget (nil: not accounted).
+	mem *membudget.Budget
 
 	mu      sync.Mutex
 	size    int64
@@ -70,15 +74,29 @@ func newBlockCache(store rangeGetter, blockSize, maxBytes int64, m *metrics) *bl
 	}
 }
 
+// acct says how a read is accounted in the node's memory budget: a range copied out of
+// several blocks is reserved in hold (the fetch's: it lives as long as the fetch's
+// answer); a block loaded from the store waits up to wait for room (0: only room there
+// is, for reads nobody waits on, the prefetcher's).
+type acct struct {
+	hold *membudget.Hold
+	wait time.Duration
+}
+
 // read returns bytes [off, off+n) of object obj, whose whole size is objSize. They
 // may be the cache's own (a range inside one block is not copied): read-only.
 func (c *blockCache) read(ctx context.Context, obj string, objSize, off, n int64) ([]byte, error) {
+	return c.readFor(ctx, acct{}, obj, objSize, off, n)
+}
+
+// readFor is read, accounted by a.
+func (c *blockCache) readFor(ctx context.Context, a acct, obj string, objSize, off, n int64) ([]byte, error) {
 	if off < 0 || n <= 0 || off+n > objSize {
 		return nil, fmt.Errorf("read %s [%d,+%d): range outside the object's %d bytes", obj, off, n, objSize)
 	}
 	first, last := off/c.blockSize, (off+n-1)/c.blockSize
 	for {
-		blocks, retry, err := c.blocks(ctx, obj, objSize, first, last)
+		blocks, retry, err := c.blocks(ctx, a, obj, objSize, first, last)
 		if retry {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -86,7 +104,7 @@ func (c *blockCache) read(ctx context.Context, obj string, objSize, off, n int64
 			continue
 		}
 		if err != nil {
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && !errors.Is(err, ErrMemoryExhausted) {
 				err = fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 			}
 			return nil, fmt.Errorf("read %s [%d,+%d): %w", obj, off, n, err)
@@ -94,6 +112,9 @@ func (c *blockCache) read(ctx context.Context, obj string, objSize, off, n int64
 		if len(blocks) == 1 {
 			lo := off - first*c.blockSize
 			return blocks[0][lo : lo+n : lo+n], nil
+		}
+		if err := a.hold.Reserve(ctx, n, a.wait, membudget.UseFetch); err != nil {
+			return nil, fmt.Errorf("read %s [%d,+%d): %w", obj, off, n, memoryError(ctx, err))
 		}
 		out := make([]byte, n)
 		w := 0
@@ -114,7 +135,7 @@ type pending struct {
 
 // blocks returns blocks first..last of obj. retry reports that a block this call
 // waited for failed only because its leader's context ended.
-func (c *blockCache) blocks(ctx context.Context, obj string, objSize, first, last int64) (blocks [][]byte, retry bool, err error) {
+func (c *blockCache) blocks(ctx context.Context, a acct, obj string, objSize, first, last int64) (blocks [][]byte, retry bool, err error) {
 	blocks = make([][]byte, last-first+1)
 	var mine, theirs []pending
 	var hits, misses int
@@ -167,7 +188,7 @@ func (c *blockCache) blocks(ctx context.Context, obj string, objSize, first, las
 
 	// Every load this call leads completes before it waits on anyone else's, so two
 	// fetches that each lead a block the other needs cannot deadlock.
-	if err := c.fetch(ctx, obj, objSize, mine); err != nil {
+	if err := c.fetch(ctx, a.wait, obj, objSize, mine); err != nil {
 		return nil, false, err
 	}
 	for _, p := range mine {
@@ -190,8 +211,10 @@ func (c *blockCache) blocks(ctx context.Context, obj string, objSize, first, las
 }
 
 // fetch GETs the blocks of mine (ascending), one GET per run of adjacent blocks, and
-// completes every one of their loads, whatever happens.
-func (c *blockCache) fetch(ctx context.Context, obj string, objSize int64, mine []pending) (err error) {
+// completes every one of their loads, whatever happens. Each GET's bytes are reserved
+// in the node's budget first (waiting up to wait), until they are in the cache — whose
+// bytes are a standing reservation — or dropped.
+func (c *blockCache) fetch(ctx context.Context, wait time.Duration, obj string, objSize int64, mine []pending) (err error) {
 	if c.disk != nil {
 		mine = c.fromDisk(obj, objSize, mine)
 	}
@@ -213,6 +236,9 @@ func (c *blockCache) fetch(ctx context.Context, obj string, objSize int64, mine 
 		run := mine[next:end]
 		off := run[0].idx * c.blockSize
 		n := min((run[len(run)-1].idx+1)*c.blockSize, objSize) - off
+		if err = c.mem.Reserve(ctx, n, wait, membudget.UseCache); err != nil {
+			return memoryError(ctx, err)
+		}
 		var data []byte
 		data, err = c.store.GetRange(ctx, obj, off, n)
 		c.m.gets.Inc()
@@ -221,9 +247,11 @@ func (c *blockCache) fetch(ctx context.Context, obj string, objSize int64, mine 
 			err = fmt.Errorf("get range %s [%d,+%d): got %d bytes", obj, off, n, len(data))
 		}
 		if err != nil {
+			c.mem.Release(n)
 			return err
 		}
 		c.complete(obj, run, data, nil, false)
+		c.mem.Release(n) // in the cache now (its standing reservation), or garbage
 		next = end
 	}
 	return nil
@@ -286,6 +314,14 @@ func (c *blockCache) complete(obj string, run []pending, data []byte, err error,
 	for _, p := range run {
 		close(p.l.done)
 	}
+}
+
+// memoryError is err from a reservation that failed, as the reader reports it.
+func memoryError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("%w: %w", ErrMemoryExhausted, err)
 }
 
 // evict drops the cached blocks holding [off, off+n) of obj: a range that failed to

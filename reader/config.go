@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/strata-io/strata/internal/membudget"
 )
 
 // Config tunes a Reader. A zero field takes its default.
@@ -41,6 +43,15 @@ type Config struct {
 	// reader of new data then costs one GET per writer object. Default three blocks
 	// (12 MiB), above the writer's default flush; -1 turns it off.
 	WholeObjectBytes int64
+	// Memory is the node's memory budget. Blocks are reserved there while they are
+	// read into the cache (the cache itself is a standing reservation the node makes:
+	// MemoryBytes), and evicted blocks while they wait for the disk tier; a fetch's own
+	// bytes go to the hold it carries (Fetch.Memory). Nil: not accounted.
+	Memory *membudget.Budget
+	// MemoryWait bounds how long a fetch waits for room in the budget before it fails
+	// with ErrMemoryExhausted (a later batch that finds no room ends the fetch early,
+	// smaller, instead). Default 1s.
+	MemoryWait time.Duration
 	// NoPrefetch turns off reading ahead for sequential readers: by default, once a
 	// fetch is served, the bytes that follow it (the rest of its chunk or the head of
 	// the next one) are loaded into the cache in the background while Run runs.
@@ -58,6 +69,7 @@ const (
 	DefaultMaxBytesCap       = 16 << 20
 	DefaultMaxWait           = 30 * time.Second
 	DefaultDiskCacheBytes    = 4 << 30
+	DefaultMemoryWait        = time.Second
 )
 
 // maxMaxBytes bounds Config.MaxBytes.
@@ -98,10 +110,20 @@ func (c Config) withDefaults() Config {
 	if c.WholeObjectBytes == 0 {
 		c.WholeObjectBytes = 3 * c.BlockSize
 	}
+	if c.MemoryWait == 0 {
+		c.MemoryWait = DefaultMemoryWait
+	}
 	if c.DiskCacheDir != "" && c.DiskCacheBytes == 0 {
 		c.DiskCacheBytes = DefaultDiskCacheBytes
 	}
 	return c
+}
+
+// MemoryBytes is what the reader holds for its whole life, the node's standing
+// reservation for it: the block cache and the decoded footers kept beside it.
+func (c Config) MemoryBytes() int64 {
+	c = c.withDefaults()
+	return c.CacheBytes + c.CacheBytes/16
 }
 
 // Validate checks c (zero fields meaning their defaults) and says how to fix it.

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/strata-io/strata/internal/membudget"
 )
 
 // diskTier is the block cache's second level: blocks evicted from memory are written
@@ -36,6 +38,7 @@ type diskTier struct {
 	log *slog.Logger
 
 	queue chan cached // evicted blocks waiting to be written
+	mem   *membudget.Budget
 
 	mu sync.Mutex
 	// pending holds the queued blocks until they are on disk, so a block is served
@@ -170,10 +173,17 @@ func (d *diskTier) offer(b cached) {
 	if _, ok := d.pending[b.key]; ok {
 		return
 	}
+	// Evicted, the block is no longer in the cache's standing reservation: it is
+	// reserved while it waits, or not kept.
+	if !d.mem.TryReserve(int64(len(b.data)), membudget.UseCache) {
+		d.m.diskDropped.Inc()
+		return
+	}
 	select {
 	case d.queue <- b:
 		d.pending[b.key] = b.data
 	default:
+		d.mem.Release(int64(len(b.data)))
 		d.m.diskDropped.Inc()
 	}
 }
@@ -191,6 +201,7 @@ func (d *diskTier) run(ctx context.Context) {
 			d.mu.Lock()
 			delete(d.pending, b.key)
 			d.mu.Unlock()
+			d.mem.Release(int64(len(b.data)))
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/segment"
 )
 
@@ -25,6 +26,14 @@ type Fetch struct {
 	MaxRecords int           // 0: a default
 	MaxBytes   int64         // 0: a default
 	Wait       time.Duration // long-poll: wait up to this long for data at Offset
+	// Memory, when set, is where the fetch reserves the bytes it allocates and returns
+	// (against the node's budget): nothing while it waits; then each batch before it is
+	// taken, the first waiting up to Config.MemoryWait (ErrMemoryExhausted after), a
+	// later one ending the fetch early when there is no room. The caller releases the
+	// hold once it has written the response: until then the bytes are in use, whether
+	// the result's own or the cache's (an evicted block lives on while a result refers
+	// to it).
+	Memory *membudget.Hold
 }
 
 // Result answers a Fetch. Records is empty when a long-poll's Wait elapsed without
@@ -57,6 +66,10 @@ type SharedRawResult struct {
 
 // ErrInvalidFetch: a Fetch with a negative limit or wait.
 var ErrInvalidFetch = errors.New("reader: invalid fetch")
+
+// ErrMemoryExhausted (wrapped, with membudget.ErrExhausted or ErrTooLarge): the node's
+// memory budget had no room for the fetch within Config.MemoryWait; retry later.
+var ErrMemoryExhausted = errors.New("reader: memory budget exhausted")
 
 // OutOfRangeError: Offset is below the log start or above the high watermark.
 type OutOfRangeError struct {

@@ -8,10 +8,12 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/segment"
 )
@@ -91,6 +93,7 @@ func New(store rangeGetter, cat chunkSource, cfg Config, log *slog.Logger, reg p
 		waiters:     make(map[partKey]map[*waiter]struct{}),
 	}
 	r.cache.wholeObject = cfg.WholeObjectBytes
+	r.cache.mem = cfg.Memory
 	if cfg.DiskCacheDir != "" {
 		d, err := openDiskTier(cfg.DiskCacheDir, cfg.DiskCacheBytes, m, r.log)
 		if err != nil {
@@ -98,6 +101,7 @@ func New(store rangeGetter, cat chunkSource, cfg Config, log *slog.Logger, reg p
 			// memory alone beats not serving.
 			r.log.Error("disk block cache unavailable: serving from memory only", "err", err)
 		} else {
+			d.mem = cfg.Memory
 			r.cache.disk = d
 		}
 	}
@@ -230,6 +234,11 @@ func (r *Reader) Fetch(ctx context.Context, f Fetch) (Result, error) {
 			res.NextOffset = max(res.NextOffset, b.last+1)
 			return true, nil
 		}
+		// The copy (or the decompressed records) and the records' slice headers are
+		// reserved before they are made.
+		if ok, err := r.take(ctx, f, int64(len(b.data))+int64(b.records)*decodedOverhead, len(res.Records) == 0); !ok {
+			return false, err
+		}
 		// Records of an uncompressed batch alias its bytes: decode a private copy so
 		// the caller owns them. A compressed one decompresses into a new buffer
 		// anyway, and is decoded where it lies, its offsets shifted after.
@@ -240,6 +249,18 @@ func (r *Reader) Fetch(ctx context.Context, f Fetch) (Result, error) {
 		db, err := segment.DecodeBatch(raw)
 		if err != nil {
 			return false, fmt.Errorf("decode batch at offset %d: %w", b.base, err)
+		}
+		if b.compressed {
+			// Its records' size is known only once decompressed: what they take beyond
+			// the compressed bytes reserved above is reserved now, or the batch is dropped
+			// (garbage at once) and the fetch ends before it.
+			var n int64
+			for _, rec := range db.Records {
+				n += recordSize(rec)
+			}
+			if ok, err := r.take(ctx, f, n-int64(len(b.data)), len(res.Records) == 0); !ok {
+				return false, err
+			}
 		}
 		shift := b.base - db.BaseOffset
 		for _, rec := range db.Records {
@@ -319,6 +340,10 @@ func (r *Reader) fetchRaw(ctx context.Context, f Fetch, shared bool) (SharedRawR
 		if len(res.Batches) > 0 && size+n > f.MaxBytes {
 			return false, nil
 		}
+		// Shared or copied, the batch is held until the caller has written it.
+		if ok, err := r.take(ctx, f, n, len(res.Batches) == 0); !ok {
+			return false, err
+		}
 		if shared {
 			res.Batches = append(res.Batches, b.data)
 			res.BaseOffsets = append(res.BaseOffsets, b.base)
@@ -338,6 +363,28 @@ func (r *Reader) fetchRaw(ctx context.Context, f Fetch, shared bool) (SharedRawR
 		return SharedRawResult{}, fmt.Errorf("reader: fetch raw topic %d partition %d offset %d: %w", f.TopicID, f.Partition, f.Offset, err)
 	}
 	return res, nil
+}
+
+// decodedOverhead is what a decoded record costs beside its bytes: its struct in the
+// result and its headers' slice, about.
+const decodedOverhead = int64(unsafe.Sizeof(segment.DecodedRecord{})) + 32
+
+// take reserves n bytes of a fetch's result in f.Memory before they are taken: the
+// first batch of the result waits up to MemoryWait for room (ErrMemoryExhausted
+// after), a later one takes only room there is below membudget.GrowShare — without it,
+// ok is false and the fetch ends there, smaller: under memory pressure fetches shrink
+// before they fail, and a few large ones leave room for everyone else's first batch.
+func (r *Reader) take(ctx context.Context, f Fetch, n int64, first bool) (ok bool, err error) {
+	if f.Memory == nil {
+		return true, nil
+	}
+	if !first {
+		return f.Memory.TryGrow(n, membudget.UseFetch), nil
+	}
+	if err := f.Memory.Reserve(ctx, n, r.cfg.MemoryWait, membudget.UseFetch); err != nil {
+		return false, memoryError(ctx, err)
+	}
+	return true, nil
 }
 
 // recordSize is what a record counts against Fetch.MaxBytes: the bytes a response

@@ -56,6 +56,34 @@ var encoders = sync.Pool{New: func() any { return new(encoder) }}
 // Batch's fields, ...) is refused with an error wrapping ErrInvalid. A Raw batch is
 // copied, not re-encoded; its footer entry is read from its header.
 func Encode(batches []Batch, opts EncodeOptions) (obj []byte, infos []BatchInfo, err error) {
+	parts, infos, err := encode(batches, opts, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return parts[0], infos, nil
+}
+
+// EncodeParts is Encode for an object that is sent rather than kept: it does not copy
+// Raw batches. The object is parts laid end to end (size bytes in all); each Raw
+// batch's bytes past its first 16 — the base offset, length and leader epoch, the
+// fields Encode writes, which go in a patched copy — are a part of their own that
+// aliases the caller's batch. A writer's flush of Kafka batches then holds its
+// requests' bytes once, not once more in the object (an object store client streams
+// the parts: objstore.Store.PutParts).
+func EncodeParts(batches []Batch, opts EncodeOptions) (parts [][]byte, size int64, infos []BatchInfo, err error) {
+	parts, infos, err = encode(batches, opts, true)
+	for _, p := range parts {
+		size += int64(len(p))
+	}
+	return parts, size, infos, err
+}
+
+// rawHead is how much of a Raw batch EncodeParts copies: up to the magic byte, past
+// the fields it patches.
+const rawHead = offMagic
+
+// encode is Encode, or with split EncodeParts.
+func encode(batches []Batch, opts EncodeOptions, split bool) (parts [][]byte, infos []BatchInfo, err error) {
 	if len(batches) == 0 {
 		return nil, nil, fmt.Errorf("segment: encode: no batches: %w", ErrInvalid)
 	}
@@ -143,15 +171,22 @@ func Encode(batches []Batch, opts EncodeOptions) (obj []byte, infos []BatchInfo,
 		return nil, nil, fmt.Errorf("segment: encode: footer of %d batches takes %d bytes, more than %d: %w", len(batches), footerLen, maxFooterLen, ErrInvalid)
 	}
 
-	obj = make([]byte, 0, int(pos)+footerLen+TrailerSize)
+	// obj's capacity is exact, so the parts cut from it stay valid as it grows.
+	obj := make([]byte, 0, int(pos)-aliased(batches, split)+footerLen+TrailerSize)
+	cut := 0 // obj[cut:] is not in parts yet
 	for k, i := range order {
 		b, p := &batches[i], &plans[i]
 		start := len(obj)
 		switch {
+		case b.Raw != nil && split:
+			obj = appendRaw(obj, b, b.Raw[:rawHead])
+			parts = append(parts, obj[cut:len(obj):len(obj)], b.Raw[rawHead:]) // never empty: rawHead > 0
+			cut = len(obj)
+			infos[i].CRC = binary.BigEndian.Uint32(b.Raw[offCRC:])
+			footer.Batches[k] = infos[i]
+			continue
 		case b.Raw != nil:
-			obj = append(obj, b.Raw...)
-			binary.BigEndian.PutUint64(obj[start+offBaseOffset:], uint64(b.BaseOffset))
-			binary.BigEndian.PutUint32(obj[start+offLeaderEpoch:], math.MaxUint32) // -1
+			obj = appendRaw(obj, b, b.Raw)
 		case b.Compression == CompressionNone:
 			if obj, err = e.appendBatch(obj, b, p); err != nil {
 				return nil, nil, fmt.Errorf("segment: encode: batch %d (topic %d, partition %d): %w", i, b.TopicID, b.Partition, err)
@@ -164,7 +199,29 @@ func Encode(batches []Batch, opts EncodeOptions) (obj []byte, infos []BatchInfo,
 	}
 	obj = appendFooter(obj, &footer)
 	obj = appendTrailer(obj, footerLen, binary.BigEndian.Uint32(obj[len(obj)-4:]))
-	return obj, infos, nil
+	return append(parts, obj[cut:]), infos, nil
+}
+
+// aliased is how many bytes of batches' Raw batches EncodeParts (split) leaves in the
+// caller's memory rather than copying.
+func aliased(batches []Batch, split bool) int {
+	n := 0
+	for i := range batches {
+		if b := &batches[i]; split && b.Raw != nil {
+			n += len(b.Raw) - rawHead
+		}
+	}
+	return n
+}
+
+// appendRaw appends raw — b's Raw batch, or its head — with b's base offset and the
+// leader epoch -1 written in.
+func appendRaw(obj []byte, b *Batch, raw []byte) []byte {
+	start := len(obj)
+	obj = append(obj, raw...)
+	binary.BigEndian.PutUint64(obj[start+offBaseOffset:], uint64(b.BaseOffset))
+	binary.BigEndian.PutUint32(obj[start+offLeaderEpoch:], math.MaxUint32) // -1
+	return obj
 }
 
 func (e *encoder) release() {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -379,6 +380,51 @@ func FuzzScanBatches(f *testing.F) {
 			t.Fatalf("told to stop at batch %d: %d visits, %v", k, visits, err)
 		}
 	})
+}
+
+// EncodeParts lays out the object Encode does, byte for byte, without copying raw
+// batches: their bodies are parts that alias the caller's bytes.
+func TestEncodePartsAliasesRaw(t *testing.T) {
+	rawA := encodeOne(t, Batch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Records: []Record{{Value: []byte("a"), Timestamp: 1}, {Value: []byte("bb"), Timestamp: 2}}})
+	rawB := encodeOne(t, Batch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Records: []Record{{Key: []byte("k"), Value: bytes.Repeat([]byte("c"), 300), Timestamp: 3}}})
+	batches := []Batch{
+		{TopicID: 2, Partition: 1, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Raw: rawA},
+		{TopicID: 1, Partition: 0, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Records: []Record{{Value: []byte("v"), Timestamp: 5}}},
+		{TopicID: 2, Partition: 1, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Raw: rawB},
+		{TopicID: 3, Partition: 0, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Compression: CompressionGzip, Records: []Record{{Value: []byte("z"), Timestamp: 5}}},
+	}
+	whole, infos, err := Encode(batches, EncodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keepA, keepB := bytes.Clone(rawA), bytes.Clone(rawB)
+	parts, size, pinfos, err := EncodeParts(batches, EncodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := bytes.Join(parts, nil); !bytes.Equal(got, whole) || size != int64(len(whole)) {
+		t.Fatalf("the parts (%d bytes, size %d) are not Encode's object (%d bytes)", len(got), size, len(whole))
+	}
+	if !reflect.DeepEqual(infos, pinfos) {
+		t.Fatalf("infos differ:\n%+v\n%+v", infos, pinfos)
+	}
+	aliased := 0
+	for _, p := range parts {
+		for _, raw := range [][]byte{rawA, rawB} {
+			if len(p) > 0 && &p[0] == &raw[rawHead] && len(p) == len(raw)-rawHead {
+				aliased++
+			}
+		}
+	}
+	if aliased != 2 {
+		t.Fatalf("%d of the 2 raw batches are parts of their own", aliased)
+	}
+	if !bytes.Equal(rawA, keepA) || !bytes.Equal(rawB, keepB) {
+		t.Fatal("EncodeParts wrote into the caller's batches")
+	}
+	if _, err := ReadFooter(whole); err != nil {
+		t.Fatalf("the object does not open: %v", err)
+	}
 }
 
 func TestResetLeaderEpochs(t *testing.T) {

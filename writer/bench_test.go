@@ -17,7 +17,7 @@ import (
 // writer's own CPU (batching, layout, encoding, answering), not storage.
 type discardStore struct{}
 
-func (discardStore) Put(context.Context, string, []byte) error { return nil }
+func (discardStore) PutParts(context.Context, string, [][]byte) error { return nil }
 
 // countingCatalog assigns offsets like the real commit, without checks.
 type countingCatalog struct {

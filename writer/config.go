@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/segment"
 )
 
@@ -56,6 +57,10 @@ type Config struct {
 	// before its requests are answered with ErrCommit and ErrOutcomeUnknown.
 	// Default 30s.
 	SettleTimeout time.Duration
+	// Memory is the node's memory budget: every request's bytes are reserved there
+	// while the writer holds them (buffered, encoding, uploading), beside BufferBytes;
+	// when it is spent, Produce fails at once with ErrBufferFull. Nil: not accounted.
+	Memory *membudget.Budget
 	// Now is the writer's clock: it stamps LogAppendTime records and dates segment
 	// keys. Default time.Now; tests inject their own. Linger uses real time.
 	Now func() time.Time

@@ -1,6 +1,7 @@
 package writer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,8 +21,9 @@ import (
 type memStore struct {
 	mu       sync.Mutex
 	objs     map[string][]byte
-	keys     []string // in put order
-	puts     int      // Put calls
+	keys     []string   // in put order
+	parts    [][][]byte // the parts of each stored put, in put order
+	puts     int        // Put calls
 	inFlight int
 	maxIn    int // most Puts in progress at once
 
@@ -35,9 +37,17 @@ type memStore struct {
 
 var _ segmentStore = (*memStore)(nil)
 
+// putParts returns the parts of every put that stored its object, in order.
+func (s *memStore) putParts() [][][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([][][]byte(nil), s.parts...)
+}
+
 func newMemStore() *memStore { return &memStore{objs: make(map[string][]byte)} }
 
-func (s *memStore) Put(ctx context.Context, key string, body []byte) error {
+func (s *memStore) PutParts(ctx context.Context, key string, parts [][]byte) error {
+	body := bytes.Join(parts, nil)
 	s.mu.Lock()
 	s.puts++
 	n := s.puts
@@ -72,6 +82,7 @@ func (s *memStore) Put(ctx context.Context, key string, body []byte) error {
 	}
 	s.objs[key] = append([]byte(nil), body...)
 	s.keys = append(s.keys, key)
+	s.parts = append(s.parts, parts)
 	return nil
 }
 

@@ -54,7 +54,7 @@ func (w *Writer) flush(f *flush) {
 	}
 	now := w.cfg.Now()
 	start := time.Now()
-	lay, obj, infos, err := w.encodeFlush(f, now)
+	lay, obj, size, infos, err := w.encodeFlush(f, now)
 	w.m.stage.WithLabelValues("encode").Observe(time.Since(start).Seconds())
 	if err != nil {
 		w.log.Error("encode segment", "requests", len(f.reqs), "err", err)
@@ -66,24 +66,24 @@ func (w *Writer) flush(f *flush) {
 		waitPrev() // every request was refused by the encoder and has its answer
 		return
 	}
-	w.m.flushBytes.Observe(float64(len(obj)))
+	w.m.flushBytes.Observe(float64(size))
 
 	key := w.newKey(now)
 	start = time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.PutTimeout)
-	err = w.store.Put(ctx, key, obj)
+	err = w.store.PutParts(ctx, key, obj)
 	cancel()
 	w.m.stage.WithLabelValues("put").Observe(time.Since(start).Seconds())
 	if err != nil {
 		w.m.puts.WithLabelValues("error").Inc()
-		w.log.Warn("put segment", "key", key, "bytes", len(obj), "requests", len(lay.reqs), "err", err)
+		w.log.Warn("put segment", "key", key, "bytes", size, "requests", len(lay.reqs), "err", err)
 		waitPrev()
 		failAll(lay.reqs, fmt.Errorf("%w: put %s: %w", ErrStore, key, err))
 		return
 	}
 	w.m.puts.WithLabelValues("ok").Inc()
 
-	seg := catalog.Segment{Key: key, Size: int64(len(obj)), Requests: make([]catalog.Request, len(lay.reqs))}
+	seg := catalog.Segment{Key: key, Size: size, Requests: make([]catalog.Request, len(lay.reqs))}
 	for k, p := range lay.reqs {
 		sp := lay.spans[k]
 		cr := catalog.Request{Producer: p.req.Producer, GroupOffsets: p.req.GroupOffsets, Source: p.req.Source, Batches: make([]catalog.Batch, sp.catalogBatches())}
@@ -124,42 +124,42 @@ func (w *Writer) flush(f *flush) {
 	w.m.stage.WithLabelValues("commit").Observe(time.Since(start).Seconds())
 }
 
-// encodeFlush lays out and encodes f. A request the encoder refuses on its own gets
-// ErrInvalid and is left out; the others go on. The returned layout holds only the
-// requests still to commit; on error, those to fail.
-func (w *Writer) encodeFlush(f *flush, now time.Time) (layout, []byte, []segment.BatchInfo, error) {
+// encodeFlush lays out and encodes f, as the object's parts and its size. A request
+// the encoder refuses on its own gets ErrInvalid and is left out; the others go on. The
+// returned layout holds only the requests still to commit; on error, those to fail.
+func (w *Writer) encodeFlush(f *flush, now time.Time) (layout, [][]byte, int64, []segment.BatchInfo, error) {
 	lay := w.layout(f, f.reqs, now)
-	obj, infos, err := w.encode(lay.batches, segment.EncodeOptions{})
+	obj, size, infos, err := w.encode(lay.batches, segment.EncodeOptions{})
 	if err == nil {
 		err = checkInfos(lay, infos)
 	}
 	if err == nil {
-		return lay, obj, infos, nil
+		return lay, obj, size, infos, nil
 	}
 	// Find the requests that cannot be encoded even alone, answer them, and encode the
 	// rest again: one bad request must not fail a whole flush.
 	var keep []*pending
 	for k, p := range lay.reqs {
 		sp := lay.spans[k]
-		if _, _, e := w.encode(lay.batches[sp.first:sp.first+sp.n], segment.EncodeOptions{}); e != nil {
+		if _, _, _, e := w.encode(lay.batches[sp.first:sp.first+sp.n], segment.EncodeOptions{}); e != nil {
 			p.err = fmt.Errorf("%w: encode: %w", ErrInvalid, e)
 			continue
 		}
 		keep = append(keep, p)
 	}
 	if len(keep) == len(lay.reqs) {
-		return lay, nil, nil, err
+		return lay, nil, 0, nil, err
 	}
 	w.log.Warn("encode segment: requests refused", "refused", len(lay.reqs)-len(keep), "err", err)
 	lay = w.layout(f, keep, now)
 	if len(keep) == 0 {
-		return lay, nil, nil, nil
+		return lay, nil, 0, nil, nil
 	}
-	obj, infos, err = w.encode(lay.batches, segment.EncodeOptions{})
+	obj, size, infos, err = w.encode(lay.batches, segment.EncodeOptions{})
 	if err == nil {
 		err = checkInfos(lay, infos)
 	}
-	return lay, obj, infos, err
+	return lay, obj, size, infos, err
 }
 
 // checkInfos guards the commit against an encoder that does not describe the batches it

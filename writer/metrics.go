@@ -18,7 +18,7 @@ type metrics struct {
 	settles      *prometheus.CounterVec   // result: committed|aborted|unknown
 	stage        *prometheus.HistogramVec // stage: encode|put|commit
 	buffered     prometheus.Gauge
-	rejected     *prometheus.CounterVec // reason: buffer_full|too_large|invalid|closed
+	rejected     *prometheus.CounterVec // reason: buffer_full|memory|too_large|invalid|closed
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -64,7 +64,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		})),
 		rejected: prom.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_writer_rejected_total",
-			Help: "Produce requests refused before buffering, by reason (buffer_full, too_large, invalid, closed).",
+			Help: "Produce requests refused before buffering, by reason (buffer_full, memory: the node's memory budget, too_large, invalid, closed).",
 		}, []string{"reason"})),
 	}
 	// Pre-create the label values so dashboards see zeros rather than gaps.
@@ -77,7 +77,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{"committed", "aborted", "unknown"} {
 		m.settles.WithLabelValues(r)
 	}
-	for _, r := range []string{"buffer_full", "too_large", "invalid", "closed"} {
+	for _, r := range []string{"buffer_full", "memory", "too_large", "invalid", "closed"} {
 		m.rejected.WithLabelValues(r)
 	}
 	return m

@@ -104,12 +104,25 @@ func TestRawStoredAsSent(t *testing.T) {
 				if form == "raw" && !bytes.Equal(obj[cb[0].Pos:cb[0].Pos+cb[0].Len], withBase(raw, 0)) {
 					t.Fatal("the stored batch is not the one sent, base offset aside")
 				}
+				if form == "raw" && !putAliases(h.store.putParts()[0], raw[16:]) {
+					t.Fatal("the put copied the raw batch instead of sending the request's bytes")
+				}
 			}
 			if !bytes.Equal(objects["raw"], objects["records"]) {
 				t.Fatal("the object of the raw request differs from that of the same records")
 			}
 		})
 	}
+}
+
+// putAliases reports whether one of parts is b itself (not a copy).
+func putAliases(parts [][]byte, b []byte) bool {
+	for _, p := range parts {
+		if len(p) == len(b) && len(b) > 0 && &p[0] == &b[0] {
+			return true
+		}
+	}
+	return false
 }
 
 // Several raw batches of one request lie back to back under one catalog batch, beside

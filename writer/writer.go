@@ -12,15 +12,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/internal/murmur2"
 	"github.com/strata-io/strata/segment"
 )
 
 // segmentStore is the part of the object store the writer uses (objstore.Store has it).
 type segmentStore interface {
-	// Put creates key with body and never overwrites; an SDK retry of a put that had
-	// already succeeded returns nil.
-	Put(ctx context.Context, key string, body []byte) error
+	// PutParts creates key with the parts laid end to end and never overwrites; an SDK
+	// retry of a put that had already succeeded returns nil.
+	PutParts(ctx context.Context, key string, parts [][]byte) error
 }
 
 // committer is the part of the catalog the writer uses (catalog.Catalog has it).
@@ -52,9 +53,10 @@ type Writer struct {
 	log   *slog.Logger
 	m     *metrics
 
-	// encode and newKey are segment.Encode and segment.NewKey; tests replace them to
-	// inject faults.
-	encode func([]segment.Batch, segment.EncodeOptions) ([]byte, []segment.BatchInfo, error)
+	// encode and newKey are segment.EncodeParts and segment.NewKey; tests replace them
+	// to inject faults. EncodeParts leaves raw batches where they are (in the request
+	// bodies) rather than copy them into the object: a flush holds its bytes once.
+	encode func([]segment.Batch, segment.EncodeOptions) ([][]byte, int64, []segment.BatchInfo, error)
 	newKey func(time.Time) string
 
 	kick chan struct{}  // wakes Run when the buffer starts filling, to arm the linger timer
@@ -120,7 +122,7 @@ func New(store segmentStore, cat committer, cfg Config, log *slog.Logger, reg pr
 		cfg:    cfg.withDefaults(),
 		log:    log.With("component", "writer"),
 		m:      newMetrics(reg),
-		encode: segment.Encode,
+		encode: segment.EncodeParts,
 		newKey: segment.NewKey,
 		kick:   make(chan struct{}, 1),
 		sticky: make(map[int64]uint64),
@@ -462,6 +464,12 @@ func (w *Writer) enqueue(p *pending) error {
 		w.m.rejected.WithLabelValues("buffer_full").Inc()
 		return fmt.Errorf("%w: %d of %d bytes held: retry after a short wait", ErrBufferFull, w.held, w.cfg.BufferBytes)
 	}
+	// The records become an object that the node allocates: reserved before they are
+	// buffered, released when their flush is answered (process).
+	if !w.cfg.Memory.TryReserve(p.size, membudget.UseWriter) {
+		w.m.rejected.WithLabelValues("memory").Inc()
+		return fmt.Errorf("%w: the node's memory budget is spent: retry after a short wait", ErrBufferFull)
+	}
 	// Cut before p would push the flush past MaxFlushBytes, so objects stay bounded.
 	if len(w.buf) > 0 && w.bufBytes+p.size > w.cfg.MaxFlushBytes {
 		w.cutLocked()
@@ -547,6 +555,7 @@ func (w *Writer) process(f *flush) {
 	w.flush(f)
 	w.mu.Lock()
 	w.held -= f.bytes
+	w.cfg.Memory.Release(f.bytes)
 	w.inflight--
 	w.dispatchLocked()
 	w.roomLocked()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/segment"
 )
 
@@ -179,6 +180,41 @@ func TestFlushAtMaxBytes(t *testing.T) {
 	}
 	if got := metricValue(t, h.w.m.flushes); got != 3 {
 		t.Errorf("flushes_total = %v, want 3", got)
+	}
+}
+
+// The writer reserves what it holds against the node's memory budget: with the budget
+// spent elsewhere, Produce fails at once with ErrBufferFull, whatever BufferBytes
+// allows; every reservation is released once its flush is answered.
+func TestMemoryBudget(t *testing.T) {
+	one := req(rec(1, 1, 0, "", strings.Repeat("v", 1000)))
+	p, _ := New(newMemStore(), newFakeCatalog(t, nil), Config{}, nil, nil).prepare(one)
+	mem := membudget.New(3*p.size, nil)
+	h := start(t, Config{Linger: never, Memory: mem}, true)
+	gate := make(chan struct{})
+	h.store.block = func(int) { <-gate }
+	chs := h.enqueueInOrder(t, one, one)
+	if got := mem.Used(); got != 2*p.size {
+		t.Fatalf("reserved %d for two requests of %d", got, p.size)
+	}
+	if !mem.TryReserve(p.size, membudget.UseFetch) { // someone else takes the rest
+		t.Fatal("the budget's last third refused")
+	}
+	if _, err := h.w.Produce(context.Background(), one); !errors.Is(err, ErrBufferFull) {
+		t.Fatalf("Produce with the budget spent = %v, want ErrBufferFull", err)
+	}
+	if got := metricValue(t, h.w.m.rejected.WithLabelValues("memory")); got != 1 {
+		t.Errorf("rejected{memory} = %v, want 1", got)
+	}
+	mem.Release(p.size)
+	go h.w.Flush(context.Background())
+	close(gate)
+	for _, c := range chs {
+		mustOK(t, await(t, c))
+	}
+	waitFor(t, "the flush's bytes to be released", func() bool { return mem.Used() == 0 })
+	if mem.Peak() > mem.Limit() || mem.Overreleased() != 0 {
+		t.Fatalf("peak %d of %d, overreleased %d", mem.Peak(), mem.Limit(), mem.Overreleased())
 	}
 }
 
@@ -438,10 +474,10 @@ func TestRequestRefusedByCatalog(t *testing.T) {
 func TestEncoderRefusesOneRequest(t *testing.T) {
 	h := start(t, Config{Linger: never}, true)
 	enc := h.w.encode
-	h.w.encode = func(bs []segment.Batch, o segment.EncodeOptions) ([]byte, []segment.BatchInfo, error) {
+	h.w.encode = func(bs []segment.Batch, o segment.EncodeOptions) ([][]byte, int64, []segment.BatchInfo, error) {
 		for _, b := range bs {
 			if b.TopicID == 13 {
-				return nil, nil, fmt.Errorf("unlucky: %w", segment.ErrInvalid)
+				return nil, 0, nil, fmt.Errorf("unlucky: %w", segment.ErrInvalid)
 			}
 		}
 		return enc(bs, o)

@@ -43,6 +43,8 @@ type benchFlags struct {
 	duration, floorDur, linger             *time.Duration
 	scaleRecords                           *int64
 	maxFlush, bufferBytes, cacheBytes      byteSize
+	memoryLimit                            byteSize
+	slowSockets                            *int
 }
 
 func benchCommand() (*command, func(context.Context, *env, *command, []string) error) {
@@ -85,7 +87,9 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 		bufferBytes:  byteSize(writer.DefaultBufferBytes),
 		cacheBytes:   byteSize(reader.DefaultCacheBytes),
 		keep:         c.fs.Bool("keep", false, "keep the embedded node's data directory"),
+		slowSockets:  c.fs.Int("slow-sockets", 20, "`number` of sockets that ask for 16 MiB answers and never read them in the slow-reader phase (-1: no such phase)"),
 	}
+	c.fs.Var(&f.memoryLimit, "memory-limit", "nodes' --memory-limit `size` (default: theirs); peak RSS is checked against it")
 	c.fs.Var(&f.maxFlush, "max-flush-bytes", "nodes' --max-flush-bytes `size`")
 	c.fs.Var(&f.bufferBytes, "buffer-bytes", "nodes' --buffer-bytes `size`")
 	c.fs.Var(&f.cacheBytes, "cache-bytes", "nodes' --cache-bytes `size`")
@@ -131,6 +135,7 @@ func (f *benchFlags) config() (bench.Config, []string) {
 		Partitions: *f.partitions, Producers: *f.producers, Tails: *f.tails, OverloadProducers: *f.overload, RecordSize: *f.recordSize, BatchRecords: *f.batch,
 		Duration: *f.duration, Paths: pathList, Linger: *f.linger, MaxFlushBytes: int64(f.maxFlush),
 		BufferBytes: int64(f.bufferBytes), CacheBytes: int64(f.cacheBytes), ScaleRecords: *f.scaleRecords,
+		MemoryLimit: int64(f.memoryLimit), SlowSockets: *f.slowSockets,
 		ScaleChunkRecords: *f.scaleChunk, NoScale: *f.noScale, FloorDuration: *f.floorDur, Nodes: []string{"http://placeholder"},
 	}
 	if !*f.noKafka && (*f.against == "" || *f.againstKafka != "") {
@@ -148,6 +153,9 @@ func (f *benchFlags) nodeArgs() []string {
 	var create []string
 	if f.embedded {
 		create = []string{"--create"}
+	}
+	if f.memoryLimit > 0 {
+		create = append(create, "--memory-limit", strconv.FormatInt(int64(f.memoryLimit), 10))
 	}
 	args := append(create, "--linger", f.linger.String(), "--max-flush-bytes", strconv.FormatInt(int64(f.maxFlush), 10),
 		"--buffer-bytes", strconv.FormatInt(int64(f.bufferBytes), 10), "--cache-bytes", strconv.FormatInt(int64(f.cacheBytes), 10),
@@ -548,7 +556,7 @@ func startBenchNodeInProcess(ctx context.Context, catalogURL, bucketURL string, 
 	}
 	var fronts []node.Frontend
 	if kf.listen != "" {
-		kn, err := startKafka(ctx, kf, n.cat, n.Broker, nil, n.log, n.Registry, false)
+		kn, err := startKafka(ctx, kf, n.cat, n.Broker, n.Memory, nil, n.log, n.Registry, false)
 		if err != nil {
 			stopNode()
 			return "", "", nil, err

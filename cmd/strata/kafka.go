@@ -16,6 +16,7 @@ import (
 
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/internal/tlsreload"
 	"github.com/strata-io/strata/kafka"
 )
@@ -101,7 +102,7 @@ func (k *kafkaNode) Stop()                { k.stop() }
 // startKafka listens, registers the node and serves the Kafka protocol until stop. On
 // `strata dev`, a default port already in use turns the listener off with a warning
 // (a second dev server on one machine still runs); anywhere else it is an error.
-func startKafka(ctx context.Context, k *kafkaFlags, cc catalog.Backend, core *broker.Broker, keys []string, log *slog.Logger, reg prometheus.Registerer, dev bool) (*kafkaNode, error) {
+func startKafka(ctx context.Context, k *kafkaFlags, cc catalog.Backend, core *broker.Broker, mem *membudget.Budget, keys []string, log *slog.Logger, reg prometheus.Registerer, dev bool) (*kafkaNode, error) {
 	cfg := kafka.Config{
 		MaxFrameBytes:    int32(k.maxFrameBytes),
 		MaxConnections:   k.maxConnections,
@@ -140,7 +141,7 @@ func startKafka(ctx context.Context, k *kafkaFlags, cc catalog.Backend, core *br
 		ln.Close()
 		return nil, err
 	}
-	srv, err := kafka.New(cfg, kafka.Deps{Core: core, Membership: cc, Self: r}, log, reg)
+	srv, err := kafka.New(cfg, kafka.Deps{Core: core, Membership: cc, Self: r, Memory: mem}, log, reg)
 	if err != nil {
 		ln.Close()
 		return nil, err

@@ -17,6 +17,7 @@ import (
 	"github.com/strata-io/strata/catalog"
 	catopen "github.com/strata-io/strata/catalog/open"
 	"github.com/strata-io/strata/compactor"
+	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/internal/redact"
 	"github.com/strata-io/strata/objstore"
@@ -51,13 +52,35 @@ type nodeFlags struct {
 	// largest message.timestamp.after.max.ms a topic may set (catalog.CheckConfigLimits).
 	compactBatch        int
 	maxTimestampAfterMs int64
+
+	// The node's memory: the process limit (0: the default, DefaultLimit), how long a
+	// write may stall, and the caps on reads served at once.
+	memoryLimit                          byteSize
+	stallTimeout                         time.Duration
+	maxFetches, maxLongPolls, maxStreams int
+	// mem is what resolveMemory found: the limit, where it came from, the budget.
+	mem memorySpec
 }
+
+// memorySpec is a node's memory, resolved.
+type memorySpec struct {
+	limit, budget int64
+	source        string // where the limit came from, for the start-up log
+}
+
+// minRequestRoom is the least of the budget that --buffer-bytes and --cache-bytes must
+// leave to request bodies and answers: two of the largest bodies.
+const minRequestRoom = 2 * api.DefaultMaxBodyBytes
+
+// autoCache is --cache-bytes when it is not given: reader.DefaultCacheBytes, or what
+// the budget leaves for it when that is less (resolveMemory).
+const autoCache = 0
 
 func addNodeFlags(c *command, listen, logFormat string) *nodeFlags {
 	n := &nodeFlags{
 		maxFlushBytes: writer.DefaultMaxFlushBytes,
 		bufferBytes:   writer.DefaultBufferBytes,
-		cacheBytes:    reader.DefaultCacheBytes,
+		cacheBytes:    autoCache,
 		logLevel:      oneOfFlag{"info", []string{"debug", "info", "warn", "error"}},
 		logFormat:     oneOfFlag{logFormat, []string{"json", "text"}},
 	}
@@ -65,7 +88,12 @@ func addNodeFlags(c *command, listen, logFormat string) *nodeFlags {
 	c.fs.DurationVar(&n.linger, "linger", writer.DefaultLinger, "how long a produce may wait to share a flush: longer means fewer, larger objects and more latency")
 	c.fs.Var(&n.maxFlushBytes, "max-flush-bytes", "cut a flush early at this `size` (e.g. 8MiB)")
 	c.fs.Var(&n.bufferBytes, "buffer-bytes", "`size` of writer memory, buffered plus in flight; beyond it produce answers 429")
-	c.fs.Var(&n.cacheBytes, "cache-bytes", "reader block cache `size`")
+	c.fs.Var(&n.cacheBytes, "cache-bytes", "reader block cache `size` (default 256MiB, or less when --memory-limit's budget has no room for it)")
+	c.fs.Var(&n.memoryLimit, "memory-limit", "the node process's memory `size` (GOMEMLIMIT, unless that is set); 60% of it is the budget that request bodies, buffered records (--buffer-bytes), the block cache (--cache-bytes) and answers being sent are reserved against (default: 90% of the container's cgroup memory limit, or half the machine's memory)")
+	c.fs.DurationVar(&n.stallTimeout, "stall-timeout", 10*time.Second, "how long writing an answer may make no progress (a client that stopped reading) before its connection is closed and the memory it holds released; quiet streams and long-polls are never cut")
+	c.fs.IntVar(&n.maxFetches, "max-fetches", api.DefaultMaxFetches, "fetches (without wait_ms) a node serves at once; beyond, 429 concurrency_limit")
+	c.fs.IntVar(&n.maxLongPolls, "max-long-polls", api.DefaultMaxLongPolls, "long-polls (fetches with wait_ms) a node serves at once; beyond, 429 concurrency_limit")
+	c.fs.IntVar(&n.maxStreams, "max-streams", api.DefaultMaxStreams, "Server-Sent Events tails a node serves at once; beyond, 429 concurrency_limit")
 	c.fs.StringVar(&n.cacheDir, "cache-dir", "", "`directory` for a disk tier of the reader's block cache: blocks evicted from memory are kept there instead of read again from the bucket (one directory per node; kept across restarts)")
 	c.fs.Var(&n.cacheDiskBytes, "cache-disk-bytes", "`size` of the disk tier (with --cache-dir; default 4GiB)")
 	c.fs.DurationVar(&n.commitTimeout, "commit-timeout", 30*time.Second, "how old a segment may be when its commit lands; the orphan sweep waits twice this")
@@ -102,8 +130,20 @@ func (n *nodeFlags) validate() []string {
 	} else if n.bufferBytes < n.maxFlushBytes {
 		bad = append(bad, fmt.Sprintf("--buffer-bytes %s is below --max-flush-bytes %s: a whole flush must fit in the buffer; raise --buffer-bytes (e.g. to %s) or lower --max-flush-bytes", &n.bufferBytes, &n.maxFlushBytes, formatBytes(int64(8*n.maxFlushBytes))))
 	}
+	bad = append(bad, n.resolveMemory()...)
 	if n.cacheBytes < reader.DefaultBlockSize {
 		bad = append(bad, fmt.Sprintf("--cache-bytes %s: want at least one cache block, %s (default %s)", &n.cacheBytes, formatBytes(reader.DefaultBlockSize), formatBytes(reader.DefaultCacheBytes)))
+	}
+	if n.stallTimeout < time.Second {
+		bad = append(bad, fmt.Sprintf("--stall-timeout %s: want at least 1s (default 10s)", n.stallTimeout))
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"--max-fetches", n.maxFetches}, {"--max-long-polls", n.maxLongPolls}, {"--max-streams", n.maxStreams}} {
+		if c.v < 1 {
+			bad = append(bad, fmt.Sprintf("%s %d: want at least 1", c.name, c.v))
+		}
 	}
 	if n.commitTimeout < 3*time.Second || n.commitTimeout > time.Hour {
 		bad = append(bad, fmt.Sprintf("--commit-timeout %s: want between 3s and 1h (default 30s)", n.commitTimeout))
@@ -135,6 +175,38 @@ func (n *nodeFlags) validate() []string {
 		}
 	}
 	return bad
+}
+
+// resolveMemory finds the process memory limit (--memory-limit, or the default), the
+// budget it gives, and the cache size when it was not given, and checks that the
+// sub-budgets fit: the cache (with its footers), twice the writer's buffer (the bodies
+// admitted and the records they become) and room for requests.
+func (n *nodeFlags) resolveMemory() []string {
+	m := memorySpec{limit: int64(n.memoryLimit), source: "--memory-limit"}
+	if m.limit == 0 {
+		var err error
+		if m.limit, m.source, err = membudget.DefaultLimit(); err != nil {
+			return []string{err.Error()}
+		}
+	}
+	m.budget = membudget.BudgetFor(m.limit)
+	n.mem = m
+	writerBytes := 2 * int64(n.bufferBytes)
+	if n.cacheBytes == autoCache {
+		room := (m.budget - writerBytes - minRequestRoom) * 16 / 17
+		n.cacheBytes = byteSize(min(reader.DefaultCacheBytes, max(room, reader.DefaultBlockSize)))
+	}
+	cache := reader.Config{CacheBytes: int64(n.cacheBytes)}.MemoryBytes()
+	if need := cache + writerBytes + minRequestRoom; need > m.budget {
+		limit := "--memory-limit " + formatBytes(m.limit)
+		if n.memoryLimit == 0 {
+			limit = "the default memory limit, " + m.source + ","
+		}
+		return []string{fmt.Sprintf("%s gives a budget of %s (%.0f%%), which cannot hold the cache (%s with its footers), twice --buffer-bytes %s and %s for requests, %s in all: raise --memory-limit to at least %s, or lower --cache-bytes or --buffer-bytes",
+			limit, formatBytes(m.budget), 100*membudget.BudgetShare, formatBytes(cache), &n.bufferBytes, formatBytes(minRequestRoom), formatBytes(need),
+			formatBytes((int64(float64(need)/membudget.BudgetShare)+1<<20-1)&^(1<<20-1)))}
+	}
+	return nil
 }
 
 func (n *nodeFlags) writerConfig() writer.Config {
@@ -412,7 +484,7 @@ func runNode(ctx context.Context, e *env, spec nodeSpec) error {
 	}
 	var kn *kafkaNode
 	if spec.kafka != nil && spec.kafka.listen != "" {
-		if kn, err = startKafka(ctx, spec.kafka, n.cat, n.Broker, spec.api.Auth.Keys, n.log, n.Registry, spec.dev); err != nil {
+		if kn, err = startKafka(ctx, spec.kafka, n.cat, n.Broker, n.Memory, spec.api.Auth.Keys, n.log, n.Registry, spec.dev); err != nil {
 			ln.Close()
 			stopCtx, cancel := context.WithTimeout(context.Background(), nf.shutdownTimeout)
 			defer cancel()
@@ -467,7 +539,12 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 			log.Warn("close catalog", "err", cerr)
 		}
 	}
+	// The process limit first: GOMEMLIMIT, unless the operator set it themselves.
+	inForce := membudget.SetProcessLimit(nf.mem.limit, e.getenv)
+	log.Info("memory", "limit", nf.mem.limit, "from", nf.mem.source, "gomemlimit", inForce, "budget", nf.mem.budget,
+		"cache_bytes", int64(nf.cacheBytes), "buffer_bytes", int64(nf.bufferBytes))
 	apiCfg := spec.api
+	apiCfg.MaxFetches, apiCfg.MaxLongPolls, apiCfg.MaxStreams = nf.maxFetches, nf.maxLongPolls, nf.maxStreams
 	if apiCfg.BodyTimeout == 0 {
 		apiCfg.BodyTimeout = nf.bodyTimeout
 	}
@@ -483,6 +560,7 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 		Compactor: spec.compactor, CompactorConfig: nf.compactorConfig(),
 		Connect: spec.connect, ConnectConfig: nf.connect.config(),
 		API: apiCfg, Lambda: spec.lambda, Log: log,
+		MemoryBudget: nf.mem.budget, StallTimeout: nf.stallTimeout,
 	})
 	if err != nil {
 		closeCatalog()

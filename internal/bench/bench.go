@@ -72,6 +72,11 @@ type Config struct {
 	MaxFlushBytes int64         // [8 MiB]
 	BufferBytes   int64         // [64 MiB]
 	CacheBytes    int64         // [256 MiB]
+	// MemoryLimit is the nodes' --memory-limit, which peak resident memory is checked
+	// against [0: the nodes' default; checked against buffer + cache + 100 MiB].
+	MemoryLimit int64
+	// SlowSockets is how many sockets the slow-reader phase opens [20; -1: no phase].
+	SlowSockets int
 
 	// ScaleRecords is the large partition's size in the scale phase [10,000,000]; 0
 	// with NoScale skips it. ScaleChunkRecords is the records per seeded chunk row
@@ -128,6 +133,9 @@ func (c *Config) defaults() {
 	}
 	if c.CacheBytes == 0 {
 		c.CacheBytes = 256 << 20
+	}
+	if c.SlowSockets == 0 {
+		c.SlowSockets = 20
 	}
 	if c.OverloadProducers == 0 {
 		c.OverloadProducers = int(min(256, max(8, 2*c.BufferBytes/int64(c.BatchRecords*(c.RecordSize+40)))))
@@ -216,7 +224,7 @@ func (b *runner) run(ctx context.Context) (*Report, error) {
 	s := &rep.Settings
 	s.Partitions, s.Producers, s.RecordSize, s.BatchRecords = cfg.Partitions, cfg.Producers, cfg.RecordSize, cfg.BatchRecords
 	s.PhaseSeconds, s.LingerMs = cfg.Duration.Seconds(), float64(cfg.Linger)/1e6
-	s.MaxFlushBytes, s.BufferBytes, s.CacheBytes = cfg.MaxFlushBytes, cfg.BufferBytes, cfg.CacheBytes
+	s.MaxFlushBytes, s.BufferBytes, s.CacheBytes, s.MemoryLimit = cfg.MaxFlushBytes, cfg.BufferBytes, cfg.CacheBytes, cfg.MemoryLimit
 	start := time.Now()
 	rep.Load[0] = loadAverage()
 	defer func() { rep.Load[1] = loadAverage() }()
@@ -280,8 +288,7 @@ func (b *runner) run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep.Produce = append(rep.Produce, half)
-	rep.E2E = e2e
+	rep.Produce, rep.E2E = append(rep.Produce, half), e2e
 
 	over, err := b.overload(ctx)
 	if err != nil {
@@ -311,6 +318,9 @@ func (b *runner) run(ctx context.Context) (*Report, error) {
 		b.meanObject = objBytes / objs
 	}
 	if err := b.fetches(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.slowReaders(ctx); err != nil {
 		return nil, err
 	}
 	if !cfg.NoScale && cfg.DB != nil {

@@ -192,7 +192,7 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(phases, " "); got != "floor produce-binary produce-json produce-binary-half produce-binary-overload fetch-cold fetch-cached fetch-cached-json" {
+	if got := strings.Join(phases, " "); got != "floor produce-binary produce-json produce-binary-half produce-binary-overload fetch-cold fetch-cached fetch-cached-json slow-readers" {
 		t.Errorf("phases %s", got)
 	}
 	if rep.Floor == nil || rep.Floor.PutMiBps <= 0 || rep.Floor.GetMiBps <= 0 || rep.Floor.CommitsPerSec <= 0 || rep.Floor.FlushPut.N == 0 {

@@ -32,37 +32,6 @@ func (b *runner) producerBodies(path string, n int) ([]*body, error) {
 	return out, nil
 }
 
-// watchRSS samples the nodes' resident memory every 250ms until ctx ends and returns
-// a func reporting the peak (summed over nodes).
-func (b *runner) watchRSS(ctx context.Context) func() float64 {
-	var mu sync.Mutex
-	var peak float64
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(250 * time.Millisecond)
-		defer t.Stop()
-		for {
-			if s, err := scrape(ctx, b.hc, b.cfg.Nodes); err == nil {
-				mu.Lock()
-				peak = max(peak, s.get("process_resident_memory_bytes"))
-				mu.Unlock()
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() float64 {
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		return peak
-	}
-}
-
 // phase runs load for cfg.Duration between two scrapes of the nodes' metrics and fills
 // in p from the load's counters and from what the metrics say.
 func (b *runner) phase(ctx context.Context, name string, p *Produce, c *counters, ack *recorder, load func(ctx context.Context)) error {
@@ -72,14 +41,14 @@ func (b *runner) phase(ctx context.Context, name string, p *Produce, c *counters
 		return err
 	}
 	pctx, cancel := context.WithTimeout(ctx, cfg.Duration)
-	rss := b.watchRSS(pctx)
+	peaks := b.memoryPeaks(pctx)
 	cfg.Phase(name, false)
 	start := time.Now()
 	load(pctx)
 	p.Seconds = time.Since(start).Seconds()
 	cfg.Phase(name, true)
 	cancel()
-	p.PeakRSS = rss()
+	p.PeakRSS, p.PeakHeap = peaks()
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -111,6 +80,7 @@ func (b *runner) phase(ctx context.Context, name string, p *Produce, c *counters
 		}
 	}
 	p.CPUSeconds = d.get("process_cpu_seconds_total")
+	gcShare(p, d)
 	if gib > 0 {
 		p.PutsPerGiB = p.Puts / gib
 		p.CPUSecPerGiB = p.CPUSeconds / gib

@@ -25,8 +25,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	s := r.Settings
 	fmt.Fprintf(tw, "Strata bench: %s, %d node(s), %d CPUs, %s; %.0fs; load average %.1f at the start, %.1f at the end\n",
 		r.Target, r.Nodes, r.CPUs, r.GoVersion, r.Seconds, r.Load[0], r.Load[1])
-	fmt.Fprintf(tw, "%d partitions, %d producers, %d-byte records in requests of %d, linger %.0fms, flush %s, buffer %s, cache %s\n\n",
-		s.Partitions, s.Producers, s.RecordSize, s.BatchRecords, s.LingerMs, sizeString(s.MaxFlushBytes), sizeString(s.BufferBytes), sizeString(s.CacheBytes))
+	limit := "the nodes' default"
+	if s.MemoryLimit > 0 {
+		limit = sizeString(s.MemoryLimit)
+	}
+	fmt.Fprintf(tw, "%d partitions, %d producers, %d-byte records in requests of %d, linger %.0fms, flush %s, buffer %s, cache %s, memory limit %s\n\n",
+		s.Partitions, s.Producers, s.RecordSize, s.BatchRecords, s.LingerMs, sizeString(s.MaxFlushBytes), sizeString(s.BufferBytes), sizeString(s.CacheBytes), limit)
 	if f := r.Floor; f != nil {
 		fmt.Fprintf(tw, "FLOOR\t\n")
 		if f.PutMiBps > 0 {
@@ -41,11 +45,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintln(tw)
 	}
-	fmt.Fprintf(tw, "PRODUCE\trecords/s\tMiB/s\tack p50\tp99\tp999 ms\tPUTs/GiB\tcommits/flush\tflush\tCPU s/GiB\tpeak RSS\t429s\n")
+	fmt.Fprintf(tw, "PRODUCE\trecords/s\tMiB/s\tack p50\tp99\tp999 ms\tPUTs/GiB\tcommits/flush\tflush\tCPU s/GiB\tpeak RSS\theap\tGC CPU\t429s\n")
 	for _, p := range r.Produce {
-		fmt.Fprintf(tw, "  %s\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.2f\t%s\t%.1f\t%s\t%d\n",
+		fmt.Fprintf(tw, "  %s\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.2f\t%s\t%.1f\t%s\t%s\t%.1f%%\t%d\n",
 			p.Name, p.RecordsPS, p.MiBps, p.Ack.P50, p.Ack.P99, p.Ack.P999, p.PutsPerGiB, p.CommitsPerFlush,
-			sizeString(roundSize(int64(p.MeanFlushBytes))), p.CPUSecPerGiB, sizeString(roundSize(int64(p.PeakRSS))), p.Rejected)
+			sizeString(roundSize(int64(p.MeanFlushBytes))), p.CPUSecPerGiB, sizeString(roundSize(int64(p.PeakRSS))),
+			sizeString(roundSize(int64(p.PeakHeap))), 100*p.GCShare, p.Rejected)
 		if p.Failed > 0 {
 			fmt.Fprintf(tw, "    %d requests failed; first: %s\n", p.Failed, p.FirstError)
 		}
@@ -58,6 +63,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(tw, "FETCH\tMiB/s\tread\tGETs\tGET bytes\tGETs per 4 MiB\n")
 		for _, f := range r.Fetch {
 			fmt.Fprintf(tw, "  %s\t%.1f\t%s\t%.0f\t%s\t%.2f\n", f.Name, f.MiBps, sizeString(roundSize(f.Bytes)), f.Gets, sizeString(roundSize(int64(f.GetBytes))), f.GetsPer4Mi)
+		}
+		fmt.Fprintln(tw)
+	}
+	if sr := r.SlowReaders; sr != nil {
+		fmt.Fprintf(tw, "SLOW READERS (%d sockets ask for %s and never read)\tserved\tfailed\tp50 ms\tp99 ms\tpeak RSS\theap\n", sr.Sockets, sizeString(sr.MaxBytes))
+		fmt.Fprintf(tw, "  another client's fetches of 100 records\t%d\t%d\t%.1f\t%.1f\t%s\t%s\n", sr.Served, sr.Failed, sr.Fetch.P50, sr.Fetch.P99,
+			sizeString(roundSize(int64(sr.PeakRSS))), sizeString(roundSize(int64(sr.PeakHeap))))
+		if sr.FirstError != "" {
+			fmt.Fprintf(tw, "    first failure: %s\n", sr.FirstError)
 		}
 		fmt.Fprintln(tw)
 	}
@@ -232,6 +246,11 @@ type Produce struct {
 	CPUSeconds      float64 `json:"node_cpu_seconds"`
 	CPUSecPerGiB    float64 `json:"node_cpu_seconds_per_gib"`
 	PeakRSS         float64 `json:"node_peak_rss_bytes"`
+	PeakHeap        float64 `json:"node_peak_heap_bytes"`
+	// GCCPUSeconds is the collector's CPU time over the phase; GCShare its share of
+	// the node's CPU.
+	GCCPUSeconds float64 `json:"node_gc_cpu_seconds"`
+	GCShare      float64 `json:"node_gc_cpu_share"`
 	// StageP99 is the writer's p99 per flush stage over the phase, in ms, from the
 	// nodes' strata_writer_flush_seconds histogram: where produce-ack latency goes.
 	StageP99 map[string]float64 `json:"writer_stage_p99_ms,omitempty"`
@@ -294,14 +313,17 @@ type Report struct {
 		MaxFlushBytes int64   `json:"max_flush_bytes"`
 		BufferBytes   int64   `json:"buffer_bytes"`
 		CacheBytes    int64   `json:"cache_bytes"`
+		MemoryLimit   int64   `json:"memory_limit,omitempty"`
 	} `json:"settings"`
 	Floor   *Floor    `json:"floor,omitempty"`
 	Produce []Produce `json:"produce"`
 	E2E     Latency   `json:"end_to_end"`
 	Fetch   []Fetch   `json:"fetch"`
 	Scale   *Scale    `json:"scale,omitempty"`
-	Targets []Target  `json:"targets"`
-	Series  struct {
+	// SlowReaders is the slow-reader phase (memory.go).
+	SlowReaders *SlowReaders `json:"slow_readers,omitempty"`
+	Targets     []Target     `json:"targets"`
+	Series      struct {
 		Ack []Point `json:"ack"`
 		E2E []Point `json:"e2e"`
 	} `json:"series"`

@@ -90,12 +90,5 @@ func (b *runner) targets(commitP99 float64) {
 			Figure: sc.Large.P50, Bound: 1.2 * sc.Small.P50, Unit: "ms", Ratio: sc.P50Ratio, Want: "<= 1.2x", Pass: sc.P50Ratio <= 1.2,
 			Note: fmt.Sprintf("%d chunk rows seeded in %.1fs (%s)", sc.RowsSeeded, sc.SeedSeconds, sc.CatalogKind)})
 	}
-	var peak float64
-	for _, p := range rep.Produce {
-		peak = max(peak, p.PeakRSS)
-	}
-	if peak > 0 {
-		bound := float64(len(cfg.Nodes)) * float64(cfg.BufferBytes+cfg.CacheBytes+100<<20)
-		add(Target{Name: "peak node RSS vs buffer + cache + 100 MiB", Figure: peak / (1 << 20), Bound: bound / (1 << 20), Unit: "MiB", Ratio: peak / bound, Want: "<= 1x", Pass: peak <= bound})
-	}
+	b.memoryTargets(add)
 }

@@ -82,7 +82,12 @@ type deleteNoGrace struct {
 }
 
 func (s *deleteNoGrace) Put(ctx context.Context, key string, body []byte) error {
-	err := s.Store.Put(ctx, key, body)
+	return s.PutParts(ctx, key, [][]byte{body})
+}
+
+// PutParts is the writer's put.
+func (s *deleteNoGrace) PutParts(ctx context.Context, key string, parts [][]byte) error {
+	err := s.Store.PutParts(ctx, key, parts)
 	if err == nil {
 		s.wg.Add(1)
 		time.AfterFunc(s.after, func() {

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"sync"
 	"time"
 
@@ -25,6 +26,8 @@ import (
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/compactor"
 	"github.com/strata-io/strata/connect"
+	"github.com/strata-io/strata/internal/membudget"
+	"github.com/strata-io/strata/internal/stallconn"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/metered"
 	"github.com/strata-io/strata/reader"
@@ -69,6 +72,17 @@ type Config struct {
 	// caller runs a pass per scheduled event (Node.Compactor.Pass).
 	Lambda bool
 
+	// MemoryBudget is the bytes the node accounts its large allocations against
+	// (internal/membudget: a share of the process's memory limit, which the caller
+	// sets as GOMEMLIMIT): request bodies, buffered records, blocks being read, answers
+	// being written. The reader's cache is carved out of it whole. 0: nothing is
+	// accounted (tests, tools).
+	MemoryBudget int64
+	// StallTimeout is how long writing to a client may make no progress before its
+	// connection is closed, and the memory its unsent answer holds released
+	// (internal/stallconn). 0: no bound.
+	StallTimeout time.Duration
+
 	// Registry receives every metric of the node and is served on /metrics; nil: a new
 	// one with the Go and process collectors.
 	Registry *prometheus.Registry
@@ -87,6 +101,9 @@ type Node struct {
 	// Store is the metered store the roles use.
 	Store    objstore.Store
 	Registry *prometheus.Registry
+	// Memory is the node's memory budget (nil without Config.MemoryBudget): a front
+	// end built beside the API — the Kafka listener — reserves its frames there.
+	Memory *membudget.Budget
 
 	cfg  Config
 	apiD api.Deps
@@ -101,6 +118,12 @@ type Node struct {
 	once        sync.Once
 	ended       chan struct{}
 }
+
+// gcCPU adds the collector's CPU time (go_cpu_classes_gc_total_cpu_seconds_total) to
+// the Go metrics: beside process_cpu_seconds_total it is the share of a node's CPU the
+// collector takes, which a memory limit set too tight drives up (strata bench reports
+// it).
+var gcCPU = collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/classes/gc/total:cpu-seconds$`)}
 
 // readyProbeKey is a key that never exists: a Head answering "not found" proves the
 // bucket is reachable and the credentials work, without writing anything.
@@ -118,7 +141,8 @@ func Start(cfg Config) (*Node, error) {
 	reg := cfg.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(gcCPU)),
+			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	cat, raw := cfg.Catalog, cfg.Store
 	store := metered.New(raw, reg)
@@ -145,8 +169,12 @@ func Start(cfg Config) (*Node, error) {
 		stop()
 		return nil, errors.New("node: the connect role calls the core in-process: run it with the writer and reader roles, not on Lambda")
 	}
+	if cfg.MemoryBudget > 0 {
+		n.Memory = membudget.New(cfg.MemoryBudget, reg)
+	}
 	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat, Connect: cat}
 	if cfg.Writer {
+		cfg.WriterConfig.Memory = n.Memory
 		var com Committer = cat
 		if cfg.Committer != nil {
 			com = cfg.Committer
@@ -156,6 +184,13 @@ func Start(cfg Config) (*Node, error) {
 		start("writer", n.Writer.Run)
 	}
 	if cfg.Reader {
+		// The cache is held whole for the node's life: a standing reservation, the
+		// budget's idle level.
+		if err := n.Memory.Carve(cfg.ReaderConfig.MemoryBytes(), "the reader's block cache and footers"); err != nil {
+			n.Stop(context.Background())
+			return nil, fmt.Errorf("node: %w: lower the cache size or raise the memory limit", err)
+		}
+		cfg.ReaderConfig.Memory = n.Memory
 		n.Reader = reader.New(store, cat, cfg.ReaderConfig, log, reg)
 		bd.Reader, bd.Batches, bd.Watcher = n.Reader, n.Reader, n.Reader
 		if !cfg.Lambda {
@@ -179,6 +214,7 @@ func Start(cfg Config) (*Node, error) {
 		Registerer: reg,
 		Log:        log,
 		Ready:      readiness(cat, raw),
+		Memory:     n.Memory,
 	}
 	if cfg.Connect {
 		n.startConnect(cat, log)
@@ -281,6 +317,7 @@ func (n *Node) Stop(ctx context.Context) error {
 func (n *Node) Serve(ctx context.Context, ln net.Listener, tlsCfg *tls.Config, shutdownTimeout time.Duration, fronts ...Frontend) error {
 	baseCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
+	ln = stallconn.Listen(ln, n.cfg.StallTimeout)
 	frontErr := make(chan error, len(fronts))
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()

@@ -225,13 +225,18 @@ func wrap(op Op, key string, err error) error {
 	return fmt.Errorf("fault: %s %s: %w", op, key, err)
 }
 
-// Put implements objstore.Store.
+// Put implements objstore.Store: PutParts of one part.
 func (s *Store) Put(ctx context.Context, key string, body []byte) error {
+	return s.PutParts(ctx, key, [][]byte{body})
+}
+
+// PutParts implements objstore.Store; its faults are Put's.
+func (s *Store) PutParts(ctx context.Context, key string, parts [][]byte) error {
 	f, ok, err := s.enter(ctx, Put, key)
 	if !ok {
 		return wrap(Put, key, err)
 	}
-	err = s.inner.Put(ctx, key, body)
+	err = s.inner.PutParts(ctx, key, parts)
 	if f != nil && f.LoseResponse {
 		return wrap(Put, key, orInjected(f.Err))
 	}

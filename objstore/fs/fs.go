@@ -12,7 +12,6 @@
 package fs
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -82,13 +81,18 @@ func (s *Store) path(key string) string {
 // Put creates key with body, or returns nil if key already holds exactly body, or
 // objstore.ErrExists if it holds anything else.
 func (s *Store) Put(ctx context.Context, key string, body []byte) error {
-	if err := s.put(ctx, key, body); err != nil {
+	return s.PutParts(ctx, key, [][]byte{body})
+}
+
+// PutParts is Put of the parts laid end to end, written one after another.
+func (s *Store) PutParts(ctx context.Context, key string, parts [][]byte) error {
+	if err := s.put(ctx, key, parts); err != nil {
 		return fmt.Errorf("fs: put %s: %w", key, err)
 	}
 	return nil
 }
 
-func (s *Store) put(ctx context.Context, key string, body []byte) error {
+func (s *Store) put(ctx context.Context, key string, parts [][]byte) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
@@ -105,7 +109,7 @@ func (s *Store) put(ctx context.Context, key string, body []byte) error {
 	// From here on the temporary is removed whatever happens: after a successful link
 	// the object lives on under its final name.
 	defer os.Remove(tmpName)
-	if _, err := tmp.Write(body); err != nil {
+	if _, err := objstore.NewPartsReader(parts).WriteTo(tmp); err != nil {
 		tmp.Close()
 		return err
 	}
@@ -125,7 +129,7 @@ func (s *Store) put(ctx context.Context, key string, body []byte) error {
 		}
 		// Someone created the key first (perhaps this very put, retried). The winner
 		// linked a complete, synced file, so reading it now sees all of it.
-		same, err := sameContent(final, body)
+		same, err := sameContent(final, parts)
 		if err != nil {
 			return err
 		}
@@ -186,7 +190,7 @@ func (s *Store) mkdirAll(dir string) error {
 	return syncDir(parent)
 }
 
-func sameContent(path string, body []byte) (bool, error) {
+func sameContent(path string, parts [][]byte) (bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return false, err
@@ -196,14 +200,14 @@ func sameContent(path string, body []byte) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if !st.Mode().IsRegular() || st.Size() != int64(len(body)) {
+	if !st.Mode().IsRegular() || st.Size() != objstore.PartsLen(parts) {
 		return false, nil
 	}
-	got := make([]byte, len(body))
+	got := make([]byte, st.Size())
 	if _, err := io.ReadFull(f, got); err != nil {
 		return false, err
 	}
-	return bytes.Equal(got, body), nil
+	return objstore.PartsEqual(parts, got), nil
 }
 
 func syncDir(dir string) error {

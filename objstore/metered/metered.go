@@ -101,13 +101,18 @@ func result(ctx context.Context, err error) string {
 	return ResultError
 }
 
-// Put implements objstore.Store.
+// Put implements objstore.Store: PutParts of one part.
 func (s *Store) Put(ctx context.Context, key string, body []byte) error {
+	return s.PutParts(ctx, key, [][]byte{body})
+}
+
+// PutParts implements objstore.Store.
+func (s *Store) PutParts(ctx context.Context, key string, parts [][]byte) error {
 	start := time.Now()
-	err := s.inner.Put(ctx, key, body)
+	err := s.inner.PutParts(ctx, key, parts)
 	s.observe(ctx, opPut, start, err)
 	if err == nil {
-		s.bytes.WithLabelValues(opPut).Add(float64(len(body)))
+		s.bytes.WithLabelValues(opPut).Add(float64(objstore.PartsLen(parts)))
 	}
 	return err
 }

@@ -37,6 +37,7 @@ func Run(t *testing.T, newStore func(t *testing.T) objstore.Store, opts ...Optio
 	}{
 		{"PutGet", testPutGet},
 		{"CreateOnly", testCreateOnly},
+		{"PutParts", testPutParts},
 		{"GetRange", testGetRange},
 		{"Missing", testMissing},
 		{"Delete", testDelete},
@@ -131,6 +132,38 @@ func testCreateOnly(t *testing.T, s objstore.Store) {
 	}
 	if err := s.Put(ctx, "e", []byte("x")); !errors.Is(err, objstore.ErrExists) {
 		t.Errorf("put over empty object: %v, want ErrExists", err)
+	}
+}
+
+// testPutParts: an object put as parts is the parts laid end to end, create-only like
+// any put (a re-put of the same bytes, in parts cut elsewhere or whole, is a retry).
+func testPutParts(t *testing.T, s objstore.Store) {
+	ctx := t.Context()
+	body := pattern(3<<20+5, 4)
+	parts := [][]byte{body[:16], body[16 : 1<<20], {}, body[1<<20 : 1<<20+1], body[1<<20+1:]}
+	if err := s.PutParts(ctx, "p", parts); err != nil {
+		t.Fatalf("PutParts: %v", err)
+	}
+	got, err := s.Get(ctx, "p")
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("Get after PutParts = %d bytes, %v; want the %d put", len(got), err, len(body))
+	}
+	if err := s.PutParts(ctx, "p", [][]byte{body[:100], body[100:]}); err != nil {
+		t.Errorf("identical re-put in other parts: %v, want nil", err)
+	}
+	if err := s.Put(ctx, "p", body); err != nil {
+		t.Errorf("identical re-put whole: %v, want nil", err)
+	}
+	other := bytes.Clone(body)
+	other[len(other)-1] ^= 1
+	if err := s.PutParts(ctx, "p", [][]byte{other[:10], other[10:]}); !errors.Is(err, objstore.ErrExists) {
+		t.Errorf("parts of other content over the key: %v, want ErrExists", err)
+	}
+	if err := s.PutParts(ctx, "none", nil); err != nil {
+		t.Errorf("PutParts of no parts (an empty object): %v", err)
+	}
+	if got, err := s.Get(ctx, "none"); err != nil || len(got) != 0 {
+		t.Errorf("the empty object: %d bytes, %v", len(got), err)
 	}
 }
 
@@ -448,6 +481,7 @@ func testCancelled(t *testing.T, s objstore.Store) {
 		}
 	}
 	check("Put", s.Put(ctx, "new", []byte("never")))
+	check("PutParts", s.PutParts(ctx, "new", [][]byte{[]byte("ne"), []byte("ver")}))
 	_, err := s.Get(ctx, "present")
 	check("Get", err)
 	_, err = s.GetRange(ctx, "present", 0, 1)

@@ -50,9 +50,14 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// crc32c is body's CRC-32C as S3 spells checksums: base64 of the big-endian value.
-func crc32c(body []byte) string {
-	return base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.Checksum(body, castagnoli)))
+// crc32c is the CRC-32C of parts laid end to end, as S3 spells checksums: base64 of
+// the big-endian value.
+func crc32c(parts [][]byte) string {
+	var sum uint32
+	for _, p := range parts {
+		sum = crc32.Update(sum, castagnoli, p)
+	}
+	return base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, sum))
 }
 
 // defaultPageSize is the most keys one ListObjectsV2 call returns on S3.
@@ -190,18 +195,26 @@ func (s *Store) key(key string) *string {
 // Put creates key with body. See the package documentation for how a retried put is
 // recognised.
 func (s *Store) Put(ctx context.Context, key string, body []byte) error {
+	return s.PutParts(ctx, key, [][]byte{body})
+}
+
+// PutParts is Put of the parts laid end to end: the request body streams them (a
+// seekable reader, so the SDK can send it again on a retry) under the same checksum
+// and create-only condition, and they are never joined in memory.
+func (s *Store) PutParts(ctx context.Context, key string, parts [][]byte) error {
 	if err := objstore.CheckKey(key); err != nil {
 		return fmt.Errorf("s3: put %s: %w", key, err)
 	}
-	sum := crc32c(body)
+	sum := crc32c(parts)
+	size := objstore.PartsLen(parts)
 	backoff := 20 * time.Millisecond
 	vanished := 0
 	for {
 		_, err := s.client.PutObject(ctx, &awss3.PutObjectInput{
 			Bucket:         &s.bucket,
 			Key:            s.key(key),
-			Body:           bytes.NewReader(body),
-			ContentLength:  aws.Int64(int64(len(body))),
+			Body:           objstore.NewPartsReader(parts),
+			ContentLength:  aws.Int64(size),
 			IfNoneMatch:    aws.String("*"),
 			ChecksumCRC32C: aws.String(sum),
 			Metadata:       map[string]string{metaCRC32C: sum},
@@ -212,7 +225,7 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) error {
 		code, status := errorCode(err)
 		switch {
 		case status == http.StatusPreconditionFailed || code == "PreconditionFailed":
-			same, err := s.holds(ctx, key, body, sum)
+			same, err := s.holds(ctx, key, parts, sum)
 			if errors.Is(err, objstore.ErrNotExist) && vanished < 3 {
 				// Deleted between our put and our look: the key is free again.
 				vanished++
@@ -255,7 +268,7 @@ func unsignedPayload(o *awss3.Options) {
 // holds reports whether key holds exactly body: same size and stored CRC-32C (or, for
 // an object of an earlier version, SHA-256), or, for an object that has neither (not
 // written by Strata), the same bytes. sum is body's CRC-32C.
-func (s *Store) holds(ctx context.Context, key string, body []byte, sum string) (bool, error) {
+func (s *Store) holds(ctx context.Context, key string, parts [][]byte, sum string) (bool, error) {
 	out, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &s.bucket, Key: s.key(key)})
 	if err != nil {
 		if isNotFound(err) {
@@ -263,7 +276,7 @@ func (s *Store) holds(ctx context.Context, key string, body []byte, sum string) 
 		}
 		return false, err
 	}
-	if aws.ToInt64(out.ContentLength) != int64(len(body)) {
+	if aws.ToInt64(out.ContentLength) != objstore.PartsLen(parts) {
 		return false, nil
 	}
 	for k, v := range out.Metadata {
@@ -271,15 +284,18 @@ func (s *Store) holds(ctx context.Context, key string, body []byte, sum string) 
 		case strings.EqualFold(k, metaCRC32C):
 			return v == sum, nil
 		case strings.EqualFold(k, metaSHA256):
-			h := sha256.Sum256(body)
-			return strings.EqualFold(v, hex.EncodeToString(h[:])), nil
+			h := sha256.New()
+			for _, p := range parts {
+				h.Write(p)
+			}
+			return strings.EqualFold(v, hex.EncodeToString(h.Sum(nil))), nil
 		}
 	}
 	got, err := s.Get(ctx, key)
 	if err != nil {
 		return false, err
 	}
-	return bytes.Equal(got, body), nil
+	return objstore.PartsEqual(parts, got), nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
