@@ -16,6 +16,7 @@ type Backend interface {
 	Compaction
 	Inventory
 	Cluster
+	Security
 }
 
 // Catalog is the core of the catalog — topics, partitions, the segment commit, chunk

@@ -353,6 +353,7 @@ func (c *Catalog) commitOffsets(ctx context.Context, oc catalog.OffsetCommit) er
 		if err != nil {
 			return err
 		}
+		queueAudit(ctx, b) // a reset's (security.go)
 		// Sorted, so two commits touching the same rows take their locks in one order.
 		idx := make([]int, len(tps))
 		for i := range idx {
@@ -521,6 +522,9 @@ func (c *Catalog) DeleteGroup(ctx context.Context, group string) error {
 		return fmt.Errorf("postgres: delete group %q: %w: %w", group, catalog.ErrGroupNotFound, err)
 	}
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if err := writeAudit(ctx, tx); err != nil {
+			return err
+		}
 		r, err := readGroup(ctx, tx, group, "FOR UPDATE", false, "", false, nil)
 		if err != nil {
 			return err

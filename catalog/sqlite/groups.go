@@ -273,6 +273,9 @@ func (c *Catalog) commitOffsets(ctx context.Context, oc catalog.OffsetCommit) er
 		return err
 	}
 	defer tx.Rollback()
+	if err := writeAudit(ctx, tx); err != nil { // a reset's (security.go)
+		return err
+	}
 	now, err := scanNow(tx.QueryRowContext(ctx, nowSQL))
 	if err != nil {
 		return err
@@ -505,6 +508,9 @@ func (c *Catalog) deleteGroup(ctx context.Context, group string) error {
 		return err
 	}
 	defer tx.Rollback()
+	if err := writeAudit(ctx, tx); err != nil {
+		return err
+	}
 	now, err := scanNow(tx.QueryRowContext(ctx, nowSQL))
 	if err != nil {
 		return err
