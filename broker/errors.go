@@ -53,6 +53,8 @@ const (
 	CodeOutOfOrderSequence     Code = "out_of_order_sequence"
 	CodeUnknownProducer        Code = "unknown_producer_id"
 	CodeInvalidTransactionalID Code = "invalid_transactional_id"
+	CodeForbidden              Code = "forbidden"
+	CodeKeyNotFound            Code = "key_not_found"
 )
 
 // retriable lists the codes whose request may succeed later unchanged: the node was
@@ -83,7 +85,7 @@ func Codes() []Code {
 		CodeStoreUnavailable, CodeCommitFailed, CodeCommitOutcomeUnknown, CodeShuttingDown,
 		CodeCatalogUnavailable, CodeRoleUnavailable, CodeInternal, CodeGroupNotFound, CodeInvalidGroupName,
 		CodeUnknownMember, CodeStaleMemberEpoch, CodeNotOwner, CodeGroupNotEmpty, CodeProducerFenced,
-		CodeOutOfOrderSequence, CodeUnknownProducer, CodeInvalidTransactionalID,
+		CodeOutOfOrderSequence, CodeUnknownProducer, CodeInvalidTransactionalID, CodeForbidden, CodeKeyNotFound,
 	}
 }
 
