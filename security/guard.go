@@ -90,10 +90,10 @@ type Guard struct {
 	view atomic.Pointer[view]
 	// running is set while Run refreshes in the background; without it (Lambda, where
 	// nothing runs between invocations) a stale view is refreshed on use.
-	running  atomic.Bool
-	refresh  sync.Mutex // one refresh at a time
-	mu       sync.Mutex
-	tracked  map[string]map[*tracker]struct{} // key id → its connections
+	running atomic.Bool
+	refresh sync.Mutex // one refresh at a time
+	mu      sync.Mutex
+	tracked map[string]map[*tracker]struct{} // key id → its connections
 }
 
 // view is one immutable snapshot of the catalog's keys and ACLs.
