@@ -50,6 +50,9 @@ type Config struct {
 	// body is read; beyond it a produce answers 429 buffer_full at once (admission.go).
 	// Set it to the writer's buffer size. Default 64 MiB, the writer's default buffer.
 	MaxInflightProduceBytes int64
+	// AccessLogSample is the share of requests logged in the access log (access.go), 0
+	// to 1; refusals are always logged. Default 0: refusals only.
+	AccessLogSample float64
 }
 
 // Defaults of Config.
@@ -160,8 +163,9 @@ func (a *API) routes() http.Handler {
 	r.Use(
 		requestIDMiddleware,
 		a.metrics.middleware,
+		a.accessLogMiddleware,
 		a.recoverMiddleware,
-		authMiddleware(a.cfg.Auth),
+		a.authMiddleware,
 		queryMiddleware,
 		bodyLimitMiddleware(a.cfg.MaxBodyBytes, a.cfg.BodyTimeout),
 	)
@@ -181,6 +185,7 @@ func (a *API) routes() http.Handler {
 		v1.Mount("/groups", (&groupsResource{a}).Routes())
 		v1.Mount("/producers", (&producersResource{a}).Routes())
 		v1.Mount("/records", (&transactResource{a}).Routes())
+		(&securityResource{a}).mount(v1)
 	})
 	return r
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/broker"
 )
 
@@ -85,6 +86,9 @@ const maxPresize = 256 << 20
 func (rs *recordsResource) produceBinary(w http.ResponseWriter, r *http.Request) *problem {
 	a := rs.a
 	name, p := topicParam(r)
+	if p == nil {
+		p = a.authorize(r, acl.OpWrite, acl.Topic(name))
+	}
 	if p != nil {
 		return p
 	}

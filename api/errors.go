@@ -65,6 +65,8 @@ const (
 	CodeOutOfOrderSequence     = Code(broker.CodeOutOfOrderSequence)
 	CodeUnknownProducer        = Code(broker.CodeUnknownProducer)
 	CodeInvalidTransactionalID = Code(broker.CodeInvalidTransactionalID)
+	CodeForbidden              = Code(broker.CodeForbidden)
+	CodeKeyNotFound            = Code(broker.CodeKeyNotFound)
 )
 
 // CodeInfo is one row of the error table.
@@ -99,6 +101,7 @@ var codeTable = []CodeInfo{
 	{CodeInvalidTimestamp, http.StatusBadRequest, "Invalid timestamp", false},
 	{CodeInvalidParameter, http.StatusBadRequest, "Invalid query parameter", false},
 	{CodeUnauthorized, http.StatusUnauthorized, "API key missing or invalid", false},
+	{CodeForbidden, http.StatusForbidden, "Forbidden", false},
 	{CodeTopicNotFound, http.StatusNotFound, "Topic not found", false},
 	{CodePartitionOutOfRange, http.StatusNotFound, "Partition out of range", false},
 	{CodeNotFound, http.StatusNotFound, "Not found", false},
@@ -116,6 +119,7 @@ var codeTable = []CodeInfo{
 	{CodeNotReady, http.StatusServiceUnavailable, "Not ready", true},
 	{CodeInternal, http.StatusInternalServerError, "Internal error", false},
 	{CodeGroupNotFound, http.StatusNotFound, "Group not found", false},
+	{CodeKeyNotFound, http.StatusNotFound, "API key not found", false},
 	{CodeInvalidGroupName, http.StatusBadRequest, "Invalid group name", false},
 	{CodeUnknownMember, http.StatusConflict, "Unknown group member", false},
 	{CodeStaleMemberEpoch, http.StatusConflict, "Stale member epoch", false},
