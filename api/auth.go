@@ -51,4 +51,3 @@ func ParseAPIKeys(s string) ([]string, error) {
 	}
 	return keys, nil
 }
-
