@@ -27,6 +27,7 @@ import (
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/metered"
 	"github.com/strata-io/strata/reader"
+	"github.com/strata-io/strata/security"
 	"github.com/strata-io/strata/writer"
 )
 
@@ -56,6 +57,10 @@ type Config struct {
 
 	Broker broker.Config
 	API    api.Config
+	// Security turns authentication and authorization on (security.Config.Enabled):
+	// the node then builds its guard over the catalog's keys and ACLs, which the API,
+	// the core and the Kafka listener (Node.Guard) share.
+	Security security.Config
 
 	// Lambda: the node answers Lambda invocations, between which nothing runs, so no
 	// role may depend on a background loop: the reader does not listen for commit
@@ -73,6 +78,8 @@ type Config struct {
 type Node struct {
 	API    *api.API
 	Broker *broker.Broker
+	// Guard authenticates and authorizes; nil when Config.Security is off.
+	Guard *security.Guard
 	// The roles, nil when the node does not run them.
 	Writer    *writer.Writer
 	Reader    *reader.Reader
@@ -114,7 +121,7 @@ func Start(cfg Config) (*Node, error) {
 	// The roles run under a context of their own: stopping the node serves out its
 	// requests first, and only then stops the roles, so the writer drains last.
 	roleCtx, stop := context.WithCancel(context.Background())
-	n := &Node{Store: store, Registry: reg, cfg: cfg, log: log, errs: make(chan error, 3), stop: stop, ended: make(chan struct{})}
+	n := &Node{Store: store, Registry: reg, cfg: cfg, log: log, errs: make(chan error, 4), stop: stop, ended: make(chan struct{})}
 	start := func(name string, run func(context.Context) error) {
 		n.wg.Add(1)
 		go func() {
@@ -130,7 +137,15 @@ func Start(cfg Config) (*Node, error) {
 		}()
 	}
 
-	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat}
+	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat, Security: cat}
+	if cfg.Security.Enabled() {
+		if err := n.startGuard(cfg, start); err != nil {
+			n.Stop(context.Background())
+			return nil, err
+		}
+		bd.Authorizer = n.Guard
+		cfg.API.Auth.Authenticator = n.Guard
+	}
 	if cfg.Writer {
 		var com Committer = cat
 		if cfg.Committer != nil {
@@ -169,6 +184,30 @@ func Start(cfg Config) (*Node, error) {
 	return n, nil
 }
 
+// startGuard builds the guard and loads the keys and ACLs once before the node serves
+// (a catalog that does not answer yet is retried by the guard's loop; until then only
+// the static keys work). On Lambda, where nothing runs between invocations, the guard
+// refreshes when used instead.
+func (n *Node) startGuard(cfg Config, start func(string, func(context.Context) error)) error {
+	sc := cfg.Security
+	if sc.Log == nil {
+		sc.Log = n.log
+	}
+	if err := sc.Validate(); err != nil {
+		return fmt.Errorf("node: security: %w", err)
+	}
+	n.Guard = security.New(sc, cfg.Catalog)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.Guard.Refresh(ctx); err != nil {
+		n.log.Warn("could not load keys and ACLs yet: only the static keys work until the catalog answers", "err", err)
+	}
+	if !cfg.Lambda {
+		start("security", n.Guard.Run)
+	}
+	return nil
+}
+
 // Frontend is a front end served beside the HTTP API (the Kafka listener).
 type Frontend interface {
 	// Failed reports the front end's failure while it serves.
@@ -201,7 +240,12 @@ func readiness(cat catalog.Catalog, store objstore.Store) func(context.Context) 
 
 // NewAPI builds another HTTP API over the same core, metrics and readiness, with its
 // own configuration (Lambda's streaming Function URL beside its buffered one).
-func (n *Node) NewAPI(cfg api.Config) *api.API { return api.New(cfg, n.apiD) }
+func (n *Node) NewAPI(cfg api.Config) *api.API {
+	if n.Guard != nil && cfg.Auth.Authenticator == nil {
+		cfg.Auth.Authenticator = n.Guard
+	}
+	return api.New(cfg, n.apiD)
+}
 
 // Errors receives a role's failure: a role that stopped before Stop.
 func (n *Node) Errors() <-chan error { return n.errs }
