@@ -134,7 +134,7 @@ func topicError(name *string, id [16]byte, code int16, notFound *kerr.Error) kms
 	switch code {
 	case kerr.UnknownTopicOrPartition.Code, notFound.Code:
 		rt.ErrorCode = notFound.Code
-	case kerr.InvalidTopicException.Code:
+	case kerr.InvalidTopicException.Code, kerr.TopicAuthorizationFailed.Code:
 		rt.ErrorCode = code
 	default:
 		rt.ErrorCode = kerr.LeaderNotAvailable.Code
