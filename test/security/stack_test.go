@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/acl"
+	"github.com/strata-io/strata/api"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/internal/node"
@@ -59,7 +60,10 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func startStack(t *testing.T) *stack {
+func startStack(t *testing.T) *stack { return startStackWith(t, 0) }
+
+// startStackWith starts a stack whose access logs sample this share of requests.
+func startStackWith(t *testing.T, accessSample float64) *stack {
 	t.Helper()
 	dir := t.TempDir()
 	cat, err := sqlite.Open(t.Context(), filepath.Join(dir, "catalog.db"), catalog.Options{MaxTimestampAfterMs: -1})
@@ -78,6 +82,7 @@ func startStack(t *testing.T) *stack {
 		Writer: true, WriterConfig: writer.Config{Linger: 5 * time.Millisecond},
 		Reader: true, ReaderConfig: reader.Config{PollInterval: 100 * time.Millisecond},
 		Security: security.Config{StaticKeys: []string{bootKey}, PollInterval: 50 * time.Millisecond},
+		API:      api.Config{AccessLogSample: accessSample},
 		Log:      log,
 	})
 	if err != nil {
@@ -96,7 +101,7 @@ func startStack(t *testing.T) *stack {
 	if err := r.Register(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := kafka.New(kafka.Config{Auth: n.Guard}, kafka.Deps{Core: n.Broker, Membership: cat, Self: r}, log, nil)
+	srv, err := kafka.New(kafka.Config{Auth: n.Guard, AccessLogSample: accessSample}, kafka.Deps{Core: n.Broker, Membership: cat, Self: r}, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
