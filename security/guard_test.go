@@ -239,3 +239,44 @@ func TestCertRules(t *testing.T) {
 		}
 	}
 }
+
+// deaf is a catalog whose notifications never come.
+type deaf struct{ *sqlite.Catalog }
+
+func (deaf) WatchSecurity(ctx context.Context, fn func()) error {
+	<-ctx.Done()
+	return nil
+}
+
+// TestPollingFallback: with notifications lost, a revocation is still seen and its
+// connections cut within the poll interval.
+func TestPollingFallback(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	c := openCatalog(t)
+	addKey(t, c, "key-p", "User:p", "polled-secret-0123456789", time.Time{})
+	g := New(Config{Required: true}, deaf{c})
+	if err := g.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	cut := make(chan time.Time, 1)
+	release, ok := g.Track("key-p", func() { cut <- time.Now() })
+	if !ok {
+		t.Fatal("Track refused")
+	}
+	defer release()
+	revoked := time.Now()
+	if _, err := c.RevokeKey(ctx, "key-p"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case at := <-cut:
+		if d := at.Sub(revoked); d > time.Second {
+			t.Fatalf("cut %v after the revocation", d)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("not cut without notifications")
+	}
+}

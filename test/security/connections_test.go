@@ -3,111 +3,19 @@ package security_test
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/acl"
+	"github.com/strata-io/strata/internal/kafkatest"
 )
-
-// rawKafka is a bare Kafka connection, for what a client library hides: a refusal
-// followed by a close, a connection cut while idle.
-type rawKafka struct {
-	t    *testing.T
-	c    net.Conn
-	corr int32
-}
-
-func dialKafka(t *testing.T, addr string) *rawKafka {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return &rawKafka{t: t, c: c}
-}
-
-// roundTrip sends req (a non-flexible version) and reads its answer into resp.
-func (k *rawKafka) roundTrip(req kmsg.Request, resp kmsg.Response) error {
-	k.corr++
-	buf := make([]byte, 4, 64)
-	buf = kbin.AppendInt16(buf, req.Key())
-	buf = kbin.AppendInt16(buf, req.GetVersion())
-	buf = kbin.AppendInt32(buf, k.corr)
-	buf = kbin.AppendNullableString(buf, nil)
-	buf = req.AppendTo(buf)
-	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
-	_ = k.c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := k.c.Write(buf); err != nil {
-		return err
-	}
-	var size [4]byte
-	if _, err := io.ReadFull(k.c, size[:]); err != nil {
-		return err
-	}
-	body := make([]byte, binary.BigEndian.Uint32(size[:]))
-	if _, err := io.ReadFull(k.c, body); err != nil {
-		return err
-	}
-	resp.SetVersion(req.GetVersion())
-	return resp.ReadFrom(body[4:]) // after the correlation id (header v0)
-}
-
-// authenticate runs SaslHandshake and SaslAuthenticate (v1) with PLAIN credentials and
-// answers SaslAuthenticate's error code.
-func (k *rawKafka) authenticate(user, pass string) int16 {
-	k.t.Helper()
-	hs := kmsg.NewPtrSASLHandshakeRequest()
-	hs.Version, hs.Mechanism = 1, "PLAIN"
-	hsr := kmsg.NewPtrSASLHandshakeResponse()
-	if err := k.roundTrip(hs, hsr); err != nil || hsr.ErrorCode != 0 {
-		k.t.Fatalf("SaslHandshake: %v, code %d", err, hsr.ErrorCode)
-	}
-	au := kmsg.NewPtrSASLAuthenticateRequest()
-	au.Version, au.SASLAuthBytes = 1, []byte("\x00"+user+"\x00"+pass)
-	aur := kmsg.NewPtrSASLAuthenticateResponse()
-	if err := k.roundTrip(au, aur); err != nil {
-		k.t.Fatalf("SaslAuthenticate: %v", err)
-	}
-	return aur.ErrorCode
-}
-
-// metadata asks for one topic (v1, not flexible).
-func (k *rawKafka) metadata(topic string) (*kmsg.MetadataResponse, error) {
-	req := kmsg.NewPtrMetadataRequest()
-	req.Version = 1
-	mt := kmsg.NewMetadataRequestTopic()
-	mt.Topic = &topic
-	req.Topics = append(req.Topics, mt)
-	resp := kmsg.NewPtrMetadataResponse()
-	return resp, k.roundTrip(req, resp)
-}
-
-// closedWithin waits for the server to close the connection: a read that ends in EOF
-// or a reset, not in the deadline.
-func (k *rawKafka) closedWithin(d time.Duration) error {
-	_ = k.c.SetReadDeadline(time.Now().Add(d))
-	_, err := k.c.Read(make([]byte, 1))
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return fmt.Errorf("still open after %v", d)
-	}
-	if err == nil {
-		return errors.New("the server sent more")
-	}
-	return nil
-}
 
 // TestSASLUsernameNotTheKeys: a key's secret under another key's id (or an unknown id)
 // is refused with SASL_AUTHENTICATION_FAILED and the connection closed; the right pair
@@ -123,19 +31,19 @@ func TestSASLUsernameNotTheKeys(t *testing.T) {
 		{"an unknown id", "key-0000000000000000", aSecret},
 		{"the static form of the id", "0123456789abcdef", aSecret},
 	} {
-		k := dialKafka(t, s.kafka)
-		if code := k.authenticate(tc.user, tc.pass); code != kerr.SaslAuthenticationFailed.Code {
+		k := kafkatest.Dial(t, s.kafka)
+		if code := k.Authenticate(tc.user, tc.pass); code != kerr.SaslAuthenticationFailed.Code {
 			t.Errorf("%s: SaslAuthenticate code %d, want SASL_AUTHENTICATION_FAILED", tc.name, code)
 		}
-		if err := k.closedWithin(2 * time.Second); err != nil {
+		if err := k.ClosedWithin(2 * time.Second); err != nil {
 			t.Errorf("%s: connection %v", tc.name, err)
 		}
 	}
-	k := dialKafka(t, s.kafka)
-	if code := k.authenticate(aID, aSecret); code != 0 {
+	k := kafkatest.Dial(t, s.kafka)
+	if code := k.Authenticate(aID, aSecret); code != 0 {
 		t.Fatalf("the key's own id: code %d", code)
 	}
-	if resp, err := k.metadata("sasl"); err != nil || resp.Topics[0].ErrorCode != 0 {
+	if resp, err := k.Metadata("sasl"); err != nil || resp.Topics[0].ErrorCode != 0 {
 		t.Fatalf("metadata after authenticating: %v %+v", err, resp)
 	}
 }
@@ -216,11 +124,11 @@ func TestRevocationCutsConnections(t *testing.T) {
 	_, other := s.key("User:other")
 	s.sync()
 
-	k := dialKafka(t, s.kafka)
-	if code := k.authenticate(revID, rev); code != 0 {
+	k := kafkatest.Dial(t, s.kafka)
+	if code := k.Authenticate(revID, rev); code != 0 {
 		t.Fatalf("SASL: code %d", code)
 	}
-	if resp, err := k.metadata("live"); err != nil || resp.Topics[0].ErrorCode != 0 {
+	if resp, err := k.Metadata("live"); err != nil || resp.Topics[0].ErrorCode != 0 {
 		t.Fatalf("metadata: %v", err)
 	}
 	sse := s.open(rev, "/v1/topics/live/partitions/0/records?offset=0", "Accept", "text/event-stream")
@@ -230,7 +138,7 @@ func TestRevocationCutsConnections(t *testing.T) {
 	revoked := time.Now()
 	s.must(http.StatusOK, "DELETE", "/v1/keys/"+revID, "")
 	for what, err := range map[string]error{
-		"Kafka connection": k.closedWithin(time.Second - time.Since(revoked)),
+		"Kafka connection": k.ClosedWithin(time.Second - time.Since(revoked)),
 		"SSE stream":       sse.endedWithin(time.Second - time.Since(revoked)),
 		"long poll":        poll.endedWithin(time.Second - time.Since(revoked)),
 	} {
