@@ -88,8 +88,33 @@ func TestAuditOnePerAction(t *testing.T) {
 	s.must(200, "POST", "/v1/groups/au-live/heartbeat", `{"member_id":"m","member_epoch":0,"topics":["au-x"]}`)
 	refused(409, opsKey, "POST", "/v1/groups/au-live/offsets:reset", `{"topic":"au-x","to":"earliest"}`)
 
-	// Kafka.
-	cl := s.kclient(opsID, opsKey)
+	want = append(want, kafkaAdminActions(t, s, ops, opsID, opsKey)...)
+
+	got := s.audit()[start:]
+	if len(got) != len(want) {
+		t.Fatalf("%d audit records, want %d:\n got %v\nwant %v", len(got), len(want), got, want)
+	}
+	for i := range want {
+		w, g := want[i], got[i]
+		if w.action == "acl.create" && strings.HasPrefix(g.resource, "allow User:") {
+			w.resource = g.resource // the binding, spelled out
+		}
+		if w.action == "key.create" && w.resource == "" {
+			w.resource = g.resource
+		}
+		if g != w {
+			t.Errorf("audit record %d: %+v, want %+v", i, g, w)
+		}
+	}
+}
+
+// kafkaAdminActions runs every administrative Kafka API once as principal (key id and
+// secret), and answers the audit records each should leave.
+func kafkaAdminActions(t *testing.T, s *stack, principal, id, secret string) []auditRecord {
+	t.Helper()
+	var want []auditRecord
+	ops := principal
+	cl := s.kclient(id, secret)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	kafkaOK := func(action, resource string, req kmsg.Request, code func(kmsg.Response) int16) {
@@ -155,20 +180,5 @@ func TestAuditOnePerAction(t *testing.T) {
 	dt.Topics, dt.TopicNames = append(dt.Topics, dtt), []string{"au-k"}
 	kafkaOK("topic.delete", "au-k", dt, func(r kmsg.Response) int16 { return r.(*kmsg.DeleteTopicsResponse).Topics[0].ErrorCode })
 
-	got := s.audit()[start:]
-	if len(got) != len(want) {
-		t.Fatalf("%d audit records, want %d:\n got %v\nwant %v", len(got), len(want), got, want)
-	}
-	for i := range want {
-		w, g := want[i], got[i]
-		if w.action == "acl.create" && strings.HasPrefix(g.resource, "allow User:") {
-			w.resource = g.resource // the binding, spelled out
-		}
-		if w.action == "key.create" && w.resource == "" {
-			w.resource = g.resource
-		}
-		if g != w {
-			t.Errorf("audit record %d: %+v, want %+v", i, g, w)
-		}
-	}
+	return want
 }

@@ -73,16 +73,10 @@ func implied(need func(names) []grant) func(names) []grant {
 }
 
 func routes() []route {
-	topicOp := func(op acl.Operation) func(names) []grant {
-		return func(c names) []grant { return []grant{c.topicGrant(op)} }
-	}
 	groupOp := func(op acl.Operation) func(names) []grant {
 		return func(c names) []grant { return []grant{c.groupGrant(op)} }
 	}
 	member := func(c names) []grant { return []grant{c.groupGrant(acl.OpRead), c.topicGrant(acl.OpRead)} }
-	clusterOp := func(op acl.Operation) func(names) []grant {
-		return func(names) []grant { return []grant{cluster(op)} }
-	}
 	none := func(names) []grant { return nil }
 	return []route{
 		{"create topic", func(c names) []grant {

@@ -3,6 +3,7 @@ package security_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -53,12 +54,20 @@ var authzCode = map[acl.ResourceType]*kerr.Error{
 }
 
 func kafkaCases(t *testing.T) []kafkaCase {
-	topicOp := func(op acl.Operation) func(names) []grant {
-		return func(c names) []grant { return []grant{c.topicGrant(op)} }
-	}
-	clusterOp := func(op acl.Operation) func(names) []grant {
-		return func(names) []grant { return []grant{cluster(op)} }
-	}
+	return slices.Concat(recordCases(t), groupCases(), adminCases(), aclCases())
+}
+
+// topicOp needs op on the case's topic; clusterOp, op on the cluster.
+func topicOp(op acl.Operation) func(names) []grant {
+	return func(c names) []grant { return []grant{c.topicGrant(op)} }
+}
+
+func clusterOp(op acl.Operation) func(names) []grant {
+	return func(names) []grant { return []grant{cluster(op)} }
+}
+
+// recordCases are the APIs of records and their topics' metadata.
+func recordCases(t *testing.T) []kafkaCase {
 	batch := batchtest.Batch(t, batchtest.Some(1, time.Now().UnixMilli()), 0, -1, -1, -1)
 	return []kafkaCase{
 		{"Metadata", topicOp(acl.OpDescribe), func(ctx context.Context, cl *kgo.Client, c names) (int16, error) {
@@ -127,6 +136,12 @@ func kafkaCases(t *testing.T) []kafkaCase {
 			}
 			return resp.Topics[0].Partitions[0].ErrorCode, nil
 		}},
+	}
+}
+
+// groupCases are the consumer-group APIs.
+func groupCases() []kafkaCase {
+	return []kafkaCase{
 		{"OffsetCommit", func(c names) []grant { return []grant{c.groupGrant(acl.OpRead), c.topicGrant(acl.OpRead)} },
 			func(ctx context.Context, cl *kgo.Client, c names) (int16, error) {
 				r := kmsg.NewPtrOffsetCommitRequest()
@@ -174,6 +189,12 @@ func kafkaCases(t *testing.T) []kafkaCase {
 				}
 				return resp.ErrorCode, nil
 			}},
+	}
+}
+
+// adminCases are the administrative APIs, and those served to everyone.
+func adminCases() []kafkaCase {
+	return []kafkaCase{
 		{"CreateTopics", func(c names) []grant {
 			g := c.topicGrant(acl.OpCreate)
 			if !g.prefixed {
@@ -246,39 +267,6 @@ func kafkaCases(t *testing.T) []kafkaCase {
 				return 0, err
 			}
 			return resp.ErrorCode, nil
-		}},
-		{"DescribeAcls", clusterOp(acl.OpDescribe), func(ctx context.Context, cl *kgo.Client, c names) (int16, error) {
-			r := kmsg.NewPtrDescribeACLsRequest()
-			r.ResourceType, r.ResourcePatternType, r.Operation, r.PermissionType = 1, 1, 1, 1
-			resp, err := r.RequestWith(ctx, direct(cl))
-			if err != nil {
-				return 0, err
-			}
-			return resp.ErrorCode, nil
-		}},
-		{"CreateAcls", clusterOp(acl.OpAlter), func(ctx context.Context, cl *kgo.Client, c names) (int16, error) {
-			r := kmsg.NewPtrCreateACLsRequest()
-			cr := kmsg.NewCreateACLsRequestCreation()
-			cr.ResourceType, cr.ResourceName, cr.ResourcePatternType = 2, "k-made", 3
-			cr.Principal, cr.Host, cr.Operation, cr.PermissionType = "User:k-made", "*", 3, 3
-			r.Creations = append(r.Creations, cr)
-			resp, err := r.RequestWith(ctx, direct(cl))
-			if err != nil {
-				return 0, err
-			}
-			return resp.Results[0].ErrorCode, nil
-		}},
-		{"DeleteAcls", clusterOp(acl.OpAlter), func(ctx context.Context, cl *kgo.Client, c names) (int16, error) {
-			r := kmsg.NewPtrDeleteACLsRequest()
-			f := kmsg.NewDeleteACLsRequestFilter()
-			f.ResourceType, f.ResourcePatternType, f.Operation, f.PermissionType = 1, 1, 1, 1
-			f.Principal = str("User:nobody")
-			r.Filters = append(r.Filters, f)
-			resp, err := r.RequestWith(ctx, direct(cl))
-			if err != nil {
-				return 0, err
-			}
-			return resp.Results[0].ErrorCode, nil
 		}},
 		{"DeleteRecords", topicOp(acl.OpDelete), func(ctx context.Context, cl *kgo.Client, c names) (int16, error) {
 			r := kmsg.NewPtrDeleteRecordsRequest()
@@ -410,5 +398,44 @@ func TestKafkaMetadataFiltered(t *testing.T) {
 	}
 	if len(got) != 1 || got[0] != "k-mine" {
 		t.Fatalf("every topic: %v, want k-mine only", got)
+	}
+}
+
+// aclCases are the ACL APIs.
+func aclCases() []kafkaCase {
+	return []kafkaCase{
+		{"DescribeAcls", clusterOp(acl.OpDescribe), func(ctx context.Context, cl *kgo.Client, c names) (int16, error) {
+			r := kmsg.NewPtrDescribeACLsRequest()
+			r.ResourceType, r.ResourcePatternType, r.Operation, r.PermissionType = 1, 1, 1, 1
+			resp, err := r.RequestWith(ctx, direct(cl))
+			if err != nil {
+				return 0, err
+			}
+			return resp.ErrorCode, nil
+		}},
+		{"CreateAcls", clusterOp(acl.OpAlter), func(ctx context.Context, cl *kgo.Client, c names) (int16, error) {
+			r := kmsg.NewPtrCreateACLsRequest()
+			cr := kmsg.NewCreateACLsRequestCreation()
+			cr.ResourceType, cr.ResourceName, cr.ResourcePatternType = 2, "k-made", 3
+			cr.Principal, cr.Host, cr.Operation, cr.PermissionType = "User:k-made", "*", 3, 3
+			r.Creations = append(r.Creations, cr)
+			resp, err := r.RequestWith(ctx, direct(cl))
+			if err != nil {
+				return 0, err
+			}
+			return resp.Results[0].ErrorCode, nil
+		}},
+		{"DeleteAcls", clusterOp(acl.OpAlter), func(ctx context.Context, cl *kgo.Client, c names) (int16, error) {
+			r := kmsg.NewPtrDeleteACLsRequest()
+			f := kmsg.NewDeleteACLsRequestFilter()
+			f.ResourceType, f.ResourcePatternType, f.Operation, f.PermissionType = 1, 1, 1, 1
+			f.Principal = str("User:nobody")
+			r.Filters = append(r.Filters, f)
+			resp, err := r.RequestWith(ctx, direct(cl))
+			if err != nil {
+				return 0, err
+			}
+			return resp.Results[0].ErrorCode, nil
+		}},
 	}
 }
