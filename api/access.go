@@ -74,19 +74,8 @@ func (a *API) logAccess(r *http.Request, info *accessInfo, acc *broker.Access, s
 		slog.Float64("ms", float64(took.Microseconds())/1000),
 		slog.String("request_id", requestID(r.Context())),
 	}
-	ds, more := acc.Decisions()
-	if len(ds) > 0 {
-		// The refused decision when there is one: what the 403 was about.
-		d := ds[0]
-		for _, x := range ds {
-			if !x.Allowed {
-				d = x
-				break
-			}
-		}
-		attrs = append(attrs, slog.String("operation", d.Operation.String()),
-			slog.String("resource_type", d.Resource.Type.String()), slog.String("resource", d.Resource.Name),
-			slog.Bool("allowed", d.Allowed), slog.Int("decisions", len(ds)+more))
+	if d, n, ok := acc.Summary(); ok {
+		attrs = append(attrs, d.Attrs(n)...)
 	}
 	a.log.LogAttrs(r.Context(), slog.LevelInfo, "access", attrs...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/strata-io/strata/acl"
@@ -146,6 +147,29 @@ func (a *Access) Decisions() ([]Decision, int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return append([]Decision(nil), a.decisions...), a.more
+}
+
+// Summary is what an access-log line says of the decisions: the refusal if there was
+// one, else the first decision; n counts them all; ok is false when none was made.
+func (a *Access) Summary() (d Decision, n int, ok bool) {
+	ds, more := a.Decisions()
+	if len(ds) == 0 {
+		return Decision{}, more, false
+	}
+	d = ds[0]
+	for _, x := range ds {
+		if !x.Allowed {
+			d = x
+			break
+		}
+	}
+	return d, len(ds) + more, true
+}
+
+// Attrs are the summary's access-log attributes.
+func (d Decision) Attrs(n int) []slog.Attr {
+	return []slog.Attr{slog.String("operation", d.Operation.String()), slog.String("resource_type", d.Resource.Type.String()),
+		slog.String("resource", d.Resource.Name), slog.Bool("allowed", d.Allowed), slog.Int("decisions", n)}
 }
 
 // producerTxnCache remembers which transactional id each producer id was handed out

@@ -15,11 +15,8 @@ import (
 // answer carries an error. Refusals are always logged; the rest at
 // Config.AccessLogSample, as the HTTP API does.
 func (c *conn) logAccess(rq *request, a api, acc *broker.Access, resp kmsg.Response, err error, took time.Duration) {
-	ds, more := acc.Decisions()
-	refused := false
-	for _, d := range ds {
-		refused = refused || !d.Allowed
-	}
+	d, n, decided := acc.Summary()
+	refused := decided && !d.Allowed
 	rate := c.s.cfg.AccessLogSample
 	if !refused && (rate <= 0 || (rate < 1 && rand.Float64() >= rate)) {
 		return
@@ -36,17 +33,8 @@ func (c *conn) logAccess(rq *request, a api, acc *broker.Access, resp kmsg.Respo
 		slog.Bool("error", err != nil || (resp != nil && hasErrorCode(resp))),
 		slog.Float64("ms", float64(took.Microseconds())/1000),
 	}
-	if len(ds) > 0 {
-		d := ds[0]
-		for _, x := range ds {
-			if !x.Allowed {
-				d = x
-				break
-			}
-		}
-		attrs = append(attrs, slog.String("operation", d.Operation.String()),
-			slog.String("resource_type", d.Resource.Type.String()), slog.String("resource", d.Resource.Name),
-			slog.Bool("allowed", d.Allowed), slog.Int("decisions", len(ds)+more))
+	if decided {
+		attrs = append(attrs, d.Attrs(n)...)
 	}
 	c.s.log.LogAttrs(c.ctx, slog.LevelInfo, "access", attrs...)
 }

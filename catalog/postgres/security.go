@@ -244,25 +244,7 @@ func (c *Catalog) SecurityVersion(ctx context.Context) (int64, time.Time, error)
 // WatchSecurity calls fn for every notification of a change to keys or ACLs, on a
 // dedicated connection, reconnecting with backoff, until ctx ends.
 func (c *Catalog) WatchSecurity(ctx context.Context, fn func()) error {
-	backoff := listenMinBackoff
-	for {
-		connected, err := c.watchOnce(ctx, fn)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if connected {
-			backoff = listenMinBackoff
-		}
-		c.log.Warn("watch security: connection lost, reconnecting", "err", err, "backoff", backoff)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-		backoff = min(2*backoff, listenMaxBackoff)
-	}
+	return c.reconnecting(ctx, "watch security", func(ctx context.Context) (bool, error) { return c.watchOnce(ctx, fn) })
 }
 
 func (c *Catalog) watchOnce(ctx context.Context, fn func()) (connected bool, err error) {
