@@ -91,9 +91,11 @@ type Guard struct {
 	// running is set while Run refreshes in the background; without it (Lambda, where
 	// nothing runs between invocations) a stale view is refreshed on use.
 	running atomic.Bool
-	refresh sync.Mutex // one refresh at a time
-	mu      sync.Mutex
-	tracked map[string]map[*tracker]struct{} // key id → its connections
+	// lastMiss is when (unix ns) an unknown key last made the guard look again.
+	lastMiss atomic.Int64
+	refresh  sync.Mutex // one refresh at a time
+	mu       sync.Mutex
+	tracked  map[string]map[*tracker]struct{} // key id → its connections
 }
 
 // view is one immutable snapshot of the catalog's keys and ACLs.
@@ -168,7 +170,10 @@ func (g *Guard) Authenticate(ctx context.Context, secret string) (Identity, erro
 	v := g.current(ctx)
 	k, ok := v.byDigest[d]
 	if !ok {
-		return Identity{}, fmt.Errorf("%w: unknown key", ErrAuthFailed)
+		v = g.afterMiss(ctx)
+		if k, ok = v.byDigest[d]; !ok {
+			return Identity{}, fmt.Errorf("%w: unknown key", ErrAuthFailed)
+		}
 	}
 	if !k.Live(v.dbNow()) {
 		return Identity{}, fmt.Errorf("%w: key %s has expired", ErrAuthFailed, k.ID)
@@ -187,6 +192,9 @@ func (g *Guard) AuthenticatePlain(ctx context.Context, username, password string
 		}
 	} else {
 		v := g.current(ctx)
+		if _, ok := v.byID[username]; !ok {
+			v = g.afterMiss(ctx)
+		}
 		if k, ok := v.byID[username]; ok && subtle.ConstantTimeCompare(k.Digest[:], d[:]) == 1 {
 			if !k.Live(v.dbNow()) {
 				return Identity{}, fmt.Errorf("%w: key %s has expired", ErrAuthFailed, k.ID)
@@ -300,6 +308,28 @@ func (g *Guard) current(ctx context.Context) *view {
 		v = g.view.Load()
 	}
 	return v
+}
+
+// missInterval spaces the refreshes an unknown key triggers: a key made a moment ago
+// on another node works at once, and a stream of wrong keys costs the catalog a
+// version read per interval at most.
+const missInterval = 100 * time.Millisecond
+
+// afterMiss is the view to look an unknown key up in again: refreshed if the catalog's
+// version moved (the key may be new), at most once per missInterval.
+func (g *Guard) afterMiss(ctx context.Context) *view {
+	v := g.view.Load()
+	last := g.lastMiss.Load()
+	now := time.Now().UnixNano()
+	if g.cat == nil || now-last < int64(missInterval) || !g.lastMiss.CompareAndSwap(last, now) {
+		return v
+	}
+	g.refresh.Lock()
+	defer g.refresh.Unlock()
+	if err := g.load(ctx, v.version); err != nil {
+		g.log.Warn("refresh keys and ACLs", "err", err)
+	}
+	return g.view.Load()
 }
 
 // Refresh reads keys and ACLs from the catalog now, and cuts the connections of keys

@@ -280,3 +280,28 @@ func TestPollingFallback(t *testing.T) {
 		t.Fatal("not cut without notifications")
 	}
 }
+
+// TestNewKeyWorksAtOnce: a key made a moment ago (here, with neither notification nor
+// poll to tell the guard) authenticates at its first use: an unknown key makes the
+// guard look at the catalog again.
+func TestNewKeyWorksAtOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	c := openCatalog(t)
+	g := New(Config{Required: true, PollInterval: time.Hour}, deaf{c})
+	if err := g.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(missInterval)
+	addKey(t, c, "key-n", "User:n", "new-secret-0123456789", time.Time{})
+	if id, err := g.Authenticate(ctx, "new-secret-0123456789"); err != nil || id.KeyID != "key-n" {
+		t.Fatalf("a new key's first use: %+v, %v", id, err)
+	}
+	addKey(t, c, "key-m", "User:m", "newer-secret-0123456789", time.Time{})
+	time.Sleep(missInterval)
+	if id, err := g.AuthenticatePlain(ctx, "key-m", "newer-secret-0123456789"); err != nil || id.KeyID != "key-m" {
+		t.Fatalf("a new key's first SASL use: %+v, %v", id, err)
+	}
+}
