@@ -2,6 +2,7 @@ package acl
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -176,5 +177,26 @@ func TestFilter(t *testing.T) {
 	}
 	if err := MatchAll().Validate(); err != nil {
 		t.Errorf("MatchAll: %v", err)
+	}
+}
+
+// BenchmarkAllowed decides a request among 1,000 bindings of 100 principals, a tenth of
+// them prefixed: a produce or fetch asks once per topic.
+func BenchmarkAllowed(b *testing.B) {
+	var bs []Binding
+	for i := range 1000 {
+		pat := PatternLiteral
+		if i%10 == 0 {
+			pat = PatternPrefixed
+		}
+		bs = append(bs, allow(fmt.Sprintf("User:u%d", i%100), TypeTopic, fmt.Sprintf("topic-%d", i), pat, OpRead))
+	}
+	bs = append(bs, deny("User:u7", TypeTopic, "topic-9", PatternPrefixed, OpRead))
+	s := NewSet(bs)
+	b.ReportAllocs()
+	for b.Loop() {
+		if !s.Allowed("User:u7", "10.0.0.1", OpRead, Topic("topic-507")) {
+			b.Fatal("refused")
+		}
 	}
 }

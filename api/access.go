@@ -28,6 +28,9 @@ type accessInfo struct {
 
 func (a *API) accessLogMiddleware(next http.Handler) http.Handler {
 	rate := a.cfg.AccessLogSample
+	if auth := a.cfg.Auth.authenticator(); rate <= 0 && (auth == nil || !auth.Enabled()) {
+		return next // nothing to log: without authentication nothing is refused
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		info := &accessInfo{}

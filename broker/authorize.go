@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/strata-io/strata/acl"
@@ -65,16 +66,33 @@ func Forbidden(op acl.Operation, r acl.Resource) *Error {
 		with("operation", op.String()).with("resource_type", r.Type.String()).with("resource", r.Name)
 }
 
-// authorizeAll authorizes op on each topic named, in order.
+// authorizeTopics authorizes op on each topic named, in order, once each.
 func (b *Broker) authorizeTopics(ctx context.Context, who Principal, op acl.Operation, topics []string) *Error {
-	seen := make(map[string]bool, len(topics))
-	for _, t := range topics {
-		if seen[t] {
+	return b.authorizeEach(ctx, who, op, len(topics), func(i int) string { return topics[i] })
+}
+
+// authorizeEach authorizes op on topic(i) for i < n, once per distinct name: a produce
+// names its topic once per record, usually the same one.
+func (b *Broker) authorizeEach(ctx context.Context, who Principal, op acl.Operation, n int, topic func(int) string) *Error {
+	var done []string
+	var many map[string]bool // past a few topics
+	for i := range n {
+		t := topic(i)
+		if (len(done) > 0 && done[len(done)-1] == t) || many[t] || (many == nil && slices.Contains(done, t)) {
 			continue
 		}
-		seen[t] = true
 		if e := b.authorize(ctx, who, op, acl.Topic(t)); e != nil {
 			return e
+		}
+		done = append(done, t)
+		if many != nil || len(done) > 16 {
+			if many == nil {
+				many = make(map[string]bool, 2*len(done))
+				for _, d := range done {
+					many[d] = true
+				}
+			}
+			many[t] = true
 		}
 	}
 	return nil

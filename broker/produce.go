@@ -83,11 +83,7 @@ func (b *Broker) Produce(ctx context.Context, who Principal, req ProduceRequest)
 // the group and on the topics whose offsets are committed (as a Kafka offset commit);
 // with a producer id, write on its transactional id, if it has one.
 func (b *Broker) authorizeProduce(ctx context.Context, who Principal, req *ProduceRequest) *Error {
-	topics := make([]string, len(req.Records))
-	for i := range req.Records {
-		topics[i] = req.Records[i].Topic
-	}
-	if e := b.authorizeTopics(ctx, who, acl.OpWrite, topics); e != nil {
+	if e := b.authorizeEach(ctx, who, acl.OpWrite, len(req.Records), func(i int) string { return req.Records[i].Topic }); e != nil {
 		return e
 	}
 	if g := req.GroupOffsets; g != nil {
