@@ -28,7 +28,7 @@ type accessInfo struct {
 
 func (a *API) accessLogMiddleware(next http.Handler) http.Handler {
 	rate := a.cfg.AccessLogSample
-	if auth := a.cfg.Auth.authenticator(); rate <= 0 && (auth == nil || !auth.Enabled()) {
+	if rate <= 0 && a.auth == nil {
 		return next // nothing to log: without authentication nothing is refused
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

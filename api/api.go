@@ -111,6 +111,8 @@ type API struct {
 	handler  http.Handler
 	// admission bounds produce bodies in flight (admission.go).
 	admission *admission
+	// auth authenticates (authn.go); nil without authentication.
+	auth Authenticator
 }
 
 // New builds the API and its router. It registers the API's metrics on d.Registerer
@@ -143,6 +145,9 @@ func New(cfg Config, d Deps) *API {
 	a.gatherer = gat
 	a.metrics = newHTTPMetrics(reg)
 	a.admission = &admission{max: cfg.MaxInflightProduceBytes}
+	if auth := cfg.Auth.authenticator(); auth != nil && auth.Enabled() {
+		a.auth = auth
+	}
 	a.handler = a.routes()
 	return a
 }

@@ -107,8 +107,8 @@ var errRevoked = errors.New("the API key was revoked")
 // cancelled if the key is revoked or expires meanwhile (a long poll, an SSE stream);
 // its connection is then cut, not answered.
 func (a *API) authMiddleware(next http.Handler) http.Handler {
-	auth := a.cfg.Auth.authenticator()
-	if auth == nil || !auth.Enabled() {
+	auth := a.auth
+	if auth == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
