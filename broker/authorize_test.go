@@ -87,3 +87,42 @@ func TestForbiddenBeforeLookup(t *testing.T) {
 		}
 	}
 }
+
+// TestTimestampLimitNeedsClusterAlterConfigs: message.timestamp.after.max.ms above the
+// operator's limit is refused as invalid on a node without authorization (only the flag
+// raises it), refused as forbidden to a principal without alter-configs on the cluster,
+// and accepted for one with it.
+func TestTimestampLimitNeedsClusterAlterConfigs(t *testing.T) {
+	ctx := context.Background()
+	twoDays := map[string]string{"message.timestamp.after.max.ms": "172800000"}
+	who := Principal{Name: "User:p"}
+
+	e := newEnv(t)
+	_, err := e.b.CreateTopic(ctx, who, CreateTopicRequest{Name: "far", Configs: twoDays})
+	wantCode(t, err, CodeInvalidConfig)
+	_, err = e.b.UpdateTopic(ctx, who, "plain", TopicUpdate{Configs: twoDays})
+	wantCode(t, err, CodeInvalidConfig)
+
+	auth := &countingAuthorizer{refused: map[acl.Resource]bool{acl.Cluster(): true}, asked: map[acl.Resource]int{}}
+	e.b.d.Authorizer = auth
+	for what, call := range map[string]func() error{
+		"create": func() error { _, err := e.b.CreateTopic(ctx, who, CreateTopicRequest{Name: "far", Configs: twoDays}); return err },
+		"update": func() error { _, err := e.b.UpdateTopic(ctx, who, "plain", TopicUpdate{Configs: twoDays}); return err },
+		"alter": func() error {
+			_, err := e.b.AlterConfigs(ctx, who, "plain", AlterConfigsRequest{Changes: []ConfigChange{{Name: "message.timestamp.after.max.ms", Value: "172800000", Op: ConfigSet}}})
+			return err
+		},
+	} {
+		fe := wantCode(t, call(), CodeForbidden)
+		if fe.Details["operation"] != "alter-configs" || fe.Details["resource_type"] != "cluster" || fe.Details["config"] != "message.timestamp.after.max.ms" {
+			t.Errorf("%s: %+v", what, fe.Details)
+		}
+	}
+	delete(auth.refused, acl.Cluster())
+	if _, err := e.b.UpdateTopic(ctx, who, "plain", TopicUpdate{Configs: twoDays}); err != nil {
+		t.Fatalf("with alter-configs on the cluster: %v", err)
+	}
+	if _, err := e.b.UpdateTopic(ctx, who, "plain", TopicUpdate{Configs: map[string]string{"message.timestamp.after.max.ms": "3600000"}}); err != nil {
+		t.Fatalf("within the limit: %v", err)
+	}
+}
