@@ -106,7 +106,10 @@ func TestTimestampLimitNeedsClusterAlterConfigs(t *testing.T) {
 	auth := &countingAuthorizer{refused: map[acl.Resource]bool{acl.Cluster(): true}, asked: map[acl.Resource]int{}}
 	e.b.d.Authorizer = auth
 	for what, call := range map[string]func() error{
-		"create": func() error { _, err := e.b.CreateTopic(ctx, who, CreateTopicRequest{Name: "far", Configs: twoDays}); return err },
+		"create": func() error {
+			_, err := e.b.CreateTopic(ctx, who, CreateTopicRequest{Name: "far", Configs: twoDays})
+			return err
+		},
 		"update": func() error { _, err := e.b.UpdateTopic(ctx, who, "plain", TopicUpdate{Configs: twoDays}); return err },
 		"alter": func() error {
 			_, err := e.b.AlterConfigs(ctx, who, "plain", AlterConfigsRequest{Changes: []ConfigChange{{Name: "message.timestamp.after.max.ms", Value: "172800000", Op: ConfigSet}}})
