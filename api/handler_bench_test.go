@@ -181,7 +181,9 @@ func securedHandler(b *testing.B, cat *stubCat, w stubWriter, rd *stubReader, sa
 	return api.New(api.Config{Auth: api.AuthConfig{Authenticator: g}, AccessLogSample: sample}, api.Deps{Core: core, Log: log}).Handler()
 }
 
-func BenchmarkHandler(b *testing.B) {
+// fixture is the benchmarks' topic, reader and bodies: 500 records of 1 KiB as JSON
+// and as one record batch.
+func fixture(b *testing.B) (cat *stubCat, rd *stubReader, body, bb []byte) {
 	recs := records(500, 1024)
 	body := jsonBody(recs)
 	bb := batchBody(b, recs)
@@ -193,6 +195,11 @@ func BenchmarkHandler(b *testing.B) {
 	rd.raw.Batches, rd.raw.BaseOffsets = [][]byte{bb}, []int64{0}
 	rd.raw.NextOffset, rd.raw.HighWatermark = 500, 1<<40
 	cat := &stubCat{t: catalog.Topic{ID: 1, Name: "t", Partitions: 8}}
+	return cat, rd, body, bb
+}
+
+func BenchmarkHandler(b *testing.B) {
+	cat, rd, body, bb := fixture(b)
 	benchRoutes(b, handler(cat, stubWriter{}, rd), body, bb, "")
 }
 
@@ -202,17 +209,7 @@ func BenchmarkHandler(b *testing.B) {
 //
 //	go test ./api -run '^$' -bench '^BenchmarkHandler(Secured)?$' -benchtime 300x -count 8
 func BenchmarkHandlerSecured(b *testing.B) {
-	recs := records(500, 1024)
-	body := jsonBody(recs)
-	bb := batchBody(b, recs)
-	rd := &stubReader{}
-	for i, r := range recs {
-		rd.res.Records = append(rd.res.Records, segment.DecodedRecord{Offset: int64(i), Timestamp: r.Timestamp, Key: r.Key, Value: r.Value})
-	}
-	rd.res.NextOffset, rd.res.HighWatermark = 500, 1<<40
-	rd.raw.Batches, rd.raw.BaseOffsets = [][]byte{bb}, []int64{0}
-	rd.raw.NextOffset, rd.raw.HighWatermark = 500, 1<<40
-	cat := &stubCat{t: catalog.Topic{ID: 1, Name: "t", Partitions: 8}}
+	cat, rd, body, bb := fixture(b)
 	b.Run("acls", func(b *testing.B) { benchRoutes(b, securedHandler(b, cat, stubWriter{}, rd, 0), body, bb, benchKey) })
 	b.Run("acls+access-log", func(b *testing.B) { benchRoutes(b, securedHandler(b, cat, stubWriter{}, rd, 1), body, bb, benchKey) })
 }

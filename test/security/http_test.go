@@ -163,33 +163,42 @@ func TestHTTPMatrix(t *testing.T) {
 			principal := fmt.Sprintf("User:p%02d", i)
 			_, key := s.key(principal)
 			s.sync()
-			need := rt.need(c)
-			for _, g := range need {
-				want := refusal{g.op, g.typ, wantResourceName(c, g)}
-				if g.refused != nil {
-					want = *g.refused
+			s.walkGrants(principal, c, rt.need(c), func(what string, want refusal) {
+				wantForbidden(t, what, rt.do(s, c, key), want.op, want.typ, want.name)
+			}, func(need []grant) {
+				if r := rt.do(s, c, key); r.status != rt.ok {
+					t.Fatalf("with %v: %d %s, want %d", need, r.status, r.body, rt.ok)
 				}
-				wantForbidden(t, fmt.Sprintf("without %s", g), rt.do(s, c, key), want.op, want.typ, want.name)
-				s.allow(principal, g)
-			}
-			if r := rt.do(s, c, key); r.status != rt.ok {
-				t.Fatalf("with %v: %d %s, want %d", need, r.status, r.body, rt.ok)
-			}
-			if len(need) == 0 {
-				return
-			}
-			// Deny the last grant (and what the request is refused for without it, when
-			// that differs): deny wins over the allows.
-			last := need[len(need)-1]
-			want := refusal{last.op, last.typ, wantResourceName(c, last)}
-			s.allow(principal, grant{op: want.op, typ: want.typ, name: want.name, deny: true})
-			if last.refused != nil {
-				want = *last.refused
-				s.allow(principal, grant{op: want.op, typ: want.typ, name: want.name, deny: true})
-			}
-			wantForbidden(t, "with a deny", rt.do(s, c, key), want.op, want.typ, want.name)
+			})
 		})
 	}
+}
+
+// walkGrants grants need to principal one at a time in case c: refused is called before
+// each, with what the request must be refused for; allowed once all are granted; then
+// the last grant is denied (and what its absence is refused for, when that differs),
+// and refused is called again: deny wins over the allows.
+func (s *stack) walkGrants(principal string, c names, need []grant, refused func(what string, want refusal), allowed func(need []grant)) {
+	for _, g := range need {
+		want := refusal{g.op, g.typ, wantResourceName(c, g)}
+		if g.refused != nil {
+			want = *g.refused
+		}
+		refused("without "+g.String(), want)
+		s.allow(principal, g)
+	}
+	allowed(need)
+	if len(need) == 0 {
+		return
+	}
+	last := need[len(need)-1]
+	want := refusal{last.op, last.typ, wantResourceName(c, last)}
+	s.allow(principal, grant{op: want.op, typ: want.typ, name: want.name, deny: true})
+	if last.refused != nil {
+		want = *last.refused
+		s.allow(principal, grant{op: want.op, typ: want.typ, name: want.name, deny: true})
+	}
+	refused("with a deny", want)
 }
 
 // wantResourceName is the resource a grant's refusal names in case c.

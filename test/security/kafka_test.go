@@ -353,27 +353,9 @@ func TestKafkaMatrix(t *testing.T) {
 					t.Fatalf("%s: error %v, want %v", what, got, want)
 				}
 			}
-			need := kc.need(c)
-			for _, g := range need {
-				typ := g.typ
-				if g.refused != nil {
-					typ = g.refused.typ
-				}
-				try("without "+g.String(), authzCode[typ])
-				s.allow(principal, g)
-			}
-			try(fmt.Sprintf("with %v", need), nil)
-			if len(need) == 0 {
-				return
-			}
-			last := need[len(need)-1]
-			want := refusal{last.op, last.typ, wantResourceName(c, last)}
-			s.allow(principal, grant{op: want.op, typ: want.typ, name: want.name, deny: true})
-			if last.refused != nil {
-				want = *last.refused
-				s.allow(principal, grant{op: want.op, typ: want.typ, name: want.name, deny: true})
-			}
-			try("with a deny", authzCode[want.typ])
+			s.walkGrants(principal, c, kc.need(c), func(what string, want refusal) {
+				try(what, authzCode[want.typ])
+			}, func(need []grant) { try(fmt.Sprintf("with %v", need), nil) })
 		})
 	}
 }
