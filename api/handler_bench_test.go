@@ -183,7 +183,7 @@ func securedHandler(b *testing.B, cat *stubCat, w stubWriter, rd *stubReader, sa
 
 // fixture is the benchmarks' topic, reader and bodies: 500 records of 1 KiB as JSON
 // and as one record batch.
-func fixture(b *testing.B) (cat *stubCat, rd *stubReader, body, bb []byte) {
+func fixture(b *testing.B) (*stubCat, *stubReader, []byte, []byte) {
 	recs := records(500, 1024)
 	body := jsonBody(recs)
 	bb := batchBody(b, recs)
