@@ -305,3 +305,20 @@ func TestNewKeyWorksAtOnce(t *testing.T) {
 		t.Fatalf("a new key's first SASL use: %+v, %v", id, err)
 	}
 }
+
+// FuzzCertRules: any rule list either parses or is refused, and a parsed one maps any
+// subject without panicking, to a User: principal or a refusal.
+func FuzzCertRules(f *testing.F) {
+	for _, s := range []string{"", "DEFAULT", `RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,DEFAULT`, `RULE:^O=(.*)$/a\/b/U`, "RULE:(/x/", "RULE:a/b"} {
+		f.Add(s, "CN=alice,OU=ServiceUsers,O=Acme")
+	}
+	f.Fuzz(func(t *testing.T, rules, dn string) {
+		cr, err := ParseCertRules(rules)
+		if err != nil {
+			return
+		}
+		if p, err := cr.Principal(dn); err == nil && !strings.HasPrefix(p, "User:") {
+			t.Fatalf("principal %q", p)
+		}
+	})
+}
