@@ -59,6 +59,9 @@ type Config struct {
 	// long-polls (with it) and the Server-Sent Events tails served at once; beyond
 	// them the request answers 429 concurrency_limit. Defaults 256, 1024, 1024.
 	MaxFetches, MaxLongPolls, MaxStreams int
+	// AccessLogSample is the share of requests logged in the access log (access.go), 0
+	// to 1; refusals are always logged. Default 0: refusals only.
+	AccessLogSample float64
 }
 
 // Defaults of Config.
@@ -149,6 +152,8 @@ type API struct {
 	admission *admission
 	mem       *membudget.Budget
 	slots     *slots
+	// auth authenticates (authn.go); nil without authentication.
+	auth Authenticator
 }
 
 // New builds the API and its router. It registers the API's metrics on d.Registerer
@@ -182,6 +187,9 @@ func New(cfg Config, d Deps) *API {
 	a.metrics = newHTTPMetrics(reg)
 	a.slots = newSlots(cfg, reg)
 	a.admission = &admission{max: cfg.MaxInflightProduceBytes}
+	if auth := cfg.Auth.authenticator(); auth != nil && auth.Enabled() {
+		a.auth = auth
+	}
 	a.handler = a.routes()
 	return a
 }
@@ -202,8 +210,9 @@ func (a *API) routes() http.Handler {
 	r.Use(
 		requestIDMiddleware,
 		a.metrics.middleware,
+		a.accessLogMiddleware,
 		a.recoverMiddleware,
-		authMiddleware(a.cfg.Auth),
+		a.authMiddleware,
 		queryMiddleware,
 		bodyLimitMiddleware(a.cfg.MaxBodyBytes, a.cfg.BodyTimeout),
 	)
@@ -223,6 +232,7 @@ func (a *API) routes() http.Handler {
 		v1.Mount("/groups", (&groupsResource{a}).Routes())
 		v1.Mount("/producers", (&producersResource{a}).Routes())
 		v1.Mount("/records", (&transactResource{a}).Routes())
+		(&securityResource{a}).mount(v1)
 		for _, m := range a.mounts {
 			if rest, ok := strings.CutPrefix(m.Path, "/v1/"); ok {
 				v1.Mount("/"+rest, m.Handler)

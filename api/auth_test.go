@@ -129,8 +129,9 @@ func TestParseAPIKeys(t *testing.T) {
 	}
 }
 
-func TestKeyringMatch(t *testing.T) {
-	kr := newKeyring([]string{testKey1, testKey2})
+// TestStaticKeyMatch: the static keys' guard matches a key exactly.
+func TestStaticKeyMatch(t *testing.T) {
+	g := AuthConfig{Keys: []string{testKey1, testKey2}}.authenticator()
 	for _, tc := range []struct {
 		tok  string
 		want bool
@@ -142,8 +143,8 @@ func TestKeyringMatch(t *testing.T) {
 		{strings.ToUpper(testKey1), false},
 		{testKey1 + testKey2, false},
 	} {
-		if got := kr.match(tc.tok); got != tc.want {
-			t.Errorf("match(%q) = %v, want %v", tc.tok, got, tc.want)
+		if _, err := g.Authenticate(t.Context(), tc.tok); (err == nil) != tc.want {
+			t.Errorf("Authenticate(%q) = %v, want match %v", tc.tok, err, tc.want)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/broker"
 )
 
@@ -64,6 +65,9 @@ func readRawBody(r *http.Request) ([]byte, *problem) { return readPooled(r) }
 func (rs *recordsResource) produceBinary(w http.ResponseWriter, r *http.Request) *problem {
 	a := rs.a
 	name, p := topicParam(r)
+	if p == nil {
+		p = a.authorize(r, acl.OpWrite, acl.Topic(name))
+	}
 	if p != nil {
 		return p
 	}

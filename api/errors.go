@@ -68,6 +68,8 @@ const (
 	CodeInvalidTransactionalID = Code(broker.CodeInvalidTransactionalID)
 	CodeStaleGeneration        = Code(broker.CodeStaleGeneration)
 	CodeMemoryExhausted        = Code(broker.CodeMemoryExhausted)
+	CodeForbidden              = Code(broker.CodeForbidden)
+	CodeKeyNotFound            = Code(broker.CodeKeyNotFound)
 )
 
 // CodeInfo is one row of the error table.
@@ -102,6 +104,7 @@ var codeTable = []CodeInfo{
 	{CodeInvalidTimestamp, http.StatusBadRequest, "Invalid timestamp", false},
 	{CodeInvalidParameter, http.StatusBadRequest, "Invalid query parameter", false},
 	{CodeUnauthorized, http.StatusUnauthorized, "API key missing or invalid", false},
+	{CodeForbidden, http.StatusForbidden, "Forbidden", false},
 	{CodeTopicNotFound, http.StatusNotFound, "Topic not found", false},
 	{CodePartitionOutOfRange, http.StatusNotFound, "Partition out of range", false},
 	{CodeNotFound, http.StatusNotFound, "Not found", false},
@@ -121,6 +124,7 @@ var codeTable = []CodeInfo{
 	{CodeMemoryExhausted, http.StatusServiceUnavailable, "Memory budget exhausted", true},
 	{CodeInternal, http.StatusInternalServerError, "Internal error", false},
 	{CodeGroupNotFound, http.StatusNotFound, "Group not found", false},
+	{CodeKeyNotFound, http.StatusNotFound, "API key not found", false},
 	{CodeInvalidGroupName, http.StatusBadRequest, "Invalid group name", false},
 	{CodeUnknownMember, http.StatusConflict, "Unknown group member", false},
 	{CodeStaleMemberEpoch, http.StatusConflict, "Stale member epoch", false},

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/segment"
@@ -24,6 +25,13 @@ type fetchParams struct {
 // fetchOrTail serves GET /v1/topics/{topic}/partitions/{partition}/records: a fetch
 // (optionally long-polling with wait_ms), or, with Accept: text/event-stream, a tail.
 func (a *API) fetchOrTail(w http.ResponseWriter, r *http.Request) *problem {
+	name, p := topicParam(r)
+	if p != nil {
+		return p
+	}
+	if p := a.authorize(r, acl.OpRead, acl.Topic(name)); p != nil {
+		return p
+	}
 	ti, part, p := a.lookupPartition(r)
 	if p != nil {
 		return p

@@ -3,9 +3,12 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,11 +17,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/api"
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/internal/cputime"
 	"github.com/strata-io/strata/reader"
+	"github.com/strata-io/strata/security"
 	"github.com/strata-io/strata/segment"
 	"github.com/strata-io/strata/writer"
 )
@@ -140,7 +145,45 @@ func handler(cat *stubCat, w stubWriter, rd *stubReader) http.Handler {
 	return api.New(api.Config{}, api.Deps{Core: core}).Handler()
 }
 
-func BenchmarkHandler(b *testing.B) {
+// stubSecurity is a catalog of one key (benchKey, for User:app) and the ACLs given.
+type stubSecurity struct{ acls []acl.Binding }
+
+const benchKey = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+func (s *stubSecurity) Keys(context.Context) ([]catalog.APIKey, error) {
+	return []catalog.APIKey{{ID: "key-app", Principal: "User:app", Digest: sha256.Sum256([]byte(benchKey))}}, nil
+}
+func (s *stubSecurity) ACLs(context.Context) ([]acl.Binding, error) { return s.acls, nil }
+func (s *stubSecurity) SecurityVersion(context.Context) (int64, time.Time, error) {
+	return 1, time.Now(), nil
+}
+func (s *stubSecurity) WatchSecurity(ctx context.Context, fn func()) error { <-ctx.Done(); return nil }
+
+// securedHandler is handler with authentication: a catalog key for User:app, allowed by
+// a prefixed binding among 200 others (other principals, literal and prefixed), so
+// every request is authenticated, authorized and its access logged (at sample, to a
+// JSON log that discards).
+func securedHandler(b *testing.B, cat *stubCat, w stubWriter, rd *stubReader, sample float64) http.Handler {
+	bs := []acl.Binding{{Principal: "User:app", Host: "*", Resource: acl.TypeTopic, Name: "t", Pattern: acl.PatternPrefixed, Operation: acl.OpAll, Permission: acl.PermissionAllow}}
+	for i := range 200 {
+		pat := acl.PatternLiteral
+		if i%2 == 0 {
+			pat = acl.PatternPrefixed
+		}
+		bs = append(bs, acl.Binding{Principal: fmt.Sprintf("User:u%d", i), Host: "*", Resource: acl.TypeTopic, Name: fmt.Sprintf("t%d", i), Pattern: pat, Operation: acl.OpRead, Permission: acl.PermissionAllow})
+	}
+	g := security.New(security.Config{Required: true}, &stubSecurity{acls: bs})
+	if err := g.Refresh(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	core := broker.New(broker.Config{}, broker.Deps{Catalog: cat, Writer: w, Reader: rd, Batches: rd, Authorizer: g})
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	return api.New(api.Config{Auth: api.AuthConfig{Authenticator: g}, AccessLogSample: sample}, api.Deps{Core: core, Log: log}).Handler()
+}
+
+// fixture is the benchmarks' topic, reader and bodies: 500 records of 1 KiB as JSON
+// and as one record batch.
+func fixture(b *testing.B) (*stubCat, *stubReader, []byte, []byte) {
 	recs := records(500, 1024)
 	body := jsonBody(recs)
 	bb := batchBody(b, recs)
@@ -151,13 +194,40 @@ func BenchmarkHandler(b *testing.B) {
 	rd.res.NextOffset, rd.res.HighWatermark = 500, 1<<40
 	rd.raw.Batches, rd.raw.BaseOffsets = [][]byte{bb}, []int64{0}
 	rd.raw.NextOffset, rd.raw.HighWatermark = 500, 1<<40
-	h := handler(&stubCat{t: catalog.Topic{ID: 1, Name: "t", Partitions: 8}}, stubWriter{}, rd)
+	cat := &stubCat{t: catalog.Topic{ID: 1, Name: "t", Partitions: 8}}
+	return cat, rd, body, bb
+}
+
+func BenchmarkHandler(b *testing.B) {
+	cat, rd, body, bb := fixture(b)
+	benchRoutes(b, handler(cat, stubWriter{}, rd), body, bb, "")
+}
+
+// BenchmarkHandlerSecured is BenchmarkHandler with authentication and ACLs, without
+// and with a line per request in the access log; run beside it, the ratio of
+// cpu-ns/op is the price of security on each path:
+//
+//	go test ./api -run '^$' -bench '^BenchmarkHandler(Secured)?$' -benchtime 300x -count 8
+func BenchmarkHandlerSecured(b *testing.B) {
+	cat, rd, body, bb := fixture(b)
+	b.Run("acls", func(b *testing.B) { benchRoutes(b, securedHandler(b, cat, stubWriter{}, rd, 0), body, bb, benchKey) })
+	b.Run("acls+access-log", func(b *testing.B) { benchRoutes(b, securedHandler(b, cat, stubWriter{}, rd, 1), body, bb, benchKey) })
+}
+
+// benchRoutes runs the four paths through h, with key as the bearer token ("": none).
+func benchRoutes(b *testing.B, h http.Handler, body, bb []byte, key string) {
+	auth := func(r *http.Request) *http.Request {
+		if key != "" {
+			r.Header.Set("Authorization", "Bearer "+key)
+		}
+		return r
+	}
 	b.Run("produce-json", func(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		run(b, h, func() *http.Request {
 			r := httptest.NewRequest("POST", "/v1/topics/t/records", bytes.NewReader(body))
 			r.Header.Set("Content-Type", "application/json")
-			return r
+			return auth(r)
 		})
 	})
 	b.Run("produce-binary", func(b *testing.B) {
@@ -165,19 +235,19 @@ func BenchmarkHandler(b *testing.B) {
 		run(b, h, func() *http.Request {
 			r := httptest.NewRequest("POST", "/v1/topics/t/records?partition=1", bytes.NewReader(bb))
 			r.Header.Set("Content-Type", "application/vnd.kafka.record-batch")
-			return r
+			return auth(r)
 		})
 	})
 	b.Run("fetch-json", func(b *testing.B) {
 		run(b, h, func() *http.Request {
-			return httptest.NewRequest("GET", "/v1/topics/t/partitions/0/records?offset=0", nil)
+			return auth(httptest.NewRequest("GET", "/v1/topics/t/partitions/0/records?offset=0", nil))
 		})
 	})
 	b.Run("fetch-binary", func(b *testing.B) {
 		run(b, h, func() *http.Request {
 			r := httptest.NewRequest("GET", "/v1/topics/t/partitions/0/records?offset=0", nil)
 			r.Header.Set("Accept", "application/vnd.kafka.record-batch")
-			return r
+			return auth(r)
 		})
 	})
 }

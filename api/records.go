@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/broker"
 )
 
@@ -29,6 +30,9 @@ func (rs *recordsResource) produce(w http.ResponseWriter, r *http.Request) *prob
 	}
 	a := rs.a
 	name, p := topicParam(r)
+	if p == nil {
+		p = a.authorize(r, acl.OpWrite, acl.Topic(name))
+	}
 	if p != nil {
 		return p
 	}

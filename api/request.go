@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/broker"
 )
 
@@ -43,8 +44,14 @@ func (a *API) serve(need broker.Capability, h handlerFunc) http.HandlerFunc {
 	}
 }
 
-// principal is who calls: anonymous until the API keys map to principals.
-func principal(*http.Request) broker.Principal { return broker.Anonymous }
+// authorize asks the core whether the caller may do op on res, before the request's
+// body is read or anything looked up: a refusal is the same whether res exists or not.
+func (a *API) authorize(r *http.Request, op acl.Operation, res acl.Resource) *problem {
+	if err := a.core.Authorize(r.Context(), principal(r), op, res); err != nil {
+		return a.problemFor(r, err)
+	}
+	return nil
+}
 
 // decodeJSON reads a JSON request body into a T (readBody, then decodeStrict).
 func decodeJSON[T any](r *http.Request) (T, *problem) {

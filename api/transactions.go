@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 )
@@ -120,6 +121,9 @@ func (rs *transactResource) produce(w http.ResponseWriter, r *http.Request) *pro
 		if !ok {
 			if err := catalog.ValidateTopicName(tr.Topic); err != nil {
 				return newProblem(CodeInvalidTopicName, "records[%d].topic: %s", i, err.Error()).with("record", i).with("field", "topic")
+			}
+			if p := a.authorize(r, acl.OpWrite, acl.Topic(tr.Topic)); p != nil {
+				return p
 			}
 			ti, err := a.core.LookupTopic(r.Context(), principal(r), tr.Topic)
 			if err != nil {

@@ -22,14 +22,18 @@ import (
 )
 
 // Principal is who calls: the identity a front end authenticated (an API key, a SASL
-// user, a client certificate). Anonymous until authentication gives it a name.
+// user, a client certificate), as Kafka writes it ("User:alice"). Anonymous on a node
+// without authentication.
 type Principal struct {
 	// Name identifies the principal; empty is Anonymous.
 	Name string
+	// Host is the address the caller connects from (ACLs may name hosts); empty when
+	// unknown.
+	Host string
 }
 
-// Anonymous is the principal of a caller that presented no identity (every caller, until
-// the front ends map their credentials to principals).
+// Anonymous is the principal of a caller that presented no identity: every caller of a
+// node without authentication.
 var Anonymous = Principal{}
 
 // Catalog is the part of the catalog the core reads and administers topics through.
@@ -97,6 +101,7 @@ var (
 	_ Watcher       = (*reader.Reader)(nil)
 	_ Producers     = catalog.Producers(nil)
 	_ RecordDeleter = catalog.Compaction(nil)
+	_ Security      = catalog.Security(nil)
 )
 
 // Deps are what the core serves from. Each is nil on a node without it (leave the field
@@ -122,6 +127,12 @@ type Deps struct {
 	Groups    Groups
 	// Connect commits connector source offsets without records (CommitSource).
 	Connect SourceOffsets
+	// Security keeps keys, ACLs and the audit log (both catalog backends); the calls
+	// that manage them need it.
+	Security Security
+	// Authorizer decides what a principal may do (package security); nil: everything
+	// is allowed, the node has no authentication.
+	Authorizer Authorizer
 	// Now is the node clock that stamps and bounds CreateTime timestamps; nil: time.Now.
 	Now func() time.Time
 }
@@ -134,6 +145,11 @@ type Config struct {
 	// beyond the cached count re-reads the topic before refusing. Default 2s; negative
 	// disables the cache.
 	TopicCacheTTL time.Duration
+	// MaxTimestampAfterMs is the largest message.timestamp.after.max.ms a topic may set
+	// without the alter-configs permission on the cluster (and, on a node without
+	// authentication, at all): 0 means catalog.DefaultMaxTimestampAfterMs (one day), -1
+	// no limit.
+	MaxTimestampAfterMs int64
 }
 
 // DefaultTopicCacheTTL is Config.TopicCacheTTL when it is zero.
@@ -144,6 +160,10 @@ type Broker struct {
 	d      Deps
 	now    func() time.Time
 	topics *topicCache // nil without a catalog
+	// maxAfterMs is Config.MaxTimestampAfterMs.
+	maxAfterMs int64
+	// producerTxns remembers the transactional id of producer ids seen (authorize.go).
+	producerTxns producerTxnCache
 }
 
 // New builds the core over d.
@@ -151,7 +171,10 @@ func New(cfg Config, d Deps) *Broker {
 	if cfg.TopicCacheTTL == 0 {
 		cfg.TopicCacheTTL = DefaultTopicCacheTTL
 	}
-	b := &Broker{d: d, now: d.Now}
+	if cfg.MaxTimestampAfterMs == 0 {
+		cfg.MaxTimestampAfterMs = catalog.DefaultMaxTimestampAfterMs
+	}
+	b := &Broker{d: d, now: d.Now, maxAfterMs: cfg.MaxTimestampAfterMs}
 	if b.now == nil {
 		b.now = time.Now
 	}
@@ -180,6 +203,8 @@ const (
 	CapDeleteRecords
 	// CapGroups: the group calls.
 	CapGroups
+	// CapSecurity: keys, ACLs and the audit log.
+	CapSecurity
 )
 
 // Check answers nil when this node can serve calls that need c, else an *Error with
@@ -237,6 +262,10 @@ func (b *Broker) check(c Capability) *Error {
 	case CapGroups:
 		if b.d.Groups == nil || b.d.Catalog == nil {
 			return newError(CodeRoleUnavailable, "this node serves no consumer groups")
+		}
+	case CapSecurity:
+		if b.d.Security == nil {
+			return newError(CodeRoleUnavailable, "this node's catalog keeps no keys, ACLs or audit log")
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/catalog"
 )
 
@@ -49,6 +50,9 @@ type AlterConfigsRequest struct {
 
 // AlterConfigs applies req to a topic's explicit configs and answers the topic.
 func (b *Broker) AlterConfigs(ctx context.Context, who Principal, topic string, req AlterConfigsRequest) (catalog.Topic, error) {
+	if e := b.authorize(ctx, who, acl.OpAlterConfigs, acl.Topic(topic)); e != nil {
+		return catalog.Topic{}, e
+	}
 	t, err := b.topic(ctx, "alter configs", topic)
 	if err != nil {
 		return catalog.Topic{}, err
@@ -73,6 +77,9 @@ func (b *Broker) AlterConfigs(ctx context.Context, who Principal, topic string, 
 	if _, err := catalog.ParseConfig(next); err != nil {
 		return catalog.Topic{}, catalogError("alter configs", err)
 	}
+	if e := b.checkConfigLimits(ctx, who, setConfigs(t.Configs, next)); e != nil {
+		return catalog.Topic{}, e
+	}
 	if req.ValidateOnly {
 		t.Configs = next
 		return t, nil
@@ -92,6 +99,7 @@ func (b *Broker) AlterConfigs(ctx context.Context, who Principal, topic string, 
 	if len(update) == 0 {
 		return t, nil
 	}
+	ctx = withAudit(ctx, who, "topic.alter", acl.Topic(topic), alterDetails(0, update))
 	nt, err := b.d.Catalog.UpdateTopic(ctx, topic, 0, update)
 	b.topics.invalidate(topic)
 	if err != nil {
@@ -151,4 +159,16 @@ func splitList(v string) []string {
 		}
 	}
 	return slices.Compact(out)
+}
+
+// setConfigs are the configs of next that old did not have at that value: those being
+// set, which the operator's limits apply to.
+func setConfigs(old, next map[string]string) map[string]string {
+	set := map[string]string{}
+	for k, v := range next {
+		if o, ok := old[k]; !ok || o != v {
+			set[k] = v
+		}
+	}
+	return set
 }

@@ -57,6 +57,8 @@ const (
 	// longer its task's; it must stop (only the connect runtime meets it).
 	CodeStaleGeneration Code = "stale_generation"
 	CodeMemoryExhausted Code = "memory_exhausted"
+	CodeForbidden       Code = "forbidden"
+	CodeKeyNotFound     Code = "key_not_found"
 )
 
 // retriable lists the codes whose request may succeed later unchanged: the node was
@@ -89,7 +91,7 @@ func Codes() []Code {
 		CodeCatalogUnavailable, CodeRoleUnavailable, CodeInternal, CodeGroupNotFound, CodeInvalidGroupName,
 		CodeUnknownMember, CodeStaleMemberEpoch, CodeNotOwner, CodeGroupNotEmpty, CodeProducerFenced,
 		CodeOutOfOrderSequence, CodeUnknownProducer, CodeInvalidTransactionalID, CodeStaleGeneration,
-		CodeMemoryExhausted,
+		CodeMemoryExhausted, CodeForbidden, CodeKeyNotFound,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/reader"
 )
@@ -43,7 +44,7 @@ func (b *Broker) Fetch(ctx context.Context, who Principal, req FetchRequest) (Fe
 	if e := b.check(CapFetch); e != nil {
 		return FetchResult{}, e
 	}
-	f, e := b.fetch(ctx, &req)
+	f, e := b.fetch(ctx, who, &req)
 	if e != nil {
 		return FetchResult{}, e
 	}
@@ -60,7 +61,7 @@ func (b *Broker) FetchBatches(ctx context.Context, who Principal, req FetchReque
 	if e := b.check(CapFetchBatches); e != nil {
 		return BatchesFetch{}, e
 	}
-	f, e := b.fetch(ctx, &req)
+	f, e := b.fetch(ctx, who, &req)
 	if e != nil {
 		return BatchesFetch{}, e
 	}
@@ -71,8 +72,12 @@ func (b *Broker) FetchBatches(ctx context.Context, who Principal, req FetchReque
 	return res, nil
 }
 
-// fetch resolves a fetch's partition through the topic cache.
-func (b *Broker) fetch(ctx context.Context, req *FetchRequest) (reader.Fetch, *Error) {
+// fetch authorizes reading the topic and resolves a fetch's partition through the topic
+// cache.
+func (b *Broker) fetch(ctx context.Context, who Principal, req *FetchRequest) (reader.Fetch, *Error) {
+	if e := b.authorize(ctx, who, acl.OpRead, acl.Topic(req.Topic)); e != nil {
+		return reader.Fetch{}, e
+	}
 	ti, e := b.lookupPartition(ctx, req.Topic, req.Partition)
 	if e != nil {
 		return reader.Fetch{}, e

@@ -58,7 +58,7 @@ func (b *Broker) FetchPartitions(ctx context.Context, who Principal, req Partiti
 	fetches := make([]*reader.Fetch, len(req.Partitions)) // nil: refused before reading
 	var watch []reader.WatchPartition
 	for i := range req.Partitions {
-		f, e := b.fetch(ctx, &req.Partitions[i])
+		f, e := b.fetch(ctx, who, &req.Partitions[i])
 		if e != nil {
 			out[i].Err = e
 			continue

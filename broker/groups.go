@@ -3,16 +3,25 @@ package broker
 import (
 	"context"
 
+	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/catalog"
 )
 
 // The consumer-group calls (docs/design.md "Groups"): thin over the catalog, whose
-// shared Go and SQL twins hold the group rules; the core maps their errors, and resolves
-// what a reset asks for into offsets.
+// shared Go and SQL twins hold the group rules; the core authorizes them as Kafka does
+// (a member reads its group and its topics; describing needs describe; what a caller
+// may not describe is left out of its listings), maps their errors, and resolves what
+// a reset asks for into offsets.
 
 // Heartbeat joins, renews or leaves a group and answers the member's assignment.
 func (b *Broker) Heartbeat(ctx context.Context, who Principal, hb catalog.Heartbeat) (catalog.HeartbeatResult, error) {
 	if e := b.check(CapGroups); e != nil {
+		return catalog.HeartbeatResult{}, e
+	}
+	if e := b.authorize(ctx, who, acl.OpRead, acl.Group(hb.Group)); e != nil {
+		return catalog.HeartbeatResult{}, e
+	}
+	if e := b.authorizeTopics(ctx, who, acl.OpRead, hb.Topics); e != nil {
 		return catalog.HeartbeatResult{}, e
 	}
 	res, err := b.d.Groups.Heartbeat(ctx, hb)
@@ -27,30 +36,68 @@ func (b *Broker) CommitOffsets(ctx context.Context, who Principal, c catalog.Off
 	if e := b.check(CapGroups); e != nil {
 		return e
 	}
+	if e := b.authorizeCommit(ctx, who, &c); e != nil {
+		return e
+	}
 	if err := b.d.Groups.CommitOffsets(ctx, c); err != nil {
 		return groupError("commit offsets", err)
 	}
 	return nil
 }
 
-// GroupOffsets lists a group's committed offsets.
+// authorizeCommit requires read on the group and on every topic committed, as a Kafka
+// OffsetCommit does.
+func (b *Broker) authorizeCommit(ctx context.Context, who Principal, c *catalog.OffsetCommit) *Error {
+	if e := b.authorize(ctx, who, acl.OpRead, acl.Group(c.Group)); e != nil {
+		return e
+	}
+	topics := make([]string, len(c.Offsets))
+	for i, o := range c.Offsets {
+		topics[i] = o.Topic
+	}
+	return b.authorizeTopics(ctx, who, acl.OpRead, topics)
+}
+
+// GroupOffsets lists a group's committed offsets, of the topics the caller may
+// describe.
 func (b *Broker) GroupOffsets(ctx context.Context, who Principal, group string) ([]catalog.GroupOffset, error) {
 	if e := b.check(CapGroups); e != nil {
+		return nil, e
+	}
+	if e := b.authorize(ctx, who, acl.OpDescribe, acl.Group(group)); e != nil {
 		return nil, e
 	}
 	offs, err := b.d.Groups.GroupOffsets(ctx, group)
 	if err != nil {
 		return nil, groupError("group offsets", err)
 	}
-	return offs, nil
+	return visible(b, who, offs, func(o catalog.GroupOffset) string { return o.Topic }), nil
+}
+
+// visible keeps the items about topics who may describe.
+func visible[T any](b *Broker, who Principal, items []T, topic func(T) string) []T {
+	if b.d.Authorizer == nil {
+		return items
+	}
+	out := items[:0:0]
+	for _, it := range items {
+		if b.may(who, acl.OpDescribe, acl.Topic(topic(it))) {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // GroupLag answers a group's committed offsets against the high watermarks.
 func (b *Broker) GroupLag(ctx context.Context, who Principal, group string) ([]catalog.PartitionLag, error) {
-	return b.groupLag(ctx, "group lag", group)
+	if e := b.authorize(ctx, who, acl.OpDescribe, acl.Group(group)); e != nil {
+		return nil, e
+	}
+	return b.groupLag(ctx, who, "group lag", group)
 }
 
-func (b *Broker) groupLag(ctx context.Context, op, group string) ([]catalog.PartitionLag, error) {
+// groupLag is the lag of the partitions of topics who may describe.
+func (b *Broker) groupLag(ctx context.Context, who Principal, op, group string) ([]catalog.PartitionLag, error) {
 	if e := b.check(CapGroups); e != nil {
 		return nil, e
 	}
@@ -58,10 +105,10 @@ func (b *Broker) groupLag(ctx context.Context, op, group string) ([]catalog.Part
 	if err != nil {
 		return nil, groupError(op, err)
 	}
-	return ls, nil
+	return visible(b, who, ls, func(l catalog.PartitionLag) string { return l.Topic }), nil
 }
 
-// ListGroups lists every group.
+// ListGroups lists the groups the caller may describe.
 func (b *Broker) ListGroups(ctx context.Context, who Principal) ([]catalog.GroupSummary, error) {
 	if e := b.check(CapGroups); e != nil {
 		return nil, e
@@ -70,7 +117,16 @@ func (b *Broker) ListGroups(ctx context.Context, who Principal) ([]catalog.Group
 	if err != nil {
 		return nil, groupError("list groups", err)
 	}
-	return gs, nil
+	if b.d.Authorizer == nil {
+		return gs, nil
+	}
+	out := gs[:0:0]
+	for _, g := range gs {
+		if b.may(who, acl.OpDescribe, acl.Group(g.Name)) {
+			out = append(out, g)
+		}
+	}
+	return out, nil
 }
 
 // DescribeGroup answers a group's state, members and assignments, and its lag.
@@ -78,11 +134,14 @@ func (b *Broker) DescribeGroup(ctx context.Context, who Principal, group string)
 	if e := b.check(CapGroups); e != nil {
 		return catalog.GroupDescription{}, nil, e
 	}
+	if e := b.authorize(ctx, who, acl.OpDescribe, acl.Group(group)); e != nil {
+		return catalog.GroupDescription{}, nil, e
+	}
 	d, err := b.d.Groups.DescribeGroup(ctx, group)
 	if err != nil {
 		return catalog.GroupDescription{}, nil, groupError("describe group", err)
 	}
-	ls, err := b.groupLag(ctx, "describe group", group)
+	ls, err := b.groupLag(ctx, who, "describe group", group)
 	if err != nil {
 		return catalog.GroupDescription{}, nil, err
 	}
@@ -94,6 +153,10 @@ func (b *Broker) DeleteGroup(ctx context.Context, who Principal, group string) e
 	if e := b.check(CapGroups); e != nil {
 		return e
 	}
+	if e := b.authorize(ctx, who, acl.OpDelete, acl.Group(group)); e != nil {
+		return e
+	}
+	ctx = withAudit(ctx, who, "group.delete", acl.Group(group), nil)
 	if err := b.d.Groups.DeleteGroup(ctx, group); err != nil {
 		return groupError("delete group", err)
 	}
@@ -116,6 +179,9 @@ type ResetRequest struct {
 func (b *Broker) ResetOffsets(ctx context.Context, who Principal, group string, req ResetRequest) ([]catalog.CommitOffset, error) {
 	const op = "reset offsets"
 	if e := b.check(CapGroups); e != nil {
+		return nil, e
+	}
+	if e := b.authorizeCommit(ctx, who, &catalog.OffsetCommit{Group: group, Offsets: []catalog.CommitOffset{{Topic: req.Topic}}}); e != nil {
 		return nil, e
 	}
 	switch {
@@ -161,6 +227,18 @@ func (b *Broker) ResetOffsets(ctx context.Context, who Principal, group string, 
 		}
 		offs = append(offs, o)
 	}
+	to := map[string]any{"topic": req.Topic, "partitions": len(offs)}
+	switch {
+	case req.ToOffset:
+		to["offset"] = req.To
+	case req.To == Earliest:
+		to["to"] = "earliest"
+	case req.To == Latest:
+		to["to"] = "latest"
+	default:
+		to["timestamp"] = req.To
+	}
+	ctx = withAudit(ctx, who, "group.reset_offsets", acl.Group(group), to)
 	if err := b.d.Groups.ResetOffsets(ctx, group, offs); err != nil {
 		return nil, groupError(op, err)
 	}

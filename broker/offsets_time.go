@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 
+	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/segment"
 )
@@ -39,6 +40,9 @@ func readerFetch(ti TopicInfo, partition int32, from int64) reader.Fetch {
 // largest timestamp. Records below the log start offset are not considered.
 func (b *Broker) OffsetForTimestamp(ctx context.Context, who Principal, topic string, partition int32, ts int64) (TimestampOffset, error) {
 	if e := b.check(CapFetchBatches); e != nil {
+		return TimestampOffset{}, e
+	}
+	if e := b.authorize(ctx, who, acl.OpDescribe, acl.Topic(topic)); e != nil {
 		return TimestampOffset{}, e
 	}
 	ti, e := b.lookupPartition(ctx, topic, partition)

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/catalog"
 )
 
@@ -10,6 +11,9 @@ import (
 // a count that is not above the current one is refused, and validateOnly checks
 // without changing anything (the answer is the topic as it would be).
 func (b *Broker) GrowPartitions(ctx context.Context, who Principal, topic string, count int32, validateOnly bool) (catalog.Topic, error) {
+	if e := b.authorize(ctx, who, acl.OpAlter, acl.Topic(topic)); e != nil {
+		return catalog.Topic{}, e
+	}
 	t, err := b.topic(ctx, "create partitions", topic)
 	if err != nil {
 		return catalog.Topic{}, err
@@ -30,6 +34,8 @@ func (b *Broker) GrowPartitions(ctx context.Context, who Principal, topic string
 
 // TopicByUUID returns the live topic whose UUID is id (Kafka names topics by id from
 // Metadata v10 and DeleteTopics v6). Such lookups are rare: they read the topic list.
+// A topic the caller may not describe is not found, as Kafka answers: its id must not
+// reveal its name.
 func (b *Broker) TopicByUUID(ctx context.Context, who Principal, id catalog.UUID) (catalog.Topic, error) {
 	ts, err := b.Topics(ctx, who)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/segment"
 	"github.com/strata-io/strata/writer"
@@ -60,6 +61,9 @@ func (b *Broker) Produce(ctx context.Context, who Principal, req ProduceRequest)
 	if e := b.check(CapProduce); e != nil {
 		return ProduceResult{}, e
 	}
+	if e := b.authorizeProduce(ctx, who, &req); e != nil {
+		return ProduceResult{}, e
+	}
 	wreq, topics, e := b.produceRequest(ctx, &req)
 	if e != nil {
 		return ProduceResult{}, e
@@ -73,6 +77,21 @@ func (b *Broker) Produce(ctx context.Context, who Principal, req ProduceRequest)
 		return ProduceResult{}, newError(CodeInternal, "produce: the writer answered for the wrong number of records").unexpected("produce", err)
 	}
 	return ProduceResult{Offsets: resp.Records, Duplicate: resp.Duplicate}, nil
+}
+
+// authorizeProduce requires write on every topic written; with group offsets, read on
+// the group and on the topics whose offsets are committed (as a Kafka offset commit);
+// with a producer id, write on its transactional id, if it has one.
+func (b *Broker) authorizeProduce(ctx context.Context, who Principal, req *ProduceRequest) *Error {
+	if e := b.authorizeEach(ctx, who, acl.OpWrite, len(req.Records), func(i int) string { return req.Records[i].Topic }); e != nil {
+		return e
+	}
+	if g := req.GroupOffsets; g != nil {
+		if e := b.authorizeCommit(ctx, who, g); e != nil {
+			return e
+		}
+	}
+	return b.authorizeProducer(ctx, who, req.Producer)
 }
 
 // produceRequest turns req into the writer's request under its topics' rules, and

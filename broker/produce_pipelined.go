@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/segment"
 	"github.com/strata-io/strata/writer"
 )
@@ -35,6 +36,9 @@ func (b *Broker) PrepareBatches(ctx context.Context, who Principal, req BatchesR
 	if e := b.check(CapProduce); e != nil {
 		return nil, e
 	}
+	if e := b.authorize(ctx, who, acl.OpWrite, acl.Topic(req.Topic)); e != nil {
+		return nil, e
+	}
 	if len(req.Batches) == 0 {
 		return nil, newError(CodeEmptyBatch, "the body holds no record batch")
 	}
@@ -48,6 +52,9 @@ func (b *Broker) PrepareBatches(ctx context.Context, who Principal, req BatchesR
 	}
 	segment.ResetLeaderEpochs(req.Batches)
 	wreq, count, e := batchesRequest(req.Batches, &ti, req.Partition, b.now().UnixMilli(), maxRecords)
+	if e == nil {
+		e = b.authorizeProducer(ctx, who, wreq.Producer)
+	}
 	if e != nil {
 		return nil, e
 	}

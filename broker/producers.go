@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/catalog"
 )
 
@@ -29,9 +30,16 @@ func (b *Broker) InitProducer(ctx context.Context, who Principal, req InitProduc
 	tid := ""
 	if req.TransactionalID != nil {
 		tid = *req.TransactionalID
+		if e := b.authorize(ctx, who, acl.OpWrite, acl.TransactionalID(tid)); e != nil {
+			return catalog.Producer{}, e
+		}
 		if err := catalog.ValidateTransactionalID(tid); err != nil {
 			return catalog.Producer{}, newError(CodeInvalidTransactionalID, "%s", err.Error()).with("field", "transactional_id")
 		}
+	} else if e := b.authorizeProducer(ctx, who, req.Current); e != nil {
+		// A plain producer restarting its sequences (KIP-360) must not bump another's
+		// transactional producer.
+		return catalog.Producer{}, e
 	}
 	if c := req.Current; c != nil {
 		if c.ID < 0 || c.Epoch < 0 {
@@ -40,6 +48,9 @@ func (b *Broker) InitProducer(ctx context.Context, who Principal, req InitProduc
 		}
 	}
 	p, err := b.d.Producers.InitProducer(ctx, tid, req.Current)
+	if err == nil {
+		b.rememberProducer(p.ID, tid)
+	}
 	if err != nil {
 		if e, ok := producerError(err, nil); ok {
 			return catalog.Producer{}, e

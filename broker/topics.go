@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/catalog"
 )
 
@@ -22,6 +23,9 @@ func ValidateTopicName(name string) error {
 // LookupTopic returns a topic's metadata from the topic cache (DefaultTopicCacheTTL),
 // which produce and fetch read instead of the catalog.
 func (b *Broker) LookupTopic(ctx context.Context, who Principal, name string) (TopicInfo, error) {
+	if e := b.authorize(ctx, who, acl.OpDescribe, acl.Topic(name)); e != nil {
+		return TopicInfo{}, e
+	}
 	ti, e := b.lookupTopic(ctx, name)
 	if e != nil {
 		return TopicInfo{}, e
@@ -47,6 +51,9 @@ func (b *Broker) lookupTopic(ctx context.Context, name string) (TopicInfo, *Erro
 // cached count re-reads the topic first (it may have just grown), then answers
 // CodePartitionOutOfRange.
 func (b *Broker) LookupPartition(ctx context.Context, who Principal, name string, partition int32) (TopicInfo, error) {
+	if e := b.authorize(ctx, who, acl.OpDescribe, acl.Topic(name)); e != nil {
+		return TopicInfo{}, e
+	}
 	ti, e := b.lookupPartition(ctx, name, partition)
 	if e != nil {
 		return TopicInfo{}, e
@@ -98,10 +105,16 @@ type CreateTopicRequest struct {
 	ValidateOnly bool
 }
 
-// CreateTopic creates a topic with every partition at offset 0.
+// CreateTopic creates a topic with every partition at offset 0. It needs create on the
+// cluster or on the topic, as in Kafka.
 func (b *Broker) CreateTopic(ctx context.Context, who Principal, req CreateTopicRequest) (catalog.Topic, error) {
 	if e := b.check(CapTopics); e != nil {
 		return catalog.Topic{}, e
+	}
+	if !b.may(who, acl.OpCreate, acl.Cluster()) {
+		if e := b.authorize(ctx, who, acl.OpCreate, acl.Topic(req.Name)); e != nil {
+			return catalog.Topic{}, e
+		}
 	}
 	if err := ValidateTopicName(req.Name); err != nil {
 		return catalog.Topic{}, err
@@ -115,6 +128,9 @@ func (b *Broker) CreateTopic(ctx context.Context, who Principal, req CreateTopic
 	if _, err := catalog.ParseConfig(req.Configs); err != nil {
 		return catalog.Topic{}, catalogError("create topic", err)
 	}
+	if e := b.checkConfigLimits(ctx, who, req.Configs); e != nil {
+		return catalog.Topic{}, e
+	}
 	if req.ValidateOnly {
 		_, err := b.d.Catalog.Topic(ctx, req.Name)
 		switch {
@@ -125,6 +141,7 @@ func (b *Broker) CreateTopic(ctx context.Context, who Principal, req CreateTopic
 		}
 		return catalog.Topic{Name: req.Name, Partitions: req.Partitions, Configs: maps.Clone(req.Configs)}, nil
 	}
+	ctx = withAudit(ctx, who, "topic.create", acl.Topic(req.Name), map[string]any{"partitions": req.Partitions, "configs": req.Configs})
 	t, err := b.d.Catalog.CreateTopic(ctx, req.Name, req.Partitions, req.Configs)
 	if err != nil {
 		return catalog.Topic{}, catalogError("create topic", err)
@@ -132,7 +149,7 @@ func (b *Broker) CreateTopic(ctx context.Context, who Principal, req CreateTopic
 	return t, nil
 }
 
-// Topics lists the live topics, ordered by name.
+// Topics lists the live topics the caller may describe, ordered by name.
 func (b *Broker) Topics(ctx context.Context, who Principal) ([]catalog.Topic, error) {
 	if e := b.check(CapTopics); e != nil {
 		return nil, e
@@ -142,12 +159,15 @@ func (b *Broker) Topics(ctx context.Context, who Principal) ([]catalog.Topic, er
 		return nil, catalogError("list topics", err)
 	}
 	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
-	return ts, nil
+	return visible(b, who, ts, func(t catalog.Topic) string { return t.Name }), nil
 }
 
 // Topic reads a topic from the catalog (not the cache: an administrator sees a change
 // made on another node at once).
 func (b *Broker) Topic(ctx context.Context, who Principal, name string) (catalog.Topic, error) {
+	if e := b.authorize(ctx, who, acl.OpDescribe, acl.Topic(name)); e != nil {
+		return catalog.Topic{}, e
+	}
 	return b.topic(ctx, "get topic", name)
 }
 
@@ -171,10 +191,13 @@ func (b *Broker) DeleteTopic(ctx context.Context, who Principal, name string) er
 	if e := b.check(CapTopics); e != nil {
 		return e
 	}
+	if e := b.authorize(ctx, who, acl.OpDelete, acl.Topic(name)); e != nil {
+		return e
+	}
 	if err := ValidateTopicName(name); err != nil {
 		return err
 	}
-	err := b.d.Catalog.DeleteTopic(ctx, name)
+	err := b.d.Catalog.DeleteTopic(withAudit(ctx, who, "topic.delete", acl.Topic(name), nil), name)
 	b.topics.invalidate(name)
 	if err != nil {
 		return catalogError("delete topic", err)
@@ -197,6 +220,16 @@ func (b *Broker) UpdateTopic(ctx context.Context, who Principal, name string, u 
 	if e := b.check(CapTopics); e != nil {
 		return catalog.Topic{}, e
 	}
+	if u.Partitions != 0 || len(u.Configs) == 0 {
+		if e := b.authorize(ctx, who, acl.OpAlter, acl.Topic(name)); e != nil {
+			return catalog.Topic{}, e
+		}
+	}
+	if len(u.Configs) > 0 {
+		if e := b.authorize(ctx, who, acl.OpAlterConfigs, acl.Topic(name)); e != nil {
+			return catalog.Topic{}, e
+		}
+	}
 	if err := ValidateTopicName(name); err != nil {
 		return catalog.Topic{}, err
 	}
@@ -216,6 +249,10 @@ func (b *Broker) UpdateTopic(ctx context.Context, who Principal, name string, u 
 	if u.Partitions == 0 && len(u.Configs) == 0 {
 		return b.topic(ctx, "update topic", name)
 	}
+	if e := b.checkConfigLimits(ctx, who, u.Configs); e != nil {
+		return catalog.Topic{}, e
+	}
+	ctx = withAudit(ctx, who, "topic.alter", acl.Topic(name), alterDetails(u.Partitions, u.Configs))
 	t, err := b.d.Catalog.UpdateTopic(ctx, name, u.Partitions, u.Configs)
 	b.topics.invalidate(name)
 	if err != nil {
@@ -235,6 +272,9 @@ type ConfigEntry struct {
 // DescribeConfigs lists every supported config of a topic with its effective value,
 // ordered by name.
 func (b *Broker) DescribeConfigs(ctx context.Context, who Principal, name string) ([]ConfigEntry, error) {
+	if e := b.authorize(ctx, who, acl.OpDescribeConfigs, acl.Topic(name)); e != nil {
+		return nil, e
+	}
 	t, err := b.topic(ctx, "describe configs", name)
 	if err != nil {
 		return nil, err
@@ -258,6 +298,9 @@ func EffectiveConfigs(explicit map[string]string) []ConfigEntry {
 
 // Partitions lists a topic's partitions in order, read from the catalog.
 func (b *Broker) Partitions(ctx context.Context, who Principal, name string) ([]catalog.PartitionInfo, error) {
+	if e := b.authorize(ctx, who, acl.OpDescribe, acl.Topic(name)); e != nil {
+		return nil, e
+	}
 	t, err := b.topic(ctx, "list partitions", name)
 	if err != nil {
 		return nil, err
@@ -296,6 +339,9 @@ const (
 // timestamp is at or after at (unix ms), at the catalog's chunk granularity; the high
 // watermark when there is none.
 func (b *Broker) ListOffset(ctx context.Context, who Principal, topic string, partition int32, at int64) (int64, error) {
+	if e := b.authorize(ctx, who, acl.OpDescribe, acl.Topic(topic)); e != nil {
+		return 0, e
+	}
 	ti, e := b.lookupPartition(ctx, topic, partition)
 	if e != nil {
 		return 0, e
@@ -329,6 +375,9 @@ func (b *Broker) DeleteRecords(ctx context.Context, who Principal, topic string,
 	if e := b.check(CapDeleteRecords); e != nil {
 		return catalog.PartitionInfo{}, e
 	}
+	if e := b.authorize(ctx, who, acl.OpDelete, acl.Topic(topic)); e != nil {
+		return catalog.PartitionInfo{}, e
+	}
 	if before < -1 {
 		return catalog.PartitionInfo{}, newError(CodeInvalidOffset, "before_offset must be an offset (records below it are deleted) or -1 for the high watermark")
 	}
@@ -343,6 +392,7 @@ func (b *Broker) DeleteRecords(ctx context.Context, who Principal, topic string,
 		}
 		before = pi.HighWatermark
 	}
+	ctx = withAudit(ctx, who, "records.delete", acl.Topic(topic), map[string]any{"partition": partition, "before_offset": before})
 	pi, err := b.d.Records.DeleteRecords(ctx, ti.ID, partition, before)
 	if err != nil {
 		return catalog.PartitionInfo{}, catalogError("delete records", err)

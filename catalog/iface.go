@@ -17,6 +17,7 @@ type Backend interface {
 	Inventory
 	Cluster
 	Connect
+	Security
 }
 
 // Catalog is the core of the catalog — topics, partitions, the segment commit, chunk

@@ -32,10 +32,11 @@ type handler func(ctx context.Context, r *request, req kmsg.Request) (kmsg.Respo
 
 // request is what a handler knows about the request beyond its body.
 type request struct {
-	conn      *conn
-	header    header
-	principal string           // "" until SASL authentication (and always, without keys)
-	who       broker.Principal // principal, as the core takes it
+	conn   *conn
+	header header
+	// who is the connection's principal (empty until authenticated, and always
+	// without authentication), as the core takes it.
+	who broker.Principal
 	// Produce requests of one connection reach the writer in the order they came:
 	// turn is closed once the previous Produce of the connection has submitted its
 	// batches, and submitted is closed by this one (produce.go).
@@ -95,6 +96,9 @@ func (s *Server) apiTable() map[int16]api {
 		{key: 33, min: 0, max: 2, handle: s.alterConfigs},
 		{key: 37, min: 0, max: 3, handle: s.createPartitions},
 		{key: 44, min: 0, max: 1, handle: s.incrementalAlterConfigs},
+		{key: 29, min: 0, max: 3, handle: s.describeACLs},
+		{key: 30, min: 0, max: 3, handle: s.createACLs},
+		{key: 31, min: 0, max: 3, handle: s.deleteACLs},
 	}
 	if s.cfg.Auth != nil {
 		apis = append(apis,

@@ -3,74 +3,31 @@ package kafka
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
-	"errors"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/security"
 )
 
-// Authenticator checks SASL/PLAIN credentials: the username is a key's id, the password
-// its secret. It returns the principal the connection then acts as, or an error
-// (wrapping ErrAuthFailed for a refusal) — the connection is closed either way. A
-// password that is a valid key under another key's id (or any other username) is
-// refused: the username names the key.
+// Authenticator checks credentials (*security.Guard): SASL/PLAIN, whose username is a
+// key's id and password its secret (a password that is a valid key under another id is
+// refused: the username names the key), and a verified TLS client certificate. Track
+// registers a connection to cut when its key is revoked or expires.
 type Authenticator interface {
-	Authenticate(ctx context.Context, username, password string) (principal string, err error)
+	AuthenticatePlain(ctx context.Context, username, password string) (security.Identity, error)
+	CertPrincipal(cert *x509.Certificate) (string, error)
+	Track(id string, cut func()) (release func(), ok bool)
 }
+
+var _ Authenticator = (*security.Guard)(nil)
 
 // ErrAuthFailed: the credentials were refused.
-var ErrAuthFailed = errors.New("authentication failed")
-
-// StaticKeys authenticates against the API keys given at start-up (--api-keys), until
-// keys live in the catalog with ids of their own. A static key's id is KeyID(key).
-type StaticKeys struct {
-	digests map[string][sha256.Size]byte // id → SHA-256 of the key
-}
-
-// NewStaticKeys returns an Authenticator over keys.
-func NewStaticKeys(keys []string) *StaticKeys {
-	s := &StaticKeys{digests: make(map[string][sha256.Size]byte, len(keys))}
-	for _, k := range keys {
-		s.digests[KeyID(k)] = sha256.Sum256([]byte(k))
-	}
-	return s
-}
-
-// KeyID is a static key's id, its SASL/PLAIN username: the first 16 hex digits of the
-// key's SHA-256 (printf %s "$KEY" | sha256sum | cut -c1-16). It names the key without
-// revealing it.
-func KeyID(key string) string {
-	d := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(d[:8])
-}
-
-// Authenticate checks that password is a configured key and username its id. The
-// digest comparison is constant-time; the answer says nothing about which part was
-// wrong.
-func (s *StaticKeys) Authenticate(_ context.Context, username, password string) (string, error) {
-	want, ok := s.digests[username]
-	got := sha256.Sum256([]byte(password))
-	if subtle.ConstantTimeCompare(want[:], got[:]) != 1 || !ok {
-		if s.isKey(got) {
-			return "", fmt.Errorf("%w: the username is not the id of the key given as password", ErrAuthFailed)
-		}
-		return "", fmt.Errorf("%w: unknown key", ErrAuthFailed)
-	}
-	return "key:" + username, nil
-}
-
-func (s *StaticKeys) isKey(d [sha256.Size]byte) bool {
-	found := 0
-	for _, k := range s.digests {
-		found |= subtle.ConstantTimeCompare(k[:], d[:])
-	}
-	return found == 1
-}
+var ErrAuthFailed = security.ErrAuthFailed
 
 // parsePlain splits a SASL/PLAIN message (RFC 4616): [authzid] NUL authcid NUL passwd.
 // An authorization id other than the username is refused: a key acts only as itself.
@@ -146,11 +103,12 @@ func (c *conn) rawSASL(sl *slot, token []byte) bool {
 func (s *Server) authenticate(ctx context.Context, c *conn, token []byte) error {
 	user, pass, err := parsePlain(token)
 	if err == nil {
-		var principal string
-		principal, err = s.cfg.Auth.Authenticate(ctx, user, pass)
+		var id security.Identity
+		if id, err = s.cfg.Auth.AuthenticatePlain(ctx, user, pass); err == nil {
+			err = c.authenticated(id.Principal, id.KeyID)
+		}
 		if err == nil {
-			c.authed, c.principal = true, principal
-			s.log.Debug("authenticated", "remote", c.remote, "principal", principal)
+			s.log.Debug("authenticated", "remote", c.remote, "principal", id.Principal, "key", id.KeyID)
 			return nil
 		}
 	}
@@ -159,4 +117,49 @@ func (s *Server) authenticate(ctx context.Context, c *conn, token []byte) error 
 	// secret written to the log.
 	s.log.Info("SASL authentication refused", "remote", c.remote, "err", err)
 	return err
+}
+
+// authenticated makes the connection act as principal from now on; with a key, it is
+// closed once the key is revoked or expires (at once if that has just happened).
+func (c *conn) authenticated(principal, keyID string) error {
+	if keyID != "" {
+		release, ok := c.s.cfg.Auth.Track(keyID, func() {
+			c.s.metrics.closed.WithLabelValues("revoked").Inc()
+			c.s.log.Info("closing connection: its key was revoked or expired", "remote", c.remote, "key", keyID)
+			c.close()
+		})
+		if !ok {
+			return fmt.Errorf("%w: key %s was revoked", ErrAuthFailed, keyID)
+		}
+		c.untrack = release
+	}
+	c.authed, c.principal = true, principal
+	return nil
+}
+
+// certificate authenticates a TLS connection by its verified client certificate, if it
+// presented one; without, SASL is still required.
+func (c *conn) certificate() {
+	tc, ok := c.nc.(*tls.Conn)
+	if !ok || c.s.cfg.Auth == nil {
+		return
+	}
+	_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
+	err := tc.HandshakeContext(c.ctx)
+	_ = tc.SetDeadline(time.Time{})
+	if err != nil {
+		c.s.log.Debug("TLS handshake", "remote", c.remote, "err", err)
+		return // the first read fails too, and ends the connection
+	}
+	st := tc.ConnectionState()
+	if len(st.VerifiedChains) == 0 || len(st.PeerCertificates) == 0 {
+		return
+	}
+	principal, err := c.s.cfg.Auth.CertPrincipal(st.PeerCertificates[0])
+	if err != nil {
+		c.s.metrics.authFailures.Inc()
+		c.s.log.Info("client certificate refused", "remote", c.remote, "err", err)
+		return
+	}
+	c.authed, c.principal = true, principal
 }

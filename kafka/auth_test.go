@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/security"
 )
 
 const (
@@ -18,25 +20,30 @@ const (
 
 func TestKeyID(t *testing.T) {
 	// printf %s key-a-0123456789abcdef | sha256sum | cut -c1-16
-	if got, want := KeyID(keyA), "cb9be82a90bf613c"; got != want {
-		t.Fatalf("KeyID = %s, want %s (the first 16 hex digits of the key's SHA-256)", got, want)
+	if got, want := security.StaticKeyID(keyA), "cb9be82a90bf613c"; got != want {
+		t.Fatalf("StaticKeyID = %s, want %s (the first 16 hex digits of the key's SHA-256)", got, want)
 	}
 }
 
+// staticKeys is a guard over static keys alone.
+func staticKeys(keys []string) *security.Guard {
+	return security.New(security.Config{StaticKeys: keys}, nil)
+}
+
 func TestStaticKeys(t *testing.T) {
-	a := NewStaticKeys([]string{keyA, keyB})
+	a := staticKeys([]string{keyA, keyB})
 	ctx := context.Background()
-	if p, err := a.Authenticate(ctx, KeyID(keyA), keyA); err != nil || p != "key:"+KeyID(keyA) {
-		t.Fatalf("own id and key: %q, %v", p, err)
+	if id, err := a.AuthenticatePlain(ctx, security.StaticKeyID(keyA), keyA); err != nil || id.Principal != security.BootstrapPrincipal {
+		t.Fatalf("own id and key: %+v, %v", id, err)
 	}
 	for _, tc := range []struct{ name, user, pass string }{
-		{"another key's id", KeyID(keyB), keyA},
+		{"another key's id", security.StaticKeyID(keyB), keyA},
 		{"a made-up user", "alice", keyA},
 		{"the key as username", keyA, keyA},
-		{"wrong key", KeyID(keyA), keyA + "x"},
+		{"wrong key", security.StaticKeyID(keyA), keyA + "x"},
 		{"empty", "", ""},
 	} {
-		if _, err := a.Authenticate(ctx, tc.user, tc.pass); !errors.Is(err, ErrAuthFailed) {
+		if _, err := a.AuthenticatePlain(ctx, tc.user, tc.pass); !errors.Is(err, ErrAuthFailed) {
 			t.Errorf("%s: %v, want ErrAuthFailed", tc.name, err)
 		}
 	}
@@ -47,7 +54,7 @@ func plain(user, pass string) []byte { return []byte("\x00" + user + "\x00" + pa
 func authServer(t *testing.T) *testServer {
 	fc := newFakeCluster()
 	fc.add("orders", 2)
-	return startServer(t, Config{Auth: NewStaticKeys([]string{keyA, keyB})}, fc)
+	return startServer(t, Config{Auth: staticKeys([]string{keyA, keyB})}, fc)
 }
 
 func metadataFor(name string) *kmsg.MetadataRequest {
@@ -90,7 +97,7 @@ func TestSASLPlain(t *testing.T) {
 	if r := handshake(t, c, 1, "PLAIN"); r.ErrorCode != 0 {
 		t.Fatalf("handshake: error %d", r.ErrorCode)
 	}
-	if r := authenticate(t, c, plain(KeyID(keyB), keyB)); r.ErrorCode != 0 {
+	if r := authenticate(t, c, plain(security.StaticKeyID(keyB), keyB)); r.ErrorCode != 0 {
 		t.Fatalf("authenticate: error %d", r.ErrorCode)
 	}
 	md := c.roundTrip(metadataFor("orders"), 12).(*kmsg.MetadataResponse)
@@ -105,7 +112,7 @@ func TestSASLHandshakeV0RawToken(t *testing.T) {
 	if r := handshake(t, c, 0, "PLAIN"); r.ErrorCode != 0 {
 		t.Fatalf("handshake v0: error %d", r.ErrorCode)
 	}
-	tok := plain(KeyID(keyA), keyA)
+	tok := plain(security.StaticKeyID(keyA), keyA)
 	frame := binary.BigEndian.AppendUint32(nil, uint32(len(tok)))
 	c.write(append(frame, tok...))
 	b, err := c.frame()
@@ -142,7 +149,7 @@ func TestSASLRefusals(t *testing.T) {
 	t.Run("username that is not the key's id", func(t *testing.T) {
 		c := dial(t, ts.addr)
 		handshake(t, c, 1, "PLAIN")
-		r := authenticate(t, c, plain(KeyID(keyB), keyA))
+		r := authenticate(t, c, plain(security.StaticKeyID(keyB), keyA))
 		if r.ErrorCode != kerr.SaslAuthenticationFailed.Code || r.ErrorMessage == nil {
 			t.Fatalf("error %d (%v), want SASL_AUTHENTICATION_FAILED with a message", r.ErrorCode, r.ErrorMessage)
 		}
@@ -151,7 +158,7 @@ func TestSASLRefusals(t *testing.T) {
 	t.Run("unknown key", func(t *testing.T) {
 		c := dial(t, ts.addr)
 		handshake(t, c, 1, "PLAIN")
-		if r := authenticate(t, c, plain(KeyID(keyA), "not-a-key-0123456789")); r.ErrorCode != kerr.SaslAuthenticationFailed.Code {
+		if r := authenticate(t, c, plain(security.StaticKeyID(keyA), "not-a-key-0123456789")); r.ErrorCode != kerr.SaslAuthenticationFailed.Code {
 			t.Fatalf("error %d, want SASL_AUTHENTICATION_FAILED", r.ErrorCode)
 		}
 		c.expectClosed()
@@ -159,7 +166,7 @@ func TestSASLRefusals(t *testing.T) {
 	t.Run("authorization id of another key", func(t *testing.T) {
 		c := dial(t, ts.addr)
 		handshake(t, c, 1, "PLAIN")
-		tok := []byte(KeyID(keyB) + "\x00" + KeyID(keyA) + "\x00" + keyA)
+		tok := []byte(security.StaticKeyID(keyB) + "\x00" + security.StaticKeyID(keyA) + "\x00" + keyA)
 		if r := authenticate(t, c, tok); r.ErrorCode != kerr.SaslAuthenticationFailed.Code {
 			t.Fatalf("error %d, want SASL_AUTHENTICATION_FAILED", r.ErrorCode)
 		}
@@ -183,7 +190,7 @@ func TestSASLRefusals(t *testing.T) {
 	})
 	t.Run("authenticate without handshake", func(t *testing.T) {
 		c := dial(t, ts.addr)
-		if r := authenticate(t, c, plain(KeyID(keyA), keyA)); r.ErrorCode != kerr.IllegalSaslState.Code {
+		if r := authenticate(t, c, plain(security.StaticKeyID(keyA), keyA)); r.ErrorCode != kerr.IllegalSaslState.Code {
 			t.Fatalf("error %d, want ILLEGAL_SASL_STATE", r.ErrorCode)
 		}
 		c.expectClosed()

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/broker"
 )
 
@@ -58,6 +59,9 @@ func (s *Server) describeConfigs(ctx context.Context, r *request, req kmsg.Reque
 		rr.Configs = []kmsg.DescribeConfigsResponseResourceConfig{}
 		switch res.ResourceType {
 		case resourceBroker:
+			if err := s.deps.Core.Authorize(ctx, r.who, acl.OpDescribeConfigs, acl.Cluster()); err != nil {
+				rr.ErrorCode, rr.ErrorMessage = s.kafkaError(err)
+			}
 		case resourceTopic:
 			entries, err := s.deps.Core.DescribeConfigs(ctx, r.who, res.ResourceName)
 			if err != nil {

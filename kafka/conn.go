@@ -48,8 +48,11 @@ type conn struct {
 	// served inline there, so they see each other's effects in order).
 	authed    bool
 	principal string
+	host      string // the client's address, for ACLs that name hosts
 	mechanism string // set by a successful SaslHandshake
 	rawToken  bool   // a v0 SaslHandshake: the next frame is a bare SASL token
+	// untrack stops the guard from cutting this connection when its key is revoked.
+	untrack func()
 
 	// lastSubmit is closed once the connection's latest Produce has submitted its
 	// batches (request.turn); touched only by the reader goroutine.
@@ -73,6 +76,8 @@ func newConn(ctx context.Context, s *Server, nc net.Conn) *conn {
 		ctx:      cctx,
 		cancel:   cancel,
 		remote:   nc.RemoteAddr().String(),
+		host:     hostOf(nc.RemoteAddr()),
+		untrack:  func() {},
 		queue:    make(chan *slot, s.cfg.MaxInflight),
 		sem:      make(chan struct{}, s.cfg.MaxInflight),
 		stopRead: make(chan struct{}),
@@ -90,6 +95,8 @@ func newConn(ctx context.Context, s *Server, nc net.Conn) *conn {
 // server stops it; every goroutine it started has ended when it returns.
 func (c *conn) serve() {
 	defer c.close()
+	defer func() { c.untrack() }()
+	c.certificate()
 	var wg sync.WaitGroup
 	wg.Go(c.writeLoop)
 	c.readLoop()
@@ -274,7 +281,7 @@ func (c *conn) dispatch(sl *slot, frame []byte) bool {
 		return c.refuse(sl, "bad_request", h, "request body does not parse")
 	}
 	start := time.Now()
-	rq := &request{conn: c, header: h, principal: c.principal, who: broker.Principal{Name: c.principal}, mem: sl.mem}
+	rq := &request{conn: c, header: h, who: broker.Principal{Name: c.principal, Host: c.host}, mem: sl.mem}
 	if h.key == produceKey {
 		rq.turn, rq.submitted = c.lastSubmit, make(chan struct{})
 		c.lastSubmit = rq.submitted
@@ -283,10 +290,12 @@ func (c *conn) dispatch(sl *slot, frame []byte) bool {
 		if rq.submitted != nil {
 			defer rq.endTurn()
 		}
-		resp, err := a.handle(c.ctx, rq, req)
+		ctx, acc := broker.WithAccess(c.ctx)
+		resp, err := a.handle(ctx, rq, req)
 		if resp != nil {
 			resp.SetVersion(h.version)
 		}
+		c.logAccess(rq, a, acc, resp, err, time.Since(start))
 		c.complete(sl, h, rq, resp, a, start, err)
 	}
 	if a.inline {
@@ -370,4 +379,13 @@ func (c *conn) writeLoop() {
 		c.ended()
 		<-c.sem
 	}
+}
+
+// hostOf is an address without its port.
+func hostOf(a net.Addr) string {
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
 }

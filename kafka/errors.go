@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/broker"
 )
 
@@ -53,6 +54,16 @@ var kafkaCodes = map[broker.Code]*kerr.Error{
 	broker.CodeOutOfOrderSequence:     kerr.OutOfOrderSequenceNumber,
 	broker.CodeUnknownProducer:        kerr.UnknownProducerID,
 	broker.CodeInvalidTransactionalID: kerr.InvalidRequest,
+	broker.CodeForbidden:              kerr.TopicAuthorizationFailed, // by resource: see authorizationCodes
+	broker.CodeKeyNotFound:            kerr.InvalidRequest,
+}
+
+// authorizationCodes are the refusals of CodeForbidden by the kind of resource refused.
+var authorizationCodes = map[string]*kerr.Error{
+	acl.TypeTopic.String():           kerr.TopicAuthorizationFailed,
+	acl.TypeGroup.String():           kerr.GroupAuthorizationFailed,
+	acl.TypeCluster.String():         kerr.ClusterAuthorizationFailed,
+	acl.TypeTransactionalID.String(): kerr.TransactionalIDAuthorizationFailed,
 }
 
 // kafkaError maps an error of the core to a Kafka error code and a message for the
@@ -80,6 +91,10 @@ func (s *Server) kafkaError(err error) (int16, *string) {
 	case !ok:
 		s.log.Error("kafka: core error code without a Kafka code", "code", e.Code, "msg", e.Message)
 		ke = kerr.UnknownServerError
+	case e.Code == broker.CodeForbidden:
+		if typ, _ := e.Details["resource_type"].(string); authorizationCodes[typ] != nil {
+			ke = authorizationCodes[typ]
+		}
 	case e.Code == broker.CodeInvalidRecord && e.Details["field"] == "key":
 		// A record the topic's rules refuse (a compacted topic needs keys) is not
 		// corrupt.

@@ -11,12 +11,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/security"
 )
 
 // fuzzServers are one listener without keys and one with, shared by every input.
 var fuzzServers = func() [2]*Server {
 	var out [2]*Server
-	for i, auth := range []Authenticator{nil, NewStaticKeys([]string{keyA})} {
+	for i, auth := range []Authenticator{nil, staticKeys([]string{keyA})} {
 		fc := newFakeCluster(catalog.Node{ID: 0, Addr: "127.0.0.1:9092"})
 		fc.add("orders", 3)
 		s, err := New(Config{Auth: auth, AutoCreateTopics: true, IdleTimeout: time.Minute}, Deps{Core: fc.core(), Membership: fc, Self: fixedSelf(fc.nodes[0])}, nil, nil)
@@ -53,7 +54,7 @@ func seedFrames(f *testing.F) {
 	hs := kmsg.NewPtrSASLHandshakeRequest()
 	hs.Mechanism = "PLAIN"
 	auth := kmsg.NewPtrSASLAuthenticateRequest()
-	auth.SASLAuthBytes = plain(KeyID(keyA), keyA)
+	auth.SASLAuthBytes = plain(security.StaticKeyID(keyA), keyA)
 	for v := int16(0); v <= 3; v++ {
 		add(frame(kmsg.NewPtrApiVersionsRequest(), v))
 	}

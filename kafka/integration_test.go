@@ -35,6 +35,7 @@ import (
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/reader"
+	"github.com/strata-io/strata/security"
 	"github.com/strata-io/strata/writer"
 )
 
@@ -195,12 +196,12 @@ func TestFranzGoSASLPlain(t *testing.T) {
 	if _, err := cat.CreateTopic(t.Context(), "orders", 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	n := startNode(t, cat, kafka.Config{Auth: kafka.NewStaticKeys([]string{key, other})})
-	good := admin(t, kgo.SeedBrokers(n.addr), kgo.SASL(plain.Auth{User: kafka.KeyID(key), Pass: key}.AsMechanism()))
+	n := startNode(t, cat, kafka.Config{Auth: security.New(security.Config{StaticKeys: []string{key, other}}, nil)})
+	good := admin(t, kgo.SeedBrokers(n.addr), kgo.SASL(plain.Auth{User: security.StaticKeyID(key), Pass: key}.AsMechanism()))
 	if topics, err := good.ListTopics(ctx10(t)); err != nil || !topics.Has("orders") {
 		t.Fatalf("with the key: %v, %v", topics.Names(), err)
 	}
-	bad := admin(t, kgo.SeedBrokers(n.addr), kgo.SASL(plain.Auth{User: kafka.KeyID(other), Pass: key}.AsMechanism()),
+	bad := admin(t, kgo.SeedBrokers(n.addr), kgo.SASL(plain.Auth{User: security.StaticKeyID(other), Pass: key}.AsMechanism()),
 		kgo.RequestRetries(0), kgo.RetryTimeout(time.Second))
 	if _, err := bad.ListTopics(ctx10(t)); err == nil || !strings.Contains(err.Error(), "SASL_AUTHENTICATION_FAILED") {
 		t.Fatalf("with another key's id: %v, want SASL_AUTHENTICATION_FAILED", err)
@@ -318,8 +319,8 @@ func TestKcatListsBrokersAndTopics(t *testing.T) {
 	n := startNode(t, cat, kafka.Config{})
 	check(kcatList(t, n.addr), n.addr)
 
-	s := startNode(t, cat, kafka.Config{Auth: kafka.NewStaticKeys([]string{key})})
-	sasl := []string{"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=PLAIN", "-X", "sasl.username=" + kafka.KeyID(key)}
+	s := startNode(t, cat, kafka.Config{Auth: security.New(security.Config{StaticKeys: []string{key}}, nil)})
+	sasl := []string{"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=PLAIN", "-X", "sasl.username=" + security.StaticKeyID(key)}
 	md := kcatList(t, s.addr, append(sasl, "-X", "sasl.password="+key)...)
 	if len(md.Brokers) != 2 { // both nodes share the catalog's registry
 		t.Fatalf("with SASL: brokers %+v, want both nodes", md.Brokers)

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 )
@@ -133,7 +134,7 @@ func topicError(name *string, id [16]byte, code int16, notFound *kerr.Error) kms
 	switch code {
 	case kerr.UnknownTopicOrPartition.Code, notFound.Code:
 		rt.ErrorCode = notFound.Code
-	case kerr.InvalidTopicException.Code:
+	case kerr.InvalidTopicException.Code, kerr.TopicAuthorizationFailed.Code:
 		rt.ErrorCode = code
 	default:
 		rt.ErrorCode = kerr.LeaderNotAvailable.Code
@@ -143,7 +144,7 @@ func topicError(name *string, id [16]byte, code int16, notFound *kerr.Error) kms
 
 // findCoordinator answers rendezvous(key) over the live nodes, for groups and
 // transactional ids alike (v4+: for each key of the batch).
-func (s *Server) findCoordinator(ctx context.Context, _ *request, req kmsg.Request) (kmsg.Response, error) {
+func (s *Server) findCoordinator(ctx context.Context, r *request, req kmsg.Request) (kmsg.Response, error) {
 	in := req.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	m := s.view.get(ctx)
@@ -154,6 +155,16 @@ func (s *Server) findCoordinator(ctx context.Context, _ *request, req kmsg.Reque
 			c.ErrorCode, c.NodeID = kerr.InvalidRequest.Code, -1
 			msg := fmt.Sprintf("coordinator type %d: want 0 (group) or 1 (transaction)", in.CoordinatorType)
 			c.ErrorMessage = &msg
+			return c
+		}
+		// As Kafka: finding a coordinator needs describe on its group or transactional id.
+		res := acl.Group(key)
+		if in.CoordinatorType == 1 {
+			res = acl.TransactionalID(key)
+		}
+		if err := s.deps.Core.Authorize(ctx, r.who, acl.OpDescribe, res); err != nil {
+			c.ErrorCode, c.ErrorMessage = s.kafkaError(err)
+			c.NodeID = -1
 			return c
 		}
 		b, ok := m.broker(m.coordinator(in.CoordinatorType, key))

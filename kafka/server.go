@@ -61,8 +61,9 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// TLS, when set, terminates TLS on the listener.
 	TLS *tls.Config
-	// Auth, when set, requires SASL/PLAIN before any request but ApiVersions and the
-	// SASL ones.
+	// Auth, when set, requires authentication before any request but ApiVersions and
+	// the SASL ones: SASL/PLAIN, or a verified client certificate (with TLS whose
+	// ClientCAs are set).
 	Auth Authenticator
 	// AutoCreateTopics creates topics a Metadata request names, when the client allows
 	// it (allow.auto.create.topics), with AutoCreatePartitions partitions (default 1).
@@ -75,6 +76,9 @@ type Config struct {
 	// MembershipRefresh bounds how stale the cached list of live nodes may be (default
 	// 1s).
 	MembershipRefresh time.Duration
+	// AccessLogSample is the share of requests written to the access log (access.go), 0
+	// to 1; refusals are always logged. Default 0: refusals only.
+	AccessLogSample float64
 }
 
 func (c Config) withDefaults() Config {

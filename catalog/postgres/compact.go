@@ -444,6 +444,9 @@ func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
 func (c *Catalog) DeleteRecords(ctx context.Context, topicID int64, partition int32, offset int64) (catalog.PartitionInfo, error) {
 	info := catalog.PartitionInfo{TopicID: topicID, Partition: partition}
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if err := writeAudit(ctx, tx); err != nil {
+			return err
+		}
 		err := tx.QueryRow(ctx, `SELECT p.log_start_offset, p.high_watermark, p.bytes FROM partitions p
 			JOIN topics t ON t.id = p.topic_id AND t.deleted_at IS NULL
 			WHERE p.topic_id = $1 AND p.partition = $2 FOR UPDATE OF p`, topicID, partition).

@@ -346,6 +346,7 @@ func (c *Catalog) commitOffsets(ctx context.Context, what string, oc catalog.Off
 		if err != nil {
 			return err
 		}
+		queueAudit(ctx, b) // a reset's (security.go)
 		queueOffsetRows(b, oc, rows)
 		return nil
 	})
@@ -512,6 +513,9 @@ func (c *Catalog) DeleteGroup(ctx context.Context, group string) error {
 		return fmt.Errorf("postgres: delete group %q: %w: %w", group, catalog.ErrGroupNotFound, err)
 	}
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if err := writeAudit(ctx, tx); err != nil {
+			return err
+		}
 		r, err := readGroup(ctx, tx, group, "FOR UPDATE", false, "", false, nil)
 		if err != nil {
 			return err

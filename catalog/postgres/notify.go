@@ -164,16 +164,23 @@ const (
 // ctx ends. Notifications sent while disconnected are lost: readers poll the high
 // watermark after a reconnect.
 func (c *Catalog) Listen(ctx context.Context, fn func(catalog.Watermark)) error {
+	return c.reconnecting(ctx, "listen", func(ctx context.Context) (bool, error) { return c.listenOnce(ctx, fn) })
+}
+
+// reconnecting runs session (a LISTEN session on a connection of its own, answering
+// whether it got as far as listening) again after every loss, with backoff, until ctx
+// ends.
+func (c *Catalog) reconnecting(ctx context.Context, what string, session func(context.Context) (bool, error)) error {
 	backoff := listenMinBackoff
 	for {
-		connected, err := c.listenOnce(ctx, fn)
+		connected, err := session(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if connected {
 			backoff = listenMinBackoff
 		}
-		c.log.Warn("listen: connection lost, reconnecting", "err", err, "backoff", backoff)
+		c.log.Warn(what+": connection lost, reconnecting", "err", err, "backoff", backoff)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():

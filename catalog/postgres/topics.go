@@ -58,7 +58,12 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32
 	if err := catalog.CheckConfigLimits(configs, c.maxTimestampAfterMs); err != nil {
 		return catalog.Topic{}, err
 	}
-	t, err := scanTopic(c.pool.QueryRow(ctx, `
+	var t catalog.Topic
+	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if err := writeAudit(ctx, tx); err != nil {
+			return err
+		}
+		t, err = scanTopic(tx.QueryRow(ctx, `
 		WITH t AS (
 			INSERT INTO topics (uuid, name, partitions, configs) VALUES ($5, $1, $2, $3::jsonb)
 			RETURNING `+topicColumns+`
@@ -67,6 +72,8 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32
 			SELECT t.id, g, $4::bigint FROM t, generate_series(0, $2 - 1) AS g
 		)
 		SELECT `+topicColumns+` FROM t`, name, partitions, configsJSON(configs), retentionArg(cfg), catalog.NewUUID()))
+		return err
+	})
 	if isUniqueViolation(err) {
 		return catalog.Topic{}, fmt.Errorf("postgres: create topic %q: %w", name, catalog.ErrTopicExists)
 	}
@@ -170,6 +177,9 @@ func (c *Catalog) DeleteTopic(ctx context.Context, name string) error {
 		return err
 	}
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if err := writeAudit(ctx, tx); err != nil {
+			return err
+		}
 		t, err := lockTopic(ctx, tx, name)
 		if err != nil {
 			return err
@@ -200,6 +210,9 @@ func (c *Catalog) UpdateTopic(ctx context.Context, name string, partitions int32
 	}
 	var out catalog.Topic
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if err := writeAudit(ctx, tx); err != nil {
+			return err
+		}
 		t, err := lockTopic(ctx, tx, name)
 		if err != nil {
 			return err

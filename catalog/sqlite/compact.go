@@ -467,6 +467,9 @@ func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
 func (c *Catalog) DeleteRecords(ctx context.Context, topicID int64, partition int32, offset int64) (catalog.PartitionInfo, error) {
 	var info catalog.PartitionInfo
 	err := c.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+		if err := writeAudit(ctx, tx); err != nil {
+			return err
+		}
 		var err error
 		if info, err = partitionState(ctx, tx, topicID, partition); err != nil {
 			return err

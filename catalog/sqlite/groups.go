@@ -475,6 +475,11 @@ func (c *Catalog) deleteGroup(ctx context.Context, group string) error {
 // (found false: there is none), and commits when fn succeeds.
 func (c *Catalog) groupTx(ctx context.Context, group string, fn func(tx *sql.Tx, now time.Time, st *engine.GroupState, found bool) error) error {
 	return c.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+		// The audit record of an administrative call (a reset, a delete) commits with it
+		// (security.go); other calls carry none.
+		if err := writeAudit(ctx, tx); err != nil {
+			return err
+		}
 		st, found, err := loadGroup(ctx, tx, group)
 		if err != nil {
 			return err

@@ -42,6 +42,8 @@ type Catalog struct {
 	log  *slog.Logger
 	hub  *hub
 	st   stmts // the commit path's statements, prepared once on the writer connection
+	// security wakes WatchSecurity (security.go).
+	security changes
 
 	closeOnce sync.Once
 	closeErr  error

@@ -73,6 +73,9 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32
 		return catalog.Topic{}, fmt.Errorf("sqlite: create topic %s: %w", name, err)
 	}
 	defer tx.Rollback()
+	if err := writeAudit(ctx, tx); err != nil {
+		return catalog.Topic{}, fmt.Errorf("sqlite: create topic %s: %w", name, err)
+	}
 	// The immediate transaction excludes every other writer, so checking first is not a
 	// race.
 	var n int
@@ -153,6 +156,9 @@ func (c *Catalog) DeleteTopic(ctx context.Context, name string) error {
 		return fmt.Errorf("sqlite: delete topic %q: %w", name, catalog.ErrTopicNotFound)
 	}
 	err := c.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+		if err := writeAudit(ctx, tx); err != nil {
+			return err
+		}
 		var id int64
 		err := tx.QueryRowContext(ctx, `UPDATE topics SET deleted_at = ? WHERE name = ? AND deleted_at IS NULL RETURNING id`,
 			ms(now), name).Scan(&id)
@@ -180,6 +186,9 @@ func (c *Catalog) UpdateTopic(ctx context.Context, name string, partitions int32
 		return catalog.Topic{}, fmt.Errorf("sqlite: update topic %q: %w", name, err)
 	}
 	defer tx.Rollback()
+	if err := writeAudit(ctx, tx); err != nil {
+		return catalog.Topic{}, fmt.Errorf("sqlite: update topic %q: %w", name, err)
+	}
 	t, err := scanTopic(tx.QueryRowContext(ctx, `SELECT `+topicColumns+` FROM topics WHERE name = ? AND deleted_at IS NULL`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return catalog.Topic{}, fmt.Errorf("sqlite: update topic %q: %w", name, catalog.ErrTopicNotFound)

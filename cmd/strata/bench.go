@@ -159,7 +159,10 @@ func (f *benchFlags) nodeArgs() []string {
 	}
 	args := append(create, "--linger", f.linger.String(), "--max-flush-bytes", strconv.FormatInt(int64(f.maxFlush), 10),
 		"--buffer-bytes", strconv.FormatInt(int64(f.bufferBytes), 10), "--cache-bytes", strconv.FormatInt(int64(f.cacheBytes), 10),
-		"--roles", "writer,reader", "--log-level", "info", "--log-format", "json", "--listen", "127.0.0.1:0")
+		"--roles", "writer,reader", "--log-level", "info", "--log-format", "json", "--listen", "127.0.0.1:0",
+		// A line per request would fill the node's log with the load; refusals are still
+		// logged (there are none).
+		"--access-log-sample", "0")
 	if !*f.noKafka {
 		args = append(args, "--kafka-listen", "127.0.0.1:0")
 	}
@@ -556,7 +559,8 @@ func startBenchNodeInProcess(ctx context.Context, catalogURL, bucketURL string, 
 	}
 	var fronts []node.Frontend
 	if kf.listen != "" {
-		kn, err := startKafka(ctx, kf, n.cat, n.Broker, n.Memory, nil, n.log, n.Registry, false)
+		spec.kafka = kf
+		kn, err := startKafka(ctx, spec, n)
 		if err != nil {
 			stopNode()
 			return "", "", nil, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -12,13 +11,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/strata-io/strata/broker"
-	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/internal/tlsreload"
 	"github.com/strata-io/strata/kafka"
+	"github.com/strata-io/strata/security"
 )
 
 // kafkaFlags configure the Kafka listener of dev and serve (Lambda cannot take TCP).
@@ -102,16 +97,18 @@ func (k *kafkaNode) Stop()                { k.stop() }
 // startKafka listens, registers the node and serves the Kafka protocol until stop. On
 // `strata dev`, a default port already in use turns the listener off with a warning
 // (a second dev server on one machine still runs); anywhere else it is an error.
-func startKafka(ctx context.Context, k *kafkaFlags, cc catalog.Backend, core *broker.Broker, mem *membudget.Budget, keys []string, log *slog.Logger, reg prometheus.Registerer, dev bool) (*kafkaNode, error) {
+func startKafka(ctx context.Context, spec nodeSpec, sn *started) (*kafkaNode, error) {
+	k, cc, log, dev := spec.kafka, sn.cat, sn.log, spec.dev
 	cfg := kafka.Config{
 		MaxFrameBytes:    int32(k.maxFrameBytes),
 		MaxConnections:   k.maxConnections,
 		IdleTimeout:      k.idleTimeout,
 		SharedAddress:    k.shared,
 		AutoCreateTopics: k.autoCreate,
+		AccessLogSample:  spec.auth.accessSample,
 	}
-	if len(keys) > 0 {
-		cfg.Auth = kafka.NewStaticKeys(keys)
+	if sn.Guard != nil {
+		cfg.Auth = sn.Guard
 	}
 	if k.tlsCert != "" {
 		// Reloaded when the files change, as the HTTP listener's certificate is.
@@ -119,7 +116,11 @@ func startKafka(ctx context.Context, k *kafkaFlags, cc catalog.Backend, core *br
 		if err != nil {
 			return nil, fmt.Errorf("kafka TLS: %w (check --kafka-tls-cert and --kafka-tls-key)", err)
 		}
-		cfg.TLS = r.ServerConfig()
+		pool, err := spec.flags.tls.clientCAs()
+		if err != nil {
+			return nil, fmt.Errorf("kafka TLS: %w (check --tls-client-ca)", err)
+		}
+		cfg.TLS = withClientCAs(r.ServerConfig(), pool)
 	}
 	ln, err := net.Listen("tcp", k.listen)
 	if err != nil {
@@ -141,7 +142,7 @@ func startKafka(ctx context.Context, k *kafkaFlags, cc catalog.Backend, core *br
 		ln.Close()
 		return nil, err
 	}
-	srv, err := kafka.New(cfg, kafka.Deps{Core: core, Membership: cc, Self: r, Memory: mem}, log, reg)
+	srv, err := kafka.New(cfg, kafka.Deps{Core: sn.Broker, Membership: cc, Self: r, Memory: sn.Memory}, log, sn.Registry)
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -157,12 +158,12 @@ func startKafka(ctx context.Context, k *kafkaFlags, cc catalog.Backend, core *br
 	wg.Go(func() { _ = r.Run(runCtx) }) // deregisters when runCtx ends
 	n.stop = func() { cancel(); wg.Wait() }
 	log.Info("serving Kafka protocol", "addr", n.addr, "advertised", advertise, "node_id", r.Node().ID, "sasl", cfg.Auth != nil, "tls", cfg.TLS != nil)
-	if len(keys) > 0 {
+	if keys := spec.auth.security.StaticKeys; len(keys) > 0 {
 		ids := make([]string, len(keys))
 		for i, key := range keys {
-			ids[i] = kafka.KeyID(key)
+			ids[i] = security.StaticKeyID(key)
 		}
-		log.Info("Kafka SASL/PLAIN: the username of each API key is its id", "key_ids", ids)
+		log.Info("Kafka SASL/PLAIN: the username of a key is its id (catalog keys: key-…; the --api-keys keys: these)", "key_ids", ids)
 	}
 	return n, nil
 }

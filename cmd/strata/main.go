@@ -97,6 +97,13 @@ func verbs() []verb {
 		{"groups describe", groupsDescribeCommand},
 		{"groups reset", groupsResetCommand},
 		{"groups delete", groupsDeleteCommand},
+		{"keys create", keysCreateCommand},
+		{"keys list", keysListCommand},
+		{"keys revoke", keysRevokeCommand},
+		{"acls list", aclsListCommand},
+		{"acls create", aclsCreateCommand},
+		{"acls delete", aclsDeleteCommand},
+		{"audit", auditCommand},
 		{"check", checkCommand},
 		{"torture", tortureCommand},
 		{"bench", benchCommand},
@@ -126,6 +133,13 @@ Talking to a server (--server, env STRATA_SERVER, default http://127.0.0.1:8080)
   groups reset     move a group's committed offsets (no live members)
   groups delete    delete a group and its offsets
   connectors ...   manage connectors (strata connectors -h)
+  keys create      make an API key for a principal (its secret is printed once)
+  keys list        list the API keys
+  keys revoke      revoke an API key: refused everywhere within a second
+  acls list        list ACL bindings
+  acls create      allow or deny a principal an operation on a resource
+  acls delete      delete ACL bindings
+  audit            print the audit log of administrative actions
 
 Other:
   check            compare the catalog with the bucket (missing, stray, corrupt objects)
@@ -135,6 +149,9 @@ Other:
 
 Run 'strata COMMAND -h' for a command's flags. Exit codes: 0 ok, 1 error, 2 usage.
 `
+
+// subVerbs are the commands with verbs of their own (beside topics and groups).
+var subVerbs = map[string]string{"keys": "create|list|revoke", "acls": "list|create|delete"}
 
 // run runs one command line and returns the exit code.
 func run(ctx context.Context, e *env, args []string) int {
@@ -189,6 +206,18 @@ func run(ctx context.Context, e *env, args []string) int {
 			return 2
 		}
 		name, rest = "topics "+rest[0], rest[1:]
+	}
+	if sub, ok := subVerbs[name]; ok {
+		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			u := "Usage: strata " + name + " " + sub + " ...\nRun 'strata " + name + " VERB -h' for a verb's flags.\n"
+			if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "--help") {
+				fmt.Fprint(e.stdout, u)
+				return 0
+			}
+			fmt.Fprint(e.stderr, u)
+			return 2
+		}
+		name, rest = name+" "+rest[0], rest[1:]
 	}
 	if name == "lambda" {
 		// Before the flags: the secrets are some of their environment.

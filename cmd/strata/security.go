@@ -2,15 +2,18 @@ package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 
 	"github.com/strata-io/strata/api"
 	catopen "github.com/strata-io/strata/catalog/open"
 	"github.com/strata-io/strata/internal/tlsreload"
+	"github.com/strata-io/strata/security"
 )
 
 // catalogFlag applies catalog/open's rule to a --catalog value (with params added to a
@@ -29,23 +32,40 @@ func catalogFlag(value string, o catopen.Options, params map[string]string) (cat
 	return t, nil
 }
 
-// authFlags are the API-key flags of every command that serves the HTTP API (serve,
-// dev, lambda).
+// authFlags are the authentication and access-log flags of every command that serves
+// the HTTP API (serve, dev, lambda).
 type authFlags struct {
 	keys, keysFile *string
 	publicMetrics  *bool
+	required       *bool
+	superusers     *string
+	principalRules *string
+	accessSample   *float64
 }
 
-func addAuthFlags(c *command) *authFlags {
+func addAuthFlags(c *command, accessSample float64) *authFlags {
 	return &authFlags{
-		keys:          c.fs.String("api-keys", "", "bearer API `keys`, comma-separated: with any, requests without one get 401 (the /healthz and /readyz probes stay open); prefer the environment or --api-keys-file to the command line"),
-		keysFile:      c.fs.String("api-keys-file", "", "`file` of bearer API keys, one a line (# comments), e.g. a mounted secret; adds to --api-keys"),
-		publicMetrics: c.fs.Bool("public-metrics", false, "serve /metrics without an API key (when keys are set)"),
+		keys:           c.fs.String("api-keys", "", "bootstrap bearer API `keys`, comma-separated: with any, requests without a key get 401 (the /healthz and /readyz probes stay open) and ACLs are enforced; these keys act as User:bootstrap, a superuser, to create catalog keys and ACLs with; prefer the environment or --api-keys-file to the command line"),
+		keysFile:       c.fs.String("api-keys-file", "", "`file` of bootstrap API keys, one a line (# comments), e.g. a mounted secret; adds to --api-keys"),
+		publicMetrics:  c.fs.Bool("public-metrics", false, "serve /metrics without an API key (when authentication is on)"),
+		required:       c.fs.Bool("auth-required", false, "require authentication even without --api-keys: keys made in the catalog (strata keys create) and TLS client certificates only"),
+		superusers:     c.fs.String("superusers", "", "comma-separated `principals` (User:NAME) that may do everything whatever the ACLs say (User:bootstrap, the --api-keys keys' principal, always may)"),
+		principalRules: c.fs.String("tls-principal-rules", "", "how a verified TLS client certificate's subject becomes a principal, as Kafka's ssl.principal.mapping.rules: `RULE:pattern/replacement/[L|U],...,DEFAULT` (default DEFAULT: User: and the whole subject, e.g. User:CN=alice,O=Acme)"),
+		accessSample:   c.fs.Float64("access-log-sample", accessSample, "share of requests written to the access log (a line with principal, operation, resource and status), 0 to 1; refusals (401, 403, Kafka authorization errors) are always logged"),
 	}
 }
 
-// config reads the keys, or says what is wrong (never quoting a key).
-func (f *authFlags) config() (api.AuthConfig, []string) {
+// authConfig is what the auth flags configure.
+type authConfig struct {
+	security      security.Config
+	publicMetrics bool
+	accessSample  float64
+}
+
+// config reads the flags, or says what is wrong (never quoting a key). clientCA says
+// whether TLS client certificates authenticate (--tls-client-ca), which turns
+// authentication on.
+func (f *authFlags) config(clientCA bool) (authConfig, []string) {
 	var bad []string
 	keys, err := api.ParseAPIKeys(*f.keys)
 	if err != nil {
@@ -63,13 +83,30 @@ func (f *authFlags) config() (api.AuthConfig, []string) {
 			keys = append(keys, more...)
 		}
 	}
-	return api.AuthConfig{Keys: keys, PublicMetrics: *f.publicMetrics}, bad
+	sc := security.Config{StaticKeys: keys, Required: *f.required || clientCA}
+	for _, su := range strings.Split(*f.superusers, ",") {
+		if su = strings.TrimSpace(su); su != "" {
+			sc.Superusers = append(sc.Superusers, su)
+		}
+	}
+	if err := sc.Validate(); err != nil {
+		bad = append(bad, fmt.Sprintf("--superusers: %v", err))
+	}
+	if *f.principalRules != "" {
+		if sc.CertRules, err = security.ParseCertRules(*f.principalRules); err != nil {
+			bad = append(bad, fmt.Sprintf("--tls-principal-rules: %v", err))
+		}
+	}
+	if s := *f.accessSample; s < 0 || s > 1 || s != s {
+		bad = append(bad, fmt.Sprintf("--access-log-sample %v: want a share between 0 (refusals only) and 1 (every request)", s))
+	}
+	return authConfig{security: sc, publicMetrics: *f.publicMetrics, accessSample: *f.accessSample}, bad
 }
 
-// keylessWarning is what a node says at start-up when it serves without API keys on an
-// address other machines can reach ("" when it need not warn).
-func keylessWarning(auth api.AuthConfig, addr net.Addr) string {
-	if len(auth.Keys) > 0 {
+// keylessWarning is what a node says at start-up when it serves without authentication
+// on an address other machines can reach ("" when it need not warn).
+func keylessWarning(auth authConfig, addr net.Addr) string {
+	if auth.security.Enabled() {
 		return ""
 	}
 	if tcp, ok := addr.(*net.TCPAddr); ok && tcp.IP.IsLoopback() {
@@ -82,6 +119,7 @@ func keylessWarning(auth api.AuthConfig, addr net.Addr) string {
 type tlsFlags struct {
 	cert, key *string
 	required  *bool
+	clientCA  *string
 }
 
 func addTLSFlags(c *command) *tlsFlags {
@@ -89,7 +127,32 @@ func addTLSFlags(c *command) *tlsFlags {
 		cert:     c.fs.String("tls-cert", "", "PEM certificate `file` (with its chain): the HTTP listener speaks TLS only, and picks up a replaced file without a restart (checked at most every second)"),
 		key:      c.fs.String("tls-key", "", "PEM private key `file` of --tls-cert (reloaded with it)"),
 		required: c.fs.Bool("tls-required", false, "refuse to start without --tls-cert and --tls-key, so a node can never serve plain HTTP (with a certificate, a plain HTTP request is always refused)"),
+		clientCA: c.fs.String("tls-client-ca", "", "PEM `file` of the CAs whose client certificates authenticate on the TLS listeners (HTTP, and Kafka with --kafka-tls-cert): a verified certificate's subject becomes the principal (--tls-principal-rules); a client without one still needs a key. Turns authentication on"),
 	}
+}
+
+// clientCAs loads --tls-client-ca (nil without it).
+func (f *tlsFlags) clientCAs() (*x509.CertPool, error) {
+	if *f.clientCA == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(*f.clientCA)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", *f.clientCA)
+	}
+	return pool, nil
+}
+
+// withClientCAs asks clients for a certificate signed by pool and verifies one if given.
+func withClientCAs(cfg *tls.Config, pool *x509.CertPool) *tls.Config {
+	if cfg != nil && pool != nil {
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.VerifyClientCertIfGiven
+	}
+	return cfg
 }
 
 func (f *tlsFlags) enabled() bool { return *f.cert != "" || *f.key != "" }
@@ -99,6 +162,8 @@ func (f *tlsFlags) validate() []string {
 	switch {
 	case *f.cert == "" && *f.key == "" && *f.required:
 		return []string{"--tls-required: give --tls-cert and --tls-key (PEM files), or terminate TLS in front of the node and leave --tls-required off"}
+	case *f.cert == "" && *f.key == "" && *f.clientCA != "":
+		return []string{"--tls-client-ca needs --tls-cert and --tls-key: client certificates are asked for on TLS listeners only"}
 	case *f.cert == "" && *f.key == "":
 		return nil
 	case *f.cert == "" || *f.key == "":
@@ -106,6 +171,9 @@ func (f *tlsFlags) validate() []string {
 	}
 	if _, err := tlsreload.New(*f.cert, *f.key, tlsreload.Options{}); err != nil {
 		return []string{fmt.Sprintf("--tls-cert, --tls-key: %v", err)}
+	}
+	if _, err := f.clientCAs(); err != nil {
+		return []string{fmt.Sprintf("--tls-client-ca: %v", err)}
 	}
 	return nil
 }
@@ -119,5 +187,9 @@ func (f *tlsFlags) serverConfig(log *slog.Logger) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.ServerConfig(), nil
+	pool, err := f.clientCAs()
+	if err != nil {
+		return nil, err
+	}
+	return withClientCAs(r.ServerConfig(), pool), nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/api"
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	catopen "github.com/strata-io/strata/catalog/open"
 	"github.com/strata-io/strata/compactor"
@@ -103,7 +104,7 @@ func addNodeFlags(c *command, listen, logFormat string) *nodeFlags {
 	c.fs.DurationVar(&n.gracePeriod, "grace-period", compactor.DefaultGracePeriod, "compactor role: how long an object no row refers to stays readable before it is deleted; longer than any fetch")
 	c.fs.DurationVar(&n.sweepInterval, "sweep-interval", compactor.DefaultSweepInterval, "compactor role: how often the orphan sweep lists the bucket (shared by all compactors)")
 	c.fs.IntVar(&n.compactBatch, "compact-batch", compactor.DefaultMaxPartitions, "compactor role: the most partitions one pass works on, most overdue first (partitions with nothing due are never visited)")
-	c.fs.Int64Var(&n.maxTimestampAfterMs, "max-timestamp-after-ms", catalog.DefaultMaxTimestampAfterMs, "the largest message.timestamp.after.max.ms a topic may set, -1 for no limit (until ACLs exist, the permission to let producers stamp records far ahead)")
+	c.fs.Int64Var(&n.maxTimestampAfterMs, "max-timestamp-after-ms", catalog.DefaultMaxTimestampAfterMs, "the largest message.timestamp.after.max.ms a topic may set without the alter-configs permission on the cluster (with authentication off, at all), -1 for no limit")
 	c.fs.Var(&n.logLevel, "log-level", "log `level`: debug, info, warn, error")
 	c.fs.Var(&n.logFormat, "log-format", "log `format`: json or text")
 	n.tls = addTLSFlags(c)
@@ -256,8 +257,10 @@ type nodeSpec struct {
 	warnings []string
 	// banner, when set, is printed once the node serves (dev: what to try first).
 	banner func(w io.Writer, url string)
-	// api configures the HTTP API (API keys; limits on Lambda).
-	api api.Config
+	// api configures the HTTP API (limits on Lambda); auth, the authentication of every
+	// front end and the access log.
+	api  api.Config
+	auth authConfig
 	// lambda: the node answers Lambda invocations, between which nothing runs, so no
 	// role may depend on a background loop (node.Config.Lambda).
 	lambda bool
@@ -275,14 +278,14 @@ restarts. Ctrl-C shuts down gracefully: requests in flight finish, the writer dr
 on loopback; with another --listen address, set --api-keys (it warns otherwise).`)
 	data := c.fs.String("data", "./strata-data", "`directory` holding the catalog and the objects (created if missing)")
 	nf := addNodeFlags(c, "127.0.0.1:8080", "text")
-	auth := addAuthFlags(c)
+	auth := addAuthFlags(c, 0)
 	kf := addKafkaFlags(c, "127.0.0.1:9092", true)
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
 		if len(args) > 0 {
 			return usagef(c.name, "unexpected argument %q (flags start with --)", args[0])
 		}
 		bad := append(nf.validate(), kf.validate()...)
-		authCfg, authBad := auth.config()
+		authCfg, authBad := auth.config(*nf.tls.clientCA != "")
 		bad = append(bad, authBad...)
 		if *data == "" {
 			bad = append(bad, "--data is empty: give a directory, e.g. --data ./strata-data")
@@ -308,11 +311,12 @@ on loopback; with another --listen address, set --api-keys (it warns otherwise).
 				return fs.New(objDir)
 			},
 			catalogName: cat.String(), bucketName: objDir,
-			api: api.Config{Auth: authCfg},
+			auth: authCfg,
 			banner: func(w io.Writer, base string) {
 				fmt.Fprintf(w, "Strata dev server on %s (data in %s)\n\n", base, *data)
-				if len(authCfg.Keys) > 0 {
-					fmt.Fprintf(w, "API keys are required: add -H 'Authorization: Bearer KEY' to curl, and set STRATA_API_KEY for strata.\n\n")
+				if authCfg.security.Enabled() {
+					fmt.Fprintf(w, "API keys are required: add -H 'Authorization: Bearer KEY' to curl, and set STRATA_API_KEY for strata.\n")
+					fmt.Fprintf(w, "The --api-keys keys act as User:bootstrap: make keys and ACLs for others with strata keys and strata acls.\n\n")
 				}
 				fmt.Fprintf(w, "Try:\n")
 				fmt.Fprintf(w, "  curl -X POST %s/v1/topics -H 'Content-Type: application/json' -d '{\"name\":\"orders\",\"partitions\":3}'\n", base)
@@ -372,7 +376,7 @@ func addServeFlags(c *command, listen string) *serveFlags {
 		create:       c.fs.Bool("create", false, "create the SQLite catalog file (and its directory) when --catalog names one that does not exist; without it a missing file is refused, so a typo cannot start an empty catalog"),
 		bucket:       c.fs.String("bucket", "", "object store `URL`: s3://bucket/prefix[?endpoint=http://host:9000&path_style=true&region=R], or file:///dir"),
 		createBucket: c.fs.Bool("create-bucket", false, "create the S3 bucket at start-up if it is missing (MinIO, development); needs the s3:CreateBucket permission"),
-		auth:         addAuthFlags(c),
+		auth:         addAuthFlags(c, 1),
 		nf:           addNodeFlags(c, listen, "json"),
 	}
 }
@@ -414,7 +418,7 @@ func (sf *serveFlags) spec() (nodeSpec, []string) {
 		}
 	}
 	var authBad []string
-	spec.api.Auth, authBad = sf.auth.config()
+	spec.auth, authBad = sf.auth.config(*nf.tls.clientCA != "")
 	bad = append(bad, authBad...)
 	return spec, bad
 }
@@ -484,7 +488,7 @@ func runNode(ctx context.Context, e *env, spec nodeSpec) error {
 	}
 	var kn *kafkaNode
 	if spec.kafka != nil && spec.kafka.listen != "" {
-		if kn, err = startKafka(ctx, spec.kafka, n.cat, n.Broker, n.Memory, spec.api.Auth.Keys, n.log, n.Registry, spec.dev); err != nil {
+		if kn, err = startKafka(ctx, spec, n); err != nil {
 			ln.Close()
 			stopCtx, cancel := context.WithTimeout(context.Background(), nf.shutdownTimeout)
 			defer cancel()
@@ -497,7 +501,7 @@ func runNode(ctx context.Context, e *env, spec nodeSpec) error {
 		base = "https://" + displayAddr(ln.Addr())
 	}
 	n.log.Info("serving HTTP API", "url", base)
-	if w := keylessWarning(spec.api.Auth, ln.Addr()); w != "" {
+	if w := keylessWarning(spec.auth, ln.Addr()); w != "" {
 		n.log.Warn(w)
 	}
 	if spec.banner != nil {
@@ -530,7 +534,9 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (check --bucket)", err)
 	}
-	cat, err := spec.catalog(ctx, catalog.Options{CommitTimeout: nf.commitTimeout, Logger: log, MaxTimestampAfterMs: nf.maxTimestampAfterMs})
+	// The core applies --max-timestamp-after-ms, knowing who may exceed it (alter-configs
+	// on the cluster): the catalog leaves it to the core.
+	cat, err := spec.catalog(ctx, catalog.Options{CommitTimeout: nf.commitTimeout, Logger: log, MaxTimestampAfterMs: -1})
 	if err != nil {
 		return nil, fmt.Errorf("open catalog %s: %w (check --catalog and that the database is reachable)", spec.catalogName, err)
 	}
@@ -545,6 +551,7 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 		"cache_bytes", int64(nf.cacheBytes), "buffer_bytes", int64(nf.bufferBytes))
 	apiCfg := spec.api
 	apiCfg.MaxFetches, apiCfg.MaxLongPolls, apiCfg.MaxStreams = nf.maxFetches, nf.maxLongPolls, nf.maxStreams
+	apiCfg.Auth.PublicMetrics, apiCfg.AccessLogSample = spec.auth.publicMetrics, spec.auth.accessSample
 	if apiCfg.BodyTimeout == 0 {
 		apiCfg.BodyTimeout = nf.bodyTimeout
 	}
@@ -561,6 +568,8 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 		Connect: spec.connect, ConnectConfig: nf.connect.config(),
 		API: apiCfg, Lambda: spec.lambda, Log: log,
 		MemoryBudget: nf.mem.budget, StallTimeout: nf.stallTimeout,
+		Broker:   broker.Config{MaxTimestampAfterMs: nf.maxTimestampAfterMs},
+		Security: spec.auth.security,
 	})
 	if err != nil {
 		closeCatalog()

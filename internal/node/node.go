@@ -31,6 +31,7 @@ import (
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/metered"
 	"github.com/strata-io/strata/reader"
+	"github.com/strata-io/strata/security"
 	"github.com/strata-io/strata/writer"
 )
 
@@ -65,6 +66,10 @@ type Config struct {
 
 	Broker broker.Config
 	API    api.Config
+	// Security turns authentication and authorization on (security.Config.Enabled):
+	// the node then builds its guard over the catalog's keys and ACLs, which the API,
+	// the core and the Kafka listener (Node.Guard) share.
+	Security security.Config
 
 	// Lambda: the node answers Lambda invocations, between which nothing runs, so no
 	// role may depend on a background loop: the reader does not listen for commit
@@ -93,6 +98,8 @@ type Config struct {
 type Node struct {
 	API    *api.API
 	Broker *broker.Broker
+	// Guard authenticates and authorizes; nil when Config.Security is off.
+	Guard *security.Guard
 	// The roles, nil when the node does not run them.
 	Writer    *writer.Writer
 	Reader    *reader.Reader
@@ -172,7 +179,15 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.MemoryBudget > 0 {
 		n.Memory = membudget.New(cfg.MemoryBudget, reg)
 	}
-	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat, Connect: cat}
+	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat, Connect: cat, Security: cat}
+	if cfg.Security.Enabled() {
+		if err := n.startGuard(cfg, start); err != nil {
+			n.Stop(context.Background())
+			return nil, err
+		}
+		bd.Authorizer = n.Guard
+		cfg.API.Auth.Authenticator = n.Guard
+	}
 	if cfg.Writer {
 		cfg.WriterConfig.Memory = n.Memory
 		var com Committer = cat
@@ -223,6 +238,30 @@ func Start(cfg Config) (*Node, error) {
 	return n, nil
 }
 
+// startGuard builds the guard and loads the keys and ACLs once before the node serves
+// (a catalog that does not answer yet is retried by the guard's loop; until then only
+// the static keys work). On Lambda, where nothing runs between invocations, the guard
+// refreshes when used instead.
+func (n *Node) startGuard(cfg Config, start func(string, func(context.Context) error)) error {
+	sc := cfg.Security
+	if sc.Log == nil {
+		sc.Log = n.log
+	}
+	if err := sc.Validate(); err != nil {
+		return fmt.Errorf("node: security: %w", err)
+	}
+	n.Guard = security.New(sc, cfg.Catalog)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.Guard.Refresh(ctx); err != nil {
+		n.log.Warn("could not load keys and ACLs yet: only the static keys work until the catalog answers", "err", err)
+	}
+	if !cfg.Lambda {
+		start("security", n.Guard.Run)
+	}
+	return nil
+}
+
 // Frontend is a front end served beside the HTTP API (the Kafka listener).
 type Frontend interface {
 	// Failed reports the front end's failure while it serves.
@@ -237,7 +276,7 @@ func (n *Node) startConnect(cat catalog.Backend, log *slog.Logger) {
 	wc := n.cfg.ConnectConfig
 	wc.Log = log
 	n.Connect = connect.NewWorker(cat, n.Broker, wc)
-	rest := connect.NewREST(cat, n.Broker, connect.RESTConfig{Plugins: wc.Plugins, Providers: wc.Providers, Worker: n.Connect.ID(), Log: log})
+	rest := connect.NewREST(cat, n.Broker, connect.RESTConfig{Plugins: wc.Plugins, Providers: wc.Providers, Worker: n.Connect.ID(), Principal: api.Principal, Log: log})
 	conns, plugins := rest.Connectors(), rest.Plugins()
 	n.apiD.Mounts = []api.Mount{{Path: "/connectors", Handler: conns}, {Path: "/v1/connectors", Handler: conns},
 		{Path: "/connector-plugins", Handler: plugins}, {Path: "/v1/connector-plugins", Handler: plugins}}
@@ -276,7 +315,12 @@ func readiness(cat catalog.Catalog, store objstore.Store) func(context.Context) 
 
 // NewAPI builds another HTTP API over the same core, metrics and readiness, with its
 // own configuration (Lambda's streaming Function URL beside its buffered one).
-func (n *Node) NewAPI(cfg api.Config) *api.API { return api.New(cfg, n.apiD) }
+func (n *Node) NewAPI(cfg api.Config) *api.API {
+	if n.Guard != nil && cfg.Auth.Authenticator == nil {
+		cfg.Auth.Authenticator = n.Guard
+	}
+	return api.New(cfg, n.apiD)
+}
 
 // Errors receives a role's failure: a role that stopped before Stop.
 func (n *Node) Errors() <-chan error { return n.errs }
