@@ -239,12 +239,11 @@ func (s *Swap) CheckOld(found []Chunk) error {
 }
 
 // NewLogStart applies delete-records: the log start moves to offset, never backwards;
-// an offset above the high watermark is ErrOffsetOutOfRange. It returns the new log
+// an offset above the high watermark is an *OffsetRangeError. It returns the new log
 // start, equal to the current one when nothing changes.
 func NewLogStart(p PartitionInfo, offset int64) (int64, error) {
 	if offset < 0 || offset > p.HighWatermark {
-		return p.LogStartOffset, fmt.Errorf("%w: delete records before %d of topic id %d partition %d: want an offset between 0 and the high watermark %d",
-			ErrOffsetOutOfRange, offset, p.TopicID, p.Partition, p.HighWatermark)
+		return p.LogStartOffset, &OffsetRangeError{Offset: offset, LogStartOffset: p.LogStartOffset, HighWatermark: p.HighWatermark}
 	}
 	return max(p.LogStartOffset, offset), nil
 }
