@@ -68,7 +68,7 @@ func TestRuleText(t *testing.T) {
 		{fmt.Errorf("sqlite: update: %w", rule), `invalid partition count: topic "o" has 3 partitions`},
 		{rule, `invalid partition count: topic "o" has 3 partitions`},
 		{fmt.Errorf("postgres: update %q: %w", "o", catalog.ErrInvalidPartitions), ""}, // no words of its own
-		{fmt.Errorf("%w: %w", catalog.ErrInvalidPartitions, errors.New("driver")), ""},     // two causes
+		{fmt.Errorf("%w: %w", catalog.ErrInvalidPartitions, errors.New("driver")), ""}, // two causes
 		{errors.New("unrelated"), ""},
 	} {
 		if got := ruleText(tc.err, catalog.ErrInvalidPartitions); got != tc.want {
