@@ -159,6 +159,8 @@ type int32List struct{ vals []int32 }
 
 func (l *int32List) String() string { return fmt.Sprint(l.vals) }
 
+func (l *int32List) Type() string { return "partitions" }
+
 func (l *int32List) Set(v string) error {
 	for _, s := range strings.Split(v, ",") {
 		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)

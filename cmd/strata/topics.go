@@ -9,25 +9,46 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/strata-io/strata/client"
 )
 
 // DefaultServer is where the CLI verbs look for a server: what `strata dev` listens on.
 const DefaultServer = "http://127.0.0.1:8080"
 
-// serverFlags are the flags of every verb that talks to a server.
+// serverFlags are the global flags of every verb that talks to a server: persistent
+// flags of the root, so they go before or after the verb.
 type serverFlags struct {
 	server  string
 	apiKey  string
 	timeout time.Duration
+	fs      *pflag.FlagSet
 }
 
+// register defines the flags on the root's persistent set.
+func (s *serverFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&s.server, "server", DefaultServer, "the Strata server's base `URL`")
+	fs.StringVar(&s.apiKey, "api-key", "", "API `key` sent as a bearer token, for servers that require one")
+	fs.DurationVar(&s.timeout, "timeout", 30*time.Second, "how long one request may take before it is abandoned")
+	fs.VisitAll(func(f *pflag.Flag) {
+		_ = fs.SetAnnotation(f.Name, sharedAnnotation, []string{"true"})
+		f.Value = hinted{f.Value, "want a duration such as 50ms, 2s or 1m30s"}
+		if f.Value.Type() != "duration" {
+			f.Value = f.Value.(hinted).Value
+		}
+	})
+	s.fs = fs
+}
+
+// flags are the global flags, for help.
+func (s *serverFlags) flags() *pflag.FlagSet { return s.fs }
+
+// addServerFlags makes c a verb that talks to a server: it takes the global flags,
+// whose values it finds in the answer when it runs.
 func addServerFlags(c *command) *serverFlags {
-	s := &serverFlags{}
-	c.fs.StringVar(&s.server, "server", DefaultServer, "the Strata server's base `URL`")
-	c.fs.StringVar(&s.apiKey, "api-key", "", "API `key` sent as a bearer token, for servers that require one")
-	c.fs.DurationVar(&s.timeout, "timeout", 30*time.Second, "how long one request may take before it is abandoned")
-	return s
+	c.server = &serverFlags{}
+	return c.server
 }
 
 func (s *serverFlags) client(cmd string, extra ...client.Option) (*client.Client, error) {
