@@ -55,8 +55,8 @@ func verbs() []verb {
 
 // groups are the commands that only hold others, with what they are for.
 var groupAbout = map[string]string{
-	"topics": "Creates, lists, describes, alters and deletes topics.",
-	"groups": "Lists, describes, resets and deletes consumer groups.",
+	"topics": "create, list, describe, alter and delete topics",
+	"groups": "list, describe, reset and delete consumer groups",
 }
 
 // errUsageShown: the usage has been printed already; exit 2 without another word.
@@ -100,21 +100,27 @@ func newTree(ctx context.Context, e *env) *tree {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usagef(commandName(c), "%s", flagErrorText(c, err))
 	})
-	root.SetHelpFunc(func(c *cobra.Command, _ []string) {
+	cobraHelp := root.HelpFunc()
+	root.SetHelpFunc(func(c *cobra.Command, args []string) {
 		w := c.OutOrStdout()
 		switch cmd := t.cmds[c]; {
 		case c == root:
 			fmt.Fprint(w, topUsage(c))
 		case cmd != nil:
 			cmd.usage(w, t.globals)
-		default:
+		case c.HasSubCommands():
 			fmt.Fprint(w, groupUsage(c))
+		default:
+			cobraHelp(c, args) // cobra's own commands: completion SHELL
 		}
 	})
-	root.InitDefaultHelpCmd()
-	root.InitDefaultCompletionCmd()
 	for _, v := range verbs() {
 		t.add(root, e, v)
+	}
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd() // only once the root has subcommands
+	if c := findChild(root, "completion"); c != nil {
+		c.Short = listedShort("completion")
 	}
 	t.root = root
 	return t
@@ -135,6 +141,9 @@ func (t *tree) add(root *cobra.Command, e *env, v verb) {
 	c, fn := v.new()
 	c.addHints()
 	c.cmd.Use = words[len(words)-1]
+	if short := listedShort(v.name); short != "" {
+		c.cmd.Short = short
+	}
 	c.cmd.RunE = func(cc *cobra.Command, args []string) error {
 		ee := e
 		if c.beforeEnv != nil {
@@ -335,14 +344,9 @@ func report(e *env, cmd string, err error) int {
 	return 1
 }
 
-// topUsage is the root's help: the commands by kind.
-func topUsage(root *cobra.Command) string {
-	var b strings.Builder
-	b.WriteString(`strata - a streaming platform on object storage
-
-Usage: strata COMMAND [flags]
-
-Servers:
+// commandList is the root help's list of commands by kind, and each command's one-line
+// description (its Short).
+const commandList = `Servers:
   dev              run everything in one process on a local directory (SQLite, files)
   serve            run a node: --roles writer,reader against Postgres and S3
   lambda           answer AWS Lambda invocations (the default inside Lambda)
@@ -366,14 +370,29 @@ Other:
   bench            measure throughput, latency and cost beside this machine's floor
   completion       print a shell completion script: bash, zsh, fish or powershell
   version          print the version
-`)
-	// Verbs registered beyond the list above (another engineer's, not yet described).
+`
+
+// listedShort is a command's description in commandList, "" when it is not listed.
+func listedShort(name string) string {
+	for _, line := range strings.Split(commandList, "\n") {
+		if rest, ok := strings.CutPrefix(line, "  "+name+" "); ok {
+			return strings.TrimSpace(rest)
+		}
+	}
+	return ""
+}
+
+// topUsage is the root's help: the commands by kind, then any registered since the
+// list was written.
+func topUsage(root *cobra.Command) string {
+	var b strings.Builder
+	b.WriteString("strata - a streaming platform on object storage\n\nUsage: strata COMMAND [flags]\n\n")
+	b.WriteString(commandList)
 	var more []string
-	listed := b.String()
 	walk(root, func(c *cobra.Command) {
 		name := commandName(c)
-		if c.Runnable() && !c.HasSubCommands() && name != "" && !c.Hidden && c.Name() != "help" &&
-			c.Parent().Name() != "completion" && !strings.Contains(listed, "\n  "+name+" ") {
+		if c.Runnable() && !c.HasSubCommands() && name != "" && documented(c) &&
+			c.Parent().Name() != "completion" && listedShort(name) == "" {
 			more = append(more, fmt.Sprintf("  %-16s %s", name, c.Short))
 		}
 	})

@@ -52,8 +52,8 @@ type command struct {
 const sharedAnnotation = "strata_shared_env"
 
 func newCommand(name, synopsis, about string) *command {
-	short, _, _ := strings.Cut(about, "\n")
-	short, _, _ = strings.Cut(short, ". ")
+	// The first sentence, until the tree gives it the command list's words.
+	short, _, _ := strings.Cut(strings.ReplaceAll(about, "\n", " "), ". ")
 	c := &command{name: name, synopsis: synopsis, about: about,
 		cmd: &cobra.Command{Use: name, Short: strings.TrimSuffix(strings.TrimSpace(short), "."), Long: about}}
 	c.fs = c.cmd.Flags()
