@@ -510,7 +510,7 @@ func TestTopicsVerbs(t *testing.T) {
 		{[]string{"topics", "create", "orders"}, 1, "", "strata topics create: Conflict: topic \"orders\" already exists\n"},
 		{[]string{"topics", "list"}, 0, "orders  3", ""},
 		{[]string{"topics", "describe", "orders"}, 0, "retention.ms  1000", ""},
-		{[]string{"topics", "alter", "orders", "--partitions", "5", "--delete-config", "retention.ms"}, 0, "altered topic orders: 5 partitions", ""},
+		{[]string{"topics", "alter", "orders", "--partitions", "5", "--delete-config", "retention.ms"}, 0, "partitions  3 -> 5", ""},
 		{[]string{"topics", "delete", "orders"}, 0, "deleted topic orders", ""},
 		{[]string{"topics", "describe", "orders"}, 1, "", "strata topics describe: Not Found: topic \"orders\" not found\n"},
 	}

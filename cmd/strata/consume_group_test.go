@@ -18,13 +18,19 @@ import (
 // a temporary directory) until the test ends, and returns its URL.
 func startDevInProcess(t *testing.T) string {
 	t.Helper()
+	return startDevInProcessAt(t, t.TempDir())
+}
+
+// startDevInProcessAt is startDevInProcess with its data in dir.
+func startDevInProcessAt(t *testing.T, dir string) string {
+	t.Helper()
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &lockedBuffer{}
 	e := &env{stdin: strings.NewReader(""), stdout: out, stderr: out, getenv: func(string) string { return "" }}
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, e, []string{"dev", "--data", t.TempDir(), "--listen", addr, "--log-level", "warn"})
+		done <- run(ctx, e, []string{"dev", "--data", dir, "--listen", addr, "--log-level", "warn", "--kafka-listen", ""})
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 	"text/tabwriter"
@@ -236,9 +237,9 @@ func topicsDeleteCommand() (*command, func(context.Context, *env, *command, []st
 
 func topicsAlterCommand() (*command, func(context.Context, *env, *command, []string) error) {
 	c := newCommand("topics alter", "strata topics alter NAME [--partitions N] [--config KEY=VALUE ...] [--delete-config KEY ...]",
-		"Grows a topic's partition count and sets or removes configs, as one change.\nKeyed records of existing keys may move partition when the count grows.")
+		"Grows a topic's partition count and sets or removes configs, as one change, and says what\nchanged. Keyed records of existing keys may move partition when the count grows.")
 	sf := addServerFlags(c)
-	partitions := c.fs.Int("partitions", 0, "new partition `count`, larger than the current one (0: unchanged)")
+	partitions := c.fs.Int("partitions", 0, "new partition `count`, more than the current one (0: unchanged)")
 	var configs, deletes stringList
 	c.fs.Var(&configs, "config", "set a topic config, `KEY=VALUE`; repeat for several")
 	c.fs.Var(&deletes, "delete-config", "remove an explicit config, back to its default: `KEY`; repeat for several")
@@ -268,11 +269,64 @@ func topicsAlterCommand() (*command, func(context.Context, *env, *command, []str
 		}
 		ctx, cancel := context.WithTimeout(ctx, sf.timeout)
 		defer cancel()
-		t, err := cl.AlterTopic(ctx, name, client.TopicAlter{Partitions: int32(*partitions), Configs: cfg, DeleteConfigs: deletes.vals})
+		before, err := cl.Topic(ctx, name)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "altered topic %s: %d partitions\n", t.Name, t.Partitions)
+		if *partitions != 0 && int32(*partitions) <= before.Partitions {
+			return fmt.Errorf("--partitions %d: topic %s has %d partitions, and partitions only grow: ask for more than %d", *partitions, name, before.Partitions, before.Partitions)
+		}
+		after, err := cl.AlterTopic(ctx, name, client.TopicAlter{Partitions: int32(*partitions), Configs: cfg, DeleteConfigs: deletes.vals})
+		if err != nil {
+			return err
+		}
+		if after.EffectiveConfigs == nil {
+			// The answer to a change may leave out the defaults: read them.
+			if t, err := cl.Topic(ctx, name); err == nil {
+				after = t
+			}
+		}
+		writeTopicChanges(e.stdout, before, after)
 		return nil
 	}
+}
+
+// writeTopicChanges says what an alter changed: the partition count and each config
+// whose value changed, defaults marked.
+func writeTopicChanges(w io.Writer, before, after client.Topic) {
+	var lines [][2]string
+	if after.Partitions != before.Partitions {
+		lines = append(lines, [2]string{"partitions", fmt.Sprintf("%d -> %d", before.Partitions, after.Partitions)})
+	}
+	show := func(t client.Topic, k string) string {
+		if v, ok := t.Configs[k]; ok {
+			return v
+		}
+		if v, ok := t.EffectiveConfigs[k]; ok {
+			return v + " (default)"
+		}
+		return "(default)"
+	}
+	keys := map[string]bool{}
+	for k := range before.Configs {
+		keys[k] = true
+	}
+	for k := range after.Configs {
+		keys[k] = true
+	}
+	for _, k := range sortedKeys(keys) {
+		if b, a := show(before, k), show(after, k); a != b {
+			lines = append(lines, [2]string{k, b + " -> " + a})
+		}
+	}
+	if len(lines) == 0 {
+		fmt.Fprintf(w, "topic %s unchanged: it was as asked already\n", after.Name)
+		return
+	}
+	fmt.Fprintf(w, "altered topic %s:\n", after.Name)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, l := range lines {
+		fmt.Fprintf(tw, "  %s\t%s\n", l[0], l[1])
+	}
+	_ = tw.Flush()
 }
