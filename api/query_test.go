@@ -1,8 +1,10 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -65,5 +67,33 @@ func TestUnknownQueryParameters(t *testing.T) {
 	// (timestamp), binary produce (partition), group offsets (topic).
 	if checked < 18 || withParams != 4 {
 		t.Errorf("checked %d routes, %d with parameters; want every /v1 route and 4 with parameters", checked, withParams)
+	}
+}
+
+// TestRefusalChainLogged: the answer says what was wrong once, in the request's terms;
+// the chain below it goes to the log (debug) under the request id the answer carries.
+func TestRefusalChainLogged(t *testing.T) {
+	var logged bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	a := newAPI(Config{}, testDeps{Catalog: newFakeCluster(), Log: log})
+	rec := httptest.NewRecorder()
+	a.Handler().ServeHTTP(rec, httptest.NewRequest("DELETE", "/v1/topics/nosuch", nil))
+	var body map[string]any
+	_ = json.Unmarshal(rec.Body.Bytes(), &body)
+	id := rec.Header().Get("X-Request-Id")
+	if rec.Code != 404 || body["detail"] != `topic "nosuch" does not exist` || body["request_id"] != id || id == "" {
+		t.Fatalf("%d %v (X-Request-Id %q)", rec.Code, body, id)
+	}
+	var line struct {
+		Msg, Code, Err string
+		RequestID      string `json:"request_id"`
+	}
+	for _, l := range strings.Split(strings.TrimSpace(logged.String()), "\n") {
+		if json.Unmarshal([]byte(l), &line) == nil && line.Msg == "refused" {
+			break
+		}
+	}
+	if line.Msg != "refused" || line.RequestID != id || line.Code != "topic_not_found" || line.Err != "delete topic nosuch: topic not found" {
+		t.Errorf("log %+v; want the refusal's chain under request id %s:\n%s", line, id, logged.String())
 	}
 }
