@@ -81,12 +81,7 @@ func newTree(ctx context.Context, e *env) *tree {
 		SilenceUsage:               true,
 		// Completion scripts: strata completion bash|zsh|fish|powershell.
 		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: false},
-		Args: func(c *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return unknownCommand(c, args[0])
-			}
-			return nil
-		},
+		Args:              noVerbArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			fmt.Fprint(e.stderr, topUsage(c))
 			return errUsageShown
@@ -182,17 +177,20 @@ func groupCommand(e *env, name string) *cobra.Command {
 		Use:                        name,
 		Short:                      groupAbout[name],
 		SuggestionsMinimumDistance: 2,
-		Args: func(c *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return unknownCommand(c, args[0])
-			}
-			return nil
-		},
+		Args:                       noVerbArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			fmt.Fprint(e.stderr, groupUsage(c))
 			return errUsageShown
 		},
 	}
+}
+
+// noVerbArgs: a command that holds others takes no argument but one of them.
+func noVerbArgs(c *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return unknownCommand(c, args[0])
+	}
+	return nil
 }
 
 // unknownCommand is a usage error naming the nearest commands.

@@ -1,12 +1,10 @@
 package badinput
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -14,11 +12,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/api"
-	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/client"
-	"github.com/strata-io/strata/internal/node"
-	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/writer"
 )
 
@@ -131,31 +125,8 @@ func TestDetailProblems(t *testing.T) {
 // real listener (the raw cases write to the socket), configured as startServer's.
 func startSQLiteServer(t *testing.T) *server {
 	t.Helper()
-	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	cat, err := sqlite.Open(ctx, filepath.Join(dir, "catalog.db"), catalog.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := fs.New(filepath.Join(dir, "objects"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Start(node.Config{
-		Catalog: cat, Store: st,
-		Writer: true, WriterConfig: writer.Config{Linger: 5 * time.Millisecond},
-		Reader: true,
-		API:    api.Config{BodyTimeout: 2 * time.Second},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, _, st := startNode(t, writer.Config{Linger: 5 * time.Millisecond}, api.Config{BodyTimeout: 2 * time.Second})
 	srv := httptest.NewServer(n.API.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		cancel()
-		_ = n.Stop(context.Background())
-		_ = cat.Close()
-	})
+	t.Cleanup(srv.Close)
 	return &server{url: srv.URL, store: st, cli: client.New(srv.URL)}
 }
