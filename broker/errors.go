@@ -407,7 +407,8 @@ func fetchError(err error, about ...subject) *Error {
 	case errors.Is(err, reader.ErrOffsetOutOfRange):
 		return catalogError("fetch", err, s)
 	case errors.Is(err, reader.ErrInvalidFetch):
-		return newError(CodeInvalidParameter, "%s", say(err, reader.ErrInvalidFetch, "the fetch is not valid")).cause(err)
+		// The reader's own words name it ("reader: ..."); the limits are the caller's.
+		return newError(CodeInvalidParameter, "max_records, max_bytes and wait_ms must not be negative").cause(err)
 	case errors.Is(err, catalog.ErrTopicNotFound),
 		errors.Is(err, catalog.ErrPartitionOutOfRange),
 		errors.Is(err, catalog.ErrOffsetOutOfRange):
