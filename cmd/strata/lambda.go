@@ -68,8 +68,8 @@ password or key sits in the function's plain environment.`)
 	// A flush per request: the client's linger does the batching.
 	sf.nf.linger = lambdaLinger
 	c.fs.Lookup("linger").DefValue = lambdaLinger.String()
-	defer c.shareEnv("streaming") // STRATA_STREAMING in the function's configuration
 	streaming := c.fs.Bool("streaming", false, "the Function URL's invoke mode is RESPONSE_STREAM: Server-Sent Events tails stream through it (API Gateway answers them 406 streaming_unsupported)")
+	c.shareEnv("streaming") // STRATA_STREAMING in the function's configuration
 	return c, sf, streaming
 }
 
