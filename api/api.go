@@ -225,7 +225,13 @@ func (a *API) routes() http.Handler {
 	r.Method(http.MethodGet, "/metrics", a.metricsHandler())
 
 	r.Route("/v1", func(v1 chi.Router) {
-		v1.Get("/openapi.json", serveOpenAPI)
+		v1.Get("/openapi.json", func(w http.ResponseWriter, r *http.Request) {
+			if p := checkQuery(r); p != nil {
+				writeProblem(w, r, p)
+				return
+			}
+			serveOpenAPI(w, r)
+		})
 		v1.Mount("/topics", (&topicsResource{a}).Routes())
 		// Beside the topics mount: chi matches this longer path first (records_delete.go).
 		v1.Post("/topics/{topic}/partitions/{partition}/records:delete", a.serve(broker.CapDeleteRecords, a.deleteRecords))

@@ -224,24 +224,33 @@ func problemBody(r *http.Request, p *problem) []byte {
 }
 
 // problemFor answers an error of the core as a problem: its code is the core's, its
-// detail the core's message, its extension members the core's details. A failure the
-// core marks unexpected is logged here, where the request is known.
+// detail the core's message (what was wrong, in the caller's terms), its hint and
+// extension members the core's. The chain of errors below it goes to the log with the
+// request id the answer carries: a failure the core marks unexpected as an error, a
+// refusal at debug level.
 func (a *API) problemFor(r *http.Request, err error) *problem {
 	e := broker.AsError("api", err)
-	if e.Unexpected {
+	switch {
+	case e.Unexpected:
 		a.logUnexpected(r, e.Op, e.Err)
+	case e.Err != nil:
+		a.log.Debug("refused", "code", e.Code, "err", e.Err, "method", r.Method, "path", r.URL.Path, "request_id", requestID(r.Context()))
 	}
 	return problemOf(e)
 }
 
-// problemOf is problemFor for a refusal, which is never logged.
+// problemOf is problemFor without the log: for refusals made before the catalog is
+// asked, which have no chain.
 func problemOf(e *broker.Error) *problem {
 	p := newProblem(Code(e.Code), "%s", e.Message)
 	if len(e.Details) > 0 {
-		p.extras = make(map[string]any, len(e.Details))
+		p.extras = make(map[string]any, len(e.Details)+1)
 		for k, v := range e.Details {
 			p.extras[k] = v
 		}
+	}
+	if e.Hint != "" {
+		p = p.with("hint", e.Hint)
 	}
 	return p
 }

@@ -328,6 +328,8 @@ type resetRequest struct {
 	To         string          `json:"to"`         // earliest, latest, timestamp, offset
 	Timestamp  json.RawMessage `json:"timestamp"`  // unix ms or RFC 3339, with "timestamp"
 	Offset     *int64          `json:"offset"`     // with "offset"
+	// Create: position a group that does not exist yet; without it, 404 group_not_found.
+	Create bool `json:"create"`
 }
 
 // reset resolves the target offsets from the partitions' current state and stores them
@@ -341,7 +343,7 @@ func (rs *groupsResource) reset(w http.ResponseWriter, r *http.Request) *problem
 	if p != nil {
 		return p
 	}
-	cr := broker.ResetRequest{Topic: req.Topic, Partitions: req.Partitions}
+	cr := broker.ResetRequest{Topic: req.Topic, Partitions: req.Partitions, Create: req.Create}
 	switch req.To {
 	case "earliest":
 		cr.To = broker.Earliest

@@ -109,7 +109,7 @@ func bodyLimitMiddleware(limit int64, timeout time.Duration) func(http.Handler) 
 }
 
 // errBodyTimeout: the body did not arrive within the body timeout.
-var errBodyTimeout = errors.New("the request body did not arrive in time")
+var errBodyTimeout = errors.New("the request body did not arrive")
 
 // deadlineBody turns the deadline's error into errBodyTimeout.
 type deadlineBody struct {

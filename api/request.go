@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -21,21 +22,24 @@ import (
 // problem to answer with, which serve writes.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) *problem
 
-// serve adapts h to net/http, answering role_unavailable first (before the body is
-// read) when the node cannot serve what the route needs, then reserving the body in
-// the request's hold on the node's memory budget (memory.go), which is released, and
-// the body's buffer pooled, once the answer is written.
+// serve adapts h to net/http. Before the body is read it refuses query parameters the
+// route does not take (query.go), then answers role_unavailable when the node cannot
+// serve what the route needs; then it reserves the body in the request's hold on the
+// node's memory budget (memory.go), which is released, and the body's buffer pooled,
+// once the answer is written.
 func (a *API) serve(need broker.Capability, h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var p *problem
-		if err := a.core.Check(need); err != nil {
-			p = a.problemFor(r, err)
-		} else {
-			var st *reqState
-			r, st, p = a.admitBody(r, need)
-			defer st.done()
-			if p == nil {
-				p = h(w, r)
+		p := checkQuery(r)
+		if p == nil {
+			if err := a.core.Check(need); err != nil {
+				p = a.problemFor(r, err)
+			} else {
+				var st *reqState
+				r, st, p = a.admitBody(r, need)
+				defer st.done()
+				if p == nil {
+					p = h(w, r)
+				}
 			}
 		}
 		if p != nil {
@@ -134,9 +138,32 @@ func jsonProblem(err error) *problem {
 		if field == "" {
 			field = "the body"
 		}
-		return newProblem(CodeInvalidRequest, "%s: expected %s, got JSON %s", field, te.Type, te.Value).with("field", te.Field)
+		return newProblem(CodeInvalidRequest, "%s must be %s, got JSON %s", field, jsonKind(te.Type), te.Value).with("field", te.Field)
 	}
 	return newProblem(CodeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// jsonKind names what a Go type is in JSON, for a person who writes JSON: "an array",
+// "an object", "an integer" (not "[]api.produceRecord").
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer within its range"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "another JSON type"
 }
 
 // topicParam returns the {topic} path parameter, validated with Kafka's rule before

@@ -41,7 +41,10 @@ type topicJSON struct {
 	ID         int64             `json:"id"`
 	Partitions int32             `json:"partitions"`
 	Configs    map[string]string `json:"configs"`
-	CreatedAt  time.Time         `json:"created_at"`
+	// EffectiveConfigs is every config with the value in force, defaults included: in
+	// the answers about one topic (get, create, alter), not in the list.
+	EffectiveConfigs map[string]string `json:"effective_configs,omitempty"`
+	CreatedAt        time.Time         `json:"created_at"`
 }
 
 func toTopicJSON(t catalog.Topic) topicJSON {
@@ -50,6 +53,16 @@ func toTopicJSON(t catalog.Topic) topicJSON {
 		cfg = map[string]string{}
 	}
 	return topicJSON{Name: t.Name, ID: t.ID, Partitions: t.Partitions, Configs: cfg, CreatedAt: t.CreatedAt.UTC()}
+}
+
+// oneTopicJSON is a topic with its effective configs.
+func oneTopicJSON(t catalog.Topic) topicJSON {
+	tj := toTopicJSON(t)
+	tj.EffectiveConfigs = map[string]string{}
+	for _, c := range broker.EffectiveConfigs(t.Configs) {
+		tj.EffectiveConfigs[c.Name] = c.Value
+	}
+	return tj
 }
 
 type createTopicRequest struct {
@@ -89,7 +102,7 @@ func (rs *topicsResource) create(w http.ResponseWriter, r *http.Request) *proble
 		return a.problemFor(r, err)
 	}
 	w.Header().Set("Location", "/v1/topics/"+url.PathEscape(t.Name))
-	writeJSON(w, http.StatusCreated, toTopicJSON(t))
+	writeJSON(w, http.StatusCreated, oneTopicJSON(t))
 	return nil
 }
 
@@ -115,7 +128,7 @@ func (rs *topicsResource) get(w http.ResponseWriter, r *http.Request) *problem {
 	if err != nil {
 		return rs.a.problemFor(r, err)
 	}
-	writeJSON(w, http.StatusOK, toTopicJSON(t))
+	writeJSON(w, http.StatusOK, oneTopicJSON(t))
 	return nil
 }
 
@@ -165,7 +178,7 @@ func (rs *topicsResource) patch(w http.ResponseWriter, r *http.Request) *problem
 	if err != nil {
 		return rs.a.problemFor(r, err)
 	}
-	writeJSON(w, http.StatusOK, toTopicJSON(t))
+	writeJSON(w, http.StatusOK, oneTopicJSON(t))
 	return nil
 }
 

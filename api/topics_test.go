@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"github.com/strata-io/strata/catalog"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -24,6 +25,12 @@ func TestTopicLifecycle(t *testing.T) {
 	var created topicJSON
 	decodeBody(t, rec, &created)
 	want := topicJSON{Name: "orders", ID: 1, Partitions: 3, Configs: map[string]string{"retention.ms": "3600000", "value.format": "string"}, CreatedAt: testNow.UTC()}
+	// About one topic, every config in force: the set ones and the defaults.
+	want.EffectiveConfigs = map[string]string{}
+	for _, k := range catalog.ConfigKeys() {
+		want.EffectiveConfigs[k], _ = catalog.ConfigDefault(k)
+	}
+	want.EffectiveConfigs["retention.ms"], want.EffectiveConfigs["value.format"] = "3600000", "string"
 	if !reflect.DeepEqual(created, want) {
 		t.Errorf("created %+v, want %+v", created, want)
 	}
@@ -41,7 +48,7 @@ func TestTopicLifecycle(t *testing.T) {
 	rec = e.do("GET", "/v1/topics", "")
 	var list struct{ Topics []topicJSON }
 	decodeBody(t, rec, &list)
-	if len(list.Topics) != 2 || list.Topics[0].Name != "audit" || list.Topics[1].Name != "orders" {
+	if len(list.Topics) != 2 || list.Topics[0].Name != "audit" || list.Topics[1].Name != "orders" || list.Topics[0].EffectiveConfigs != nil {
 		t.Errorf("list: %+v", list)
 	}
 

@@ -75,7 +75,7 @@ func (b *Broker) AlterConfigs(ctx context.Context, who Principal, topic string, 
 		}
 	}
 	if _, err := catalog.ParseConfig(next); err != nil {
-		return catalog.Topic{}, catalogError("alter configs", err)
+		return catalog.Topic{}, catalogError("alter configs", err, onTopic(topic))
 	}
 	if e := b.checkConfigLimits(ctx, who, setConfigs(t.Configs, next)); e != nil {
 		return catalog.Topic{}, e
@@ -103,7 +103,7 @@ func (b *Broker) AlterConfigs(ctx context.Context, who Principal, topic string, 
 	nt, err := b.d.Catalog.UpdateTopic(ctx, topic, 0, update)
 	b.topics.invalidate(topic)
 	if err != nil {
-		return catalog.Topic{}, catalogError("alter configs", err)
+		return catalog.Topic{}, catalogError("alter configs", err, onTopic(topic))
 	}
 	return nt, nil
 }

@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/reader"
@@ -99,8 +100,14 @@ func Codes() []Code {
 // of what serves it.
 type Error struct {
 	Code Code
-	// Message says what is wrong and how to fix it, for people.
+	// Message says what was wrong, for people, in the terms they used: topic and group
+	// names, partitions, offsets and the range allowed, once. Never the catalog's
+	// backend, its ids or the layers an error went through: those are in Err.
 	Message string
+	// Hint, when set, says how to fix it in the HTTP API's terms (member_epoch, a
+	// producer id to initialise again): a front end that speaks other terms (the CLI,
+	// Kafka) leaves it out.
+	Hint string
 	// Details name what the message is about, for programs: "record" (an index),
 	// "field", "config", "partitions", "expected_sequence", ... The HTTP API adds them to
 	// its problem bodies.
@@ -110,7 +117,9 @@ type Error struct {
 	// failed.
 	Unexpected bool
 	Op         string
-	Err        error
+	// Err is the cause as the layers below reported it, for the node's log: on a
+	// refusal too (the catalog's own words, with what each layer was doing).
+	Err error
 }
 
 func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
@@ -134,6 +143,18 @@ func (e *Error) with(key string, v any) *Error {
 	return e
 }
 
+// hint sets the API-level advice.
+func (e *Error) hint(format string, args ...any) *Error {
+	e.Hint = fmt.Sprintf(format, args...)
+	return e
+}
+
+// cause keeps the error a refusal was made from, for the log.
+func (e *Error) cause(err error) *Error {
+	e.Err = err
+	return e
+}
+
 // unexpected marks e as a failure to log.
 func (e *Error) unexpected(op string, cause error) *Error {
 	e.Unexpected, e.Op, e.Err = true, op, cause
@@ -150,32 +171,119 @@ func AsError(op string, err error) *Error {
 	return newError(CodeInternal, "%s: unexpected error", op).unexpected(op, err)
 }
 
-// catalogError maps a catalog error; unknown errors (the database is down, a bug)
-// become CodeCatalogUnavailable, to be logged.
-func catalogError(op string, err error) *Error {
+// subject is what a call was about, as its caller named it: the words a refusal needs
+// that the catalog, which works with ids, may not have.
+type subject struct {
+	topic        string
+	partition    int32
+	hasPartition bool
+	group        string
+	member       string
+}
+
+func onTopic(name string) subject { return subject{topic: name} }
+
+func onPartition(name string, p int32) subject {
+	return subject{topic: name, partition: p, hasPartition: true}
+}
+
+func onGroup(group, member string) subject { return subject{group: group, member: member} }
+
+func subjectOf(about []subject) subject {
+	if len(about) > 0 {
+		return about[0]
+	}
+	return subject{}
+}
+
+// topicWords names s's topic for a message: `topic "orders"`, or "the topic".
+func (s subject) topicWords() string {
+	if s.topic == "" {
+		return "the topic"
+	}
+	return fmt.Sprintf("topic %q", s.topic)
+}
+
+// ruleText is what the catalog said where it checked the rule it refuses by: the error
+// that wraps the sentinel directly, written fmt.Errorf("%w: detail", ErrX) by the
+// catalog's convention, without what outer layers added for their logs ("sqlite:
+// delete topic ..."). "" when the refusal came without words of its own, or with more
+// than one cause.
+func ruleText(err, sentinel error) string {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if errors.Unwrap(e) != sentinel {
+			continue
+		}
+		msg := e.Error()
+		if rest, ok := strings.CutPrefix(msg, sentinel.Error()+": "); ok && rest != "" {
+			return msg
+		}
+		return ""
+	}
+	return ""
+}
+
+// say is the rule's own words when it has them, else the core's.
+func say(err, sentinel error, format string, args ...any) string {
+	if t := ruleText(err, sentinel); t != "" {
+		return t
+	}
+	return fmt.Sprintf(format, args...)
+}
+
+// catalogError maps a catalog error, worded for what the call was about; unknown
+// errors (the database is down, a bug) become CodeCatalogUnavailable, to be logged.
+func catalogError(op string, err error, about ...subject) *Error {
+	s := subjectOf(about)
 	var e *Error
 	var ce *catalog.ConfigError
+	var re *catalog.OffsetRangeError
 	switch {
 	case errors.As(err, &e):
 		return e
 	case errors.Is(err, catalog.ErrTopicNotFound):
-		return newError(CodeTopicNotFound, "%s", err.Error())
+		return newError(CodeTopicNotFound, "%s does not exist", s.topicWords()).cause(err)
 	case errors.Is(err, catalog.ErrTopicExists):
-		return newError(CodeTopicExists, "%s", err.Error())
+		return newError(CodeTopicExists, "%s already exists", s.topicWords()).cause(err)
 	case errors.Is(err, catalog.ErrInvalidTopicName):
-		return newError(CodeInvalidTopicName, "%s", err.Error())
+		return newError(CodeInvalidTopicName, "%s", say(err, catalog.ErrInvalidTopicName, "the topic name is not valid")).cause(err)
 	case errors.Is(err, catalog.ErrInvalidPartitions):
-		return newError(CodeInvalidPartitionCount, "%s", err.Error())
+		return newError(CodeInvalidPartitionCount, "%s", say(err, catalog.ErrInvalidPartitions, "the partition count of %s is not valid", s.topicWords())).cause(err)
 	case errors.As(err, &ce):
-		return newError(CodeInvalidConfig, "%s", ce.Error()).with("config", ce.Key)
+		return newError(CodeInvalidConfig, "%s", ce.Error()).with("config", ce.Key).cause(err)
 	case errors.Is(err, catalog.ErrInvalidConfig):
-		return newError(CodeInvalidConfig, "%s", err.Error())
+		return newError(CodeInvalidConfig, "%s", say(err, catalog.ErrInvalidConfig, "a config of %s is not valid", s.topicWords())).cause(err)
 	case errors.Is(err, catalog.ErrPartitionOutOfRange):
-		return newError(CodePartitionOutOfRange, "%s", err.Error())
+		if s.hasPartition {
+			return newError(CodePartitionOutOfRange, "%s has no partition %d", s.topicWords(), s.partition).cause(err)
+		}
+		return newError(CodePartitionOutOfRange, "%s has no such partition", s.topicWords()).cause(err)
+	case errors.As(err, &re):
+		return offsetRange(s, re.Offset, re.LogStartOffset, re.LogStartOffset, re.HighWatermark).cause(err)
 	case errors.Is(err, catalog.ErrOffsetOutOfRange):
-		return newError(CodeOffsetOutOfRange, "%s", err.Error())
+		return newError(CodeOffsetOutOfRange, "the offset is outside what %s holds", s.partitionWords()).cause(err)
 	}
 	return newError(CodeCatalogUnavailable, "%s: the catalog did not answer; retry", op).unexpected(op, err)
+}
+
+// partitionWords names s's partition: `partition 2 of topic "orders"`.
+func (s subject) partitionWords() string {
+	if !s.hasPartition {
+		return s.topicWords()
+	}
+	return fmt.Sprintf("partition %d of %s", s.partition, s.topicWords())
+}
+
+// offsetRange says where offset is against what a partition holds, and the offsets
+// the call takes: from low (the log start for a fetch, 0 for a delete) to hw.
+func offsetRange(s subject, offset, low, logStart, hw int64) *Error {
+	where, bound := "beyond the high watermark", hw
+	if offset < logStart {
+		where, bound = "below the log start offset", logStart
+	}
+	return newError(CodeOffsetOutOfRange, "offset %d is %s %d of %s: use an offset from %d to %d",
+		offset, where, bound, s.partitionWords(), low, hw).
+		with("log_start_offset", logStart).with("high_watermark", hw)
 }
 
 // groupCodes are the group rules' refusals and their codes.
@@ -193,14 +301,38 @@ var groupCodes = []struct {
 	{catalog.ErrInvalidGroupRequest, CodeInvalidRequest},
 }
 
-// groupError maps a group error; the rest goes to catalogError.
-func groupError(op string, err error) *Error {
+// groupError maps a group error, worded for the group and member the call named. The
+// catalog's rule text is kept where it names what was wrong (an epoch, a partition);
+// what to do about it in API terms goes to the hint.
+func groupError(op string, err error, about ...subject) *Error {
+	s := subjectOf(about)
+	group := fmt.Sprintf("group %q", s.group)
+	if s.group == "" {
+		group = "the group"
+	}
+	switch {
+	case errors.Is(err, catalog.ErrGroupNotFound):
+		return newError(CodeGroupNotFound, "%s does not exist", group).cause(err)
+	case errors.Is(err, catalog.ErrGroupNotEmpty):
+		e := newError(CodeGroupNotEmpty, "%s has live members: stop its consumers first", group).cause(err)
+		if op == "commit offsets" || op == "produce" {
+			e = newError(CodeGroupNotEmpty, "%s has live members", group).cause(err).
+				hint("commit as a member, with member_id and member_epoch")
+		}
+		return e
+	case errors.Is(err, catalog.ErrUnknownMember):
+		if s.member == "" {
+			return newError(CodeUnknownMember, "the member is not a live member of %s (its session may have expired)", group).cause(err)
+		}
+		return newError(CodeUnknownMember, "%q is not a live member of %s (its session may have expired)", s.member, group).cause(err).
+			hint("join again with member_epoch 0")
+	}
 	for _, g := range groupCodes {
 		if errors.Is(err, g.err) {
-			return newError(g.code, "%s", err.Error())
+			return newError(g.code, "%s", say(err, g.err, "%s", g.err.Error())).cause(err)
 		}
 	}
-	return catalogError(op, err)
+	return catalogError(op, err, s)
 }
 
 // isGroupError reports a refusal by the group rules.
@@ -219,18 +351,21 @@ func producerError(err error, names map[int64]string) (_ *Error, ok bool) {
 	var se *catalog.SequenceError
 	switch {
 	case errors.As(err, &se):
-		e := newError(CodeOutOfOrderSequence, "%s", err.Error()).
+		e := newError(CodeOutOfOrderSequence, "partition %d: sequence %d, expected %d", se.Partition, se.Got, se.Expected).cause(err).
 			with("expected_sequence", se.Expected).with("sequence", se.Got).with("partition", se.Partition)
 		if name, ok := names[se.TopicID]; ok {
+			e.Message = fmt.Sprintf("partition %d of topic %q: sequence %d, expected %d", se.Partition, name, se.Got, se.Expected)
 			e = e.with("topic", name)
 		}
 		return e, true
 	case errors.Is(err, catalog.ErrProducerFenced):
-		return newError(CodeProducerFenced, "%s: a newer instance with this transactional id has initialised; stop this one", err.Error()), true
+		return newError(CodeProducerFenced, "a newer instance with this transactional id has initialised: this producer is fenced").cause(err).
+			hint("stop this instance"), true
 	case errors.Is(err, catalog.ErrUnknownProducer):
-		return newError(CodeUnknownProducer, "%s", err.Error()), true
+		return newError(CodeUnknownProducer, "the producer id was never handed out or has expired").cause(err).
+			hint("initialise the producer again (POST /v1/producers)"), true
 	case errors.Is(err, catalog.ErrInvalidTransactionalID):
-		return newError(CodeInvalidTransactionalID, "%s", err.Error()), true
+		return newError(CodeInvalidTransactionalID, "%s", say(err, catalog.ErrInvalidTransactionalID, "the transactional id is not valid")).cause(err), true
 	}
 	return nil, false
 }
@@ -238,7 +373,7 @@ func producerError(err error, names map[int64]string) (_ *Error, ok bool) {
 // produceError maps a writer.Produce error: the catalog's refusals of the request
 // (producer, group offsets, a topic deleted or a partition beyond the count since it
 // was cached), then the writer's own.
-func produceError(err error, names map[int64]string) *Error {
+func produceError(err error, names map[int64]string, about ...subject) *Error {
 	if e, ok := producerError(err, names); ok {
 		return e
 	}
@@ -247,10 +382,10 @@ func produceError(err error, names map[int64]string) *Error {
 	}
 	switch {
 	case isGroupError(err):
-		return groupError("produce", err)
+		return groupError("produce", err, about...)
 	case errors.Is(err, catalog.ErrTopicNotFound),
 		errors.Is(err, catalog.ErrPartitionOutOfRange):
-		return catalogError("produce", err)
+		return catalogError("produce", err, about...)
 	case errors.Is(err, writer.ErrBufferFull):
 		return newError(CodeBufferFull, "the writer's buffer is full; retry after a short wait")
 	case errors.Is(err, writer.ErrClosed):
@@ -268,27 +403,27 @@ func produceError(err error, names map[int64]string) *Error {
 	case errors.Is(err, writer.ErrInvalid):
 		// The core validates first; this is the writer's own check, and its message
 		// says what to fix.
-		return newError(CodeInvalidRequest, "%s", err.Error())
+		return newError(CodeInvalidRequest, "%s", say(err, writer.ErrInvalid, "the request is not valid")).cause(err)
 	}
 	return newError(CodeInternal, "produce: unexpected error").unexpected("produce", err)
 }
 
-// fetchError maps a reader error.
-func fetchError(err error) *Error {
+// fetchError maps a reader error of a fetch from the partition the call named.
+func fetchError(err error, about ...subject) *Error {
+	s := subjectOf(about)
 	var oor *reader.OutOfRangeError
 	switch {
 	case errors.As(err, &oor):
-		return newError(CodeOffsetOutOfRange, "offset %d is outside [%d, %d]", oor.Offset, oor.LogStartOffset, oor.HighWatermark).
-			with("log_start_offset", oor.LogStartOffset).
-			with("high_watermark", oor.HighWatermark)
+		return offsetRange(s, oor.Offset, oor.LogStartOffset, oor.LogStartOffset, oor.HighWatermark).cause(err)
 	case errors.Is(err, reader.ErrOffsetOutOfRange):
-		return newError(CodeOffsetOutOfRange, "%s", err.Error())
+		return catalogError("fetch", err, s)
 	case errors.Is(err, reader.ErrInvalidFetch):
-		return newError(CodeInvalidParameter, "%s", err.Error())
+		// The reader's own words name it ("reader: ..."); the limits are the caller's.
+		return newError(CodeInvalidParameter, "max_records, max_bytes and wait_ms must not be negative").cause(err)
 	case errors.Is(err, catalog.ErrTopicNotFound),
 		errors.Is(err, catalog.ErrPartitionOutOfRange),
 		errors.Is(err, catalog.ErrOffsetOutOfRange):
-		return catalogError("fetch", err)
+		return catalogError("fetch", err, s)
 	case errors.Is(err, reader.ErrStoreUnavailable):
 		return newError(CodeStoreUnavailable, "fetch: the object store did not answer; retry").unexpected("fetch", err)
 	case errors.Is(err, segment.ErrCorrupt):

@@ -50,7 +50,7 @@ func (b *Broker) Fetch(ctx context.Context, who Principal, req FetchRequest) (Fe
 	}
 	res, err := b.d.Reader.Fetch(ctx, f)
 	if err != nil {
-		return FetchResult{}, fetchError(err)
+		return FetchResult{}, fetchError(err, onPartition(req.Topic, req.Partition))
 	}
 	return res, nil
 }
@@ -67,7 +67,7 @@ func (b *Broker) FetchBatches(ctx context.Context, who Principal, req FetchReque
 	}
 	res, err := b.d.Batches.FetchRawShared(ctx, f)
 	if err != nil {
-		return BatchesFetch{}, fetchError(err)
+		return BatchesFetch{}, fetchError(err, onPartition(req.Topic, req.Partition))
 	}
 	return res, nil
 }

@@ -26,7 +26,7 @@ func (b *Broker) Heartbeat(ctx context.Context, who Principal, hb catalog.Heartb
 	}
 	res, err := b.d.Groups.Heartbeat(ctx, hb)
 	if err != nil {
-		return catalog.HeartbeatResult{}, groupError("heartbeat", err)
+		return catalog.HeartbeatResult{}, groupError("heartbeat", err, onGroup(hb.Group, hb.MemberID))
 	}
 	return res, nil
 }
@@ -40,7 +40,7 @@ func (b *Broker) CommitOffsets(ctx context.Context, who Principal, c catalog.Off
 		return e
 	}
 	if err := b.d.Groups.CommitOffsets(ctx, c); err != nil {
-		return groupError("commit offsets", err)
+		return groupError("commit offsets", err, onGroup(c.Group, c.MemberID))
 	}
 	return nil
 }
@@ -69,7 +69,7 @@ func (b *Broker) GroupOffsets(ctx context.Context, who Principal, group string) 
 	}
 	offs, err := b.d.Groups.GroupOffsets(ctx, group)
 	if err != nil {
-		return nil, groupError("group offsets", err)
+		return nil, groupError("group offsets", err, onGroup(group, ""))
 	}
 	return visible(b, who, offs, func(o catalog.GroupOffset) string { return o.Topic }), nil
 }
@@ -103,7 +103,7 @@ func (b *Broker) groupLag(ctx context.Context, who Principal, op, group string) 
 	}
 	ls, err := b.d.Groups.GroupLag(ctx, group)
 	if err != nil {
-		return nil, groupError(op, err)
+		return nil, groupError(op, err, onGroup(group, ""))
 	}
 	return visible(b, who, ls, func(l catalog.PartitionLag) string { return l.Topic }), nil
 }
@@ -139,7 +139,7 @@ func (b *Broker) DescribeGroup(ctx context.Context, who Principal, group string)
 	}
 	d, err := b.d.Groups.DescribeGroup(ctx, group)
 	if err != nil {
-		return catalog.GroupDescription{}, nil, groupError("describe group", err)
+		return catalog.GroupDescription{}, nil, groupError("describe group", err, onGroup(group, ""))
 	}
 	ls, err := b.groupLag(ctx, who, "describe group", group)
 	if err != nil {
@@ -158,7 +158,7 @@ func (b *Broker) DeleteGroup(ctx context.Context, who Principal, group string) e
 	}
 	ctx = withAudit(ctx, who, "group.delete", acl.Group(group), nil)
 	if err := b.d.Groups.DeleteGroup(ctx, group); err != nil {
-		return groupError("delete group", err)
+		return groupError("delete group", err, onGroup(group, ""))
 	}
 	return nil
 }
@@ -171,11 +171,16 @@ type ResetRequest struct {
 	// (unix ms: the earliest offset at or after it); with ToOffset, the offset To.
 	To       int64
 	ToOffset bool
+	// Create positions a group that does not exist yet (before its first consumer);
+	// without it, a group that does not exist is CodeGroupNotFound, so that a mistyped
+	// name does not make a new group.
+	Create bool
 }
 
 // ResetOffsets resolves a reset into offsets from the partitions' current state and
 // stores them while the group has no live members (the catalog checks that again when
-// it writes). It answers the offsets stored.
+// it writes). It answers the offsets stored. A group that does not exist is refused
+// unless req.Create.
 func (b *Broker) ResetOffsets(ctx context.Context, who Principal, group string, req ResetRequest) ([]catalog.CommitOffset, error) {
 	const op = "reset offsets"
 	if e := b.check(CapGroups); e != nil {
@@ -194,9 +199,20 @@ func (b *Broker) ResetOffsets(ctx context.Context, who Principal, group string, 
 	if err != nil {
 		return nil, err
 	}
+	if !req.Create {
+		// A group deleted between this look and the write below comes back with the
+		// reset's offsets, as a reset with Create would have made it.
+		if _, err := b.d.Groups.GroupOffsets(ctx, group); err != nil {
+			e := groupError(op, err, onGroup(group, ""))
+			if e.Code == CodeGroupNotFound {
+				e = e.hint(`to position a new group before its first consumer, reset with "create": true`)
+			}
+			return nil, e
+		}
+	}
 	parts, err := b.d.Catalog.Partitions(ctx, t.ID)
 	if err != nil {
-		return nil, catalogError(op, err)
+		return nil, catalogError(op, err, onTopic(t.Name))
 	}
 	want := map[int32]bool{}
 	for _, p := range req.Partitions {
@@ -221,7 +237,7 @@ func (b *Broker) ResetOffsets(ctx context.Context, who Principal, group string, 
 		default:
 			off, err := b.d.Catalog.OffsetForTime(ctx, t.ID, pi.Partition, req.To)
 			if err != nil {
-				return nil, catalogError(op, err)
+				return nil, catalogError(op, err, onPartition(t.Name, pi.Partition))
 			}
 			o.Offset = off
 		}
@@ -240,7 +256,7 @@ func (b *Broker) ResetOffsets(ctx context.Context, who Principal, group string, 
 	}
 	ctx = withAudit(ctx, who, "group.reset_offsets", acl.Group(group), to)
 	if err := b.d.Groups.ResetOffsets(ctx, group, offs); err != nil {
-		return nil, groupError(op, err)
+		return nil, groupError(op, err, onGroup(group, ""))
 	}
 	return offs, nil
 }

@@ -64,7 +64,7 @@ func (b *Broker) OffsetForTimestamp(ctx context.Context, who Principal, topic st
 	}
 	from, err := b.d.Catalog.OffsetForTime(ctx, ti.ID, partition, ts)
 	if err != nil {
-		return TimestampOffset{}, catalogError("offset for time", err)
+		return TimestampOffset{}, catalogError("offset for time", err, onPartition(ti.Name, partition))
 	}
 	to, e := b.scanForTimestamp(ctx, ti, partition, from, ts)
 	if e != nil {
@@ -79,7 +79,7 @@ func (b *Broker) scanForTimestamp(ctx context.Context, ti TopicInfo, partition i
 	for {
 		res, err := b.d.Batches.FetchRawShared(ctx, readerFetch(ti, partition, from))
 		if err != nil {
-			e := fetchError(err)
+			e := fetchError(err, onPartition(ti.Name, partition))
 			if e.Code == CodeOffsetOutOfRange {
 				return TimestampOffset{}, nil // the high watermark (or the log start moved past it)
 			}
@@ -89,14 +89,14 @@ func (b *Broker) scanForTimestamp(ctx context.Context, ti TopicInfo, partition i
 		for i, raw := range res.Batches {
 			h, err := segment.ParseBatchHeader(raw)
 			if err != nil {
-				return TimestampOffset{}, fetchError(err)
+				return TimestampOffset{}, fetchError(err, onPartition(ti.Name, partition))
 			}
 			if h.MaxTimestamp < ts {
 				continue
 			}
 			db, err := segment.DecodeBatch(raw)
 			if err != nil {
-				return TimestampOffset{}, fetchError(err)
+				return TimestampOffset{}, fetchError(err, onPartition(ti.Name, partition))
 			}
 			for _, r := range db.Records {
 				off := res.BaseOffsets[i] + (r.Offset - db.BaseOffset)
@@ -127,7 +127,7 @@ func (b *Broker) maxTimestamp(ctx context.Context, ti TopicInfo, partition int32
 	reaches := func(ts int64) (bool, *Error) {
 		off, err := b.d.Catalog.OffsetForTime(ctx, ti.ID, partition, ts)
 		if err != nil {
-			return false, catalogError("offset for time", err)
+			return false, catalogError("offset for time", err, onPartition(ti.Name, partition))
 		}
 		return off < pi.HighWatermark, nil
 	}

@@ -19,7 +19,7 @@ func (b *Broker) GrowPartitions(ctx context.Context, who Principal, topic string
 		return catalog.Topic{}, err
 	}
 	if err := catalog.ValidatePartitions(count); err != nil {
-		return catalog.Topic{}, catalogError("create partitions", err)
+		return catalog.Topic{}, catalogError("create partitions", err, onTopic(topic))
 	}
 	if count <= t.Partitions {
 		return catalog.Topic{}, newError(CodeInvalidPartitionCount, "topic %s has %d partitions: ask for more (partitions never shrink)", topic, t.Partitions).

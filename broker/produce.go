@@ -111,7 +111,7 @@ func (b *Broker) produceRequest(ctx context.Context, req *ProduceRequest) (write
 	}
 	if g := req.GroupOffsets; g != nil {
 		if err := catalog.ValidateOffsetCommit(*g); err != nil {
-			return writer.Request{}, nil, groupError("produce", err)
+			return writer.Request{}, nil, groupError("produce", err, onGroup(g.Group, g.MemberID))
 		}
 		wreq.GroupOffsets = g
 	}
@@ -269,7 +269,13 @@ func (b *Broker) writeError(err error, topics map[string]TopicInfo) *Error {
 	for _, ti := range topics {
 		names[ti.ID] = ti.Name
 	}
-	e := produceError(err, names)
+	var about []subject
+	if len(topics) == 1 {
+		for name := range topics {
+			about = append(about, onTopic(name))
+		}
+	}
+	e := produceError(err, names, about...)
 	if e.Code == CodeTopicNotFound || e.Code == CodePartitionOutOfRange {
 		for name := range topics {
 			b.topics.invalidate(name)

@@ -245,9 +245,20 @@ func TestFetchAndOffsets(t *testing.T) {
 	if err != nil || pi.LogStartOffset != 5 {
 		t.Fatalf("delete records: %v %+v", err, pi)
 	}
-	wantCode(t, second(b.Fetch(ctx, who, FetchRequest{Topic: "t", Offset: 0})), CodeOffsetOutOfRange)
+	_, err = b.Fetch(ctx, who, FetchRequest{Topic: "t", Offset: 0})
+	wantCode(t, err, CodeOffsetOutOfRange)
+	if want := `offset 0 is below the log start offset 5 of partition 0 of topic "t": use an offset from 5 to 5`; err.(*Error).Message != want {
+		t.Errorf("fetch below the log start: %q, want %q", err.(*Error).Message, want)
+	}
+	_, err = b.DeleteRecords(ctx, who, "t", 0, 100)
+	wantCode(t, err, CodeOffsetOutOfRange)
+	if want := `offset 100 is beyond the high watermark 5 of partition 0 of topic "t": use an offset from 0 to 5`; err.(*Error).Message != want {
+		t.Errorf("delete records beyond the high watermark: %q, want %q", err.(*Error).Message, want)
+	}
 
-	offs, err := b.ResetOffsets(ctx, who, "g", ResetRequest{Topic: "t", To: Earliest})
+	// A group that does not exist is positioned only when asked to be.
+	wantCode(t, second(b.ResetOffsets(ctx, who, "g", ResetRequest{Topic: "t", To: Earliest})), CodeGroupNotFound)
+	offs, err := b.ResetOffsets(ctx, who, "g", ResetRequest{Topic: "t", To: Earliest, Create: true})
 	if err != nil || len(offs) != 1 || offs[0].Offset != 5 {
 		t.Fatalf("reset: %v %+v", err, offs)
 	}

@@ -42,7 +42,7 @@ func (b *Broker) lookupTopic(ctx context.Context, name string) (TopicInfo, *Erro
 	}
 	ti, err := b.topics.get(ctx, name)
 	if err != nil {
-		return TopicInfo{}, catalogError("get topic", err)
+		return TopicInfo{}, catalogError("get topic", err, onTopic(name))
 	}
 	return ti, nil
 }
@@ -79,13 +79,13 @@ func (b *Broker) lookupPartition(ctx context.Context, name string, part int32) (
 func (b *Broker) refreshTopic(ctx context.Context, name string) (TopicInfo, *Error) {
 	ti, err := b.topics.refresh(ctx, name)
 	if err != nil {
-		return TopicInfo{}, catalogError("get topic", err)
+		return TopicInfo{}, catalogError("get topic", err, onTopic(name))
 	}
 	return ti, nil
 }
 
 func partitionOutOfRange(topic string, part, count int32) *Error {
-	return newError(CodePartitionOutOfRange, "topic %s has partitions 0 to %d; there is no partition %d", topic, count-1, part).
+	return newError(CodePartitionOutOfRange, "topic %q has partitions 0 to %d; there is no partition %d", topic, count-1, part).
 		with("partitions", count)
 }
 
@@ -123,10 +123,10 @@ func (b *Broker) CreateTopic(ctx context.Context, who Principal, req CreateTopic
 		req.Partitions = DefaultPartitions
 	}
 	if err := catalog.ValidatePartitions(req.Partitions); err != nil {
-		return catalog.Topic{}, catalogError("create topic", err)
+		return catalog.Topic{}, catalogError("create topic", err, onTopic(req.Name))
 	}
 	if _, err := catalog.ParseConfig(req.Configs); err != nil {
-		return catalog.Topic{}, catalogError("create topic", err)
+		return catalog.Topic{}, catalogError("create topic", err, onTopic(req.Name))
 	}
 	if e := b.checkConfigLimits(ctx, who, req.Configs); e != nil {
 		return catalog.Topic{}, e
@@ -135,16 +135,16 @@ func (b *Broker) CreateTopic(ctx context.Context, who Principal, req CreateTopic
 		_, err := b.d.Catalog.Topic(ctx, req.Name)
 		switch {
 		case err == nil:
-			return catalog.Topic{}, newError(CodeTopicExists, "topic %s already exists", req.Name)
+			return catalog.Topic{}, newError(CodeTopicExists, "topic %q already exists", req.Name)
 		case !errors.Is(err, catalog.ErrTopicNotFound):
-			return catalog.Topic{}, catalogError("create topic", err)
+			return catalog.Topic{}, catalogError("create topic", err, onTopic(req.Name))
 		}
 		return catalog.Topic{Name: req.Name, Partitions: req.Partitions, Configs: maps.Clone(req.Configs)}, nil
 	}
 	ctx = withAudit(ctx, who, "topic.create", acl.Topic(req.Name), map[string]any{"partitions": req.Partitions, "configs": req.Configs})
 	t, err := b.d.Catalog.CreateTopic(ctx, req.Name, req.Partitions, req.Configs)
 	if err != nil {
-		return catalog.Topic{}, catalogError("create topic", err)
+		return catalog.Topic{}, catalogError("create topic", err, onTopic(req.Name))
 	}
 	return t, nil
 }
@@ -180,7 +180,7 @@ func (b *Broker) topic(ctx context.Context, op, name string) (catalog.Topic, err
 	}
 	t, err := b.d.Catalog.Topic(ctx, name)
 	if err != nil {
-		return catalog.Topic{}, catalogError(op, err)
+		return catalog.Topic{}, catalogError(op, err, onTopic(name))
 	}
 	return t, nil
 }
@@ -200,7 +200,7 @@ func (b *Broker) DeleteTopic(ctx context.Context, who Principal, name string) er
 	err := b.d.Catalog.DeleteTopic(withAudit(ctx, who, "topic.delete", acl.Topic(name), nil), name)
 	b.topics.invalidate(name)
 	if err != nil {
-		return catalogError("delete topic", err)
+		return catalogError("delete topic", err, onTopic(name))
 	}
 	return nil
 }
@@ -243,7 +243,7 @@ func (b *Broker) UpdateTopic(ctx context.Context, who Principal, name string, u 
 			continue
 		}
 		if _, err := catalog.ParseConfig(map[string]string{k: v}); err != nil {
-			return catalog.Topic{}, catalogError("update topic", err)
+			return catalog.Topic{}, catalogError("update topic", err, onTopic(name))
 		}
 	}
 	if u.Partitions == 0 && len(u.Configs) == 0 {
@@ -256,7 +256,7 @@ func (b *Broker) UpdateTopic(ctx context.Context, who Principal, name string, u 
 	t, err := b.d.Catalog.UpdateTopic(ctx, name, u.Partitions, u.Configs)
 	b.topics.invalidate(name)
 	if err != nil {
-		return catalog.Topic{}, catalogError("update topic", err)
+		return catalog.Topic{}, catalogError("update topic", err, onTopic(name))
 	}
 	return t, nil
 }
@@ -307,7 +307,7 @@ func (b *Broker) Partitions(ctx context.Context, who Principal, name string) ([]
 	}
 	ps, err := b.d.Catalog.Partitions(ctx, t.ID)
 	if err != nil {
-		return nil, catalogError("list partitions", err)
+		return nil, catalogError("list partitions", err, onTopic(name))
 	}
 	sort.Slice(ps, func(i, j int) bool { return ps[i].Partition < ps[j].Partition })
 	return ps, nil
@@ -317,7 +317,7 @@ func (b *Broker) Partitions(ctx context.Context, who Principal, name string) ([]
 func (b *Broker) partitionInfo(ctx context.Context, ti TopicInfo, part int32) (catalog.PartitionInfo, *Error) {
 	ps, err := b.d.Catalog.Partitions(ctx, ti.ID)
 	if err != nil {
-		return catalog.PartitionInfo{}, catalogError("read partition", err)
+		return catalog.PartitionInfo{}, catalogError("read partition", err, onPartition(ti.Name, part))
 	}
 	for _, pi := range ps {
 		if pi.Partition == part {
@@ -361,7 +361,7 @@ func (b *Broker) ListOffset(ctx context.Context, who Principal, topic string, pa
 	}
 	off, err := b.d.Catalog.OffsetForTime(ctx, ti.ID, partition, at)
 	if err != nil {
-		return 0, catalogError("offset for time", err)
+		return 0, catalogError("offset for time", err, onPartition(topic, partition))
 	}
 	return off, nil
 }
@@ -395,7 +395,13 @@ func (b *Broker) DeleteRecords(ctx context.Context, who Principal, topic string,
 	ctx = withAudit(ctx, who, "records.delete", acl.Topic(topic), map[string]any{"partition": partition, "before_offset": before})
 	pi, err := b.d.Records.DeleteRecords(ctx, ti.ID, partition, before)
 	if err != nil {
-		return catalog.PartitionInfo{}, catalogError("delete records", err)
+		var re *catalog.OffsetRangeError
+		if errors.As(err, &re) {
+			// Deleting below the log start changes nothing, so 0 is as good as any.
+			return catalog.PartitionInfo{}, offsetRange(onPartition(topic, partition), re.Offset, 0, re.LogStartOffset, re.HighWatermark).
+				cause(err).with("field", "before_offset")
+		}
+		return catalog.PartitionInfo{}, catalogError("delete records", err, onPartition(topic, partition))
 	}
 	return pi, nil
 }

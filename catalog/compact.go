@@ -3,7 +3,6 @@ package catalog
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -153,12 +152,11 @@ func SameChunk(a, b Chunk) bool {
 }
 
 // NewLogStart applies delete-records: the log start moves to offset, never backwards;
-// an offset above the high watermark is ErrOffsetOutOfRange. It returns the new log
+// an offset above the high watermark is an *OffsetRangeError. It returns the new log
 // start, equal to the current one when nothing changes.
 func NewLogStart(p PartitionInfo, offset int64) (int64, error) {
 	if offset < 0 || offset > p.HighWatermark {
-		return p.LogStartOffset, fmt.Errorf("%w: delete records before %d of topic id %d partition %d: want an offset between 0 and the high watermark %d",
-			ErrOffsetOutOfRange, offset, p.TopicID, p.Partition, p.HighWatermark)
+		return p.LogStartOffset, &OffsetRangeError{Offset: offset, LogStartOffset: p.LogStartOffset, HighWatermark: p.HighWatermark}
 	}
 	return max(p.LogStartOffset, offset), nil
 }

@@ -167,9 +167,16 @@ func ValidateTopicName(name string) error {
 // ValidatePartitions checks a partition count.
 func ValidatePartitions(n int32) error {
 	if n < 1 || n > MaxPartitions {
-		return fmt.Errorf("%w: %d: must be between 1 and %d", ErrInvalidPartitions, n, MaxPartitions)
+		return fmt.Errorf("%w: %d: a topic has 1 to %d partitions", ErrInvalidPartitions, n, MaxPartitions)
 	}
 	return nil
+}
+
+// PartitionsOnlyGrow is the refusal of a partition count below a topic's current one,
+// worded the same by every backend.
+func PartitionsOnlyGrow(name string, have, asked int32) error {
+	return fmt.Errorf("%w: topic %q has %d partitions, not %d: partitions only grow, so ask for more than %d",
+		ErrInvalidPartitions, name, have, asked, have)
 }
 
 func truncate(s string, n int) string {

@@ -45,3 +45,15 @@ func (e *ConfigError) Error() string {
 }
 
 func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+
+// OffsetRangeError is ErrOffsetOutOfRange with the numbers a caller needs to say so in
+// its own terms (the catalog knows the partition by its topic id, the caller by name).
+type OffsetRangeError struct {
+	Offset, LogStartOffset, HighWatermark int64
+}
+
+func (e *OffsetRangeError) Error() string {
+	return fmt.Sprintf("%v: offset %d outside [%d, %d]", ErrOffsetOutOfRange, e.Offset, e.LogStartOffset, e.HighWatermark)
+}
+
+func (e *OffsetRangeError) Unwrap() error { return ErrOffsetOutOfRange }

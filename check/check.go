@@ -49,9 +49,9 @@ const (
 
 // Problem is one difference found.
 type Problem struct {
-	Kind   Kind
-	Key    string
-	Detail string
+	Kind   Kind   `json:"kind"`
+	Key    string `json:"key"`
+	Detail string `json:"detail"`
 }
 
 func (p Problem) String() string { return fmt.Sprintf("%s %s: %s", p.Kind, p.Key, p.Detail) }
@@ -70,10 +70,14 @@ type Options struct {
 
 // Report is a check's result.
 type Report struct {
-	Segments, Live, Chunks int // catalog rows seen
-	Objects                int // objects listed
-	Unknown                int // objects without a row, younger than the sweep age
-	Problems               []Problem
+	// Catalog rows seen: segments, the live ones among them, chunk rows.
+	Segments int `json:"segments"`
+	Live     int `json:"live_segments"`
+	Chunks   int `json:"chunks"`
+	Objects  int `json:"objects"`       // objects listed
+	Unknown  int `json:"young_objects"` // objects without a row, younger than the sweep age
+	// Problems is every difference found (never null in JSON: [] when none).
+	Problems []Problem `json:"problems"`
 }
 
 // OK reports whether nothing differs.
@@ -122,7 +126,7 @@ func Run(ctx context.Context, inv catalog.Inventory, b Bucket, o Options) (*Repo
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	r := &Report{}
+	r := &Report{Problems: []Problem{}}
 	now, err := inv.Now(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("check: database clock: %w", err)

@@ -21,6 +21,12 @@ type Error struct {
 	Code   string
 	Title  string
 	Detail string
+	// Hint is the API's advice in its own terms (member_epoch, POST /v1/producers),
+	// when the problem carries one.
+	Hint string
+	// RequestID is the X-Request-Id the server answered with: its log has the
+	// request's error chain under it.
+	RequestID string
 	// RetryAfter is the server's Retry-After, zero when it sent none.
 	RetryAfter time.Duration
 }
@@ -68,11 +74,13 @@ func StatusOf(err error) int {
 
 // problem is RFC 9457's body, with the API's "code" extension.
 type problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail"`
-	Code   string `json:"code"`
+	Type      string `json:"type"`
+	Title     string `json:"title"`
+	Status    int    `json:"status"`
+	Detail    string `json:"detail"`
+	Code      string `json:"code"`
+	Hint      string `json:"hint"`
+	RequestID string `json:"request_id"`
 	// RetryAfterMs is accepted as an extension, for bodies read without headers (SSE
 	// error events).
 	RetryAfterMs int64 `json:"retry_after_ms"`
@@ -87,6 +95,8 @@ func (p problem) toError(status int) *Error {
 		Code:       p.Code,
 		Title:      p.Title,
 		Detail:     p.Detail,
+		Hint:       p.Hint,
+		RequestID:  p.RequestID,
 		RetryAfter: time.Duration(p.RetryAfterMs) * time.Millisecond,
 	}
 }

@@ -202,12 +202,18 @@ type OffsetReset struct {
 	To        string
 	Timestamp time.Time
 	Offset    int64
+	// Create positions a group that does not exist yet; without it such a group is
+	// refused (group_not_found), so that a mistyped name does not make a new one.
+	Create bool
 }
 
 // ResetOffsets moves a group's committed offsets while it has no live members, and
 // returns the offsets set.
 func (c *Client) ResetOffsets(ctx context.Context, group string, r OffsetReset) ([]GroupOffset, error) {
 	in := map[string]any{"topic": r.Topic, "to": r.To}
+	if r.Create {
+		in["create"] = true
+	}
 	if r.Partitions != nil {
 		in["partitions"] = r.Partitions
 	}

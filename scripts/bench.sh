@@ -3,7 +3,8 @@
 #   scripts/bench.sh                embedded node (SQLite + files), nothing else needed
 #   scripts/bench.sh postgres       one node on Postgres + MinIO (started by services.sh)
 #   scripts/bench.sh postgres --nodes 2 --duration 20s   extra flags go to strata bench
-# The table goes to stdout; report.json, latency.svg and the nodes' logs to ./bench-out.
+# The table goes to stdout; report.json, latency.svg and the nodes' logs to a directory of
+# the run's own under ~/.cache/strata/bench (said on stderr; --out DIR to choose).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=embedded

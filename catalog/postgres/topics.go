@@ -218,7 +218,7 @@ func (c *Catalog) UpdateTopic(ctx context.Context, name string, partitions int32
 			return err
 		}
 		if partitions != 0 && partitions < t.Partitions {
-			return fmt.Errorf("%w: %d: the topic has %d partitions and partitions only grow", catalog.ErrInvalidPartitions, partitions, t.Partitions)
+			return catalog.PartitionsOnlyGrow(name, t.Partitions, partitions)
 		}
 		merged, cfg, err := catalog.UpdateConfigs(t.Configs, configs)
 		if err != nil {

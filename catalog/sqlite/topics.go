@@ -199,8 +199,7 @@ func (c *Catalog) UpdateTopic(ctx context.Context, name string, partitions int32
 	grow := int32(0)
 	if partitions != 0 {
 		if partitions < t.Partitions {
-			return catalog.Topic{}, fmt.Errorf("%w: %d: topic %q has %d partitions and can only grow",
-				catalog.ErrInvalidPartitions, partitions, name, t.Partitions)
+			return catalog.Topic{}, catalog.PartitionsOnlyGrow(name, t.Partitions, partitions)
 		}
 		if err := catalog.ValidatePartitions(partitions); err != nil {
 			return catalog.Topic{}, err

@@ -68,7 +68,7 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 		nodes:        c.fs.Int("nodes", 1, "`number` of node processes to start"),
 		inProcess:    c.fs.Bool("in-process", false, "run the node inside this process (one node; needed for --cpuprofile)"),
 		cpuprofile:   c.fs.String("cpuprofile", "", "write a CPU profile of each phase to `directory`/PHASE.prof (implies --in-process)"),
-		out:          c.fs.String("out", "bench-out", "`directory` for report.json, latency.svg and the nodes' logs"),
+		out:          c.fs.String("out", "", "`directory` for report.json, latency.svg and the nodes' logs (default: a new one per run under the user's cache directory, e.g. ~/.cache/strata/bench/RUN, so the working tree stays clean)"),
 		jsonOut:      c.fs.Bool("json", false, "print the JSON report to stdout instead of the table"),
 		partitions:   c.fs.Int("partitions", 8, "`number` of partitions of the bench topic"),
 		producers:    c.fs.Int("producers", 32, "`number` of closed-loop producers at maximum load"),
@@ -174,10 +174,14 @@ func runBench(ctx context.Context, e *env, c *command, f *benchFlags) error {
 	if len(bad) > 0 {
 		return badFlags(c.name, bad)
 	}
+	if *f.out == "" {
+		*f.out = defaultBenchOut(time.Now())
+	}
 	if err := os.MkdirAll(*f.out, 0o755); err != nil {
 		return fmt.Errorf("create --out %s: %w", *f.out, err)
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log.Info("bench: report.json, latency.svg and the nodes' logs go to --out", "dir", *f.out)
 	cfg.Log = log
 
 	catalogURL, bucketURL := *f.cat, *f.bucket
@@ -275,6 +279,16 @@ func runBench(ctx context.Context, e *env, c *command, f *benchFlags) error {
 		return rep.WriteJSON(e.stdout)
 	}
 	return rep.WriteTable(e.stdout)
+}
+
+// defaultBenchOut is a run's own directory under the user's cache directory (the
+// system's temporary directory without one): never the working tree.
+func defaultBenchOut(now time.Time) string {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, "strata", "bench", now.Format("20060102-150405"))
 }
 
 // deleteAll deletes every object of st (--delete-data), saying how many went.

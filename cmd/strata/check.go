@@ -23,6 +23,7 @@ catalog applies its migrations, as a node would). Exit code 1 when anything diff
 	bucket := c.fs.String("bucket", "", "object store `URL`, as for serve: s3://bucket/prefix?endpoint=... or file:///dir")
 	sweepAge := c.fs.Duration("sweep-age", 2*30*time.Second, "objects without a row younger than this may be uploads still committing and are not reported: twice the nodes' --commit-timeout")
 	verify := c.fs.Bool("verify", false, "decode every batch of every live object, not only its footer (reads every byte)")
+	c.shareEnv("catalog", "bucket") // the nodes' own: strata check beside a node reads its environment
 	format := &oneOfFlag{"text", []string{"text", "json"}}
 	c.fs.Var(format, "format", "output `format`: text or json")
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	catopen "github.com/strata-io/strata/catalog/open"
 	"github.com/strata-io/strata/client"
@@ -39,10 +40,12 @@ func TestUsageAndExitCodes(t *testing.T) {
 	}{
 		{nil, 2, "", "Usage: strata COMMAND"},
 		{[]string{"help"}, 0, "Usage: strata COMMAND", ""},
-		{[]string{"bogus"}, 2, "", `unknown command "bogus"`},
-		{[]string{"topics"}, 2, "", "strata topics create|list|describe|delete|alter"},
-		{[]string{"topics", "-h"}, 0, "strata topics create|list|describe|delete|alter", ""},
-		{[]string{"topics", "frobnicate"}, 2, "", `unknown command "topics frobnicate"`},
+		{[]string{"-h"}, 0, "Usage: strata COMMAND", ""},
+		{[]string{"-help"}, 0, "Usage: strata COMMAND", ""},
+		{[]string{"bogus"}, 2, "", `unknown command "bogus" for "strata"`},
+		{[]string{"topics"}, 2, "", "Usage: strata topics VERB"},
+		{[]string{"topics", "-h"}, 0, "Usage: strata topics VERB", ""},
+		{[]string{"topics", "frobnicate"}, 2, "", `unknown command "frobnicate" for "strata topics"`},
 		{[]string{"version"}, 0, "strata ", ""},
 		{[]string{"--version"}, 0, "strata ", ""},
 		{[]string{"version", "x"}, 2, "", `unexpected argument "x"`},
@@ -58,7 +61,8 @@ func TestUsageAndExitCodes(t *testing.T) {
 		{[]string{"produce", "t", "--file", "/does/not/exist"}, 2, "", "--file: open /does/not/exist"},
 		{[]string{"consume", "t", "--from", "yesterday"}, 2, "", `--from "yesterday": want beginning, end, an offset`},
 		{[]string{"consume", "t", "--partition", "-1"}, 2, "", `--partition "-1": want a partition number`},
-		{[]string{"consume", "t", "--max", "x"}, 2, "", `invalid value "x" for flag -max: want a whole number`},
+		{[]string{"consume", "t", "--max", "x"}, 2, "", `invalid argument "x" for "--max" flag: want a whole number`},
+		{[]string{"consume", "t", "-max", "x"}, 2, "", `invalid argument "x" for "--max" flag: want a whole number`},
 		{[]string{"dev", "--linger", "5"}, 2, "", "want a duration such as 50ms"},
 		{[]string{"dev", "extra"}, 2, "", `unexpected argument "extra"`},
 	} {
@@ -67,40 +71,49 @@ func TestUsageAndExitCodes(t *testing.T) {
 			t.Errorf("strata %s: exit %d, stdout %q, stderr %q\nwant exit %d, stdout containing %q, stderr containing %q",
 				strings.Join(tc.args, " "), code, stdout, stderr, tc.code, tc.wantStdout, tc.wantStderr)
 		}
-		if code == 2 && len(tc.args) > 1 && tc.args[0] != "topics" && !strings.Contains(stderr, "-h' for usage") {
+		if code == 2 && len(tc.args) > 1 && tc.args[0] != "topics" && !strings.Contains(stderr, "--help' for usage") {
 			t.Errorf("strata %s: a usage error should point at -h: %q", strings.Join(tc.args, " "), stderr)
 		}
 	}
 }
 
-// Every flag of every command appears in -h with its environment variable.
+// Every flag of every command appears in --help with its environment variable.
 func TestHelpShowsEveryFlagAndEnv(t *testing.T) {
-	for _, v := range verbs() {
-		cmd, _ := v.new()
-		args := append(strings.Fields(v.name), "-h")
+	tr := newTree(t.Context(), discard)
+	for c, cmd := range tr.cmds {
+		args := append(strings.Fields(cmd.name), "--help")
 		code, stdout, _ := runCLI(t, nil, "", args...)
 		if code != 0 {
-			t.Errorf("strata %s -h: exit %d", v.name, code)
+			t.Errorf("strata %s --help: exit %d", cmd.name, code)
 		}
-		if !strings.Contains(stdout, "Usage: strata "+v.name) {
-			t.Errorf("strata %s -h: no usage line:\n%s", v.name, stdout)
+		if !strings.Contains(stdout, "Usage: strata "+cmd.name) {
+			t.Errorf("strata %s --help: no usage line:\n%s", cmd.name, stdout)
 		}
-		cmd.fs.VisitAll(func(f *flag.Flag) {
-			if !strings.Contains(stdout, "--"+f.Name) || !strings.Contains(stdout, "env "+envName(f.Name)) {
-				t.Errorf("strata %s -h does not show --%s with env %s", v.name, f.Name, envName(f.Name))
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if f.Name == "help" {
+				return
+			}
+			if !strings.Contains(stdout, "--"+f.Name) || !strings.Contains(stdout, "env "+envName(cmd.name, f)+"\n") && !strings.Contains(stdout, "env "+envName(cmd.name, f)+" ") {
+				t.Errorf("strata %s --help does not show --%s with env %s", cmd.name, f.Name, envName(cmd.name, f))
 			}
 		})
 	}
 }
 
 func TestEnvName(t *testing.T) {
-	for in, want := range map[string]string{
-		"server":          "STRATA_SERVER",
-		"max-flush-bytes": "STRATA_MAX_FLUSH_BYTES",
-		"delete-config":   "STRATA_DELETE_CONFIG",
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	fs.String("server", "", "")
+	fs.String("max-flush-bytes", "", "")
+	fs.String("delete-config", "", "")
+	_ = fs.SetAnnotation("server", sharedAnnotation, []string{"true"})
+	_ = fs.SetAnnotation("max-flush-bytes", sharedAnnotation, []string{"true"})
+	for _, tc := range []struct{ cmd, flag, want string }{
+		{"topics list", "server", "STRATA_SERVER"},
+		{"serve", "max-flush-bytes", "STRATA_MAX_FLUSH_BYTES"},
+		{"topics alter", "delete-config", "STRATA_TOPICS_ALTER_DELETE_CONFIG"},
 	} {
-		if got := envName(in); got != want {
-			t.Errorf("envName(%q) = %q, want %q", in, got, want)
+		if got := envName(tc.cmd, fs.Lookup(tc.flag)); got != tc.want {
+			t.Errorf("envName(%q, %q) = %q, want %q", tc.cmd, tc.flag, got, tc.want)
 		}
 	}
 }
@@ -126,8 +139,9 @@ func TestParseFlagsEnvAndInterspersed(t *testing.T) {
 		{"flags after the name", []string{"orders", "--partitions", "3", "--config", "a=1", "--config", "b=2"}, nil, []string{"orders"}, 3, []string{"a=1", "b=2"}, "default"},
 		{"flags around the name", []string{"--partitions=4", "orders", "--server", "http://x"}, nil, []string{"orders"}, 4, nil, "http://x"},
 		{"double dash", []string{"--", "--orders"}, nil, []string{"--orders"}, 1, nil, "default"},
-		{"environment", []string{"orders"}, map[string]string{"STRATA_PARTITIONS": "7", "STRATA_CONFIG": "a=1  b=2", "STRATA_SERVER": "http://env"}, []string{"orders"}, 7, []string{"a=1", "b=2"}, "http://env"},
-		{"flags beat the environment", []string{"orders", "--partitions", "2", "--config", "c=3"}, map[string]string{"STRATA_PARTITIONS": "7", "STRATA_CONFIG": "a=1 b=2"}, []string{"orders"}, 2, []string{"c=3"}, "default"},
+		{"environment", []string{"orders"}, map[string]string{"STRATA_TOPICS_CREATE_PARTITIONS": "7", "STRATA_TOPICS_CREATE_CONFIG": "a=1  b=2", "STRATA_TOPICS_CREATE_SERVER": "http://env"}, []string{"orders"}, 7, []string{"a=1", "b=2"}, "http://env"},
+		{"another command's variable is not ours", []string{"orders"}, map[string]string{"STRATA_PARTITIONS": "7", "STRATA_BENCH_PARTITIONS": "9"}, []string{"orders"}, 1, nil, "default"},
+		{"flags beat the environment", []string{"orders", "--partitions", "2", "--config", "c=3"}, map[string]string{"STRATA_TOPICS_CREATE_PARTITIONS": "7", "STRATA_TOPICS_CREATE_CONFIG": "a=1 b=2"}, []string{"orders"}, 2, []string{"c=3"}, "default"},
 	} {
 		c, p, cfg, s := newCreate()
 		pos, err := c.parse(tc.args, func(k string) string { return tc.env[k] })
@@ -142,12 +156,12 @@ func TestParseFlagsEnvAndInterspersed(t *testing.T) {
 
 	c, _, _, _ := newCreate()
 	_, err := c.parse([]string{"x"}, func(k string) string {
-		if k == "STRATA_PARTITIONS" {
+		if k == "STRATA_TOPICS_CREATE_PARTITIONS" {
 			return "three"
 		}
 		return ""
 	})
-	if err == nil || !strings.Contains(err.Error(), `environment variable STRATA_PARTITIONS="three": want a whole number (it sets --partitions)`) {
+	if err == nil || !strings.Contains(err.Error(), `environment variable STRATA_TOPICS_CREATE_PARTITIONS="three": want a whole number (it sets --partitions)`) {
 		t.Errorf("bad env value: %v", err)
 	}
 }
@@ -497,12 +511,12 @@ func TestTopicsVerbs(t *testing.T) {
 		stderr string
 	}{
 		{[]string{"topics", "create", "orders", "--partitions", "3", "--config", "retention.ms=1000"}, 0, "created topic orders with 3 partitions", ""},
-		{[]string{"topics", "create", "orders"}, 1, "", `topic "orders" already exists (code topic_exists, HTTP 409)`},
+		{[]string{"topics", "create", "orders"}, 1, "", "strata topics create: Conflict: topic \"orders\" already exists\n"},
 		{[]string{"topics", "list"}, 0, "orders  3", ""},
 		{[]string{"topics", "describe", "orders"}, 0, "retention.ms  1000", ""},
-		{[]string{"topics", "alter", "orders", "--partitions", "5", "--delete-config", "retention.ms"}, 0, "altered topic orders: 5 partitions", ""},
+		{[]string{"topics", "alter", "orders", "--partitions", "5", "--delete-config", "retention.ms"}, 0, "partitions  3 -> 5", ""},
 		{[]string{"topics", "delete", "orders"}, 0, "deleted topic orders", ""},
-		{[]string{"topics", "describe", "orders"}, 1, "", `topic "orders" not found (code topic_not_found, HTTP 404)`},
+		{[]string{"topics", "describe", "orders"}, 1, "", "strata topics describe: Not Found: topic \"orders\" not found\n"},
 	}
 	for _, s := range steps {
 		code, stdout, stderr := runCLI(t, env, "", s.args...)
@@ -597,7 +611,7 @@ func TestProduceAndConsume(t *testing.T) {
 		t.Errorf("produce of a bad line: exit %d, %s", code, stderr)
 	}
 	code, _, stderr = runCLI(t, env, "{\"value\":1}\n", "produce", "missing")
-	if code != 1 || !strings.Contains(stderr, "code topic_not_found") {
+	if code != 1 || !strings.Contains(stderr, `strata produce: Not Found: topic "missing" not found`) {
 		t.Errorf("produce to a missing topic: exit %d, %s", code, stderr)
 	}
 }

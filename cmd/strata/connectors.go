@@ -47,18 +47,6 @@ func connectorVerbs() []verb {
 	}
 }
 
-const connectorsUsage = `
-Connectors (a node with --roles ...,connect; Kafka Connect's REST API):
-  connectors list       list connectors with their state and tasks
-  connectors create     create a connector from --config KEY=VALUE and/or --config-file
-  connectors update     replace a connector's config
-  connectors describe   show a connector's status, tasks and config
-  connectors pause|resume|stop|delete|restart
-  connectors offsets    show, set (--set FILE) or reset (--reset) a stopped connector's offsets
-  connectors plugins    list the connector plugins (--all: transforms, predicates, converters too)
-  connectors validate   check a config, field by field
-`
-
 // connectCall sends one REST request and decodes a 2xx answer into out; an error answer
 // becomes an error carrying Kafka Connect's message.
 func connectCall(ctx context.Context, sf *serverFlags, cmd, method, path string, body, out any) error {

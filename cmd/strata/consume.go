@@ -126,6 +126,9 @@ func (cs *consumer) run(ctx context.Context, stdout io.Writer, only int32, follo
 		if starts[i], err = cs.startOffset(ctx, p); err != nil {
 			return err
 		}
+		if err := cs.outOfRange(ctx, p, starts[i], follow); err != nil {
+			return err
+		}
 	}
 	if follow {
 		return cs.follow(ctx, parts, starts)
@@ -154,6 +157,28 @@ func (cs *consumer) startOffset(ctx context.Context, p client.Partition) (int64,
 	ctx, cancel := context.WithTimeout(ctx, cs.timeout)
 	defer cancel()
 	return cs.cl.OffsetForTime(ctx, cs.topic, p.Partition, cs.start.time)
+}
+
+// outOfRange refuses a start outside what partition p holds, with the server's answer
+// (416: the range it holds), before anything is printed: reading nothing and exiting 0
+// would say the partition was read. With --follow a start beyond the end is waited
+// for instead, and said to be on stderr.
+func (cs *consumer) outOfRange(ctx context.Context, p client.Partition, start int64, follow bool) error {
+	if start >= p.LogStartOffset && start <= p.HighWatermark {
+		return nil
+	}
+	if follow && start > p.HighWatermark {
+		fmt.Fprintf(cs.stderr, "strata consume: partition %d of %s ends at offset %d; waiting for offset %d\n", p.Partition, cs.topic, p.HighWatermark, start)
+		return nil
+	}
+	fctx, cancel := context.WithTimeout(ctx, cs.timeout)
+	defer cancel()
+	_, err := cs.cl.Fetch(fctx, cs.topic, p.Partition, client.FetchOptions{Offset: start, MaxRecords: 1})
+	if err == nil {
+		// Records arrived in between: the range moved; read from there.
+		return nil
+	}
+	return err
 }
 
 // print writes one record; it says errEnough once --max is reached.
@@ -217,7 +242,13 @@ func (cs *consumer) follow(ctx context.Context, parts []client.Partition, starts
 			opts := client.TailOptions{Base64: cs.base64, OnRetry: func(err error, wait time.Duration) {
 				fmt.Fprintf(cs.stderr, "strata consume: partition %d: %v; reconnecting in %s\n", p.Partition, err, wait.Round(time.Millisecond))
 			}}
-			err := cs.cl.TailWith(ctx, cs.topic, p.Partition, starts[i], opts, func(r client.Record) error {
+			// A start beyond the end is waited for: the tail runs from the end, and
+			// what comes before the start is not printed.
+			from := min(starts[i], p.HighWatermark)
+			err := cs.cl.TailWith(ctx, cs.topic, p.Partition, from, opts, func(r client.Record) error {
+				if r.Offset < starts[i] {
+					return nil
+				}
 				return cs.print(r, true)
 			})
 			if err != nil && ctx.Err() == nil {

@@ -1,15 +1,17 @@
 package main
 
 import (
+	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/strata-io/strata/internal/redact"
 )
@@ -26,25 +28,70 @@ func usagef(cmd, format string, a ...any) error {
 	return &usageError{cmd: cmd, msg: fmt.Sprintf(format, a...)}
 }
 
-// command is one subcommand's flag set. Every flag is also read from the environment
-// variable STRATA_<NAME> (upper case, '-' as '_'), shown in -h; a flag on the command
-// line wins over the environment.
+// command is one command's flags and words. Every flag is also read from an
+// environment variable, shown in --help: STRATA_<FLAG> (upper case, '-' as '_') for a
+// flag that means the same to every command that has it (the server flags, shared by
+// dev, serve and lambda through their helpers; --server, --api-key and --timeout),
+// STRATA_<COMMAND>_<FLAG> for a command's own (STRATA_BENCH_DURATION beside
+// STRATA_TORTURE_DURATION). A flag on the command line wins over the environment.
 type command struct {
 	name     string // as typed: "topics create"
 	synopsis string // "strata topics create NAME [flags]"
 	about    string // what it does, a sentence or two
-	fs       *flag.FlagSet
+	cmd      *cobra.Command
+	fs       *pflag.FlagSet
+	// server is set by addServerFlags: the command talks to a server and takes the
+	// global flags.
+	server *serverFlags
+	// beforeEnv, when set, may change the environment before the flags read it
+	// (lambda: secrets from Secrets Manager).
+	beforeEnv func(context.Context, *env) (*env, error)
 }
+
+// sharedAnnotation marks a flag whose environment variable is STRATA_<FLAG>.
+const sharedAnnotation = "strata_shared_env"
 
 func newCommand(name, synopsis, about string) *command {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are reported once, by run
-	return &command{name: name, synopsis: synopsis, about: about, fs: fs}
+	// The first sentence, until the tree gives it the command list's words.
+	short, _, _ := strings.Cut(strings.ReplaceAll(about, "\n", " "), ". ")
+	c := &command{name: name, synopsis: synopsis, about: about,
+		cmd: &cobra.Command{Use: name, Short: strings.TrimSuffix(strings.TrimSpace(short), "."), Long: about}}
+	c.fs = c.cmd.Flags()
+	return c
 }
 
-// envName is the environment variable of a flag.
-func envName(flagName string) string {
-	return "STRATA_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+// shared marks the flags defined from now until the returned function is called as
+// meaning the same to every command (environment STRATA_<FLAG>): a helper that adds
+// the same flags to several commands starts with defer c.shared()().
+func (c *command) shared() func() {
+	before := map[string]bool{}
+	c.fs.VisitAll(func(f *pflag.Flag) { before[f.Name] = true })
+	return func() {
+		c.fs.VisitAll(func(f *pflag.Flag) {
+			if !before[f.Name] {
+				_ = c.fs.SetAnnotation(f.Name, sharedAnnotation, []string{"true"})
+			}
+		})
+	}
+}
+
+// shareEnv marks named flags as meaning what they mean elsewhere (check's --catalog
+// is the nodes' catalog).
+func (c *command) shareEnv(names ...string) {
+	for _, n := range names {
+		if err := c.fs.SetAnnotation(n, sharedAnnotation, []string{"true"}); err != nil {
+			panic("strata: " + c.name + ": " + err.Error())
+		}
+	}
+}
+
+// envName is the environment variable of a flag of command cmd ("topics create").
+func envName(cmd string, f *pflag.Flag) string {
+	name := f.Name
+	if _, shared := f.Annotations[sharedAnnotation]; !shared && cmd != "" {
+		name = cmd + "_" + name
+	}
+	return "STRATA_" + strings.ToUpper(strings.NewReplacer("-", "_", " ", "_").Replace(name))
 }
 
 // envSetter is implemented by flag values that read the environment differently from
@@ -53,37 +100,49 @@ type envSetter interface {
 	SetEnv(string) error
 }
 
-// usage writes the command's help.
-func (c *command) usage(w io.Writer) {
+// usage writes the command's help: what it does, its flags with their environment
+// variables, and the global flags when it takes them.
+func (c *command) usage(w io.Writer, globals *serverFlags) {
 	fmt.Fprintf(w, "Usage: %s\n\n%s\n", c.synopsis, c.about)
-	var flags []*flag.Flag
-	c.fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f) })
-	if len(flags) == 0 {
-		return
+	var flags []*pflag.Flag
+	c.fs.VisitAll(func(f *pflag.Flag) {
+		if f.Name != "help" && !f.Hidden && (globals.flags() == nil || globals.flags().Lookup(f.Name) == nil) {
+			flags = append(flags, f)
+		}
+	})
+	if len(flags) > 0 {
+		fmt.Fprintf(w, "\nFlags (each also read from the environment variable shown):\n")
+		for _, f := range flags {
+			writeFlag(w, c.name, f)
+		}
 	}
-	fmt.Fprintf(w, "\nFlags (each also read from the environment variable shown):\n")
-	for _, f := range flags {
-		name, use := flag.UnquoteUsage(f)
-		fmt.Fprintf(w, "  --%s", f.Name)
-		if name != "" {
-			fmt.Fprintf(w, " %s", name)
-		}
-		fmt.Fprintf(w, "\n      %s", strings.ReplaceAll(use, "\n", "\n      "))
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "[]" {
-			fmt.Fprintf(w, " (default %s)", f.DefValue)
-		}
-		fmt.Fprintf(w, "\n      env %s", envName(f.Name))
-		if _, ok := f.Value.(envSetter); ok {
-			fmt.Fprintf(w, " (space-separated)")
-		}
-		fmt.Fprintln(w)
+	if c.server != nil {
+		fmt.Fprintf(w, "\nGlobal flags (before or after the command):\n")
+		globals.flags().VisitAll(func(f *pflag.Flag) { writeFlag(w, "", f) })
 	}
+	fmt.Fprintf(w, "\n  -h, --help\n      this help\n")
 }
 
-// hinted replaces the flag package's bare "parse error" with what a value should
-// look like.
+func writeFlag(w io.Writer, cmd string, f *pflag.Flag) {
+	name, use := pflag.UnquoteUsage(f)
+	fmt.Fprintf(w, "  --%s", f.Name)
+	if name != "" && f.NoOptDefVal == "" {
+		fmt.Fprintf(w, " %s", name)
+	}
+	fmt.Fprintf(w, "\n      %s", strings.ReplaceAll(use, "\n", "\n      "))
+	if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "[]" {
+		fmt.Fprintf(w, " (default %s)", f.DefValue)
+	}
+	fmt.Fprintf(w, "\n      env %s", envName(cmd, f))
+	if _, ok := f.Value.(envSetter); ok {
+		fmt.Fprintf(w, " (space-separated)")
+	}
+	fmt.Fprintln(w)
+}
+
+// hinted replaces pflag's parse error with what a value should look like.
 type hinted struct {
-	flag.Value
+	pflag.Value
 	hint string
 }
 
@@ -94,38 +153,34 @@ func (h hinted) Set(v string) error {
 	return nil
 }
 
-type hintedBool struct{ hinted }
-
-func (hintedBool) IsBoolFlag() bool { return true }
-
 // addHints wraps the standard flag types so that a bad value says what is expected.
 func (c *command) addHints() {
-	c.fs.VisitAll(func(f *flag.Flag) {
-		g, ok := f.Value.(flag.Getter)
-		if !ok {
+	c.fs.VisitAll(func(f *pflag.Flag) {
+		if _, done := f.Value.(hinted); done {
 			return
 		}
-		switch g.Get().(type) {
-		case time.Duration:
+		switch f.Value.Type() {
+		case "duration":
 			f.Value = hinted{f.Value, "want a duration such as 50ms, 2s or 1m30s"}
-		case bool:
-			f.Value = hintedBool{hinted{f.Value, "want true or false"}}
-		case int, int64:
+		case "bool":
+			f.Value = hinted{f.Value, "want true or false"}
+		case "int", "int64", "int32":
 			f.Value = hinted{f.Value, "want a whole number"}
 		}
 	})
 }
 
-// parse applies the environment, then the command line, whose flags may come before,
-// between or after the positional arguments (strata topics create orders --partitions
-// 3). It returns the positional arguments. -h returns flag.ErrHelp.
-func (c *command) parse(args []string, getenv func(string) string) ([]string, error) {
-	c.addHints()
+// applyEnv sets every flag not given on the command line from its environment
+// variable, when that is set.
+func (c *command) applyEnv(getenv func(string) string) error {
 	var envErr error
-	c.fs.VisitAll(func(f *flag.Flag) {
-		env := envName(f.Name)
-		v := getenv(env)
-		if v == "" || envErr != nil {
+	visit := func(f *pflag.Flag, cmd string) {
+		if f.Changed || envErr != nil {
+			return
+		}
+		name := envName(cmd, f)
+		v := getenv(name)
+		if v == "" {
 			return
 		}
 		var err error
@@ -135,31 +190,28 @@ func (c *command) parse(args []string, getenv func(string) string) ([]string, er
 			err = f.Value.Set(v)
 		}
 		if err != nil {
-			envErr = usagef(c.name, "environment variable %s=%q: %v (it sets --%s)", env, redact.String(v), err, f.Name)
+			envErr = usagef(c.name, "environment variable %s=%q: %v (it sets --%s)", name, redact.String(v), err, f.Name)
 		}
-	})
-	if envErr != nil {
-		return nil, envErr
 	}
-	var pos []string
-	for {
-		if err := c.fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, usagef(c.name, "%v", err)
-		}
-		rest := c.fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		// flag stops at the first non-flag; "--" ends flags for good.
-		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
+	c.fs.VisitAll(func(f *pflag.Flag) { visit(f, c.name) })
+	if c.server != nil && c.cmd.HasParent() {
+		c.cmd.InheritedFlags().VisitAll(func(f *pflag.Flag) { visit(f, "") })
 	}
+	return envErr
+}
+
+// parse parses args as the command line of c alone (no tree: the bench's in-process
+// node parses serve's flags so), then the environment, and returns the positional
+// arguments.
+func (c *command) parse(args []string, getenv func(string) string) ([]string, error) {
+	c.addHints()
+	if err := c.fs.Parse(args); err != nil {
+		return nil, usagef(c.name, "%v", err)
+	}
+	if err := c.applyEnv(getenv); err != nil {
+		return nil, err
+	}
+	return c.fs.Args(), nil
 }
 
 // stringList is a repeatable flag (--config a=1 --config b=2). In the environment it
@@ -170,6 +222,8 @@ type stringList struct {
 }
 
 func (l *stringList) String() string { return strings.Join(l.vals, " ") }
+
+func (l *stringList) Type() string { return "strings" }
 
 func (l *stringList) Set(v string) error {
 	if l.fromEnv {
@@ -209,6 +263,8 @@ func keyValues(items []string, flagName string) (map[string]string, error) {
 type byteSize int64
 
 func (b *byteSize) String() string { return formatBytes(int64(*b)) }
+
+func (b *byteSize) Type() string { return "size" }
 
 func (b *byteSize) Set(s string) error {
 	n, err := parseBytes(s)
@@ -268,6 +324,8 @@ type oneOfFlag struct {
 }
 
 func (o *oneOfFlag) String() string { return o.val }
+
+func (o *oneOfFlag) Type() string { return "string" }
 
 func (o *oneOfFlag) Set(v string) error {
 	for _, c := range o.choices {

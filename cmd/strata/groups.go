@@ -159,6 +159,8 @@ type int32List struct{ vals []int32 }
 
 func (l *int32List) String() string { return fmt.Sprint(l.vals) }
 
+func (l *int32List) Type() string { return "partitions" }
+
 func (l *int32List) Set(v string) error {
 	for _, s := range strings.Split(v, ",") {
 		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
@@ -171,13 +173,14 @@ func (l *int32List) Set(v string) error {
 }
 
 func groupsResetCommand() (*command, func(context.Context, *env, *command, []string) error) {
-	c := newCommand("groups reset", "strata groups reset GROUP --topic T --to earliest|latest|OFFSET|TIME [--partition P ...]",
-		"Moves a group's committed offsets of one topic: to the log start, to the end, to an\noffset, or to the first record at or after an RFC 3339 time. Only while the group\nhas no live members (stop its consumers first).")
+	c := newCommand("groups reset", "strata groups reset GROUP --topic T --to earliest|latest|OFFSET|TIME [--partition P ...] [--create]",
+		"Moves a group's committed offsets of one topic: to the log start, to the end, to an\noffset, or to the first record at or after an RFC 3339 time. Only while the group\nhas no live members (stop its consumers first). A group that does not exist is\nrefused, unless --create positions it before its first consumer.")
 	sf := addServerFlags(c)
 	topic := c.fs.String("topic", "", "the `topic` whose offsets move")
 	to := c.fs.String("to", "", "`earliest`, latest, an offset, or an RFC 3339 time")
 	var parts int32List
 	c.fs.Var(&parts, "partition", "a partition `number` to reset (repeat or comma-separate; default all)")
+	create := c.fs.Bool("create", false, "create the group when it does not exist yet (without it, a mistyped name is refused rather than made a new group)")
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
 		name, err := oneGroup(c.name, args)
 		if err != nil {
@@ -186,7 +189,7 @@ func groupsResetCommand() (*command, func(context.Context, *env, *command, []str
 		if *topic == "" {
 			return usagef(c.name, "--topic is required")
 		}
-		r := client.OffsetReset{Topic: *topic, Partitions: parts.vals}
+		r := client.OffsetReset{Topic: *topic, Partitions: parts.vals, Create: *create}
 		switch *to {
 		case "":
 			return usagef(c.name, "--to is required: earliest, latest, an offset or an RFC 3339 time")
@@ -210,6 +213,9 @@ func groupsResetCommand() (*command, func(context.Context, *env, *command, []str
 		ctx, cancel := context.WithTimeout(ctx, sf.timeout)
 		defer cancel()
 		offs, err := cl.ResetOffsets(ctx, name, r)
+		if client.HasCode(err, "group_not_found") {
+			return fmt.Errorf("%w (--create makes it, positioned for its first consumer)", err)
+		}
 		if err != nil {
 			return err
 		}

@@ -480,7 +480,7 @@ func TestGroupsEndToEnd(t *testing.T) {
 		t.Fatalf("groups delete: %d %q", code, errOut)
 	}
 	code, _, errOut = runCLI(t, map[string]string{"STRATA_SERVER": srv.url}, "", "groups", "describe", "billing")
-	if code != 1 || !strings.Contains(errOut, "group_not_found") {
+	if code != 1 || !strings.Contains(errOut, `Group not found: group "billing" does not exist`) {
 		t.Fatalf("describe after delete: %d %q", code, errOut)
 	}
 	srv.stop(t)

@@ -29,6 +29,7 @@ type kafkaFlags struct {
 }
 
 func addKafkaFlags(c *command, listen string, autoCreate bool) *kafkaFlags {
+	defer c.shared()()
 	k := &kafkaFlags{defaultListen: listen, maxFrameBytes: kafka.DefaultMaxFrameBytes}
 	c.fs.StringVar(&k.listen, "kafka-listen", listen, "`address` to serve the Kafka protocol on, host:port; empty turns the listener off")
 	c.fs.StringVar(&k.advertise, "kafka-advertise", "", "`host:port` Kafka clients reach this node at, registered in the catalog (default: the listen address, with this machine's host name when it listens on every interface)")

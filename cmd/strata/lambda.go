@@ -29,6 +29,8 @@ const (
 
 func lambdaCommand() (*command, func(context.Context, *env, *command, []string) error) {
 	c, sf, streaming := lambdaFlags()
+	// Before the flags: the secrets are some of their environment.
+	c.beforeEnv = withLambdaSecrets
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
 		if len(args) > 0 {
 			return usagef(c.name, "unexpected argument %q (flags start with --)", args[0])
@@ -67,6 +69,7 @@ password or key sits in the function's plain environment.`)
 	sf.nf.linger = lambdaLinger
 	c.fs.Lookup("linger").DefValue = lambdaLinger.String()
 	streaming := c.fs.Bool("streaming", false, "the Function URL's invoke mode is RESPONSE_STREAM: Server-Sent Events tails stream through it (API Gateway answers them 406 streaming_unsupported)")
+	c.shareEnv("streaming") // STRATA_STREAMING in the function's configuration
 	return c, sf, streaming
 }
 

@@ -44,6 +44,7 @@ type authFlags struct {
 }
 
 func addAuthFlags(c *command, accessSample float64) *authFlags {
+	defer c.shared()()
 	return &authFlags{
 		keys:           c.fs.String("api-keys", "", "bootstrap bearer API `keys`, comma-separated: with any, requests without a key get 401 (the /healthz and /readyz probes stay open) and ACLs are enforced; these keys act as User:bootstrap, a superuser, to create catalog keys and ACLs with; prefer the environment or --api-keys-file to the command line"),
 		keysFile:       c.fs.String("api-keys-file", "", "`file` of bootstrap API keys, one a line (# comments), e.g. a mounted secret; adds to --api-keys"),
@@ -123,6 +124,7 @@ type tlsFlags struct {
 }
 
 func addTLSFlags(c *command) *tlsFlags {
+	defer c.shared()()
 	return &tlsFlags{
 		cert:     c.fs.String("tls-cert", "", "PEM certificate `file` (with its chain): the HTTP listener speaks TLS only, and picks up a replaced file without a restart (checked at most every second)"),
 		key:      c.fs.String("tls-key", "", "PEM private key `file` of --tls-cert (reloaded with it)"),

@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/tls"
 	"encoding/json"
-	"flag"
 	"io"
 	"net/http"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/strata-io/strata/internal/testsvc"
 	"github.com/strata-io/strata/internal/tlsreload/tlstest"
@@ -262,7 +263,7 @@ func TestReadmeDocumentsServerFlags(t *testing.T) {
 			continue
 		}
 		cmd, _ := v.new()
-		cmd.fs.VisitAll(func(f *flag.Flag) {
+		cmd.fs.VisitAll(func(f *pflag.Flag) {
 			if !strings.Contains(string(readme), "`--"+f.Name+"`") {
 				t.Errorf("README.md does not document strata %s --%s", v.name, f.Name)
 			}

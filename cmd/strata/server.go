@@ -78,6 +78,7 @@ const minRequestRoom = 2 * api.DefaultMaxBodyBytes
 const autoCache = 0
 
 func addNodeFlags(c *command, listen, logFormat string) *nodeFlags {
+	defer c.shared()()
 	n := &nodeFlags{
 		maxFlushBytes: writer.DefaultMaxFlushBytes,
 		bufferBytes:   writer.DefaultBufferBytes,
@@ -277,6 +278,7 @@ objects under DATA/objects, the writer, reader, compactor and connect roles and 
 restarts. Ctrl-C shuts down gracefully: requests in flight finish, the writer drains. It listens
 on loopback; with another --listen address, set --api-keys (it warns otherwise).`)
 	data := c.fs.String("data", "./strata-data", "`directory` holding the catalog and the objects (created if missing)")
+	c.shareEnv("data")
 	nf := addNodeFlags(c, "127.0.0.1:8080", "text")
 	auth := addAuthFlags(c, 0)
 	kf := addKafkaFlags(c, "127.0.0.1:9092", true)
@@ -370,6 +372,7 @@ type serveFlags struct {
 }
 
 func addServeFlags(c *command, listen string) *serveFlags {
+	defer c.shared()()
 	return &serveFlags{
 		roles:        c.fs.String("roles", "writer,reader", "comma-separated `roles` to run: writer, reader, compactor, connect (the connector runtime; it needs writer and reader on the node too)"),
 		catalog:      c.fs.String("catalog", "", "catalog `DSN`: postgres://USER:PASSWORD@HOST:5432/DB?sslmode=verify-full, a libpq string (\"host=HOST user=USER dbname=DB sslmode=verify-full\"), or for a single node a SQLite file (sqlite:PATH, or the path of an existing file)"),

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/strata-io/strata/client"
 )
@@ -15,19 +18,38 @@ import (
 // DefaultServer is where the CLI verbs look for a server: what `strata dev` listens on.
 const DefaultServer = "http://127.0.0.1:8080"
 
-// serverFlags are the flags of every verb that talks to a server.
+// serverFlags are the global flags of every verb that talks to a server: persistent
+// flags of the root, so they go before or after the verb.
 type serverFlags struct {
 	server  string
 	apiKey  string
 	timeout time.Duration
+	fs      *pflag.FlagSet
 }
 
+// register defines the flags on the root's persistent set.
+func (s *serverFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&s.server, "server", DefaultServer, "the Strata server's base `URL`")
+	fs.StringVar(&s.apiKey, "api-key", "", "API `key` sent as a bearer token, for servers that require one")
+	fs.DurationVar(&s.timeout, "timeout", 30*time.Second, "how long one request may take before it is abandoned")
+	fs.VisitAll(func(f *pflag.Flag) {
+		_ = fs.SetAnnotation(f.Name, sharedAnnotation, []string{"true"})
+		f.Value = hinted{f.Value, "want a duration such as 50ms, 2s or 1m30s"}
+		if f.Value.Type() != "duration" {
+			f.Value = f.Value.(hinted).Value
+		}
+	})
+	s.fs = fs
+}
+
+// flags are the global flags, for help.
+func (s *serverFlags) flags() *pflag.FlagSet { return s.fs }
+
+// addServerFlags makes c a verb that talks to a server: it takes the global flags,
+// whose values it finds in the answer when it runs.
 func addServerFlags(c *command) *serverFlags {
-	s := &serverFlags{}
-	c.fs.StringVar(&s.server, "server", DefaultServer, "the Strata server's base `URL`")
-	c.fs.StringVar(&s.apiKey, "api-key", "", "API `key` sent as a bearer token, for servers that require one")
-	c.fs.DurationVar(&s.timeout, "timeout", 30*time.Second, "how long one request may take before it is abandoned")
-	return s
+	c.server = &serverFlags{}
+	return c.server
 }
 
 func (s *serverFlags) client(cmd string, extra ...client.Option) (*client.Client, error) {
@@ -215,9 +237,9 @@ func topicsDeleteCommand() (*command, func(context.Context, *env, *command, []st
 
 func topicsAlterCommand() (*command, func(context.Context, *env, *command, []string) error) {
 	c := newCommand("topics alter", "strata topics alter NAME [--partitions N] [--config KEY=VALUE ...] [--delete-config KEY ...]",
-		"Grows a topic's partition count and sets or removes configs, as one change.\nKeyed records of existing keys may move partition when the count grows.")
+		"Grows a topic's partition count and sets or removes configs, as one change, and says what\nchanged. Keyed records of existing keys may move partition when the count grows.")
 	sf := addServerFlags(c)
-	partitions := c.fs.Int("partitions", 0, "new partition `count`, larger than the current one (0: unchanged)")
+	partitions := c.fs.Int("partitions", 0, "new partition `count`, more than the current one (0: unchanged)")
 	var configs, deletes stringList
 	c.fs.Var(&configs, "config", "set a topic config, `KEY=VALUE`; repeat for several")
 	c.fs.Var(&deletes, "delete-config", "remove an explicit config, back to its default: `KEY`; repeat for several")
@@ -247,11 +269,64 @@ func topicsAlterCommand() (*command, func(context.Context, *env, *command, []str
 		}
 		ctx, cancel := context.WithTimeout(ctx, sf.timeout)
 		defer cancel()
-		t, err := cl.AlterTopic(ctx, name, client.TopicAlter{Partitions: int32(*partitions), Configs: cfg, DeleteConfigs: deletes.vals})
+		before, err := cl.Topic(ctx, name)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "altered topic %s: %d partitions\n", t.Name, t.Partitions)
+		if *partitions != 0 && int32(*partitions) <= before.Partitions {
+			return fmt.Errorf("--partitions %d: topic %s has %d partitions, and partitions only grow: ask for more than %d", *partitions, name, before.Partitions, before.Partitions)
+		}
+		after, err := cl.AlterTopic(ctx, name, client.TopicAlter{Partitions: int32(*partitions), Configs: cfg, DeleteConfigs: deletes.vals})
+		if err != nil {
+			return err
+		}
+		if after.EffectiveConfigs == nil {
+			// The answer to a change may leave out the defaults: read them.
+			if t, err := cl.Topic(ctx, name); err == nil {
+				after = t
+			}
+		}
+		writeTopicChanges(e.stdout, before, after)
 		return nil
 	}
+}
+
+// writeTopicChanges says what an alter changed: the partition count and each config
+// whose value changed, defaults marked.
+func writeTopicChanges(w io.Writer, before, after client.Topic) {
+	var lines [][2]string
+	if after.Partitions != before.Partitions {
+		lines = append(lines, [2]string{"partitions", fmt.Sprintf("%d -> %d", before.Partitions, after.Partitions)})
+	}
+	show := func(t client.Topic, k string) string {
+		if v, ok := t.Configs[k]; ok {
+			return v
+		}
+		if v, ok := t.EffectiveConfigs[k]; ok {
+			return v + " (default)"
+		}
+		return "(default)"
+	}
+	keys := map[string]bool{}
+	for k := range before.Configs {
+		keys[k] = true
+	}
+	for k := range after.Configs {
+		keys[k] = true
+	}
+	for _, k := range sortedKeys(keys) {
+		if b, a := show(before, k), show(after, k); a != b {
+			lines = append(lines, [2]string{k, b + " -> " + a})
+		}
+	}
+	if len(lines) == 0 {
+		fmt.Fprintf(w, "topic %s unchanged: it was as asked already\n", after.Name)
+		return
+	}
+	fmt.Fprintf(w, "altered topic %s:\n", after.Name)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, l := range lines {
+		fmt.Fprintf(tw, "  %s\t%s\n", l[0], l[1])
+	}
+	_ = tw.Flush()
 }

@@ -345,6 +345,19 @@ func cases() []tc {
 		{name: "request: bad Content-Length", raw: []byte("POST /v1/topics/orders/records HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: -5\r\n\r\n"), want: 400},
 		// Found by this suite: the query's bad pair was dropped, fetching from the earliest offset.
 		get("fetch: offset with bad percent-encoding", "/v1/topics/orders/partitions/0/records?offset=%zz", 400, "invalid_parameter"),
+		// Unknown and repeated query parameters: ignored before (?ofset=0 fetched from the
+		// start), as unknown JSON fields never were.
+		get("fetch: misspelt parameter", "/v1/topics/orders/partitions/0/records?ofset=0", 400, "invalid_parameter"),
+		get("fetch: parameter given twice", "/v1/topics/orders/partitions/0/records?offset=0&offset=1", 400, "invalid_parameter"),
+		get("list topics: a parameter it does not take", "/v1/topics?limit=5", 400, "invalid_parameter"),
+		post("produce: a parameter it does not take", rec+"?sync=true", `{"records":[{"value":1}]}`, 400, "invalid_parameter"),
+		post("commit offsets: a parameter it does not take", "/v1/groups/g1/offsets?dry_run=1", `{"offsets":[{"topic":"orders","partition":0,"offset":1}]}`, 400, "invalid_parameter"),
+		// What a person typing a name wrong meets.
+		post("delete records: beyond the high watermark", "/v1/topics/orders/partitions/0/records:delete", `{"before_offset":100}`, 416, "offset_out_of_range"),
+		post("reset offsets: a group that does not exist", "/v1/groups/nosuch/offsets:reset", `{"topic":"orders","to":"earliest"}`, 404, "group_not_found"),
+		get("describe group: does not exist", "/v1/groups/nosuch", 404, "group_not_found"),
+		{name: "delete group: does not exist", method: "DELETE", path: "/v1/groups/nosuch", want: 404, code: "group_not_found"},
+		{name: "alter topic: unknown topic", method: "PATCH", path: "/v1/topics/nosuch", ctype: "application/json", body: []byte(`{"partitions":4}`), want: 404, code: "topic_not_found"},
 		// Found by this suite: a stalled body held its request forever (the server runs
 		// with --body-timeout 2s).
 		{name: "request: body shorter than its Content-Length, then silence",
@@ -352,9 +365,21 @@ func cases() []tc {
 	}
 }
 
-// TestBadInput runs every case as a subtest and then requires that nothing changed.
+// TestBadInput runs every case as a subtest against `strata serve` on Postgres and
+// MinIO, and then requires that nothing changed.
 func TestBadInput(t *testing.T) {
-	s := startServer(t)
+	runCases(t, startServer(t))
+}
+
+// TestBadInputSQLite runs the same cases against an in-process node on SQLite and the
+// filesystem store: the answers, details included, must be the same (details.txt).
+func TestBadInputSQLite(t *testing.T) {
+	runCases(t, startSQLiteServer(t))
+}
+
+// runCases sets up the topics, data and group to protect, runs every case and
+// requires that nothing changed and that each answer is the one in testdata/details.txt.
+func runCases(t *testing.T, s *server) {
 	ctx := context.Background()
 	// Topics of each format, a small one, and a little data and a group to protect.
 	for _, tp := range []struct {
@@ -384,6 +409,8 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("only %d cases", len(cs))
 	}
 	var commitObjects []string
+	answers := &answerLog{}
+	defer answers.check(t)
 	for _, c := range cs {
 		t.Run(c.name, func(t *testing.T) {
 			objs := s.objects(t)
@@ -404,12 +431,17 @@ func TestBadInput(t *testing.T) {
 				t.Fatalf("no answer: %v", err)
 			}
 			var prob struct {
-				Code string `json:"code"`
+				Code   string `json:"code"`
+				Detail string `json:"detail"`
 			}
 			if strings.HasPrefix(ctype, "application/problem+json") {
 				_ = json.Unmarshal(body, &prob)
 			}
 			t.Logf("%d %s %s", status, prob.Code, truncate(body, 160))
+			answers.add(c.name, status, prob.Code, prob.Detail)
+			for _, bad := range detailProblems(prob.Detail) {
+				t.Errorf("detail %q: %s", prob.Detail, bad)
+			}
 			switch {
 			case status >= 500:
 				t.Errorf("server error %d: %s", status, truncate(body, 300))

@@ -16,10 +16,12 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/strata-io/strata/api"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/internal/node"
+	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/writer"
 )
@@ -30,13 +32,9 @@ import (
 // record codecs are fuzzed by round trips: what is produced in each format is fetched
 // back unchanged. (api's FuzzProduceParse covers the produce body decoder alone.)
 
-// stack is an in-process node's handler.
-type stack struct {
-	h   http.Handler
-	cat *sqlite.Catalog
-}
-
-func newStack(tb testing.TB) *stack {
+// startNode starts an in-process node on SQLite and the filesystem store under a
+// temporary directory, with every role, stopped when the test ends.
+func startNode(tb testing.TB, wcfg writer.Config, acfg api.Config) (*node.Node, *sqlite.Catalog, objstore.Store) {
 	tb.Helper()
 	dir := tb.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -48,11 +46,7 @@ func newStack(tb testing.TB) *stack {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	n, err := node.Start(node.Config{
-		Catalog: cat, Store: st,
-		Writer: true, WriterConfig: writer.Config{Linger: time.Millisecond},
-		Reader: true,
-	})
+	n, err := node.Start(node.Config{Catalog: cat, Store: st, Writer: true, WriterConfig: wcfg, Reader: true, API: acfg})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -61,6 +55,19 @@ func newStack(tb testing.TB) *stack {
 		_ = n.Stop(context.Background())
 		_ = cat.Close()
 	})
+	return n, cat, st
+}
+
+// stack is an in-process node's handler.
+type stack struct {
+	h   http.Handler
+	cat *sqlite.Catalog
+}
+
+func newStack(tb testing.TB) *stack {
+	tb.Helper()
+	n, cat, _ := startNode(tb, writer.Config{Linger: time.Millisecond}, api.Config{})
+	ctx := context.Background()
 	s := &stack{h: n.API.Handler(), cat: cat}
 	for _, tp := range []struct {
 		name    string
