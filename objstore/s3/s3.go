@@ -247,6 +247,21 @@ func (s *Store) PutParts(ctx context.Context, key string, parts [][]byte) error 
 				return fmt.Errorf("s3: put %s: waiting for a conflicting put: %w", key, err)
 			}
 			backoff = min(2*backoff, time.Second)
+		case status == 0 && ctx.Err() == nil:
+			// No answer: the connection broke. A store that refuses a create-only put
+			// of an existing key may answer 412 and close before reading a large body
+			// (MinIO does), which the client sees as a broken pipe; or our put landed
+			// and its answer was lost. The key says which.
+			same, herr := s.holds(ctx, key, parts, sum)
+			switch {
+			case herr == nil && same:
+				s.log.Debug("put's connection broke, but the key holds the same content", "key", key, "err", err)
+				return nil
+			case herr == nil:
+				return fmt.Errorf("s3: put %s: %w", key, objstore.ErrExists)
+			default:
+				return fmt.Errorf("s3: put %s: %w", key, err)
+			}
 		default:
 			return fmt.Errorf("s3: put %s: %w", key, err)
 		}
