@@ -106,6 +106,13 @@ func TestConsumerNeverGuessesItsStart(t *testing.T) {
 				observed = append(observed, offs[0].Offset)
 				return offs[0].Offset == 5000
 			})
+			// The server may show the commit before its answer has come back through
+			// the transport that records it.
+			waitFor(t, 10*time.Second, "the member's commit of 5,000 to be answered", func() bool {
+				ft.mu.Lock()
+				defer ft.mu.Unlock()
+				return len(ft.commits) > 0 && ft.commits[len(ft.commits)-1] == 5000
+			})
 			mu.Lock()
 			defer mu.Unlock()
 			if first != 4667 {
