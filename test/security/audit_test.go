@@ -64,7 +64,7 @@ func TestAuditOnePerAction(t *testing.T) {
 	ok("topic.alter", "au-h", 200, "PATCH", "/v1/topics/au-h", `{"partitions":2}`)
 	s.must(200, "POST", "/v1/topics/au-h/records", `{"records":[{"value":1,"partition":0}]}`) // not administrative
 	ok("records.delete", "au-h", 200, "POST", "/v1/topics/au-h/partitions/0/records:delete", `{"before_offset":1}`)
-	ok("group.reset_offsets", "au-g", 200, "POST", "/v1/groups/au-g/offsets:reset", `{"topic":"au-h","to":"earliest"}`)
+	ok("group.reset_offsets", "au-g", 200, "POST", "/v1/groups/au-g/offsets:reset", `{"topic":"au-h","to":"earliest","create":true}`)
 	ok("group.delete", "au-g", 204, "DELETE", "/v1/groups/au-g", "")
 	ok("acl.create", "", 201, "POST", "/v1/acls", `{"principal":"User:x","resource_type":"topic","resource_name":"x","operation":"read"}`)
 	ok("acl.delete", "filter", 200, "DELETE", "/v1/acls?principal=User:x", "")

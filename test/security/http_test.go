@@ -159,7 +159,7 @@ func TestHTTPMatrix(t *testing.T) {
 		t.Run(rt.name, func(t *testing.T) {
 			s.t = t
 			s.topic(c.topic, 2, 3)
-			s.must(http.StatusOK, "POST", "/v1/groups/"+c.group+"/offsets:reset", fmt.Sprintf(`{"topic":%q,"to":"earliest"}`, c.topic))
+			s.must(http.StatusOK, "POST", "/v1/groups/"+c.group+"/offsets:reset", fmt.Sprintf(`{"topic":%q,"to":"earliest","create":true}`, c.topic))
 			principal := fmt.Sprintf("User:p%02d", i)
 			_, key := s.key(principal)
 			s.sync()
@@ -242,7 +242,7 @@ func TestForbiddenSameForMissing(t *testing.T) {
 		before[i] = r.body
 	}
 	s.topic("secret", 1, 2)
-	s.must(http.StatusOK, "POST", "/v1/groups/secret-group/offsets:reset", `{"topic":"secret","to":"earliest"}`)
+	s.must(http.StatusOK, "POST", "/v1/groups/secret-group/offsets:reset", `{"topic":"secret","to":"earliest","create":true}`)
 	for i, rq := range reqs {
 		r := s.do(key, rq.method, rq.path, rq.body, "X-Request-Id", "same-id")
 		if r.status != http.StatusForbidden || !bytes.Equal(r.body, before[i]) {
@@ -257,9 +257,9 @@ func TestListingsFiltered(t *testing.T) {
 	s := startStack(t)
 	for _, n := range []string{"mine-a", "mine-b", "theirs"} {
 		s.topic(n, 1, 1)
-		s.must(http.StatusOK, "POST", "/v1/groups/g-"+n+"/offsets:reset", fmt.Sprintf(`{"topic":%q,"to":"earliest"}`, n))
+		s.must(http.StatusOK, "POST", "/v1/groups/g-"+n+"/offsets:reset", fmt.Sprintf(`{"topic":%q,"to":"earliest","create":true}`, n))
 	}
-	s.must(http.StatusOK, "POST", "/v1/groups/g-mine-a/offsets:reset", `{"topic":"theirs","to":"earliest"}`)
+	s.must(http.StatusOK, "POST", "/v1/groups/g-mine-a/offsets:reset", `{"topic":"theirs","to":"earliest","create":true}`)
 	_, key := s.key("User:lister")
 	s.allow("User:lister", grant{op: acl.OpRead, typ: acl.TypeTopic, name: "mine-", prefixed: true})
 	s.allow("User:lister", grant{op: acl.OpDescribe, typ: acl.TypeGroup, name: "g-mine-a"})
