@@ -62,7 +62,7 @@ func verbs() []verb {
 
 // groups are the commands that only hold others, with what they are for.
 var groupAbout = map[string]string{
-	"topics": "create, list, describe, alter and delete topics",
+	"topics":     "create, list, describe, alter and delete topics",
 	"groups":     "list, describe, reset and delete consumer groups",
 	"keys":       "create, list and revoke API keys kept in the catalog",
 	"acls":       "list, create and delete ACL bindings (who may do what)",
