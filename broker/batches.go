@@ -47,6 +47,10 @@ type BatchesResult struct {
 	// Duplicate: an idempotent retry of batches committed before; the offsets are the
 	// original ones and nothing new was written.
 	Duplicate bool
+	// LogAppendTime is the time (unix ms) the records were stamped with on a topic with
+	// message.timestamp.type LogAppendTime; -1 on a CreateTime topic, and for a
+	// Duplicate (the original's stamp is not kept).
+	LogAppendTime int64
 }
 
 // ProduceBatches validates and produces one partition's record batches: PrepareBatches,
