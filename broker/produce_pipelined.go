@@ -51,7 +51,7 @@ func (b *Broker) PrepareBatches(ctx context.Context, who Principal, req BatchesR
 		maxRecords = int(^uint(0) >> 1)
 	}
 	segment.ResetLeaderEpochs(req.Batches)
-	wreq, count, e := batchesRequest(req.Batches, &ti, req.Partition, b.now().UnixMilli(), maxRecords)
+	wreq, count, e := batchesRequest(req.Batches, &ti, req.Partition, limits{nowMs: b.now().UnixMilli(), maxRecords: maxRecords, perBatch: req.BatchSizeRule})
 	if e == nil {
 		e = b.authorizeProducer(ctx, who, wreq.Producer)
 	}

@@ -45,7 +45,7 @@ func (s *Server) produce(ctx context.Context, r *request, req kmsg.Request) (kms
 	if !transactional {
 		each(len(parts), func(i int) {
 			p := parts[i]
-			p.prepared, p.err = s.deps.Core.PrepareBatches(ctx, r.who, broker.BatchesRequest{Topic: p.topic, Partition: p.partition, Batches: p.records})
+			p.prepared, p.err = s.deps.Core.PrepareBatches(ctx, r.who, broker.BatchesRequest{Topic: p.topic, Partition: p.partition, Batches: p.records, BatchSizeRule: true})
 		})
 		wctx := ctx
 		if in.TimeoutMillis > 0 {

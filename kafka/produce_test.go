@@ -1,6 +1,11 @@
 package kafka_test
 
 import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,5 +78,76 @@ func TestProduceAnswerTimesAndLogStart(t *testing.T) {
 	wantCode(t, "unknown producer", unknown.ErrorCode, kerr.UnknownProducerID)
 	if unknown.LogStartOffset != 2 {
 		t.Fatalf("UNKNOWN_PRODUCER_ID answered LogStartOffset %d, want 2", unknown.LogStartOffset)
+	}
+}
+
+// max.message.bytes: Kafka clients get Kafka's rule, a bound on each record batch as
+// sent (a record over it passes when compression brings its batch under it; small
+// records in a batch over it are MESSAGE_TOO_LARGE). The HTTP API, JSON and binary,
+// keeps its rule, a bound on each record's key, value and headers.
+func TestMaxMessageBytesKafkaAndHTTP(t *testing.T) {
+	cat := openSQLite(t)
+	n := startNode(t, cat, kafka.Config{})
+	const limit = 300
+	if _, err := cat.CreateTopic(t.Context(), "limited", 1, map[string]string{"max.message.bytes": strconv.Itoa(limit)}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	bigValue := bytes.Repeat([]byte("z"), 2*limit)
+	bigGzip := batchtest.Batch(t, []batchtest.Record{{Value: bigValue, Ts: now}}, 1, -1, -1, -1)
+	var small []batchtest.Record
+	var smallJSON []string
+	for i := range 20 {
+		v := fmt.Sprintf("record-%02d", i)
+		small = append(small, batchtest.Record{Value: []byte(v), Ts: now})
+		smallJSON = append(smallJSON, fmt.Sprintf(`{"value":%q}`, v))
+	}
+	smallPlain := batchtest.Batch(t, small, 0, -1, -1, -1)
+	if len(bigGzip) > limit || len(smallPlain) <= limit {
+		t.Fatalf("batches of %d and %d bytes: not what the test needs around %d", len(bigGzip), len(smallPlain), limit)
+	}
+
+	r := rawTo(t, n)
+	ok := &kerr.Error{Code: 0, Message: "none"}
+	wantCode(t, "Kafka: a record over the limit in a batch under it", r.produce("limited", map[int32][]byte{0: bytes.Clone(bigGzip)})[0].ErrorCode, ok)
+	wantCode(t, "Kafka: small records in a batch over the limit", r.produce("limited", map[int32][]byte{0: bytes.Clone(smallPlain)})[0].ErrorCode, kerr.MessageTooLarge)
+	if hw := r.hwm("limited", 0); hw != 1 {
+		t.Fatalf("high watermark %d after the Kafka produces, want 1 (the big record alone)", hw)
+	}
+	got := httpRecords(t, n, "limited", 0, 0)
+	if len(got) != 1 || !bytes.Equal(got[0].Value, bigValue) {
+		t.Fatalf("read back %d records, want the big record", len(got))
+	}
+
+	post := func(contentType string, body []byte) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctxFor(t, 30*time.Second), "POST", n.http+"/v1/topics/limited/records?partition=0", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", contentType)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		name, contentType string
+		body              []byte
+		status            int
+	}{
+		{"HTTP binary: a record over the limit in a batch under it", "application/vnd.kafka.record-batch", bigGzip, 413},
+		{"HTTP binary: small records in a batch over the limit", "application/vnd.kafka.record-batch", smallPlain, 200},
+		{"HTTP JSON: a record over the limit", "application/json", fmt.Appendf(nil, `{"records":[{"value":%q}]}`, bigValue), 413},
+		{"HTTP JSON: small records, together over the limit", "application/json", []byte(`{"records":[` + strings.Join(smallJSON, ",") + `]}`), 200},
+	} {
+		if got := post(tc.contentType, tc.body); got != tc.status {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.status)
+		}
+	}
+	if hw := r.hwm("limited", 0); hw != 41 {
+		t.Fatalf("high watermark %d after the HTTP produces, want 41", hw)
 	}
 }
