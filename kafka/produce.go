@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -68,13 +69,19 @@ func (s *Server) produce(ctx context.Context, r *request, req kmsg.Request) (kms
 			}
 		}
 		r.endTurn()
+		var abandoned atomic.Bool
 		each(len(parts), func(i int) {
 			p := parts[i]
 			if p.err == nil {
 				p.res, p.err = p.prepared.Wait(wctx)
+				// Stopped waiting: the writer may still read the records in the frame.
+				if p.err != nil && wctx.Err() != nil {
+					abandoned.Store(true)
+				}
 			}
 			p.logStart = s.logStartFor(ctx, r, p)
 		})
+		r.keepFrame = abandoned.Load()
 	}
 	if in.Acks == 0 {
 		return nil, nil

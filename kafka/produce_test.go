@@ -2,10 +2,13 @@ package kafka_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +17,8 @@ import (
 
 	"github.com/strata-io/strata/internal/batchtest"
 	"github.com/strata-io/strata/kafka"
+	"github.com/strata-io/strata/objstore"
+	"github.com/strata-io/strata/objstore/fs"
 )
 
 // A Produce answer's LogAppendTime is the time the records were stamped with on a
@@ -149,5 +154,87 @@ func TestMaxMessageBytesKafkaAndHTTP(t *testing.T) {
 	}
 	if hw := r.hwm("limited", 0); hw != 41 {
 		t.Fatalf("high watermark %d after the HTTP produces, want 41", hw)
+	}
+}
+
+// gatedStore holds every PutParts until open is closed.
+type gatedStore struct {
+	objstore.Store
+	open chan struct{}
+}
+
+func (g gatedStore) PutParts(ctx context.Context, key string, parts [][]byte) error {
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.Store.PutParts(ctx, key, parts)
+}
+
+// Produce frames are read into reused buffers. A Produce that stopped waiting for the
+// writer (its timeout: REQUEST_TIMED_OUT, outcome unknown) must not give its frame
+// back, as the writer still holds its records: the next Produces, whose frames would
+// reuse it, must not change what the first one wrote.
+func TestProduceFrameNotReusedWhileWriterHoldsIt(t *testing.T) {
+	cat := openSQLite(t)
+	fsStore, err := fs.New(filepath.Join(t.TempDir(), "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := gatedStore{Store: fsStore, open: make(chan struct{})}
+	n := startNodeOn(t, cat, gate, kafka.Config{})
+	if _, err := cat.CreateTopic(t.Context(), "held", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := rawTo(t, n)
+	now := time.Now().UnixMilli()
+	batch := func(tag string) []byte {
+		recs := make([]batchtest.Record, 64)
+		for i := range recs {
+			recs[i] = batchtest.Record{Value: bytes.Repeat([]byte(tag), 2048/len(tag)), Ts: now}
+		}
+		return batchtest.Batch(t, recs, 0, -1, -1, -1) // 128 KiB: a pooled frame
+	}
+	send := func(tag string, timeoutMs int32) kmsg.ProduceResponseTopicPartition {
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = -1, timeoutMs
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "held"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = batch(tag)
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return r.do(req).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+	}
+	wantCode(t, "a produce the store holds past its timeout", send("first", 300).ErrorCode, kerr.RequestTimedOut)
+	var wg sync.WaitGroup
+	later := make([]kmsg.ProduceResponseTopicPartition, 4)
+	for i := range later {
+		wg.Go(func() { later[i] = send(fmt.Sprintf("later-%d", i), 30000) })
+		time.Sleep(20 * time.Millisecond) // let each take a frame buffer in turn
+	}
+	close(gate.open)
+	wg.Wait()
+	for i, res := range later {
+		wantCode(t, fmt.Sprintf("later produce %d", i), res.ErrorCode, &kerr.Error{Code: 0, Message: "none"})
+	}
+	got := consumeAll(t, n.addr, "held", 1, 5*64)
+	tags := []string{"first", "later-0", "later-1", "later-2", "later-3"}
+	counts := map[string]int{}
+	for _, rec := range got {
+		for _, tag := range tags {
+			if bytes.Equal(rec.Value, bytes.Repeat([]byte(tag), 2048/len(tag))) {
+				counts[tag]++
+			}
+		}
+	}
+	if !bytes.HasPrefix(got[0].Value, []byte("first")) {
+		t.Errorf("offset 0 holds %.12q…, want the first produce's records", got[0].Value)
+	}
+	for _, tag := range tags {
+		if counts[tag] != 64 {
+			t.Errorf("%d records of %s, want 64 (all: %v)", counts[tag], tag, counts)
+		}
 	}
 }
