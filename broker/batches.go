@@ -80,7 +80,8 @@ type limits struct {
 	perBatch   bool // BatchesRequest.BatchSizeRule
 }
 
-// size checks batch i (raw, as sent) under the per-batch rule of max.message.bytes.
+// checkBatch checks batch i (raw, as sent) under the per-batch rule of
+// max.message.bytes.
 func (l limits) checkBatch(cfg *catalog.Config, i int, raw []byte) *Error {
 	if n := int64(len(raw)); l.perBatch && n > cfg.MaxMessageBytes {
 		return newError(CodeRecordTooLarge, "record batch %d is %d bytes as sent; the topic's max.message.bytes is %d", i, n, cfg.MaxMessageBytes).
@@ -89,7 +90,7 @@ func (l limits) checkBatch(cfg *catalog.Config, i int, raw []byte) *Error {
 	return nil
 }
 
-// recordSize checks a record under the per-record rule of max.message.bytes.
+// checkRecord checks a record under the per-record rule of max.message.bytes.
 func (l limits) checkRecord(cfg *catalog.Config, at recordAt, size int64) *Error {
 	if l.perBatch {
 		return nil

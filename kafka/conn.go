@@ -190,10 +190,11 @@ func (c *conn) readFrame() ([]byte, *membudget.Hold, bool) {
 		return nil, nil, false
 	}
 	var buf []byte
-	if key, err := c.br.Peek(2); err == nil && !c.rawToken && int16(binary.BigEndian.Uint16(key)) == produceKey {
-		// A Produce frame is read into a reused buffer (its request gives it back once
-		// answered): a fresh one per request was zeroed and collected, as much of the
-		// node's CPU as the rest of the Produce.
+	// A Produce frame is read into a reused buffer (its request gives it back once
+	// answered): a fresh one per request was zeroed and collected, as much of the
+	// node's CPU as the rest of the Produce. (Not a bare SASL token, which may be
+	// shorter than the key peeked at.)
+	if !c.rawToken && isProduce(c.br) {
 		buf = getBuf(int(size))[:size]
 	} else {
 		buf = make([]byte, size)
@@ -204,6 +205,13 @@ func (c *conn) readFrame() ([]byte, *membudget.Hold, bool) {
 		return nil, nil, false
 	}
 	return buf, mem, true
+}
+
+// isProduce says whether the frame next in br, at least a request header long, is a
+// Produce request.
+func isProduce(br *bufio.Reader) bool {
+	key, err := br.Peek(2)
+	return err == nil && int16(binary.BigEndian.Uint16(key)) == produceKey
 }
 
 // reserveFrame reserves a frame of size bytes (membudget's Frame hook), waiting for
