@@ -38,6 +38,12 @@ type BatchesRequest struct {
 	Batches   []byte
 	// MaxRecords bounds the records of the request (a front end's limit); 0: none.
 	MaxRecords int
+	// BatchSizeRule makes max.message.bytes bound each batch as sent (its whole
+	// length, compressed records and all), as Kafka's brokers do, rather than each
+	// record's key, value and headers, as the HTTP API does for every produce: a
+	// record may then exceed it when compression brings its batch under it, and many
+	// small records may not share a batch over it. The Kafka front end sets it.
+	BatchSizeRule bool
 }
 
 // BatchesResult says where a BatchesRequest's records landed: offsets BaseOffset to
@@ -47,6 +53,10 @@ type BatchesResult struct {
 	// Duplicate: an idempotent retry of batches committed before; the offsets are the
 	// original ones and nothing new was written.
 	Duplicate bool
+	// LogAppendTime is the time (unix ms) the records were stamped with on a topic with
+	// message.timestamp.type LogAppendTime; -1 on a CreateTime topic, and for a
+	// Duplicate (the original's stamp is not kept).
+	LogAppendTime int64
 }
 
 // ProduceBatches validates and produces one partition's record batches: PrepareBatches,
@@ -63,21 +73,46 @@ func (b *Broker) ProduceBatches(ctx context.Context, who Principal, req BatchesR
 	return p.Wait(ctx)
 }
 
+// limits are what a request's batches are checked against besides the topic's config.
+type limits struct {
+	nowMs      int64
+	maxRecords int
+	perBatch   bool // BatchesRequest.BatchSizeRule
+}
+
+// checkBatch checks batch i (raw, as sent) under the per-batch rule of
+// max.message.bytes.
+func (l limits) checkBatch(cfg *catalog.Config, i int, raw []byte) *Error {
+	if n := int64(len(raw)); l.perBatch && n > cfg.MaxMessageBytes {
+		return newError(CodeRecordTooLarge, "record batch %d is %d bytes as sent; the topic's max.message.bytes is %d", i, n, cfg.MaxMessageBytes).
+			with("batch", i).with("size", n).with("max_message_bytes", cfg.MaxMessageBytes)
+	}
+	return nil
+}
+
+// checkRecord checks a record under the per-record rule of max.message.bytes.
+func (l limits) checkRecord(cfg *catalog.Config, at recordAt, size int64) *Error {
+	if l.perBatch {
+		return nil
+	}
+	return checkSize(cfg, at, size)
+}
+
 // batchesRequest turns batches for one partition of ti into a writer request and the
 // number of records they hold: the batches as they are when the writer can store them
 // so (rawBatches), else their records (decodedBatchesRequest), which also gives every
 // refusal its error.
-func batchesRequest(body []byte, ti *TopicInfo, part int32, nowMs int64, maxRecords int) (writer.Request, int, *Error) {
-	if req, n, ok := rawBatches(body, ti, part, nowMs, maxRecords); ok {
+func batchesRequest(body []byte, ti *TopicInfo, part int32, lim limits) (writer.Request, int, *Error) {
+	if req, n, ok := rawBatches(body, ti, part, lim); ok {
 		return req, n, nil
 	}
-	return decodedBatchesRequest(body, ti, part, nowMs, maxRecords)
+	return decodedBatchesRequest(body, ti, part, lim)
 }
 
 // decodedBatchesRequest is batchesRequest by decodeBatches alone: the records,
 // re-encoded by the writer at flush.
-func decodedBatchesRequest(body []byte, ti *TopicInfo, part int32, nowMs int64, maxRecords int) (writer.Request, int, *Error) {
-	db, e := decodeBatches(body, ti, part, nowMs, maxRecords)
+func decodedBatchesRequest(body []byte, ti *TopicInfo, part int32, lim limits) (writer.Request, int, *Error) {
+	db, e := decodeBatches(body, ti, part, lim)
 	if e != nil {
 		return writer.Request{}, 0, e
 	}
@@ -97,7 +132,7 @@ func decodedBatchesRequest(body []byte, ti *TopicInfo, part int32, nowMs int64, 
 // sequences following on, or none (-1 in all three fields). It refuses nothing itself:
 // ok false sends the body down decodeBatches, which accepts it re-encoded or refuses it
 // with its error, exactly as before the raw path existed. The batches alias body.
-func rawBatches(body []byte, ti *TopicInfo, part int32, nowMs int64, maxRecords int) (req writer.Request, n int, ok bool) {
+func rawBatches(body []byte, ti *TopicInfo, part int32, lim limits) (req writer.Request, n int, ok bool) {
 	cfg := &ti.Config
 	if logAppendTime(cfg) || compacted(cfg) {
 		// The writer stamps LogAppendTime records at flush; a compacted topic needs a
@@ -117,12 +152,13 @@ func rawBatches(body []byte, ti *TopicInfo, part int32, nowMs int64, maxRecords 
 		n += int(h.NumRecords)
 		switch {
 		case !s.Canonical,
-			n > maxRecords, // stop before decompressing more of an oversized request
+			n > lim.maxRecords, // stop before decompressing more of an oversized request
 			h.LogAppendTime,
 			h.Compression != first.Compression,
-			checkTimestamp(cfg, recordAt{}, s.MinTimestamp, nowMs) != nil,
-			checkTimestamp(cfg, recordAt{}, s.MaxTimestamp, nowMs) != nil,
-			checkSize(cfg, recordAt{}, s.MaxRecordDataBytes) != nil:
+			checkTimestamp(cfg, recordAt{}, s.MinTimestamp, lim.nowMs) != nil,
+			checkTimestamp(cfg, recordAt{}, s.MaxTimestamp, lim.nowMs) != nil,
+			lim.checkBatch(cfg, len(sums), raw) != nil,
+			lim.checkRecord(cfg, recordAt{}, s.MaxRecordDataBytes) != nil:
 			ok = false
 		case h.ProducerID == -1:
 			// The writer would write -1 in all three.
@@ -160,7 +196,7 @@ type decodedBatches struct {
 // decodeBatches validates a body of record batches for one partition of ti and turns
 // it into writer records under the topic's rules. Keys, values and headers alias body
 // (or a batch's decompressed buffer).
-func decodeBatches(body []byte, ti *TopicInfo, part int32, nowMs int64, maxRecords int) (decodedBatches, *Error) {
+func decodeBatches(body []byte, ti *TopicInfo, part int32, lim limits) (decodedBatches, *Error) {
 	var db decodedBatches
 	bad := func(format string, args ...any) *Error {
 		return newError(CodeInvalidRecord, "record batches: "+format, args...)
@@ -173,14 +209,17 @@ func decodeBatches(body []byte, ti *TopicInfo, part int32, nowMs int64, maxRecor
 	batches := make([]segment.DecodedBatch, len(raws))
 	total := 0
 	for i, raw := range raws {
+		if e := lim.checkBatch(cfg, i, raw); e != nil {
+			return db, e // before decompressing it
+		}
 		d, err := segment.DecodeBatch(raw)
 		if err != nil {
 			return db, bad("batch %d: %s", i, trimSegmentErr(err)).with("batch", i)
 		}
 		batches[i] = d
 		total += len(d.Records)
-		if total > maxRecords {
-			return db, newError(CodeTooManyRecords, "more than %d records in one request", maxRecords).with("max_records", maxRecords)
+		if total > lim.maxRecords {
+			return db, newError(CodeTooManyRecords, "more than %d records in one request", lim.maxRecords).with("max_records", lim.maxRecords)
 		}
 		if e := checkBatchTimestampType(cfg, i, d.LogAppendTime); e != nil {
 			return db, e
@@ -221,11 +260,11 @@ func decodeBatches(body []byte, ti *TopicInfo, part int32, nowMs int64, maxRecor
 				return decodedBatches{}, e
 			}
 			if !logAppend {
-				if e := checkTimestamp(cfg, at, dr.Timestamp, nowMs); e != nil {
+				if e := checkTimestamp(cfg, at, dr.Timestamp, lim.nowMs); e != nil {
 					return decodedBatches{}, e
 				}
 			}
-			if e := checkSize(cfg, at, recordSize(&rec.Record)); e != nil {
+			if e := lim.checkRecord(cfg, at, recordSize(&rec.Record)); e != nil {
 				return decodedBatches{}, e
 			}
 			db.records = append(db.records, rec)

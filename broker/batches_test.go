@@ -36,7 +36,7 @@ func BenchmarkDecodeBatches(b *testing.B) {
 	ti := defaultTopic(1, 8)
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if _, e := decodeBatches(body, ti, 0, now, 10000); e != nil {
+		if _, e := decodeBatches(body, ti, 0, limits{nowMs: now, maxRecords: 10000}); e != nil {
 			b.Fatal(e)
 		}
 	}
@@ -102,7 +102,7 @@ func BenchmarkProduceBatches(b *testing.B) {
 				if path == "reencode" {
 					request = decodedBatchesRequest
 				}
-				if req, _, e := request(body, ti, 0, now, 1000); e != nil || (req.Raw != nil) != (path == "raw") {
+				if req, _, e := request(body, ti, 0, limits{nowMs: now, maxRecords: 1000}); e != nil || (req.Raw != nil) != (path == "raw") {
 					b.Fatalf("path %s: error %v, raw %v", path, e, req.Raw != nil)
 				}
 				w := writer.New(discardStore{}, &countingCommitter{hw: map[writer.TopicPartition]int64{}}, writer.Config{Linger: 2 * time.Millisecond}, nil, nil)
@@ -119,7 +119,7 @@ func BenchmarkProduceBatches(b *testing.B) {
 				b.RunParallel(func(pb *testing.PB) {
 					p := part.Add(1) % ti.Partitions
 					for pb.Next() {
-						req, _, e := request(body, ti, p, now, 1000)
+						req, _, e := request(body, ti, p, limits{nowMs: now, maxRecords: 1000})
 						if e != nil {
 							b.Error(e)
 							return
@@ -154,8 +154,10 @@ func FuzzDecodeBatches(f *testing.F) {
 	f.Add([]byte{})
 	ti := defaultTopic(1, 4)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, n, raw := rawBatches(body, ti, 2, now, 1000)
-		db, e := decodeBatches(body, ti, 2, now, 1000)
+		// Either max.message.bytes rule, by the body's length.
+		lim := limits{nowMs: now, maxRecords: 1000, perBatch: len(body)%2 == 1}
+		req, n, raw := rawBatches(body, ti, 2, lim)
+		db, e := decodeBatches(body, ti, 2, lim)
 		if e != nil {
 			if db.records != nil {
 				t.Fatal("records beside an error")

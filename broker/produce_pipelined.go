@@ -51,7 +51,7 @@ func (b *Broker) PrepareBatches(ctx context.Context, who Principal, req BatchesR
 		maxRecords = int(^uint(0) >> 1)
 	}
 	segment.ResetLeaderEpochs(req.Batches)
-	wreq, count, e := batchesRequest(req.Batches, &ti, req.Partition, b.now().UnixMilli(), maxRecords)
+	wreq, count, e := batchesRequest(req.Batches, &ti, req.Partition, limits{nowMs: b.now().UnixMilli(), maxRecords: maxRecords, perBatch: req.BatchSizeRule})
 	if e == nil {
 		e = b.authorizeProducer(ctx, who, wreq.Producer)
 	}
@@ -112,7 +112,11 @@ func (p *PreparedBatches) Wait(ctx context.Context) (BatchesResult, error) {
 		err := fmt.Errorf("writer answered %d records for %d, not one contiguous run of partition %d", len(recs), p.count, p.part)
 		return BatchesResult{}, newError(CodeInternal, "produce: the writer answered for the wrong records").unexpected("produce", err)
 	}
-	return BatchesResult{BaseOffset: recs[0].Offset, LastOffset: recs[len(recs)-1].Offset, Duplicate: resp.Duplicate}, nil
+	res := BatchesResult{BaseOffset: recs[0].Offset, LastOffset: recs[len(recs)-1].Offset, Duplicate: resp.Duplicate, LogAppendTime: -1}
+	if resp.LogAppendTime != 0 {
+		res.LogAppendTime = resp.LogAppendTime
+	}
+	return res, nil
 }
 
 func (p *PreparedBatches) topics() map[string]TopicInfo { return map[string]TopicInfo{p.ti.Name: p.ti} }

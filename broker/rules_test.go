@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
+	"strconv"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -221,4 +223,68 @@ func logAppendBatch(raw []byte) []byte {
 	raw[22] |= 0x08
 	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
 	return raw
+}
+
+// With BatchSizeRule (the Kafka front end's), max.message.bytes bounds each batch as
+// sent, as Kafka's brokers do: a record over it is accepted when compression brings
+// its batch under it, small records are refused when their batch is over it, and a
+// request of several batches each under it is accepted. Without it (the HTTP API's),
+// each record's key, value and headers are bounded, whatever the batch. Both on the
+// raw path (stored as sent) and the decoding one (a LogAppendTime topic).
+func TestRuleMaxMessageBytesPerBatch(t *testing.T) {
+	const limit = 300
+	now := testNow.UnixMilli()
+	big := []batchtest.Record{{Value: bytes.Repeat([]byte("z"), 2*limit), Ts: now}} // gzip makes it small
+	var small []batchtest.Record
+	for i := range 20 {
+		small = append(small, batchtest.Record{Value: fmt.Appendf(nil, "record-%02d", i), Ts: now})
+	}
+	bigGzip := batchtest.Batch(t, big, 1, -1, -1, -1)
+	smallPlain := batchtest.Batch(t, small, 0, -1, -1, -1)
+	halves := append(batchtest.Batch(t, small[:10], 0, -1, -1, -1), batchtest.Batch(t, small[10:], 0, -1, -1, -1)...)
+	if len(bigGzip) > limit || len(smallPlain) <= limit || len(halves)/2 > limit || len(halves) <= limit {
+		t.Fatalf("batch sizes %d, %d, %d: not what the cases need around %d", len(bigGzip), len(smallPlain), len(halves), limit)
+	}
+	for _, tc := range []struct {
+		name          string
+		body          []byte
+		perBatch, rec Code // the answer under each rule; "" accepted
+	}{
+		{"a record over the limit, its compressed batch under it", bigGzip, "", CodeRecordTooLarge},
+		{"small records, their batch over the limit", smallPlain, CodeRecordTooLarge, ""},
+		{"two batches under the limit, together over it", halves, "", ""},
+	} {
+		for _, topic := range []string{"limited", "limited-stamped"} {
+			for _, perBatch := range []bool{true, false} {
+				e := newEnv(t)
+				cfg := map[string]string{"max.message.bytes": strconv.Itoa(limit)}
+				if topic == "limited-stamped" {
+					cfg["message.timestamp.type"] = "LogAppendTime"
+				}
+				if _, err := e.cat.CreateTopic(context.Background(), topic, 1, cfg); err != nil {
+					t.Fatal(err)
+				}
+				n := e.w.calls()
+				_, err := e.b.ProduceBatches(context.Background(), Anonymous, BatchesRequest{Topic: topic, Batches: bytes.Clone(tc.body), BatchSizeRule: perBatch})
+				want := tc.rec
+				if perBatch {
+					want = tc.perBatch
+				}
+				what := fmt.Sprintf("%s, %s, per batch %v", tc.name, topic, perBatch)
+				switch {
+				case want == "" && err != nil:
+					t.Errorf("%s: %v, want accepted", what, err)
+				case want != "":
+					if er, ok := err.(*Error); !ok || er.Code != want {
+						t.Errorf("%s: %v, want %s", what, err, want)
+					} else if perBatch && (er.Details["size"] != int64(len(tc.body)) || er.Details["max_message_bytes"] != int64(limit)) {
+						t.Errorf("%s: details %v, want the batch's size %d and the limit", what, er.Details, len(tc.body))
+					}
+					if e.w.calls() != n {
+						t.Errorf("%s: refused, yet the writer was called", what)
+					}
+				}
+			}
+		}
+	}
 }

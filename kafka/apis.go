@@ -48,6 +48,11 @@ type request struct {
 	// release lists buffers of getBuf the response refers to, given back once it is
 	// encoded.
 	release [][]byte
+	// frame is a Produce's frame, read into a buffer of getBuf and given back once the
+	// request is answered — unless keepFrame: a partition stopped waiting for the
+	// writer, which may still refer to its records (the collector frees it then).
+	frame     []byte
+	keepFrame bool
 	// mem holds the frame and what its answer allocates, against the node's memory
 	// budget, until the answer is written (conn.writeLoop releases it).
 	mem *membudget.Hold

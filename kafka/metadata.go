@@ -81,20 +81,22 @@ func (s *Server) metadata(ctx context.Context, r *request, req kmsg.Request) (km
 	return resp, nil
 }
 
-// topicForMetadata looks a topic up (through the core's topic cache), creating it when
-// auto-create applies, under the core's rules for a new topic.
+// topicForMetadata reads a topic from the catalog, creating it when auto-create
+// applies, under the core's rules for a new topic. Not through the core's topic cache,
+// which produce and fetch trust for a while: Metadata is what clients learn a deleted
+// topic or a partition count from, on any node, at once; it is asked for rarely (on
+// start, every few minutes, after errors), one catalog read per topic named.
 func (s *Server) topicForMetadata(ctx context.Context, who broker.Principal, name string, autoCreate bool) (catalog.Topic, error) {
-	ti, err := s.deps.Core.LookupTopic(ctx, who, name)
+	t, err := s.deps.Core.Topic(ctx, who, name)
 	if err == nil {
-		return ti.Topic, nil
+		return t, nil
 	}
 	if !autoCreate || !hasCode(err, broker.CodeTopicNotFound) {
 		return catalog.Topic{}, err
 	}
-	t, err := s.deps.Core.CreateTopic(ctx, who, broker.CreateTopicRequest{Name: name, Partitions: s.cfg.AutoCreatePartitions})
+	t, err = s.deps.Core.CreateTopic(ctx, who, broker.CreateTopicRequest{Name: name, Partitions: s.cfg.AutoCreatePartitions})
 	if hasCode(err, broker.CodeTopicExists) { // another node or client made it meanwhile
-		ti, err := s.deps.Core.LookupTopic(ctx, who, name)
-		return ti.Topic, err
+		return s.deps.Core.Topic(ctx, who, name)
 	}
 	if err == nil {
 		s.log.Info("auto-created topic", "topic", name, "partitions", t.Partitions)

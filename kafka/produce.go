@@ -2,7 +2,9 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -24,6 +26,7 @@ type partitionProduce struct {
 	prepared  *broker.PreparedBatches
 	res       broker.BatchesResult
 	err       error
+	logStart  int64 // answered with an error: -1, or the partition's log start offset
 }
 
 // produce serves Produce: every partition is validated concurrently, then submitted to
@@ -43,7 +46,7 @@ func (s *Server) produce(ctx context.Context, r *request, req kmsg.Request) (kms
 	if !transactional {
 		each(len(parts), func(i int) {
 			p := parts[i]
-			p.prepared, p.err = s.deps.Core.PrepareBatches(ctx, r.who, broker.BatchesRequest{Topic: p.topic, Partition: p.partition, Batches: p.records})
+			p.prepared, p.err = s.deps.Core.PrepareBatches(ctx, r.who, broker.BatchesRequest{Topic: p.topic, Partition: p.partition, Batches: p.records, BatchSizeRule: true})
 		})
 		wctx := ctx
 		if in.TimeoutMillis > 0 {
@@ -66,11 +69,19 @@ func (s *Server) produce(ctx context.Context, r *request, req kmsg.Request) (kms
 			}
 		}
 		r.endTurn()
+		var abandoned atomic.Bool
 		each(len(parts), func(i int) {
-			if p := parts[i]; p.err == nil {
+			p := parts[i]
+			if p.err == nil {
 				p.res, p.err = p.prepared.Wait(wctx)
+				// Stopped waiting: the writer may still read the records in the frame.
+				if p.err != nil && wctx.Err() != nil {
+					abandoned.Store(true)
+				}
 			}
+			p.logStart = s.logStartFor(ctx, r, p)
 		})
+		r.keepFrame = abandoned.Load()
 	}
 	if in.Acks == 0 {
 		return nil, nil
@@ -84,7 +95,6 @@ func (s *Server) produce(ctx context.Context, r *request, req kmsg.Request) (kms
 			i++
 			rp := kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.partition
-			rp.LogStartOffset = -1
 			switch {
 			case transactional:
 				// Kafka transactions are not served (InitProducerId refuses
@@ -94,14 +104,34 @@ func (s *Server) produce(ctx context.Context, r *request, req kmsg.Request) (kms
 				rp.ErrorMessage = &msg
 			case p.err != nil:
 				rp.ErrorCode, rp.ErrorMessage = s.kafkaError(p.err)
+				rp.LogStartOffset = p.logStart
 			default:
 				rp.BaseOffset = p.res.BaseOffset
+				rp.LogAppendTime = p.res.LogAppendTime
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil
+}
+
+// logStartFor is the partition's log start offset for a refusal that a producer
+// reads it with, else -1. A producer refused with UNKNOWN_PRODUCER_ID or
+// OUT_OF_ORDER_SEQUENCE_NUMBER compares it with its last acknowledged offset: above
+// it, its records were deleted (not lost) and it may reset its sequences (KIP-360;
+// franz-go, the Java client). Only these rare refusals pay a catalog read; answers
+// without an error carry -1, as the log start offset is not known without one.
+func (s *Server) logStartFor(ctx context.Context, r *request, p *partitionProduce) int64 {
+	var e *broker.Error
+	if !errors.As(p.err, &e) || (e.Code != broker.CodeUnknownProducer && e.Code != broker.CodeOutOfOrderSequence) {
+		return -1
+	}
+	off, err := s.deps.Core.ListOffset(ctx, r.who, p.topic, p.partition, broker.Earliest)
+	if err != nil {
+		return -1
+	}
+	return off
 }
 
 // each runs fn(0..n-1), at most produceParallel at once, and waits for them.

@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"slices"
 	"strings"
@@ -164,7 +165,7 @@ func TestFranzGoIdempotentEveryCodec(t *testing.T) {
 	}
 }
 
-// A record the topic refuses (over max.message.bytes) fails its batch; franz-go then
+// A batch the topic refuses (over max.message.bytes) fails; franz-go then
 // bumps its producer epoch by itself (KIP-360) and restarts its sequences at 0, which
 // the server accepts as the producer's new epoch.
 func TestFranzGoEpochBumpAfterError(t *testing.T) {
@@ -176,7 +177,10 @@ func TestFranzGoEpochBumpAfterError(t *testing.T) {
 	cl := client(t, kgo.SeedBrokers(n.addr), kgo.DefaultProduceTopic("small"), kgo.RecordRetries(3))
 	first := []*kgo.Record{{Value: []byte("a")}, {Value: []byte("b")}}
 	produceSync(t, cl, first)
-	err := cl.ProduceSync(ctxFor(t, 30*time.Second), &kgo.Record{Value: bytes.Repeat([]byte("x"), 2000)}).FirstErr()
+	// Random bytes: compressed, the batch still exceeds the topic's limit.
+	noise := make([]byte, 2000)
+	rand.Read(noise)
+	err := cl.ProduceSync(ctxFor(t, 30*time.Second), &kgo.Record{Value: noise}).FirstErr()
 	if err == nil || !strings.Contains(err.Error(), "MESSAGE_TOO_LARGE") {
 		t.Fatalf("oversized record: %v, want MESSAGE_TOO_LARGE", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/strata-io/strata/catalog"
@@ -16,6 +17,7 @@ type layout struct {
 	reqs    []*pending
 	batches []segment.Batch
 	spans   []span // per request
+	nowMs   int64  // the stamp of LogAppendTime records
 }
 
 // span locates one request's batches and records.
@@ -203,8 +205,8 @@ func checkInfos(lay layout, infos []segment.BatchInfo) error {
 // within a partition. Sticky records take their topic's partition for f; LogAppendTime
 // records are stamped with now.
 func (w *Writer) layout(f *flush, reqs []*pending, now time.Time) layout {
-	lay := layout{reqs: reqs, spans: make([]span, len(reqs))}
 	nowMs := now.UnixMilli()
+	lay := layout{reqs: reqs, spans: make([]span, len(reqs)), nowMs: nowMs}
 	idx := make(map[TopicPartition]int)
 	for k, p := range reqs {
 		if rb := p.req.Raw; rb != nil {
@@ -408,6 +410,11 @@ func (w *Writer) answer(lay layout, results []catalog.Result, settled bool) {
 					Partition: lay.batches[sp.first+int(loc.batch)].Partition,
 					Offset:    res.BaseOffsets[loc.batch] + int64(loc.index),
 				}
+			}
+			// A duplicate's records were stamped at the original's flush, which the
+			// catalog does not keep.
+			if !res.Duplicate && slices.ContainsFunc(lay.batches[sp.first:sp.first+sp.n], func(b segment.Batch) bool { return b.LogAppendTime }) {
+				resp.LogAppendTime = lay.nowMs
 			}
 			p.resp = resp
 		}

@@ -137,7 +137,7 @@ func runIntegration(t *testing.T, inner objstore.Store, cat catalog.Catalog) {
 	go func() { runDone <- w.Run(runCtx) }()
 	defer stop()
 
-	in := &integration{t: t, w: w, acked: make(map[where]string), keys: make(map[where]string)}
+	in := &integration{t: t, w: w, acked: make(map[where]string), keys: make(map[where]string), stamps: make(map[where]int64)}
 	t0 := time.Now().UnixMilli()
 	in.produceConcurrently(orders.ID, events.ID, t0)
 	in.produceIdempotentRaw(cat, orders.ID, t0)
@@ -196,6 +196,8 @@ func runIntegration(t *testing.T, inner objstore.Store, cat catalog.Catalog) {
 			t.Errorf("key %q in partition %d, Kafka would use %d", in.keys[at], at.partition, murmur2.Partition([]byte(in.keys[at]), 4))
 		case at.topic == events.ID && (!logAppend[at] || dr.Timestamp < t0 || dr.Timestamp > t1):
 			t.Errorf("LogAppendTime record at %+v: timestamp %d (flag %v), want the writer's clock in [%d, %d]", at, dr.Timestamp, logAppend[at], t0, t1)
+		case at.topic == events.ID && dr.Timestamp != in.stamps[at]:
+			t.Errorf("LogAppendTime record at %+v: stamped %d, its answer said %d", at, dr.Timestamp, in.stamps[at])
 		}
 	}
 	checkCostModel(t, inner, w)
@@ -209,6 +211,8 @@ type integration struct {
 	mu    sync.Mutex
 	acked map[where]string
 	keys  map[where]string
+	// stamps: the LogAppendTime each LogAppendTime record's answer said it got.
+	stamps map[where]int64
 }
 
 func (in *integration) record(req Request, resp Response) {
@@ -220,6 +224,9 @@ func (in *integration) record(req Request, resp Response) {
 			in.t.Errorf("offset %+v acknowledged twice", at)
 		}
 		in.acked[at] = string(req.Records[i].Value)
+		if req.Records[i].LogAppendTime {
+			in.stamps[at] = resp.LogAppendTime
+		}
 		if req.Records[i].Key != nil {
 			in.keys[at] = string(req.Records[i].Key)
 		}
@@ -229,6 +236,9 @@ func (in *integration) record(req Request, resp Response) {
 func (in *integration) recordRaw(topic int64, recs []segment.Record, resp Response) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if resp.LogAppendTime != 0 {
+		in.t.Errorf("a raw request of CreateTime batches answered LogAppendTime %d, want 0", resp.LogAppendTime)
+	}
 	for i, rr := range resp.Records {
 		at := where{topic, rr.Partition, rr.Offset}
 		if _, dup := in.acked[at]; dup {

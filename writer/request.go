@@ -87,6 +87,10 @@ type Response struct {
 	// Duplicate: the request is an idempotent retry of one committed before; Records
 	// hold the original offsets and nothing new was written.
 	Duplicate bool
+	// LogAppendTime is the time (unix ms) the writer stamped on the request's
+	// LogAppendTime records: every one of a flush gets the same. 0 when the request has
+	// none, and for a Duplicate (the original's flush stamped them).
+	LogAppendTime int64
 }
 
 var (

@@ -67,4 +67,6 @@ module "ecs" {
   node_policy_arn        = module.iam.node_policy_arn
   compactor_policy_arn   = module.iam.compactor_policy_arn
   api_key_count          = 1
+  kafka                  = var.kafka
+  kafka_host             = var.kafka_host
 }

@@ -12,3 +12,13 @@ output "catalog_secret_arn" {
   description = "Secret holding the catalog's credentials."
   value       = module.catalog.secret_arn
 }
+
+output "kafka_bootstrap" {
+  description = "bootstrap.servers for Kafka clients (null unless kafka = true)."
+  value       = module.ecs.kafka_bootstrap
+}
+
+output "kafka_dns_name" {
+  description = "DNS name of the Kafka Network Load Balancer, to point kafka_host's alias record at."
+  value       = module.ecs.kafka_dns_name
+}

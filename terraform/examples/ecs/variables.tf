@@ -87,3 +87,15 @@ variable "bucket_versioning" {
   type        = bool
   default     = false
 }
+
+variable "kafka" {
+  description = "Serve Kafka clients too, behind a Network Load Balancer on 9092 (shared-address mode; TLS with certificate_arn)."
+  type        = bool
+  default     = false
+}
+
+variable "kafka_host" {
+  description = "Host name Kafka clients use for the Network Load Balancer (a DNS alias the certificate covers); default the balancer's own DNS name."
+  type        = string
+  default     = null
+}

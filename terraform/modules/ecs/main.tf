@@ -1,6 +1,8 @@
 # Strata on ECS Fargate: node tasks (writer and reader roles) behind an Application
-# Load Balancer with CPU autoscaling, and a compactor service. Tasks are configured by
-# environment alone; secrets (catalog password, API keys) come from Secrets Manager.
+# Load Balancer with CPU autoscaling, and a compactor service. With kafka = true the
+# nodes also serve the Kafka protocol behind a Network Load Balancer (kafka.tf).
+# Tasks are configured by environment alone; secrets (catalog password, API keys)
+# come from Secrets Manager.
 # A stop sends SIGTERM: the node stops accepting, finishes requests in flight and
 # drains its writer within --shutdown-timeout (30s), inside the 40s stopTimeout and the
 # target group's 35s deregistration delay.
@@ -138,8 +140,8 @@ resource "aws_ecs_task_definition" "node" {
     image                  = var.image
     essential              = true
     command                = ["serve"]
-    portMappings           = [{ containerPort = local.port, protocol = "tcp" }]
-    environment            = concat(local.environment, [{ name = "STRATA_ROLES", value = "writer,reader" }])
+    portMappings           = concat([{ containerPort = local.port, protocol = "tcp" }], local.kafka_port_mappings)
+    environment            = concat(local.environment, [{ name = "STRATA_ROLES", value = "writer,reader" }], local.kafka_environment)
     secrets                = local.secrets
     stopTimeout            = 40
     user                   = "65532:65532"
@@ -312,6 +314,15 @@ resource "aws_ecs_service" "node" {
     container_port   = local.port
   }
 
+  dynamic "load_balancer" {
+    for_each = aws_lb_target_group.kafka
+    content {
+      target_group_arn = load_balancer.value.arn
+      container_name   = "strata"
+      container_port   = local.kafka_port
+    }
+  }
+
   deployment_circuit_breaker {
     enable   = true
     rollback = true
@@ -321,7 +332,7 @@ resource "aws_ecs_service" "node" {
     ignore_changes = [desired_count] # autoscaling owns it
   }
 
-  depends_on = [aws_lb_listener.http, aws_lb_listener.https]
+  depends_on = [aws_lb_listener.http, aws_lb_listener.https, aws_lb_listener.kafka]
 }
 
 resource "aws_ecs_service" "compactor" {

@@ -17,3 +17,13 @@ output "load_balancer_arn" {
   description = "ARN of the load balancer."
   value       = aws_lb.this.arn
 }
+
+output "kafka_bootstrap" {
+  description = "host:port Kafka clients bootstrap at (bootstrap.servers); null unless kafka = true."
+  value       = local.kafka_address
+}
+
+output "kafka_dns_name" {
+  description = "DNS name of the Kafka Network Load Balancer, for an alias record matching the certificate; null unless kafka = true."
+  value       = var.kafka ? aws_lb.kafka[0].dns_name : null
+}

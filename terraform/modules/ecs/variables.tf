@@ -107,7 +107,7 @@ variable "allow_plain_http" {
 }
 
 variable "task_security_group_id" {
-  description = "Security group of the tasks (allowed in by the catalog); the module lets the load balancer reach it on 8080."
+  description = "Security group of the tasks (allowed in by the catalog); the module lets the load balancers reach it on 8080 (and, with kafka, 9092)."
   type        = string
 }
 
@@ -164,4 +164,16 @@ variable "tags" {
   description = "Tags added to every resource."
   type        = map(string)
   default     = {}
+}
+
+variable "kafka" {
+  description = "Also serve the Kafka protocol: a Network Load Balancer on 9092 forwards to every node's Kafka listener, advertised as every broker's address (shared-address mode). TLS at the balancer with certificate_arn; plain TCP only with allow_plain_http."
+  type        = bool
+  default     = false
+}
+
+variable "kafka_host" {
+  description = "Host name Kafka clients reach the Network Load Balancer at, advertised as every broker's host (--kafka-shared-address); default the balancer's own DNS name. With certificate_arn, use a name the certificate covers (an alias record to the kafka_dns_name output)."
+  type        = string
+  default     = null
 }
