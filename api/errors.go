@@ -70,6 +70,13 @@ const (
 	CodeMemoryExhausted        = Code(broker.CodeMemoryExhausted)
 	CodeForbidden              = Code(broker.CodeForbidden)
 	CodeKeyNotFound            = Code(broker.CodeKeyNotFound)
+
+	CodeInconsistentGroupProtocol = Code(broker.CodeInconsistentGroupProtocol)
+	CodeIllegalGeneration         = Code(broker.CodeIllegalGeneration)
+	CodeRebalanceInProgress       = Code(broker.CodeRebalanceInProgress)
+	CodeFencedInstanceID          = Code(broker.CodeFencedInstanceID)
+	CodeInvalidSessionTimeout     = Code(broker.CodeInvalidSessionTimeout)
+	CodeGroupSubscribed           = Code(broker.CodeGroupSubscribed)
 )
 
 // CodeInfo is one row of the error table.
@@ -136,6 +143,12 @@ var codeTable = []CodeInfo{
 	{CodeInvalidTransactionalID, http.StatusBadRequest, "Invalid transactional id", false},
 	{CodeRequestTimeout, http.StatusRequestTimeout, "Request body timed out", false},
 	{CodeStaleGeneration, http.StatusConflict, "Stale connector task generation", false},
+	{CodeInconsistentGroupProtocol, http.StatusConflict, "Group of another type or protocol", false},
+	{CodeIllegalGeneration, http.StatusConflict, "Illegal group generation", false},
+	{CodeRebalanceInProgress, http.StatusConflict, "Group rebalancing", false},
+	{CodeFencedInstanceID, http.StatusConflict, "Static member fenced", false},
+	{CodeInvalidSessionTimeout, http.StatusBadRequest, "Invalid session timeout", false},
+	{CodeGroupSubscribed, http.StatusConflict, "Group subscribed to the topic", false},
 }
 
 var codeIndex = func() map[Code]CodeInfo {

@@ -92,6 +92,10 @@ type RecordDeleter interface {
 // Groups is the consumer-group part of the catalog (both backends).
 type Groups = catalog.Groups
 
+// ClassicGroups is the classic-group part of the catalog (both backends): Kafka's
+// JoinGroup/SyncGroup protocol (classic.go).
+type ClassicGroups = catalog.ClassicGroups
+
 var (
 	_ Catalog       = catalog.Catalog(nil)
 	_ Writer        = (*writer.Writer)(nil)
@@ -133,6 +137,7 @@ type Deps struct {
 	// Authorizer decides what a principal may do (package security); nil: everything
 	// is allowed, the node has no authentication.
 	Authorizer Authorizer
+	Classic    ClassicGroups
 	// Now is the node clock that stamps and bounds CreateTime timestamps; nil: time.Now.
 	Now func() time.Time
 }
@@ -164,6 +169,7 @@ type Broker struct {
 	maxAfterMs int64
 	// producerTxns remembers the transactional id of producer ids seen (authorize.go).
 	producerTxns producerTxnCache
+	waits        *groupWaits // held JoinGroup and SyncGroup requests (groupwait.go)
 }
 
 // New builds the core over d.
@@ -174,7 +180,7 @@ func New(cfg Config, d Deps) *Broker {
 	if cfg.MaxTimestampAfterMs == 0 {
 		cfg.MaxTimestampAfterMs = catalog.DefaultMaxTimestampAfterMs
 	}
-	b := &Broker{d: d, now: d.Now, maxAfterMs: cfg.MaxTimestampAfterMs}
+	b := &Broker{d: d, now: d.Now, maxAfterMs: cfg.MaxTimestampAfterMs, waits: newGroupWaits()}
 	if b.now == nil {
 		b.now = time.Now
 	}
@@ -205,6 +211,8 @@ const (
 	CapGroups
 	// CapSecurity: keys, ACLs and the audit log.
 	CapSecurity
+	// CapClassicGroups: the classic group calls (JoinGroup, SyncGroup, ...).
+	CapClassicGroups
 )
 
 // Check answers nil when this node can serve calls that need c, else an *Error with
@@ -266,6 +274,10 @@ func (b *Broker) check(c Capability) *Error {
 	case CapSecurity:
 		if b.d.Security == nil {
 			return newError(CodeRoleUnavailable, "this node's catalog keeps no keys, ACLs or audit log")
+		}
+	case CapClassicGroups:
+		if b.d.Classic == nil || b.d.Groups == nil || b.d.Catalog == nil {
+			return newError(CodeRoleUnavailable, "this node serves no classic consumer groups")
 		}
 	}
 	return nil

@@ -60,6 +60,13 @@ const (
 	CodeMemoryExhausted Code = "memory_exhausted"
 	CodeForbidden       Code = "forbidden"
 	CodeKeyNotFound     Code = "key_not_found"
+	// The classic (Kafka JoinGroup/SyncGroup) group protocol's refusals.
+	CodeInconsistentGroupProtocol Code = "inconsistent_group_protocol"
+	CodeIllegalGeneration         Code = "illegal_generation"
+	CodeRebalanceInProgress       Code = "rebalance_in_progress"
+	CodeFencedInstanceID          Code = "fenced_instance_id"
+	CodeInvalidSessionTimeout     Code = "invalid_session_timeout"
+	CodeGroupSubscribed           Code = "group_subscribed_to_topic"
 )
 
 // retriable lists the codes whose request may succeed later unchanged: the node was
@@ -92,7 +99,9 @@ func Codes() []Code {
 		CodeCatalogUnavailable, CodeRoleUnavailable, CodeInternal, CodeGroupNotFound, CodeInvalidGroupName,
 		CodeUnknownMember, CodeStaleMemberEpoch, CodeNotOwner, CodeGroupNotEmpty, CodeProducerFenced,
 		CodeOutOfOrderSequence, CodeUnknownProducer, CodeInvalidTransactionalID, CodeStaleGeneration,
-		CodeMemoryExhausted, CodeForbidden, CodeKeyNotFound,
+		CodeMemoryExhausted, CodeForbidden, CodeKeyNotFound, CodeInconsistentGroupProtocol,
+		CodeIllegalGeneration, CodeRebalanceInProgress, CodeFencedInstanceID, CodeInvalidSessionTimeout,
+		CodeGroupSubscribed,
 	}
 }
 
@@ -299,6 +308,12 @@ var groupCodes = []struct {
 	{catalog.ErrGroupNotEmpty, CodeGroupNotEmpty},
 	{catalog.ErrInvalidOffset, CodeInvalidOffset},
 	{catalog.ErrInvalidGroupRequest, CodeInvalidRequest},
+	{catalog.ErrInconsistentGroupProtocol, CodeInconsistentGroupProtocol},
+	{catalog.ErrIllegalGeneration, CodeIllegalGeneration},
+	{catalog.ErrRebalanceInProgress, CodeRebalanceInProgress},
+	{catalog.ErrFencedInstance, CodeFencedInstanceID},
+	{catalog.ErrInvalidSessionTimeout, CodeInvalidSessionTimeout},
+	{catalog.ErrGroupSubscribed, CodeGroupSubscribed},
 }
 
 // groupError maps a group error, worded for the group and member the call named. The

@@ -237,7 +237,7 @@ var connectorName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 func ValidateConnectorName(name string) error {
 	if !connectorName.MatchString(name) || len(name) > maxConnectorName-len("connect-") || name == "." || name == ".." {
 		return fmt.Errorf("%w: connector name %q: use 1 to %d characters of [a-zA-Z0-9._-] (not \".\" or \"..\")",
-			ErrInvalidConnector, truncateName(name), maxConnectorName-len("connect-"))
+			ErrInvalidConnector, TruncateName(name), maxConnectorName-len("connect-"))
 	}
 	return nil
 }

@@ -227,7 +227,7 @@ type MemberDescription struct {
 // and command lines unescaped), 1 to 249 of them.
 func ValidateGroupName(name string) error {
 	if !topicName.MatchString(name) || name == "." || name == ".." {
-		return fmt.Errorf("%w: %q: use 1 to %d characters of [a-zA-Z0-9._-] (not \".\" or \"..\")", ErrInvalidGroupName, truncateName(name), maxGroupName)
+		return fmt.Errorf("%w: %q: use 1 to %d characters of [a-zA-Z0-9._-] (not \".\" or \"..\")", ErrInvalidGroupName, TruncateName(name), maxGroupName)
 	}
 	return nil
 }
@@ -240,7 +240,7 @@ func validateMemberID(id string) error {
 	}
 	for i := 0; i < len(id); i++ {
 		if id[i] <= ' ' || id[i] > '~' {
-			return fmt.Errorf("%w: member_id %q: use printable ASCII without spaces", ErrInvalidGroupRequest, truncateName(id))
+			return fmt.Errorf("%w: member_id %q: use printable ASCII without spaces", ErrInvalidGroupRequest, TruncateName(id))
 		}
 	}
 	return nil
@@ -252,7 +252,7 @@ func validateAssignor(name string) error {
 	case "", AssignorSticky, AssignorRange, AssignorRoundRobin:
 		return nil
 	}
-	return fmt.Errorf("%w: assignor %q: use %s, %s or %s", ErrInvalidGroupRequest, truncateName(name), AssignorSticky, AssignorRange, AssignorRoundRobin)
+	return fmt.Errorf("%w: assignor %q: use %s, %s or %s", ErrInvalidGroupRequest, TruncateName(name), AssignorSticky, AssignorRange, AssignorRoundRobin)
 }
 
 func validateSessionTimeout(d time.Duration) error {
@@ -302,7 +302,7 @@ func ValidateHeartbeat(hb Heartbeat) error {
 	for _, o := range hb.Owned {
 		for _, p := range o.Partitions {
 			if p < 0 {
-				return fmt.Errorf("%w: owned: partition %d of %q is negative", ErrInvalidGroupRequest, p, truncateName(o.Topic))
+				return fmt.Errorf("%w: owned: partition %d of %q is negative", ErrInvalidGroupRequest, p, TruncateName(o.Topic))
 			}
 		}
 	}
@@ -312,7 +312,15 @@ func ValidateHeartbeat(hb Heartbeat) error {
 	return validateAssignor(hb.Assignor)
 }
 
-func truncateName(s string) string {
+// HeartbeatInterval is how often a member with this session timeout should heartbeat:
+// a tenth of it (3 s for the 30 s default), so several heartbeats may be lost before
+// the lease ends (the front ends tell a member that has no assignment yet).
+func HeartbeatInterval(session time.Duration) time.Duration {
+	return min(max(session/10, 10*time.Millisecond), 5*time.Second)
+}
+
+// TruncateName shortens a name quoted in an error to 64 bytes.
+func TruncateName(s string) string {
 	if len(s) <= 64 {
 		return s
 	}

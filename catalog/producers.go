@@ -76,11 +76,11 @@ const maxTransactionalID = 255
 // ids are chosen by applications (a service name and a shard) and show in listings.
 func ValidateTransactionalID(id string) error {
 	if id == "" || len(id) > maxTransactionalID || !utf8.ValidString(id) {
-		return fmt.Errorf("%w: %q: use 1 to %d bytes of UTF-8", ErrInvalidTransactionalID, truncateName(id), maxTransactionalID)
+		return fmt.Errorf("%w: %q: use 1 to %d bytes of UTF-8", ErrInvalidTransactionalID, TruncateName(id), maxTransactionalID)
 	}
 	for _, r := range id {
 		if r < ' ' || r == 0x7f {
-			return fmt.Errorf("%w: %q: control characters are not allowed", ErrInvalidTransactionalID, truncateName(id))
+			return fmt.Errorf("%w: %q: control characters are not allowed", ErrInvalidTransactionalID, TruncateName(id))
 		}
 	}
 	return nil

@@ -73,7 +73,8 @@ func startNodeOn(t *testing.T, cat nodeCatalog, store objstore.Store, cfg kafka.
 	rd := reader.New(store, cat, reader.Config{PollInterval: 100 * time.Millisecond}, nil, nil)
 	wg.Go(func() { _ = w.Run(ctx) })
 	wg.Go(func() { _ = rd.Run(ctx) })
-	core := broker.New(broker.Config{}, broker.Deps{Catalog: cat, Writer: w, Submitter: w, Reader: rd, Batches: rd, Watcher: rd, Producers: cat, Records: cat, Groups: cat})
+	core := broker.New(broker.Config{}, broker.Deps{Catalog: cat, Writer: w, Submitter: w, Reader: rd, Batches: rd, Watcher: rd, Producers: cat, Records: cat, Groups: cat, Classic: cat})
+	wg.Go(func() { _ = core.RunGroups(ctx) })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -312,8 +313,8 @@ func TestKcatListsBrokersAndTopics(t *testing.T) {
 			}
 			got[tp.Topic] = len(tp.Partitions)
 		}
-		if got["orders"] != 3 || got["payments"] != 1 || len(got) != 2 {
-			t.Fatalf("kcat topics %v, want orders:3 payments:1", got)
+		if got["orders"] != 3 || got["payments"] != 1 || got["__consumer_offsets"] != 1 || len(got) != 3 {
+			t.Fatalf("kcat topics %v, want orders:3 payments:1 (and the internal __consumer_offsets:1)", got)
 		}
 	}
 	n := startNode(t, cat, kafka.Config{})

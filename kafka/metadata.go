@@ -39,8 +39,13 @@ func (s *Server) metadata(ctx context.Context, r *request, req kmsg.Request) (km
 			// would take an empty list to mean they were all deleted.
 			return nil, fmt.Errorf("list topics: %w", err)
 		}
+		real := false
 		for _, t := range ts {
 			resp.Topics = append(resp.Topics, topicMetadata(m, t))
+			real = real || t.Name == offsetsTopic
+		}
+		if !real {
+			resp.Topics = append(resp.Topics, offsetsTopicMetadata(m))
 		}
 		return resp, nil
 	}
@@ -58,6 +63,10 @@ func (s *Server) metadata(ctx context.Context, r *request, req kmsg.Request) (km
 				continue
 			}
 			seenID[id] = true
+			if id == offsetsTopicID {
+				resp.Topics = append(resp.Topics, offsetsTopicMetadata(m))
+				continue
+			}
 			if t, err = s.deps.Core.TopicByUUID(ctx, r.who, id); err != nil {
 				resp.Topics = append(resp.Topics, topicError(nil, rt.TopicID, s.code(err), kerr.UnknownTopicID))
 				continue
@@ -71,7 +80,12 @@ func (s *Server) metadata(ctx context.Context, r *request, req kmsg.Request) (km
 				continue
 			}
 			seenName[name] = true
-			if t, err = s.topicForMetadata(ctx, r.who, name, autoCreate); err != nil {
+			t, err = s.topicForMetadata(ctx, r.who, name, autoCreate && name != offsetsTopic)
+			if name == offsetsTopic && hasCode(err, broker.CodeTopicNotFound) {
+				resp.Topics = append(resp.Topics, offsetsTopicMetadata(m))
+				continue
+			}
+			if err != nil {
 				resp.Topics = append(resp.Topics, topicError(&name, rt.TopicID, s.code(err), kerr.UnknownTopicOrPartition))
 				continue
 			}
@@ -113,7 +127,7 @@ func hasCode(err error, c broker.Code) bool {
 func topicMetadata(m *membership, t catalog.Topic) kmsg.MetadataResponseTopic {
 	rt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
-	rt.Topic, rt.TopicID = &name, t.UUID
+	rt.Topic, rt.TopicID, rt.IsInternal = &name, t.UUID, name == offsetsTopic
 	rt.Partitions = make([]kmsg.MetadataResponseTopicPartition, t.Partitions)
 	for p := range t.Partitions {
 		rp := kmsg.NewMetadataResponseTopicPartition()

@@ -147,6 +147,10 @@ type Server struct {
 
 	mu    sync.Mutex
 	conns map[*conn]struct{}
+
+	// stopping ends when Serve begins to stop: held group requests end with it.
+	stopping  context.Context
+	stopHolds context.CancelFunc
 }
 
 // New returns a listener; Serve runs it. Metrics go to reg (nil: none).
@@ -170,6 +174,7 @@ func New(cfg Config, deps Deps, log *slog.Logger, reg prometheus.Registerer) (*S
 		metrics: newMetrics(reg),
 		conns:   map[*conn]struct{}{},
 	}
+	s.stopping, s.stopHolds = context.WithCancel(context.Background())
 	s.view = newClusterView(deps.Membership, deps.Self, cfg.MembershipRefresh, cfg.SharedAddress, s.log)
 	s.apis = s.apiTable()
 	return s, nil
@@ -188,8 +193,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	reqCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
 	var wg sync.WaitGroup
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	stop := context.AfterFunc(ctx, func() { ln.Close(); s.stopHolds() })
 	defer stop()
+	defer s.stopHolds()
 
 	var acceptErr error
 	for {

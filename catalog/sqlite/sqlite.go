@@ -44,6 +44,8 @@ type Catalog struct {
 	st   stmts // the commit path's statements, prepared once on the writer connection
 	// security wakes WatchSecurity (security.go).
 	security changes
+	// groupHub wakes held classic-group requests (classic.go).
+	groupHub groupHub
 
 	closeOnce sync.Once
 	closeErr  error

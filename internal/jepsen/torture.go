@@ -64,6 +64,9 @@ type RunConfig struct {
 	// Quiet and Active are the schedule's windows (defaults 2s and 4s).
 	Quiet, Active time.Duration
 	Workload      WorkloadConfig
+	// Kafka adds the Kafka-client workload (franz-go producers and group members,
+	// kafka.go) to the process classes: the nodes serve the Kafka protocol.
+	Kafka bool
 }
 
 // Result is one class's run.
@@ -135,7 +138,7 @@ func run(ctx context.Context, env Env, class string, rc RunConfig, dir string, r
 	if su.has(ClassStore) {
 		tg, err = su.inProcess(ctx)
 	} else {
-		tg, err = su.cluster(ctx, dir, &wcfg)
+		tg, err = su.cluster(ctx, dir, rc.Kafka, &wcfg)
 	}
 	if err != nil {
 		return err
@@ -274,9 +277,10 @@ func (su *setup) inProcess(ctx context.Context) (*target, error) {
 	return tg, nil
 }
 
-// cluster starts a process class's target: a cluster of strata processes, with the
+// cluster starts a process class's target: a cluster of strata processes (serving the
+// Kafka protocol too with kafka, for the Kafka-client workload), with the
 // class's faults on them (the compaction class also rereads more, in wcfg).
-func (su *setup) cluster(ctx context.Context, dir string, wcfg *WorkloadConfig) (*target, error) {
+func (su *setup) cluster(ctx context.Context, dir string, kafka bool, wcfg *WorkloadConfig) (*target, error) {
 	env := su.env
 	if env.Binary == "" {
 		return nil, errors.New("jepsen: no strata binary for the process classes")
@@ -293,12 +297,13 @@ func (su *setup) cluster(ctx context.Context, dir string, wcfg *WorkloadConfig) 
 	}
 	penv = append(penv, "AWS_ACCESS_KEY_ID="+env.S3.AccessKey, "AWS_SECRET_ACCESS_KEY="+env.S3.SecretKey)
 	cl, err := StartCluster(ctx, ClusterConfig{
-		Binary: env.Binary, Compactor: true,
+		Binary: env.Binary, Compactor: true, Kafka: kafka,
 		Catalog: su.dsn, Bucket: "s3://" + su.name + "/t?" + q.Encode(), Env: penv, Dir: dir,
 	})
 	if err != nil {
 		return nil, err
 	}
+	wcfg.Kafka.Seeds = cl.KafkaAddrs()
 	su.cleanup(cl.Close)
 	tg := &target{nodes: cl.NodeURLs(), writers: cl.RoleURLs("writer"), readers: cl.RoleURLs("reader")}
 	for _, p := range su.parts {

@@ -179,7 +179,7 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.MemoryBudget > 0 {
 		n.Memory = membudget.New(cfg.MemoryBudget, reg)
 	}
-	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat, Connect: cat, Security: cat}
+	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat, Connect: cat, Security: cat, Classic: cat}
 	if cfg.Security.Enabled() {
 		if err := n.startGuard(cfg, start); err != nil {
 			n.Stop(context.Background())
@@ -223,6 +223,11 @@ func Start(cfg Config) (*Node, error) {
 		}
 	}
 	n.Broker = broker.New(cfg.Broker, bd)
+	if !cfg.Lambda {
+		// Held classic-group requests wake on the catalog's notifications (they poll
+		// without them).
+		start("groups", n.Broker.RunGroups)
+	}
 	n.apiD = api.Deps{
 		Core:       n.Broker,
 		Gatherer:   reg,

@@ -54,8 +54,12 @@ type Ownership struct {
 
 // GroupState is a group as loaded by a backend under the group's lock.
 type GroupState struct {
-	Name      string
-	Assignor  string
+	Name     string
+	Assignor string
+	// Type is the group row's type (catalog.GroupTypeConsumer or GroupTypeClassic): a
+	// heartbeat of a classic group is refused while it has live members, and turns an
+	// empty one into a consumer group.
+	Type      string
 	Epoch     int32
 	CreatedAt time.Time
 	Members   map[string]*GroupMember
@@ -68,7 +72,7 @@ func NewGroupState(name, assignor string, createdAt time.Time) *GroupState {
 		assignor = catalog.DefaultAssignor
 	}
 	return &GroupState{
-		Name: name, Assignor: assignor, CreatedAt: createdAt,
+		Name: name, Assignor: assignor, Type: catalog.GroupTypeConsumer, CreatedAt: createdAt,
 		Members: map[string]*GroupMember{}, Owners: map[catalog.TopicPartition]*Ownership{},
 	}
 }
@@ -114,11 +118,23 @@ func (st *GroupState) State(now time.Time) string {
 	return catalog.GroupStable
 }
 
-// heartbeatInterval is how often a member with this session timeout should heartbeat:
-// a tenth of it (3 s for the 30 s default), so several heartbeats may be lost before
-// the lease ends.
-func heartbeatInterval(session time.Duration) time.Duration {
-	return min(max(session/10, 10*time.Millisecond), 5*time.Second)
+// takeConsumerType is the type rule (catalog.CheckGroupType) for a heartbeat: a classic
+// group's members are its classic members' mirrors (classic_rows.go), so while one is
+// live the heartbeat is refused; an empty classic group becomes a consumer group, its
+// expired mirrors dropped (the classic rows go with the type: the backend's write), its
+// offsets kept.
+func takeConsumerType(st *GroupState, now time.Time) error {
+	if st.Type != catalog.GroupTypeClassic {
+		return nil
+	}
+	t, err := catalog.CheckGroupType(st.Name, st.Type, st.LiveMembers(now), catalog.GroupTypeConsumer)
+	if err != nil {
+		return err
+	}
+	st.Type = t
+	clear(st.Members)
+	clear(st.Owners)
+	return nil
 }
 
 // ApplyHeartbeat runs one heartbeat against st, the group loaded under its lock, at the
@@ -129,6 +145,9 @@ func heartbeatInterval(session time.Duration) time.Duration {
 // discarded (the backend rolls back).
 func ApplyHeartbeat(st *GroupState, now time.Time, hb catalog.Heartbeat, topics map[string]TopicMeta) (catalog.HeartbeatResult, error) {
 	if err := catalog.ValidateHeartbeat(hb); err != nil {
+		return catalog.HeartbeatResult{}, err
+	}
+	if err := takeConsumerType(st, now); err != nil {
 		return catalog.HeartbeatResult{}, err
 	}
 	expireMembers(st, now)
@@ -203,7 +222,7 @@ func ApplyHeartbeat(st *GroupState, now time.Time, hb catalog.Heartbeat, topics 
 		st.Epoch++
 		m.PrevEpoch, m.Epoch = m.Epoch, st.Epoch
 	}
-	res := catalog.HeartbeatResult{MemberEpoch: m.Epoch, HeartbeatInterval: heartbeatInterval(m.SessionTimeout)}
+	res := catalog.HeartbeatResult{MemberEpoch: m.Epoch, HeartbeatInterval: catalog.HeartbeatInterval(m.SessionTimeout)}
 	names := topicNames(topics)
 	var mine []catalog.TopicPartition
 	pending := false
