@@ -44,7 +44,7 @@ func (s *Server) metadata(ctx context.Context, r *request, req kmsg.Request) (km
 			resp.Topics = append(resp.Topics, topicMetadata(m, t))
 			real = real || t.Name == offsetsTopic
 		}
-		if !real {
+		if !real && s.mayDescribeOffsetsTopic(ctx, r.who) {
 			resp.Topics = append(resp.Topics, offsetsTopicMetadata(m))
 		}
 		return resp, nil
@@ -63,7 +63,7 @@ func (s *Server) metadata(ctx context.Context, r *request, req kmsg.Request) (km
 				continue
 			}
 			seenID[id] = true
-			if id == offsetsTopicID {
+			if id == offsetsTopicID && s.mayDescribeOffsetsTopic(ctx, r.who) {
 				resp.Topics = append(resp.Topics, offsetsTopicMetadata(m))
 				continue
 			}

@@ -1,10 +1,13 @@
 package kafka
 
 import (
+	"context"
 	"crypto/sha256"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/acl"
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 )
 
@@ -30,4 +33,10 @@ func offsetsTopicMetadata(m *membership) kmsg.MetadataResponseTopic {
 	rt := topicMetadata(m, catalog.Topic{Name: offsetsTopic, UUID: offsetsTopicID, Partitions: 1})
 	rt.IsInternal = true
 	return rt
+}
+
+// mayDescribeOffsetsTopic says whether who may see the offsets topic listed: it is
+// authorized like any topic (describe on __consumer_offsets), as Kafka's is.
+func (s *Server) mayDescribeOffsetsTopic(ctx context.Context, who broker.Principal) bool {
+	return s.deps.Core.Authorize(ctx, who, acl.OpDescribe, acl.Topic(offsetsTopic)) == nil
 }
