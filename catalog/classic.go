@@ -352,4 +352,3 @@ func ValidateClassicSync(s ClassicSync) error {
 	}
 	return nil
 }
-

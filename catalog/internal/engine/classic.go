@@ -75,7 +75,6 @@ func (g *ClassicGroup) Clone() *ClassicGroup {
 	return &c
 }
 
-
 // EncodeClassicProtocols lays protocols out for a catalog column: per protocol, the
 // name's length (uint16), the name, the metadata's length (uint32), the metadata.
 func EncodeClassicProtocols(ps []catalog.ClassicProtocol) []byte {
@@ -117,7 +116,6 @@ func DecodeClassicProtocols(b []byte) ([]catalog.ClassicProtocol, error) {
 	}
 	return out, nil
 }
-
 
 // CheckDeleteOffsets is DeleteOffsets' rule, for both backends: each offset's topic must
 // exist and its partition be in range, and no live member may subscribe to its topic
