@@ -55,19 +55,22 @@ start_cdc_postgres() {
     log "creating postgres cluster $ver/$CDC_CLUSTER on port $CDC_PORT (wal_level=logical)"
     pg_createcluster "$ver" "$CDC_CLUSTER" -p "$CDC_PORT" -- --auth-local=peer --auth-host=scram-sha-256 >&2
   fi
-  local conf=/etc/postgresql/$ver/$CDC_CLUSTER/conf.d/strata-cdc.conf
-  if [ ! -f "$conf" ]; then
-    cat >"$conf" <<CONF
+  local conf=/etc/postgresql/$ver/$CDC_CLUSTER/conf.d/strata-cdc.conf want
+  want=$(cat <<CONF
 wal_level = logical
 max_replication_slots = 64
 max_wal_senders = 64
-max_slot_wal_keep_size = 2GB
+max_slot_wal_keep_size = 256MB
 wal_sender_timeout = 60s
 shared_buffers = 64MB
 max_connections = 200
 CONF
+)
+  if [ "$(cat "$conf" 2>/dev/null)" != "$want" ]; then
+    echo "$want" >"$conf"
     chown postgres "$conf"
     if pg_lsclusters -h | awk -v c="$CDC_CLUSTER" '$2==c{print $4}' | grep -q online; then
+      log "restarting postgres $ver/$CDC_CLUSTER for its new settings"
       pg_ctlcluster --skip-systemctl-redirect "$ver" "$CDC_CLUSTER" restart >&2
     fi
   fi
@@ -82,7 +85,9 @@ CONF
   done
   $q "psql -p $CDC_PORT -qAtc \"select 1 from pg_roles where rolname='$PG_USER'\"" | grep -q 1 ||
     $q "psql -p $CDC_PORT -qc \"create role $PG_USER login createdb replication password '$PG_PASS'\"" >&2
-  $q "psql -p $CDC_PORT -qc 'grant pg_signal_backend to $PG_USER'" >/dev/null 2>&1 || true
+  # pg_signal_backend: a task taking a slot over ends the walsender its predecessor left;
+  # pg_checkpoint: the lost-slot test checkpoints so that WAL past the limit is removed.
+  $q "psql -p $CDC_PORT -qc 'grant pg_signal_backend, pg_checkpoint to $PG_USER'" >/dev/null 2>&1 || true
   $q "psql -p $CDC_PORT -qAtc \"select 1 from pg_database where datname='$PG_DB'\"" | grep -q 1 ||
     $q "psql -p $CDC_PORT -qc 'create database $PG_DB owner $PG_USER'" >&2
 }
