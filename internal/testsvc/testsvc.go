@@ -228,3 +228,32 @@ func Kcat(t testing.TB) string {
 	}
 	return p
 }
+
+// CDCPostgresDSN creates a fresh database on the change-data-capture test server
+// (STRATA_TEST_CDC_POSTGRES: wal_level=logical, separate from the catalog's) and
+// returns its DSN; when the test ends, the database's replication slots are dropped
+// (a slot pins WAL, and blocks dropping its database), then the database.
+func CDCPostgresDSN(t testing.TB) string {
+	t.Helper()
+	dsn := CreateDatabase(t, Require(t, "STRATA_TEST_CDC_POSTGRES"))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return
+		}
+		defer c.Close(ctx)
+		_, _ = c.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = current_database() AND active_pid IS NOT NULL`)
+		for range 50 {
+			var n int
+			_ = c.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE database = current_database() AND active_pid IS NOT NULL`).Scan(&n)
+			if n == 0 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		_, _ = c.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = current_database()`)
+	})
+	return dsn
+}
