@@ -1,0 +1,235 @@
+package connect
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// generator inserts 1–max rows per transaction into ledger until stopped.
+type generator struct {
+	stop chan struct{}
+	done chan struct{}
+	mu   sync.Mutex
+	txns int
+	err  error
+}
+
+func startGenerator(t testing.TB, dsn string, maxRows int, seed uint64) *generator {
+	g := &generator{stop: make(chan struct{}), done: make(chan struct{})}
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(g.done)
+		defer conn.Close(context.Background())
+		rng := rand.New(rand.NewPCG(seed, 7))
+		for i := 0; ; i++ {
+			select {
+			case <-g.stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			if _, err := conn.Exec(context.Background(), `INSERT INTO ledger (batch) SELECT $1 FROM generate_series(1, $2)`, i, 1+rng.IntN(maxRows)); err != nil {
+				g.mu.Lock()
+				g.err = err
+				g.mu.Unlock()
+				return
+			}
+			g.mu.Lock()
+			g.txns++
+			g.mu.Unlock()
+		}
+	}()
+	return g
+}
+
+func (g *generator) halt(t testing.TB) {
+	close(g.stop)
+	<-g.done
+	if g.err != nil {
+		t.Fatalf("generator: %v", g.err)
+	}
+}
+
+// crashAt restarts the worker armed with a failpoint and waits for it to crash there.
+func crashAt(t testing.TB, c *cluster, w *worker, fp string, n int) *worker {
+	t.Helper()
+	w.kill()
+	w = c.start("w", fmt.Sprintf("STRATA_CONNECT_FAILPOINTS=%s=%d", fp, n))
+	code, exited := w.exitCode(90 * time.Second)
+	if !exited || code != 137 || !strings.Contains(w.out.String(), "failpoint "+fp+" reached") {
+		t.Fatalf("failpoint %s=%d: exited %v with code %d", fp, n, exited, code)
+	}
+	t.Logf("failpoint %s: crashed at its pass %d", fp, n)
+	return c.start("w")
+}
+
+// checkLedger checks the ledger's topic against the table: the last snapshot epoch
+// complete (each pre-existing row once), every later row once as an insert, nothing
+// else, in commit order, each (commit LSN, index) once.
+func checkLedger(t testing.TB, recs []cdcRecord, tableIDs map[int64]bool, pre int, wantEpoch int) (missing int) {
+	t.Helper()
+	last := 0
+	for _, r := range recs {
+		if r.op == "r" {
+			last = max(last, r.epoch)
+		}
+	}
+	if last != wantEpoch {
+		t.Fatalf("the last snapshot epoch is %d, want %d", last, wantEpoch)
+	}
+	seen := map[int64]int{}
+	lsnSeq := map[string]bool{}
+	prevLSN := ""
+	earlier := 0
+	for _, r := range recs {
+		id, _ := strconv.ParseInt(fmt.Sprint(r.after["id"]), 10, 64)
+		switch {
+		case r.op == "r" && r.epoch < last:
+			earlier++
+			continue
+		case r.op == "r":
+			if id > int64(pre) {
+				t.Fatalf("snapshot row %d was inserted after the snapshot", id)
+			}
+		case r.op == "c":
+			k := r.commitLSN + "/" + r.seq
+			if lsnSeq[k] {
+				t.Fatalf("two records at commit LSN/index %s (id %d)", k, id)
+			}
+			lsnSeq[k] = true
+			if prevLSN != "" && lsnLess(r.commitLSN, prevLSN) {
+				t.Fatalf("commit LSN %s after %s: not in commit order", r.commitLSN, prevLSN)
+			}
+			prevLSN = r.commitLSN
+		default:
+			t.Fatalf("unexpected op %q", r.op)
+		}
+		seen[id]++
+	}
+	dups, extra := 0, 0
+	for id, n := range seen {
+		if n > 1 {
+			dups += n - 1
+		}
+		if !tableIDs[id] {
+			extra++
+		}
+	}
+	for id := range tableIDs {
+		if seen[id] == 0 {
+			missing++
+		}
+	}
+	if dups > 0 || extra > 0 {
+		t.Fatalf("%d duplicates, %d ids not in the table (%d missing)", dups, extra, missing)
+	}
+	t.Logf("%d records: %d rows of an earlier, unfinished snapshot epoch; %d ids, %d missing", len(recs), earlier, len(seen), missing)
+	return missing
+}
+
+func lsnLess(a, b string) bool {
+	pa, pb := lsnValue(a), lsnValue(b)
+	return pa < pb
+}
+
+func lsnValue(s string) uint64 {
+	hi, lo, _ := strings.Cut(s, "/")
+	h, _ := strconv.ParseUint(hi, 16, 32)
+	l, _ := strconv.ParseUint(lo, 16, 32)
+	return h<<32 | l
+}
+
+func ledgerIDs(t testing.TB, db *pgx.Conn) map[int64]bool {
+	t.Helper()
+	rows, err := db.Query(context.Background(), `SELECT id FROM ledger`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out
+}
+
+// TestCDCKills: the worker crashes during the snapshot (after its third commit) and
+// the snapshot starts again under epoch 2; then, under a generator writing 1–500 rows
+// per transaction, the worker is SIGKILLed at random moments (4 times; 30 with
+// STRATA_LONG=1) and crashes once at each failure point (after a poll before its
+// commit; after the commit before the slot's acknowledgement), restarted each time.
+// The topic's ids then equal the table's: no duplicate, no gap, in commit order.
+func TestCDCKills(t *testing.T) {
+	kills, pre := 4, 3000
+	if long() {
+		kills = 30
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	dsn, db := cdcDB(t)
+	mustExec(t, db, `CREATE TABLE ledger (id bigserial PRIMARY KEY, batch int NOT NULL)`)
+	mustExec(t, db, `INSERT INTO ledger (batch) SELECT -1 FROM generate_series(1, $1)`, pre)
+
+	c := newCluster(t, 2*time.Second)
+	w := c.start("w", "STRATA_CONNECT_FAILPOINTS=source.after_commit=3")
+	createTopic(t, w.url, "cdc.public.ledger", 1)
+	rest(t, w.url, "POST", "/connectors", map[string]any{"name": "cdc",
+		"config": cdcConfig(dsn, "ledger", "cdc_ledger", "max.batch.size", "500")}, 201, nil)
+	code, exited := w.exitCode(90 * time.Second)
+	if !exited || code != 137 {
+		t.Fatalf("the worker did not crash mid-snapshot: exited %v, code %d", exited, code)
+	}
+	w = c.start("w")
+
+	gen := startGenerator(t, dsn, 500, seed)
+	for k := range kills {
+		time.Sleep(500*time.Millisecond + time.Duration(rng.Int64N(int64(2*time.Second))))
+		w.kill()
+		t.Logf("kill %d", k+1)
+		w = c.start("w")
+	}
+	w = crashAt(t, c, w, "source.after_poll", 1+rng.IntN(4))
+	w = crashAt(t, c, w, "source.after_commit", 1+rng.IntN(4))
+	time.Sleep(time.Second)
+	gen.halt(t)
+	ids := ledgerIDs(t, db)
+	t.Logf("%d transactions, %d rows", gen.txns, len(ids))
+	var recs []cdcRecord
+	waitFor(t, 3*time.Minute, "every row in the topic", func() bool {
+		recs = readCDC(t, w.url, "cdc.public.ledger")
+		n := 0
+		for _, r := range recs {
+			if r.op == "c" || (r.op == "r" && r.epoch == 2) {
+				n++
+			}
+		}
+		return n >= len(ids)
+	})
+	time.Sleep(2 * time.Second) // a duplicate would come now
+	recs = readCDC(t, w.url, "cdc.public.ledger")
+	if missing := checkLedger(t, recs, ids, pre, 2); missing > 0 {
+		t.Fatalf("%d rows missing", missing)
+	}
+	// The slot was acknowledged to what the catalog holds: nothing beyond.
+	var lag int64
+	waitFor(t, 30*time.Second, "the slot acknowledged to the end of the WAL", func() bool {
+		if err := db.QueryRow(context.Background(), `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn) FROM pg_replication_slots WHERE slot_name = 'cdc_ledger'`).Scan(&lag); err != nil {
+			t.Fatal(err)
+		}
+		return lag < 1<<20
+	})
+}
