@@ -36,7 +36,7 @@ func startGenerator(t testing.TB, dsn string, maxRows int, seed uint64) *generat
 			select {
 			case <-g.stop:
 				return
-			case <-time.After(10 * time.Millisecond):
+			case <-time.After(50 * time.Millisecond):
 			}
 			if _, err := conn.Exec(context.Background(), `INSERT INTO ledger (batch) SELECT $1 FROM generate_series(1, $2)`, i, 1+rng.IntN(maxRows)); err != nil {
 				g.mu.Lock()
@@ -194,6 +194,16 @@ func TestCDCKills(t *testing.T) {
 		t.Fatalf("the worker did not crash mid-snapshot: exited %v, code %d", exited, code)
 	}
 	w = c.start("w")
+	// The kills below are after the snapshot: wait for epoch 2 to be whole.
+	waitFor(t, 2*time.Minute, "the second snapshot epoch", func() bool {
+		n := 0
+		for _, r := range readCDC(t, w.url, "cdc.public.ledger") {
+			if r.op == "r" && r.epoch == 2 {
+				n++
+			}
+		}
+		return n >= pre
+	})
 
 	gen := startGenerator(t, dsn, 500, seed)
 	for k := range kills {
@@ -209,9 +219,11 @@ func TestCDCKills(t *testing.T) {
 	ids := ledgerIDs(t, db)
 	t.Logf("%d transactions, %d rows", gen.txns, len(ids))
 	var recs []cdcRecord
+	start, n := time.Now(), 0
+	defer func() { t.Logf("%d of %d rows in the topic after %s", n, len(ids), time.Since(start).Round(time.Millisecond)) }()
 	waitFor(t, 3*time.Minute, "every row in the topic", func() bool {
 		recs = readCDC(t, w.url, "cdc.public.ledger")
-		n := 0
+		n = 0
 		for _, r := range recs {
 			if r.op == "c" || (r.op == "r" && r.epoch == 2) {
 				n++
