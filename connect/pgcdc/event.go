@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"strconv"
 
 	"github.com/jackc/pglogrepl"
@@ -66,9 +67,12 @@ func decodeText(oid uint32, text []byte) (any, error) {
 	case oidBool:
 		return s == "t", nil
 	case oidInt2, oidInt4, oidInt8, oidOID:
+		if !json.Valid(text) {
+			return s, nil
+		}
 		return json.Number(s), nil
 	case oidFloat4, oidFloat8, oidNumeric:
-		if _, err := strconv.ParseFloat(s, 64); err != nil {
+		if f, err := strconv.ParseFloat(s, 64); err != nil || math.IsNaN(f) || math.IsInf(f, 0) || !json.Valid(text) {
 			return s, nil // NaN, Infinity: not JSON numbers
 		}
 		return json.Number(s), nil

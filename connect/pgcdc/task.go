@@ -143,7 +143,7 @@ type task struct {
 	sc  connect.SourceContext
 	log *slog.Logger
 
-	meta *pgx.Conn     // ordinary queries: the slot's state, keys, metrics
+	meta *pgx.Conn      // ordinary queries: the slot's state, keys, metrics
 	repl *pgconn.PgConn // the walsender connection (nil: not connected)
 
 	pos   position // after the last batch handed out

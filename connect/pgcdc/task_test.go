@@ -2,6 +2,7 @@ package pgcdc
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"os"
 	"testing"
@@ -145,4 +146,131 @@ func TestStreamUnderLoad(t *testing.T) {
 	var n int
 	db.QueryRow(t.Context(), `SELECT count(*) FROM t`).Scan(&n)
 	h.pollUntil(n)
+}
+
+// TestHeartbeatKeepsSlotLagLow: with the published table idle and WAL written to
+// another table, the task's heartbeats commit the server's position and acknowledge
+// it, so the slot's lag stays small (without them it would hold all of that WAL).
+func TestHeartbeatKeepsSlotLagLow(t *testing.T) {
+	dsn, db := cdcDB(t)
+	exec(t, db, `CREATE TABLE t (id int PRIMARY KEY, v text)`)
+	exec(t, db, `CREATE TABLE other (id serial PRIMARY KEY, pad text)`)
+	h := newHarness(t, baseConfig(dsn))
+	if err := h.start(); err != nil {
+		t.Fatal(err)
+	}
+	defer h.task.Stop()
+	h.poll() // intent
+	h.poll() // snapshot of the empty table
+	lag := func() int64 {
+		var n int64
+		if err := db.QueryRow(t.Context(), `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint FROM pg_replication_slots WHERE slot_name = 's1'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for range 8 { // about 80 MB of WAL, none of it published
+		exec(t, db, `INSERT INTO other (pad) SELECT repeat('x', 500) FROM generate_series(1, 20000)`)
+		h.poll()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for lag() > 16<<20 && time.Now().Before(deadline) {
+		h.poll()
+	}
+	if n := lag(); n > 16<<20 {
+		t.Fatalf("slot lag %d bytes after heartbeats", n)
+	}
+	if len(h.recs) != 0 {
+		t.Fatalf("%d records from an idle table", len(h.recs))
+	}
+	if h.fc.metrics["wal_status"] == nil {
+		t.Fatalf("no slot metrics reported: %v", h.fc.metrics)
+	}
+}
+
+// TestResumeSkipsWhatWasTaken: a transaction larger than a batch is taken in chunks;
+// a new task started from the offset of a chunk takes the rest of it exactly.
+func TestResumeSkipsWhatWasTaken(t *testing.T) {
+	dsn, db := cdcDB(t)
+	exec(t, db, `CREATE TABLE t (id int PRIMARY KEY, v text)`)
+	h := newHarness(t, baseConfig(dsn))
+	if err := h.start(); err != nil {
+		t.Fatal(err)
+	}
+	h.poll()
+	h.poll()
+	exec(t, db, `INSERT INTO t SELECT g, 'v' FROM generate_series(1, 350) g`)
+	h.pollUntil(100) // one chunk of 100
+	if len(h.recs) != 100 || h.fc.offs[0].Offset["txn_events"] == nil {
+		t.Fatalf("%d records, offset %v: want one chunk", len(h.recs), h.fc.offs)
+	}
+	h.task.Stop()
+	if err := h.start(); err != nil { // a restart from the chunk's offset
+		t.Fatal(err)
+	}
+	defer h.task.Stop()
+	h.pollUntil(350)
+	seen := map[string]bool{}
+	for _, r := range h.recs {
+		id := string(r.Value.(map[string]any)["after"].(map[string]any)["id"].(json.Number))
+		if seen[id] {
+			t.Fatalf("id %s twice", id)
+		}
+		seen[id] = true
+	}
+	if len(seen) != 350 {
+		t.Fatalf("%d ids", len(seen))
+	}
+}
+
+func TestDecodeText(t *testing.T) {
+	for _, c := range []struct {
+		oid  uint32
+		text string
+		want any
+	}{
+		{oidBool, "t", true}, {oidBool, "f", false}, {oidInt8, "-42", json.Number("-42")},
+		{oidNumeric, "1.50", json.Number("1.50")}, {oidNumeric, "NaN", "NaN"}, {oidFloat8, "Infinity", "Infinity"},
+		{25, "héllo", "héllo"},
+	} {
+		got, err := decodeText(c.oid, []byte(c.text))
+		if err != nil || got != c.want {
+			t.Errorf("decodeText(%d, %q) = %#v, %v; want %#v", c.oid, c.text, got, err, c.want)
+		}
+	}
+	got, err := decodeText(oidJSONB, []byte(`{"a":[1,2.5]}`))
+	if err != nil || got.(map[string]any)["a"].([]any)[1] != json.Number("2.5") {
+		t.Fatalf("jsonb: %#v %v", got, err)
+	}
+	if _, err := decodeText(oidJSON, []byte(`{`)); err == nil {
+		t.Fatal("broken json accepted")
+	}
+}
+
+func FuzzDecodeText(f *testing.F) {
+	f.Add(uint32(oidJSONB), []byte(`{"a":1}`))
+	f.Add(uint32(oidNumeric), []byte("1e5"))
+	f.Fuzz(func(t *testing.T, oid uint32, b []byte) {
+		v, err := decodeText(oid, b)
+		if err == nil && v != nil {
+			if _, err := json.Marshal(v); err != nil {
+				t.Fatalf("decoded %q (oid %d) into %#v, not JSON-encodable: %v", b, oid, v, err)
+			}
+		}
+	})
+}
+
+func FuzzParsePosition(f *testing.F) {
+	f.Add("stream", "3", "0/16B3748", "0/16B3800", "7")
+	f.Fuzz(func(t *testing.T, phase, epoch, lsn, txn, events string) {
+		o := map[string]any{"phase": phase, "epoch": json.Number(epoch), "lsn": lsn, "txn_lsn": txn, "txn_events": json.Number(events)}
+		p, err := parsePosition(o)
+		if err != nil {
+			return
+		}
+		back, err := parsePosition(p.offset("s").Offset)
+		if err != nil || back != p {
+			t.Fatalf("%+v round-trips to %+v, %v", p, back, err)
+		}
+	})
 }

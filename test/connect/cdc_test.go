@@ -1,14 +1,10 @@
 package connect
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // TestCDCSnapshotAndChanges: a table with rows before the connector starts, then
@@ -102,7 +98,3 @@ func TestCDCSnapshotAndChanges(t *testing.T) {
 	})
 	t.Logf("status metrics: %v", st.Tasks[0].Metrics)
 }
-
-var _ = strings.Contains
-var _ = pgx.ErrNoRows
-var _ = context.Background
