@@ -220,7 +220,9 @@ func TestCDCKills(t *testing.T) {
 	t.Logf("%d transactions, %d rows", gen.txns, len(ids))
 	var recs []cdcRecord
 	start, n := time.Now(), 0
-	defer func() { t.Logf("%d of %d rows in the topic after %s", n, len(ids), time.Since(start).Round(time.Millisecond)) }()
+	defer func() {
+		t.Logf("%d of %d rows in the topic after %s", n, len(ids), time.Since(start).Round(time.Millisecond))
+	}()
 	waitFor(t, 3*time.Minute, "every row in the topic", func() bool {
 		recs = readCDC(t, w.url, "cdc.public.ledger")
 		n = 0
