@@ -46,6 +46,7 @@ const (
 	cfgSnapshotMode = "snapshot.mode"
 	cfgLinger       = "poll.linger.ms"
 	cfgMetrics      = "metrics.interval.ms"
+	cfgReconnect    = "reconnect.timeout.ms"
 )
 
 const group = "Postgres"
@@ -80,6 +81,8 @@ func (Connector) Config() []connect.ConfigKey {
 			Doc: "How long a batch of whole transactions waits for more before it commits.", Check: connect.AtLeast(0)},
 		{Name: cfgMetrics, Type: connect.TypeLong, Default: "5000", Importance: "LOW", Group: group, DisplayName: "Metrics interval",
 			Doc: "How often the slot's lag, wal_status and safe WAL size are measured into the task's status.", Check: connect.AtLeast(100)},
+		{Name: cfgReconnect, Type: connect.TypeLong, Default: "300000", Importance: "LOW", Group: group, DisplayName: "Reconnect timeout",
+			Doc: "How long a task whose replication connection was lost (a database restart) tries to reconnect before it fails.", Check: connect.AtLeast(0)},
 	}
 }
 

@@ -66,7 +66,7 @@ func (t *task) connectStream(ctx context.Context) error {
 // and hands it out as an offset alone.
 func (t *task) pollStream(ctx context.Context) (connect.SourceBatch, error) {
 	if t.repl == nil {
-		if err := t.connectStream(ctx); err != nil {
+		if err := t.reconnect(ctx); err != nil || t.repl == nil {
 			return connect.SourceBatch{}, err
 		}
 	}
@@ -153,9 +153,50 @@ func (t *task) heartbeatDue() bool {
 // lostStream drops the replication connection: the next poll reconnects from the last
 // batch handed out (what this poll collected is dropped and read again).
 func (t *task) lostStream(err error) (connect.SourceBatch, error) {
+	t.log.Warn("postgres source: replication stream lost; reconnecting from the last batch", "from", t.pos.lsn, "err", err)
 	t.repl.Close(context.Background())
-	t.repl = nil
-	return connect.SourceBatch{}, &connect.RetriableError{Err: fmt.Errorf("postgres source: replication stream: %w", err)}
+	t.repl, t.lost = nil, time.Now()
+	return connect.SourceBatch{}, nil
+}
+
+// reconnect starts streaming again, retrying what may pass (the database restarting)
+// for reconnect.timeout.ms; a slot check's failure is final at once. Without a
+// connection when ctx ends, it returns nothing.
+func (t *task) reconnect(ctx context.Context) error {
+	delay := 200 * time.Millisecond
+	start := time.Now()
+	if time.Since(t.lost) > time.Second {
+		delay = 0 // not a loss just now: no pause
+	}
+	for {
+		if delay > 0 && !sleep(ctx, delay) {
+			return nil
+		}
+		err := t.connectStream(ctx)
+		var re *connect.RetriableError
+		if err == nil || !errors.As(err, &re) || ctx.Err() != nil {
+			return err
+		}
+		if time.Since(start) > t.s.reconnect {
+			return fmt.Errorf("postgres source: no replication connection for %s: %w", t.s.reconnect, err)
+		}
+		t.log.Warn("postgres source: reconnecting", "err", err)
+		if t.meta != nil {
+			t.meta.Close(context.WithoutCancel(ctx)) // it may be as dead as the stream
+		}
+		delay = min(max(2*delay, 200*time.Millisecond), 5*time.Second)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-tm.C:
+		return true
+	}
 }
 
 func (t *task) handleCopyData(ctx context.Context, data []byte, b *connect.SourceBatch) error {

@@ -101,6 +101,7 @@ type settings struct {
 	tables                     []table
 	autoCreate, snapshot       bool
 	heartbeat, linger, metrics time.Duration
+	reconnect                  time.Duration
 	batch                      int
 }
 
@@ -109,7 +110,8 @@ func readSettings(cfg map[string]string) (settings, error) {
 	s := settings{url: g.String(cfgURL), prefix: g.String(cfgPrefix), slot: g.String(cfgSlot), pub: g.String(cfgPublication),
 		autoCreate: g.Bool(cfgAutoCreate), snapshot: g.String(cfgSnapshotMode) != "never",
 		heartbeat: time.Duration(g.Int64(cfgHeartbeat)) * time.Millisecond, linger: time.Duration(g.Int64(cfgLinger)) * time.Millisecond,
-		metrics: time.Duration(g.Int64(cfgMetrics)) * time.Millisecond, batch: int(g.Int64(cfgBatch))}
+		metrics: time.Duration(g.Int64(cfgMetrics)) * time.Millisecond, batch: int(g.Int64(cfgBatch)),
+		reconnect: time.Duration(g.Int64(cfgReconnect)) * time.Millisecond}
 	if s.pub == "" {
 		s.pub = s.slot
 	}
@@ -156,6 +158,7 @@ type task struct {
 	topics      map[table]string
 	st          streamState
 	lastMetrics time.Time
+	lost        time.Time // when the replication stream was last lost
 }
 
 const (
@@ -288,7 +291,23 @@ type slotInfo struct {
 	activePID *int32
 }
 
+// ensureMeta (re)connects the connection for ordinary queries (after a failure closed it).
+func (t *task) ensureMeta(ctx context.Context) error {
+	if t.meta != nil && !t.meta.IsClosed() {
+		return nil
+	}
+	c, err := pgx.Connect(ctx, t.s.url)
+	if err != nil {
+		return &connect.RetriableError{Err: fmt.Errorf("postgres source: connect: %w", err)}
+	}
+	t.meta = c
+	return nil
+}
+
 func (t *task) slotState(ctx context.Context) (slotInfo, error) {
+	if err := t.ensureMeta(ctx); err != nil {
+		return slotInfo{}, err
+	}
 	var (
 		si        slotInfo
 		confirmed *string
@@ -332,6 +351,11 @@ func (si slotInfo) check(slot string, lsn pglogrepl.LSN) error {
 func (t *task) takeOver(ctx context.Context, si slotInfo) error {
 	if si.activePID == nil {
 		return nil
+	}
+	// Only the task's current instance may: a fenced read fails for a zombie (woken
+	// after its lease passed), which would otherwise end its successor's walsender.
+	if _, err := t.sc.Offsets(ctx); err != nil {
+		return fmt.Errorf("postgres source: before taking slot %s over: %w", t.s.slot, err)
 	}
 	t.log.Warn("postgres source: the slot is held by another walsender (a previous owner's); terminating it", "pid", *si.activePID)
 	if _, err := t.meta.Exec(ctx, `SELECT pg_terminate_backend($1)`, *si.activePID); err != nil {
@@ -399,7 +423,7 @@ func (t *task) Committed(ctx context.Context, b connect.SourceBatch) error {
 
 // reportMetrics measures the slot now and then: lag, wal_status, safe WAL size.
 func (t *task) reportMetrics(ctx context.Context) {
-	if time.Since(t.lastMetrics) < t.s.metrics || t.meta == nil {
+	if time.Since(t.lastMetrics) < t.s.metrics || t.ensureMeta(ctx) != nil {
 		return
 	}
 	t.lastMetrics = time.Now()
