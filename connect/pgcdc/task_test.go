@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -273,4 +274,48 @@ func FuzzParsePosition(f *testing.F) {
 			t.Fatalf("%+v round-trips to %+v, %v", p, back, err)
 		}
 	})
+}
+
+// TestSlotLost: a stopped task's slot falls behind max_slot_wal_keep_size (256MB on
+// the test server) and is invalidated at a checkpoint: the next start fails with
+// SLOT_LOST and leaves the slot as it is (not dropped, not recreated).
+func TestSlotLost(t *testing.T) {
+	dsn, db := cdcDB(t)
+	var keep string
+	if err := db.QueryRow(t.Context(), `SHOW max_slot_wal_keep_size`).Scan(&keep); err != nil || keep != "256MB" {
+		t.Skipf("max_slot_wal_keep_size is %q (%v), not the test server's 256MB", keep, err)
+	}
+	exec(t, db, `CREATE TABLE t (id int PRIMARY KEY, v text)`)
+	exec(t, db, `CREATE TABLE other (id int, pad text)`)
+	h := newHarness(t, baseConfig(dsn))
+	if err := h.start(); err != nil {
+		t.Fatal(err)
+	}
+	h.poll()
+	h.poll()
+	h.task.Stop()
+	status := func() string {
+		var s string
+		if err := db.QueryRow(t.Context(), `SELECT coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = 's1'`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	i := 0
+	for ; status() != "lost"; i++ {
+		if i == 12 {
+			t.Fatalf("the slot is %q after about 400MB of WAL", status())
+		}
+		exec(t, db, `INSERT INTO other SELECT g, repeat('x', 1000) FROM generate_series(1, 30000) g`)
+		exec(t, db, `CHECKPOINT`)
+	}
+	t.Logf("the slot lost after %d rounds of about 33MB of WAL", i)
+	err := h.start()
+	if err == nil || !strings.HasPrefix(err.Error(), CodeSlotLost) {
+		t.Fatalf("start on a lost slot: %v", err)
+	}
+	if status() != "lost" {
+		t.Fatal("the lost slot was dropped or recreated")
+	}
+	h.task.Stop()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -300,5 +301,53 @@ func TestCDCPostgresCrash(t *testing.T) {
 	}
 	if st, trace := taskStatus(t, w.url, "cdc"); st != "RUNNING" {
 		t.Fatalf("task %s: %s", st, trace)
+	}
+	if !strings.Contains(w.out.String(), "replication stream lost") {
+		t.Fatal("the task never lost its stream: the crash was not exercised")
+	}
+}
+
+// TestCDCLargeTransaction: one transaction of 100,000 rows (1,000,000 with
+// STRATA_LONG=1), more than 20 batches, is committed in chunks; the worker is SIGKILLed
+// in the middle of it, and the restarted task takes the rest from the chunk's offset:
+// exactly one record per row, one commit LSN, indexes 0..n-1 each once.
+func TestCDCLargeTransaction(t *testing.T) {
+	n := 100_000
+	if long() {
+		n = 1_000_000
+	}
+	dsn, db := cdcDB(t)
+	mustExec(t, db, `CREATE TABLE big (id int PRIMARY KEY, pad text)`)
+	c := newCluster(t, 2*time.Second)
+	w := c.start("w")
+	createTopic(t, w.url, "cdc.public.big", 1)
+	rest(t, w.url, "POST", "/connectors", map[string]any{"name": "cdc", "config": cdcConfig(dsn, "big", "cdc_big", "max.batch.size", "5000")}, 201, nil)
+	waitFor(t, time.Minute, "the task streaming", func() bool {
+		return strings.Contains(w.out.String(), "postgres source: streaming")
+	})
+	mustExec(t, db, `INSERT INTO big SELECT g, 'row ' || g FROM generate_series(1, $1) g`, n)
+	waitFor(t, 5*time.Minute, "a third of the transaction", func() bool { return highWatermark(t, w.url, "cdc.public.big") >= int64(n/3) })
+	w.kill()
+	w = c.start("w")
+	waitFor(t, 10*time.Minute, "the whole transaction", func() bool { return highWatermark(t, w.url, "cdc.public.big") >= int64(n) })
+	// The restart resumed inside the transaction: it skipped the changes taken before.
+	m := regexp.MustCompile(`"skip_events":(\d+)`).FindStringSubmatch(w.out.String())
+	if m == nil || m[1] == "0" {
+		t.Fatalf("the restarted task did not resume inside the transaction (skip_events %v)", m)
+	}
+	t.Logf("resumed inside the transaction after %s of its changes", m[1])
+	time.Sleep(2 * time.Second)
+	recs := readCDC(t, w.url, "cdc.public.big")
+	if len(recs) != n {
+		t.Fatalf("%d records, want %d", len(recs), n)
+	}
+	ids, seqs := make([]bool, n+1), make([]bool, n)
+	for _, r := range recs {
+		id, _ := strconv.Atoi(fmt.Sprint(r.after["id"]))
+		seq, _ := strconv.Atoi(r.seq)
+		if r.op != "c" || id < 1 || id > n || ids[id] || seq < 0 || seq >= n || seqs[seq] || r.commitLSN != recs[0].commitLSN {
+			t.Fatalf("record %d: op %s id %d seq %d lsn %s (first lsn %s): a duplicate or a stranger", r.offset, r.op, id, seq, r.commitLSN, recs[0].commitLSN)
+		}
+		ids[id], seqs[seq] = true, true
 	}
 }
