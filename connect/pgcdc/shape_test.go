@@ -114,7 +114,9 @@ func TestTruncateAndDelete(t *testing.T) {
 	sql(`INSERT INTO t VALUES (1, 'x', 'v')`)
 	sql(`DELETE FROM t WHERE a = 1`)
 	sql(`TRUNCATE t`)
-	h.pollUntil(4)
+	sql(`INSERT INTO t VALUES (5, 'y', 'v')`)
+	sql(`UPDATE t SET a = 6 WHERE a = 5`) // a new key: delete, tombstone, create
+	h.pollUntil(8)
 	ops := []string{}
 	for _, r := range h.recs {
 		if r.Value == nil {
@@ -123,7 +125,7 @@ func TestTruncateAndDelete(t *testing.T) {
 		}
 		ops = append(ops, envelope(t, r)["op"].(string))
 	}
-	if !slices.Equal(ops, []string{"c", "d", "tombstone", "t"}) {
+	if !slices.Equal(ops, []string{"c", "d", "tombstone", "t", "c", "d", "tombstone", "c"}) {
 		t.Fatalf("ops %v", ops)
 	}
 	key, _ := json.Marshal(h.recs[1].Key)
@@ -133,5 +135,10 @@ func TestTruncateAndDelete(t *testing.T) {
 	}
 	if header(h.recs[1], HeaderCommitLSN) == "" || header(h.recs[1], HeaderXID) == "" || header(h.recs[2], HeaderSeq) != "1" {
 		t.Fatalf("headers %v / %v", h.recs[1].Headers, h.recs[2].Headers)
+	}
+	oldKey, _ := json.Marshal(h.recs[6].Key)
+	newKey, _ := json.Marshal(h.recs[7].Key)
+	if string(oldKey) != `{"a":5,"b":"y"}` || string(newKey) != `{"a":6,"b":"y"}` || header(h.recs[7], HeaderSeq) != "2" {
+		t.Fatalf("a key change: tombstone key %s, create key %s, seq %s", oldKey, newKey, header(h.recs[7], HeaderSeq))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/connect"
 )
 
@@ -327,6 +328,12 @@ func (t *task) changeEvents(msg pglogrepl.Message) ([]event, error) {
 		ev := event{rel: r, op: "u", after: after.values}
 		if m.OldTuple != nil {
 			ev.before = before.values
+			if oldKey := r.keyOf(before.values); oldKey != nil && catalog.MarshalCanonical(oldKey) != catalog.MarshalCanonical(r.keyOf(after.values)) {
+				// The key changed: as Debezium, a delete (and tombstone) of the old key,
+				// then a create under the new one, so that by-key consumers drop the old row.
+				ev.op = "c"
+				return []event{{rel: r, op: "d", before: before.values}, ev}, nil
+			}
 		}
 		for _, c := range after.toast {
 			// Unchanged TOAST: under REPLICA IDENTITY FULL the old row, from the same

@@ -84,7 +84,7 @@ func TestCDCSlotMissing(t *testing.T) {
 
 // TestCDCPipeline: a table copied through Strata — Postgres table → CDC source →
 // topic → Postgres sink → table in another database — under a random workload of
-// inserts, updates and deletes, with the worker (running both tasks) SIGKILLed at
+// inserts, updates (some changing the key) and deletes, with the worker (running both tasks) SIGKILLed at
 // random moments (3 times; 10 with STRATA_LONG=1) and crashed once after the sink's
 // write before its offsets commit: the two tables end equal.
 func TestCDCPipeline(t *testing.T) {
@@ -130,7 +130,10 @@ func TestCDCPipeline(t *testing.T) {
 			var sqls []string
 			for range 1 + wrng.IntN(20) {
 				id := 1 + wrng.IntN(next)
-				switch wrng.IntN(4) {
+				switch wrng.IntN(5) {
+				case 4: // a key change
+					sqls = append(sqls, fmt.Sprintf(`UPDATE acct SET id = %d WHERE id = %d`, next, id))
+					next++
 				case 0:
 					sqls = append(sqls, fmt.Sprintf(`INSERT INTO acct VALUES (%d, 0, 'new') ON CONFLICT (id) DO NOTHING`, next))
 					next++
