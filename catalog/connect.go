@@ -53,6 +53,10 @@ type Connect interface {
 	// ReportTaskState records a task's state (and trace) as its instance at
 	// fence.Generation saw it; ErrStaleGeneration when that is no longer the task's.
 	ReportTaskState(ctx context.Context, fence TaskFence, worker, state, trace string) error
+	// ReportTaskMetrics records what a task instance measures of the system it reads
+	// or writes (a JSON object, at most MaxTaskMetrics bytes; "" clears them), shown in
+	// the task's status; ErrStaleGeneration when fence is no longer the task's.
+	ReportTaskMetrics(ctx context.Context, fence TaskFence, metrics string) error
 	// AddConnectorTopics records topics a connector used (GET .../topics);
 	// ResetConnectorTopics forgets them.
 	AddConnectorTopics(ctx context.Context, name string, topics []string) error
@@ -123,6 +127,8 @@ const (
 	MaxSourceOffset    = 64 << 10
 	// MaxTrace bounds a stored status trace (a longer one is cut).
 	MaxTrace = 16 << 10
+	// MaxTaskMetrics bounds a task's reported metrics (JSON).
+	MaxTaskMetrics = 16 << 10
 )
 
 // ConnectorSpec is a connector as the runtime stores it.
@@ -163,6 +169,8 @@ type ConnectTask struct {
 	LeaseUntil time.Time // the owner's lease
 	// State, Trace and Worker are the last state reported (and by whom).
 	State, Trace, Worker string
+	// Metrics is the last ReportTaskMetrics of any of the task's instances ("": none).
+	Metrics string
 }
 
 // Held reports whether a live owner holds the task at now.

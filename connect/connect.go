@@ -80,6 +80,9 @@ type SourceContext interface {
 	// Offsets reads the connector's committed source offsets, fenced: it fails once
 	// this instance is no longer its task's.
 	Offsets(ctx context.Context) ([]Offset, error)
+	// ReportMetrics records what the task measures of the system it reads (a JSON
+	// object's fields), shown in the task's status as source_metrics.
+	ReportMetrics(ctx context.Context, metrics map[string]any) error
 	Logger() *slog.Logger
 }
 

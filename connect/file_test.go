@@ -15,8 +15,9 @@ import (
 
 type fakeSourceContext struct{ offs []Offset }
 
-func (f fakeSourceContext) Offsets(context.Context) ([]Offset, error) { return f.offs, nil }
-func (fakeSourceContext) Logger() *slog.Logger                        { return slog.New(slog.DiscardHandler) }
+func (f fakeSourceContext) Offsets(context.Context) ([]Offset, error)         { return f.offs, nil }
+func (fakeSourceContext) Logger() *slog.Logger                                { return slog.New(slog.DiscardHandler) }
+func (fakeSourceContext) ReportMetrics(context.Context, map[string]any) error { return nil }
 
 func pollLines(t *testing.T, task SourceTask) ([]string, []Offset) {
 	t.Helper()

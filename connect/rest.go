@@ -244,6 +244,9 @@ type taskState struct {
 	ID int32 `json:"id"`
 	stateInfo
 	Generation int64 `json:"generation"`
+	// Metrics is what the task measures of the system it reads or writes (a CDC
+	// source: its slot's lag, wal_status and safe WAL size).
+	Metrics json.RawMessage `json:"source_metrics,omitempty"`
 }
 
 type connectorStatus struct {
@@ -271,6 +274,9 @@ func statusOf(c catalog.Connector) connectorStatus {
 		}
 		if ts.State == catalog.TaskFailed {
 			ts.Trace = t.Trace
+		}
+		if t.Metrics != "" {
+			ts.Metrics = json.RawMessage(t.Metrics)
 		}
 		st.Tasks = append(st.Tasks, ts)
 	}

@@ -22,6 +22,14 @@ type sourceContext struct{ e *taskEnv }
 
 func (c sourceContext) Logger() *slog.Logger { return c.e.log }
 
+func (c sourceContext) ReportMetrics(ctx context.Context, m map[string]any) error {
+	err := c.e.store.ReportTaskMetrics(ctx, c.e.fence, catalog.MarshalCanonical(m))
+	if errors.Is(err, catalog.ErrStaleGeneration) {
+		return fmt.Errorf("%w: %v", errFenced, err)
+	}
+	return err
+}
+
 func (c sourceContext) Offsets(ctx context.Context) ([]Offset, error) {
 	stored, err := c.e.store.SourceOffsets(ctx, c.e.fence)
 	if errors.Is(err, catalog.ErrStaleGeneration) {

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Starts what the integration tests need on this machine: PostgreSQL 15 (installed, not
-# running) and MinIO (built once from the pinned module and cached), installs kcat when
-# missing, then prints the environment the tests read. Idempotent: running services are
-# reused.
+# running) — the catalog's cluster, and a second cluster with wal_level=logical that the
+# Postgres change-data-capture tests capture from (separate, so that a replication slot a
+# test leaves behind can never pin the catalog's WAL) — and MinIO (built once from the
+# pinned module and cached), installs kcat when missing, then prints the environment the
+# tests read. Idempotent: running services are reused.
 #
 #   eval "$(scripts/services.sh)"
 set -euo pipefail
@@ -15,6 +17,8 @@ MINIO_DATA=${STRATA_MINIO_DATA:-$CACHE/minio-data}
 PG_USER=strata
 PG_PASS=strata
 PG_DB=strata_test
+CDC_PORT=${STRATA_CDC_PORT:-5433}
+CDC_CLUSTER=strata_cdc
 
 log() { echo "services: $*" >&2; }
 
@@ -39,6 +43,53 @@ start_postgres() {
   su postgres -c "psql -qc 'grant pg_signal_backend to $PG_USER'" >/dev/null 2>&1 || true
   su postgres -c "psql -qAtc \"select 1 from pg_database where datname='$PG_DB'\"" | grep -q 1 ||
     su postgres -c "psql -qc 'create database $PG_DB owner $PG_USER'" >&2
+}
+
+# The change-data-capture source's cluster: logical decoding on, room for the slots and
+# walsenders of tests running side by side, and a bound on the WAL a forgotten slot may
+# hold (a slot beyond it is invalidated — wal_status 'lost' — rather than fill the disk).
+start_cdc_postgres() {
+  local ver
+  ver=$(pg_lsclusters -h | awk 'NR==1{print $1}')
+  if ! pg_lsclusters -h | awk '{print $2}' | grep -qx "$CDC_CLUSTER"; then
+    log "creating postgres cluster $ver/$CDC_CLUSTER on port $CDC_PORT (wal_level=logical)"
+    pg_createcluster "$ver" "$CDC_CLUSTER" -p "$CDC_PORT" -- --auth-local=peer --auth-host=scram-sha-256 >&2
+  fi
+  local conf=/etc/postgresql/$ver/$CDC_CLUSTER/conf.d/strata-cdc.conf want
+  want=$(cat <<CONF
+wal_level = logical
+max_replication_slots = 64
+max_wal_senders = 64
+max_slot_wal_keep_size = 256MB
+wal_sender_timeout = 60s
+shared_buffers = 64MB
+max_connections = 200
+CONF
+)
+  if [ "$(cat "$conf" 2>/dev/null)" != "$want" ]; then
+    echo "$want" >"$conf"
+    chown postgres "$conf"
+    if pg_lsclusters -h | awk -v c="$CDC_CLUSTER" '$2==c{print $4}' | grep -q online; then
+      log "restarting postgres $ver/$CDC_CLUSTER for its new settings"
+      pg_ctlcluster --skip-systemctl-redirect "$ver" "$CDC_CLUSTER" restart >&2
+    fi
+  fi
+  if ! pg_lsclusters -h | awk -v c="$CDC_CLUSTER" '$2==c{print $4}' | grep -q online; then
+    log "starting postgres $ver/$CDC_CLUSTER"
+    pg_ctlcluster --skip-systemctl-redirect "$ver" "$CDC_CLUSTER" start >&2
+  fi
+  local q="su postgres -c"
+  for _ in $(seq 1 50); do
+    $q "psql -p $CDC_PORT -qAtc 'select 1'" >/dev/null 2>&1 && break
+    sleep 0.2
+  done
+  $q "psql -p $CDC_PORT -qAtc \"select 1 from pg_roles where rolname='$PG_USER'\"" | grep -q 1 ||
+    $q "psql -p $CDC_PORT -qc \"create role $PG_USER login createdb replication password '$PG_PASS'\"" >&2
+  # pg_signal_backend: a task taking a slot over ends the walsender its predecessor left;
+  # pg_checkpoint: the lost-slot test checkpoints so that WAL past the limit is removed.
+  $q "psql -p $CDC_PORT -qc 'grant pg_signal_backend, pg_checkpoint to $PG_USER'" >/dev/null 2>&1 || true
+  $q "psql -p $CDC_PORT -qAtc \"select 1 from pg_database where datname='$PG_DB'\"" | grep -q 1 ||
+    $q "psql -p $CDC_PORT -qc 'create database $PG_DB owner $PG_USER'" >&2
 }
 
 start_minio() {
@@ -71,10 +122,12 @@ install_kcat() {
 }
 
 start_postgres
+start_cdc_postgres
 start_minio
 install_kcat
 cat <<ENV
 export STRATA_TEST_POSTGRES='postgres://$PG_USER:$PG_PASS@127.0.0.1:5432/$PG_DB?sslmode=disable'
+export STRATA_TEST_CDC_POSTGRES='postgres://$PG_USER:$PG_PASS@127.0.0.1:$CDC_PORT/$PG_DB?sslmode=disable'
 export STRATA_TEST_S3_ENDPOINT='http://127.0.0.1:$MINIO_PORT'
 export STRATA_TEST_S3_ACCESS_KEY=strata
 export STRATA_TEST_S3_SECRET_KEY=stratasecret

@@ -39,6 +39,7 @@ func RunConnect(t *testing.T, open func(t *testing.T) ConnectCatalog) {
 		{"offsets/alter_only_when_stopped", testAlterOffsets},
 		{"tasks/report_and_restart", testReportAndRestart},
 		{"connectors/topics", testConnectorTopics},
+		{"tasks/metrics", testTaskMetrics},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
 	}

@@ -25,7 +25,7 @@ var _ catalog.Connect = (*Catalog)(nil)
 
 const (
 	pgSelectConnector = `SELECT name, type, config, principal, target_state, worker, topics FROM connectors`
-	pgSelectTasks     = `SELECT connector, task, config, generation, coalesce(owner, ''), lease_until, state, trace, worker
+	pgSelectTasks     = `SELECT connector, task, config, generation, coalesce(owner, ''), lease_until, state, trace, worker, metrics
 		FROM connector_tasks`
 )
 
@@ -81,7 +81,7 @@ func loadConnectors(ctx context.Context, q queryer, name, lock string) ([]catalo
 		t     catalog.ConnectTask
 		lease *time.Time
 	)
-	_, err = pgx.ForEachRow(rows, []any{&conn, &t.Task, &cfg, &t.Generation, &t.Owner, &lease, &t.State, &t.Trace, &t.Worker}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&conn, &t.Task, &cfg, &t.Generation, &t.Owner, &lease, &t.State, &t.Trace, &t.Worker, &t.Metrics}, func() error {
 		x := t
 		var err error
 		if x.Config, err = catalog.DecodeConfig(cfg); err != nil {

@@ -21,7 +21,7 @@ var _ catalog.Connect = (*Catalog)(nil)
 
 const (
 	selectConnector = `SELECT name, type, config, principal, target_state, worker, topics FROM connectors`
-	selectTasks     = `SELECT connector, task, config, generation, coalesce(owner, ''), coalesce(lease_until, 0), state, trace, worker
+	selectTasks     = `SELECT connector, task, config, generation, coalesce(owner, ''), coalesce(lease_until, 0), state, trace, worker, metrics
 		FROM connector_tasks`
 	nextGeneration = `UPDATE connect_generations SET last = last + 1 WHERE id = 1 RETURNING last`
 )
@@ -81,7 +81,7 @@ func loadConnectors(ctx context.Context, q rowQueryer, name string) ([]catalog.C
 			t         catalog.ConnectTask
 			lease     int64
 		)
-		if err := rows.Scan(&conn, &t.Task, &cfg, &t.Generation, &t.Owner, &lease, &t.State, &t.Trace, &t.Worker); err != nil {
+		if err := rows.Scan(&conn, &t.Task, &cfg, &t.Generation, &t.Owner, &lease, &t.State, &t.Trace, &t.Worker, &t.Metrics); err != nil {
 			return nil, err
 		}
 		if t.Config, err = catalog.DecodeConfig(cfg); err != nil {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/connect"
+	"github.com/strata-io/strata/connect/pgcdc"
+	"github.com/strata-io/strata/connect/pgsink"
 )
 
 // connectFlags are the connect role's flags (serve --roles connect, and dev).
@@ -42,5 +44,11 @@ func (f *connectFlags) providers() (connect.Providers, error) {
 
 func (f *connectFlags) config() connect.WorkerConfig {
 	p, _ := f.providers() // validated
-	return connect.WorkerConfig{Name: f.name, Lease: f.lease, Providers: p}
+	return connect.WorkerConfig{Name: f.name, Lease: f.lease, Providers: p, Plugins: plugins()}
+}
+
+// plugins are the connectors the binary runs: the runtime's file connectors and the
+// Postgres change-data-capture source and sink.
+func plugins() *connect.Plugins {
+	return connect.NewPlugins(connect.FileSourceConnector{}, connect.FileSinkConnector{}, pgcdc.Connector{}, pgsink.Connector{})
 }

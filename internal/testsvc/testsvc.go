@@ -102,15 +102,17 @@ func BucketName() string { return "strata-t-" + randomSuffix() }
 // Postgres is a private Postgres instance a test may stop and restart without
 // disturbing other tests that share the main server.
 type Postgres struct {
-	Dir  string
-	Port int
-	DSN  string
-	bin  string
+	Dir      string
+	Port     int
+	DSN      string
+	bin      string
+	settings []string
 }
 
 // StartPrivatePostgres initialises and starts a private instance in a temporary
-// directory, running as the postgres user when the test runs as root.
-func StartPrivatePostgres(t testing.TB) *Postgres {
+// directory, running as the postgres user when the test runs as root; settings are
+// server settings (name=value, e.g. wal_level=logical).
+func StartPrivatePostgres(t testing.TB, settings ...string) *Postgres {
 	t.Helper()
 	Require(t, "STRATA_TEST_POSTGRES") // the same prerequisites as the shared server
 	bin := findPostgresBin(t)
@@ -120,7 +122,7 @@ func StartPrivatePostgres(t testing.TB) *Postgres {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	port := freePort(t)
-	p := &Postgres{Dir: dir, Port: port, bin: bin,
+	p := &Postgres{Dir: dir, Port: port, bin: bin, settings: settings,
 		DSN: fmt.Sprintf("postgres://strata:strata@127.0.0.1:%d/strata?sslmode=disable", port)}
 	if os.Geteuid() == 0 {
 		if out, err := exec.Command("chown", "postgres", dir).CombinedOutput(); err != nil {
@@ -148,8 +150,12 @@ func StartPrivatePostgres(t testing.TB) *Postgres {
 // Start starts (or restarts after Stop) the instance and waits until it accepts.
 func (p *Postgres) Start(t testing.TB) {
 	t.Helper()
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1", p.Port, p.Dir)
+	for _, s := range p.settings {
+		opts += " -c " + s
+	}
 	p.run(t, filepath.Join(p.bin, "pg_ctl"), "-D", filepath.Join(p.Dir, "data"), "-l", filepath.Join(p.Dir, "log"),
-		"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1", p.Port, p.Dir), "-w", "start")
+		"-o", opts, "-w", "start")
 }
 
 // Stop stops the instance: mode "immediate" is a crash, "fast" a clean shutdown.
@@ -227,4 +233,33 @@ func Kcat(t testing.TB) string {
 		t.Skip("kcat is not installed (apt-get install kcat, or run scripts/services.sh)")
 	}
 	return p
+}
+
+// CDCPostgresDSN creates a fresh database on the change-data-capture test server
+// (STRATA_TEST_CDC_POSTGRES: wal_level=logical, separate from the catalog's) and
+// returns its DSN; when the test ends, the database's replication slots are dropped
+// (a slot pins WAL, and blocks dropping its database), then the database.
+func CDCPostgresDSN(t testing.TB) string {
+	t.Helper()
+	dsn := CreateDatabase(t, Require(t, "STRATA_TEST_CDC_POSTGRES"))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return
+		}
+		defer c.Close(ctx)
+		_, _ = c.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = current_database() AND active_pid IS NOT NULL`)
+		for range 50 {
+			var n int
+			_ = c.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE database = current_database() AND active_pid IS NOT NULL`).Scan(&n)
+			if n == 0 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		_, _ = c.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = current_database()`)
+	})
+	return dsn
 }
