@@ -12,6 +12,7 @@ import (
 type Backend interface {
 	Catalog
 	Groups
+	ClassicGroups
 	Producers
 	Compaction
 	Inventory

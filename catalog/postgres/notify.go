@@ -40,6 +40,7 @@ type notifier struct {
 
 	mu      sync.Mutex
 	pending map[catalog.TopicPartition]int64
+	groups  map[string]bool // classic groups that changed (groupChannel)
 	wake    chan struct{}
 
 	cancel context.CancelFunc
@@ -71,6 +72,20 @@ func (n *notifier) add(hw map[catalog.TopicPartition]int64) {
 	}
 }
 
+// addGroup queues a notification that a classic group changed; it never blocks.
+func (n *notifier) addGroup(name string) {
+	n.mu.Lock()
+	if n.groups == nil {
+		n.groups = map[string]bool{}
+	}
+	n.groups[name] = true
+	n.mu.Unlock()
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
 func (n *notifier) run(ctx context.Context) {
 	defer close(n.done)
 	for {
@@ -80,21 +95,27 @@ func (n *notifier) run(ctx context.Context) {
 		case <-n.wake:
 		}
 		n.mu.Lock()
-		batch := n.pending
-		n.pending = nil
+		batch, groups := n.pending, n.groups
+		n.pending, n.groups = nil, nil
 		n.mu.Unlock()
-		for _, payload := range encodeWatermarks(batch) {
-			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			// A notifying transaction gets an xid and a commit record; it need not wait
-			// for a WAL flush, as a lost notification costs only a poll.
-			_, err := n.pool.Exec(sctx, `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)`, notifyChannel, payload)
-			cancel()
-			if err != nil {
-				if ctx.Err() == nil {
-					n.log.Debug("commit notification dropped", "err", err)
-				}
-				break
+		n.send(ctx, notifyChannel, encodeWatermarks(batch))
+		n.send(ctx, groupChannel, encodeGroups(groups))
+	}
+}
+
+// send sends payloads on channel, dropping the rest after an error.
+func (n *notifier) send(ctx context.Context, channel string, payloads []string) {
+	for _, payload := range payloads {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		// A notifying transaction gets an xid and a commit record; it need not wait
+		// for a WAL flush, as a lost notification costs only a poll.
+		_, err := n.pool.Exec(sctx, `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)`, channel, payload)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				n.log.Debug("notification dropped", "channel", channel, "err", err)
 			}
+			return
 		}
 	}
 }
@@ -164,9 +185,24 @@ const (
 // ctx ends. Notifications sent while disconnected are lost: readers poll the high
 // watermark after a reconnect.
 func (c *Catalog) Listen(ctx context.Context, fn func(catalog.Watermark)) error {
+	return c.listen(ctx, notifyChannel, func(payload string) {
+		ws, err := decodeWatermarks(payload)
+		if err != nil {
+			c.log.Warn("listen: notification ignored", "err", err)
+			return
+		}
+		for _, w := range ws {
+			fn(w)
+		}
+	})
+}
+
+// listen runs LISTEN sessions on channel, handing each payload to handle, until ctx
+// ends.
+func (c *Catalog) listen(ctx context.Context, channel string, handle func(payload string)) error {
 	backoff := listenMinBackoff
 	for {
-		connected, err := c.listenOnce(ctx, fn)
+		connected, err := c.listenOnce(ctx, channel, handle)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -187,7 +223,7 @@ func (c *Catalog) Listen(ctx context.Context, fn func(catalog.Watermark)) error 
 
 // listenOnce runs one LISTEN session until it fails or ctx ends; connected says whether
 // it got as far as listening.
-func (c *Catalog) listenOnce(ctx context.Context, fn func(catalog.Watermark)) (connected bool, err error) {
+func (c *Catalog) listenOnce(ctx context.Context, channel string, handle func(payload string)) (connected bool, err error) {
 	cfg := c.connConfig.Copy()
 	cfg.RuntimeParams["application_name"] = listenApplicationName
 	conn, err := pgx.ConnectConfig(ctx, cfg)
@@ -199,7 +235,7 @@ func (c *Catalog) listenOnce(ctx context.Context, fn func(catalog.Watermark)) (c
 		defer cancel()
 		conn.Close(cctx)
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
 		return false, fmt.Errorf("postgres: listen: %w", err)
 	}
 	for {
@@ -207,13 +243,6 @@ func (c *Catalog) listenOnce(ctx context.Context, fn func(catalog.Watermark)) (c
 		if err != nil {
 			return true, fmt.Errorf("postgres: listen: wait: %w", err)
 		}
-		ws, err := decodeWatermarks(n.Payload)
-		if err != nil {
-			c.log.Warn("listen: notification ignored", "err", err)
-			continue
-		}
-		for _, w := range ws {
-			fn(w)
-		}
+		handle(n.Payload)
 	}
 }

@@ -41,7 +41,9 @@ type Catalog struct {
 	opts catalog.Options
 	log  *slog.Logger
 	hub  *hub
-	st   stmts // the commit path's statements, prepared once on the writer connection
+	// groupHub wakes held classic-group requests (classic.go).
+	groupHub groupHub
+	st       stmts // the commit path's statements, prepared once on the writer connection
 
 	closeOnce sync.Once
 	closeErr  error

@@ -1,0 +1,447 @@
+package catalog
+
+// Classic groups (docs/design.md "Kafka front end"): Kafka's JoinGroup/SyncGroup
+// protocol, in which a leader member computes the assignment and the coordinator only
+// relays it. On stateless nodes the coordinator is the catalog: a group's state,
+// generation, members with their protocols and deadlines, and the assignment are rows,
+// every timer is a database-clock deadline, and every step runs under the group's row
+// lock (the "groups" place of the lock order). This file holds the types, the one rule
+// about a group's type, and the encoding of protocols; classic_engine.go holds the state
+// machine both backends run (Advance, then one of Join, Sync, Heartbeat, Leave,
+// CheckCommit), and what a waiting JoinGroup or SyncGroup reads its answer from
+// (JoinAnswerFor, SyncAnswerFor).
+//
+// A classic member is also a row of group_members (its "mirror": epoch = generation,
+// lease = the time until which the classic rules keep it), so that every rule about a
+// group's live members — a commit from outside the group, a reset, a delete, the lag
+// and listings of the HTTP API — holds for both types without a second copy.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Group types. A group has one, kept in its catalog row; a member of the other type is
+// refused while the group has live members, and an empty group takes the type of the
+// member that joins it (Kafka converts empty groups the same way), keeping its offsets.
+const (
+	// GroupTypeConsumer: server-side assignment (KIP-848): HTTP members and Kafka
+	// ConsumerGroupHeartbeat members, side by side.
+	GroupTypeConsumer = "consumer"
+	// GroupTypeClassic: Kafka's JoinGroup/SyncGroup protocol.
+	GroupTypeClassic = "classic"
+)
+
+// Classic group states, named as Kafka's DescribeGroups and ListGroups answer them.
+const (
+	ClassicEmpty               = "Empty"
+	ClassicPreparingRebalance  = "PreparingRebalance"
+	ClassicCompletingRebalance = "CompletingRebalance"
+	ClassicStable              = "Stable"
+	// ClassicDead is what a group that does not exist is described as.
+	ClassicDead = "Dead"
+)
+
+var (
+	// ErrInconsistentGroupProtocol: a member of the other group type, or a classic
+	// join whose protocol type or protocols the group's members do not share, or a
+	// SyncGroup naming another protocol than the group's.
+	ErrInconsistentGroupProtocol = errors.New("inconsistent group protocol")
+	// ErrIllegalGeneration: a classic request at another generation than the group's.
+	ErrIllegalGeneration = errors.New("illegal generation")
+	// ErrRebalanceInProgress: the group is rebalancing; the member must join again.
+	ErrRebalanceInProgress = errors.New("rebalance in progress")
+	// ErrFencedInstance: a static member (group.instance.id) replaced by a newer
+	// instance with the same id.
+	ErrFencedInstance = errors.New("fenced instance id")
+	// ErrInvalidSessionTimeout: a classic join's session timeout outside the bounds.
+	ErrInvalidSessionTimeout = errors.New("invalid session timeout")
+	// ErrNotClassicGroup: the group exists and is of the consumer type (for calls that
+	// then go to the consumer rules), or does not exist.
+	ErrNotClassicGroup = errors.New("not a classic group")
+)
+
+// ClassicGroups is the classic-group part of the catalog, implemented by both backends
+// and proved by catalogtest.RunClassic. Every call runs in one transaction under the
+// group's lock, first applying the timed transitions that are due (Advance), which are
+// kept even when the call itself is refused; a refused call changes nothing else.
+type ClassicGroups interface {
+	// JoinGroup joins (creating the group) or rejoins a member. The answer comes now
+	// (ClassicJoinResult.Answer) or once the rebalance completes: the caller then
+	// reads the group (ClassicGroup) until JoinAnswerFor is done.
+	JoinGroup(ctx context.Context, j ClassicJoin) (ClassicJoinResult, error)
+	// SyncGroup takes a member's sync (the leader's carries the assignment). Ready
+	// answers now; otherwise read the group until SyncAnswerFor is done.
+	SyncGroup(ctx context.Context, s ClassicSync) (ClassicSyncResult, error)
+	// ClassicHeartbeat renews a member's session; rebalancing says to join again (the
+	// session was renewed all the same).
+	ClassicHeartbeat(ctx context.Context, h ClassicHeartbeat) (rebalancing bool, err error)
+	// LeaveGroup removes members, answering each one's refusal (nil: left).
+	LeaveGroup(ctx context.Context, group string, members []ClassicLeaver) ([]error, error)
+	// CommitClassicOffsets commits a classic member's offsets at its generation, all
+	// or none: ErrNotClassicGroup when the group is of the consumer type or missing.
+	CommitClassicOffsets(ctx context.Context, c ClassicCommit) error
+	// ClassicGroup reads a classic group and the database clock without a lock;
+	// ErrNotClassicGroup for a consumer group or none. When a transition is due
+	// (ClassicGroup.Due), TickClassic applies it.
+	ClassicGroup(ctx context.Context, group string) (*ClassicGroup, time.Time, error)
+	// TickClassic applies the due transitions under the lock and answers the group.
+	TickClassic(ctx context.Context, group string) (*ClassicGroup, time.Time, error)
+	// GroupKinds lists every group's type, and a classic group's state and protocol
+	// type, ordered by name.
+	GroupKinds(ctx context.Context) ([]GroupKind, error)
+	// DeleteOffsets deletes a group's committed offsets of partitions; a partition of
+	// a topic a live member subscribes to is refused (ErrGroupSubscribed), one of a
+	// topic that does not exist is ErrTopicNotFound. errs answers offsets by index.
+	DeleteOffsets(ctx context.Context, group string, offsets []TopicPartitionName) (errs []error, err error)
+	// ListenGroups calls fn with a group's name after each change of its classic state
+	// made anywhere (best effort, as Listen: waiters also poll), until ctx ends.
+	ListenGroups(ctx context.Context, fn func(group string)) error
+}
+
+// ErrGroupSubscribed: offsets of a topic the group's live members consume cannot be
+// deleted.
+var ErrGroupSubscribed = errors.New("group is subscribed to the topic")
+
+// TopicPartitionName names a partition by topic name.
+type TopicPartitionName struct {
+	Topic     string
+	Partition int32
+}
+
+// GroupKind is one group's type as GroupKinds lists it.
+type GroupKind struct {
+	Name         string
+	Type         string
+	ClassicState string // classic groups only
+	ProtocolType string // classic groups only
+}
+
+// ClassicProtocol is one protocol a classic member supports, with its metadata.
+type ClassicProtocol struct {
+	Name     string
+	Metadata []byte
+}
+
+// ClassicJoin is one JoinGroup.
+type ClassicJoin struct {
+	Group      string
+	MemberID   string // "": a new member
+	InstanceID string // static membership (group.instance.id), "" for none
+	ClientID   string
+	ClientHost string
+	// SessionTimeout bounds the time between heartbeats; RebalanceTimeout how long a
+	// rebalance waits for this member to join again (0: SessionTimeout, as JoinGroup
+	// v0). The group waits for the largest of its members'.
+	SessionTimeout   time.Duration
+	RebalanceTimeout time.Duration
+	ProtocolType     string
+	Protocols        []ClassicProtocol // in the member's order of preference
+	// Topics is the subscription the member's metadata names (the consumer protocol),
+	// for listings and lag; nil for other protocols.
+	Topics []string
+	// RequireKnownMemberID (JoinGroup v4+): a new dynamic member is first given an id
+	// and must join again with it.
+	RequireKnownMemberID bool
+	// NewMemberID is the id a new member gets: the caller makes it unique.
+	NewMemberID string
+}
+
+// ClassicJoinResult answers a JoinGroup.
+type ClassicJoinResult struct {
+	MemberID string
+	// MemberIDRequired: the member was given MemberID and must join again with it.
+	MemberIDRequired bool
+	// Answer is the join's answer when it is ready now; nil while it waits for the
+	// rebalance that started at WaitGeneration to complete.
+	Answer         *ClassicJoinAnswer
+	WaitGeneration int32
+}
+
+// ClassicJoinAnswer is what JoinGroup answers once the rebalance completed.
+type ClassicJoinAnswer struct {
+	Generation   int32
+	ProtocolType string
+	Protocol     string
+	Leader       string
+	MemberID     string
+	// Members, for the leader only: every member of the generation with its metadata
+	// of the chosen protocol.
+	Members []ClassicJoinMember
+	// SkipAssignment: a static leader rejoined without a rebalance; it resends the
+	// assignment it computed before (JoinGroup v9).
+	SkipAssignment bool
+}
+
+// ClassicJoinMember is one member as the leader's join answer lists it.
+type ClassicJoinMember struct {
+	ID         string
+	InstanceID string
+	Metadata   []byte
+}
+
+// ClassicSync is one SyncGroup.
+type ClassicSync struct {
+	Group      string
+	MemberID   string
+	InstanceID string
+	Generation int32
+	// ProtocolType and Protocol (SyncGroup v5+), "" when not given.
+	ProtocolType string
+	Protocol     string
+	// Assignments is the leader's plan: member id → assignment. Members left out get
+	// an empty one.
+	Assignments []ClassicAssignment
+}
+
+// ClassicAssignment is one member's assignment in the leader's plan.
+type ClassicAssignment struct {
+	MemberID   string
+	Assignment []byte
+}
+
+// ClassicSyncResult answers a SyncGroup: Ready with the member's assignment, or not
+// yet (the leader has not synced): read the group until SyncAnswerFor is done.
+type ClassicSyncResult struct {
+	Ready        bool
+	Assignment   []byte
+	ProtocolType string
+	Protocol     string
+}
+
+// ClassicHeartbeat is one Heartbeat.
+type ClassicHeartbeat struct {
+	Group      string
+	MemberID   string
+	InstanceID string
+	Generation int32
+}
+
+// ClassicLeaver is one member of a LeaveGroup: by member id, or by instance id (v3+,
+// static members), or both.
+type ClassicLeaver struct {
+	MemberID   string
+	InstanceID string
+}
+
+// ClassicCommit is a classic member's offset commit (OffsetCommit with a member id):
+// Generation is the group generation the member is at.
+type ClassicCommit struct {
+	Group      string
+	MemberID   string
+	InstanceID string
+	Generation int32
+	Offsets    []CommitOffset
+}
+
+// ClassicGroup is a classic group's state as the backends load it under its lock.
+type ClassicGroup struct {
+	Name         string
+	Type         string // the group row's type (GroupTypeClassic once a classic member joined)
+	State        string
+	Generation   int32
+	ProtocolType string
+	Protocol     string
+	Leader       string
+	// SyncedGeneration is the last generation whose leader synced: its assignments
+	// are those stored.
+	SyncedGeneration int32
+	// Deadline is the timer of the state: PreparingRebalance ends by it (members not
+	// joined again are removed), CompletingRebalance too (members that did not sync are
+	// removed and a rebalance starts). Zero in the other states.
+	Deadline  time.Time
+	CreatedAt time.Time
+	Members   map[string]*ClassicMember
+	// OtherLive counts live members of the consumer type (a group of that type being
+	// joined by a classic member; then never written).
+	OtherLive int
+}
+
+// ClassicMember is one classic member (or a pending id handed out by MEMBER_ID_REQUIRED).
+type ClassicMember struct {
+	ID               string
+	InstanceID       string
+	ClientID         string
+	ClientHost       string
+	SessionTimeout   time.Duration
+	RebalanceTimeout time.Duration
+	Protocols        []ClassicProtocol
+	Topics           []string
+	Assignment       []byte
+	// Generation is the generation the member is part of (0 before its first).
+	Generation int32
+	// Joining: its JoinGroup waits for the rebalance in progress. Syncing: its
+	// SyncGroup waits for the leader's. Pending: an id handed out with
+	// MEMBER_ID_REQUIRED, not a member until it joins with it.
+	Joining, Syncing, Pending bool
+	SessionDeadline           time.Time
+	JoinedAt                  time.Time
+}
+
+// NewClassicGroup returns a group that has never had a classic member.
+func NewClassicGroup(name string, createdAt time.Time) *ClassicGroup {
+	return &ClassicGroup{Name: name, Type: GroupTypeClassic, State: ClassicEmpty, CreatedAt: createdAt, Members: map[string]*ClassicMember{}}
+}
+
+// Clone deep-copies g (members' byte slices are shared: they are never mutated in
+// place).
+func (g *ClassicGroup) Clone() *ClassicGroup {
+	c := *g
+	c.Members = make(map[string]*ClassicMember, len(g.Members))
+	for id, m := range g.Members {
+		mc := *m
+		c.Members[id] = &mc
+	}
+	return &c
+}
+
+// CheckGroupType is the rule about a group's type, for every kind of member: current is
+// the group's type ("" for a new group), live its live members. It answers the type the
+// group has once the member joins.
+func CheckGroupType(group, current string, live int, want string) (string, error) {
+	if current == "" || current == want || live == 0 {
+		return want, nil
+	}
+	return "", fmt.Errorf("%w: group %s is a %s group with %d live members: a %s member cannot join it (use another group id, or wait until it is empty)",
+		ErrInconsistentGroupProtocol, group, current, live, want)
+}
+
+// EncodeClassicProtocols lays protocols out for a catalog column: per protocol, the
+// name's length (uint16), the name, the metadata's length (uint32), the metadata.
+func EncodeClassicProtocols(ps []ClassicProtocol) []byte {
+	n := 0
+	for _, p := range ps {
+		n += 6 + len(p.Name) + len(p.Metadata)
+	}
+	out := make([]byte, 0, n)
+	for _, p := range ps {
+		out = binary.BigEndian.AppendUint16(out, uint16(len(p.Name)))
+		out = append(out, p.Name...)
+		out = binary.BigEndian.AppendUint32(out, uint32(len(p.Metadata)))
+		out = append(out, p.Metadata...)
+	}
+	return out
+}
+
+// DecodeClassicProtocols reads what EncodeClassicProtocols wrote.
+func DecodeClassicProtocols(b []byte) ([]ClassicProtocol, error) {
+	var out []ClassicProtocol
+	for len(b) > 0 {
+		if len(b) < 2 {
+			return nil, errors.New("classic protocols: truncated name length")
+		}
+		nl := int(binary.BigEndian.Uint16(b))
+		b = b[2:]
+		if len(b) < nl+4 {
+			return nil, errors.New("classic protocols: truncated name")
+		}
+		name := string(b[:nl])
+		b = b[nl:]
+		ml := int(binary.BigEndian.Uint32(b))
+		b = b[4:]
+		if ml > len(b) {
+			return nil, errors.New("classic protocols: truncated metadata")
+		}
+		out = append(out, ClassicProtocol{Name: name, Metadata: append([]byte(nil), b[:ml]...)})
+		b = b[ml:]
+	}
+	return out, nil
+}
+
+// Bounds of classic joins, as Kafka's defaults for protocol names and member counts.
+const (
+	maxClassicProtocols   = 64
+	maxClassicMetadata    = 1 << 20
+	maxClassicName        = 255
+	maxClassicAssignments = 100_000
+	// MaxClassicMembers bounds a classic group's members (Kafka's group.max.size is
+	// unbounded by default; a bound keeps one group's rows loadable in one round trip).
+	MaxClassicMembers = 1000
+)
+
+// ValidateClassicJoin checks a join's shape, before any SQL.
+func ValidateClassicJoin(j ClassicJoin) error {
+	if err := ValidateGroupName(j.Group); err != nil {
+		return err
+	}
+	if j.MemberID != "" {
+		if err := ValidateMemberID(j.MemberID); err != nil {
+			return err
+		}
+	} else if err := ValidateMemberID(j.NewMemberID); err != nil {
+		return fmt.Errorf("new member id: %w", err)
+	}
+	if j.InstanceID != "" {
+		if err := ValidateMemberID(j.InstanceID); err != nil {
+			return fmt.Errorf("%w (group.instance.id)", err)
+		}
+	}
+	if j.SessionTimeout < MinSessionTimeout || j.SessionTimeout > MaxSessionTimeout {
+		return fmt.Errorf("%w: %d ms: use between %d and %d", ErrInvalidSessionTimeout, j.SessionTimeout.Milliseconds(), MinSessionTimeout.Milliseconds(), MaxSessionTimeout.Milliseconds())
+	}
+	if j.RebalanceTimeout < 0 || j.RebalanceTimeout > MaxSessionTimeout {
+		return fmt.Errorf("%w: rebalance timeout %d ms: use at most %d", ErrInvalidGroupRequest, j.RebalanceTimeout.Milliseconds(), MaxSessionTimeout.Milliseconds())
+	}
+	if j.ProtocolType == "" || len(j.ProtocolType) > maxClassicName {
+		return fmt.Errorf("%w: a join needs a protocol type (e.g. \"consumer\") of at most %d bytes", ErrInconsistentGroupProtocol, maxClassicName)
+	}
+	if len(j.Protocols) == 0 || len(j.Protocols) > maxClassicProtocols {
+		return fmt.Errorf("%w: a join needs 1 to %d protocols", ErrInconsistentGroupProtocol, maxClassicProtocols)
+	}
+	seen := map[string]bool{}
+	for _, p := range j.Protocols {
+		if p.Name == "" || len(p.Name) > maxClassicName || seen[p.Name] {
+			return fmt.Errorf("%w: protocol names must be 1 to %d bytes and distinct", ErrInvalidGroupRequest, maxClassicName)
+		}
+		if len(p.Metadata) > maxClassicMetadata {
+			return fmt.Errorf("%w: protocol %s: metadata over %d bytes", ErrInvalidGroupRequest, truncateName(p.Name), maxClassicMetadata)
+		}
+		seen[p.Name] = true
+	}
+	if j.Topics != nil {
+		if _, err := NormalizeTopics(j.Topics); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ValidateClassicSync checks a sync's shape, before any SQL.
+func ValidateClassicSync(s ClassicSync) error {
+	if err := ValidateGroupName(s.Group); err != nil {
+		return err
+	}
+	if err := ValidateMemberID(s.MemberID); err != nil {
+		return err
+	}
+	if len(s.Assignments) > maxClassicAssignments {
+		return fmt.Errorf("%w: at most %d assignments", ErrInvalidGroupRequest, maxClassicAssignments)
+	}
+	return nil
+}
+
+// CheckDeleteOffsets is DeleteOffsets' rule, for both backends: each offset's topic must
+// exist and its partition be in range, and no live member may subscribe to its topic
+// (subscribed, from the members' subscriptions). del is called for each partition whose
+// offset goes; the answer holds each offset's refusal, nil when deleted.
+func CheckDeleteOffsets(offsets []TopicPartitionName, subscribed []string, topics map[string]TopicMeta, del func(TopicPartition)) []error {
+	errs := make([]error, len(offsets))
+	for i, o := range offsets {
+		t, ok := topics[o.Topic]
+		switch {
+		case !ok:
+			errs[i] = fmt.Errorf("%w: %q", ErrTopicNotFound, o.Topic)
+		case o.Partition < 0 || o.Partition >= t.Partitions:
+			errs[i] = fmt.Errorf("%w: topic %s has %d partitions, not %d", ErrPartitionOutOfRange, o.Topic, t.Partitions, o.Partition)
+		case slices.Contains(subscribed, o.Topic):
+			errs[i] = fmt.Errorf("%w: a live member of the group consumes %s: its offsets can be deleted once the group no longer subscribes to it", ErrGroupSubscribed, o.Topic)
+		default:
+			del(TopicPartition{t.ID, o.Partition})
+		}
+	}
+	return errs
+}

@@ -1,0 +1,536 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/strata-io/strata/catalog"
+)
+
+// Classic groups (catalog.ClassicGroups). Every step runs in one immediate transaction
+// on the writer connection, this backend's group lock; the rules are catalog's. Held
+// JoinGroup and SyncGroup requests are woken in-process (groupHub): every change to this
+// file's groups that this process's waiters care about went through this Catalog.
+
+var _ catalog.ClassicGroups = (*Catalog)(nil)
+
+// groupHub broadcasts the names of classic groups that changed.
+type groupHub struct {
+	mu   sync.Mutex
+	subs map[chan string]struct{}
+}
+
+func (h *groupHub) publish(name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs {
+		select {
+		case ch <- name:
+		default: // a slow listener misses it and polls
+		}
+	}
+}
+
+// ListenGroups calls fn with the name of each classic group this Catalog changes, until
+// ctx ends (nil) or the Catalog is closed (an error).
+func (c *Catalog) ListenGroups(ctx context.Context, fn func(group string)) error {
+	ch := make(chan string, listenBuffer)
+	c.groupHub.mu.Lock()
+	if c.groupHub.subs == nil {
+		c.groupHub.subs = map[chan string]struct{}{}
+	}
+	c.groupHub.subs[ch] = struct{}{}
+	c.groupHub.mu.Unlock()
+	defer func() {
+		c.groupHub.mu.Lock()
+		delete(c.groupHub.subs, ch)
+		c.groupHub.mu.Unlock()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.hub.closed:
+			return errClosed
+		case name := <-ch:
+			fn(name)
+		}
+	}
+}
+
+// loadClassic reads a group's classic rows at now; found is false when the group does
+// not exist (g is then an empty classic group of no type).
+func loadClassic(ctx context.Context, q rowQueryer, name string, now time.Time) (g *catalog.ClassicGroup, found, classicFound bool, err error) {
+	var (
+		typ      string
+		created  int64
+		deadline sql.NullInt64
+	)
+	err = q.QueryRowContext(ctx, `SELECT type, created_at FROM groups WHERE name = ?`, name).Scan(&typ, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		g = catalog.NewClassicGroup(name, now)
+		g.Type = ""
+		return g, false, false, nil
+	}
+	if err != nil {
+		return nil, false, false, err
+	}
+	g = catalog.NewClassicGroup(name, time.UnixMilli(created).UTC())
+	g.Type = typ
+	err = q.QueryRowContext(ctx, `SELECT state, generation, synced_generation, protocol_type, protocol, leader, deadline
+		FROM classic_groups WHERE name = ?`, name).
+		Scan(&g.State, &g.Generation, &g.SyncedGeneration, &g.ProtocolType, &g.Protocol, &g.Leader, &deadline)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return nil, false, false, err
+	default:
+		classicFound = true
+		if deadline.Valid {
+			g.Deadline = time.UnixMilli(deadline.Int64).UTC()
+		}
+	}
+	if err := loadClassicMembers(ctx, q, g); err != nil {
+		return nil, false, false, err
+	}
+	if g.Type != catalog.GroupTypeClassic {
+		if err := q.QueryRowContext(ctx, `SELECT count(*) FROM group_members WHERE group_name = ? AND expires_at > ?`,
+			name, now.UnixMilli()).Scan(&g.OtherLive); err != nil {
+			return nil, false, false, err
+		}
+	}
+	return g, true, classicFound, nil
+}
+
+func loadClassicMembers(ctx context.Context, q rowQueryer, g *catalog.ClassicGroup) error {
+	rows, err := q.QueryContext(ctx, `SELECT member_id, coalesce(instance_id, ''), client_id, client_host, session_timeout_ms,
+		rebalance_timeout_ms, protocols, topics, assignment, generation, joining, syncing, pending, session_deadline, joined_at
+		FROM classic_members WHERE group_name = ?`, g.Name)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			m                                      catalog.ClassicMember
+			session, rebalance, deadline, joinedAt int64
+			protocols                              []byte
+			topics                                 sql.NullString
+		)
+		if err := rows.Scan(&m.ID, &m.InstanceID, &m.ClientID, &m.ClientHost, &session, &rebalance, &protocols, &topics,
+			&m.Assignment, &m.Generation, &m.Joining, &m.Syncing, &m.Pending, &deadline, &joinedAt); err != nil {
+			return err
+		}
+		if m.Protocols, err = catalog.DecodeClassicProtocols(protocols); err != nil {
+			return fmt.Errorf("member %s: %w", m.ID, err)
+		}
+		if topics.Valid {
+			if err := json.Unmarshal([]byte(topics.String), &m.Topics); err != nil {
+				return fmt.Errorf("member %s: topics: %w", m.ID, err)
+			}
+		}
+		m.SessionTimeout, m.RebalanceTimeout = time.Duration(session)*time.Millisecond, time.Duration(rebalance)*time.Millisecond
+		m.SessionDeadline, m.JoinedAt = time.UnixMilli(deadline).UTC(), time.UnixMilli(joinedAt).UTC()
+		g.Members[m.ID] = &m
+	}
+	return rows.Err()
+}
+
+// writeClassic stores what changed between before and after.
+func writeClassic(ctx context.Context, tx *sql.Tx, before, after *catalog.ClassicGroup, ch catalog.ClassicChanges, newRow bool) error {
+	name := after.Name
+	exec := func(q string, args ...any) error {
+		_, err := tx.ExecContext(ctx, q, args...)
+		return err
+	}
+	if ch.TypeChanged {
+		// The other type's members are all gone (CheckGroupType): their rows go too.
+		if err := errors.Join(
+			exec(`UPDATE groups SET type = ? WHERE name = ?`, after.Type, name),
+			exec(`DELETE FROM group_assignments WHERE group_name = ?`, name),
+			exec(`DELETE FROM group_members WHERE group_name = ?`, name),
+		); err != nil {
+			return err
+		}
+		if after.Type != catalog.GroupTypeClassic {
+			if err := exec(`DELETE FROM classic_members WHERE group_name = ?`, name); err != nil {
+				return err
+			}
+		}
+	}
+	if ch.GroupChanged || newRow {
+		deadline := sql.NullInt64{Int64: after.Deadline.UnixMilli(), Valid: !after.Deadline.IsZero()}
+		if err := exec(`INSERT INTO classic_groups (name, state, generation, synced_generation, protocol_type, protocol, leader, deadline)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (name) DO UPDATE SET state = excluded.state, generation = excluded.generation,
+				synced_generation = excluded.synced_generation, protocol_type = excluded.protocol_type,
+				protocol = excluded.protocol, leader = excluded.leader, deadline = excluded.deadline`,
+			name, after.State, after.Generation, after.SyncedGeneration, after.ProtocolType, after.Protocol, after.Leader, deadline); err != nil {
+			return err
+		}
+	}
+	for _, id := range ch.DeleteMembers {
+		if err := exec(`DELETE FROM classic_members WHERE group_name = ? AND member_id = ?`, name, id); err != nil {
+			return err
+		}
+	}
+	for _, m := range ch.UpsertMembers {
+		var topics sql.NullString
+		if m.Topics != nil {
+			b, err := json.Marshal(m.Topics)
+			if err != nil {
+				return err
+			}
+			topics = sql.NullString{String: string(b), Valid: true}
+		}
+		if err := exec(`INSERT INTO classic_members (group_name, member_id, instance_id, client_id, client_host,
+				session_timeout_ms, rebalance_timeout_ms, protocols, topics, assignment, generation, joining,
+				syncing, pending, session_deadline, joined_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (group_name, member_id) DO UPDATE SET instance_id = excluded.instance_id,
+				client_id = excluded.client_id, client_host = excluded.client_host,
+				session_timeout_ms = excluded.session_timeout_ms, rebalance_timeout_ms = excluded.rebalance_timeout_ms,
+				protocols = excluded.protocols, topics = excluded.topics, assignment = excluded.assignment,
+				generation = excluded.generation, joining = excluded.joining, syncing = excluded.syncing,
+				pending = excluded.pending, session_deadline = excluded.session_deadline, joined_at = excluded.joined_at`,
+			name, m.ID, nullString(m.InstanceID), m.ClientID, m.ClientHost, m.SessionTimeout.Milliseconds(),
+			m.RebalanceTimeout.Milliseconds(), catalog.EncodeClassicProtocols(m.Protocols), topics, m.Assignment,
+			m.Generation, m.Joining, m.Syncing, m.Pending, m.SessionDeadline.UnixMilli(), m.JoinedAt.UnixMilli()); err != nil {
+			return err
+		}
+	}
+	for _, id := range ch.DeleteMirror {
+		if err := exec(`DELETE FROM group_members WHERE group_name = ? AND member_id = ?`, name, id); err != nil {
+			return err
+		}
+	}
+	for _, m := range ch.UpsertMirror {
+		topics, err := json.Marshal(m.Topics)
+		if err != nil {
+			return err
+		}
+		if err := exec(`INSERT INTO group_members
+			(group_name, member_id, epoch, prev_epoch, topics, session_timeout_ms, expires_at, joined_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (group_name, member_id) DO UPDATE SET
+				epoch = excluded.epoch, prev_epoch = excluded.prev_epoch, topics = excluded.topics,
+				session_timeout_ms = excluded.session_timeout_ms, expires_at = excluded.expires_at,
+				joined_at = excluded.joined_at`,
+			name, m.ID, m.Epoch, m.PrevEpoch, string(topics), m.SessionTimeout.Milliseconds(),
+			m.ExpiresAt.UnixMilli(), m.JoinedAt.UnixMilli()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// classicStep runs one classic step in one immediate transaction: the group is read
+// (created first when create is set), the due transitions applied, then step, which
+// may write more through tx. When step fails, only the transitions are kept (nothing at
+// all when there were none), and step's error is returned.
+func (c *Catalog) classicStep(ctx context.Context, name string, create bool,
+	step func(g *catalog.ClassicGroup, now time.Time, tx *sql.Tx) error) (*catalog.ClassicGroup, time.Time, error) {
+	tx, err := c.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	defer tx.Rollback()
+	now, err := scanNow(tx.QueryRowContext(ctx, nowSQL))
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if create {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO groups (name, assignor, epoch, created_at, type) VALUES (?, ?, 0, ?, 'classic')
+			ON CONFLICT (name) DO NOTHING`, name, catalog.DefaultAssignor, now.UnixMilli()); err != nil {
+			return nil, time.Time{}, err
+		}
+	}
+	g, found, classicFound, err := loadClassic(ctx, tx, name, now)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	before := g.Clone()
+	g.Advance(now)
+	advanced := g.Clone()
+	sp := "SAVEPOINT classic_step"
+	if _, err := tx.ExecContext(ctx, sp); err != nil {
+		return nil, time.Time{}, err
+	}
+	stepErr := step(g, now, tx)
+	if stepErr != nil {
+		if _, err := tx.ExecContext(ctx, "ROLLBACK TO classic_step"); err != nil {
+			return nil, time.Time{}, err
+		}
+		g = advanced
+	}
+	if !found {
+		return g, now, stepErr
+	}
+	ch := catalog.DiffClassic(before, g)
+	if stepErr != nil && !ch.GroupChanged && len(ch.UpsertMembers)+len(ch.DeleteMembers) == 0 {
+		return g, now, stepErr
+	}
+	if err := writeClassic(ctx, tx, before, g, ch, !classicFound && g.Type == catalog.GroupTypeClassic); err != nil {
+		return nil, time.Time{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, time.Time{}, fmt.Errorf("commit: %w", err)
+	}
+	if ch.Notify {
+		c.groupHub.publish(name)
+	}
+	return g, now, stepErr
+}
+
+// JoinGroup runs one JoinGroup (see catalog.ClassicGroups).
+func (c *Catalog) JoinGroup(ctx context.Context, j catalog.ClassicJoin) (catalog.ClassicJoinResult, error) {
+	if err := catalog.ValidateClassicJoin(j); err != nil {
+		return catalog.ClassicJoinResult{}, fmt.Errorf("sqlite: join group %s: %w", j.Group, err)
+	}
+	var res catalog.ClassicJoinResult
+	_, _, err := c.classicStep(ctx, j.Group, true, func(g *catalog.ClassicGroup, now time.Time, _ *sql.Tx) error {
+		if g.Type != catalog.GroupTypeClassic {
+			t, err := catalog.CheckGroupType(g.Name, g.Type, g.OtherLive, catalog.GroupTypeClassic)
+			if err != nil {
+				return err
+			}
+			g.Type = t
+		}
+		var err error
+		res, err = g.Join(now, j)
+		return err
+	})
+	if err != nil {
+		return catalog.ClassicJoinResult{}, fmt.Errorf("sqlite: join group %s: %w", j.Group, err)
+	}
+	return res, nil
+}
+
+// SyncGroup runs one SyncGroup.
+func (c *Catalog) SyncGroup(ctx context.Context, s catalog.ClassicSync) (catalog.ClassicSyncResult, error) {
+	if err := catalog.ValidateClassicSync(s); err != nil {
+		return catalog.ClassicSyncResult{}, fmt.Errorf("sqlite: sync group %s: %w", s.Group, err)
+	}
+	var res catalog.ClassicSyncResult
+	_, _, err := c.classicStep(ctx, s.Group, false, func(g *catalog.ClassicGroup, now time.Time, _ *sql.Tx) error {
+		var err error
+		res, err = g.Sync(now, s)
+		return err
+	})
+	if err != nil {
+		return catalog.ClassicSyncResult{}, fmt.Errorf("sqlite: sync group %s: %w", s.Group, err)
+	}
+	return res, nil
+}
+
+// ClassicHeartbeat runs one Heartbeat.
+func (c *Catalog) ClassicHeartbeat(ctx context.Context, h catalog.ClassicHeartbeat) (bool, error) {
+	var rebalancing bool
+	_, _, err := c.classicStep(ctx, h.Group, false, func(g *catalog.ClassicGroup, now time.Time, _ *sql.Tx) error {
+		var err error
+		rebalancing, err = g.Heartbeat(now, h)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("sqlite: heartbeat %s/%s: %w", h.Group, h.MemberID, err)
+	}
+	return rebalancing, nil
+}
+
+// LeaveGroup runs one LeaveGroup.
+func (c *Catalog) LeaveGroup(ctx context.Context, group string, members []catalog.ClassicLeaver) ([]error, error) {
+	var errs []error
+	_, _, err := c.classicStep(ctx, group, false, func(g *catalog.ClassicGroup, now time.Time, _ *sql.Tx) error {
+		errs = g.Leave(now, members)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: leave group %s: %w", group, err)
+	}
+	return errs, nil
+}
+
+// CommitClassicOffsets commits a classic member's offsets at its generation.
+func (c *Catalog) CommitClassicOffsets(ctx context.Context, cc catalog.ClassicCommit) error {
+	oc := catalog.OffsetCommit{Group: cc.Group, Offsets: cc.Offsets}
+	if err := catalog.ValidateOffsetCommit(oc); err != nil {
+		return fmt.Errorf("sqlite: commit offsets of group %s: %w", cc.Group, err)
+	}
+	_, _, err := c.classicStep(ctx, cc.Group, false, func(g *catalog.ClassicGroup, now time.Time, tx *sql.Tx) error {
+		if g.Type != catalog.GroupTypeClassic {
+			return catalog.ErrNotClassicGroup
+		}
+		if err := g.CheckCommit(now, cc); err != nil {
+			return err
+		}
+		names := make([]string, len(cc.Offsets))
+		for i, o := range cc.Offsets {
+			names[i] = o.Topic
+		}
+		topics, err := loadTopics(ctx, tx, names)
+		if err != nil {
+			return err
+		}
+		hws, err := loadHighWatermarks(ctx, tx, topics)
+		if err != nil {
+			return err
+		}
+		tps, err := catalog.CheckOffsetCommit(catalog.NewGroupState(cc.Group, "", now), now, oc, topics, hws)
+		if err != nil {
+			return err
+		}
+		for i, o := range cc.Offsets {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO group_offsets
+				(group_name, topic_id, partition, committed_offset, metadata, member_id, member_epoch, committed_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+				ON CONFLICT (group_name, topic_id, partition) DO UPDATE SET
+					committed_offset = excluded.committed_offset, metadata = excluded.metadata,
+					member_id = excluded.member_id, member_epoch = excluded.member_epoch,
+					committed_at = excluded.committed_at`,
+				cc.Group, tps[i].TopicID, tps[i].Partition, o.Offset, o.Metadata, cc.MemberID, cc.Generation, now.UnixMilli()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: commit offsets of group %s: %w", cc.Group, err)
+	}
+	return nil
+}
+
+// ClassicGroup reads a classic group in one snapshot, without a lock.
+func (c *Catalog) ClassicGroup(ctx context.Context, group string) (*catalog.ClassicGroup, time.Time, error) {
+	g, now, err := c.readClassic(ctx, group)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("sqlite: read classic group %s: %w", group, err)
+	}
+	return g, now, nil
+}
+
+func (c *Catalog) readClassic(ctx context.Context, group string) (*catalog.ClassicGroup, time.Time, error) {
+	tx, err := c.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	defer tx.Rollback()
+	now, err := scanNow(tx.QueryRowContext(ctx, nowSQL))
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	g, found, _, err := loadClassic(ctx, tx, group, now)
+	switch {
+	case err != nil:
+		return nil, time.Time{}, err
+	case !found:
+		return nil, time.Time{}, fmt.Errorf("%w: %w: %s", catalog.ErrNotClassicGroup, catalog.ErrGroupNotFound, group)
+	case g.Type != catalog.GroupTypeClassic:
+		return nil, time.Time{}, fmt.Errorf("%w: %s is a %s group", catalog.ErrNotClassicGroup, group, g.Type)
+	}
+	return g, now, nil
+}
+
+// TickClassic applies the due transitions of a group.
+func (c *Catalog) TickClassic(ctx context.Context, group string) (*catalog.ClassicGroup, time.Time, error) {
+	g, now, err := c.classicStep(ctx, group, false, func(g *catalog.ClassicGroup, _ time.Time, _ *sql.Tx) error {
+		if g.Type != catalog.GroupTypeClassic {
+			return catalog.ErrNotClassicGroup
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("sqlite: tick classic group %s: %w", group, err)
+	}
+	return g, now, nil
+}
+
+// GroupKinds lists every group's type (and a classic group's state).
+func (c *Catalog) GroupKinds(ctx context.Context) ([]catalog.GroupKind, error) {
+	rows, err := c.r.QueryContext(ctx, `SELECT g.name, g.type, coalesce(c.state, ''), coalesce(c.protocol_type, '')
+		FROM groups g LEFT JOIN classic_groups c ON c.name = g.name ORDER BY g.name`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: group kinds: %w", err)
+	}
+	defer rows.Close()
+	var out []catalog.GroupKind
+	for rows.Next() {
+		var k catalog.GroupKind
+		if err := rows.Scan(&k.Name, &k.Type, &k.ClassicState, &k.ProtocolType); err != nil {
+			return nil, fmt.Errorf("sqlite: group kinds: %w", err)
+		}
+		if k.Type != catalog.GroupTypeClassic {
+			k.ClassicState, k.ProtocolType = "", ""
+		} else if k.ClassicState == "" {
+			k.ClassicState = catalog.ClassicEmpty
+		}
+		out = append(out, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: group kinds: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteOffsets deletes a group's committed offsets of partitions no live member's
+// subscription covers.
+func (c *Catalog) DeleteOffsets(ctx context.Context, group string, offsets []catalog.TopicPartitionName) ([]error, error) {
+	errs, err := c.deleteOffsets(ctx, group, offsets)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: delete offsets of group %s: %w", group, err)
+	}
+	return errs, nil
+}
+
+func (c *Catalog) deleteOffsets(ctx context.Context, group string, offsets []catalog.TopicPartitionName) ([]error, error) {
+	if err := catalog.ValidateGroupName(group); err != nil {
+		return nil, fmt.Errorf("%w: %w", catalog.ErrGroupNotFound, err)
+	}
+	tx, err := c.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	now, err := scanNow(tx.QueryRowContext(ctx, nowSQL))
+	if err != nil {
+		return nil, err
+	}
+	st, found, err := loadGroup(ctx, tx, group)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, catalog.ErrGroupNotFound
+	}
+	var subscribed []string
+	for _, m := range st.Members {
+		if m.ExpiresAt.After(now) {
+			subscribed = append(subscribed, m.Topics...)
+		}
+	}
+	names := make([]string, len(offsets))
+	for i, o := range offsets {
+		names[i] = o.Topic
+	}
+	topics, err := loadTopics(ctx, tx, slices.Compact(slices.Sorted(slices.Values(names))))
+	if err != nil {
+		return nil, err
+	}
+	var delErr error
+	errs := catalog.CheckDeleteOffsets(offsets, subscribed, topics, func(tp catalog.TopicPartition) {
+		_, err := tx.ExecContext(ctx, `DELETE FROM group_offsets WHERE group_name = ? AND topic_id = ? AND partition = ?`, group, tp.TopicID, tp.Partition)
+		delErr = errors.Join(delErr, err)
+	})
+	if delErr != nil {
+		return nil, delErr
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	return errs, nil
+}
