@@ -65,6 +65,13 @@ const (
 	CodeOutOfOrderSequence     = Code(broker.CodeOutOfOrderSequence)
 	CodeUnknownProducer        = Code(broker.CodeUnknownProducer)
 	CodeInvalidTransactionalID = Code(broker.CodeInvalidTransactionalID)
+
+	CodeInconsistentGroupProtocol = Code(broker.CodeInconsistentGroupProtocol)
+	CodeIllegalGeneration         = Code(broker.CodeIllegalGeneration)
+	CodeRebalanceInProgress       = Code(broker.CodeRebalanceInProgress)
+	CodeFencedInstanceID          = Code(broker.CodeFencedInstanceID)
+	CodeInvalidSessionTimeout     = Code(broker.CodeInvalidSessionTimeout)
+	CodeGroupSubscribed           = Code(broker.CodeGroupSubscribed)
 )
 
 // CodeInfo is one row of the error table.
@@ -125,6 +132,12 @@ var codeTable = []CodeInfo{
 	{CodeOutOfOrderSequence, http.StatusConflict, "Out of order sequence", false},
 	{CodeUnknownProducer, http.StatusConflict, "Unknown producer id", false},
 	{CodeInvalidTransactionalID, http.StatusBadRequest, "Invalid transactional id", false},
+	{CodeInconsistentGroupProtocol, http.StatusConflict, "Group of another type or protocol", false},
+	{CodeIllegalGeneration, http.StatusConflict, "Illegal group generation", false},
+	{CodeRebalanceInProgress, http.StatusConflict, "Group rebalancing", false},
+	{CodeFencedInstanceID, http.StatusConflict, "Static member fenced", false},
+	{CodeInvalidSessionTimeout, http.StatusBadRequest, "Invalid session timeout", false},
+	{CodeGroupSubscribed, http.StatusConflict, "Group subscribed to the topic", false},
 	{CodeRequestTimeout, http.StatusRequestTimeout, "Request body timed out", false},
 }
 

@@ -74,6 +74,10 @@ type RecordDeleter interface {
 // Groups is the consumer-group part of the catalog (both backends).
 type Groups = catalog.Groups
 
+// ClassicGroups is the classic-group part of the catalog (both backends): Kafka's
+// JoinGroup/SyncGroup protocol (classic.go).
+type ClassicGroups = catalog.ClassicGroups
+
 var (
 	_ Catalog       = catalog.Catalog(nil)
 	_ Writer        = (*writer.Writer)(nil)
@@ -95,6 +99,7 @@ type Deps struct {
 	Producers Producers
 	Records   RecordDeleter
 	Groups    Groups
+	Classic   ClassicGroups
 	// Now is the node clock that stamps and bounds CreateTime timestamps; nil: time.Now.
 	Now func() time.Time
 }
@@ -117,6 +122,7 @@ type Broker struct {
 	d      Deps
 	now    func() time.Time
 	topics *topicCache // nil without a catalog
+	waits  *groupWaits // held JoinGroup and SyncGroup requests (groupwait.go)
 }
 
 // New builds the core over d.
@@ -124,7 +130,7 @@ func New(cfg Config, d Deps) *Broker {
 	if cfg.TopicCacheTTL == 0 {
 		cfg.TopicCacheTTL = DefaultTopicCacheTTL
 	}
-	b := &Broker{d: d, now: d.Now}
+	b := &Broker{d: d, now: d.Now, waits: newGroupWaits()}
 	if b.now == nil {
 		b.now = time.Now
 	}
@@ -153,6 +159,8 @@ const (
 	CapDeleteRecords
 	// CapGroups: the group calls.
 	CapGroups
+	// CapClassicGroups: the classic group calls (JoinGroup, SyncGroup, ...).
+	CapClassicGroups
 )
 
 // Check answers nil when this node can serve calls that need c, else an *Error with
@@ -210,6 +218,10 @@ func (b *Broker) check(c Capability) *Error {
 	case CapGroups:
 		if b.d.Groups == nil || b.d.Catalog == nil {
 			return newError(CodeRoleUnavailable, "this node serves no consumer groups")
+		}
+	case CapClassicGroups:
+		if b.d.Classic == nil || b.d.Groups == nil || b.d.Catalog == nil {
+			return newError(CodeRoleUnavailable, "this node serves no classic consumer groups")
 		}
 	}
 	return nil

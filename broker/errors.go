@@ -53,6 +53,13 @@ const (
 	CodeOutOfOrderSequence     Code = "out_of_order_sequence"
 	CodeUnknownProducer        Code = "unknown_producer_id"
 	CodeInvalidTransactionalID Code = "invalid_transactional_id"
+	// The classic (Kafka JoinGroup/SyncGroup) group protocol's refusals.
+	CodeInconsistentGroupProtocol Code = "inconsistent_group_protocol"
+	CodeIllegalGeneration         Code = "illegal_generation"
+	CodeRebalanceInProgress       Code = "rebalance_in_progress"
+	CodeFencedInstanceID          Code = "fenced_instance_id"
+	CodeInvalidSessionTimeout     Code = "invalid_session_timeout"
+	CodeGroupSubscribed           Code = "group_subscribed_to_topic"
 )
 
 // retriable lists the codes whose request may succeed later unchanged: the node was
@@ -83,7 +90,9 @@ func Codes() []Code {
 		CodeStoreUnavailable, CodeCommitFailed, CodeCommitOutcomeUnknown, CodeShuttingDown,
 		CodeCatalogUnavailable, CodeRoleUnavailable, CodeInternal, CodeGroupNotFound, CodeInvalidGroupName,
 		CodeUnknownMember, CodeStaleMemberEpoch, CodeNotOwner, CodeGroupNotEmpty, CodeProducerFenced,
-		CodeOutOfOrderSequence, CodeUnknownProducer, CodeInvalidTransactionalID,
+		CodeOutOfOrderSequence, CodeUnknownProducer, CodeInvalidTransactionalID, CodeInconsistentGroupProtocol,
+		CodeIllegalGeneration, CodeRebalanceInProgress, CodeFencedInstanceID, CodeInvalidSessionTimeout,
+		CodeGroupSubscribed,
 	}
 }
 
@@ -183,6 +192,12 @@ var groupCodes = []struct {
 	{catalog.ErrGroupNotEmpty, CodeGroupNotEmpty},
 	{catalog.ErrInvalidOffset, CodeInvalidOffset},
 	{catalog.ErrInvalidGroupRequest, CodeInvalidRequest},
+	{catalog.ErrInconsistentGroupProtocol, CodeInconsistentGroupProtocol},
+	{catalog.ErrIllegalGeneration, CodeIllegalGeneration},
+	{catalog.ErrRebalanceInProgress, CodeRebalanceInProgress},
+	{catalog.ErrFencedInstance, CodeFencedInstanceID},
+	{catalog.ErrInvalidSessionTimeout, CodeInvalidSessionTimeout},
+	{catalog.ErrGroupSubscribed, CodeGroupSubscribed},
 }
 
 // groupError maps a group error; the rest goes to catalogError.

@@ -114,7 +114,7 @@ func Start(cfg Config) (*Node, error) {
 	// The roles run under a context of their own: stopping the node serves out its
 	// requests first, and only then stops the roles, so the writer drains last.
 	roleCtx, stop := context.WithCancel(context.Background())
-	n := &Node{Store: store, Registry: reg, cfg: cfg, log: log, errs: make(chan error, 3), stop: stop, ended: make(chan struct{})}
+	n := &Node{Store: store, Registry: reg, cfg: cfg, log: log, errs: make(chan error, 4), stop: stop, ended: make(chan struct{})}
 	start := func(name string, run func(context.Context) error) {
 		n.wg.Add(1)
 		go func() {
@@ -130,7 +130,7 @@ func Start(cfg Config) (*Node, error) {
 		}()
 	}
 
-	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat}
+	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat, Classic: cat}
 	if cfg.Writer {
 		var com Committer = cat
 		if cfg.Committer != nil {
@@ -158,6 +158,11 @@ func Start(cfg Config) (*Node, error) {
 		}
 	}
 	n.Broker = broker.New(cfg.Broker, bd)
+	if !cfg.Lambda {
+		// Held classic-group requests wake on the catalog's notifications (they poll
+		// without them).
+		start("groups", n.Broker.RunGroups)
+	}
 	n.apiD = api.Deps{
 		Core:       n.Broker,
 		Gatherer:   reg,
