@@ -132,13 +132,13 @@ var codeTable = []CodeInfo{
 	{CodeOutOfOrderSequence, http.StatusConflict, "Out of order sequence", false},
 	{CodeUnknownProducer, http.StatusConflict, "Unknown producer id", false},
 	{CodeInvalidTransactionalID, http.StatusBadRequest, "Invalid transactional id", false},
+	{CodeRequestTimeout, http.StatusRequestTimeout, "Request body timed out", false},
 	{CodeInconsistentGroupProtocol, http.StatusConflict, "Group of another type or protocol", false},
 	{CodeIllegalGeneration, http.StatusConflict, "Illegal group generation", false},
 	{CodeRebalanceInProgress, http.StatusConflict, "Group rebalancing", false},
 	{CodeFencedInstanceID, http.StatusConflict, "Static member fenced", false},
 	{CodeInvalidSessionTimeout, http.StatusBadRequest, "Invalid session timeout", false},
 	{CodeGroupSubscribed, http.StatusConflict, "Group subscribed to the topic", false},
-	{CodeRequestTimeout, http.StatusRequestTimeout, "Request body timed out", false},
 }
 
 var codeIndex = func() map[Code]CodeInfo {

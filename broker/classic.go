@@ -73,10 +73,10 @@ func (b *Broker) JoinGroup(ctx context.Context, who Principal, req JoinGroupRequ
 		return JoinGroupResult{ClassicJoinAnswer: *res.Answer}, nil
 	}
 	var out JoinGroupResult
-	err = b.awaitClassic(ctx, req.Group, wake, func(g *catalog.ClassicGroup) (bool, error) {
-		a, done, err := g.JoinAnswerFor(res.MemberID, req.InstanceID, res.WaitGeneration)
+	err = b.awaitClassic(ctx, wake, func(ctx context.Context) (catalog.ClassicPoll, error) {
+		a, p, err := b.d.Classic.PollJoin(ctx, req.Group, res.MemberID, req.InstanceID, res.WaitGeneration)
 		out.ClassicJoinAnswer = a
-		return done, err
+		return p, err
 	})
 	if err != nil {
 		return JoinGroupResult{}, classicWaitError("join group", err)
@@ -139,10 +139,10 @@ func (b *Broker) SyncGroup(ctx context.Context, who Principal, req SyncGroupRequ
 	}
 	b.waits.notify(req.Group)
 	if !res.Ready {
-		err = b.awaitClassic(ctx, req.Group, wake, func(g *catalog.ClassicGroup) (bool, error) {
-			r, done, err := g.SyncAnswerFor(req.MemberID, req.InstanceID, req.Generation)
+		err = b.awaitClassic(ctx, wake, func(ctx context.Context) (catalog.ClassicPoll, error) {
+			r, p, err := b.d.Classic.PollSync(ctx, req.Group, req.MemberID, req.InstanceID, req.Generation)
 			res = r
-			return done, err
+			return p, err
 		})
 		if err != nil {
 			return SyncGroupResult{}, classicWaitError("sync group", err)
@@ -220,9 +220,9 @@ func (b *Broker) CommitMemberOffsets(ctx context.Context, who Principal, c Membe
 
 // GroupInfo is a group as DescribeAnyGroup finds it: classic, consumer, or none.
 type GroupInfo struct {
-	Type     string                    // catalog.GroupTypeClassic or GroupTypeConsumer
-	Classic  *catalog.ClassicGroup     // a classic group
-	Consumer *catalog.GroupDescription // a consumer group
+	Type     string                      // catalog.GroupTypeClassic or GroupTypeConsumer
+	Classic  *catalog.ClassicDescription // a classic group
+	Consumer *catalog.GroupDescription   // a consumer group
 }
 
 // DescribeAnyGroup describes a group of either type: CodeGroupNotFound when there is
@@ -231,10 +231,10 @@ func (b *Broker) DescribeAnyGroup(ctx context.Context, who Principal, group stri
 	if e := b.check(CapClassicGroups); e != nil {
 		return GroupInfo{}, e
 	}
-	g, _, err := b.d.Classic.ClassicGroup(ctx, group)
+	g, err := b.d.Classic.DescribeClassicGroup(ctx, group)
 	switch {
 	case err == nil:
-		return GroupInfo{Type: catalog.GroupTypeClassic, Classic: g}, nil
+		return GroupInfo{Type: catalog.GroupTypeClassic, Classic: &g}, nil
 	case errors.Is(err, catalog.ErrGroupNotFound):
 		return GroupInfo{}, groupError("describe group", err)
 	case !errors.Is(err, catalog.ErrNotClassicGroup):

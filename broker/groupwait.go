@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -72,28 +71,19 @@ func (b *Broker) RunGroups(ctx context.Context) error {
 	return b.d.Classic.ListenGroups(ctx, b.waits.notify)
 }
 
-// awaitClassic holds a request on group until ready says it is answered: it reads the
-// group after each wake, deadline or poll, applying a due transition first.
-func (b *Broker) awaitClassic(ctx context.Context, group string, wake <-chan struct{}, ready func(g *catalog.ClassicGroup) (bool, error)) error {
+// awaitClassic holds a request on group until poll says it is answered (the catalog
+// applies a due transition first): after each wake, at the group's next deadline, and
+// at least every classicPoll.
+func (b *Broker) awaitClassic(ctx context.Context, wake <-chan struct{}, poll func(ctx context.Context) (catalog.ClassicPoll, error)) error {
 	for {
-		g, now, err := b.d.Classic.ClassicGroup(ctx, group)
-		if err == nil && g.Due(now) {
-			g, now, err = b.d.Classic.TickClassic(ctx, group)
-		}
-		if errors.Is(err, catalog.ErrNotClassicGroup) {
-			// Deleted, or turned into a consumer group, while held: the member is gone.
-			return groupError("join group", catalog.ErrUnknownMember)
-		}
-		if err != nil {
-			return groupError("join group", err)
-		}
-		if done, err := ready(g); done {
+		p, err := poll(ctx)
+		if err != nil || p.Done {
 			return err
 		}
 		delay := classicPoll
-		if next := g.NextDeadline(); !next.IsZero() {
+		if p.Wait > 0 {
 			// A few ms past it: the database clock must have reached it.
-			delay = min(delay, max(next.Sub(now)+5*time.Millisecond, time.Millisecond))
+			delay = min(delay, p.Wait+5*time.Millisecond)
 		}
 		t := time.NewTimer(delay)
 		select {

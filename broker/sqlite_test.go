@@ -38,7 +38,7 @@ func newRealCore(t *testing.T) (*Broker, *sqlite.Catalog) {
 	go func() { _ = w.Run(ctx); done <- struct{}{} }()
 	go func() { _ = rd.Run(ctx); done <- struct{}{} }()
 	t.Cleanup(func() { stop(); <-done; <-done })
-	b := New(Config{}, Deps{Catalog: cat, Writer: w, Reader: rd, Batches: rd, Producers: cat, Records: cat, Groups: cat})
+	b := New(Config{}, Deps{Catalog: cat, Writer: w, Reader: rd, Batches: rd, Producers: cat, Records: cat, Groups: cat, Classic: cat})
 	return b, cat
 }
 

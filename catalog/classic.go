@@ -71,12 +71,20 @@ var (
 // kept even when the call itself is refused; a refused call changes nothing else.
 type ClassicGroups interface {
 	// JoinGroup joins (creating the group) or rejoins a member. The answer comes now
-	// (ClassicJoinResult.Answer) or once the rebalance completes: the caller then
-	// reads the group (ClassicGroup) until JoinAnswerFor is done.
+	// (ClassicJoinResult.Answer) or once the rebalance completes: the caller then polls
+	// (PollJoin) after each notification (ListenGroups) or wait.
 	JoinGroup(ctx context.Context, j ClassicJoin) (ClassicJoinResult, error)
+	// PollJoin answers a join of member (with instance, if static) that waits since
+	// generation wait, applying the transitions that are due first. Not done: poll
+	// again after a notification or ClassicPoll.Wait. An error is the join's answer
+	// (the member is gone: ErrUnknownMember or ErrFencedInstance).
+	PollJoin(ctx context.Context, group, member, instance string, wait int32) (ClassicJoinAnswer, ClassicPoll, error)
 	// SyncGroup takes a member's sync (the leader's carries the assignment). Ready
-	// answers now; otherwise read the group until SyncAnswerFor is done.
+	// answers now; otherwise poll (PollSync).
 	SyncGroup(ctx context.Context, s ClassicSync) (ClassicSyncResult, error)
+	// PollSync answers a sync of member at generation that waits for the leader's, as
+	// PollJoin does.
+	PollSync(ctx context.Context, group, member, instance string, generation int32) (ClassicSyncResult, ClassicPoll, error)
 	// ClassicHeartbeat renews a member's session; rebalancing says to join again (the
 	// session was renewed all the same).
 	ClassicHeartbeat(ctx context.Context, h ClassicHeartbeat) (rebalancing bool, err error)
@@ -85,12 +93,9 @@ type ClassicGroups interface {
 	// CommitClassicOffsets commits a classic member's offsets at its generation, all
 	// or none: ErrNotClassicGroup when the group is of the consumer type or missing.
 	CommitClassicOffsets(ctx context.Context, c ClassicCommit) error
-	// ClassicGroup reads a classic group and the database clock without a lock;
-	// ErrNotClassicGroup for a consumer group or none. When a transition is due
-	// (ClassicGroup.Due), TickClassic applies it.
-	ClassicGroup(ctx context.Context, group string) (*ClassicGroup, time.Time, error)
-	// TickClassic applies the due transitions under the lock and answers the group.
-	TickClassic(ctx context.Context, group string) (*ClassicGroup, time.Time, error)
+	// DescribeClassicGroup describes a classic group: ErrNotClassicGroup for a
+	// consumer group, and also ErrGroupNotFound when there is none.
+	DescribeClassicGroup(ctx context.Context, group string) (ClassicDescription, error)
 	// GroupKinds lists every group's type, and a classic group's state and protocol
 	// type, ordered by name.
 	GroupKinds(ctx context.Context) ([]GroupKind, error)
@@ -101,6 +106,35 @@ type ClassicGroups interface {
 	// ListenGroups calls fn with a group's name after each change of its classic state
 	// made anywhere (best effort, as Listen: waiters also poll), until ctx ends.
 	ListenGroups(ctx context.Context, fn func(group string)) error
+}
+
+// ClassicPoll says whether a held request is answered, and if not, how long until the
+// group's next timed transition (0: none; poll on notifications).
+type ClassicPoll struct {
+	Done bool
+	Wait time.Duration
+}
+
+// ClassicDescription describes a classic group.
+type ClassicDescription struct {
+	Name         string
+	State        string
+	Generation   int32
+	ProtocolType string
+	Protocol     string
+	Leader       string
+	Members      []ClassicMemberDescription // ordered by id
+}
+
+// ClassicMemberDescription is one member of a classic group.
+type ClassicMemberDescription struct {
+	ID         string
+	InstanceID string
+	ClientID   string
+	ClientHost string
+	Generation int32
+	Metadata   []byte // for the group's protocol
+	Assignment []byte
 }
 
 // ErrGroupSubscribed: offsets of a topic the group's live members consume cannot be

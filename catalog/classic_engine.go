@@ -3,6 +3,8 @@ package catalog
 import (
 	"bytes"
 	"cmp"
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -761,4 +763,46 @@ func sameClassicMember(a, b *ClassicMember) bool {
 		bytes.Equal(a.Assignment, b.Assignment) && a.Generation == b.Generation &&
 		a.Joining == b.Joining && a.Syncing == b.Syncing && a.Pending == b.Pending &&
 		a.SessionDeadline.Equal(b.SessionDeadline) && a.JoinedAt.Equal(b.JoinedAt)
+}
+
+// Describe renders g for DescribeClassicGroup.
+func (g *ClassicGroup) Describe() ClassicDescription {
+	d := ClassicDescription{Name: g.Name, State: g.State, Generation: g.Generation, ProtocolType: g.ProtocolType, Protocol: g.Protocol, Leader: g.Leader}
+	for _, id := range slices.Sorted(mapKeys(g.Members)) {
+		m := g.Members[id]
+		if m.Pending {
+			continue
+		}
+		md := ClassicMemberDescription{ID: id, InstanceID: m.InstanceID, ClientID: m.ClientID, ClientHost: m.ClientHost,
+			Generation: m.Generation, Assignment: m.Assignment}
+		for _, p := range m.Protocols {
+			if p.Name == g.Protocol {
+				md.Metadata = p.Metadata
+			}
+		}
+		d.Members = append(d.Members, md)
+	}
+	return d
+}
+
+// PollClassic is PollJoin and PollSync for both backends: read reads the group without
+// a lock, tick applies the due transitions under the lock, eval answers from the group.
+// A group deleted or of the other type meanwhile means the member is gone.
+func PollClassic(ctx context.Context, read, tick func(context.Context) (*ClassicGroup, time.Time, error), eval func(*ClassicGroup) (bool, error)) (ClassicPoll, error) {
+	g, now, err := read(ctx)
+	if err == nil && g.Due(now) {
+		g, now, err = tick(ctx)
+	}
+	if errors.Is(err, ErrNotClassicGroup) {
+		return ClassicPoll{Done: true}, fmt.Errorf("%w: the group was deleted or changed type", ErrUnknownMember)
+	}
+	if err != nil {
+		return ClassicPoll{}, err
+	}
+	done, err := eval(g)
+	p := ClassicPoll{Done: done || err != nil}
+	if next := g.NextDeadline(); !next.IsZero() {
+		p.Wait = max(next.Sub(now), 0)
+	}
+	return p, err
 }

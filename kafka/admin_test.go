@@ -212,7 +212,7 @@ func TestFranzGoOffsetsAndCommits(t *testing.T) {
 	if fr, err := adm.FetchOffsets(ctx, "nobody"); err != nil || len(fr) != 0 {
 		t.Fatalf("offsets of an unknown group: %v %+v, want none", err, fr)
 	}
-	// A member of a classic group cannot exist here: its commits are unknown.
+	// A member the group does not have: its commits are refused.
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.Group, req.MemberID, req.Generation = "reporting", "member-1", 3
 	rt := kmsg.NewOffsetCommitRequestTopic()

@@ -81,8 +81,26 @@ func (s *Server) apiTable() map[int16]api {
 		{key: 1, min: 4, max: 12, handle: s.fetch},
 		// ListOffsets to 7 (MAX_TIMESTAMP); 8 adds tiered storage's -4 and -5.
 		{key: 2, min: 0, max: 7, handle: s.listOffsets},
-		{key: 8, min: 0, max: 8, handle: s.offsetCommit},
-		{key: 9, min: 0, max: 8, handle: s.offsetFetch},
+		// OffsetCommit and OffsetFetch to 9 (KIP-848's member epochs); 10 names topics
+		// by id.
+		{key: 8, min: 0, max: 9, handle: s.offsetCommit},
+		{key: 9, min: 0, max: 9, handle: s.offsetFetch},
+		// The classic group protocol from 0 (librdkafka 2.0.2 turns its group consumer
+		// on only when v0 is covered): JoinGroup v4 asks new members to come back with
+		// an id, v5 brings static membership, v9 SkipAssignment.
+		{key: 11, min: 0, max: 9, handle: s.joinGroup},
+		{key: 12, min: 0, max: 4, handle: s.heartbeat},
+		{key: 13, min: 0, max: 5, handle: s.leaveGroup},
+		{key: 14, min: 0, max: 5, handle: s.syncGroup},
+		// DescribeGroups to 5: 6 answers GROUP_ID_NOT_FOUND for a group that does not
+		// exist, where 5 describes it as Dead.
+		{key: 15, min: 0, max: 5, handle: s.describeGroups},
+		{key: 16, min: 0, max: 5, handle: s.listGroups},
+		{key: 42, min: 0, max: 2, handle: s.deleteGroups},
+		{key: 47, min: 0, max: 0, handle: s.offsetDelete},
+		// KIP-848: franz-go uses it only when v1 is advertised (and the client opts in).
+		{key: 68, min: 0, max: 1, handle: s.consumerGroupHeartbeat},
+		{key: 69, min: 0, max: 1, handle: s.consumerGroupDescribe},
 		{key: 19, min: 0, max: 7, handle: s.createTopics},
 		{key: 20, min: 0, max: 6, handle: s.deleteTopics},
 		{key: 21, min: 0, max: 2, handle: s.deleteRecords},
@@ -145,8 +163,6 @@ func unserved(key int16) (string, bool) {
 	switch key {
 	case 24, 25, 26, 27, 28, 61, 65, 66, 67: // AddPartitionsToTxn ... DescribeTransactions, ListTransactions
 		return "Kafka transactions are not supported (the HTTP API's POST /v1/records commits records and group offsets atomically)", true
-	case 11, 12, 13, 14, 15, 16, 42, 47, 68, 69: // JoinGroup ... DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat/Describe
-		return "consumer groups are not served over the Kafka protocol yet: assign partitions (commits from outside a group work), or use the HTTP API's groups", true
 	case 23:
 		return "leader epochs are not tracked: the leader epoch is always 0", true
 	}

@@ -18,11 +18,12 @@ func TestApiVersions(t *testing.T) {
 	ts := startServer(t, Config{}, newFakeCluster())
 	c := dial(t, ts.addr)
 	// Exactly what is served: no transactions (24-26, 28), no OffsetForLeaderEpoch
-	// (23), no groups (11-16, 42, 68).
+	// (23); groups of both protocols (8, 9, 11-16, 42, 47, 68, 69).
 	want := map[int16][2]int16{
 		18: {0, 3}, 3: {0, 12}, 10: {0, 4}, 60: {0, 1},
-		0: {3, 11}, 1: {4, 12}, 2: {0, 7}, 8: {0, 8}, 9: {0, 8}, 19: {0, 7}, 20: {0, 6}, 21: {0, 2},
+		0: {3, 11}, 1: {4, 12}, 2: {0, 7}, 8: {0, 9}, 9: {0, 9}, 19: {0, 7}, 20: {0, 6}, 21: {0, 2},
 		22: {0, 4}, 32: {0, 4}, 33: {0, 2}, 37: {0, 3}, 44: {0, 1},
+		11: {0, 9}, 12: {0, 4}, 13: {0, 5}, 14: {0, 5}, 15: {0, 5}, 16: {0, 5}, 42: {0, 2}, 47: {0, 0}, 68: {0, 1}, 69: {0, 1},
 	}
 	for v := int16(0); v <= 3; v++ {
 		resp := c.roundTrip(kmsg.NewPtrApiVersionsRequest(), v).(*kmsg.ApiVersionsResponse)
@@ -90,7 +91,7 @@ func TestClosesOnUnknownAndUnsupported(t *testing.T) {
 		reason string
 	}{
 		{"unknown api key", 9999, 0, "unknown_api"},
-		{"join group not served", 11, 9, "unserved_api"},
+		{"share group heartbeat not served", 76, 1, "unserved_api"},
 		{"end txn not served", 26, 3, "unserved_api"},
 		{"offset for leader epoch not served", 23, 4, "unserved_api"},
 		{"produce v12", 0, 12, "unsupported_version"},

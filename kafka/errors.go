@@ -51,6 +51,13 @@ var kafkaCodes = map[broker.Code]*kerr.Error{
 	broker.CodeOutOfOrderSequence:     kerr.OutOfOrderSequenceNumber,
 	broker.CodeUnknownProducer:        kerr.UnknownProducerID,
 	broker.CodeInvalidTransactionalID: kerr.InvalidRequest,
+
+	broker.CodeInconsistentGroupProtocol: kerr.InconsistentGroupProtocol,
+	broker.CodeIllegalGeneration:         kerr.IllegalGeneration,
+	broker.CodeRebalanceInProgress:       kerr.RebalanceInProgress,
+	broker.CodeFencedInstanceID:          kerr.FencedInstanceID,
+	broker.CodeInvalidSessionTimeout:     kerr.InvalidSessionTimeout,
+	broker.CodeGroupSubscribed:           kerr.GroupSubscribedToTopic,
 }
 
 // kafkaError maps an error of the core to a Kafka error code and a message for the

@@ -98,31 +98,23 @@ func (s *Server) initProducerID(ctx context.Context, r *request, req kmsg.Reques
 	return resp, nil
 }
 
-// offsetCommit serves OffsetCommit for commits from outside a group (Kafka's simple or
-// assign mode: generation -1, no member id), which the core accepts while the group
-// has no live members, with their metadata. A commit naming a member goes to the core
-// as that member at that epoch: classic group members are not served (issue 16), so
-// the core answers it as unknown. The core commits all the offsets or none, so a
-// refusal is every partition's.
+// offsetCommit serves OffsetCommit. Without a member id it is a commit from outside a
+// group (Kafka's simple or assign mode), which the core accepts while the group has no
+// live members. With one, the group's type decides: a classic member commits at its
+// generation, a KIP-848 member at its member epoch (the same field). The core commits
+// all the offsets or none, so a refusal is every partition's.
 func (s *Server) offsetCommit(ctx context.Context, r *request, req kmsg.Request) (kmsg.Response, error) {
 	in := req.(*kmsg.OffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-	c := catalog.OffsetCommit{Group: in.Group, MemberID: in.MemberID}
-	if in.MemberID != "" {
-		c.MemberEpoch = in.Generation
-	}
+	c := broker.MemberCommit{Group: in.Group, MemberID: in.MemberID, InstanceID: deref(in.InstanceID), Generation: in.Generation}
 	for _, t := range in.Topics {
 		for _, p := range t.Partitions {
-			meta := ""
-			if p.Metadata != nil {
-				meta = *p.Metadata
-			}
-			c.Offsets = append(c.Offsets, catalog.CommitOffset{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, Metadata: meta})
+			c.Offsets = append(c.Offsets, catalog.CommitOffset{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, Metadata: deref(p.Metadata)})
 		}
 	}
 	code := int16(0)
 	if len(c.Offsets) > 0 {
-		code = s.code(s.deps.Core.CommitOffsets(ctx, r.who, c))
+		code = s.commitCode(s.deps.Core.CommitMemberOffsets(ctx, r.who, c), in.Version)
 	}
 	for _, t := range in.Topics {
 		rt := kmsg.NewOffsetCommitResponseTopic()
@@ -135,6 +127,24 @@ func (s *Server) offsetCommit(ctx context.Context, r *request, req kmsg.Request)
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil
+}
+
+// commitCode maps a commit's refusal: a KIP-848 member's stale epoch, or a partition it
+// no longer owns, is STALE_MEMBER_EPOCH from v9 (the client retries once its heartbeat
+// has the new epoch and assignment); a member's commit to a group that does not exist
+// names an unknown member.
+func (s *Server) commitCode(err error, version int16) int16 {
+	switch {
+	case hasCode(err, broker.CodeStaleMemberEpoch), hasCode(err, broker.CodeNotOwner):
+		s.code(err)
+		if version >= 9 {
+			return kerr.StaleMemberEpoch.Code
+		}
+		return kerr.IllegalGeneration.Code
+	case hasCode(err, broker.CodeGroupNotFound):
+		return kerr.UnknownMemberID.Code
+	}
+	return s.groupCode(err)
 }
 
 // offsetFetch serves OffsetFetch (v8: for several groups): the committed offsets and
@@ -153,7 +163,11 @@ func (s *Server) offsetFetch(ctx context.Context, r *request, req kmsg.Request) 
 			if g.Topics == nil {
 				topics = nil
 			}
-			rts, code := s.groupOffsets(ctx, r.who, g.Group, topics)
+			code := s.checkFetchMember(ctx, r.who, g.Group, g.MemberID, g.MemberEpoch)
+			var rts []kmsg.OffsetFetchResponseTopic
+			if code == 0 {
+				rts, code = s.groupOffsets(ctx, r.who, g.Group, topics)
+			}
 			rg := kmsg.NewOffsetFetchResponseGroup()
 			rg.Group, rg.ErrorCode = g.Group, code
 			for _, rt := range rts {
@@ -172,6 +186,28 @@ func (s *Server) offsetFetch(ctx context.Context, r *request, req kmsg.Request) 
 	}
 	resp.Topics, resp.ErrorCode = s.groupOffsets(ctx, r.who, in.Group, in.Topics)
 	return resp, nil
+}
+
+// checkFetchMember checks the member an OffsetFetch names (v9): in a consumer group it
+// must be live at its current epoch (STALE_MEMBER_EPOCH tells a KIP-848 client to
+// heartbeat first). A classic group's member is not checked, as Kafka does not.
+func (s *Server) checkFetchMember(ctx context.Context, who broker.Principal, group string, member *string, epoch int32) int16 {
+	if member == nil || *member == "" {
+		return 0
+	}
+	info, err := s.deps.Core.DescribeAnyGroup(ctx, who, group)
+	if err != nil || info.Consumer == nil {
+		return 0 // no such group (it has no offsets), or a classic one
+	}
+	for _, m := range info.Consumer.Members {
+		if m.ID == *member {
+			if m.Epoch != epoch {
+				return kerr.StaleMemberEpoch.Code
+			}
+			return 0
+		}
+	}
+	return kerr.UnknownMemberID.Code
 }
 
 // groupOffsets answers one group of an OffsetFetch.

@@ -136,6 +136,10 @@ type Server struct {
 
 	mu    sync.Mutex
 	conns map[*conn]struct{}
+
+	// stopping ends when Serve begins to stop: held group requests end with it.
+	stopping  context.Context
+	stopHolds context.CancelFunc
 }
 
 // New returns a listener; Serve runs it. Metrics go to reg (nil: none).
@@ -159,6 +163,7 @@ func New(cfg Config, deps Deps, log *slog.Logger, reg prometheus.Registerer) (*S
 		metrics: newMetrics(reg),
 		conns:   map[*conn]struct{}{},
 	}
+	s.stopping, s.stopHolds = context.WithCancel(context.Background())
 	s.view = newClusterView(deps.Membership, deps.Self, cfg.MembershipRefresh, cfg.SharedAddress, s.log)
 	s.apis = s.apiTable()
 	return s, nil
@@ -177,8 +182,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	reqCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
 	var wg sync.WaitGroup
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	stop := context.AfterFunc(ctx, func() { ln.Close(); s.stopHolds() })
 	defer stop()
+	defer s.stopHolds()
 
 	var acceptErr error
 	for {
@@ -252,6 +258,14 @@ func (s *Server) each(fn func(*conn)) {
 	for _, c := range cs {
 		fn(c)
 	}
+}
+
+// hostOf is the host of a host:port address (the address itself when it has no port).
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
 }
 
 // splitHostPort parses host:port into what Kafka's broker entries carry.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -58,9 +59,9 @@ func mustClassicJoin(t testing.TB, c catalog.ClassicGroups, j catalog.ClassicJoi
 	return res
 }
 
-func readClassic(t testing.TB, c catalog.ClassicGroups, group string) *catalog.ClassicGroup {
+func readClassic(t testing.TB, c catalog.ClassicGroups, group string) catalog.ClassicDescription {
 	t.Helper()
-	g, _, err := c.ClassicGroup(t.Context(), group)
+	g, err := c.DescribeClassicGroup(t.Context(), group)
 	if err != nil {
 		t.Fatalf("read classic group %s: %v", group, err)
 	}
@@ -69,7 +70,7 @@ func readClassic(t testing.TB, c catalog.ClassicGroups, group string) *catalog.C
 
 // stableClassic makes group a stable classic group of the members ids on catalog c,
 // each subscribed to topics; the leader assigns "a-<id>" to each.
-func stableClassic(t testing.TB, c catalog.ClassicGroups, group string, topics []string, ids ...string) *catalog.ClassicGroup {
+func stableClassic(t testing.TB, c catalog.ClassicGroups, group string, topics []string, ids ...string) catalog.ClassicDescription {
 	t.Helper()
 	for _, id := range ids {
 		mustClassicJoin(t, c, classicJoin(group, "", id, topics...))
@@ -120,11 +121,10 @@ func testClassicAcrossNodes(t *testing.T, open func(t *testing.T) ClassicCatalog
 	if ra.Answer == nil || ra.Answer.Generation != 2 || len(ra.Answer.Members) != 2 {
 		t.Fatalf("a's rejoin (leader): %+v", ra.Answer)
 	}
-	// b's held join, read on node 2.
-	g := readClassic(t, n2, group)
-	ans, done, err := g.JoinAnswerFor("b", "", rb.WaitGeneration)
-	if !done || err != nil || ans.Generation != 2 || ans.Leader != "a" {
-		t.Fatalf("b's held join: %+v %v %v", ans, done, err)
+	// b's held join, polled on node 2.
+	ans, poll, err := n2.PollJoin(t.Context(), group, "b", "", rb.WaitGeneration)
+	if !poll.Done || err != nil || ans.Generation != 2 || ans.Leader != "a" {
+		t.Fatalf("b's held join: %+v %v %v", ans, poll, err)
 	}
 	sb, err := n2.SyncGroup(t.Context(), catalog.ClassicSync{Group: group, MemberID: "b", Generation: 2})
 	if err != nil || sb.Ready {
@@ -134,9 +134,9 @@ func testClassicAcrossNodes(t *testing.T, open func(t *testing.T) ClassicCatalog
 		Assignments: []catalog.ClassicAssignment{{MemberID: "a", Assignment: []byte("A")}, {MemberID: "b", Assignment: []byte("B")}}}); err != nil {
 		t.Fatal(err)
 	}
-	s, done, err := readClassic(t, n2, group).SyncAnswerFor("b", "", 2)
-	if !done || err != nil || string(s.Assignment) != "B" {
-		t.Fatalf("b's held sync: %q %v %v", s.Assignment, done, err)
+	s, poll, err := n2.PollSync(t.Context(), group, "b", "", 2)
+	if !poll.Done || err != nil || string(s.Assignment) != "B" {
+		t.Fatalf("b's held sync: %q %v %v", s.Assignment, poll, err)
 	}
 	// The mirror makes them live members for the other rules.
 	d, err := n2.DescribeGroup(t.Context(), group)
@@ -149,7 +149,7 @@ func testClassicAcrossNodes(t *testing.T, open func(t *testing.T) ClassicCatalog
 	if err != nil || errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], catalog.ErrUnknownMember) {
 		t.Fatalf("leave: %v %v", errs, err)
 	}
-	g = readClassic(t, n1, group)
+	g := readClassic(t, n1, group)
 	if g.State != catalog.ClassicEmpty || g.Generation != 3 || len(g.Members) != 0 {
 		t.Fatalf("after leaving: %s gen %d, %d members", g.State, g.Generation, len(g.Members))
 	}
@@ -160,7 +160,7 @@ func testClassicAcrossNodes(t *testing.T, open func(t *testing.T) ClassicCatalog
 	if err := n1.DeleteGroup(t.Context(), group); err != nil {
 		t.Fatalf("delete the empty group: %v", err)
 	}
-	if _, _, err := n1.ClassicGroup(t.Context(), group); !errors.Is(err, catalog.ErrNotClassicGroup) {
+	if _, err := n1.DescribeClassicGroup(t.Context(), group); !errors.Is(err, catalog.ErrNotClassicGroup) {
 		t.Fatalf("read a deleted group: %v", err)
 	}
 }
@@ -196,31 +196,22 @@ func testClassicTimed(t *testing.T, open func(t *testing.T) ClassicCatalog) {
 	jb := classicJoin(group, "", "b")
 	jb.SessionTimeout, jb.RebalanceTimeout = 10*time.Second, 300*time.Millisecond
 	rb := mustClassicJoin(t, c, jb)
-	g, now, err := c.ClassicGroup(t.Context(), group)
-	if err != nil || g.State != catalog.ClassicPreparingRebalance {
-		t.Fatalf("%v %v", g, err)
+	_, poll, err := c.PollJoin(t.Context(), group, "b", "", rb.WaitGeneration)
+	if err != nil || poll.Done {
+		t.Fatalf("b's join answered before the rebalance deadline: %+v %v", poll, err)
 	}
-	next := g.NextDeadline()
-	if next.IsZero() || next.Sub(now) > 500*time.Millisecond {
-		t.Fatalf("next deadline %v after now %v, want within a's 400ms timeouts", next, now)
+	if poll.Wait <= 0 || poll.Wait > 500*time.Millisecond {
+		t.Fatalf("next deadline in %v, want within a's 400ms timeouts", poll.Wait)
 	}
-	if g.Due(now) {
-		t.Fatal("due before its deadline")
+	time.Sleep(poll.Wait + 50*time.Millisecond)
+	// The poll applies the due transition (a never rejoined) under the lock.
+	ans, poll, err := c.PollJoin(t.Context(), group, "b", "", rb.WaitGeneration)
+	if err != nil || !poll.Done || ans.Leader != "b" || ans.Generation != 2 {
+		t.Fatalf("b's join after the deadline: %+v %+v %v", ans, poll, err)
 	}
-	time.Sleep(next.Sub(now) + 50*time.Millisecond)
-	g, now, err = c.ClassicGroup(t.Context(), group)
-	if err != nil || !g.Due(now) {
-		t.Fatalf("not due after its deadline: %v", err)
-	}
-	g, _, err = c.TickClassic(t.Context(), group)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g.Members["a"] != nil || g.Generation != 2 || g.State != catalog.ClassicCompletingRebalance {
-		t.Fatalf("after the tick: %s gen %d, a still there %v", g.State, g.Generation, g.Members["a"] != nil)
-	}
-	if ans, done, err := readClassic(t, c, group).JoinAnswerFor("b", "", rb.WaitGeneration); !done || err != nil || ans.Leader != "b" {
-		t.Fatalf("b's join after the tick: %+v %v %v", ans, done, err)
+	g := readClassic(t, c, group)
+	if len(g.Members) != 1 || g.State != catalog.ClassicCompletingRebalance {
+		t.Fatalf("after the deadline: %s with %d members", g.State, len(g.Members))
 	}
 	// b never syncs: the next request after the sync deadline (300ms) applies it.
 	time.Sleep(400 * time.Millisecond)
@@ -263,8 +254,8 @@ func testClassicBadInput(t *testing.T, open func(t *testing.T) ClassicCatalog) {
 	} {
 		wantErr(t, tc.what, tc.err, tc.want)
 	}
-	if ch := catalog.DiffClassic(before, readClassic(t, c, group)); ch.GroupChanged || len(ch.UpsertMembers)+len(ch.DeleteMembers) > 0 {
-		t.Fatalf("refusals changed the group: %+v", ch)
+	if after := readClassic(t, c, group); !reflect.DeepEqual(after, before) {
+		t.Fatalf("refusals changed the group:\n%+v\nwant\n%+v", after, before)
 	}
 	// A leader's plan naming a member that is not in the generation.
 	mustClassicJoin(t, c, classicJoin(group, "", "c"))
@@ -278,10 +269,10 @@ func testClassicBadInput(t *testing.T, open func(t *testing.T) ClassicCatalog) {
 	if after.State != catalog.ClassicCompletingRebalance || after.Generation != mid.Generation {
 		t.Fatalf("the refused plan changed the group: %s gen %d", after.State, after.Generation)
 	}
-	if ch := catalog.DiffClassic(mid, after); ch.GroupChanged || len(ch.UpsertMembers)+len(ch.DeleteMembers) > 0 {
-		t.Fatalf("the refused plan changed rows: %+v", ch)
+	if !reflect.DeepEqual(after, mid) {
+		t.Fatalf("the refused plan changed the group:\n%+v\nwant\n%+v", after, mid)
 	}
-	if _, _, err := c.ClassicGroup(ctx, Name(t, "nogroup")); !errors.Is(err, catalog.ErrNotClassicGroup) {
+	if _, err := c.DescribeClassicGroup(ctx, Name(t, "nogroup")); !errors.Is(err, catalog.ErrGroupNotFound) {
 		t.Fatalf("sync before join created a group: %v", err)
 	}
 }
@@ -299,7 +290,7 @@ func testClassicTypeRule(t *testing.T, open func(t *testing.T) ClassicCatalog) {
 	}
 	_, err := c.JoinGroup(t.Context(), classicJoin(group, "", "k1", tp.Name))
 	wantErr(t, "a classic member in a consumer group with a live member", err, catalog.ErrInconsistentGroupProtocol)
-	if _, _, err := c.ClassicGroup(t.Context(), group); !errors.Is(err, catalog.ErrNotClassicGroup) {
+	if _, err := c.DescribeClassicGroup(t.Context(), group); !errors.Is(err, catalog.ErrNotClassicGroup) {
 		t.Fatalf("the refused join made the group classic: %v", err)
 	}
 	time.Sleep(400 * time.Millisecond) // the HTTP member's lease ends
@@ -473,9 +464,9 @@ func testClassicConcurrentJoins(t *testing.T, open func(t *testing.T) ClassicCat
 	for round := 0; round < 5; round++ {
 		g := readClassic(t, nodes[0], group)
 		if g.State == catalog.ClassicCompletingRebalance && len(g.Members) == n {
-			for i := range n {
-				if m := g.Members[fmt.Sprintf("m%d", i)]; m == nil || m.Generation != g.Generation {
-					t.Fatalf("m%d is not in generation %d", i, g.Generation)
+			for _, m := range g.Members {
+				if m.Generation != g.Generation {
+					t.Fatalf("%s is at generation %d, the group at %d", m.ID, m.Generation, g.Generation)
 				}
 			}
 			return

@@ -405,16 +405,16 @@ func (c *Catalog) CommitClassicOffsets(ctx context.Context, cc catalog.ClassicCo
 	return nil
 }
 
-// ClassicGroup reads a classic group in one snapshot, without a lock.
-func (c *Catalog) ClassicGroup(ctx context.Context, group string) (*catalog.ClassicGroup, time.Time, error) {
-	g, now, err := c.readClassic(ctx, group)
+// readClassic reads a classic group in one snapshot, without a lock.
+func (c *Catalog) readClassic(ctx context.Context, group string) (*catalog.ClassicGroup, time.Time, error) {
+	g, now, err := c.readClassicTx(ctx, group)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("sqlite: read classic group %s: %w", group, err)
 	}
 	return g, now, nil
 }
 
-func (c *Catalog) readClassic(ctx context.Context, group string) (*catalog.ClassicGroup, time.Time, error) {
+func (c *Catalog) readClassicTx(ctx context.Context, group string) (*catalog.ClassicGroup, time.Time, error) {
 	tx, err := c.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, time.Time{}, err
@@ -436,8 +436,8 @@ func (c *Catalog) readClassic(ctx context.Context, group string) (*catalog.Class
 	return g, now, nil
 }
 
-// TickClassic applies the due transitions of a group.
-func (c *Catalog) TickClassic(ctx context.Context, group string) (*catalog.ClassicGroup, time.Time, error) {
+// tickClassic applies the due transitions of a group.
+func (c *Catalog) tickClassic(ctx context.Context, group string) (*catalog.ClassicGroup, time.Time, error) {
 	g, now, err := c.classicStep(ctx, group, false, func(g *catalog.ClassicGroup, _ time.Time, _ *sql.Tx) error {
 		if g.Type != catalog.GroupTypeClassic {
 			return catalog.ErrNotClassicGroup
@@ -448,6 +448,50 @@ func (c *Catalog) TickClassic(ctx context.Context, group string) (*catalog.Class
 		return nil, time.Time{}, fmt.Errorf("sqlite: tick classic group %s: %w", group, err)
 	}
 	return g, now, nil
+}
+
+// PollJoin answers a held JoinGroup (see catalog.ClassicGroups).
+func (c *Catalog) PollJoin(ctx context.Context, group, member, instance string, wait int32) (catalog.ClassicJoinAnswer, catalog.ClassicPoll, error) {
+	var a catalog.ClassicJoinAnswer
+	p, err := c.pollClassic(ctx, group, func(g *catalog.ClassicGroup) (bool, error) {
+		var (
+			done bool
+			err  error
+		)
+		a, done, err = g.JoinAnswerFor(member, instance, wait)
+		return done, err
+	})
+	return a, p, err
+}
+
+// PollSync answers a held SyncGroup.
+func (c *Catalog) PollSync(ctx context.Context, group, member, instance string, generation int32) (catalog.ClassicSyncResult, catalog.ClassicPoll, error) {
+	var r catalog.ClassicSyncResult
+	p, err := c.pollClassic(ctx, group, func(g *catalog.ClassicGroup) (bool, error) {
+		var (
+			done bool
+			err  error
+		)
+		r, done, err = g.SyncAnswerFor(member, instance, generation)
+		return done, err
+	})
+	return r, p, err
+}
+
+func (c *Catalog) pollClassic(ctx context.Context, group string, eval func(g *catalog.ClassicGroup) (bool, error)) (catalog.ClassicPoll, error) {
+	return catalog.PollClassic(ctx,
+		func(ctx context.Context) (*catalog.ClassicGroup, time.Time, error) { return c.readClassic(ctx, group) },
+		func(ctx context.Context) (*catalog.ClassicGroup, time.Time, error) { return c.tickClassic(ctx, group) },
+		eval)
+}
+
+// DescribeClassicGroup describes a classic group.
+func (c *Catalog) DescribeClassicGroup(ctx context.Context, group string) (catalog.ClassicDescription, error) {
+	g, _, err := c.readClassic(ctx, group)
+	if err != nil {
+		return catalog.ClassicDescription{}, err
+	}
+	return g.Describe(), nil
 }
 
 // GroupKinds lists every group's type (and a classic group's state).
