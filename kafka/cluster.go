@@ -154,6 +154,14 @@ func (v *clusterView) build(clusterID string, nodes []catalog.Node) *membership 
 			m.controller = n.ID
 		}
 	}
+	if v.shared != "" && len(m.brokers) > 1 {
+		// Behind a load balancer every connection may reach any node, so the cluster is
+		// one broker: the lowest live id, leading every partition and coordinating every
+		// group. Several broker ids at one address would not do: librdkafka keeps one
+		// connection per address and takes it for whichever id it saw last, and never
+		// fetches the partitions the other ids lead.
+		m.brokers, m.ids = m.brokers[:1], m.ids[:1]
+	}
 	return m
 }
 

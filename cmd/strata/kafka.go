@@ -36,7 +36,7 @@ func addKafkaFlags(c *command, listen string, autoCreate bool) *kafkaFlags {
 	k := &kafkaFlags{defaultListen: listen, maxFrameBytes: kafka.DefaultMaxFrameBytes}
 	c.fs.StringVar(&k.listen, "kafka-listen", listen, "`address` to serve the Kafka protocol on, host:port; empty turns the listener off")
 	c.fs.StringVar(&k.advertise, "kafka-advertise", "", "`host:port` Kafka clients reach this node at, registered in the catalog (default: the listen address, with this machine's host name when it listens on every interface)")
-	c.fs.StringVar(&k.shared, "kafka-shared-address", "", "`host:port` of a network load balancer in front of every node: advertised as every broker's address (node ids and partition leaders stay per node)")
+	c.fs.StringVar(&k.shared, "kafka-shared-address", "", "`host:port` of a network load balancer in front of every node: advertised as the one broker clients see, leading every partition (whichever node a connection reaches serves it)")
 	c.fs.StringVar(&k.tlsCert, "kafka-tls-cert", "", "PEM `file` of the Kafka listener's TLS certificate chain (with --kafka-tls-key): clients then connect with TLS")
 	c.fs.StringVar(&k.tlsKey, "kafka-tls-key", "", "PEM `file` of the Kafka listener's TLS private key")
 	c.fs.BoolVar(&k.autoCreate, "kafka-auto-create-topics", autoCreate, "create a topic (1 partition) when a Kafka client's metadata request names one that does not exist and allows it")
