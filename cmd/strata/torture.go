@@ -37,6 +37,7 @@ initdb) and MinIO. Exit code 1 when any class finds an anomaly.`)
 	region := c.fs.String("s3-region", "", "`region` (default $STRATA_TEST_S3_REGION)")
 	recheck := c.fs.String("history", "", "check the history.json `file` of an earlier run again and print its anomalies, instead of running")
 	dir := c.fs.String("dir", "", "`directory` for process logs and each class's history.json (default: a new temporary directory, kept)")
+	kafkaClients := c.fs.Bool("kafka", false, "add the Kafka-client workload: the nodes serve the Kafka protocol, franz-go idempotent producers and group members (a classic and a KIP-848 group) run beside the HTTP clients (process classes only)")
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
 		if len(args) > 0 {
 			return usagef(c.name, "unexpected argument %q (flags start with --)", args[0])
@@ -119,7 +120,7 @@ initdb) and MinIO. Exit code 1 when any class finds an anomaly.`)
 				break
 			}
 			fmt.Fprintf(e.stderr, "strata torture: %s ...\n", cl)
-			r := jepsen.Run(ctx, env, cl, jepsen.RunConfig{Duration: *duration, Quiet: *quiet, Active: *active})
+			r := jepsen.Run(ctx, env, cl, jepsen.RunConfig{Duration: *duration, Quiet: *quiet, Active: *active, Kafka: *kafkaClients})
 			results = append(results, r)
 			if !r.OK() {
 				failed++

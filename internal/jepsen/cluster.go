@@ -36,6 +36,10 @@ type ClusterConfig struct {
 	CommitTimeout time.Duration
 	// Dir receives each process's log (NAME.log).
 	Dir string
+	// Kafka: every node running both the writer and the reader role also serves the
+	// Kafka protocol (KafkaAddrs), with a short node lease so that a dead node leaves
+	// clients' view quickly. The default roles then have two such nodes.
+	Kafka bool
 }
 
 // Proc is one `strata serve` process, which faults may kill, restart, pause and
@@ -43,6 +47,8 @@ type ClusterConfig struct {
 type Proc struct {
 	Name string
 	URL  string
+	// Kafka is the node's Kafka listener, "" when it has none.
+	Kafka string
 	bin  string
 	args []string
 	env  []string
@@ -64,6 +70,9 @@ type Cluster struct {
 func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	if len(cfg.Roles) == 0 {
 		cfg.Roles = []string{"writer", "reader", "writer,reader"}
+		if cfg.Kafka {
+			cfg.Roles = append(cfg.Roles, "writer,reader")
+		}
 	}
 	if cfg.CommitTimeout <= 0 {
 		cfg.CommitTimeout = 3 * time.Second
@@ -77,8 +86,17 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			return nil, err
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(port)
-		c.Procs = append(c.Procs, &Proc{Name: fmt.Sprintf("node%d-%s", i, strings.ReplaceAll(roles, ",", "+")), URL: "http://" + addr,
-			args: append(append([]string(nil), common...), "--roles", roles, "--listen", addr)})
+		p := &Proc{Name: fmt.Sprintf("node%d-%s", i, strings.ReplaceAll(roles, ",", "+")), URL: "http://" + addr,
+			args: append(append([]string(nil), common...), "--roles", roles, "--listen", addr)}
+		if rs := strings.Split(roles, ","); cfg.Kafka && slices.Contains(rs, "writer") && slices.Contains(rs, "reader") {
+			kport, err := freePort()
+			if err != nil {
+				return nil, err
+			}
+			p.Kafka = "127.0.0.1:" + strconv.Itoa(kport)
+			p.args = append(p.args, "--kafka-listen", p.Kafka, "--kafka-node-lease", "3s")
+		}
+		c.Procs = append(c.Procs, p)
 	}
 	if cfg.Compactor {
 		port, err := freePort()
@@ -112,6 +130,17 @@ func (c *Cluster) NodeURLs() []string {
 	var out []string
 	for _, p := range c.Procs[:len(c.cfg.Roles)] {
 		out = append(out, p.URL)
+	}
+	return out
+}
+
+// KafkaAddrs are the nodes' Kafka listeners.
+func (c *Cluster) KafkaAddrs() []string {
+	var out []string
+	for _, p := range c.Procs {
+		if p.Kafka != "" {
+			out = append(out, p.Kafka)
+		}
 	}
 	return out
 }

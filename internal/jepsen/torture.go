@@ -64,6 +64,9 @@ type RunConfig struct {
 	// Quiet and Active are the schedule's windows (defaults 2s and 4s).
 	Quiet, Active time.Duration
 	Workload      WorkloadConfig
+	// Kafka adds the Kafka-client workload (franz-go producers and group members,
+	// kafka.go) to the process classes: the nodes serve the Kafka protocol.
+	Kafka bool
 }
 
 // Result is one class's run.
@@ -232,12 +235,13 @@ func run(ctx context.Context, env Env, class string, rc RunConfig, dir string, r
 		}
 		penv = append(penv, "AWS_ACCESS_KEY_ID="+env.S3.AccessKey, "AWS_SECRET_ACCESS_KEY="+env.S3.SecretKey)
 		cl, err := StartCluster(ctx, ClusterConfig{
-			Binary: env.Binary, Compactor: true,
+			Binary: env.Binary, Compactor: true, Kafka: rc.Kafka,
 			Catalog: dsn, Bucket: "s3://" + bucket + "/t?" + q.Encode(), Env: penv, Dir: dir,
 		})
 		if err != nil {
 			return err
 		}
+		wcfg.Kafka.Seeds = cl.KafkaAddrs()
 		cleanup(cl.Close)
 		nodes = cl.NodeURLs()
 		writers, readers = cl.RoleURLs("writer"), cl.RoleURLs("reader")

@@ -26,6 +26,9 @@ var (
 	classes  = flag.String("jepsen.classes", "kill,pause,store,s3proxy,pg-restart,pg-cut,compaction", "comma-separated fault classes to run (all: every fault together)")
 	quiet    = flag.Duration("jepsen.quiet", time.Second, "time without faults between fault windows")
 	active   = flag.Duration("jepsen.active", 2*time.Second, "how long each fault window lasts")
+	// The Kafka-client workload's classes: a bounded run in CI; the long runs are
+	// `strata torture --kafka --classes kill,pause,pg-restart --duration 10m`.
+	kafkaClasses = flag.String("jepsen.kafka-classes", "kill", "comma-separated fault classes to run with the Kafka-client workload (TestTortureKafka)")
 )
 
 var (
@@ -105,19 +108,30 @@ func (w *testWriter) Write(b []byte) (int, error) {
 // unseen records, no inconsistent offsets, no duplicates, no bad reads, nothing
 // refused yet visible, no group-offset anomaly, and a final read that completed.
 func TestTorture(t *testing.T) {
+	torture(t, *classes, false)
+}
+
+// TestTortureKafka is TestTorture with the Kafka-client workload beside the HTTP one:
+// franz-go idempotent producers and group members (classic and KIP-848) against nodes
+// serving the Kafka protocol, in the same history, judged by the same checker.
+func TestTortureKafka(t *testing.T) {
+	torture(t, *kafkaClasses, true)
+}
+
+func torture(t *testing.T, classList string, kafka bool) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
 	var results []*Result
 	var mu sync.Mutex
-	for _, class := range strings.Split(*classes, ",") {
+	for _, class := range strings.Split(classList, ",") {
 		t.Run(class, func(t *testing.T) {
 			env := testEnv(t, class != ClassStore)
 			// A class that cannot finish within this fails rather than eat the package's
 			// whole test timeout.
 			ctx, cancel := context.WithTimeout(context.Background(), *duration+150*time.Second)
 			defer cancel()
-			res := Run(ctx, env, class, RunConfig{Duration: *duration, Quiet: *quiet, Active: *active,
+			res := Run(ctx, env, class, RunConfig{Duration: *duration, Quiet: *quiet, Active: *active, Kafka: kafka,
 				Workload: WorkloadConfig{FinalTimeout: time.Minute}})
 			mu.Lock()
 			results = append(results, res)
@@ -152,6 +166,9 @@ func TestTorture(t *testing.T) {
 			if res.Faults == 0 {
 				t.Errorf("no fault window started")
 			}
+			if kafka {
+				checkKafkaDidWork(t, res.History)
+			}
 		})
 	}
 	var b bytes.Buffer
@@ -171,4 +188,24 @@ func events(h *History) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// checkKafkaDidWork fails a Kafka run whose franz-go clients did nothing: no record
+// acknowledged to a Kafka producer, or a Kafka group that was handed nothing.
+func checkKafkaDidWork(t *testing.T, h *History) {
+	t.Helper()
+	acked, batches := 0, map[string]int{}
+	for _, s := range h.Sends {
+		if strings.HasPrefix(s.Producer, "k") && s.Outcome == OK {
+			acked++
+		}
+	}
+	for _, r := range h.Reads {
+		if r.Mode == ReadGroup && r.Err == "" {
+			batches[r.Group]++
+		}
+	}
+	if acked == 0 || batches["jepsen-kafka-classic"] == 0 || batches["jepsen-kafka-848"] == 0 {
+		t.Errorf("the Kafka clients did not work: %d records acknowledged to franz-go producers, group batches %v", acked, batches)
+	}
 }

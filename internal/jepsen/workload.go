@@ -51,7 +51,9 @@ type WorkloadConfig struct {
 	ResolveTimeout time.Duration
 	// FinalTimeout bounds the final catch-up read of each partition. Default 3m.
 	FinalTimeout time.Duration
-	Log          *slog.Logger
+	// Kafka adds franz-go clients (kafka.go) when its Seeds are set.
+	Kafka KafkaConfig
+	Log   *slog.Logger
 }
 
 func (c WorkloadConfig) withDefaults() WorkloadConfig {
@@ -94,6 +96,7 @@ func (c WorkloadConfig) withDefaults() WorkloadConfig {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
+	c.Kafka = c.Kafka.withDefaults()
 	return c
 }
 
@@ -164,15 +167,27 @@ func (w *Workload) Start(ctx context.Context) {
 	for i := range w.cfg.Rereaders {
 		w.goRun(func() { w.reread(ctx, fmt.Sprintf("r%d", i)) })
 	}
-	if w.cfg.GroupMembers > 0 {
+	if len(w.groups()) > 0 {
 		gctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		w.stopGrp = stop
-		for i := range w.cfg.GroupMembers {
+		for i := range max(w.cfg.GroupMembers, 0) {
 			w.groupWG.Add(1)
 			go func() { defer w.groupWG.Done(); w.member(gctx, fmt.Sprintf("m%d", i)) }()
 		}
+		w.startKafka(ctx, gctx)
 		w.goRun(func() { w.observeGroup(ctx) })
+	} else {
+		w.startKafka(ctx, ctx)
 	}
+}
+
+// groups lists the groups whose committed offsets the workload observes.
+func (w *Workload) groups() []string {
+	var out []string
+	if w.cfg.GroupMembers > 0 {
+		out = append(out, w.cfg.Group)
+	}
+	return append(out, w.cfg.Kafka.groups()...)
 }
 
 func (w *Workload) goRun(fn func()) {
@@ -526,26 +541,28 @@ func (w *Workload) member(ctx context.Context, name string) {
 	}
 }
 
-// observeGroup records the group's committed offsets every second.
+// observeGroup records the groups' committed offsets every second.
 func (w *Workload) observeGroup(ctx context.Context) {
 	for ctx.Err() == nil {
-		w.recordGroupOffsets(ctx, false)
+		for _, g := range w.groups() {
+			w.recordGroupOffsets(ctx, g, false)
+		}
 		sleep(ctx, time.Second)
 	}
 }
 
-func (w *Workload) recordGroupOffsets(ctx context.Context, final bool) error {
+func (w *Workload) recordGroupOffsets(ctx context.Context, group string, final bool) error {
 	gctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
 	defer cancel()
 	at := time.Now() // before the call: an observation is no older than this
-	offs, err := w.cli.GroupOffsets(gctx, w.cfg.Group)
+	offs, err := w.cli.GroupOffsets(gctx, group)
 	if err != nil {
 		if client.HasCode(err, "group_not_found") {
 			return nil
 		}
 		return err
 	}
-	g := GroupOffsets{Group: w.cfg.Group, Topic: w.cfg.Topic, Offsets: map[int32]int64{}, Final: final, At: at}
+	g := GroupOffsets{Group: group, Topic: w.cfg.Topic, Offsets: map[int32]int64{}, Final: final, At: at}
 	for _, o := range offs {
 		if o.Topic == w.cfg.Topic {
 			g.Offsets[o.Partition] = o.Offset
@@ -564,9 +581,9 @@ func (w *Workload) Final(parent context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(parent, w.cfg.FinalTimeout)
 	defer cancel()
-	if w.cfg.GroupMembers > 0 {
+	for _, g := range w.groups() {
 		for ctx.Err() == nil {
-			if err := w.recordGroupOffsets(ctx, true); err == nil {
+			if err := w.recordGroupOffsets(ctx, g, true); err == nil {
 				break
 			}
 			sleep(ctx, 200*time.Millisecond)
