@@ -49,10 +49,10 @@ type Proc struct {
 	URL  string
 	// Kafka is the node's Kafka listener, "" when it has none.
 	Kafka string
-	bin  string
-	args []string
-	env  []string
-	log  string
+	bin   string
+	args  []string
+	env   []string
+	log   string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
