@@ -345,7 +345,11 @@ func (g *ClassicGroup) Join(now time.Time, j ClassicJoin) (ClassicJoinResult, er
 	if j.RebalanceTimeout == 0 {
 		j.RebalanceTimeout = j.SessionTimeout
 	}
-	if !g.accepts(j.ProtocolType, j.Protocols, j.MemberID) {
+	self := j.MemberID
+	if old := g.byInstance(j.InstanceID); self == "" && j.InstanceID != "" && old != nil {
+		self = old.ID // a static member's new instance replaces it
+	}
+	if !g.accepts(j.ProtocolType, j.Protocols, self) {
 		return ClassicJoinResult{}, fmt.Errorf("%w: group %s uses protocol type %q and protocols its members all support; this member supports none of them",
 			ErrInconsistentGroupProtocol, g.Name, g.ProtocolType)
 	}
@@ -439,8 +443,10 @@ func (g *ClassicGroup) answerNow(now time.Time, m *ClassicMember, skip bool) Cla
 }
 
 // replaceStatic takes a static member's rejoin under a new id (KIP-345): the old id is
-// fenced; without a change of protocols a stable group keeps its generation and the
-// assignment (the leader is told to skip assigning), otherwise it rebalances.
+// fenced; a stable group whose vote would still choose its protocol keeps its
+// generation and the assignment (the leader is told to skip assigning), as Kafka does —
+// the metadata may differ (a restarted consumer owns nothing yet) —, otherwise it
+// rebalances.
 func (g *ClassicGroup) replaceStatic(now time.Time, old *ClassicMember, j ClassicJoin) ClassicJoinResult {
 	delete(g.Members, old.ID)
 	m := g.newMember(now, j)
@@ -452,7 +458,7 @@ func (g *ClassicGroup) replaceStatic(now time.Time, old *ClassicMember, j Classi
 		g.Leader = m.ID
 	}
 	g.Members[m.ID] = m
-	if g.State == ClassicStable && sameProtocols(old.Protocols, j.Protocols) {
+	if g.State == ClassicStable && g.supportedByAll()[g.Protocol] && g.vote() == g.Protocol {
 		return g.answerNow(now, m, true)
 	}
 	return g.joinAndWait(now, m, j.ProtocolType)

@@ -279,10 +279,10 @@ func TestClassicStaticMemberRejoinsWithoutRebalance(t *testing.T) {
 		t.Fatal(err)
 	}
 	gen := g.Generation
-	// b restarts: a new process, the same instance id, no member id.
+	// b restarts: a new process, the same instance id, no member id, and metadata that
+	// differs (it owns nothing yet) for the same protocol.
 	j := cj("g", "", "b2")
 	j.InstanceID = "inst-b"
-	j.Protocols = g.Members["b"].Protocols
 	res := mustJoin(t, g, t0.Add(time.Second), j)
 	if res.Answer == nil || res.Answer.Generation != gen || res.MemberID != "b2" || g.State != ClassicStable {
 		t.Fatalf("static rejoin: %+v state %s, want the same generation %d without a rebalance", res, g.State, gen)
@@ -303,6 +303,14 @@ func TestClassicStaticMemberRejoinsWithoutRebalance(t *testing.T) {
 	res = mustJoin(t, g, t0.Add(2*time.Second), j)
 	if res.Answer == nil || !res.Answer.SkipAssignment || g.Leader != "a2" || g.Generation != gen {
 		t.Fatalf("static leader rejoin: %+v leader %s", res.Answer, g.Leader)
+	}
+	// A restart whose protocols would change the group's choice rebalances.
+	j = cj("g", "", "b3", "roundrobin")
+	j.InstanceID = "inst-b"
+	g.Members["a2"].Protocols = append(g.Members["a2"].Protocols, ClassicProtocol{Name: "roundrobin"})
+	res = mustJoin(t, g, t0.Add(3*time.Second), j)
+	if res.Answer != nil || g.State != ClassicPreparingRebalance {
+		t.Fatalf("a static rejoin that changes the protocol: %+v, state %s, want a rebalance", res.Answer, g.State)
 	}
 }
 

@@ -38,8 +38,13 @@ func (s *Server) metadata(ctx context.Context, r *request, req kmsg.Request) (km
 			// would take an empty list to mean they were all deleted.
 			return nil, fmt.Errorf("list topics: %w", err)
 		}
+		real := false
 		for _, t := range ts {
 			resp.Topics = append(resp.Topics, topicMetadata(m, t))
+			real = real || t.Name == offsetsTopic
+		}
+		if !real {
+			resp.Topics = append(resp.Topics, offsetsTopicMetadata(m))
 		}
 		return resp, nil
 	}
@@ -57,6 +62,10 @@ func (s *Server) metadata(ctx context.Context, r *request, req kmsg.Request) (km
 				continue
 			}
 			seenID[id] = true
+			if id == offsetsTopicID {
+				resp.Topics = append(resp.Topics, offsetsTopicMetadata(m))
+				continue
+			}
 			if t, err = s.deps.Core.TopicByUUID(ctx, r.who, id); err != nil {
 				resp.Topics = append(resp.Topics, topicError(nil, rt.TopicID, s.code(err), kerr.UnknownTopicID))
 				continue
@@ -70,7 +79,12 @@ func (s *Server) metadata(ctx context.Context, r *request, req kmsg.Request) (km
 				continue
 			}
 			seenName[name] = true
-			if t, err = s.topicForMetadata(ctx, r.who, name, autoCreate); err != nil {
+			t, err = s.topicForMetadata(ctx, r.who, name, autoCreate && name != offsetsTopic)
+			if name == offsetsTopic && hasCode(err, broker.CodeTopicNotFound) {
+				resp.Topics = append(resp.Topics, offsetsTopicMetadata(m))
+				continue
+			}
+			if err != nil {
 				resp.Topics = append(resp.Topics, topicError(&name, rt.TopicID, s.code(err), kerr.UnknownTopicOrPartition))
 				continue
 			}

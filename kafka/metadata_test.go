@@ -43,10 +43,13 @@ func TestMetadataBrokersAndPartitions(t *testing.T) {
 		if v >= 2 && (resp.ClusterID == nil || *resp.ClusterID != fc.clusterID) {
 			t.Errorf("v%d cluster id %v, want %s", v, resp.ClusterID, fc.clusterID)
 		}
-		if len(resp.Topics) != 2 {
-			t.Fatalf("v%d: %d topics, want 2", v, len(resp.Topics))
+		if len(resp.Topics) != 3 {
+			t.Fatalf("v%d: %d topics, want 2 and %s", v, len(resp.Topics), offsetsTopic)
 		}
 		for _, rt := range resp.Topics {
+			if v >= 1 && (*rt.Topic == offsetsTopic) != rt.IsInternal || rt.ErrorCode != 0 || len(rt.Partitions) == 0 { // IsInternal from v1
+				t.Errorf("v%d topic %s: internal %v, error %d, %d partitions", v, *rt.Topic, rt.IsInternal, rt.ErrorCode, len(rt.Partitions))
+			}
 			if *rt.Topic != "orders" {
 				continue
 			}
@@ -102,8 +105,8 @@ func TestMetadataIdenticalOnEveryNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp := decodeResponse(t, req, corr, frame).(*kmsg.MetadataResponse); len(resp.Topics) != 20 || len(resp.Brokers) != 3 {
-			t.Fatalf("%d topics, %d brokers; want 20 and 3", len(resp.Topics), len(resp.Brokers))
+		if resp := decodeResponse(t, req, corr, frame).(*kmsg.MetadataResponse); len(resp.Topics) != 21 || len(resp.Brokers) != 3 {
+			t.Fatalf("%d topics, %d brokers; want 20 (and the offsets topic) and 3", len(resp.Topics), len(resp.Brokers))
 		}
 		answers = append(answers, frame)
 	}
@@ -262,5 +265,45 @@ func TestDescribeCluster(t *testing.T) {
 	req.EndpointType = 2 // controllers
 	if r := c.roundTrip(req, 1).(*kmsg.DescribeClusterResponse); r.ErrorCode != kerr.MismatchedEndpointType.Code {
 		t.Fatalf("controller endpoint: error %d, want MISMATCHED_ENDPOINT_TYPE", r.ErrorCode)
+	}
+}
+
+// __consumer_offsets is listed as Kafka lists it — internal, by name and by id — and
+// never auto-created; a topic of that name made by hand takes its place.
+func TestOffsetsTopicListed(t *testing.T) {
+	fc := newFakeCluster(threeNodes()...)
+	ts := startServer(t, Config{AutoCreateTopics: true}, fc)
+	c := dial(t, ts.addr)
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(offsetsTopic)
+	req.Topics, req.AllowAutoTopicCreation = append(req.Topics, rt), true
+	resp := c.roundTrip(req, 12).(*kmsg.MetadataResponse)
+	if len(resp.Topics) != 1 || !resp.Topics[0].IsInternal || resp.Topics[0].ErrorCode != 0 || resp.Topics[0].TopicID != offsetsTopicID {
+		t.Fatalf("by name: %+v", resp.Topics)
+	}
+	if _, err := fc.Topic(t.Context(), offsetsTopic); err == nil {
+		t.Fatal("the offsets topic was auto-created")
+	}
+	byID := kmsg.NewPtrMetadataRequest()
+	rt = kmsg.NewMetadataRequestTopic()
+	rt.TopicID = offsetsTopicID
+	byID.Topics = append(byID.Topics, rt)
+	if resp := c.roundTrip(byID, 12).(*kmsg.MetadataResponse); len(resp.Topics) != 1 || !resp.Topics[0].IsInternal {
+		t.Fatalf("by id: %+v", resp.Topics)
+	}
+	fc.add(offsetsTopic, 4)
+	resp = c.roundTrip(kmsg.NewPtrMetadataRequest(), 12).(*kmsg.MetadataResponse)
+	n := 0
+	for _, tp := range resp.Topics {
+		if *tp.Topic == offsetsTopic {
+			n++
+			if tp.IsInternal || len(tp.Partitions) != 4 {
+				t.Fatalf("a real topic of that name: %+v", tp)
+			}
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%s listed %d times", offsetsTopic, n)
 	}
 }

@@ -44,6 +44,9 @@ func kcatBrokers(t *testing.T, addr string, extra ...string) (brokers, topics []
 		brokers = append(brokers, fmt.Sprintf("%d=%s", b.ID, b.Name))
 	}
 	for _, tp := range md.Topics {
+		if tp.Topic == "__consumer_offsets" { // Kafka's internal topic, always listed
+			continue
+		}
 		topics = append(topics, fmt.Sprintf("%s=%d", tp.Topic, len(tp.Partitions)))
 	}
 	return brokers, topics
