@@ -202,11 +202,12 @@ func (g *ClassicGroup) firstMember() string {
 	return first.ID
 }
 
-// supportedByAll lists the protocols every member supports.
-func (g *ClassicGroup) supportedByAll() map[string]bool {
+// supportedByAll lists the protocols every member supports, but except (a member about
+// to change its protocols, or "").
+func (g *ClassicGroup) supportedByAll(except string) map[string]bool {
 	var common map[string]bool
-	for _, m := range g.Members {
-		if m.Pending {
+	for id, m := range g.Members {
+		if m.Pending || id == except {
 			continue
 		}
 		mine := map[string]bool{}
@@ -223,7 +224,7 @@ func (g *ClassicGroup) supportedByAll() map[string]bool {
 // vote chooses the protocol, as Kafka: among those every member supports, each member
 // votes for the first in its order of preference; the most votes win (ties by name).
 func (g *ClassicGroup) vote() string {
-	candidates := g.supportedByAll()
+	candidates := g.supportedByAll("")
 	votes := map[string]int{}
 	for _, m := range g.Members {
 		if m.Pending {
@@ -260,20 +261,7 @@ func (g *ClassicGroup) accepts(protocolType string, protocols []ClassicProtocol,
 	if protocolType != g.ProtocolType {
 		return false
 	}
-	// What every other member supports.
-	var common map[string]bool
-	for id, m := range g.Members {
-		if m.Pending || id == self {
-			continue
-		}
-		mine := map[string]bool{}
-		for _, p := range m.Protocols {
-			if common == nil || common[p.Name] {
-				mine[p.Name] = true
-			}
-		}
-		common = mine
-	}
+	common := g.supportedByAll(self)
 	for _, p := range protocols {
 		if common[p.Name] {
 			return true
@@ -458,7 +446,7 @@ func (g *ClassicGroup) replaceStatic(now time.Time, old *ClassicMember, j Classi
 		g.Leader = m.ID
 	}
 	g.Members[m.ID] = m
-	if g.State == ClassicStable && g.supportedByAll()[g.Protocol] && g.vote() == g.Protocol {
+	if g.State == ClassicStable && g.supportedByAll("")[g.Protocol] && g.vote() == g.Protocol {
 		return g.answerNow(now, m, true)
 	}
 	return g.joinAndWait(now, m, j.ProtocolType)
@@ -791,13 +779,48 @@ func (g *ClassicGroup) Describe() ClassicDescription {
 	return d
 }
 
-// PollClassic is PollJoin and PollSync for both backends: read reads the group without
-// a lock, tick applies the due transitions under the lock, eval answers from the group.
-// A group deleted or of the other type meanwhile means the member is gone.
-func PollClassic(ctx context.Context, read, tick func(context.Context) (*ClassicGroup, time.Time, error), eval func(*ClassicGroup) (bool, error)) (ClassicPoll, error) {
-	g, now, err := read(ctx)
+// ClassicReads is what a backend gives the calls it shares with the other: Read reads
+// a classic group without a lock (ErrNotClassicGroup for a consumer group or none), Tick
+// applies its due transitions under the lock.
+type ClassicReads struct {
+	Read, Tick func(ctx context.Context, group string) (*ClassicGroup, time.Time, error)
+}
+
+// PollJoin is ClassicGroups.PollJoin.
+func (r ClassicReads) PollJoin(ctx context.Context, group, member, instance string, wait int32) (ClassicJoinAnswer, ClassicPoll, error) {
+	var a ClassicJoinAnswer
+	p, err := r.poll(ctx, group, func(g *ClassicGroup) (done bool, err error) {
+		a, done, err = g.JoinAnswerFor(member, instance, wait)
+		return done, err
+	})
+	return a, p, err
+}
+
+// PollSync is ClassicGroups.PollSync.
+func (r ClassicReads) PollSync(ctx context.Context, group, member, instance string, generation int32) (ClassicSyncResult, ClassicPoll, error) {
+	var s ClassicSyncResult
+	p, err := r.poll(ctx, group, func(g *ClassicGroup) (done bool, err error) {
+		s, done, err = g.SyncAnswerFor(member, instance, generation)
+		return done, err
+	})
+	return s, p, err
+}
+
+// Describe is ClassicGroups.DescribeClassicGroup.
+func (r ClassicReads) Describe(ctx context.Context, group string) (ClassicDescription, error) {
+	g, _, err := r.Read(ctx, group)
+	if err != nil {
+		return ClassicDescription{}, err
+	}
+	return g.Describe(), nil
+}
+
+// poll reads the group, applies a due transition first, and answers from it. A group
+// deleted or of the other type meanwhile means the member is gone.
+func (r ClassicReads) poll(ctx context.Context, group string, eval func(*ClassicGroup) (bool, error)) (ClassicPoll, error) {
+	g, now, err := r.Read(ctx, group)
 	if err == nil && g.Due(now) {
-		g, now, err = tick(ctx)
+		g, now, err = r.Tick(ctx, group)
 	}
 	if errors.Is(err, ErrNotClassicGroup) {
 		return ClassicPoll{Done: true}, fmt.Errorf("%w: the group was deleted or changed type", ErrUnknownMember)

@@ -478,46 +478,21 @@ func (c *Catalog) tickClassic(ctx context.Context, group string) (*catalog.Class
 
 // PollJoin answers a held JoinGroup (see catalog.ClassicGroups).
 func (c *Catalog) PollJoin(ctx context.Context, group, member, instance string, wait int32) (catalog.ClassicJoinAnswer, catalog.ClassicPoll, error) {
-	var a catalog.ClassicJoinAnswer
-	p, err := c.pollClassic(ctx, group, func(g *catalog.ClassicGroup) (bool, error) {
-		var (
-			done bool
-			err  error
-		)
-		a, done, err = g.JoinAnswerFor(member, instance, wait)
-		return done, err
-	})
-	return a, p, err
+	return c.classicReads().PollJoin(ctx, group, member, instance, wait)
 }
 
 // PollSync answers a held SyncGroup.
 func (c *Catalog) PollSync(ctx context.Context, group, member, instance string, generation int32) (catalog.ClassicSyncResult, catalog.ClassicPoll, error) {
-	var r catalog.ClassicSyncResult
-	p, err := c.pollClassic(ctx, group, func(g *catalog.ClassicGroup) (bool, error) {
-		var (
-			done bool
-			err  error
-		)
-		r, done, err = g.SyncAnswerFor(member, instance, generation)
-		return done, err
-	})
-	return r, p, err
-}
-
-func (c *Catalog) pollClassic(ctx context.Context, group string, eval func(g *catalog.ClassicGroup) (bool, error)) (catalog.ClassicPoll, error) {
-	return catalog.PollClassic(ctx,
-		func(ctx context.Context) (*catalog.ClassicGroup, time.Time, error) { return c.readClassic(ctx, group) },
-		func(ctx context.Context) (*catalog.ClassicGroup, time.Time, error) { return c.tickClassic(ctx, group) },
-		eval)
+	return c.classicReads().PollSync(ctx, group, member, instance, generation)
 }
 
 // DescribeClassicGroup describes a classic group.
 func (c *Catalog) DescribeClassicGroup(ctx context.Context, group string) (catalog.ClassicDescription, error) {
-	g, _, err := c.readClassic(ctx, group)
-	if err != nil {
-		return catalog.ClassicDescription{}, err
-	}
-	return g.Describe(), nil
+	return c.classicReads().Describe(ctx, group)
+}
+
+func (c *Catalog) classicReads() catalog.ClassicReads {
+	return catalog.ClassicReads{Read: c.readClassic, Tick: c.tickClassic}
 }
 
 // GroupKinds lists every group's type (and a classic group's state).
