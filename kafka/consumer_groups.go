@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"regexp"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -72,6 +74,13 @@ func (s *Server) consumerGroupHeartbeat(ctx context.Context, r *request, req kms
 				code = kerr.InvalidRegularExpression.Code
 			}
 			return fail(code, *msg)
+		}
+		if re := *in.SubscribedTopicRegex; !slices.Contains(names, offsetsTopic) && regexp.MustCompile("^(?:"+re+")$").MatchString(offsetsTopic) {
+			// Kafka's coordinator assigns the internal topics a pattern matches: the
+			// offsets topic is made (empty) so that it can be assigned and fetched.
+			if _, err := s.deps.Core.CreateTopic(ctx, r.who, broker.CreateTopicRequest{Name: offsetsTopic, Partitions: 1}); err == nil || hasCode(err, broker.CodeTopicExists) {
+				names = append(names, offsetsTopic)
+			}
 		}
 		hb.Topics = append(hb.Topics, names...)
 		if hb.Topics == nil {

@@ -124,7 +124,7 @@ func hasCode(err error, c broker.Code) bool {
 func topicMetadata(m *membership, t catalog.Topic) kmsg.MetadataResponseTopic {
 	rt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
-	rt.Topic, rt.TopicID = &name, t.UUID
+	rt.Topic, rt.TopicID, rt.IsInternal = &name, t.UUID, name == offsetsTopic
 	rt.Partitions = make([]kmsg.MetadataResponseTopicPartition, t.Partitions)
 	for p := range t.Partitions {
 		rp := kmsg.NewMetadataResponseTopicPartition()

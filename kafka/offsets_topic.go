@@ -10,10 +10,11 @@ import (
 
 // Kafka keeps committed offsets in an internal topic, __consumer_offsets, which every
 // cluster that has served a group lists in Metadata. Strata keeps them in the catalog,
-// so the topic has no records; it is listed (internal, one partition) for the clients and
+// so the topic has no records. It is listed (internal, one partition) for the clients and
 // tools that look for it — franz-go's regex consumers skip internal topics by that flag —
-// and a topic of that name made by hand takes its place. Nothing else serves it: it is
-// unknown to Produce, Fetch and the rest.
+// without existing; it is made, empty, only when a KIP-848 member's subscription pattern
+// names it (Kafka's coordinator assigns internal topics a pattern matches, and the member
+// then fetches from it). A topic of that name is always listed as internal.
 const offsetsTopic = "__consumer_offsets"
 
 // offsetsTopicID is its topic id: fixed, so that every node answers the same.
