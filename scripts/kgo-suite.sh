@@ -28,7 +28,7 @@ EXPECTED_FAIL="TestTxnEtl"
 
 # The bounded subset: broker-facing tests that finish in seconds — groups (classic and
 # KIP-848), regex consumption, produce and fetch corner cases.
-CI_RUN='^(TestPing|TestGroupSimple|TestIssue325|TestIssue337|TestDirectPartitionPurge|TestIssue434|TestPauseIssue489|TestIssue523|TestIssue648|TestIssue810|TestIssue865|TestClient_ProduceLargeMessages|TestUnknownGroupOffsetFetchPinned|TestConsumeRegex|Test848RegexBrokerResolves)$'
+CI_RUN='^(TestPing|TestGroupSimple|TestGroupETL|TestIssue325|TestIssue337|TestDirectPartitionPurge|TestIssue434|TestPauseIssue489|TestIssue523|TestIssue648|TestIssue810|TestIssue865|TestClient_ProduceLargeMessages|TestUnknownGroupOffsetFetchPinned|TestConsumeRegex|Test848RegexBrokerResolves)$'
 case "$mode" in
 full) run=${STRATA_KGO_RUN:-.} ;;
 ci) run=${STRATA_KGO_RUN:-$CI_RUN} ;;
