@@ -66,26 +66,8 @@ func (s *Server) consumerGroupHeartbeat(ctx context.Context, r *request, req kms
 		}
 		hb.Assignor = a
 	}
-	if in.SubscribedTopicRegex != nil {
-		names, err := s.deps.Core.TopicsMatching(ctx, r.who, *in.SubscribedTopicRegex)
-		if err != nil {
-			code, msg := s.kafkaError(err)
-			if hasCode(err, broker.CodeInvalidParameter) {
-				code = kerr.InvalidRegularExpression.Code
-			}
-			return fail(code, *msg)
-		}
-		if re := *in.SubscribedTopicRegex; !slices.Contains(names, offsetsTopic) && regexp.MustCompile("^(?:"+re+")$").MatchString(offsetsTopic) {
-			// Kafka's coordinator assigns the internal topics a pattern matches: the
-			// offsets topic is made (empty) so that it can be assigned and fetched.
-			if _, err := s.deps.Core.CreateTopic(ctx, r.who, broker.CreateTopicRequest{Name: offsetsTopic, Partitions: 1}); err == nil || hasCode(err, broker.CodeTopicExists) {
-				names = append(names, offsetsTopic)
-			}
-		}
-		hb.Topics = append(hb.Topics, names...)
-		if hb.Topics == nil {
-			hb.Topics = []string{}
-		}
+	if code, msg := s.heartbeatTopics(ctx, r.who, in, &hb); code != 0 {
+		return fail(code, msg)
 	}
 	if hb.MemberEpoch == catalog.JoinEpoch && len(hb.Topics) == 0 {
 		// The catalog's groups need a subscription to join; a member subscribed to
@@ -94,22 +76,6 @@ func (s *Server) consumerGroupHeartbeat(ctx context.Context, r *request, req kms
 		resp.HeartbeatIntervalMillis = int32(catalog.HeartbeatInterval(consumerSessionTimeout).Milliseconds())
 		resp.Assignment = &kmsg.ConsumerGroupHeartbeatResponseAssignment{}
 		return resp, nil
-	}
-	if in.Topics != nil {
-		ids := make([]catalog.UUID, len(in.Topics))
-		for i, t := range in.Topics {
-			ids[i] = t.TopicID
-		}
-		names, err := s.deps.Core.TopicNamesByUUID(ctx, r.who, ids)
-		if err != nil {
-			return fail(s.groupCode(err), "resolving owned topic ids failed")
-		}
-		hb.Owned = []catalog.TopicPartitions{}
-		for _, t := range in.Topics {
-			if name, ok := names[t.TopicID]; ok { // a deleted topic is owned no more
-				hb.Owned = append(hb.Owned, catalog.TopicPartitions{Topic: name, Partitions: t.Partitions})
-			}
-		}
 	}
 	res, err := s.deps.Core.ConsumerHeartbeat(ctx, r.who, hb, in.Topics == nil)
 	if err != nil {
@@ -144,6 +110,51 @@ func (s *Server) consumerGroupHeartbeat(ctx context.Context, r *request, req kms
 		resp.Assignment.Topics = append(resp.Assignment.Topics, t)
 	}
 	return resp, nil
+}
+
+// heartbeatTopics fills hb's subscription from a pattern (resolved to the topics it
+// matches now) and its owned partitions from topic ids (null: unchanged), answering a
+// Kafka error code and message when that fails.
+func (s *Server) heartbeatTopics(ctx context.Context, who broker.Principal, in *kmsg.ConsumerGroupHeartbeatRequest, hb *catalog.Heartbeat) (int16, string) {
+	if in.SubscribedTopicRegex != nil {
+		names, err := s.deps.Core.TopicsMatching(ctx, who, *in.SubscribedTopicRegex)
+		if err != nil {
+			code, msg := s.kafkaError(err)
+			if hasCode(err, broker.CodeInvalidParameter) {
+				code = kerr.InvalidRegularExpression.Code
+			}
+			return code, *msg
+		}
+		if re := *in.SubscribedTopicRegex; !slices.Contains(names, offsetsTopic) && regexp.MustCompile("^(?:"+re+")$").MatchString(offsetsTopic) {
+			// Kafka's coordinator assigns the internal topics a pattern matches: the
+			// offsets topic is made (empty) so that it can be assigned and fetched.
+			if _, err := s.deps.Core.CreateTopic(ctx, who, broker.CreateTopicRequest{Name: offsetsTopic, Partitions: 1}); err == nil || hasCode(err, broker.CodeTopicExists) {
+				names = append(names, offsetsTopic)
+			}
+		}
+		hb.Topics = append(hb.Topics, names...)
+		if hb.Topics == nil {
+			hb.Topics = []string{}
+		}
+	}
+	if in.Topics == nil {
+		return 0, ""
+	}
+	ids := make([]catalog.UUID, len(in.Topics))
+	for i, t := range in.Topics {
+		ids[i] = t.TopicID
+	}
+	names, err := s.deps.Core.TopicNamesByUUID(ctx, who, ids)
+	if err != nil {
+		return s.groupCode(err), "resolving owned topic ids failed"
+	}
+	hb.Owned = []catalog.TopicPartitions{}
+	for _, t := range in.Topics {
+		if name, ok := names[t.TopicID]; ok { // a deleted topic is owned no more
+			hb.Owned = append(hb.Owned, catalog.TopicPartitions{Topic: name, Partitions: t.Partitions})
+		}
+	}
+	return 0, ""
 }
 
 // consumerGroupDescribe serves ConsumerGroupDescribe for consumer groups: members with
