@@ -652,4 +652,3 @@ func (g *ClassicGroup) CheckCommit(now time.Time, c ClassicCommit) error {
 	m.SessionDeadline = now.Add(m.SessionTimeout)
 	return nil
 }
-
