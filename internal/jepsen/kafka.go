@@ -87,7 +87,7 @@ func (w *Workload) startKafka(ctx, gctx context.Context) {
 // franz-go retries until it knows, and gives up only when the run ends.
 func (w *Workload) kafkaProduce(ctx context.Context, name string) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(w.cfg.Kafka.Seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(0), kgo.RequestTimeoutOverhead(5*time.Second), kgo.MetadataMaxAge(2*time.Second),
+		kgo.ProducerLinger(0), kgo.RequestTimeoutOverhead(5*time.Second), kgo.MetadataMaxAge(2*time.Second), kgo.MetadataMinAge(250*time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
 	if err != nil {
 		w.cfg.Log.Error("kafka producer", "err", err)
@@ -130,6 +130,7 @@ func (w *Workload) kafkaMember(ctx context.Context, group, name string, nextGen 
 		kgo.RebalanceTimeout(10 * time.Second), kgo.HeartbeatInterval(500 * time.Millisecond),
 		kgo.FetchMaxWait(500 * time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.AutoCommitInterval(500 * time.Millisecond), kgo.MetadataMaxAge(2 * time.Second),
+		kgo.MetadataMinAge(250 * time.Millisecond), // franz-go refuses a max age below the min (5s by default)
 		kgo.RequestTimeoutOverhead(5 * time.Second),
 	}
 	if nextGen {
