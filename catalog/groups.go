@@ -262,8 +262,12 @@ type Ownership struct {
 
 // GroupState is a group as loaded by a backend under the group's lock.
 type GroupState struct {
-	Name      string
-	Assignor  string
+	Name     string
+	Assignor string
+	// Type is the group row's type (GroupTypeConsumer or GroupTypeClassic, classic.go):
+	// a heartbeat of a classic group is refused while it has live members, and turns
+	// an empty one into a consumer group.
+	Type      string
 	Epoch     int32
 	CreatedAt time.Time
 	Members   map[string]*GroupMember
@@ -276,7 +280,7 @@ func NewGroupState(name, assignor string, createdAt time.Time) *GroupState {
 		assignor = DefaultAssignor
 	}
 	return &GroupState{
-		Name: name, Assignor: assignor, CreatedAt: createdAt,
+		Name: name, Assignor: assignor, Type: GroupTypeConsumer, CreatedAt: createdAt,
 		Members: map[string]*GroupMember{}, Owners: map[TopicPartition]*Ownership{},
 	}
 }
@@ -418,6 +422,31 @@ func HeartbeatInterval(session time.Duration) time.Duration {
 	return min(max(session/10, 10*time.Millisecond), 5*time.Second)
 }
 
+// takeConsumerType is the type rule (CheckGroupType) for a heartbeat: a classic group's
+// members are its classic members' mirrors (classic_rows.go), so while one is live the
+// heartbeat is refused; an empty classic group becomes a consumer group, its expired
+// mirrors dropped (the classic rows go with the type: the backend's write), its offsets
+// kept.
+func takeConsumerType(st *GroupState, now time.Time) error {
+	if st.Type != GroupTypeClassic {
+		return nil
+	}
+	live := 0
+	for _, m := range st.Members {
+		if m.ExpiresAt.After(now) {
+			live++
+		}
+	}
+	t, err := CheckGroupType(st.Name, st.Type, live, GroupTypeConsumer)
+	if err != nil {
+		return err
+	}
+	st.Type = t
+	clear(st.Members)
+	clear(st.Owners)
+	return nil
+}
+
 // ApplyHeartbeat runs one heartbeat against st, the group loaded under its lock, at the
 // database clock's now. topics holds the live topics named by any subscription in st and
 // in hb (a name missing from it is a topic that does not exist: its members get nothing
@@ -426,6 +455,9 @@ func HeartbeatInterval(session time.Duration) time.Duration {
 // discarded (the backend rolls back).
 func ApplyHeartbeat(st *GroupState, now time.Time, hb Heartbeat, topics map[string]TopicMeta) (HeartbeatResult, error) {
 	if err := ValidateHeartbeat(hb); err != nil {
+		return HeartbeatResult{}, err
+	}
+	if err := takeConsumerType(st, now); err != nil {
 		return HeartbeatResult{}, err
 	}
 	expireMembers(st, now)

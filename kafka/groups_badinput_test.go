@@ -70,6 +70,16 @@ func (r raw) commit(group, member string, gen int32, topic string, partition int
 	return r.do(c).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
 }
 
+// consumerJoin is a KIP-848 member's first ConsumerGroupHeartbeat: its error code.
+func (r raw) consumerJoin(group, member, topic string) int16 {
+	r.t.Helper()
+	h := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	h.Version = 0
+	h.Group, h.MemberID, h.MemberEpoch, h.RebalanceTimeoutMillis = group, member, 0, 10000
+	h.SubscribedTopicNames = []string{topic}
+	return r.do(h).(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode
+}
+
 // snapshot is what a refusal must leave as it was: the group as the catalog describes
 // it, and its offsets.
 func snapshot(t *testing.T, n *node, group string) any {
@@ -147,6 +157,7 @@ func TestClassicProtocolByHand(t *testing.T) {
 		{"commit at a stale generation", r.commit(g, a, 2-1, "bad", 0, 5), kerr.IllegalGeneration},
 		{"commit by an unknown member", r.commit(g, "nobody", 2, "bad", 0, 5), kerr.UnknownMemberID},
 		{"commit from outside a group with members", r.commit(g, "", -1, "bad", 0, 5), kerr.UnknownMemberID},
+		{"KIP-848 member joining a classic group", r.consumerJoin(g, "kip848-1", "bad"), kerr.InconsistentGroupProtocol},
 	} {
 		if tc.got != tc.want.Code {
 			t.Errorf("%s: error %d, want %s", tc.what, tc.got, tc.want.Message)

@@ -33,6 +33,7 @@ func RunClassic(t *testing.T, open func(t *testing.T) ClassicCatalog) {
 		{"timed_transitions", testClassicTimed},
 		{"bad_input_changes_nothing", testClassicBadInput},
 		{"type_rule", testClassicTypeRule},
+		{"type_rule_consumer_member", testClassicToConsumer},
 		{"offsets", testClassicOffsets},
 		{"delete_offsets", testClassicDeleteOffsets},
 		{"static_member", testClassicStatic},
@@ -319,6 +320,59 @@ func testClassicTypeRule(t *testing.T, open func(t *testing.T) ClassicCatalog) {
 	ls, err := c.GroupLag(t.Context(), group)
 	if err != nil || len(ls) != 2 {
 		t.Fatalf("lag of the classic member's subscription: %+v %v", ls, err)
+	}
+}
+
+// testClassicToConsumer: a consumer-type member (HTTP or KIP-848) cannot join a classic
+// group with a live member, and changes nothing; once the classic members are gone it
+// joins, the group becomes a consumer group and keeps its offsets, and a later classic
+// member finds the generation where it was left.
+func testClassicToConsumer(t *testing.T, open func(t *testing.T) ClassicCatalog) {
+	c := open(t)
+	tp := SeedTopic(t, c, "cgc", 2, nil)
+	SeedRecords(t, c, tp.ID, 0, 1, 10)
+	group := Name(t, "cg")
+	if err := c.CommitOffsets(t.Context(), catalog.OffsetCommit{Group: group, Offsets: []catalog.CommitOffset{{Topic: tp.Name, Partition: 0, Offset: 7}}}); err != nil {
+		t.Fatal(err)
+	}
+	j := classicJoin(group, "", "k1", tp.Name)
+	j.SessionTimeout, j.RebalanceTimeout = 300*time.Millisecond, 300*time.Millisecond
+	first := mustClassicJoin(t, c, j)
+	if first.Answer == nil {
+		t.Fatalf("join of the empty group: %+v", first)
+	}
+	before, err := c.DescribeClassicGroup(t.Context(), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb := catalog.Heartbeat{Group: group, MemberID: "http-1", MemberEpoch: catalog.JoinEpoch, Topics: []string{tp.Name}, SessionTimeout: 10 * time.Second}
+	_, err = c.Heartbeat(t.Context(), hb)
+	wantErr(t, "a consumer member in a classic group with a live member", err, catalog.ErrInconsistentGroupProtocol)
+	if after, err := c.DescribeClassicGroup(t.Context(), group); err != nil || !reflect.DeepEqual(after, before) {
+		t.Fatalf("the refused heartbeat changed the group: %+v %v, want %+v", after, err, before)
+	}
+	time.Sleep(500 * time.Millisecond) // k1's session ends
+	res, err := c.Heartbeat(t.Context(), hb)
+	if err != nil || res.MemberEpoch <= 0 {
+		t.Fatalf("a consumer member in the empty classic group: %+v %v", res, err)
+	}
+	if _, err := c.DescribeClassicGroup(t.Context(), group); !errors.Is(err, catalog.ErrNotClassicGroup) {
+		t.Fatalf("the group is still classic: %v", err)
+	}
+	d, err := c.DescribeGroup(t.Context(), group)
+	if err != nil || len(d.Members) != 1 || d.Members[0].ID != "http-1" {
+		t.Fatalf("the consumer group: %+v %v", d, err)
+	}
+	offs, err := c.GroupOffsets(t.Context(), group)
+	if err != nil || len(offs) != 1 || offs[0].Offset != 7 {
+		t.Fatalf("offsets after the type change: %+v %v", offs, err)
+	}
+	if _, err := c.Heartbeat(t.Context(), catalog.Heartbeat{Group: group, MemberID: "http-1", MemberEpoch: catalog.LeaveEpoch}); err != nil {
+		t.Fatal(err)
+	}
+	again := mustClassicJoin(t, c, classicJoin(group, "", "k2", tp.Name))
+	if again.Answer == nil || again.Answer.Generation <= first.Answer.Generation {
+		t.Fatalf("the classic group again: %+v, want a generation past %d", again, first.Answer.Generation)
 	}
 }
 

@@ -25,7 +25,7 @@ import (
 var _ catalog.Groups = (*Catalog)(nil)
 
 const (
-	groupLockSQL   = `SELECT assignor, epoch, created_at FROM groups WHERE name = $1`
+	groupLockSQL   = `SELECT assignor, epoch, created_at, type FROM groups WHERE name = $1`
 	groupNowSQL    = `SELECT clock_timestamp()`
 	groupMembersQL = `SELECT member_id, epoch, prev_epoch, topics, session_timeout_ms, expires_at, joined_at
 		FROM group_members WHERE group_name = $1`
@@ -47,6 +47,7 @@ type groupRead struct {
 
 	name     string
 	assignor string
+	typ      string
 	epoch    int32
 	created  time.Time
 	members  []*catalog.GroupMember
@@ -77,7 +78,7 @@ func queueGroupRead(b *pgx.Batch, name, lock string, create bool, assignor strin
 	}
 	r := &groupRead{name: name, owners: map[catalog.TopicPartition]*catalog.Ownership{}, topics: map[string]catalog.TopicMeta{}}
 	b.Queue(groupLockSQL+" "+lock, name).QueryRow(func(row pgx.Row) error {
-		err := row.Scan(&r.assignor, &r.epoch, &r.created)
+		err := row.Scan(&r.assignor, &r.epoch, &r.created, &r.typ)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -140,7 +141,7 @@ func (r *groupRead) done() {
 		return
 	}
 	r.st = catalog.NewGroupState(r.name, r.assignor, r.created.UTC())
-	r.st.Epoch = r.epoch
+	r.st.Epoch, r.st.Type = r.epoch, r.typ
 	for _, m := range r.members {
 		r.st.Members[m.ID] = m
 	}
@@ -153,6 +154,10 @@ func queueGroupWrites(b *pgx.Batch, before, after *catalog.GroupState) {
 	name := after.Name
 	if ch.GroupChanged {
 		b.Queue(`UPDATE groups SET epoch = $2, assignor = $3 WHERE name = $1`, name, after.Epoch, after.Assignor)
+	}
+	if before.Type != after.Type { // an empty classic group became a consumer group
+		b.Queue(`UPDATE groups SET type = $2 WHERE name = $1`, name, after.Type)
+		b.Queue(`DELETE FROM classic_members WHERE group_name = $1`, name)
 	}
 	if len(ch.DeleteMembers) > 0 {
 		b.Queue(`DELETE FROM group_members WHERE group_name = $1 AND member_id = ANY($2::text[])`, name, ch.DeleteMembers)

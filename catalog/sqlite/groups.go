@@ -28,11 +28,11 @@ type rowQueryer interface {
 // loadGroup reads a group's rows; found is false when it does not exist.
 func loadGroup(ctx context.Context, q rowQueryer, name string) (st *catalog.GroupState, found bool, err error) {
 	var (
-		assignor string
-		epoch    int32
-		created  int64
+		assignor, typ string
+		epoch         int32
+		created       int64
 	)
-	err = q.QueryRowContext(ctx, `SELECT assignor, epoch, created_at FROM groups WHERE name = ?`, name).Scan(&assignor, &epoch, &created)
+	err = q.QueryRowContext(ctx, `SELECT assignor, epoch, created_at, type FROM groups WHERE name = ?`, name).Scan(&assignor, &epoch, &created, &typ)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
 	}
@@ -40,7 +40,7 @@ func loadGroup(ctx context.Context, q rowQueryer, name string) (st *catalog.Grou
 		return nil, false, err
 	}
 	st = catalog.NewGroupState(name, assignor, time.UnixMilli(created).UTC())
-	st.Epoch = epoch
+	st.Epoch, st.Type = epoch, typ
 
 	rows, err := q.QueryContext(ctx, `SELECT member_id, epoch, prev_epoch, topics, session_timeout_ms, expires_at, joined_at
 		FROM group_members WHERE group_name = ?`, name)
@@ -157,6 +157,14 @@ func writeGroup(ctx context.Context, tx *sql.Tx, before, after *catalog.GroupSta
 	name := after.Name
 	if ch.GroupChanged {
 		if _, err := tx.ExecContext(ctx, `UPDATE groups SET epoch = ?, assignor = ? WHERE name = ?`, after.Epoch, after.Assignor, name); err != nil {
+			return err
+		}
+	}
+	if before.Type != after.Type { // an empty classic group became a consumer group
+		if _, err := tx.ExecContext(ctx, `UPDATE groups SET type = ? WHERE name = ?`, after.Type, name); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM classic_members WHERE group_name = ?`, name); err != nil {
 			return err
 		}
 	}
