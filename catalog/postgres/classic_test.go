@@ -16,3 +16,9 @@ func TestClassic(t *testing.T) {
 		return openDSN(t, dsn, catalog.Options{})
 	})
 }
+
+// BenchmarkClassic10 measures a whole rebalance of a classic group of 10 members, and
+// one member's heartbeat, on one catalog (pool).
+func BenchmarkClassic10(b *testing.B) {
+	catalogtest.BenchmarkClassic(b, openTest(b, catalog.Options{}), 10)
+}
