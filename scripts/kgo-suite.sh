@@ -7,7 +7,7 @@
 # and prints one line per test: its result on each target.
 #
 #   scripts/kgo-suite.sh                  the bounded subset CI runs (a few minutes)
-#   STRATA_KGO_SUITE=full scripts/kgo-suite.sh   every test of pkg/kgo (an hour on 2 cores)
+#   STRATA_KGO_SUITE=full scripts/kgo-suite.sh   every test of pkg/kgo (about 11 minutes a target on 2 cores)
 #   STRATA_KGO_SUITE=full STRATA_KGO_TARGETS=dev scripts/kgo-suite.sh
 #   STRATA_KGO_RUN='^TestGroupETL$' scripts/kgo-suite.sh   one test (a -run pattern)
 #
