@@ -156,7 +156,9 @@ func Start(cfg Config) (*Node, error) {
 	// The roles run under a context of their own: stopping the node serves out its
 	// requests first, and only then stops the roles, so the writer drains last.
 	roleCtx, stop := context.WithCancel(context.Background())
-	n := &Node{Store: store, Registry: reg, cfg: cfg, log: log, errs: make(chan error, 4), stop: stop, ended: make(chan struct{})}
+	// errs has room for every goroutine start runs (writer, reader, compactor, groups,
+	// security), so none blocks reporting its failure while the node stops.
+	n := &Node{Store: store, Registry: reg, cfg: cfg, log: log, errs: make(chan error, 8), stop: stop, ended: make(chan struct{})}
 	start := func(name string, run func(context.Context) error) {
 		n.wg.Add(1)
 		go func() {
