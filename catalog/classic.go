@@ -5,11 +5,12 @@ package catalog
 // relays it. On stateless nodes the coordinator is the catalog: a group's state,
 // generation, members with their protocols and deadlines, and the assignment are rows,
 // every timer is a database-clock deadline, and every step runs under the group's row
-// lock (the "groups" place of the lock order). This file holds the types, the one rule
-// about a group's type, and the encoding of protocols; classic_engine.go holds the state
-// machine both backends run (Advance, then one of Join, Sync, Heartbeat, Leave,
-// CheckCommit), and what a waiting JoinGroup or SyncGroup reads its answer from
-// (JoinAnswerFor, SyncAnswerFor).
+// lock (the "groups" place of the lock order). This file holds the calls' types, the one
+// rule about a group's type and the checks of a request's shape; the state machine both
+// backends run (Advance, then one of Join, Sync, Heartbeat, Leave, CheckCommit), the
+// group's loaded state and the encoding of its protocols, and what a waiting JoinGroup or
+// SyncGroup reads its answer from (JoinAnswerFor, SyncAnswerFor) are the backends' alone:
+// catalog/internal/engine (classic.go, classic_engine.go, classic_rows.go).
 //
 // A classic member is also a row of group_members (its "mirror": epoch = generation,
 // lease = the time until which the classic rules keep it), so that every rule about a
