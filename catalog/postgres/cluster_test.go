@@ -19,15 +19,20 @@ func TestCluster(t *testing.T) {
 		mu  sync.Mutex
 		dsn = map[*testing.T]string{}
 	)
-	catalogtest.RunCluster(t, func(t *testing.T) catalogtest.ClusterCatalog {
+	// The lock is released by defer: newDatabase fails the test with t.Fatal (no
+	// Postgres under CI), which would otherwise leave it held and hang the next subtest.
+	dsnOf := func(t *testing.T) string {
 		mu.Lock()
+		defer mu.Unlock()
 		d, ok := dsn[t]
 		if !ok {
 			d = newDatabase(t)
 			dsn[t] = d
 		}
-		mu.Unlock()
-		return openDSN(t, d, catalog.Options{})
+		return d
+	}
+	catalogtest.RunCluster(t, func(t *testing.T) catalogtest.ClusterCatalog {
+		return openDSN(t, dsnOf(t), catalog.Options{})
 	})
 }
 
