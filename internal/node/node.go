@@ -156,9 +156,7 @@ func Start(cfg Config) (*Node, error) {
 	// The roles run under a context of their own: stopping the node serves out its
 	// requests first, and only then stops the roles, so the writer drains last.
 	roleCtx, stop := context.WithCancel(context.Background())
-	// errs has room for every goroutine start runs (writer, reader, compactor, groups,
-	// security), so none blocks reporting its failure while the node stops.
-	n := &Node{Store: store, Registry: reg, cfg: cfg, log: log, errs: make(chan error, 8), stop: stop, ended: make(chan struct{})}
+	n := &Node{Store: store, Registry: reg, cfg: cfg, log: log, errs: make(chan error, 1), stop: stop, ended: make(chan struct{})}
 	start := func(name string, run func(context.Context) error) {
 		n.wg.Add(1)
 		go func() {
@@ -170,7 +168,7 @@ func Start(cfg Config) (*Node, error) {
 			if err == nil {
 				err = errors.New("stopped unexpectedly")
 			}
-			n.errs <- fmt.Errorf("%s: %w", name, err)
+			n.fail(fmt.Errorf("%s: %w", name, err))
 		}()
 	}
 
@@ -293,7 +291,7 @@ func (n *Node) startConnect(cat catalog.Backend, log *slog.Logger) {
 		defer close(n.connectDone)
 		err := n.Connect.Run(ctx)
 		if ctx.Err() == nil {
-			n.errs <- fmt.Errorf("connect: stopped unexpectedly: %v", err)
+			n.fail(fmt.Errorf("connect: stopped unexpectedly: %v", err))
 		}
 	}()
 }
@@ -331,6 +329,17 @@ func (n *Node) NewAPI(cfg api.Config) *api.API {
 
 // Errors receives a role's failure: a role that stopped before Stop.
 func (n *Node) Errors() <-chan error { return n.errs }
+
+// fail reports a role's failure. The first stops the node; one that finds a failure
+// already waiting is only logged, so no role goroutine ever blocks on reporting
+// (however many roles and workers the node runs).
+func (n *Node) fail(err error) {
+	select {
+	case n.errs <- err:
+	default:
+		n.log.Error("a role failed while the node was already failing", "err", err)
+	}
+}
 
 // Stop stops the roles — the writer drains its buffer first — and waits for them until
 // ctx ends. It may be called more than once.
