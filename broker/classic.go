@@ -275,16 +275,8 @@ func (b *Broker) GroupKinds(ctx context.Context, who Principal) ([]catalog.Group
 	if err != nil {
 		return nil, groupError("list groups", err)
 	}
-	if b.d.Authorizer == nil {
-		return ks, nil
-	}
-	out := ks[:0:0] // the groups the caller may describe, as ListGroups answers Kafka
-	for _, k := range ks {
-		if b.may(who, acl.OpDescribe, acl.Group(k.Name)) {
-			out = append(out, k)
-		}
-	}
-	return out, nil
+	// The groups the caller may describe, as ListGroups answers Kafka.
+	return visible(b, who, ks, func(k catalog.GroupKind) acl.Resource { return acl.Group(k.Name) }), nil
 }
 
 // DeleteOffsets deletes a group's committed offsets of partitions its live members do

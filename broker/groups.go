@@ -71,17 +71,18 @@ func (b *Broker) GroupOffsets(ctx context.Context, who Principal, group string) 
 	if err != nil {
 		return nil, groupError("group offsets", err, onGroup(group, ""))
 	}
-	return visible(b, who, offs, func(o catalog.GroupOffset) string { return o.Topic }), nil
+	return visible(b, who, offs, func(o catalog.GroupOffset) acl.Resource { return acl.Topic(o.Topic) }), nil
 }
 
-// visible keeps the items about topics who may describe.
-func visible[T any](b *Broker, who Principal, items []T, topic func(T) string) []T {
+// visible keeps the items whose resource (a topic, a group) who may describe: what a
+// listing shows.
+func visible[T any](b *Broker, who Principal, items []T, res func(T) acl.Resource) []T {
 	if b.d.Authorizer == nil {
 		return items
 	}
 	out := items[:0:0]
 	for _, it := range items {
-		if b.may(who, acl.OpDescribe, acl.Topic(topic(it))) {
+		if b.may(who, acl.OpDescribe, res(it)) {
 			out = append(out, it)
 		}
 	}
@@ -105,7 +106,7 @@ func (b *Broker) groupLag(ctx context.Context, who Principal, op, group string) 
 	if err != nil {
 		return nil, groupError(op, err, onGroup(group, ""))
 	}
-	return visible(b, who, ls, func(l catalog.PartitionLag) string { return l.Topic }), nil
+	return visible(b, who, ls, func(l catalog.PartitionLag) acl.Resource { return acl.Topic(l.Topic) }), nil
 }
 
 // ListGroups lists the groups the caller may describe.
@@ -117,16 +118,7 @@ func (b *Broker) ListGroups(ctx context.Context, who Principal) ([]catalog.Group
 	if err != nil {
 		return nil, groupError("list groups", err)
 	}
-	if b.d.Authorizer == nil {
-		return gs, nil
-	}
-	out := gs[:0:0]
-	for _, g := range gs {
-		if b.may(who, acl.OpDescribe, acl.Group(g.Name)) {
-			out = append(out, g)
-		}
-	}
-	return out, nil
+	return visible(b, who, gs, func(g catalog.GroupSummary) acl.Resource { return acl.Group(g.Name) }), nil
 }
 
 // DescribeGroup answers a group's state, members and assignments, and its lag.

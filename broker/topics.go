@@ -159,7 +159,7 @@ func (b *Broker) Topics(ctx context.Context, who Principal) ([]catalog.Topic, er
 		return nil, catalogError("list topics", err)
 	}
 	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
-	return visible(b, who, ts, func(t catalog.Topic) string { return t.Name }), nil
+	return visible(b, who, ts, func(t catalog.Topic) acl.Resource { return acl.Topic(t.Name) }), nil
 }
 
 // Topic reads a topic from the catalog (not the cache: an administrator sees a change
