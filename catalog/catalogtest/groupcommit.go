@@ -56,6 +56,8 @@ func testFlushOffsetsAgree(t *testing.T, c GroupCatalog) {
 			catalog.ErrNotOwner, engine.RefusedNotOwner, 0, 0},
 		{"stale epoch", catalog.OffsetCommit{Group: g, MemberID: "a", MemberEpoch: a.epoch + 1, Offsets: offs(at(0, 1))},
 			catalog.ErrStaleMemberEpoch, engine.RefusedStaleMemberEpoch, 0, int64(a.epoch)},
+		{"an epoch before the partition's grant", catalog.OffsetCommit{Group: g, MemberID: "b", MemberEpoch: b.epoch - 1, Offsets: offs(at(1, 1))},
+			catalog.ErrStaleMemberEpoch, engine.RefusedStaleAssignmentEpoch, 0, int64(b.epoch)},
 		{"unknown member", catalog.OffsetCommit{Group: g, MemberID: "zz", MemberEpoch: 1, Offsets: offs(at(0, 1))},
 			catalog.ErrUnknownMember, engine.RefusedUnknownMember, 0, 0},
 		{"lease ended", catalog.OffsetCommit{Group: g, MemberID: "late", MemberEpoch: lateEpoch, Offsets: offs(at(0, 1))},

@@ -208,12 +208,35 @@ func testEpochs(t *testing.T, c GroupCatalog) {
 	if err != nil || res.MemberEpoch != b.epoch {
 		t.Fatalf("heartbeat at the previous epoch: %+v, %v; want epoch %d", res, err, b.epoch)
 	}
-	// Two epochs back is stale; commits need the current one exactly.
+	// Two epochs back is stale for a heartbeat. A commit is taken at any epoch from the
+	// one each of its partitions was granted at (KIP-1251): partition 1 was b's at eb,
+	// partition 0 only since b.epoch.
 	_, err = c.Heartbeat(ctx, catalog.Heartbeat{Group: g, MemberID: "b", MemberEpoch: eb - 1, Owned: b.owned})
 	wantErr(t, "heartbeat two epochs back", err, catalog.ErrStaleMemberEpoch)
 	err = c.CommitOffsets(ctx, catalog.OffsetCommit{Group: g, MemberID: "b", MemberEpoch: eb,
 		Offsets: []catalog.CommitOffset{{Topic: tp.Name, Partition: 0, Offset: 0}}})
-	wantErr(t, "commit at the previous epoch", err, catalog.ErrStaleMemberEpoch)
+	wantErr(t, "commit at the previous epoch of a partition granted since", err, catalog.ErrStaleMemberEpoch)
+	err = c.CommitOffsets(ctx, catalog.OffsetCommit{Group: g, MemberID: "b", MemberEpoch: eb,
+		Offsets: []catalog.CommitOffset{{Topic: tp.Name, Partition: 1, Offset: 0}}})
+	if err != nil {
+		t.Fatalf("commit at the epoch partition 1 was granted at (%d, the member is at %d): %v", eb, b.epoch, err)
+	}
+	err = c.CommitOffsets(ctx, catalog.OffsetCommit{Group: g, MemberID: "b", MemberEpoch: eb - 1,
+		Offsets: []catalog.CommitOffset{{Topic: tp.Name, Partition: 1, Offset: 0}}})
+	wantErr(t, "commit before partition 1 was granted", err, catalog.ErrStaleMemberEpoch)
+	// The same through a flush's group offsets (Postgres checks them in SQL).
+	for _, tc := range []struct {
+		epoch int32
+		part  int32
+		want  error
+	}{{eb, 1, nil}, {eb, 0, catalog.ErrStaleMemberEpoch}, {eb - 1, 1, catalog.ErrStaleMemberEpoch}} {
+		seg := Flush(NewKey(t), Req(B{TopicID: tp.ID, Partition: 1, Records: 1}))
+		seg.Requests[0].GroupOffsets = &catalog.OffsetCommit{Group: g, MemberID: "b", MemberEpoch: tc.epoch,
+			Offsets: []catalog.CommitOffset{{Topic: tp.Name, Partition: tc.part, Offset: 0}}}
+		if res := commitOne(t, c, seg); !errors.Is(res[0].Err, tc.want) || (tc.want == nil) != (res[0].Err == nil) {
+			t.Fatalf("flush committing partition %d at epoch %d (b at %d, granted 1 at %d): %v, want %v", tc.part, tc.epoch, b.epoch, eb, res[0].Err, tc.want)
+		}
+	}
 	err = c.CommitOffsets(ctx, catalog.OffsetCommit{Group: g, MemberID: "b", MemberEpoch: b.epoch + 1,
 		Offsets: []catalog.CommitOffset{{Topic: tp.Name, Partition: 0, Offset: 0}}})
 	wantErr(t, "commit at a future epoch", err, catalog.ErrStaleMemberEpoch)

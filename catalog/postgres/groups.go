@@ -30,7 +30,7 @@ const (
 	groupNowSQL    = `SELECT clock_timestamp()`
 	groupMembersQL = `SELECT member_id, epoch, prev_epoch, topics, session_timeout_ms, expires_at, joined_at
 		FROM group_members WHERE group_name = $1`
-	groupOwnersSQL = `SELECT topic_id, partition, coalesce(owner, ''), coalesce(target, '')
+	groupOwnersSQL = `SELECT topic_id, partition, coalesce(owner, ''), coalesce(target, ''), owner_epoch
 		FROM group_assignments WHERE group_name = $1`
 	// The live topics a heartbeat needs: every member's subscription and the caller's.
 	groupTopicsSQL = `SELECT id, name, partitions FROM topics WHERE deleted_at IS NULL AND name IN (
@@ -110,7 +110,7 @@ func queueGroupRead(b *pgx.Batch, name, lock string, create bool, assignor strin
 				tp catalog.TopicPartition
 				o  engine.Ownership
 			)
-			if err := rows.Scan(&tp.TopicID, &tp.Partition, &o.Owner, &o.Target); err != nil {
+			if err := rows.Scan(&tp.TopicID, &tp.Partition, &o.Owner, &o.Target, &o.Epoch); err != nil {
 				return err
 			}
 			r.owners[tp] = &o
@@ -201,15 +201,17 @@ func queueGroupWrites(b *pgx.Batch, before, after *engine.GroupState) {
 		parts := make([]int32, len(tps))
 		owners := make([]string, len(tps))
 		targets := make([]string, len(tps))
+		epochs := make([]int32, len(tps))
 		for i, tp := range tps {
 			o := ch.UpsertOwners[tp]
-			ids[i], parts[i], owners[i], targets[i] = tp.TopicID, tp.Partition, o.Owner, o.Target
+			ids[i], parts[i], owners[i], targets[i], epochs[i] = tp.TopicID, tp.Partition, o.Owner, o.Target, o.Epoch
 		}
-		b.Queue(`INSERT INTO group_assignments (group_name, topic_id, partition, owner, target)
-			SELECT $1, t, p, nullif(o, ''), nullif(g, '')
-			FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[]) AS u(t, p, o, g)
-			ON CONFLICT (group_name, topic_id, partition) DO UPDATE SET owner = excluded.owner, target = excluded.target`,
-			name, ids, parts, owners, targets)
+		b.Queue(`INSERT INTO group_assignments (group_name, topic_id, partition, owner, target, owner_epoch)
+			SELECT $1, t, p, nullif(o, ''), nullif(g, ''), e
+			FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::int[]) AS u(t, p, o, g, e)
+			ON CONFLICT (group_name, topic_id, partition) DO UPDATE SET
+				owner = excluded.owner, target = excluded.target, owner_epoch = excluded.owner_epoch`,
+			name, ids, parts, owners, targets, epochs)
 	}
 }
 

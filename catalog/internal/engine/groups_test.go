@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -134,5 +135,54 @@ func TestApplyHeartbeatRules(t *testing.T) {
 	}
 	if _, ok := st.Members["a"]; ok {
 		t.Fatal("expired member kept")
+	}
+}
+
+// TestAssignmentEpoch: a partition keeps the epoch its owner was granted it at while the
+// member's epoch moves on with later grants, so a commit at that epoch stays the
+// owner's (KIP-1251); a commit before it, or ahead of the member, is stale.
+func TestAssignmentEpoch(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	x := TopicMeta{ID: 1, Name: "x", Partitions: 2}
+	topics := map[string]TopicMeta{"x": x}
+	st := NewGroupState("g", catalog.AssignorRange, now)
+	beat := func(id string, epoch int32, owned ...int32) int32 {
+		t.Helper()
+		hb := catalog.Heartbeat{Group: "g", MemberID: id, MemberEpoch: epoch, Topics: []string{"x"}}
+		if len(owned) > 0 {
+			hb.Owned = []catalog.TopicPartitions{{Topic: "x", Partitions: owned}}
+		}
+		res, err := ApplyHeartbeat(st, now, hb, topics)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.MemberEpoch
+	}
+	a := beat("a", catalog.JoinEpoch) // a takes both partitions
+	b := beat("b", catalog.JoinEpoch) // b targets partition 1, still a's
+	a = beat("a", a, 0)               // a gives partition 1 back
+	b2 := beat("b", b)                // b is granted partition 1 at a new epoch
+	if b2 <= b {
+		t.Fatalf("b's epoch %d after its grant, want above %d", b2, b)
+	}
+	// a leaves: b is granted partition 0 as well, at another epoch.
+	beat("a", catalog.LeaveEpoch)
+	b3 := beat("b", b2, 1)
+	if got := st.Owners[catalog.TopicPartition{TopicID: 1, Partition: 1}].Epoch; got != b2 {
+		t.Fatalf("partition 1 granted at epoch %d, want %d", got, b2)
+	}
+	hws := map[catalog.TopicPartition]int64{{TopicID: 1, Partition: 0}: 10, {TopicID: 1, Partition: 1}: 10}
+	commit := func(epoch, part int32) error {
+		_, err := CheckOffsetCommit(st, now, catalog.OffsetCommit{Group: "g", MemberID: "b", MemberEpoch: epoch,
+			Offsets: []catalog.CommitOffset{{Topic: "x", Partition: part, Offset: 1}}}, topics, hws)
+		return err
+	}
+	for _, tc := range []struct {
+		epoch, part int32
+		ok          bool
+	}{{b2, 1, true}, {b3, 1, true}, {b3, 0, true}, {b2, 0, false}, {b, 1, false}, {b3 + 1, 1, false}} {
+		if err := commit(tc.epoch, tc.part); (err == nil) != tc.ok || (err != nil && !errors.Is(err, catalog.ErrStaleMemberEpoch)) {
+			t.Errorf("commit of partition %d at epoch %d (granted 1 at %d, 0 at %d): %v, want ok=%v", tc.part, tc.epoch, b2, b3, err, tc.ok)
+		}
 	}
 }

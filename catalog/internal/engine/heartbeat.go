@@ -24,8 +24,11 @@ import (
 // target moves away from the owner, the partition is being revoked: it stays the owner's
 // (its commits are still accepted) until the owner acknowledges by leaving it out of the
 // `owned` list of a heartbeat, or until the owner's lease expires. A member's epoch is
-// bumped (to the group's next epoch) when it joins and whenever it is granted partitions;
-// offset commits are accepted only at the member's current epoch.
+// bumped (to the group's next epoch) when it joins and whenever it is granted partitions.
+// An offset commit is accepted at any epoch of the member from the one at which each of
+// its partitions was granted (Ownership.Epoch) up to its current one, as Kafka accepts
+// them (KIP-1251): a commit sent just before a heartbeat that granted the member more
+// partitions is still the owner's.
 
 // TopicMeta is a live topic as assignment sees it.
 type TopicMeta struct {
@@ -46,10 +49,12 @@ type GroupMember struct {
 	JoinedAt       time.Time
 }
 
-// Ownership is one partition's row: its owner and its target ("" for none).
+// Ownership is one partition's row: its owner and its target ("" for none), and the
+// owner's member epoch when it was granted the partition (its assignment epoch).
 type Ownership struct {
 	Owner  string
 	Target string
+	Epoch  int32
 }
 
 // GroupState is a group as loaded by a backend under the group's lock.
@@ -204,7 +209,7 @@ func ApplyHeartbeat(st *GroupState, now time.Time, hb catalog.Heartbeat, topics 
 			// Leaving a partition out of owned acknowledges its revocation. A kept
 			// partition left out is only a lost answer: it is answered again below.
 			if o.Owner == id && o.Target != id && !owned[tp] {
-				o.Owner = ""
+				o.Owner, o.Epoch = "", 0
 			}
 		}
 	}
@@ -212,15 +217,20 @@ func ApplyHeartbeat(st *GroupState, now time.Time, hb catalog.Heartbeat, topics 
 	assignTargets(st, topics)
 
 	m := st.Members[id]
+	var granted []*Ownership
 	for _, o := range st.Owners {
 		if o.Target == id && o.Owner == "" {
 			o.Owner = id
+			granted = append(granted, o)
 			bump = true
 		}
 	}
 	if bump {
 		st.Epoch++
 		m.PrevEpoch, m.Epoch = m.Epoch, st.Epoch
+	}
+	for _, o := range granted {
+		o.Epoch = m.Epoch
 	}
 	res := catalog.HeartbeatResult{MemberEpoch: m.Epoch, HeartbeatInterval: catalog.HeartbeatInterval(m.SessionTimeout)}
 	names := topicNames(topics)
@@ -299,7 +309,7 @@ func removeMember(st *GroupState, id string) {
 	delete(st.Members, id)
 	for _, o := range st.Owners {
 		if o.Owner == id {
-			o.Owner = ""
+			o.Owner, o.Epoch = "", 0
 		}
 		if o.Target == id {
 			o.Target = ""

@@ -18,7 +18,9 @@ import (
 // (catalog.ValidateOffsetCommit): a front end checks it before calling.
 
 // CheckOffsetCommit checks a member's commit against st (loaded under the group's lock)
-// at now: the member is live, at its current epoch, and owns every partition. A commit
+// at now: the member is live, its epoch is not ahead of the member's, and it owns every
+// partition since that epoch or an earlier one (KIP-1251: a commit at the epoch a
+// partition was granted at stays the owner's after the member's epoch moves on). A commit
 // without a member needs a group without live members. topics resolves the commit's
 // topic names, highWatermarks the partitions' high watermarks (a partition missing is
 // out of range). It returns the offsets by partition, ready to store.
@@ -35,7 +37,7 @@ func CheckOffsetCommit(st *GroupState, now time.Time, c catalog.OffsetCommit, to
 		if m == nil || !m.ExpiresAt.After(now) {
 			return nil, OffsetCommitRefusal(c, RefusedUnknownMember, 0, 0)
 		}
-		if c.MemberEpoch != m.Epoch {
+		if c.MemberEpoch > m.Epoch {
 			return nil, OffsetCommitRefusal(c, RefusedStaleMemberEpoch, 0, int64(m.Epoch))
 		}
 	}
@@ -54,8 +56,12 @@ func CheckOffsetCommit(st *GroupState, now time.Time, c catalog.OffsetCommit, to
 			return nil, OffsetCommitRefusal(c, RefusedInvalidOffset, i, hw)
 		}
 		if c.MemberID != "" {
-			if own := st.Owners[tp]; own == nil || own.Owner != c.MemberID {
+			own := st.Owners[tp]
+			if own == nil || own.Owner != c.MemberID {
 				return nil, OffsetCommitRefusal(c, RefusedNotOwner, i, 0)
+			}
+			if c.MemberEpoch < own.Epoch {
+				return nil, OffsetCommitRefusal(c, RefusedStaleAssignmentEpoch, i, int64(own.Epoch))
 			}
 		}
 		tps[i] = tp
@@ -77,6 +83,8 @@ const (
 	RefusedPartitionOutOfRange = "partition_out_of_range" // of offset row; value: the topic's partition count
 	RefusedInvalidOffset       = "invalid_offset"         // of offset row; value: the high watermark
 	RefusedNotOwner            = "not_owner"              // of offset row
+	// of offset row; value: the epoch the member was granted the partition at
+	RefusedStaleAssignmentEpoch = "stale_assignment_epoch"
 )
 
 // OffsetCommitRefusal is the error for refusing c with code; row indexes c.Offsets for
@@ -103,6 +111,8 @@ func OffsetCommitRefusal(c catalog.OffsetCommit, code string, row int, value int
 		return fmt.Errorf("%w: %s/%d: offset %d is beyond the high watermark %d", catalog.ErrInvalidOffset, o.Topic, o.Partition, o.Offset, value)
 	case RefusedNotOwner:
 		return fmt.Errorf("%w: %s/%d is not owned by member %s of group %s", catalog.ErrNotOwner, o.Topic, o.Partition, c.MemberID, c.Group)
+	case RefusedStaleAssignmentEpoch:
+		return fmt.Errorf("%w: commit at epoch %d, member %s of group %s was granted %s/%d at epoch %d", catalog.ErrStaleMemberEpoch, c.MemberEpoch, c.MemberID, c.Group, o.Topic, o.Partition, value)
 	}
 	return fmt.Errorf("catalog: unknown offset commit refusal %q for group %s", code, c.Group)
 }

@@ -428,7 +428,7 @@ func TestCheckGroupOffsets(t *testing.T) {
 	st := NewGroupState("g", "", now)
 	st.Epoch = 3
 	st.Members["m"] = &GroupMember{ID: "m", Epoch: 3, ExpiresAt: now.Add(time.Minute)}
-	st.Owners[catalog.TopicPartition{TopicID: 5, Partition: 0}] = &Ownership{Owner: "m", Target: "m"}
+	st.Owners[catalog.TopicPartition{TopicID: 5, Partition: 0}] = &Ownership{Owner: "m", Target: "m", Epoch: 3}
 	topics := map[string]TopicMeta{"in": {ID: 5, Name: "in", Partitions: 2}}
 	hws := map[catalog.TopicPartition]int64{{TopicID: 5, Partition: 0}: 100, {TopicID: 5, Partition: 1}: 100}
 	oc := func(epoch int32, part int32, off int64) *catalog.OffsetCommit {
@@ -436,7 +436,7 @@ func TestCheckGroupOffsets(t *testing.T) {
 	}
 	p := pseg(t, preq{nil, []pb{{0, 1, 0}}}, preq{nil, []pb{{0, 1, 0}}}, preq{nil, []pb{{0, 1, 0}}}, preq{nil, []pb{{0, 1, 0}}}, preq{nil, []pb{{0, 1, 0}}})
 	p.Segment.Requests[0].GroupOffsets = oc(3, 0, 10)
-	p.Segment.Requests[1].GroupOffsets = oc(2, 0, 11) // stale epoch
+	p.Segment.Requests[1].GroupOffsets = oc(2, 0, 11) // before the partition was granted
 	p.Segment.Requests[2].GroupOffsets = oc(3, 1, 12) // not owner
 	p.Segment.Requests[3].GroupOffsets = oc(3, 0, 13) // later: wins over request 0
 	p.Segment.Requests[4].GroupOffsets = &catalog.OffsetCommit{Group: "other", MemberID: "m", MemberEpoch: 1, Offsets: []catalog.CommitOffset{{Topic: "in", Offset: 1}}}
