@@ -226,7 +226,9 @@ func (b *Broker) CommitMemberOffsets(ctx context.Context, who Principal, c Membe
 	err := b.d.Classic.CommitClassicOffsets(ctx, catalog.ClassicCommit{Group: c.Group, MemberID: c.MemberID,
 		InstanceID: c.InstanceID, Generation: c.Generation, Offsets: c.Offsets})
 	if errors.Is(err, catalog.ErrNotClassicGroup) {
-		return b.CommitOffsets(ctx, who, catalog.OffsetCommit{Group: c.Group, MemberID: c.MemberID, MemberEpoch: c.Generation, Offsets: c.Offsets})
+		// A KIP-848 member: Kafka's rule for a partition it gave back (Released).
+		return b.CommitOffsets(ctx, who, catalog.OffsetCommit{Group: c.Group, MemberID: c.MemberID, MemberEpoch: c.Generation,
+			Offsets: c.Offsets, Released: true})
 	}
 	if err != nil {
 		return groupError("commit offsets", err)

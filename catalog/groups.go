@@ -159,6 +159,13 @@ type OffsetCommit struct {
 	MemberID    string // "": a commit from outside the group, while it has no live members
 	MemberEpoch int32
 	Offsets     []CommitOffset
+	// Released takes Kafka's rule for a KIP-848 member's OffsetCommit: at its current
+	// epoch it may also commit a partition it gave back (Kafka checks a commit at the
+	// current epoch against no partition, and its clients commit what they processed of
+	// a revoked partition as the revocation completes), until another member gives the
+	// partition back in turn. Only for a commit alone: offsets carried with records
+	// (Request.GroupOffsets) must always be the owner's.
+	Released bool
 }
 
 // CommitOffset is one partition's committed offset: the next offset to read.

@@ -27,11 +27,9 @@ mkdir -p "$out"
 EXPECTED_FAIL="TestTxnEtl"
 
 # The bounded subset: broker-facing tests that finish in seconds — groups (classic and
-# KIP-848), regex consumption, produce and fetch corner cases. TestGroupETL is left out:
-# its KIP-848 cases fail now and then when a commit races the member epoch's bump (the
-# catalog accepts a commit only at the member's current epoch; Kafka also takes one at
-# the epoch its partitions were assigned at) — the full run still has it.
-CI_RUN='^(TestPing|TestGroupSimple|TestIssue325|TestIssue337|TestDirectPartitionPurge|TestIssue434|TestPauseIssue489|TestIssue523|TestIssue648|TestIssue810|TestIssue865|TestClient_ProduceLargeMessages|TestUnknownGroupOffsetFetchPinned|TestConsumeRegex|Test848RegexBrokerResolves)$'
+# KIP-848, TestGroupETL's chained consumers included), regex consumption, produce and
+# fetch corner cases.
+CI_RUN='^(TestPing|TestGroupETL|TestGroupSimple|TestIssue325|TestIssue337|TestDirectPartitionPurge|TestIssue434|TestPauseIssue489|TestIssue523|TestIssue648|TestIssue810|TestIssue865|TestClient_ProduceLargeMessages|TestUnknownGroupOffsetFetchPinned|TestConsumeRegex|Test848RegexBrokerResolves)$'
 case "$mode" in
 full) run=${STRATA_KGO_RUN:-.} ;;
 ci) run=${STRATA_KGO_RUN:-$CI_RUN} ;;

@@ -165,6 +165,19 @@ func testRevocationProtocol(t *testing.T, c GroupCatalog) {
 	if err := commit(a, 5, 9); !errors.Is(err, catalog.ErrNotOwner) {
 		t.Fatalf("late commit after the partition moved: %v, want ErrNotOwner", err)
 	}
+	// Under Kafka's rule (a KIP-848 member's OffsetCommit), a gave it back at its current
+	// epoch: its commit alone of what it processed is taken, as Kafka takes any commit
+	// at the member's epoch; not at an older epoch.
+	kafkaCommit := func(epoch int32) error {
+		return c.CommitOffsets(ctx, catalog.OffsetCommit{Group: g, MemberID: a.id, MemberEpoch: epoch, Released: true,
+			Offsets: []catalog.CommitOffset{{Topic: tp.Name, Partition: 5, Offset: 9}}})
+	}
+	if err := kafkaCommit(a.epoch); err != nil {
+		t.Fatalf("a Kafka member's late commit, at its epoch, of a partition it gave back: %v", err)
+	}
+	if err := kafkaCommit(a.epoch - 1); err == nil && a.epoch > 1 {
+		t.Fatalf("a Kafka member's late commit at an older epoch was accepted")
+	}
 	if err := commit(b, 5, 10); err != nil {
 		t.Fatalf("commit by the new owner: %v", err)
 	}

@@ -368,7 +368,7 @@ func (c *Catalog) CommitClassicOffsets(ctx context.Context, cc catalog.ClassicCo
 		if err := g.CheckCommit(now, cc); err != nil {
 			return err
 		}
-		tps, err := engine.CheckOffsetCommit(engine.NewGroupState(cc.Group, "", now), now, oc, topics, hws)
+		tps, err := engine.CheckOffsetCommit(engine.NewGroupState(cc.Group, "", now), now, oc, true, topics, hws)
 		if err != nil {
 			return err
 		}

@@ -30,8 +30,8 @@ const (
 	groupNowSQL    = `SELECT clock_timestamp()`
 	groupMembersQL = `SELECT member_id, epoch, prev_epoch, topics, session_timeout_ms, expires_at, joined_at
 		FROM group_members WHERE group_name = $1`
-	groupOwnersSQL = `SELECT topic_id, partition, coalesce(owner, ''), coalesce(target, ''), owner_epoch
-		FROM group_assignments WHERE group_name = $1`
+	groupOwnersSQL = `SELECT topic_id, partition, coalesce(owner, ''), coalesce(target, ''), owner_epoch,
+		coalesce(released_by, '') FROM group_assignments WHERE group_name = $1`
 	// The live topics a heartbeat needs: every member's subscription and the caller's.
 	groupTopicsSQL = `SELECT id, name, partitions FROM topics WHERE deleted_at IS NULL AND name IN (
 		SELECT unnest(topics) FROM group_members WHERE group_name = $1
@@ -110,7 +110,7 @@ func queueGroupRead(b *pgx.Batch, name, lock string, create bool, assignor strin
 				tp catalog.TopicPartition
 				o  engine.Ownership
 			)
-			if err := rows.Scan(&tp.TopicID, &tp.Partition, &o.Owner, &o.Target, &o.Epoch); err != nil {
+			if err := rows.Scan(&tp.TopicID, &tp.Partition, &o.Owner, &o.Target, &o.Epoch, &o.ReleasedBy); err != nil {
 				return err
 			}
 			r.owners[tp] = &o
@@ -202,16 +202,18 @@ func queueGroupWrites(b *pgx.Batch, before, after *engine.GroupState) {
 		owners := make([]string, len(tps))
 		targets := make([]string, len(tps))
 		epochs := make([]int32, len(tps))
+		released := make([]string, len(tps))
 		for i, tp := range tps {
 			o := ch.UpsertOwners[tp]
-			ids[i], parts[i], owners[i], targets[i], epochs[i] = tp.TopicID, tp.Partition, o.Owner, o.Target, o.Epoch
+			ids[i], parts[i], owners[i], targets[i], epochs[i], released[i] = tp.TopicID, tp.Partition, o.Owner, o.Target, o.Epoch, o.ReleasedBy
 		}
-		b.Queue(`INSERT INTO group_assignments (group_name, topic_id, partition, owner, target, owner_epoch)
-			SELECT $1, t, p, nullif(o, ''), nullif(g, ''), e
-			FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::int[]) AS u(t, p, o, g, e)
+		b.Queue(`INSERT INTO group_assignments (group_name, topic_id, partition, owner, target, owner_epoch, released_by)
+			SELECT $1, t, p, nullif(o, ''), nullif(g, ''), e, nullif(r, '')
+			FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::int[], $7::text[]) AS u(t, p, o, g, e, r)
 			ON CONFLICT (group_name, topic_id, partition) DO UPDATE SET
-				owner = excluded.owner, target = excluded.target, owner_epoch = excluded.owner_epoch`,
-			name, ids, parts, owners, targets, epochs)
+				owner = excluded.owner, target = excluded.target, owner_epoch = excluded.owner_epoch,
+				released_by = excluded.released_by`,
+			name, ids, parts, owners, targets, epochs, released)
 	}
 }
 
@@ -349,7 +351,7 @@ func (c *Catalog) commitOffsets(ctx context.Context, what string, oc catalog.Off
 		})
 	}, func(b *pgx.Batch) error {
 		r.done()
-		rows, err := engine.CheckCommit(r.st, r.now, oc, topics, hws)
+		rows, err := engine.CheckCommit(r.st, r.now, oc, true, topics, hws)
 		if err != nil {
 			return err
 		}

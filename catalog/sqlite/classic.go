@@ -382,7 +382,7 @@ func (c *Catalog) CommitClassicOffsets(ctx context.Context, cc catalog.ClassicCo
 		if err != nil {
 			return err
 		}
-		tps, err := engine.CheckOffsetCommit(engine.NewGroupState(cc.Group, "", now), now, oc, topics, hws)
+		tps, err := engine.CheckOffsetCommit(engine.NewGroupState(cc.Group, "", now), now, oc, true, topics, hws)
 		if err != nil {
 			return err
 		}

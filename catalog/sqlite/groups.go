@@ -72,8 +72,8 @@ func loadGroup(ctx context.Context, q rowQueryer, name string) (st *engine.Group
 		return nil, false, err
 	}
 
-	rows, err = q.QueryContext(ctx, `SELECT topic_id, partition, coalesce(owner, ''), coalesce(target, ''), owner_epoch
-		FROM group_assignments WHERE group_name = ?`, name)
+	rows, err = q.QueryContext(ctx, `SELECT topic_id, partition, coalesce(owner, ''), coalesce(target, ''), owner_epoch,
+		coalesce(released_by, '') FROM group_assignments WHERE group_name = ?`, name)
 	if err != nil {
 		return nil, false, err
 	}
@@ -83,7 +83,7 @@ func loadGroup(ctx context.Context, q rowQueryer, name string) (st *engine.Group
 			tp catalog.TopicPartition
 			o  engine.Ownership
 		)
-		if err := rows.Scan(&tp.TopicID, &tp.Partition, &o.Owner, &o.Target, &o.Epoch); err != nil {
+		if err := rows.Scan(&tp.TopicID, &tp.Partition, &o.Owner, &o.Target, &o.Epoch, &o.ReleasedBy); err != nil {
 			return nil, false, err
 		}
 		st.Owners[tp] = &o
@@ -198,11 +198,12 @@ func writeGroup(ctx context.Context, tx *sql.Tx, before, after *engine.GroupStat
 		}
 	}
 	for tp, o := range ch.UpsertOwners {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO group_assignments (group_name, topic_id, partition, owner, target, owner_epoch)
-			VALUES (?, ?, ?, ?, ?, ?)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO group_assignments (group_name, topic_id, partition, owner, target, owner_epoch, released_by)
+			VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (group_name, topic_id, partition) DO UPDATE SET
-				owner = excluded.owner, target = excluded.target, owner_epoch = excluded.owner_epoch`,
-			name, tp.TopicID, tp.Partition, nullString(o.Owner), nullString(o.Target), o.Epoch); err != nil {
+				owner = excluded.owner, target = excluded.target, owner_epoch = excluded.owner_epoch,
+				released_by = excluded.released_by`,
+			name, tp.TopicID, tp.Partition, nullString(o.Owner), nullString(o.Target), o.Epoch, nullString(o.ReleasedBy)); err != nil {
 			return err
 		}
 	}
@@ -276,7 +277,7 @@ func (c *Catalog) commitOffsets(ctx context.Context, what string, oc catalog.Off
 		if err != nil {
 			return err
 		}
-		rows, err := engine.CheckCommit(st, now, oc, topics, hws)
+		rows, err := engine.CheckCommit(st, now, oc, true, topics, hws)
 		if err != nil {
 			return err
 		}

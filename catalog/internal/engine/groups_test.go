@@ -174,7 +174,7 @@ func TestAssignmentEpoch(t *testing.T) {
 	hws := map[catalog.TopicPartition]int64{{TopicID: 1, Partition: 0}: 10, {TopicID: 1, Partition: 1}: 10}
 	commit := func(epoch, part int32) error {
 		_, err := CheckOffsetCommit(st, now, catalog.OffsetCommit{Group: "g", MemberID: "b", MemberEpoch: epoch,
-			Offsets: []catalog.CommitOffset{{Topic: "x", Partition: part, Offset: 1}}}, topics, hws)
+			Offsets: []catalog.CommitOffset{{Topic: "x", Partition: part, Offset: 1}}}, true, topics, hws)
 		return err
 	}
 	for _, tc := range []struct {
@@ -184,5 +184,60 @@ func TestAssignmentEpoch(t *testing.T) {
 		if err := commit(tc.epoch, tc.part); (err == nil) != tc.ok || (err != nil && !errors.Is(err, catalog.ErrStaleMemberEpoch)) {
 			t.Errorf("commit of partition %d at epoch %d (granted 1 at %d, 0 at %d): %v, want ok=%v", tc.part, tc.epoch, b2, b3, err, tc.ok)
 		}
+	}
+}
+
+// TestReleasedCommit: a member that gave a partition back may still commit it alone at
+// its current epoch under Kafka's rule (Released: Kafka takes any commit at the current
+// epoch), but not without it, not with
+// records, not at an older epoch, and not once another member gave it back in turn or
+// it left.
+func TestReleasedCommit(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	x := TopicMeta{ID: 1, Name: "x", Partitions: 2}
+	topics := map[string]TopicMeta{"x": x}
+	st := NewGroupState("g", catalog.AssignorRange, now)
+	beat := func(id string, epoch int32, owned ...int32) int32 {
+		t.Helper()
+		hb := catalog.Heartbeat{Group: "g", MemberID: id, MemberEpoch: epoch, Topics: []string{"x"},
+			Owned: []catalog.TopicPartitions{{Topic: "x", Partitions: owned}}}
+		res, err := ApplyHeartbeat(st, now, hb, topics)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.MemberEpoch
+	}
+	a := beat("a", catalog.JoinEpoch)
+	b := beat("b", catalog.JoinEpoch)
+	beat("a", a, 0) // a gives partition 1 back
+	b = beat("b", b) // and b is granted it
+	hws := map[catalog.TopicPartition]int64{{TopicID: 1, Partition: 0}: 10, {TopicID: 1, Partition: 1}: 10}
+	commit := func(id string, epoch int32, alone bool) error {
+		_, err := CheckOffsetCommit(st, now, catalog.OffsetCommit{Group: "g", MemberID: id, MemberEpoch: epoch, Released: true,
+			Offsets: []catalog.CommitOffset{{Topic: "x", Partition: 1, Offset: 1}}}, alone, topics, hws)
+		return err
+	}
+	if _, err := CheckOffsetCommit(st, now, catalog.OffsetCommit{Group: "g", MemberID: "a", MemberEpoch: a,
+		Offsets: []catalog.CommitOffset{{Topic: "x", Partition: 1, Offset: 1}}}, true, topics, hws); !errors.Is(err, catalog.ErrNotOwner) {
+		t.Fatalf("a's commit of the partition it gave back, without Kafka's rule: %v, want ErrNotOwner", err)
+	}
+	if err := commit("a", a, true); err != nil {
+		t.Fatalf("a's commit alone of the partition it gave back, at its epoch: %v", err)
+	}
+	if err := commit("a", a, false); !errors.Is(err, catalog.ErrNotOwner) {
+		t.Fatalf("a's commit with records of the partition it gave back: %v, want ErrNotOwner", err)
+	}
+	if err := commit("a", a-1, true); err == nil {
+		t.Fatalf("a's commit at an older epoch of the partition it gave back was accepted")
+	}
+	beat("b", catalog.LeaveEpoch) // b leaves: partition 1 goes back to a, then a leaves it
+	a = beat("a", a, 0)
+	beat("a", catalog.LeaveEpoch)
+	c := beat("c", catalog.JoinEpoch)
+	if err := commit("c", c, true); err != nil {
+		t.Fatalf("the new owner's commit: %v", err)
+	}
+	if err := commit("a", a, true); !errors.Is(err, catalog.ErrUnknownMember) {
+		t.Fatalf("the commit of a member that left: %v, want ErrUnknownMember", err)
 	}
 }

@@ -28,7 +28,9 @@ import (
 // An offset commit is accepted at any epoch of the member from the one at which each of
 // its partitions was granted (Ownership.Epoch) up to its current one, as Kafka accepts
 // them (KIP-1251): a commit sent just before a heartbeat that granted the member more
-// partitions is still the owner's.
+// partitions is still the owner's. A Kafka client that gave a partition back may still
+// commit it alone at its current epoch (Ownership.ReleasedBy, catalog.OffsetCommit's
+// Released), until another member gives it back in turn.
 
 // TopicMeta is a live topic as assignment sees it.
 type TopicMeta struct {
@@ -49,12 +51,14 @@ type GroupMember struct {
 	JoinedAt       time.Time
 }
 
-// Ownership is one partition's row: its owner and its target ("" for none), and the
-// owner's member epoch when it was granted the partition (its assignment epoch).
+// Ownership is one partition's row: its owner and its target ("" for none), the
+// owner's member epoch when it was granted the partition (its assignment epoch), and
+// the member that last gave it back (acknowledged its revocation), "" for none.
 type Ownership struct {
-	Owner  string
-	Target string
-	Epoch  int32
+	Owner      string
+	Target     string
+	Epoch      int32
+	ReleasedBy string
 }
 
 // GroupState is a group as loaded by a backend under the group's lock.
@@ -209,7 +213,7 @@ func ApplyHeartbeat(st *GroupState, now time.Time, hb catalog.Heartbeat, topics 
 			// Leaving a partition out of owned acknowledges its revocation. A kept
 			// partition left out is only a lost answer: it is answered again below.
 			if o.Owner == id && o.Target != id && !owned[tp] {
-				o.Owner, o.Epoch = "", 0
+				o.Owner, o.Epoch, o.ReleasedBy = "", 0, id
 			}
 		}
 	}
@@ -311,6 +315,9 @@ func removeMember(st *GroupState, id string) {
 		if o.Owner == id {
 			o.Owner, o.Epoch = "", 0
 		}
+		if o.ReleasedBy == id {
+			o.ReleasedBy = ""
+		}
 		if o.Target == id {
 			o.Target = ""
 		}
@@ -362,7 +369,7 @@ func assignTargets(st *GroupState, topics map[string]TopicMeta) {
 		st.Owners[tp] = &Ownership{Target: m}
 	}
 	for tp, o := range st.Owners {
-		if o.Owner == "" && o.Target == "" {
+		if o.Owner == "" && o.Target == "" && o.ReleasedBy == "" {
 			delete(st.Owners, tp)
 		}
 	}

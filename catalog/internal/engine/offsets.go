@@ -20,11 +20,18 @@ import (
 // CheckOffsetCommit checks a member's commit against st (loaded under the group's lock)
 // at now: the member is live, its epoch is not ahead of the member's, and it owns every
 // partition since that epoch or an earlier one (KIP-1251: a commit at the epoch a
-// partition was granted at stays the owner's after the member's epoch moves on). A commit
+// partition was granted at stays the owner's after the member's epoch moves on) — or,
+// for a Kafka client's commit alone at its current epoch (c.Released), was the last to
+// give it back. A commit
 // without a member needs a group without live members. topics resolves the commit's
 // topic names, highWatermarks the partitions' high watermarks (a partition missing is
 // out of range). It returns the offsets by partition, ready to store.
-func CheckOffsetCommit(st *GroupState, now time.Time, c catalog.OffsetCommit, topics map[string]TopicMeta, highWatermarks map[catalog.TopicPartition]int64) ([]catalog.TopicPartition, error) {
+//
+// alone says the commit carries no records (Groups.CommitOffsets, not a flush's group
+// offsets): only then may c.Released name a partition the member gave back, at its
+// current epoch. A commit that carries records (exactly-once output) must be the
+// owner's, so that a member that stopped owning a partition cannot add output for it.
+func CheckOffsetCommit(st *GroupState, now time.Time, c catalog.OffsetCommit, alone bool, topics map[string]TopicMeta, highWatermarks map[catalog.TopicPartition]int64) ([]catalog.TopicPartition, error) {
 	if err := catalog.ValidateOffsetCommit(c); err != nil {
 		return nil, err
 	}
@@ -57,11 +64,16 @@ func CheckOffsetCommit(st *GroupState, now time.Time, c catalog.OffsetCommit, to
 		}
 		if c.MemberID != "" {
 			own := st.Owners[tp]
-			if own == nil || own.Owner != c.MemberID {
+			switch {
+			case own != nil && own.Owner == c.MemberID:
+				if c.MemberEpoch < own.Epoch {
+					return nil, OffsetCommitRefusal(c, RefusedStaleAssignmentEpoch, i, int64(own.Epoch))
+				}
+			case alone && c.Released && own != nil && own.ReleasedBy == c.MemberID && c.MemberEpoch == st.Members[c.MemberID].Epoch:
+				// Given back at this epoch: what the member processed before is still its
+				// to commit (Kafka checks no partition at the current epoch).
+			default:
 				return nil, OffsetCommitRefusal(c, RefusedNotOwner, i, 0)
-			}
-			if c.MemberEpoch < own.Epoch {
-				return nil, OffsetCommitRefusal(c, RefusedStaleAssignmentEpoch, i, int64(own.Epoch))
 			}
 		}
 		tps[i] = tp
@@ -183,7 +195,7 @@ func (p *Plan) CheckGroupOffsets(errs []error, groups map[string]*GroupState, no
 			gc.Errs[ri] = fmt.Errorf("group offsets: %w", err)
 			continue
 		}
-		rows, err := CheckCommit(groups[oc.Group], now, *oc, topics, highWatermarks)
+		rows, err := CheckCommit(groups[oc.Group], now, *oc, false, topics, highWatermarks)
 		switch {
 		case errors.Is(err, catalog.ErrGroupNotFound):
 			gc.Errs[ri] = err // as GroupOffsetsRefusal answers it
@@ -263,14 +275,14 @@ func CommitTopics(oc catalog.OffsetCommit) ([]string, error) {
 // MemberID tells the backend to insert the group's row) — and CheckOffsetCommit decides
 // the rest. It answers the offsets to store sorted by partition, the order in which two
 // commits lock their rows.
-func CheckCommit(st *GroupState, now time.Time, oc catalog.OffsetCommit, topics map[string]TopicMeta, highWatermarks map[catalog.TopicPartition]int64) ([]GroupOffsetRow, error) {
+func CheckCommit(st *GroupState, now time.Time, oc catalog.OffsetCommit, alone bool, topics map[string]TopicMeta, highWatermarks map[catalog.TopicPartition]int64) ([]GroupOffsetRow, error) {
 	if st == nil {
 		if oc.MemberID != "" {
 			return nil, OffsetCommitRefusal(oc, RefusedGroupNotFound, 0, 0)
 		}
 		st = NewGroupState(oc.Group, "", now)
 	}
-	tps, err := CheckOffsetCommit(st, now, oc, topics, highWatermarks)
+	tps, err := CheckOffsetCommit(st, now, oc, alone, topics, highWatermarks)
 	if err != nil {
 		return nil, err
 	}

@@ -1,13 +1,19 @@
 -- The epoch at which a partition's owner was granted it (KIP-1251): an offset commit is
 -- accepted at any epoch of the member from that one up to its current one, as Kafka
 -- accepts them — a commit sent just before the heartbeat that bumped the member's epoch
--- (granting it more partitions) is still the owner's. engine.CheckOffsetCommit is the Go
--- rule; strata_commit_groups (0040) its twin, replaced whole below with the two checks
+-- (granting it more partitions) is still the owner's. And the member that last gave the
+-- partition back (released_by), which may still commit it alone (CommitOffsets, not
+-- with records) at its current epoch: Kafka checks a commit at the current epoch
+-- against no partition, and clients commit what they processed of a revoked partition
+-- as its revocation completes. engine.CheckOffsetCommit is the Go rule;
+-- strata_commit_groups (0040), its twin for a flush's group offsets (which carry
+-- records, so released_by plays no part), is replaced whole below with two checks
 -- changed: 'group:stale_member_epoch' only for an epoch ahead of the member's, and
 -- 'group:stale_assignment_epoch' (its figure the assignment epoch) for one older than
 -- the partition's grant. Rows owned before this migration take their owner's current
 -- epoch, the rule they were held to until now.
 ALTER TABLE group_assignments ADD COLUMN owner_epoch int NOT NULL DEFAULT 0;
+ALTER TABLE group_assignments ADD COLUMN released_by text;
 UPDATE group_assignments a SET owner_epoch = m.epoch
 FROM group_members m
 WHERE m.group_name = a.group_name AND m.member_id = a.owner;
@@ -143,7 +149,7 @@ BEGIN
                    WHEN u.mem IS NOT NULL AND u.mep > m.epoch THEN m.epoch::bigint
                    WHEN t.id IS NOT NULL AND (p.partition IS NULL OR u.pno >= t.partitions) THEN t.partitions::bigint
                    WHEN p.partition IS NOT NULL AND u.off > p.high_watermark THEN p.high_watermark
-                   WHEN u.mem IS NOT NULL AND u.mep < a.owner_epoch THEN a.owner_epoch::bigint
+                   WHEN u.mem IS NOT NULL AND a.owner = u.mem AND u.mep < a.owner_epoch THEN a.owner_epoch::bigint
                END AS value
         FROM unnest(p_gc_req, p_gc_group, p_gc_member, p_gc_mepoch, p_gc_topic, p_gc_part, p_gc_off)
              WITH ORDINALITY AS u(req, grp, mem, mep, topic, pno, off, n)
