@@ -209,7 +209,7 @@ func TestReleasedCommit(t *testing.T) {
 	}
 	a := beat("a", catalog.JoinEpoch)
 	b := beat("b", catalog.JoinEpoch)
-	beat("a", a, 0) // a gives partition 1 back
+	beat("a", a, 0)  // a gives partition 1 back
 	b = beat("b", b) // and b is granted it
 	hws := map[catalog.TopicPartition]int64{{TopicID: 1, Partition: 0}: 10, {TopicID: 1, Partition: 1}: 10}
 	commit := func(id string, epoch int32, alone bool) error {
