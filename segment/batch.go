@@ -27,8 +27,14 @@ const (
 
 	attrCompression   = 0x07
 	attrTimestampType = 0x08 // LogAppendTime
-	// Bits Kafka defines that Strata never writes: transactional, control, delete
-	// horizon. A batch carrying them is refused rather than misread.
+	// attrTransactional marks a transactional producer's batch (Kafka's bit 4): stored
+	// as it came; its records are visible to read_committed readers only once the
+	// transaction's commit marker is decided.
+	attrTransactional = 0x10
+	// attrControl marks a control batch (a transaction marker). Objects never hold one:
+	// markers are catalog rows that ControlBatch renders at fetch time, and a client's
+	// control batch is refused. The delete-horizon bit (0x40) is never written either.
+	attrControl = 0x20
 
 	// minRecordSize is the smallest encoded record: a length, attributes, timestamp
 	// delta, offset delta, key, value and header count of one byte each.
@@ -42,6 +48,7 @@ type BatchHeader struct {
 	CRC             uint32 // as stored
 	Compression     Compression
 	LogAppendTime   bool
+	Transactional   bool
 	LastOffsetDelta int32
 	FirstTimestamp  int64
 	MaxTimestamp    int64
@@ -71,6 +78,7 @@ func ParseBatchHeader(raw []byte) (BatchHeader, error) {
 	attrs := be.Uint16(raw[offAttributes:])
 	h.Compression = Compression(attrs & attrCompression)
 	h.LogAppendTime = attrs&attrTimestampType != 0
+	h.Transactional = attrs&attrTransactional != 0
 	h.LastOffsetDelta = int32(be.Uint32(raw[offLastOffsetDelta:]))
 	h.FirstTimestamp = int64(be.Uint64(raw[offFirstTimestamp:]))
 	h.MaxTimestamp = int64(be.Uint64(raw[offMaxTimestamp:]))
@@ -88,7 +96,7 @@ func ParseBatchHeader(raw []byte) (BatchHeader, error) {
 		problem = fmt.Sprintf("magic %d, want 2", raw[offMagic])
 	case leaderEpoch != -1:
 		problem = fmt.Sprintf("partition leader epoch %d, want -1", leaderEpoch)
-	case attrs&^(attrCompression|attrTimestampType) != 0:
+	case attrs&^(attrCompression|attrTimestampType|attrTransactional) != 0:
 		problem = fmt.Sprintf("unsupported attributes %#x", attrs)
 	case h.Compression > CompressionZstd:
 		problem = fmt.Sprintf("unknown compression %d", h.Compression)
@@ -207,6 +215,7 @@ func DecodeBatch(raw []byte) (DecodedBatch, error) {
 		BaseSequence:    h.BaseSequence,
 		Compression:     h.Compression,
 		LogAppendTime:   h.LogAppendTime,
+		Transactional:   h.Transactional,
 		FirstTimestamp:  h.FirstTimestamp,
 		MaxTimestamp:    h.MaxTimestamp,
 	}

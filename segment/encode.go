@@ -328,6 +328,8 @@ func checkRaw(b *Batch) (plan, error) {
 		problem = fmt.Sprintf("compression %d, the batch says %d", h.Compression, b.Compression)
 	case h.LogAppendTime != b.LogAppendTime:
 		problem = fmt.Sprintf("LogAppendTime %v, the batch says %v", h.LogAppendTime, b.LogAppendTime)
+	case h.Transactional != b.Transactional:
+		problem = fmt.Sprintf("transactional %v, the batch says %v", h.Transactional, b.Transactional)
 	case len(b.Raw)-batchHeaderSize > MaxBatchBytes:
 		problem = fmt.Sprintf("records take more than %d bytes", MaxBatchBytes)
 	case b.BaseOffset > math.MaxInt64-int64(h.LastOffsetDelta):
@@ -365,6 +367,9 @@ func (e *encoder) appendBatch(dst []byte, b *Batch, p *plan) ([]byte, error) {
 	attrs := int16(b.Compression)
 	if b.LogAppendTime {
 		attrs |= attrTimestampType
+	}
+	if b.Transactional {
+		attrs |= attrTransactional
 	}
 	h := kmsg.RecordBatch{
 		FirstOffset:          b.BaseOffset,

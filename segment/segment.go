@@ -73,12 +73,14 @@ type Batch struct {
 	BaseSequence  int32 // -1 when not idempotent
 	Compression   Compression
 	LogAppendTime bool // timestamp type bit: the writer stamped every record
+	Transactional bool // a transactional producer's batch (Kafka's attribute bit 4)
 	Records       []Record
 	// Raw, instead of Records, is the batch already encoded: exactly one Kafka v2
 	// batch, which Encode copies, writing BaseOffset and a partition leader epoch of -1
 	// into the copy (neither is under the CRC), and whose footer entry it reads from
 	// the header. Encode checks the header and the CRC, and that ProducerID,
-	// ProducerEpoch, BaseSequence, Compression and LogAppendTime are the header's; it
+	// ProducerEpoch, BaseSequence, Compression, LogAppendTime and Transactional are the
+	// header's; it
 	// does not walk the records again (ScanBatch does). A batch ScanBatch found
 	// Canonical gives, footer entry included, what encoding its records gives (the
 	// bytes of a compressed batch aside).
@@ -134,6 +136,7 @@ type DecodedBatch struct {
 	BaseSequence    int32
 	Compression     Compression
 	LogAppendTime   bool
+	Transactional   bool
 	FirstTimestamp  int64
 	MaxTimestamp    int64
 	Records         []DecodedRecord

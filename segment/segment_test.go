@@ -574,6 +574,33 @@ func TestDecompressionBomb(t *testing.T) {
 	}
 }
 
+// TestDecodeTransactional: a transactional producer's batch (attribute bit 4) is
+// accepted and says so; encoded with Transactional, a batch carries the bit.
+func TestDecodeTransactional(t *testing.T) {
+	good := recordsSection(t, []Record{{Value: []byte("a")}, {Value: []byte("b")}})
+	d, err := DecodeBatch(rawBatch(0x10, 2, 1, 0, 0, good))
+	if err != nil || !d.Transactional || len(d.Records) != 2 {
+		t.Fatalf("decode: %+v, %v", d, err)
+	}
+	obj, infos, err := Encode([]Batch{{TopicID: 1, ProducerID: 5, ProducerEpoch: 1, BaseSequence: 0, Transactional: true,
+		Records: []Record{{Value: []byte("x")}}}}, EncodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := obj[infos[0].Pos : infos[0].Pos+infos[0].Len]
+	h, err := ParseBatchHeader(raw)
+	if err != nil || !h.Transactional {
+		t.Fatalf("encoded header %+v, %v", h, err)
+	}
+	// Stored as it came: a Raw batch must say what its header says.
+	if _, _, err := Encode([]Batch{{TopicID: 1, ProducerID: 5, ProducerEpoch: 1, Raw: raw}}, EncodeOptions{}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("raw transactional batch given as not transactional: %v", err)
+	}
+	if _, _, err := Encode([]Batch{{TopicID: 1, ProducerID: 5, ProducerEpoch: 1, Transactional: true, Raw: raw}}, EncodeOptions{}); err != nil {
+		t.Fatalf("raw transactional batch: %v", err)
+	}
+}
+
 // TestDecodeRefuses checks batches with valid CRCs that Strata must still refuse.
 func TestDecodeRefuses(t *testing.T) {
 	good := recordsSection(t, []Record{{Value: []byte("a")}, {Value: []byte("b")}})
@@ -581,8 +608,9 @@ func TestDecodeRefuses(t *testing.T) {
 		name string
 		raw  []byte
 	}{
-		{"transactional", rawBatch(0x10, 2, 1, 0, 0, good)},
 		{"control", rawBatch(0x20, 2, 1, 0, 0, good)},
+		{"transactional control", rawBatch(0x30, 2, 1, 0, 0, good)},
+		{"delete horizon", rawBatch(0x40, 2, 1, 0, 0, good)},
 		{"compression 5", rawBatch(5, 2, 1, 0, 0, good)},
 		{"no records", rawBatch(0, 0, 0, 0, 0, nil)},
 		{"count too high", rawBatch(0, 3, 2, 0, 0, good)},
