@@ -15,11 +15,11 @@ import (
 // controlRecord is the one record of a marker: length 14, attributes 0, timestamp delta
 // 0, offset delta 0, key of 4 bytes, value of 6 bytes, no headers.
 var controlRecord = [...]byte{
-	28,          // length 14, zigzag
-	0,           // attributes
-	0,           // timestamp delta
-	0,           // offset delta
-	8,           // key length 4
+	28,         // length 14, zigzag
+	0,          // attributes
+	0,          // timestamp delta
+	0,          // offset delta
+	8,          // key length 4
 	0, 0, 0, 0, // key: version 0, type (set below)
 	12,               // value length 6
 	0, 0, 0, 0, 0, 0, // value: version 0, coordinator epoch 0
