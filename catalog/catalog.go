@@ -88,6 +88,9 @@ type PartitionInfo struct {
 	LogStartOffset int64
 	HighWatermark  int64 // next offset to be assigned
 	Bytes          int64 // bytes of chunks at or above the log start offset
+	// LastStableOffset is the first offset of the partition's earliest ongoing
+	// transaction, or the high watermark when none: read_committed readers stop there.
+	LastStableOffset int64
 }
 
 // Segment is one flush to commit: an object already durable in the store, and the
@@ -113,6 +116,11 @@ type Request struct {
 	// one refuses the whole request, and the offsets are stored only if its batches
 	// commit. A request carries Source or GroupOffsets, not both.
 	Source *SourceCommit
+	// Txn, when set, marks a transactional producer's batches (Kafka's transactional
+	// attribute): the commit checks them against the producer's transaction
+	// (engine.Plan.CheckTxns) and records where the transaction begins on each
+	// partition. It needs Producer, and carries neither GroupOffsets nor Source.
+	Txn *TxnWrite
 }
 
 // Producer identifies an idempotent producer instance.
@@ -165,6 +173,14 @@ type Chunk struct {
 type ChunkList struct {
 	Partition PartitionInfo
 	Chunks    []Chunk // ascending; the first holds the requested offset
+	// Markers are the transaction markers from the requested offset up to the offset
+	// before the first chunk the answer leaves out (or the high watermark), ascending:
+	// each takes an offset no chunk's batches cover.
+	Markers []Marker
+	// Aborted are the aborted transactions whose range overlaps the same offsets: abort
+	// markers at or after the requested offset whose transaction began at or before
+	// that end, by abort marker offset.
+	Aborted []AbortedTxn
 }
 
 // Watermark is a commit notification: a partition's high watermark after a commit.

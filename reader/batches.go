@@ -21,6 +21,11 @@ type rawBatch struct {
 	records    int32
 	compressed bool
 	end        int64 // byte position in the object just past the batch
+	// producer is the batch's producer id, transactional its attribute; control marks
+	// a rendered transaction marker (never in an object).
+	producer      int64
+	transactional bool
+	control       bool
 }
 
 // own returns a private copy of the batch carrying its real base offset. Copying only
@@ -34,14 +39,58 @@ func (b rawBatch) own() []byte {
 
 // scan calls visit with the batches of list from the one holding f.Offset, in order,
 // until visit says stop. Chunks are read only as visit reaches them, and a large
-// chunk only as far as visit goes.
+// chunk only as far as visit goes. The transaction markers of list come in their place
+// (offsets no chunk's batches cover): rendered control batches with f.Markers, holes
+// (nil data) otherwise; so does every batch of an aborted transaction when f reads
+// committed without markers. Nothing at or past the fetch's limit (limit) comes.
 //
 // When visit stops it, scan hands the bytes a sequential reader will want next to the
 // prefetcher: the rest of the chunk it stopped in, or the head of the next chunk.
 func (r *Reader) scan(ctx context.Context, f Fetch, list catalog.ChunkList, visit func(rawBatch) (bool, error)) error {
 	hw := list.Partition.HighWatermark
+	end := limit(f, list.Partition)
 	next := f.Offset
 	a := acct{hold: f.Memory, wait: r.cfg.MemoryWait}
+	markers := list.Markers
+	// drain visits the markers below bound. stop: the fetch is done.
+	drain := func(bound int64) (stop bool, err error) {
+		for len(markers) > 0 && markers[0].Offset < bound {
+			m := markers[0]
+			markers = markers[1:]
+			if m.Offset < next {
+				continue
+			}
+			if m.Offset >= end {
+				return true, nil
+			}
+			mb := rawBatch{base: m.Offset, last: m.Offset}
+			if f.Markers {
+				mb.data = segment.ControlBatch(m.Offset, m.ProducerID, m.ProducerEpoch, m.Commit, m.Timestamp)
+				mb.records, mb.producer, mb.transactional, mb.control = 1, m.ProducerID, true, true
+			}
+			more, err := visit(mb)
+			if err != nil || !more {
+				return true, err
+			}
+			next = m.Offset + 1
+		}
+		return false, nil
+	}
+	// emit visits the markers before b, then b (a batch of an aborted transaction as a
+	// hole when f filters them).
+	emit := func(b rawBatch) (stop bool, err error) {
+		if stop, err := drain(b.base); stop || err != nil {
+			return true, err
+		}
+		if b.base >= end {
+			return true, nil
+		}
+		if b.data != nil && b.transactional && !f.Markers && f.Isolation == ReadCommitted && abortedBatch(list.Aborted, b) {
+			b = rawBatch{base: b.base, last: b.last, end: b.end}
+		}
+		more, err := visit(b)
+		return err != nil || !more, err
+	}
 	for i, ch := range list.Chunks {
 		if ch.LastOffset < next {
 			continue
@@ -68,8 +117,8 @@ func (r *Reader) scan(ctx context.Context, f Fetch, list catalog.ChunkList, visi
 				if b.last < next {
 					continue
 				}
-				more, err := visit(b)
-				if err != nil || !more {
+				stop, err := emit(b)
+				if err != nil || stop {
 					if err == nil {
 						r.prefetchAfter(list.Chunks, i, b.end, hw)
 					}
@@ -82,14 +131,45 @@ func (r *Reader) scan(ctx context.Context, f Fetch, list catalog.ChunkList, visi
 			}
 		}
 		if next <= ch.LastOffset {
-			more, err := visit(rawBatch{base: next, last: ch.LastOffset})
-			if err != nil || !more {
+			// A hole key compaction left at the chunk's end: markers inside it come first.
+			if stop, err := drain(ch.LastOffset + 1); stop || err != nil {
 				return err
 			}
-			next = ch.LastOffset + 1
+			if next <= ch.LastOffset {
+				if next >= end {
+					return nil
+				}
+				more, err := visit(rawBatch{base: next, last: ch.LastOffset})
+				if err != nil || !more {
+					return err
+				}
+				next = ch.LastOffset + 1
+			}
 		}
 	}
-	return nil
+	// The markers after the last chunk, up to the end of the answer.
+	_, err := drain(hw)
+	return err
+}
+
+// limit is where a fetch stops: the last stable offset when it reads committed, else
+// the high watermark.
+func limit(f Fetch, p catalog.PartitionInfo) int64 {
+	if f.Isolation == ReadCommitted {
+		return p.LastStableOffset
+	}
+	return p.HighWatermark
+}
+
+// abortedBatch says whether b (a transactional batch) belongs to one of aborted: its
+// producer's transaction that began at or before it and was aborted after it.
+func abortedBatch(aborted []catalog.AbortedTxn, b rawBatch) bool {
+	for _, a := range aborted {
+		if a.ProducerID == b.producer && a.FirstOffset <= b.base && b.base < a.LastOffset {
+			return true
+		}
+	}
+	return false
 }
 
 // chunkBatches returns ch's batches from the one holding offset (earlier ones may be
@@ -122,7 +202,8 @@ func (r *Reader) chunkBatches(ctx context.Context, a acct, ch catalog.Chunk, off
 		}
 		end += int64(len(raw))
 		out = append(out, rawBatch{data: raw, base: next, last: next + int64(h.LastOffsetDelta),
-			records: h.NumRecords, compressed: h.Compression != segment.CompressionNone, end: end})
+			records: h.NumRecords, compressed: h.Compression != segment.CompressionNone, end: end,
+			producer: h.ProducerID, transactional: h.Transactional})
 		next += int64(h.LastOffsetDelta) + 1
 	}
 	if err := checkSpan(ch, next); err != nil {
@@ -214,7 +295,8 @@ func (r *Reader) narrowBatches(ctx context.Context, a acct, ch catalog.Chunk, of
 			return nil, false, fmt.Errorf("batch at byte %d: base offset %d, the footer says %d: %w", bi.Pos, h.BaseOffset, base, segment.ErrCorrupt)
 		}
 		out[j] = rawBatch{data: raw, base: base, last: base + int64(bi.LastOffsetDelta), records: h.NumRecords,
-			compressed: h.Compression != segment.CompressionNone, end: bi.Pos + bi.Len}
+			compressed: h.Compression != segment.CompressionNone, end: bi.Pos + bi.Len,
+			producer: h.ProducerID, transactional: h.Transactional}
 	}
 	return out, e == len(infos), nil
 }

@@ -34,15 +34,32 @@ type Fetch struct {
 	// the result's own or the cache's (an evicted block lives on while a result refers
 	// to it).
 	Memory *membudget.Hold
+	// Isolation: ReadCommitted stops at the partition's last stable offset, where
+	// ReadUncommitted (the zero value) reads to the high watermark.
+	Isolation Isolation
+	// Markers asks for the transaction markers as control batches (FetchRaw, for Kafka
+	// clients, which drop aborted records themselves from RawResult.Aborted). Without
+	// it a fetch has no control batches, and under ReadCommitted no batch of an
+	// aborted transaction: their offsets are skipped.
+	Markers bool
 }
+
+// Isolation is a fetch's isolation level (Kafka's isolation_level).
+type Isolation int8
+
+const (
+	ReadUncommitted Isolation = 0
+	ReadCommitted   Isolation = 1
+)
 
 // Result answers a Fetch. Records is empty when a long-poll's Wait elapsed without
 // data; NextOffset is then the requested offset.
 type Result struct {
-	Records        []segment.DecodedRecord
-	NextOffset     int64
-	HighWatermark  int64
-	LogStartOffset int64
+	Records          []segment.DecodedRecord
+	NextOffset       int64
+	HighWatermark    int64
+	LastStableOffset int64
+	LogStartOffset   int64
 }
 
 // RawResult answers FetchRaw: whole Kafka v2 record batches, byte for byte as stored
@@ -50,10 +67,14 @@ type Result struct {
 // start below the requested offset (Kafka clients skip those records themselves).
 // Each batch is a private copy.
 type RawResult struct {
-	Batches        [][]byte
-	NextOffset     int64
-	HighWatermark  int64
-	LogStartOffset int64
+	Batches          [][]byte
+	NextOffset       int64
+	HighWatermark    int64
+	LastStableOffset int64
+	LogStartOffset   int64
+	// Aborted lists, with Fetch.Markers, the aborted transactions whose records the
+	// batches may hold (Kafka's AbortedTransactions), by abort marker offset.
+	Aborted []catalog.AbortedTxn
 }
 
 // SharedRawResult answers FetchRawShared: RawResult's batches, shared with the cache

@@ -221,16 +221,17 @@ func (r *Reader) Fetch(ctx context.Context, f Fetch) (Result, error) {
 	}
 	defer func() { r.m.fetchSeconds.Observe((time.Since(start) - waited).Seconds()) }()
 	res := Result{
-		NextOffset:     f.Offset,
-		HighWatermark:  list.Partition.HighWatermark,
-		LogStartOffset: list.Partition.LogStartOffset,
+		NextOffset:       f.Offset,
+		HighWatermark:    list.Partition.HighWatermark,
+		LastStableOffset: list.Partition.LastStableOffset,
+		LogStartOffset:   list.Partition.LogStartOffset,
 	}
-	if n := min(int64(f.MaxRecords), res.HighWatermark-f.Offset); n > 0 {
+	if n := min(int64(f.MaxRecords), limit(f, list.Partition)-f.Offset); n > 0 {
 		res.Records = make([]segment.DecodedRecord, 0, n)
 	}
 	var size int64
 	err = r.scan(ctx, f, list, func(b rawBatch) (bool, error) {
-		if b.data == nil { // a hole left by key compaction
+		if b.data == nil || b.control { // a hole left by key compaction, a marker, an aborted batch
 			res.NextOffset = max(res.NextOffset, b.last+1)
 			return true, nil
 		}
@@ -284,7 +285,7 @@ func (r *Reader) Fetch(ctx context.Context, f Fetch) (Result, error) {
 		res.NextOffset = max(res.NextOffset, b.last+1)
 		return len(res.Records) < f.MaxRecords && size < f.MaxBytes, nil
 	})
-	if err == nil && res.NextOffset == f.Offset && f.Offset < res.HighWatermark {
+	if err == nil && res.NextOffset == f.Offset && f.Offset < limit(f, list.Partition) {
 		err = fmt.Errorf("no batch holds offset %d below the high watermark %d: %w", f.Offset, res.HighWatermark, segment.ErrCorrupt)
 	}
 	if err != nil {
@@ -325,10 +326,14 @@ func (r *Reader) fetchRaw(ctx context.Context, f Fetch, shared bool) (SharedRawR
 	}
 	defer func() { r.m.fetchSeconds.Observe((time.Since(start) - waited).Seconds()) }()
 	res := SharedRawResult{RawResult: RawResult{
-		NextOffset:     f.Offset,
-		HighWatermark:  list.Partition.HighWatermark,
-		LogStartOffset: list.Partition.LogStartOffset,
+		NextOffset:       f.Offset,
+		HighWatermark:    list.Partition.HighWatermark,
+		LastStableOffset: list.Partition.LastStableOffset,
+		LogStartOffset:   list.Partition.LogStartOffset,
 	}}
+	if f.Markers {
+		res.Aborted = list.Aborted
+	}
 	var size int64
 	var records int
 	err = r.scan(ctx, f, list, func(b rawBatch) (bool, error) {
@@ -344,10 +349,16 @@ func (r *Reader) fetchRaw(ctx context.Context, f Fetch, shared bool) (SharedRawR
 		if ok, err := r.take(ctx, f, n, len(res.Batches) == 0); !ok {
 			return false, err
 		}
-		if shared {
+		switch {
+		case b.control: // rendered for this fetch, its offset already in place
+			res.Batches = append(res.Batches, b.data)
+			if shared {
+				res.BaseOffsets = append(res.BaseOffsets, b.base)
+			}
+		case shared:
 			res.Batches = append(res.Batches, b.data)
 			res.BaseOffsets = append(res.BaseOffsets, b.base)
-		} else {
+		default:
 			res.Batches = append(res.Batches, b.own())
 		}
 		size += n
@@ -356,7 +367,7 @@ func (r *Reader) fetchRaw(ctx context.Context, f Fetch, shared bool) (SharedRawR
 		res.NextOffset = b.last + 1
 		return records < f.MaxRecords && size < f.MaxBytes, nil
 	})
-	if err == nil && res.NextOffset == f.Offset && f.Offset < res.HighWatermark {
+	if err == nil && res.NextOffset == f.Offset && f.Offset < limit(f, list.Partition) {
 		err = fmt.Errorf("no batch holds offset %d below the high watermark %d: %w", f.Offset, res.HighWatermark, segment.ErrCorrupt)
 	}
 	if err != nil {
@@ -414,9 +425,10 @@ func (r *Reader) normalize(f Fetch) (Fetch, error) {
 	return f, nil
 }
 
-// lookup finds the chunks from f.Offset. At the high watermark with f.Wait > 0 it
-// long-polls: it returns when a notification or a poll shows data, or, with no chunks,
-// when f.Wait has elapsed. waited is the time spent waiting.
+// lookup finds the chunks from f.Offset. At the high watermark (the last stable offset
+// for a ReadCommitted fetch) with f.Wait > 0 it long-polls: it returns when a
+// notification or a poll shows data, or, with no chunks, when f.Wait has elapsed.
+// waited is the time spent waiting.
 func (r *Reader) lookup(ctx context.Context, f Fetch) (list catalog.ChunkList, waited time.Duration, err error) {
 	if f.Wait <= 0 {
 		list, err = r.chunks(ctx, f)
@@ -428,7 +440,7 @@ func (r *Reader) lookup(ctx context.Context, f Fetch) (list catalog.ChunkList, w
 	w := r.addWaiter(k, f.Offset)
 	defer r.removeWaiter(w)
 	list, err = r.chunks(ctx, f)
-	if err != nil || f.Offset < list.Partition.HighWatermark {
+	if err != nil || f.Offset < limit(f, list.Partition) {
 		return list, 0, err
 	}
 	start := time.Now()
@@ -456,7 +468,7 @@ func (r *Reader) lookup(ctx context.Context, f Fetch) (list catalog.ChunkList, w
 			}
 			return list, 0, err
 		}
-		if hw := list.Partition.HighWatermark; f.Offset < hw {
+		if hw := list.Partition.HighWatermark; f.Offset < limit(f, list.Partition) {
 			if by == "notify" {
 				r.m.wakeupsNotify.Inc()
 			} else {

@@ -88,7 +88,8 @@ func (w *Writer) flush(f *flush) {
 	seg := catalog.Segment{Key: key, Size: size, Requests: make([]catalog.Request, len(lay.reqs))}
 	for k, p := range lay.reqs {
 		sp := lay.spans[k]
-		cr := catalog.Request{Producer: p.req.Producer, GroupOffsets: p.req.GroupOffsets, Source: p.req.Source, Batches: make([]catalog.Batch, sp.catalogBatches())}
+		cr := catalog.Request{Producer: p.req.Producer, GroupOffsets: p.req.GroupOffsets, Source: p.req.Source, Txn: p.req.Txn,
+			Batches: make([]catalog.Batch, sp.catalogBatches())}
 		for j := range sp.n {
 			b, info := &lay.batches[sp.first+j], &infos[sp.first+j]
 			cb := catalog.Batch{
@@ -227,6 +228,7 @@ func (w *Writer) layout(f *flush, reqs []*pending, now time.Time) layout {
 					ProducerEpoch: epoch,
 					BaseSequence:  seq,
 					Compression:   h.Compression,
+					Transactional: h.Transactional,
 					Raw:           raw,
 				})
 				if pid >= 0 {
@@ -262,6 +264,7 @@ func (w *Writer) layout(f *flush, reqs []*pending, now time.Time) layout {
 					BaseSequence:  -1,
 					Compression:   comp,
 					LogAppendTime: r.LogAppendTime,
+					Transactional: p.req.Txn != nil,
 				}
 				if pr := p.req.Producer; pr != nil {
 					b.ProducerID, b.ProducerEpoch, b.BaseSequence = pr.ID, pr.Epoch, p.req.Sequences[tp]

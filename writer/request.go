@@ -42,6 +42,10 @@ type Request struct {
 	// transaction as the records, checked against the task's generation: both or
 	// neither (catalog.Request.Source).
 	Source *catalog.SourceCommit
+	// Txn, when set, makes the request a transactional producer's (Kafka's
+	// transactional batches, catalog.Request.Txn): it needs Producer, and its batches
+	// carry the transactional attribute (a Raw request's must already).
+	Txn *catalog.TxnWrite
 }
 
 // RawBatches is one partition's records already laid out as Kafka v2 record batches,

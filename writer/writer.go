@@ -239,6 +239,9 @@ func (w *Writer) Produce(ctx context.Context, req Request) (Response, error) {
 // prepare validates req, sizes it and chooses the partitions that do not depend on the
 // flush (explicit and keyed), so that bad input is refused before it is buffered.
 func (w *Writer) prepare(req Request) (*pending, error) {
+	if req.Txn != nil && (req.Producer == nil || req.GroupOffsets != nil || req.Source != nil) {
+		return w.invalid("a transactional request needs a producer and carries no offsets")
+	}
 	if req.Raw != nil {
 		return w.prepareRaw(req)
 	}
@@ -365,6 +368,8 @@ func (w *Writer) prepareRaw(req Request) (*pending, error) {
 			return invalid("raw batch %d is not laid out as the writer lays out its records: send its records instead", i)
 		case h.LogAppendTime:
 			return invalid("raw batch %d has the LogAppendTime timestamp type, which the writer stamps at flush: send its records instead", i)
+		case h.Transactional != (req.Txn != nil):
+			return invalid("raw batch %d: transactional attribute %v in a request that is transactional: %v", i, h.Transactional, req.Txn != nil)
 		case h.ProducerID != pid || h.ProducerEpoch != epoch || int64(h.BaseSequence) != seq:
 			return invalid("raw batch %d carries producer %d epoch %d base sequence %d, the request producer %d epoch %d base sequence %d",
 				i, h.ProducerID, h.ProducerEpoch, h.BaseSequence, pid, epoch, seq)

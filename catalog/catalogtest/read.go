@@ -60,7 +60,8 @@ func testChunksBudget(t *testing.T, c catalog.Catalog) {
 		if !slices.Equal(bases, tc.bases) {
 			t.Fatalf("Chunks(%d, %d) base offsets %v, want %v", tc.offset, tc.maxBytes, bases, tc.bases)
 		}
-		want := catalog.PartitionInfo{TopicID: tp.ID, Partition: 0, HighWatermark: 100, Bytes: 10000}
+		// No transaction is open: the last stable offset is the high watermark.
+		want := catalog.PartitionInfo{TopicID: tp.ID, Partition: 0, HighWatermark: 100, Bytes: 10000, LastStableOffset: 100}
 		if l.Partition != want {
 			t.Fatalf("Chunks(%d, %d) partition %+v, want %+v", tc.offset, tc.maxBytes, l.Partition, want)
 		}

@@ -39,6 +39,13 @@ const commitConnectSQL = `SELECT o_batch, o_code, o_base, o_dup, o_expected, o_g
 	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25,
 	$26, $27, $28, $29, $30, $31, $32, $33)`
 
+// commitTxnSQL is the commit of a flush with transactional requests: one statement
+// whose function checks them against their transactions around the commits above
+// (migrations/0130_transactions.sql).
+const commitTxnSQL = `SELECT o_batch, o_code, o_base, o_dup, o_expected, o_grow, o_gvalue FROM strata_commit_txn(
+	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25,
+	$26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36)`
+
 // codeRefused is strata_commit's code for a request the caller refused before the
 // call (p_pre): the shape of its group offsets. Refusals of strata_commit_groups'
 // checks are codeGroupPrefix and one of catalog's Refused* codes.
@@ -46,6 +53,7 @@ const (
 	codeRefused       = "refused"
 	codeGroupPrefix   = "group:"
 	codeConnectPrefix = "connect:"
+	codeTxnPrefix     = "txn:"
 )
 
 // batchRow is strata_commit's answer for one batch: the refusal it decided, and its
@@ -228,6 +236,9 @@ func (c *Catalog) commitArgs(seg catalog.Segment, keyTime time.Time) (sql string
 		gcPart   []int32
 		gcOff    []int64
 		gcMeta   []string
+		txReq    []int32
+		txTID    []string
+		txImpl   []bool
 	)
 	refused := codeRefused
 	for ri, r := range seg.Requests {
@@ -247,6 +258,11 @@ func (c *Catalog) commitArgs(seg catalog.Segment, keyTime time.Time) (sql string
 			pid = append(pid, id)
 			epoch = append(epoch, ep)
 			seq = append(seq, b.BaseSequence)
+		}
+		if r.Txn != nil {
+			txReq = append(txReq, int32(ri))
+			txTID = append(txTID, r.Txn.TransactionalID)
+			txImpl = append(txImpl, r.Txn.ImplicitAdd)
 		}
 		if r.Source != nil || r.GroupOffsets != nil {
 			if pre == nil {
@@ -288,17 +304,21 @@ func (c *Catalog) commitArgs(seg catalog.Segment, keyTime time.Time) (sql string
 	touch := engine.ProducerTouchInterval(c.producerExpiry).Milliseconds()
 	args = []any{seg.Key, seg.Size, keyTime, c.commitTimeout.Milliseconds(), req, topic, part, pos, lens, records, maxTS,
 		pid, epoch, seq, refusals, touch}
-	if !groups && pre == nil {
+	txn := len(txReq) > 0
+	if !groups && pre == nil && !txn {
 		return commitSQL, args, nil
 	}
 	args = append(args, catalog.DefaultAssignor, orEmpty(gcReq), orEmpty(gcGroup), orEmpty(gcMember), orEmpty(gcMEpoch),
 		orEmpty(gcTopic), orEmpty(gcPart), orEmpty(gcOff), orEmpty(gcMeta))
-	if !cx.any {
+	if !cx.any && !txn {
 		return commitGroupsSQL, args, pre
 	}
 	args = append(args, orEmpty(cx.req), orEmpty(cx.conn), orEmpty(cx.task), orEmpty(cx.gen),
 		orEmpty(cx.soReq), orEmpty(cx.soConn), orEmpty(cx.soPart), orEmpty(cx.soOff))
-	return commitConnectSQL, args, pre
+	if !txn {
+		return commitConnectSQL, args, pre
+	}
+	return commitTxnSQL, append(args, txReq, txTID, txImpl), pre
 }
 
 // connectArgs are strata_commit_connect's arrays: one element per request that commits
@@ -353,6 +373,20 @@ func requestError(r catalog.Request, batches []batchRow, pre error) error {
 				gen = *br.gvalue
 			}
 			return engine.FenceRefusal(r.Source.Fence, code, gen)
+		}
+		if strings.HasPrefix(*br.code, codeTxnPrefix) {
+			if r.Txn == nil {
+				return fmt.Errorf("postgres: commit: transaction refused (%s) on a request that is not transactional", *br.code)
+			}
+			var row int
+			var value int64
+			if br.grow != nil {
+				row = int(*br.grow)
+			}
+			if br.gvalue != nil {
+				value = *br.gvalue
+			}
+			return engine.TxnRefusal(r, *br.code, row, value)
 		}
 		if code, ok := strings.CutPrefix(*br.code, codeGroupPrefix); ok {
 			if r.GroupOffsets == nil || br.grow == nil {

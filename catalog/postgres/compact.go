@@ -214,16 +214,17 @@ func (c *Catalog) CompactionState(ctx context.Context, l catalog.PartitionLease)
 		logStart  *int64
 		hwm       *int64
 		nbytes    *int64
+		lso       *int64
 	)
 	err := c.pool.QueryRow(ctx, `
 		SELECT clock_timestamp(), t.id, t.uuid, t.name, t.partitions, t.configs, t.created_at, t.deleted_at,
-		       p.log_start_offset, p.high_watermark, p.bytes,
+		       p.log_start_offset, p.high_watermark, p.bytes, coalesce(`+openTxnSQL+`, p.high_watermark),
 		       cp.clean_offset, cp.tombstone_due, nullif(cp.compacted_at, '-infinity')
 		FROM topics t
 		LEFT JOIN partitions p ON p.topic_id = t.id AND p.partition = $2
 		LEFT JOIN compactor_partitions cp ON cp.topic_id = t.id AND cp.partition = $2
 		WHERE t.id = $1`, l.TopicID, l.Partition).Scan(&st.Now, &st.Topic.ID, &st.Topic.UUID, &st.Topic.Name, &st.Topic.Partitions,
-		&st.Topic.Configs, &st.Topic.CreatedAt, &deletedAt, &logStart, &hwm, &nbytes, &clean, &due, &compAt)
+		&st.Topic.Configs, &st.Topic.CreatedAt, &deletedAt, &logStart, &hwm, &nbytes, &lso, &clean, &due, &compAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return st, fmt.Errorf("postgres: compaction state of topic id %d: %w", l.TopicID, catalog.ErrTopicNotFound)
 	}
@@ -242,7 +243,7 @@ func (c *Catalog) CompactionState(ctx context.Context, l catalog.PartitionLease)
 	}
 	st.Deleted = deletedAt != nil
 	st.Partition = catalog.PartitionInfo{TopicID: l.TopicID, Partition: l.Partition,
-		LogStartOffset: *logStart, HighWatermark: *hwm, Bytes: *nbytes}
+		LogStartOffset: *logStart, HighWatermark: *hwm, Bytes: *nbytes, LastStableOffset: *lso}
 	if clean != nil {
 		st.Checkpoint.CleanOffset = *clean
 		st.Checkpoint.TombstoneDue = *due
@@ -447,10 +448,10 @@ func (c *Catalog) DeleteRecords(ctx context.Context, topicID int64, partition in
 		if err := writeAudit(ctx, tx); err != nil {
 			return err
 		}
-		err := tx.QueryRow(ctx, `SELECT p.log_start_offset, p.high_watermark, p.bytes FROM partitions p
-			JOIN topics t ON t.id = p.topic_id AND t.deleted_at IS NULL
+		err := tx.QueryRow(ctx, `SELECT p.log_start_offset, p.high_watermark, p.bytes, coalesce(`+openTxnSQL+`, p.high_watermark)
+			FROM partitions p JOIN topics t ON t.id = p.topic_id AND t.deleted_at IS NULL
 			WHERE p.topic_id = $1 AND p.partition = $2 FOR UPDATE OF p`, topicID, partition).
-			Scan(&info.LogStartOffset, &info.HighWatermark, &info.Bytes)
+			Scan(&info.LogStartOffset, &info.HighWatermark, &info.Bytes, &info.LastStableOffset)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return c.partitionMissing(ctx, topicID, partition)
 		}

@@ -20,12 +20,16 @@ var _ catalog.Producers = (*Catalog)(nil)
 // expireSQL forgets producers idle past the expiry, with their state, a thousand at a
 // time. Rows a commit holds (FOR SHARE) are in use: skipped, not waited for. The
 // subquery locks in id order, as commits do.
+// A producer in an ongoing transaction is not idle (the reaper aborts the transaction
+// first, at its timeout); a transactional id expires with its producer.
 const expireSQL = `WITH gone AS (
 	DELETE FROM producers WHERE id IN (
-		SELECT id FROM producers WHERE last_used_at <= clock_timestamp() - $1 * interval '1 millisecond'
+		SELECT id FROM producers p WHERE last_used_at <= clock_timestamp() - $1 * interval '1 millisecond'
+		  AND NOT EXISTS (SELECT 1 FROM transactions t WHERE t.producer_id = p.id AND t.state = 'ongoing')
 		ORDER BY id LIMIT 1000 FOR UPDATE SKIP LOCKED)
-	RETURNING id)
-DELETE FROM producer_state WHERE producer_id IN (SELECT id FROM gone)`
+	RETURNING id), state AS (
+	DELETE FROM producer_state WHERE producer_id IN (SELECT id FROM gone))
+DELETE FROM transactions WHERE producer_id IN (SELECT id FROM gone)`
 
 // InitProducer hands out a producer identity (see catalog.Producers), and forgets the
 // producers idle past the expiry on the way.
@@ -48,6 +52,11 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 	}
 	if _, err := c.pool.Exec(ctx, expireSQL, c.producerExpiry.Milliseconds()); err != nil {
 		return catalog.Producer{}, fmt.Errorf("expire idle producers: %w", err)
+	}
+	if tid != "" {
+		// A transactional id is the coordinator's (engine.InitTxnProducer: an ongoing
+		// transaction is aborted, the epoch bumped).
+		return engine.InitTxnProducer(ctx, c, catalog.InitTxn{TransactionalID: tid, Timeout: catalog.DefaultTxnTimeout, Current: current})
 	}
 	if tid == "" && current != nil {
 		// KIP-360: the producer keeps its id at the next epoch when
@@ -74,52 +83,7 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 		})
 		return p, err
 	}
-	if tid == "" {
-		var p catalog.Producer
-		err := c.pool.QueryRow(ctx, `INSERT INTO producers (epoch) VALUES (0) RETURNING id`).Scan(&p.ID)
-		return p, err
-	}
 	var p catalog.Producer
-	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		for {
-			// FOR UPDATE waits for commits holding the row FOR SHARE: a request checked
-			// against the old epoch commits before the new epoch is handed out.
-			var epoch int16
-			err := tx.QueryRow(ctx, `SELECT id, epoch FROM producers WHERE transactional_id = $1 FOR UPDATE`, tid).Scan(&p.ID, &epoch)
-			if err == nil || errors.Is(err, pgx.ErrNoRows) {
-				if cerr := engine.CheckCurrent(current, err == nil, p.ID, epoch); cerr != nil {
-					return cerr
-				}
-			}
-			if errors.Is(err, pgx.ErrNoRows) {
-				err = tx.QueryRow(ctx, `INSERT INTO producers (transactional_id, epoch) VALUES ($1, 0)
-					ON CONFLICT (transactional_id) DO NOTHING RETURNING id`, tid).Scan(&p.ID)
-				if errors.Is(err, pgx.ErrNoRows) {
-					continue // another node created it meanwhile: bump that one
-				}
-				p.Epoch = 0
-				return err
-			}
-			if err != nil {
-				return err
-			}
-			next, newID := engine.NextEpoch(epoch)
-			if newID {
-				// The epoch cannot grow: retire the id (its requests become unknown)
-				// and give the transactional id a new one.
-				if _, err := tx.Exec(ctx, `DELETE FROM producer_state WHERE producer_id = $1`, p.ID); err != nil {
-					return err
-				}
-				if _, err := tx.Exec(ctx, `DELETE FROM producers WHERE id = $1`, p.ID); err != nil {
-					return err
-				}
-				p.Epoch = 0
-				return tx.QueryRow(ctx, `INSERT INTO producers (transactional_id, epoch) VALUES ($1, 0) RETURNING id`, tid).Scan(&p.ID)
-			}
-			p.Epoch = next
-			_, err = tx.Exec(ctx, `UPDATE producers SET epoch = $2, last_used_at = clock_timestamp() WHERE id = $1`, p.ID, next)
-			return err
-		}
-	})
+	err := c.pool.QueryRow(ctx, `INSERT INTO producers (epoch) VALUES (0) RETURNING id`).Scan(&p.ID)
 	return p, err
 }

@@ -254,7 +254,8 @@ func (c *Catalog) UpdateTopic(ctx context.Context, name string, partitions int32
 // Partitions lists a live topic's partitions in order.
 func (c *Catalog) Partitions(ctx context.Context, topicID int64) ([]catalog.PartitionInfo, error) {
 	rows, err := c.pool.Query(ctx, `
-		SELECT p.topic_id, p.partition, p.log_start_offset, p.high_watermark, p.bytes
+		SELECT p.topic_id, p.partition, p.log_start_offset, p.high_watermark, p.bytes,
+			coalesce(`+openTxnSQL+`, p.high_watermark)
 		FROM topics t JOIN partitions p ON p.topic_id = t.id
 		WHERE t.id = $1 AND t.deleted_at IS NULL
 		ORDER BY p.partition`, topicID)
@@ -263,7 +264,7 @@ func (c *Catalog) Partitions(ctx context.Context, topicID int64) ([]catalog.Part
 	}
 	ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (catalog.PartitionInfo, error) {
 		var p catalog.PartitionInfo
-		err := r.Scan(&p.TopicID, &p.Partition, &p.LogStartOffset, &p.HighWatermark, &p.Bytes)
+		err := r.Scan(&p.TopicID, &p.Partition, &p.LogStartOffset, &p.HighWatermark, &p.Bytes, &p.LastStableOffset)
 		return p, err
 	})
 	if err != nil {

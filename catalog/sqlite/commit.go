@@ -129,6 +129,13 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	}
 	reqErrs := plan.CheckRequests(topics, now)
 
+	var tc *engine.TxnCheck
+	if ids := plan.TxnIDs(); len(ids) > 0 {
+		if tc, err = checkTxns(ctx, tx, plan, reqErrs, ids); err != nil {
+			return nil, fmt.Errorf("sqlite: commit %s: transactions: %w", seg.Key, err)
+		}
+		reqErrs = tc.Errs
+	}
 	sc, gc, reqErrs, err := c.checkOffsets(ctx, tx, plan, reqErrs, now)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
@@ -170,6 +177,11 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	}
 	if err := writeOffsets(ctx, tx, sc, gc, a.Results, now); err != nil {
 		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
+	}
+	if tc != nil {
+		if err := writeTxnFlush(ctx, tx, tc, a.Results, now); err != nil {
+			return nil, fmt.Errorf("sqlite: commit %s: transactions: %w", seg.Key, err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("sqlite: commit %s: commit: %w", seg.Key, err)

@@ -269,8 +269,9 @@ func (c *Catalog) compactionState(ctx context.Context, l catalog.PartitionLease)
 	st.Topic.CreatedAt = time.UnixMilli(created).UTC()
 	st.Deleted = deleted.Valid
 	st.Partition = catalog.PartitionInfo{TopicID: l.TopicID, Partition: l.Partition}
-	err = tx.QueryRowContext(ctx, `SELECT log_start_offset, high_watermark, bytes FROM partitions WHERE topic_id = ? AND partition = ?`,
-		l.TopicID, l.Partition).Scan(&st.Partition.LogStartOffset, &st.Partition.HighWatermark, &st.Partition.Bytes)
+	err = tx.QueryRowContext(ctx, `SELECT log_start_offset, high_watermark, bytes, coalesce(`+openTxnSQL+`, high_watermark)
+		FROM partitions p WHERE topic_id = ? AND partition = ?`,
+		l.TopicID, l.Partition).Scan(&st.Partition.LogStartOffset, &st.Partition.HighWatermark, &st.Partition.Bytes, &st.Partition.LastStableOffset)
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, fmt.Errorf("topic id %d partition %d: %w", l.TopicID, l.Partition, catalog.ErrPartitionOutOfRange)
 	}

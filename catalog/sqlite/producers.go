@@ -35,6 +35,12 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 		if err := catalog.ValidateTransactionalID(tid); err != nil {
 			return catalog.Producer{}, err
 		}
+		// A transactional id is the coordinator's (engine.InitTxnProducer: an ongoing
+		// transaction is aborted, the epoch bumped), after the expiry pass.
+		if err := c.expire(ctx); err != nil {
+			return catalog.Producer{}, err
+		}
+		return engine.InitTxnProducer(ctx, c, catalog.InitTxn{TransactionalID: tid, Timeout: catalog.DefaultTxnTimeout, Current: current})
 	}
 	tx, err := c.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -62,36 +68,8 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 		if err == nil && p.ID < 0 {
 			p, err = insert(sql.NullString{})
 		}
-	case tid == "":
-		p, err = insert(sql.NullString{})
 	default:
-		var (
-			id    int64
-			epoch int16
-		)
-		err = tx.QueryRowContext(ctx, `SELECT id, epoch FROM producers WHERE transactional_id = ?`, tid).Scan(&id, &epoch)
-		if err == nil || errors.Is(err, sql.ErrNoRows) {
-			if cerr := engine.CheckCurrent(current, err == nil, id, epoch); cerr != nil {
-				return catalog.Producer{}, cerr
-			}
-		}
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			p, err = insert(sql.NullString{String: tid, Valid: true})
-		case err != nil:
-		default:
-			next, newID := engine.NextEpoch(epoch)
-			if newID {
-				// The epoch cannot grow: retire the id (its requests become unknown)
-				// and give the transactional id a new one.
-				if err = deleteProducers(ctx, tx, []int64{id}); err == nil {
-					p, err = insert(sql.NullString{String: tid, Valid: true})
-				}
-				break
-			}
-			_, err = tx.ExecContext(ctx, `UPDATE producers SET epoch = ?, last_used_at = ? WHERE id = ?`, next, ms, id)
-			p = catalog.Producer{ID: id, Epoch: next}
-		}
+		p, err = insert(sql.NullString{})
 	}
 	if err != nil {
 		return catalog.Producer{}, err
@@ -100,6 +78,23 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 		return catalog.Producer{}, fmt.Errorf("commit: %w", err)
 	}
 	return p, nil
+}
+
+// expire runs the expiry pass in a transaction of its own.
+func (c *Catalog) expire(ctx context.Context) error {
+	tx, err := c.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	now, err := scanNow(tx.QueryRowContext(ctx, nowSQL))
+	if err != nil {
+		return err
+	}
+	if err := expireProducers(ctx, tx, now, c.opts.ProducerExpiry); err != nil {
+		return fmt.Errorf("expire idle producers: %w", err)
+	}
+	return tx.Commit()
 }
 
 // bumpIdempotent moves a producer without a transactional id to its next epoch when
@@ -125,8 +120,11 @@ func bumpIdempotent(ctx context.Context, tx *sql.Tx, current catalog.Producer, m
 // connection serialises it with every commit, so a producer cannot commit between its
 // check and its deletion.
 func expireProducers(ctx context.Context, tx *sql.Tx, now time.Time, expiry time.Duration) error {
-	rows, err := tx.QueryContext(ctx, `SELECT id FROM producers WHERE last_used_at <= ? ORDER BY id LIMIT 1000`,
-		now.Add(-expiry).UnixMilli())
+	// A producer in an ongoing transaction is not idle: the reaper aborts the
+	// transaction first, at its timeout.
+	rows, err := tx.QueryContext(ctx, `SELECT id FROM producers p WHERE last_used_at <= ?
+		AND NOT EXISTS (SELECT 1 FROM transactions t WHERE t.producer_id = p.id AND t.state = 'ongoing')
+		ORDER BY id LIMIT 1000`, now.Add(-expiry).UnixMilli())
 	if err != nil {
 		return err
 	}
@@ -155,6 +153,11 @@ func deleteProducers(ctx context.Context, tx *sql.Tx, ids []int64) error {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM producer_state WHERE producer_id IN (SELECT value FROM json_each(?))`, string(list)); err != nil {
+		return err
+	}
+	// A transactional id forgotten with its producer (its transactions row and the
+	// rows under it: none is ongoing, expireProducers skips those).
+	if _, err := tx.ExecContext(ctx, `DELETE FROM transactions WHERE producer_id IN (SELECT value FROM json_each(?))`, string(list)); err != nil {
 		return err
 	}
 	_, err = tx.ExecContext(ctx, `DELETE FROM producers WHERE id IN (SELECT value FROM json_each(?))`, string(list))

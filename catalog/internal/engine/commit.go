@@ -82,6 +82,8 @@ func invalid(format string, args ...any) error {
 //   - every batch has Records > 0, Len > 0 and lies inside [0, Size);
 //   - no two batches overlap;
 //   - a request carries group offsets or source offsets, not both;
+//   - a transactional request (Txn) has a producer and a transactional id, and
+//     carries neither;
 //   - a request's batches for one partition are adjacent in the object (one
 //     contiguous byte range), so a request never straddles another's batch;
 //   - an idempotent request (Producer set) has a non-negative producer id and epoch
@@ -109,6 +111,9 @@ func PlanSegment(seg catalog.Segment) (*Plan, error) {
 		}
 		if r.Source != nil && r.GroupOffsets != nil {
 			return nil, invalid("%s: request %d commits both group offsets and source offsets", seg.Key, ri)
+		}
+		if r.Txn != nil && (r.Producer == nil || r.Source != nil || r.GroupOffsets != nil || r.Txn.TransactionalID == "") {
+			return nil, invalid("%s: request %d: a transactional request needs a producer and a transactional id, and carries no offsets", seg.Key, ri)
 		}
 		if pr := r.Producer; pr != nil {
 			if pr.ID < 0 || pr.Epoch < 0 {
