@@ -77,6 +77,9 @@ const (
 	CodeFencedInstanceID          = Code(broker.CodeFencedInstanceID)
 	CodeInvalidSessionTimeout     = Code(broker.CodeInvalidSessionTimeout)
 	CodeGroupSubscribed           = Code(broker.CodeGroupSubscribed)
+	CodeInvalidTxnState           = Code(broker.CodeInvalidTxnState)
+	CodeInvalidProducerIDMapping  = Code(broker.CodeInvalidProducerIDMapping)
+	CodeInvalidTransactionTimeout = Code(broker.CodeInvalidTransactionTimeout)
 )
 
 // CodeInfo is one row of the error table.
@@ -149,6 +152,9 @@ var codeTable = []CodeInfo{
 	{CodeFencedInstanceID, http.StatusConflict, "Static member fenced", false},
 	{CodeInvalidSessionTimeout, http.StatusBadRequest, "Invalid session timeout", false},
 	{CodeGroupSubscribed, http.StatusConflict, "Group subscribed to the topic", false},
+	{CodeInvalidTxnState, http.StatusConflict, "Invalid transaction state", false},
+	{CodeInvalidProducerIDMapping, http.StatusConflict, "Producer id not the transactional id's", false},
+	{CodeInvalidTransactionTimeout, http.StatusBadRequest, "Invalid transaction timeout", false},
 }
 
 var codeIndex = func() map[Code]CodeInfo {

@@ -44,6 +44,14 @@ type BatchesRequest struct {
 	// record may then exceed it when compression brings its batch under it, and many
 	// small records may not share a batch over it. The Kafka front end sets it.
 	BatchSizeRule bool
+	// TransactionalID is the transactional id the request names (Kafka's Produce): a
+	// transactional producer's batches (Kafka's transactional attribute) need one, and
+	// write on it; they commit only inside the producer's transaction
+	// (catalog.Request.Txn).
+	TransactionalID string
+	// ImplicitTxnAdd: transactions v2 (Produce v12+), whose produce begins the
+	// transaction and adds its partition.
+	ImplicitTxnAdd bool
 }
 
 // BatchesResult says where a BatchesRequest's records landed: offsets BaseOffset to

@@ -16,6 +16,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
@@ -138,6 +140,8 @@ type Deps struct {
 	// is allowed, the node has no authentication.
 	Authorizer Authorizer
 	Classic    ClassicGroups
+	// Transactions is the Kafka transaction coordinator's state (both backends).
+	Transactions Transactions
 	// Now is the node clock that stamps and bounds CreateTime timestamps; nil: time.Now.
 	Now func() time.Time
 }
@@ -155,6 +159,12 @@ type Config struct {
 	// authentication, at all): 0 means catalog.DefaultMaxTimestampAfterMs (one day), -1
 	// no limit.
 	MaxTimestampAfterMs int64
+	// TxnMaxTimeout is the longest transaction timeout a producer may ask for (Kafka's
+	// transaction.max.timeout.ms); default DefaultTxnMaxTimeout.
+	TxnMaxTimeout time.Duration
+	// Registerer takes the core's metrics (the transaction coordinator's); nil keeps
+	// them unregistered.
+	Registerer prometheus.Registerer
 }
 
 // DefaultTopicCacheTTL is Config.TopicCacheTTL when it is zero.
@@ -170,6 +180,9 @@ type Broker struct {
 	// producerTxns remembers the transactional id of producer ids seen (authorize.go).
 	producerTxns producerTxnCache
 	waits        *groupWaits // held JoinGroup and SyncGroup requests (groupwait.go)
+	// txnMaxTimeout is Config.TxnMaxTimeout; txnMetrics the coordinator's metrics.
+	txnMaxTimeout time.Duration
+	txnMetrics    *txnMetrics
 }
 
 // New builds the core over d.
@@ -180,7 +193,11 @@ func New(cfg Config, d Deps) *Broker {
 	if cfg.MaxTimestampAfterMs == 0 {
 		cfg.MaxTimestampAfterMs = catalog.DefaultMaxTimestampAfterMs
 	}
-	b := &Broker{d: d, now: d.Now, maxAfterMs: cfg.MaxTimestampAfterMs, waits: newGroupWaits()}
+	if cfg.TxnMaxTimeout <= 0 {
+		cfg.TxnMaxTimeout = DefaultTxnMaxTimeout
+	}
+	b := &Broker{d: d, now: d.Now, maxAfterMs: cfg.MaxTimestampAfterMs, waits: newGroupWaits(),
+		txnMaxTimeout: cfg.TxnMaxTimeout, txnMetrics: newTxnMetrics(cfg.Registerer)}
 	if b.now == nil {
 		b.now = time.Now
 	}
@@ -213,6 +230,8 @@ const (
 	CapSecurity
 	// CapClassicGroups: the classic group calls (JoinGroup, SyncGroup, ...).
 	CapClassicGroups
+	// CapTransactions: the transaction coordinator's calls.
+	CapTransactions
 )
 
 // Check answers nil when this node can serve calls that need c, else an *Error with
@@ -278,6 +297,10 @@ func (b *Broker) check(c Capability) *Error {
 	case CapClassicGroups:
 		if b.d.Classic == nil || b.d.Groups == nil || b.d.Catalog == nil {
 			return newError(CodeRoleUnavailable, "this node serves no classic consumer groups")
+		}
+	case CapTransactions:
+		if b.d.Transactions == nil || b.d.Catalog == nil {
+			return newError(CodeRoleUnavailable, "this node coordinates no transactions")
 		}
 	}
 	return nil

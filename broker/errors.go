@@ -54,6 +54,11 @@ const (
 	CodeOutOfOrderSequence     Code = "out_of_order_sequence"
 	CodeUnknownProducer        Code = "unknown_producer_id"
 	CodeInvalidTransactionalID Code = "invalid_transactional_id"
+	// Kafka transactions' refusals: a call that does not fit the transaction's state,
+	// a producer id that is not the transactional id's, a timeout out of range.
+	CodeInvalidTxnState           Code = "invalid_txn_state"
+	CodeInvalidProducerIDMapping  Code = "invalid_producer_id_mapping"
+	CodeInvalidTransactionTimeout Code = "invalid_transaction_timeout"
 	// CodeStaleGeneration: a connector task instance wrote under a generation that is no
 	// longer its task's; it must stop (only the connect runtime meets it).
 	CodeStaleGeneration Code = "stale_generation"
@@ -101,7 +106,7 @@ func Codes() []Code {
 		CodeOutOfOrderSequence, CodeUnknownProducer, CodeInvalidTransactionalID, CodeStaleGeneration,
 		CodeMemoryExhausted, CodeForbidden, CodeKeyNotFound, CodeInconsistentGroupProtocol,
 		CodeIllegalGeneration, CodeRebalanceInProgress, CodeFencedInstanceID, CodeInvalidSessionTimeout,
-		CodeGroupSubscribed,
+		CodeGroupSubscribed, CodeInvalidTxnState, CodeInvalidProducerIDMapping, CodeInvalidTransactionTimeout,
 	}
 }
 
@@ -381,6 +386,13 @@ func producerError(err error, names map[int64]string) (_ *Error, ok bool) {
 			hint("initialise the producer again (POST /v1/producers)"), true
 	case errors.Is(err, catalog.ErrInvalidTransactionalID):
 		return newError(CodeInvalidTransactionalID, "%s", say(err, catalog.ErrInvalidTransactionalID, "the transactional id is not valid")).cause(err), true
+	case errors.Is(err, catalog.ErrInvalidTxnState):
+		return newError(CodeInvalidTxnState, "%s", say(err, catalog.ErrInvalidTxnState, "the request does not fit the transaction's state")).cause(err), true
+	case errors.Is(err, catalog.ErrInvalidProducerIDMapping):
+		return newError(CodeInvalidProducerIDMapping, "%s", say(err, catalog.ErrInvalidProducerIDMapping, "the producer id is not the transactional id's")).cause(err).
+			hint("initialise the transactional producer again"), true
+	case errors.Is(err, catalog.ErrInvalidTxnTimeout):
+		return newError(CodeInvalidTransactionTimeout, "%s", say(err, catalog.ErrInvalidTxnTimeout, "the transaction timeout is out of range")).cause(err), true
 	}
 	return nil, false
 }

@@ -25,6 +25,13 @@ type FetchRequest struct {
 	// the answer. Without room the fetch comes back smaller, or fails with
 	// CodeMemoryExhausted.
 	Memory *membudget.Hold
+	// Isolation: reader.ReadCommitted stops at the partition's last stable offset and
+	// leaves out aborted transactions; reader.ReadUncommitted (the zero value) reads to
+	// the high watermark.
+	Isolation reader.Isolation
+	// Markers asks for the transaction markers as control batches, and the aborted
+	// transactions for the client to drop (Kafka's fetch): FetchBatches only.
+	Markers bool
 }
 
 // FetchResult answers Fetch: the records from the requested offset, the offset to ask
@@ -90,5 +97,7 @@ func (b *Broker) fetch(ctx context.Context, who Principal, req *FetchRequest) (r
 		MaxBytes:   req.MaxBytes,
 		Wait:       req.Wait,
 		Memory:     req.Memory,
+		Isolation:  req.Isolation,
+		Markers:    req.Markers,
 	}, nil
 }

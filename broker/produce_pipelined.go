@@ -53,6 +53,9 @@ func (b *Broker) PrepareBatches(ctx context.Context, who Principal, req BatchesR
 	segment.ResetLeaderEpochs(req.Batches)
 	wreq, count, e := batchesRequest(req.Batches, &ti, req.Partition, limits{nowMs: b.now().UnixMilli(), maxRecords: maxRecords, perBatch: req.BatchSizeRule})
 	if e == nil {
+		e = b.txnBatches(ctx, who, req, &wreq)
+	}
+	if e == nil {
 		e = b.authorizeProducer(ctx, who, wreq.Producer)
 	}
 	if e != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/reader"
 )
 
 // ValidateTopicName applies Kafka's rule for topic names; front ends call it on a name
@@ -339,6 +340,13 @@ const (
 // timestamp is at or after at (unix ms), at the catalog's chunk granularity; the high
 // watermark when there is none.
 func (b *Broker) ListOffset(ctx context.Context, who Principal, topic string, partition int32, at int64) (int64, error) {
+	return b.ListOffsetAt(ctx, who, topic, partition, at, reader.ReadUncommitted)
+}
+
+// ListOffsetAt is ListOffset for a reader at an isolation level: under
+// reader.ReadCommitted, Latest is the last stable offset (Kafka's ListOffsets with
+// isolation level 1).
+func (b *Broker) ListOffsetAt(ctx context.Context, who Principal, topic string, partition int32, at int64, iso reader.Isolation) (int64, error) {
 	if e := b.authorize(ctx, who, acl.OpDescribe, acl.Topic(topic)); e != nil {
 		return 0, e
 	}
@@ -352,8 +360,11 @@ func (b *Broker) ListOffset(ctx context.Context, who Principal, topic string, pa
 		if e != nil {
 			return 0, e
 		}
-		if at == Earliest {
+		switch {
+		case at == Earliest:
 			return pi.LogStartOffset, nil
+		case iso == reader.ReadCommitted:
+			return pi.LastStableOffset, nil
 		}
 		return pi.HighWatermark, nil
 	case at < 0:

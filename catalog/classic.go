@@ -269,6 +269,8 @@ type ClassicCommit struct {
 	InstanceID string
 	Generation int32
 	Offsets    []CommitOffset
+	// CheckOnly checks the commit and stores nothing (OffsetCommit's CheckOnly).
+	CheckOnly bool
 }
 
 // CheckGroupType is the rule about a group's type, for every kind of member: current is

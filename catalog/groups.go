@@ -166,6 +166,10 @@ type OffsetCommit struct {
 	// partition back in turn. Only for a commit alone: offsets carried with records
 	// (Request.GroupOffsets) must always be the owner's.
 	Released bool
+	// CheckOnly checks the commit and stores nothing: a transaction's offsets
+	// (TxnOffsetCommit) are checked against the group's rules when sent, stored when
+	// the transaction commits.
+	CheckOnly bool
 }
 
 // CommitOffset is one partition's committed offset: the next offset to read.

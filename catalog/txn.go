@@ -57,8 +57,8 @@ type Transactions interface {
 	// ListTxns lists the transactional ids that pass f, by id.
 	ListTxns(ctx context.Context, f TxnFilter) ([]TxnDescription, error)
 	// PendingTxnOffsets lists the partitions of group with offsets waiting in an ongoing
-	// transaction (OffsetFetch's require_stable).
-	PendingTxnOffsets(ctx context.Context, group string) ([]TopicPartition, error)
+	// transaction (OffsetFetch's require_stable), by topic name (live topics only).
+	PendingTxnOffsets(ctx context.Context, group string) ([]TopicPartitions, error)
 	// TxnStats counts the ongoing transactions and the oldest one's start.
 	TxnStats(ctx context.Context) (TxnStats, error)
 }

@@ -62,6 +62,9 @@ var kafkaCodes = map[broker.Code]*kerr.Error{
 	broker.CodeFencedInstanceID:          kerr.FencedInstanceID,
 	broker.CodeInvalidSessionTimeout:     kerr.InvalidSessionTimeout,
 	broker.CodeGroupSubscribed:           kerr.GroupSubscribedToTopic,
+	broker.CodeInvalidTxnState:           kerr.InvalidTxnState,
+	broker.CodeInvalidProducerIDMapping:  kerr.InvalidProducerIDMapping,
+	broker.CodeInvalidTransactionTimeout: kerr.InvalidTransactionTimeout,
 }
 
 // authorizationCodes are the refusals of CodeForbidden by the kind of resource refused.

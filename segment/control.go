@@ -58,3 +58,20 @@ func ControlBatch(offset, producerID int64, producerEpoch int16, commit bool, ts
 func IsControlBatch(raw []byte) bool {
 	return len(raw) >= batchHeaderSize && binary.BigEndian.Uint16(raw[offAttributes:])&attrControl != 0
 }
+
+// Transactional reports whether the batches of data carry Kafka's transactional
+// attribute: any of them, and all of them. Only the framing is read (lengths and
+// attributes): call it on batches already validated.
+func Transactional(data []byte) (some, all bool) {
+	all = true
+	for pos := 0; pos < len(data); {
+		end, err := batchEnd(data, pos)
+		if err != nil {
+			break
+		}
+		t := binary.BigEndian.Uint16(data[pos+offAttributes:])&attrTransactional != 0
+		some, all = some || t, all && t
+		pos = end
+	}
+	return some, all && some
+}

@@ -417,7 +417,7 @@ func testTxnOffsets(t *testing.T, c TxnCatalog) {
 		t.Fatalf("before the commit the group's offsets are %v, want 0:1", got)
 	}
 	pending, err := c.PendingTxnOffsets(ctx, group)
-	if err != nil || !slices.Equal(pending, []catalog.TopicPartition{{TopicID: in.ID, Partition: 0}}) {
+	if err != nil || len(pending) != 1 || pending[0].Topic != in.Name || !slices.Equal(pending[0].Partitions, []int32{0}) {
 		t.Fatalf("pending offsets %v, %v", pending, err)
 	}
 	// Aborted: they never arrive.

@@ -372,10 +372,13 @@ func (c *Catalog) CommitClassicOffsets(ctx context.Context, cc catalog.ClassicCo
 		if err != nil {
 			return err
 		}
+		if cc.CheckOnly {
+			return engine.ErrCheckedOnly
+		}
 		queueOffsets(w, cc.Group, tps, cc.Offsets, &cc.MemberID, &cc.Generation)
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, engine.ErrCheckedOnly) {
 		return fmt.Errorf("postgres: commit offsets of group %s: %w", cc.Group, err)
 	}
 	return nil

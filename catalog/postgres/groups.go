@@ -355,11 +355,14 @@ func (c *Catalog) commitOffsets(ctx context.Context, what string, oc catalog.Off
 		if err != nil {
 			return err
 		}
+		if oc.CheckOnly {
+			return engine.ErrCheckedOnly
+		}
 		queueAudit(ctx, b) // a reset's (security.go)
 		queueOffsetRows(b, oc, rows)
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, engine.ErrCheckedOnly) {
 		return fmt.Errorf("postgres: %s offsets of group %s: %w", what, oc.Group, err)
 	}
 	return nil

@@ -477,18 +477,19 @@ func (c *Catalog) ListTxns(ctx context.Context, f catalog.TxnFilter) ([]catalog.
 }
 
 // PendingTxnOffsets lists a group's partitions with offsets in an ongoing transaction.
-func (c *Catalog) PendingTxnOffsets(ctx context.Context, group string) ([]catalog.TopicPartition, error) {
-	rows, err := c.pool.Query(ctx, `SELECT DISTINCT o.topic_id, o.partition FROM txn_offsets o
+func (c *Catalog) PendingTxnOffsets(ctx context.Context, group string) ([]catalog.TopicPartitions, error) {
+	rows, err := c.pool.Query(ctx, `SELECT tp.name, array_agg(DISTINCT o.partition ORDER BY o.partition) FROM txn_offsets o
 		JOIN transactions t ON t.transactional_id = o.transactional_id AND t.state = 'ongoing'
-		WHERE o.group_name = $1 ORDER BY 1, 2`, group)
+		JOIN topics tp ON tp.id = o.topic_id AND tp.deleted_at IS NULL
+		WHERE o.group_name = $1 GROUP BY tp.name ORDER BY tp.name COLLATE "C"`, group)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: pending transactional offsets of group %s: %w", group, err)
 	}
 	var (
-		out []catalog.TopicPartition
-		tp  catalog.TopicPartition
+		out []catalog.TopicPartitions
+		tp  catalog.TopicPartitions
 	)
-	_, err = pgx.ForEachRow(rows, []any{&tp.TopicID, &tp.Partition}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&tp.Topic, &tp.Partitions}, func() error {
 		out = append(out, tp)
 		return nil
 	})

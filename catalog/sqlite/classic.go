@@ -386,6 +386,9 @@ func (c *Catalog) CommitClassicOffsets(ctx context.Context, cc catalog.ClassicCo
 		if err != nil {
 			return err
 		}
+		if cc.CheckOnly {
+			return engine.ErrCheckedOnly
+		}
 		for i, o := range cc.Offsets {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO group_offsets
 				(group_name, topic_id, partition, committed_offset, metadata, member_id, member_epoch, committed_at)
@@ -400,7 +403,7 @@ func (c *Catalog) CommitClassicOffsets(ctx context.Context, cc catalog.ClassicCo
 		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, engine.ErrCheckedOnly) {
 		return fmt.Errorf("sqlite: commit offsets of group %s: %w", cc.Group, err)
 	}
 	return nil

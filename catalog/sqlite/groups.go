@@ -281,9 +281,12 @@ func (c *Catalog) commitOffsets(ctx context.Context, what string, oc catalog.Off
 		if err != nil {
 			return err
 		}
+		if oc.CheckOnly {
+			return engine.ErrCheckedOnly
+		}
 		return writeGroupOffsets(ctx, tx, rows, now)
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, engine.ErrCheckedOnly) {
 		return fail(err)
 	}
 	return nil

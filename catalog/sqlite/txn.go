@@ -509,21 +509,29 @@ func nullJSON(b []byte) []byte {
 }
 
 // PendingTxnOffsets lists a group's partitions with offsets in an ongoing transaction.
-func (c *Catalog) PendingTxnOffsets(ctx context.Context, group string) ([]catalog.TopicPartition, error) {
-	rows, err := c.r.QueryContext(ctx, `SELECT DISTINCT o.topic_id, o.partition FROM txn_offsets o
+func (c *Catalog) PendingTxnOffsets(ctx context.Context, group string) ([]catalog.TopicPartitions, error) {
+	rows, err := c.r.QueryContext(ctx, `SELECT DISTINCT tp.name, o.partition FROM txn_offsets o
 		JOIN transactions t ON t.transactional_id = o.transactional_id AND t.state = 'ongoing'
-		WHERE o.group_name = ? ORDER BY o.topic_id, o.partition`, group)
+		JOIN topics tp ON tp.id = o.topic_id AND tp.deleted_at IS NULL
+		WHERE o.group_name = ? ORDER BY tp.name, o.partition`, group)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: pending transactional offsets of group %s: %w", group, err)
 	}
 	defer rows.Close()
-	var out []catalog.TopicPartition
+	var out []catalog.TopicPartitions
 	for rows.Next() {
-		var tp catalog.TopicPartition
-		if err := rows.Scan(&tp.TopicID, &tp.Partition); err != nil {
+		var (
+			name string
+			p    int32
+		)
+		if err := rows.Scan(&name, &p); err != nil {
 			return nil, err
 		}
-		out = append(out, tp)
+		if n := len(out); n > 0 && out[n-1].Topic == name {
+			out[n-1].Partitions = append(out[n-1].Partitions, p)
+		} else {
+			out = append(out, catalog.TopicPartitions{Topic: name, Partitions: []int32{p}})
+		}
 	}
 	return out, rows.Err()
 }

@@ -179,7 +179,8 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.MemoryBudget > 0 {
 		n.Memory = membudget.New(cfg.MemoryBudget, reg)
 	}
-	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat, Connect: cat, Security: cat, Classic: cat}
+	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat, Connect: cat, Security: cat, Classic: cat,
+		Transactions: cat}
 	if cfg.Security.Enabled() {
 		if err := n.startGuard(cfg, start); err != nil {
 			n.Stop(context.Background())
@@ -222,11 +223,16 @@ func Start(cfg Config) (*Node, error) {
 			start("compactor", n.Compactor.Run)
 		}
 	}
+	cfg.Broker.Registerer = reg
 	n.Broker = broker.New(cfg.Broker, bd)
 	if !cfg.Lambda {
 		// Held classic-group requests wake on the catalog's notifications (they poll
 		// without them).
 		start("groups", n.Broker.RunGroups)
+		// Transactions past their timeout are aborted by whichever node notices.
+		start("transaction reaper", func(ctx context.Context) error {
+			return n.Broker.RunTxnReaper(ctx, 0, log.With("component", "txn-reaper"))
+		})
 	}
 	n.apiD = api.Deps{
 		Core:       n.Broker,

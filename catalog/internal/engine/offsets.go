@@ -99,6 +99,10 @@ const (
 	RefusedStaleAssignmentEpoch = "stale_assignment_epoch"
 )
 
+// ErrCheckedOnly is what a backend's offset commit answers inside its transaction once
+// a CheckOnly commit has passed its checks: it rolls back, and the call answers nil.
+var ErrCheckedOnly = errors.New("offset commit checked only")
+
 // OffsetCommitRefusal is the error for refusing c with code; row indexes c.Offsets for
 // the codes about one offset, and value is what the code's comment says.
 func OffsetCommitRefusal(c catalog.OffsetCommit, code string, row int, value int64) error {
