@@ -83,9 +83,10 @@ func (s *Server) apiTable() map[int16]api {
 		{key: 3, min: 0, max: 12, handle: s.metadata},
 		{key: 10, min: 0, max: 4, handle: s.findCoordinator},
 		{key: 60, min: 0, max: 1, handle: s.describeCluster},
-		// Produce from 3 (magic 2 batches) to 11: 12 and 13 are KIP-890's transactions
-		// v2 and topic ids. librdkafka needs 3 and 7 (zstd) covered.
-		{key: produceKey, min: 3, max: 11, handle: s.produce},
+		// Produce from 3 (magic 2 batches) to 12 (KIP-890's transactions v2: a
+		// transactional produce adds its partition itself); 13 names topics by id.
+		// librdkafka needs 3 and 7 (zstd) covered.
+		{key: produceKey, min: 3, max: 12, handle: s.produce},
 		// Fetch from 4 (isolation level, LSO) to 12: 13 names topics by id. librdkafka
 		// needs 4 and 10 covered.
 		{key: 1, min: 4, max: 12, handle: s.fetch},
@@ -114,7 +115,16 @@ func (s *Server) apiTable() map[int16]api {
 		{key: 19, min: 0, max: 7, handle: s.createTopics},
 		{key: 20, min: 0, max: 6, handle: s.deleteTopics},
 		{key: 21, min: 0, max: 2, handle: s.deleteRecords},
-		{key: 22, min: 0, max: 4, handle: s.initProducerID},
+		// Transactions (txn.go), every one from version 0 (older clients negotiate
+		// down); the v2 paths (InitProducerId 5, AddOffsetsToTxn 4, EndTxn 5,
+		// TxnOffsetCommit 5) with the finalized feature transaction.version 2.
+		{key: 22, min: 0, max: 5, handle: s.initProducerID},
+		{key: 24, min: 0, max: 4, handle: s.addPartitionsToTxn},
+		{key: 25, min: 0, max: 4, handle: s.addOffsetsToTxn},
+		{key: 26, min: 0, max: 5, handle: s.endTxn},
+		{key: 28, min: 0, max: 5, handle: s.txnOffsetCommit},
+		{key: 65, min: 0, max: 0, handle: s.describeTransactions},
+		{key: 66, min: 0, max: 1, handle: s.listTransactions},
 		{key: 32, min: 0, max: 4, handle: s.describeConfigs},
 		{key: 33, min: 0, max: 2, handle: s.alterConfigs},
 		{key: 37, min: 0, max: 3, handle: s.createPartitions},
@@ -154,8 +164,21 @@ func (s *Server) apiVersions(_ context.Context, _ *request, req kmsg.Request) (k
 		v.ApiKey, v.MinVersion, v.MaxVersion = a.key, a.min, a.max
 		resp.ApiKeys = append(resp.ApiKeys, v)
 	}
+	// Transactions v2 (KIP-890): an epoch bump per transaction, partitions added by
+	// the produce, EndTxn answering the new epoch. Clients take the v2 paths only on
+	// the finalized feature (v3+ answers carry it).
+	sf := kmsg.NewApiVersionsResponseSupportedFeature()
+	sf.Name, sf.MinVersion, sf.MaxVersion = transactionVersionFeature, 0, 2
+	resp.SupportedFeatures = []kmsg.ApiVersionsResponseSupportedFeature{sf}
+	ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+	ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = transactionVersionFeature, 2, 2
+	resp.FinalizedFeatures = []kmsg.ApiVersionsResponseFinalizedFeature{ff}
+	resp.FinalizedFeaturesEpoch = 1
 	return resp, nil
 }
+
+// transactionVersionFeature is KIP-890's feature flag.
+const transactionVersionFeature = "transaction.version"
 
 // apiVersionsTooNew is the answer to an ApiVersions request newer than a serves: v0,
 // UNSUPPORTED_VERSION, and the ApiVersions range alone, so the client retries within it.
@@ -174,8 +197,8 @@ func apiVersionsTooNew(a api) *kmsg.ApiVersionsResponse {
 // closes it for an API it does not know.
 func unserved(key int16) (string, bool) {
 	switch key {
-	case 24, 25, 26, 27, 28, 61, 65, 66, 67: // AddPartitionsToTxn ... DescribeTransactions, ListTransactions
-		return "Kafka transactions are not supported (the HTTP API's POST /v1/records commits records and group offsets atomically)", true
+	case 27: // WriteTxnMarkers
+		return "transaction markers are the catalog's rows, written by EndTxn: no broker writes them to another", true
 	case 23:
 		return "leader epochs are not tracked: the leader epoch is always 0", true
 	}

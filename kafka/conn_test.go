@@ -17,13 +17,15 @@ import (
 func TestApiVersions(t *testing.T) {
 	ts := startServer(t, Config{}, newFakeCluster())
 	c := dial(t, ts.addr)
-	// Exactly what is served: no transactions (24-26, 28), no OffsetForLeaderEpoch
-	// (23); groups of both protocols (8, 9, 11-16, 42, 47, 68, 69).
+	// Exactly what is served: transactions (22, 24-26, 28, 65, 66) but not
+	// WriteTxnMarkers (27), no OffsetForLeaderEpoch (23); groups of both protocols (8,
+	// 9, 11-16, 42, 47, 68, 69).
 	want := map[int16][2]int16{
 		18: {0, 3}, 3: {0, 12}, 10: {0, 4}, 60: {0, 1},
-		0: {3, 11}, 1: {4, 12}, 2: {0, 7}, 8: {0, 9}, 9: {0, 9}, 19: {0, 7}, 20: {0, 6}, 21: {0, 2},
-		22: {0, 4}, 29: {0, 3}, 30: {0, 3}, 31: {0, 3}, 32: {0, 4}, 33: {0, 2}, 37: {0, 3}, 44: {0, 1},
+		0: {3, 12}, 1: {4, 12}, 2: {0, 7}, 8: {0, 9}, 9: {0, 9}, 19: {0, 7}, 20: {0, 6}, 21: {0, 2},
+		22: {0, 5}, 29: {0, 3}, 30: {0, 3}, 31: {0, 3}, 32: {0, 4}, 33: {0, 2}, 37: {0, 3}, 44: {0, 1},
 		11: {0, 9}, 12: {0, 4}, 13: {0, 5}, 14: {0, 5}, 15: {0, 5}, 16: {0, 5}, 42: {0, 2}, 47: {0, 0}, 68: {0, 1}, 69: {0, 1},
+		24: {0, 4}, 25: {0, 4}, 26: {0, 5}, 28: {0, 5}, 65: {0, 0}, 66: {0, 1},
 	}
 	for v := int16(0); v <= 3; v++ {
 		resp := c.roundTrip(kmsg.NewPtrApiVersionsRequest(), v).(*kmsg.ApiVersionsResponse)
@@ -45,6 +47,11 @@ func TestApiVersions(t *testing.T) {
 		// SASL is advertised only when keys are configured.
 		if _, ok := got[saslHandshakeKey]; ok {
 			t.Errorf("v%d: SaslHandshake advertised without keys", v)
+		}
+		// Transactions v2 is a finalized feature, carried from v3.
+		if v >= 3 && (resp.FinalizedFeaturesEpoch < 0 || len(resp.FinalizedFeatures) != 1 ||
+			resp.FinalizedFeatures[0].Name != "transaction.version" || resp.FinalizedFeatures[0].MaxVersionLevel != 2) {
+			t.Errorf("v%d: finalized features %+v (epoch %d), want transaction.version 2", v, resp.FinalizedFeatures, resp.FinalizedFeaturesEpoch)
 		}
 	}
 }
@@ -92,9 +99,9 @@ func TestClosesOnUnknownAndUnsupported(t *testing.T) {
 	}{
 		{"unknown api key", 9999, 0, "unknown_api"},
 		{"share group heartbeat not served", 76, 1, "unserved_api"},
-		{"end txn not served", 26, 3, "unserved_api"},
+		{"write txn markers not served", 27, 1, "unserved_api"},
 		{"offset for leader epoch not served", 23, 4, "unserved_api"},
-		{"produce v12", 0, 12, "unsupported_version"},
+		{"produce v13", 0, 13, "unsupported_version"},
 		{"fetch v13", 1, 13, "unsupported_version"},
 		{"metadata v13", 3, 13, "unsupported_version"},
 		{"describe cluster v2", 60, 2, "unsupported_version"},

@@ -8,7 +8,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/broker"
+	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/internal/membudget"
+	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/segment"
 )
 
@@ -17,8 +19,10 @@ import (
 // offset and partition leader epoch (bytes 0-7 and 12-15, outside the CRC), the epoch
 // being Metadata's constant 0. Fetch sessions are not served: SessionID is always 0, a
 // full answer every time (clients then stop asking); a session id the client believes
-// in is FETCH_SESSION_ID_NOT_FOUND. With no transactions, the last stable offset is the
-// high watermark and there are no aborted transactions.
+// in is FETCH_SESSION_ID_NOT_FOUND. Under read_committed (isolation level 1) a
+// partition's answer stops at its last stable offset and carries the aborted
+// transactions its batches may hold; the transaction markers come as control batches
+// where their offsets fall.
 func (s *Server) fetch(ctx context.Context, r *request, req kmsg.Request) (kmsg.Response, error) {
 	in := req.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
@@ -34,11 +38,15 @@ func (s *Server) fetch(ctx context.Context, r *request, req kmsg.Request) (kmsg.
 	if pf.MaxBytes < 0 {
 		pf.MaxBytes = 0
 	}
+	iso := reader.ReadUncommitted
+	if in.IsolationLevel == 1 {
+		iso = reader.ReadCommitted
+	}
 	for _, t := range in.Topics {
 		for _, p := range t.Partitions {
 			pf.Partitions = append(pf.Partitions, broker.FetchRequest{
 				Topic: t.Topic, Partition: p.Partition, Offset: p.FetchOffset, MaxBytes: int64(max(p.PartitionMaxBytes, 1)),
-				Memory: r.mem,
+				Memory: r.mem, Isolation: iso, Markers: true,
 			})
 		}
 	}
@@ -64,7 +72,10 @@ func (s *Server) fetch(ctx context.Context, r *request, req kmsg.Request) (kmsg.
 				rt.Partitions = append(rt.Partitions, rp)
 				continue
 			}
-			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = g.HighWatermark, g.HighWatermark, g.LogStartOffset
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = g.HighWatermark, g.LastStableOffset, g.LogStartOffset
+			if iso == reader.ReadCommitted {
+				rp.AbortedTransactions = abortedTransactions(g.Aborted, g.NextOffset)
+			}
 			// The batches' copy and their place in the framed response are reserved
 			// before they are made; without room the partition answers a retriable
 			// error, and the client fetches it again.
@@ -107,6 +118,22 @@ func kafkaBatches(batches [][]byte, bases []int64) []byte {
 		raw := out[start:]
 		segment.SetBaseOffset(raw, bases[i])
 		segment.SetLeaderEpoch(raw, 0)
+	}
+	return out
+}
+
+// abortedTransactions lists the aborted transactions whose records an answer may hold
+// (they began before next, the offset after its last batch), as Kafka clients want
+// them: producer id and first offset. Empty, not null, under read_committed.
+func abortedTransactions(aborted []catalog.AbortedTxn, next int64) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
+	out := []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+	for _, a := range aborted {
+		if a.FirstOffset >= next {
+			continue
+		}
+		at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+		at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+		out = append(out, at)
 	}
 	return out
 }

@@ -73,7 +73,8 @@ func startNodeOn(t *testing.T, cat nodeCatalog, store objstore.Store, cfg kafka.
 	rd := reader.New(store, cat, reader.Config{PollInterval: 100 * time.Millisecond}, nil, nil)
 	wg.Go(func() { _ = w.Run(ctx) })
 	wg.Go(func() { _ = rd.Run(ctx) })
-	core := broker.New(broker.Config{}, broker.Deps{Catalog: cat, Writer: w, Submitter: w, Reader: rd, Batches: rd, Watcher: rd, Producers: cat, Records: cat, Groups: cat, Classic: cat})
+	core := broker.New(broker.Config{}, broker.Deps{Catalog: cat, Writer: w, Submitter: w, Reader: rd, Batches: rd, Watcher: rd, Producers: cat, Records: cat, Groups: cat, Classic: cat,
+		Transactions: cat})
 	wg.Go(func() { _ = core.RunGroups(ctx) })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -8,12 +8,13 @@ import (
 
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/reader"
 )
 
 // listOffsets serves ListOffsets: -2 is the log start offset, -1 the high watermark
-// (also under read_committed: with no transactions the last stable offset is the high
-// watermark), -3 the record with the largest timestamp, and a time the first record at
-// or after it (offset -1 when there is none). v0 answers a list of at most one offset.
+// (the last stable offset under read_committed, isolation level 1), -3 the record with
+// the largest timestamp, and a time the first record at or after it (offset -1 when
+// there is none). v0 answers a list of at most one offset.
 func (s *Server) listOffsets(ctx context.Context, r *request, req kmsg.Request) (kmsg.Response, error) {
 	in := req.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
@@ -27,7 +28,11 @@ func (s *Server) listOffsets(ctx context.Context, r *request, req kmsg.Request) 
 			var err error
 			switch ts := p.Timestamp; ts {
 			case broker.Earliest, broker.Latest:
-				rp.Offset, err = s.deps.Core.ListOffset(ctx, r.who, t.Topic, p.Partition, ts)
+				iso := reader.ReadUncommitted
+				if in.IsolationLevel == 1 {
+					iso = reader.ReadCommitted
+				}
+				rp.Offset, err = s.deps.Core.ListOffsetAt(ctx, r.who, t.Topic, p.Partition, ts, iso)
 			default:
 				var to broker.TimestampOffset
 				to, err = s.deps.Core.OffsetForTimestamp(ctx, r.who, t.Topic, p.Partition, ts)
@@ -73,17 +78,15 @@ func (s *Server) deleteRecords(ctx context.Context, r *request, req kmsg.Request
 	return resp, nil
 }
 
-// initProducerID serves InitProducerId for idempotent producers: a new id at epoch 0,
+// initProducerID serves InitProducerId: for idempotent producers a new id at epoch 0,
 // or (v3+, KIP-360) the producer's own id at the next epoch when it names its current
-// identity. Kafka transactions are not served, so a transactional id is refused with
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which every client treats as fatal.
+// identity; with a transactional id, the coordinator's (txn.go).
 func (s *Server) initProducerID(ctx context.Context, r *request, req kmsg.Request) (kmsg.Response, error) {
 	in := req.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if in.TransactionalID != nil {
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-		return resp, nil
+		return s.initTxnProducerID(ctx, r, in, resp)
 	}
 	var creq broker.InitProducerRequest
 	if in.ProducerID >= 0 && in.ProducerEpoch >= 0 {
@@ -168,6 +171,9 @@ func (s *Server) offsetFetch(ctx context.Context, r *request, req kmsg.Request) 
 			if code == 0 {
 				rts, code = s.groupOffsets(ctx, r.who, g.Group, topics)
 			}
+			if code == 0 && in.RequireStable {
+				code = s.markUnstable(ctx, r.who, g.Group, rts)
+			}
 			rg := kmsg.NewOffsetFetchResponseGroup()
 			rg.Group, rg.ErrorCode = g.Group, code
 			for _, rt := range rts {
@@ -185,7 +191,38 @@ func (s *Server) offsetFetch(ctx context.Context, r *request, req kmsg.Request) 
 		return resp, nil
 	}
 	resp.Topics, resp.ErrorCode = s.groupOffsets(ctx, r.who, in.Group, in.Topics)
+	if resp.ErrorCode == 0 && in.Version >= 7 && in.RequireStable {
+		resp.ErrorCode = s.markUnstable(ctx, r.who, in.Group, resp.Topics)
+	}
 	return resp, nil
+}
+
+// markUnstable answers OffsetFetch's require_stable (KIP-447): a partition whose offset
+// waits in an ongoing transaction is UNSTABLE_OFFSET_COMMIT (offset -1), so the
+// client asks again once the transaction is decided.
+func (s *Server) markUnstable(ctx context.Context, who broker.Principal, group string, rts []kmsg.OffsetFetchResponseTopic) int16 {
+	pending, err := s.deps.Core.PendingTxnOffsets(ctx, who, group)
+	if err != nil {
+		return s.code(err)
+	}
+	if len(pending) == 0 {
+		return 0
+	}
+	unstable := map[string]map[int32]bool{}
+	for _, tp := range pending {
+		unstable[tp.Topic] = map[int32]bool{}
+		for _, p := range tp.Partitions {
+			unstable[tp.Topic][p] = true
+		}
+	}
+	for i := range rts {
+		for j := range rts[i].Partitions {
+			if p := &rts[i].Partitions[j]; unstable[rts[i].Topic][p.Partition] {
+				p.ErrorCode, p.Offset = kerr.UnstableOffsetCommit.Code, -1
+			}
+		}
+	}
+	return 0
 }
 
 // checkFetchMember checks the member an OffsetFetch names (v9): in a consumer group it

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/broker"
@@ -42,47 +41,48 @@ func (s *Server) produce(ctx context.Context, r *request, req kmsg.Request) (kms
 			parts = append(parts, &partitionProduce{topic: t.Topic, partition: p.Partition, records: p.Records})
 		}
 	}
-	transactional := in.TransactionID != nil
-	if !transactional {
-		each(len(parts), func(i int) {
-			p := parts[i]
-			p.prepared, p.err = s.deps.Core.PrepareBatches(ctx, r.who, broker.BatchesRequest{Topic: p.topic, Partition: p.partition, Batches: p.records, BatchSizeRule: true})
-		})
-		wctx := ctx
-		if in.TimeoutMillis > 0 {
-			var cancel context.CancelFunc
-			wctx, cancel = context.WithTimeout(ctx, time.Duration(in.TimeoutMillis)*time.Millisecond)
-			defer cancel()
-		}
-		// Submitting only buffers; with the writer's buffer full it waits for room,
-		// which slows this connection's producer down as a Kafka broker does (a refusal
-		// would send it into its retry backoff). The next Produce of the connection
-		// waits its turn meanwhile.
-		select {
-		case <-r.turn:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		for _, p := range parts {
-			if p.err == nil {
-				p.err = p.prepared.SubmitWhenRoom(wctx)
-			}
-		}
-		r.endTurn()
-		var abandoned atomic.Bool
-		each(len(parts), func(i int) {
-			p := parts[i]
-			if p.err == nil {
-				p.res, p.err = p.prepared.Wait(wctx)
-				// Stopped waiting: the writer may still read the records in the frame.
-				if p.err != nil && wctx.Err() != nil {
-					abandoned.Store(true)
-				}
-			}
-			p.logStart = s.logStartFor(ctx, r, p)
-		})
-		r.keepFrame = abandoned.Load()
+	// Transactional batches name their transactional id; from v12 (transactions v2) the
+	// produce adds its partition to the transaction itself.
+	tid, implicit := deref(in.TransactionID), in.Version >= 12
+	each(len(parts), func(i int) {
+		p := parts[i]
+		p.prepared, p.err = s.deps.Core.PrepareBatches(ctx, r.who, broker.BatchesRequest{Topic: p.topic, Partition: p.partition, Batches: p.records,
+			BatchSizeRule: true, TransactionalID: tid, ImplicitTxnAdd: implicit})
+	})
+	wctx := ctx
+	if in.TimeoutMillis > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, time.Duration(in.TimeoutMillis)*time.Millisecond)
+		defer cancel()
 	}
+	// Submitting only buffers; with the writer's buffer full it waits for room, which
+	// slows this connection's producer down as a Kafka broker does (a refusal would send
+	// it into its retry backoff). The next Produce of the connection waits its turn
+	// meanwhile.
+	select {
+	case <-r.turn:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	for _, p := range parts {
+		if p.err == nil {
+			p.err = p.prepared.SubmitWhenRoom(wctx)
+		}
+	}
+	r.endTurn()
+	var abandoned atomic.Bool
+	each(len(parts), func(i int) {
+		p := parts[i]
+		if p.err == nil {
+			p.res, p.err = p.prepared.Wait(wctx)
+			// Stopped waiting: the writer may still read the records in the frame.
+			if p.err != nil && wctx.Err() != nil {
+				abandoned.Store(true)
+			}
+		}
+		p.logStart = s.logStartFor(ctx, r, p)
+	})
+	r.keepFrame = abandoned.Load()
 	if in.Acks == 0 {
 		return nil, nil
 	}
@@ -96,12 +96,6 @@ func (s *Server) produce(ctx context.Context, r *request, req kmsg.Request) (kms
 			rp := kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.partition
 			switch {
-			case transactional:
-				// Kafka transactions are not served (InitProducerId refuses
-				// transactional ids), so no transactional producer can exist.
-				rp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-				msg := "Kafka transactions are not supported by this server"
-				rp.ErrorMessage = &msg
 			case p.err != nil:
 				rp.ErrorCode, rp.ErrorMessage = s.kafkaError(p.err)
 				rp.LogStartOffset = p.logStart

@@ -118,7 +118,8 @@ func TestProduceRefusals(t *testing.T) {
 		{"magic 1", corrupt(func(b []byte) []byte { b[16] = 1; return withCRC(b) }), kerr.CorruptMessage},
 		{"codec 5", corrupt(func(b []byte) []byte { b[22] |= 5; return withCRC(b) }), kerr.CorruptMessage},
 		{"control batch", corrupt(func(b []byte) []byte { b[22] |= 0x20; return withCRC(b) }), kerr.CorruptMessage},
-		{"transactional batch", corrupt(func(b []byte) []byte { b[22] |= 0x10; return withCRC(b) }), kerr.CorruptMessage},
+		// A transactional batch from a producer without a transactional id.
+		{"transactional batch", corrupt(func(b []byte) []byte { b[22] |= 0x10; return withCRC(b) }), kerr.InvalidTxnState},
 		{"last offset delta", corrupt(func(b []byte) []byte { b[26] = 7; return withCRC(b) }), kerr.CorruptMessage},
 		{"length", corrupt(func(b []byte) []byte { return b[:len(b)-2] }), kerr.CorruptMessage},
 		{"no batch", nil, kerr.CorruptMessage},
@@ -168,20 +169,29 @@ func TestProduceRefusals(t *testing.T) {
 	unknown := batchtest.Batch(t, batchtest.Some(1, now), 0, ip.ProducerID+1000, 0, 0)
 	wantCode(t, "unknown producer", r.produce("in", map[int32][]byte{1: unknown})[1].ErrorCode, kerr.UnknownProducerID)
 
-	// Kafka transactions are not served.
+	// A transactional producer's batch for a partition it did not add (transactions v1,
+	// Produce v11) is refused and writes nothing.
 	tid := "txn"
 	ipt := kmsg.NewPtrInitProducerIDRequest()
 	ipt.TransactionalID = &tid
-	wantCode(t, "transactional InitProducerId", r.do(ipt).(*kmsg.InitProducerIDResponse).ErrorCode, kerr.TransactionalIDAuthorizationFailed)
+	wantCode(t, "transactional InitProducerId without a timeout", r.do(ipt).(*kmsg.InitProducerIDResponse).ErrorCode, kerr.InvalidTransactionTimeout)
+	ipt.TransactionTimeoutMillis = 60_000
+	tp := r.do(ipt).(*kmsg.InitProducerIDResponse)
+	wantCode(t, "transactional InitProducerId", tp.ErrorCode, &kerr.Error{Code: 0, Message: "none"})
+	v11 := kversion.Stable()
+	v11.SetMaxKeyVersion(int16(kmsg.Produce), 11)
+	r11 := raw{t: t, n: n, br: client(t, kgo.SeedBrokers(n.addr), kgo.MaxVersions(v11)).Broker(int(n.reg.Node().ID))}
 	treq := kmsg.NewPtrProduceRequest()
 	treq.TransactionID, treq.Acks = &tid, -1
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = "in"
 	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = good()
+	rp.Records = batchtest.Batch(t, batchtest.Some(2, now), 0, tp.ProducerID, tp.ProducerEpoch, 0)
+	rp.Records[22] |= 0x10
+	rp.Records = withCRC(rp.Records)
 	rt.Partitions = append(rt.Partitions, rp)
 	treq.Topics = append(treq.Topics, rt)
-	wantCode(t, "transactional produce", r.do(treq).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode, kerr.TransactionalIDAuthorizationFailed)
+	wantCode(t, "transactional produce to a partition not added", r11.do(treq).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode, kerr.InvalidTxnState)
 	if hw := r.hwm("in", 0); hw != 3 {
 		t.Fatalf("partition 0: high watermark %d, want 3 (the leader-epoch batch alone)", hw)
 	}

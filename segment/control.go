@@ -12,10 +12,10 @@ import (
 // the reader renders each with ControlBatch where its offset falls, and no object
 // holds one.
 
-// controlRecord is the one record of a marker: length 14, attributes 0, timestamp delta
+// controlRecord is the one record of a marker: length 16, attributes 0, timestamp delta
 // 0, offset delta 0, key of 4 bytes, value of 6 bytes, no headers.
 var controlRecord = [...]byte{
-	28,         // length 14, zigzag
+	32,         // length 16 (what follows), zigzag
 	0,          // attributes
 	0,          // timestamp delta
 	0,          // offset delta

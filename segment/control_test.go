@@ -32,6 +32,11 @@ func TestControlBatch(t *testing.T) {
 		if err := r.ReadFrom(b.Records); err != nil {
 			t.Fatal(err)
 		}
+		// The record's length is what follows its length field, as a client decoding
+		// records back to back needs it.
+		if int(r.Length) != len(b.Records)-1 {
+			t.Fatalf("record length %d, %d bytes follow it", r.Length, len(b.Records)-1)
+		}
 		typ := byte(0)
 		if commit {
 			typ = 1
