@@ -519,6 +519,8 @@ func testTxnTimeout(t *testing.T, c TxnCatalog) {
 	// The late producer is fenced; InitProducerId naming its identity recovers it.
 	_, err := c.EndTxn(ctx, catalog.EndTxn{TransactionalID: tid, Producer: p, Commit: true})
 	wantErr(t, "the late producer's commit", err, catalog.ErrProducerFenced)
+	_, err = c.EndTxn(ctx, catalog.EndTxn{TransactionalID: tid, Producer: p, BumpEpoch: true})
+	wantErr(t, "the late producer's abort (v2): no retry of the reaper's", err, catalog.ErrProducerFenced)
 	p2, err := c.InitTxnProducer(ctx, catalog.InitTxn{TransactionalID: tid, Timeout: time.Minute, Current: &p})
 	if err != nil || p2.Epoch != p.Epoch+2 {
 		t.Fatalf("recovery from the aborted identity: %+v, %v; want epoch %d", p2, err, p.Epoch+2)

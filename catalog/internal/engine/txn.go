@@ -487,8 +487,9 @@ func AbortExpiredTxn(ctx context.Context, b TxnBackend, tid string, p catalog.Pr
 		complete(v, w, &t, p, false)
 		bump(w, &t, p)
 		// The producer never saw this bump: InitProducerId naming its old identity is
-		// its recovery (KIP-360), not a fenced instance.
-		t.Prev = p
+		// its recovery (KIP-360), not a fenced instance. Its own EndTxn is no retry of
+		// this decision (Last cleared): it is fenced.
+		t.Prev, t.Last = p, noProducer
 		w.Txn = &t
 		ok = true
 		return w, nil
