@@ -31,9 +31,12 @@ const RecordBatchContentType = "application/vnd.kafka.record-batch"
 
 // Response headers of a binary fetch: what the JSON answer carries beside the records.
 const (
-	HeaderNextOffset     = "Strata-Next-Offset"
-	HeaderHighWatermark  = "Strata-High-Watermark"
-	HeaderLogStartOffset = "Strata-Log-Start-Offset"
+	HeaderNextOffset    = "Strata-Next-Offset"
+	HeaderHighWatermark = "Strata-High-Watermark"
+	// HeaderLastStableOffset is the partition's last stable offset: a read_committed
+	// fetch stops there.
+	HeaderLastStableOffset = "Strata-Last-Stable-Offset"
+	HeaderLogStartOffset   = "Strata-Log-Start-Offset"
 )
 
 // isRecordBatchBody reports whether the request body is declared as record batches.
@@ -105,7 +108,7 @@ func (a *API) fetchBinary(w http.ResponseWriter, r *http.Request, topic string, 
 	if err := a.core.Check(broker.CapFetchBatches); err != nil {
 		return a.problemFor(r, err)
 	}
-	offset, p := a.startOffset(r, topic, part, r.URL.Query().Get("offset"), "earliest")
+	offset, p := a.startOffset(r, topic, part, r.URL.Query().Get("offset"), "earliest", fp.isolation)
 	if p != nil {
 		return p
 	}
@@ -123,6 +126,7 @@ func (a *API) fetchBinary(w http.ResponseWriter, r *http.Request, topic string, 
 	h.Set("Content-Length", strconv.Itoa(size))
 	h.Set(HeaderNextOffset, strconv.FormatInt(res.NextOffset, 10))
 	h.Set(HeaderHighWatermark, strconv.FormatInt(res.HighWatermark, 10))
+	h.Set(HeaderLastStableOffset, strconv.FormatInt(res.LastStableOffset, 10))
 	h.Set(HeaderLogStartOffset, strconv.FormatInt(res.LogStartOffset, 10))
 	w.WriteHeader(http.StatusOK)
 	// Each batch as two writes, its real base offset and the rest as the cache holds

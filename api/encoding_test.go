@@ -104,7 +104,7 @@ func TestEncodingRoundTrip(t *testing.T) {
 			e := newEnv(t, Config{})
 			e.createTopic("t", 1, tc.configs)
 			got := roundTrip(t, e, "t", tc.body, tc.query)
-			want := `{"records":` + tc.fetched + `,"next_offset":` + strconv.Itoa(len(tc.stored)) + `,"high_watermark":` + strconv.Itoa(len(tc.stored)) + `,"log_start_offset":0}`
+			want := `{"records":` + tc.fetched + `,"next_offset":` + strconv.Itoa(len(tc.stored)) + `,"high_watermark":` + strconv.Itoa(len(tc.stored)) + `,"last_stable_offset":` + strconv.Itoa(len(tc.stored)) + `,"log_start_offset":0}`
 			if got != want {
 				t.Errorf("fetched\n got %s\nwant %s", got, want)
 			}
@@ -156,7 +156,7 @@ func TestRenderFallback(t *testing.T) {
 		`{"offset":2,"timestamp":0,"key":null,"value":"","value_encoding":"base64","headers":[{"key":"k` + "\uFFFD" + `","value":"/g==","encoding":"base64"}]},` +
 		`{"offset":3,"timestamp":0,"key":null,"value":"Iv8i","value_encoding":"base64","headers":[]},` +
 		`{"offset":4,"timestamp":0,"key":null,"value":[1,2],"headers":[]}` +
-		`],"next_offset":5,"high_watermark":5,"log_start_offset":0}`
+		`],"next_offset":5,"high_watermark":5,"last_stable_offset":5,"log_start_offset":0}`
 	if got := strings.TrimSpace(rec.Body.String()); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}

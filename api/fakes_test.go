@@ -236,8 +236,10 @@ func (c *fakeCluster) Partitions(ctx context.Context, topicID int64) ([]catalog.
 		for _, r := range c.logs[k] {
 			bytes += int64(len(r.Key) + len(r.Value))
 		}
+		hw := c.logStart[k] + int64(len(c.logs[k]))
 		out = append(out, catalog.PartitionInfo{TopicID: topicID, Partition: p, LogStartOffset: c.logStart[k],
-			HighWatermark: c.logStart[k] + int64(len(c.logs[k])), Bytes: bytes})
+			HighWatermark: hw, LastStableOffset: hw, Bytes: bytes}) // no transactions here
+
 	}
 	return out, nil
 }
@@ -361,7 +363,7 @@ func (c *fakeCluster) Fetch(ctx context.Context, f reader.Fetch) (reader.Result,
 			}
 			c.mu.Unlock()
 			return reader.Result{Records: append([]segment.DecodedRecord(nil), recs...), NextOffset: f.Offset + int64(len(recs)),
-				HighWatermark: hw, LogStartOffset: start}, nil
+				HighWatermark: hw, LastStableOffset: hw, LogStartOffset: start}, nil
 		}
 		changed := c.changed
 		c.mu.Unlock()

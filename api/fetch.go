@@ -20,6 +20,9 @@ type fetchParams struct {
 	maxBytes   int64
 	wait       time.Duration
 	render     renderOpts
+	// isolation is read_committed unless the client asks for read_uncommitted: an HTTP
+	// reader sees no record of an open or aborted transaction by default.
+	isolation broker.Isolation
 }
 
 // fetchOrTail serves GET /v1/topics/{topic}/partitions/{partition}/records: a fetch
@@ -58,7 +61,7 @@ func (a *API) fetchOrTail(w http.ResponseWriter, r *http.Request) *problem {
 	if wantsRecordBatches(r) { // Kafka v2 record batches instead of JSON (binary.go)
 		return a.fetchBinary(w, r, ti.Name, part, fp)
 	}
-	offset, p := a.startOffset(r, ti.Name, part, r.URL.Query().Get("offset"), "earliest")
+	offset, p := a.startOffset(r, ti.Name, part, r.URL.Query().Get("offset"), "earliest", fp.isolation)
 	if p != nil {
 		return p
 	}
@@ -80,7 +83,7 @@ func (a *API) fetchOrTail(w http.ResponseWriter, r *http.Request) *problem {
 // request's hold.
 func (fp *fetchParams) request(r *http.Request, topic string, part int32, offset int64) broker.FetchRequest {
 	return broker.FetchRequest{Topic: topic, Partition: part, Offset: offset, MaxRecords: fp.maxRecords, MaxBytes: fp.maxBytes, Wait: fp.wait,
-		Memory: hold(r)}
+		Memory: hold(r), Isolation: fp.isolation}
 }
 
 func (a *API) parseFetchParams(r *http.Request, ti broker.TopicInfo) (fetchParams, *problem) {
@@ -112,6 +115,14 @@ func (a *API) parseFetchParams(r *http.Request, ti broker.TopicInfo) (fetchParam
 			fp.wait = time.Duration(n) * time.Millisecond
 		}
 	}
+	switch s := q.Get("isolation"); s {
+	case "", "read_committed":
+		fp.isolation = broker.ReadCommitted
+	case "read_uncommitted":
+		fp.isolation = broker.ReadUncommitted
+	default:
+		return fp, newProblem(CodeInvalidParameter, "isolation %q: use read_committed (the default) or read_uncommitted", truncate(s, 32)).with("parameter", "isolation")
+	}
 	var b64 bool
 	switch s := q.Get("format"); s {
 	case "":
@@ -125,9 +136,10 @@ func (a *API) parseFetchParams(r *http.Request, ti broker.TopicInfo) (fetchParam
 }
 
 // startOffset resolves an offset parameter: digits, "earliest" (the log start) or
-// "latest" (the high watermark: only records produced from now on). def is used when
-// the parameter is absent.
-func (a *API) startOffset(r *http.Request, topic string, part int32, s, def string) (int64, *problem) {
+// "latest" (the high watermark: only records produced from now on; for a read_committed
+// reader the last stable offset, so that an open transaction's records are not skipped
+// once committed). def is used when the parameter is absent.
+func (a *API) startOffset(r *http.Request, topic string, part int32, s, def string, iso broker.Isolation) (int64, *problem) {
 	if s == "" {
 		s = def
 	}
@@ -136,7 +148,7 @@ func (a *API) startOffset(r *http.Request, topic string, part int32, s, def stri
 		if s == "latest" {
 			at = broker.Latest
 		}
-		off, err := a.core.ListOffset(r.Context(), principal(r), topic, part, at)
+		off, err := a.core.ListOffsetAt(r.Context(), principal(r), topic, part, at, iso)
 		if err != nil {
 			return 0, a.problemFor(r, err)
 		}
@@ -199,6 +211,8 @@ func appendFetchResult(dst []byte, res *broker.FetchResult, o renderOpts) []byte
 	dst = strconv.AppendInt(dst, res.NextOffset, 10)
 	dst = append(dst, `,"high_watermark":`...)
 	dst = strconv.AppendInt(dst, res.HighWatermark, 10)
+	dst = append(dst, `,"last_stable_offset":`...)
+	dst = strconv.AppendInt(dst, res.LastStableOffset, 10)
 	dst = append(dst, `,"log_start_offset":`...)
 	dst = strconv.AppendInt(dst, res.LogStartOffset, 10)
 	return append(dst, "}\n"...)

@@ -25,12 +25,12 @@ func TestFetch(t *testing.T) {
 		query string
 		want  string
 	}{
-		{"offset=3&max_records=1", `{"records":[{"offset":3,"timestamp":1003,"key":null,"value":"d","headers":[]}],"next_offset":4,"high_watermark":5,"log_start_offset":2}`},
-		{"", `{"records":[{"offset":2,"timestamp":1002,"key":null,"value":"c","headers":[]},{"offset":3,"timestamp":1003,"key":null,"value":"d","headers":[]},{"offset":4,"timestamp":1004,"key":null,"value":"e","headers":[]}],"next_offset":5,"high_watermark":5,"log_start_offset":2}`},
-		{"offset=earliest&max_records=1", `{"records":[{"offset":2,"timestamp":1002,"key":null,"value":"c","headers":[]}],"next_offset":3,"high_watermark":5,"log_start_offset":2}`},
-		{"offset=latest", `{"records":[],"next_offset":5,"high_watermark":5,"log_start_offset":2}`},
-		{"offset=5&max_bytes=10&wait_ms=0", `{"records":[],"next_offset":5,"high_watermark":5,"log_start_offset":2}`},
-		{"offset=4&format=base64", `{"records":[{"offset":4,"timestamp":1004,"key":null,"value":"ZQ==","headers":[]}],"next_offset":5,"high_watermark":5,"log_start_offset":2}`},
+		{"offset=3&max_records=1", `{"records":[{"offset":3,"timestamp":1003,"key":null,"value":"d","headers":[]}],"next_offset":4,"high_watermark":5,"last_stable_offset":5,"log_start_offset":2}`},
+		{"", `{"records":[{"offset":2,"timestamp":1002,"key":null,"value":"c","headers":[]},{"offset":3,"timestamp":1003,"key":null,"value":"d","headers":[]},{"offset":4,"timestamp":1004,"key":null,"value":"e","headers":[]}],"next_offset":5,"high_watermark":5,"last_stable_offset":5,"log_start_offset":2}`},
+		{"offset=earliest&max_records=1", `{"records":[{"offset":2,"timestamp":1002,"key":null,"value":"c","headers":[]}],"next_offset":3,"high_watermark":5,"last_stable_offset":5,"log_start_offset":2}`},
+		{"offset=latest", `{"records":[],"next_offset":5,"high_watermark":5,"last_stable_offset":5,"log_start_offset":2}`},
+		{"offset=5&max_bytes=10&wait_ms=0", `{"records":[],"next_offset":5,"high_watermark":5,"last_stable_offset":5,"log_start_offset":2}`},
+		{"offset=4&format=base64", `{"records":[{"offset":4,"timestamp":1004,"key":null,"value":"ZQ==","headers":[]}],"next_offset":5,"high_watermark":5,"last_stable_offset":5,"log_start_offset":2}`},
 	} {
 		rec := e.do("GET", "/v1/topics/t/partitions/1/records?"+tc.query, "")
 		if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != tc.want {
@@ -51,6 +51,8 @@ func TestFetch(t *testing.T) {
 		{"max_bytes=lots", 400, CodeInvalidParameter},
 		{"wait_ms=1s", 400, CodeInvalidParameter},
 		{"format=xml", 400, CodeInvalidParameter},
+		{"isolation=serializable", 400, CodeInvalidParameter},
+		{"isolation=READ_COMMITTED", 400, CodeInvalidParameter},
 	} {
 		wantProblem(t, e.do("GET", "/v1/topics/t/partitions/1/records?"+tc.query, ""), tc.status, tc.code)
 	}
@@ -102,7 +104,7 @@ func TestFetchLongPoll(t *testing.T) {
 		t.Fatalf("produce: %d %s", rec.Code, rec.Body)
 	}
 	wg.Wait()
-	want := `{"records":[{"offset":0,"timestamp":1700000000000,"key":null,"value":{"n":1},"headers":[]}],"next_offset":1,"high_watermark":1,"log_start_offset":0}`
+	want := `{"records":[{"offset":0,"timestamp":1700000000000,"key":null,"value":{"n":1},"headers":[]}],"next_offset":1,"high_watermark":1,"last_stable_offset":1,"log_start_offset":0}`
 	if strings.TrimSpace(body) != want {
 		t.Errorf("long poll got %s", body)
 	}

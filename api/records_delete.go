@@ -36,7 +36,7 @@ func (a *API) deleteRecords(w http.ResponseWriter, r *http.Request) *problem {
 	if err != nil {
 		return a.problemFor(r, err)
 	}
-	b, _ := json.Marshal(partitionJSON{pi.Partition, pi.LogStartOffset, pi.HighWatermark, pi.Bytes})
+	b, _ := json.Marshal(partitionJSON{pi.Partition, pi.LogStartOffset, pi.HighWatermark, pi.LastStableOffset, pi.Bytes})
 	writeJSONBytes(w, http.StatusOK, append(b, '\n'))
 	return nil
 }

@@ -28,7 +28,7 @@ func (a *API) tail(w http.ResponseWriter, r *http.Request, topic string, part in
 		offset = n + 1
 	} else {
 		var p *problem
-		if offset, p = a.startOffset(r, topic, part, r.URL.Query().Get("offset"), "latest"); p != nil {
+		if offset, p = a.startOffset(r, topic, part, r.URL.Query().Get("offset"), "latest", fp.isolation); p != nil {
 			return p
 		}
 	}

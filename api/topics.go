@@ -236,7 +236,10 @@ type partitionJSON struct {
 	Partition      int32 `json:"partition"`
 	LogStartOffset int64 `json:"log_start_offset"`
 	HighWatermark  int64 `json:"high_watermark"`
-	Bytes          int64 `json:"bytes"`
+	// LastStableOffset is where read_committed readers stop: the first offset of the
+	// partition's earliest open transaction, or the high watermark.
+	LastStableOffset int64 `json:"last_stable_offset"`
+	Bytes            int64 `json:"bytes"`
 }
 
 func (rs *partitionsResource) list(w http.ResponseWriter, r *http.Request) *problem {
@@ -250,7 +253,7 @@ func (rs *partitionsResource) list(w http.ResponseWriter, r *http.Request) *prob
 	}
 	out := make([]partitionJSON, 0, len(ps))
 	for _, pi := range ps {
-		out = append(out, partitionJSON{pi.Partition, pi.LogStartOffset, pi.HighWatermark, pi.Bytes})
+		out = append(out, partitionJSON{pi.Partition, pi.LogStartOffset, pi.HighWatermark, pi.LastStableOffset, pi.Bytes})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"partitions": out})
 	return nil

@@ -86,7 +86,7 @@ func TestTopicLifecycle(t *testing.T) {
 	for i, p := range parts.Partitions {
 		wantP := partitionJSON{Partition: int32(i)}
 		if i == 2 {
-			wantP = partitionJSON{Partition: 2, LogStartOffset: 0, HighWatermark: 2, Bytes: 5}
+			wantP = partitionJSON{Partition: 2, LogStartOffset: 0, HighWatermark: 2, LastStableOffset: 2, Bytes: 5}
 		}
 		if p != wantP {
 			t.Errorf("partition %d: %+v, want %+v", i, p, wantP)

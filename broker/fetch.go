@@ -34,6 +34,17 @@ type FetchRequest struct {
 	Markers bool
 }
 
+// Isolation is a fetch's isolation level: ReadCommitted stops at a partition's last
+// stable offset and leaves out aborted transactions' records; ReadUncommitted reads to
+// the high watermark.
+type Isolation = reader.Isolation
+
+// The isolation levels.
+const (
+	ReadUncommitted = reader.ReadUncommitted
+	ReadCommitted   = reader.ReadCommitted
+)
+
 // FetchResult answers Fetch: the records from the requested offset, the offset to ask
 // for next, and the partition's high watermark and log start offset. No records: the
 // wait ended without any.

@@ -144,10 +144,11 @@ func (c *Client) ProduceBinary(ctx context.Context, topic string, partition int3
 type BatchFetchResult struct {
 	// Batches holds whole Kafka v2 record batches, back to back, with their real base
 	// offsets. The first may begin below the offset asked for.
-	Batches        []byte
-	NextOffset     int64
-	HighWatermark  int64
-	LogStartOffset int64
+	Batches          []byte
+	NextOffset       int64
+	HighWatermark    int64
+	LastStableOffset int64
+	LogStartOffset   int64
 }
 
 // FetchBatches reads record batches of one partition from o.Offset, as stored (o.Base64
@@ -175,6 +176,16 @@ func (c *Client) FetchBatches(ctx context.Context, topic string, partition int32
 			}
 			*h.v = n
 		}
+		// A server from before transactions sends no last stable offset: it is the high
+		// watermark there.
+		res.LastStableOffset = res.HighWatermark
+		if v := resp.Header.Get("Strata-Last-Stable-Offset"); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("answer header Strata-Last-Stable-Offset: %w", err)
+			}
+			res.LastStableOffset = n
+		}
 		var buf bytes.Buffer
 		if resp.ContentLength > 0 {
 			buf.Grow(int(resp.ContentLength) + bytes.MinRead)
@@ -190,10 +201,11 @@ func (c *Client) FetchBatches(ctx context.Context, topic string, partition int32
 
 // BinaryFetchResult answers FetchBinary.
 type BinaryFetchResult struct {
-	Records        []RawRecord
-	NextOffset     int64
-	HighWatermark  int64
-	LogStartOffset int64
+	Records          []RawRecord
+	NextOffset       int64
+	HighWatermark    int64
+	LastStableOffset int64
+	LogStartOffset   int64
 }
 
 // FetchBinary is FetchBatches with the batches checked (CRC) and decoded into records,
@@ -203,7 +215,7 @@ func (c *Client) FetchBinary(ctx context.Context, topic string, partition int32,
 	if err != nil {
 		return BinaryFetchResult{}, err
 	}
-	res := BinaryFetchResult{NextOffset: br.NextOffset, HighWatermark: br.HighWatermark, LogStartOffset: br.LogStartOffset}
+	res := BinaryFetchResult{NextOffset: br.NextOffset, HighWatermark: br.HighWatermark, LastStableOffset: br.LastStableOffset, LogStartOffset: br.LogStartOffset}
 	recs, err := DecodeBatches(br.Batches, o.Offset)
 	if err != nil {
 		return res, fmt.Errorf("fetch record batches %s/%d at %d: %w", topic, partition, o.Offset, err)

@@ -73,6 +73,10 @@ type ConsumerConfig struct {
 	MaxRecords int
 	// FetchWait is the long-poll of each fetch. Default min(2s, SessionTimeout/3).
 	FetchWait time.Duration
+	// Isolation of every fetch (FetchOptions.Isolation): the server's read_committed
+	// when empty, so a member never sees records of open or aborted Kafka
+	// transactions.
+	Isolation Isolation
 	// OnAssigned is called with partitions newly assigned, before they are fetched.
 	OnAssigned func(ctx context.Context, tps []TopicPartition)
 	// OnRevoked is called with partitions being given back, after their handlers have

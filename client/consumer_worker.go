@@ -58,7 +58,8 @@ func (gc *Consumer) work(ctx context.Context, h Handler, tp TopicPartition, comm
 	gc.setBaseline(tp, offset)
 	var retry backoff
 	for ctx.Err() == nil && gc.alive() {
-		res, err := gc.c.Fetch(ctx, tp.Topic, tp.Partition, FetchOptions{Offset: offset, MaxRecords: gc.cfg.MaxRecords, Wait: gc.cfg.FetchWait})
+		res, err := gc.c.Fetch(ctx, tp.Topic, tp.Partition, FetchOptions{Offset: offset, MaxRecords: gc.cfg.MaxRecords, Wait: gc.cfg.FetchWait,
+			Isolation: gc.cfg.Isolation})
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -192,7 +193,13 @@ func (gc *Consumer) policyOffset(ctx context.Context, tp TopicPartition) (int64,
 	for _, p := range ps {
 		if p.Partition == tp.Partition {
 			if gc.cfg.StartAt == StartLatest {
-				return p.HighWatermark, nil
+				// A read_committed member starts at the last stable offset: an open
+				// transaction's records are below the high watermark, and appear at
+				// its commit.
+				if gc.cfg.Isolation == ReadUncommitted {
+					return p.HighWatermark, nil
+				}
+				return p.LastStableOffset, nil
 			}
 			return p.LogStartOffset, nil
 		}

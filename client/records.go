@@ -336,15 +336,32 @@ type FetchOptions struct {
 	// Base64 asks for every key and value as base64 of the stored bytes, whatever the
 	// topic's formats (Record.Encoding is then "base64").
 	Base64 bool
+	// Isolation is ReadCommitted (the server's default, when empty) or
+	// ReadUncommitted: whether records of Kafka transactions appear before their
+	// commit, and those of aborted ones at all.
+	Isolation Isolation
 }
+
+// Isolation is a fetch's isolation level.
+type Isolation string
+
+// The isolation levels: ReadCommitted stops at a partition's last stable offset (the
+// first offset of its earliest open Kafka transaction) and leaves out aborted
+// transactions' records; ReadUncommitted reads everything to the high watermark.
+const (
+	ReadCommitted   Isolation = "read_committed"
+	ReadUncommitted Isolation = "read_uncommitted"
+)
 
 // FetchResult answers a fetch.
 type FetchResult struct {
 	Records []Record
 	// NextOffset is where to fetch next.
-	NextOffset     int64
-	HighWatermark  int64
-	LogStartOffset int64
+	NextOffset    int64
+	HighWatermark int64
+	// LastStableOffset is where a ReadCommitted fetch stops.
+	LastStableOffset int64
+	LogStartOffset   int64
 }
 
 func fetchQuery(o FetchOptions) url.Values {
@@ -361,6 +378,9 @@ func fetchQuery(o FetchOptions) url.Values {
 	if o.Base64 {
 		q.Set("format", "base64")
 	}
+	if o.Isolation != "" {
+		q.Set("isolation", string(o.Isolation))
+	}
 	return q
 }
 
@@ -368,10 +388,11 @@ func fetchQuery(o FetchOptions) url.Values {
 // above the high watermark is an *Error (code offset_out_of_range).
 func (c *Client) Fetch(ctx context.Context, topic string, partition int32, o FetchOptions) (FetchResult, error) {
 	var out struct {
-		Records        []wireRecord `json:"records"`
-		NextOffset     int64        `json:"next_offset"`
-		HighWatermark  int64        `json:"high_watermark"`
-		LogStartOffset int64        `json:"log_start_offset"`
+		Records          []wireRecord `json:"records"`
+		NextOffset       int64        `json:"next_offset"`
+		HighWatermark    int64        `json:"high_watermark"`
+		LastStableOffset int64        `json:"last_stable_offset"`
+		LogStartOffset   int64        `json:"log_start_offset"`
 	}
 	p := strconv.Itoa(int(partition))
 	what := "fetch " + topic + "/" + p + " at " + strconv.FormatInt(o.Offset, 10)
@@ -379,10 +400,11 @@ func (c *Client) Fetch(ctx context.Context, topic string, partition int32, o Fet
 		return FetchResult{}, err
 	}
 	res := FetchResult{
-		Records:        make([]Record, len(out.Records)),
-		NextOffset:     out.NextOffset,
-		HighWatermark:  out.HighWatermark,
-		LogStartOffset: out.LogStartOffset,
+		Records:          make([]Record, len(out.Records)),
+		NextOffset:       out.NextOffset,
+		HighWatermark:    out.HighWatermark,
+		LastStableOffset: out.LastStableOffset,
+		LogStartOffset:   out.LogStartOffset,
 	}
 	for i, w := range out.Records {
 		res.Records[i] = w.record(partition, o.Base64)

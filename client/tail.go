@@ -18,6 +18,9 @@ import (
 type TailOptions struct {
 	// Base64 asks for keys and values as base64 of the stored bytes.
 	Base64 bool
+	// Isolation is the stream's (FetchOptions.Isolation): the server's read_committed
+	// when empty.
+	Isolation Isolation
 	// MinBackoff and MaxBackoff bound the wait between reconnects (defaults 100ms, 5s);
 	// the server's SSE "retry" field or Retry-After takes precedence.
 	MinBackoff, MaxBackoff time.Duration
@@ -107,7 +110,7 @@ type tail struct {
 // anything (a healthy stream resets the backoff).
 func (t *tail) stream(ctx context.Context) (progressed bool, err error) {
 	p := strconv.Itoa(int(t.partition))
-	u, err := t.c.endpoint(fetchQuery(FetchOptions{Offset: t.next, Base64: t.opts.Base64}), "v1", "topics", t.topic, "partitions", p, "records")
+	u, err := t.c.endpoint(fetchQuery(FetchOptions{Offset: t.next, Base64: t.opts.Base64, Isolation: t.opts.Isolation}), "v1", "topics", t.topic, "partitions", p, "records")
 	if err != nil {
 		return false, err
 	}

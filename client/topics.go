@@ -27,7 +27,10 @@ type Partition struct {
 	Partition      int32 `json:"partition"`
 	LogStartOffset int64 `json:"log_start_offset"`
 	HighWatermark  int64 `json:"high_watermark"`
-	Bytes          int64 `json:"bytes,omitempty"`
+	// LastStableOffset is where read_committed readers stop: the first offset of the
+	// partition's earliest open Kafka transaction, or the high watermark.
+	LastStableOffset int64 `json:"last_stable_offset"`
+	Bytes            int64 `json:"bytes,omitempty"`
 }
 
 // TopicAlter changes a topic. Zero fields change nothing.

@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	strata "github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/internal/batchtest"
 	"github.com/strata-io/strata/kafka"
 	"github.com/strata-io/strata/segment"
@@ -117,6 +119,33 @@ func TestTransactionsWithFranzGo(t *testing.T) {
 	}
 	if got := consumeValues(t, n.addr, "t", kgo.ReadCommitted(), 3, 2*time.Second); !slices.Equal(got, []string{"c1", "c2"}) {
 		t.Fatalf("read committed with o1 open: %v, want c1 c2", got)
+	}
+	// The HTTP API reads committed by default; read_uncommitted on request.
+	hc := strata.New(n.http)
+	httpValues := func(iso strata.Isolation) ([]string, strata.FetchResult) {
+		t.Helper()
+		res, err := hc.Fetch(ctx, "t", 0, strata.FetchOptions{Base64: true, Isolation: iso})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range res.Records {
+			var b []byte
+			if err := json.Unmarshal(r.Value, &b); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, string(b))
+		}
+		return out, res
+	}
+	if got, res := httpValues(""); !slices.Equal(got, []string{"c1", "c2"}) || res.NextOffset != 5 || res.LastStableOffset != 5 || res.HighWatermark != 6 {
+		t.Fatalf("HTTP, by default: %v %+v; want c1 c2, next offset 5, stable 5, high watermark 6", got, res)
+	}
+	if got, _ := httpValues(strata.ReadUncommitted); !slices.Equal(got, []string{"c1", "c2", "x1", "o1"}) {
+		t.Fatalf("HTTP, read_uncommitted: %v", got)
+	}
+	if ps, err := hc.Partitions(ctx, "t"); err != nil || ps[0].LastStableOffset != 5 {
+		t.Fatalf("HTTP partitions: %+v, %v; want last stable offset 5", ps, err)
 	}
 	if got := consumeValues(t, n.addr, "t", kgo.ReadUncommitted(), 4, 20*time.Second); !slices.Equal(got, []string{"c1", "c2", "x1", "o1"}) {
 		t.Fatalf("read uncommitted: %v, want c1 c2 x1 o1", got)

@@ -53,6 +53,8 @@ type nodeFlags struct {
 	// largest message.timestamp.after.max.ms a topic may set (catalog.CheckConfigLimits).
 	compactBatch        int
 	maxTimestampAfterMs int64
+	// txnMaxTimeout bounds a Kafka transaction's timeout (transaction.max.timeout.ms).
+	txnMaxTimeout time.Duration
 
 	// The node's memory: the process limit (0: the default, DefaultLimit), how long a
 	// write may stall, and the caps on reads served at once.
@@ -106,6 +108,7 @@ func addNodeFlags(c *command, listen, logFormat string) *nodeFlags {
 	c.fs.DurationVar(&n.sweepInterval, "sweep-interval", compactor.DefaultSweepInterval, "compactor role: how often the orphan sweep lists the bucket (shared by all compactors)")
 	c.fs.IntVar(&n.compactBatch, "compact-batch", compactor.DefaultMaxPartitions, "compactor role: the most partitions one pass works on, most overdue first (partitions with nothing due are never visited)")
 	c.fs.Int64Var(&n.maxTimestampAfterMs, "max-timestamp-after-ms", catalog.DefaultMaxTimestampAfterMs, "the largest message.timestamp.after.max.ms a topic may set without the alter-configs permission on the cluster (with authentication off, at all), -1 for no limit")
+	c.fs.DurationVar(&n.txnMaxTimeout, "transaction-max-timeout", broker.DefaultTxnMaxTimeout, "the longest transaction timeout a Kafka producer may ask for (Kafka's transaction.max.timeout.ms); a transaction open longer than its timeout is aborted")
 	c.fs.Var(&n.logLevel, "log-level", "log `level`: debug, info, warn, error")
 	c.fs.Var(&n.logFormat, "log-format", "log `format`: json or text")
 	n.tls = addTLSFlags(c)
@@ -158,6 +161,9 @@ func (n *nodeFlags) validate() []string {
 	}
 	if n.maxTimestampAfterMs < -1 {
 		bad = append(bad, fmt.Sprintf("--max-timestamp-after-ms %d: want -1 (no limit) or a number of milliseconds (default %d, one day)", n.maxTimestampAfterMs, catalog.DefaultMaxTimestampAfterMs))
+	}
+	if n.txnMaxTimeout < time.Second {
+		bad = append(bad, fmt.Sprintf("--transaction-max-timeout %s: want at least 1s (default %s)", n.txnMaxTimeout, broker.DefaultTxnMaxTimeout))
 	}
 	if n.shutdownTimeout < time.Second {
 		bad = append(bad, fmt.Sprintf("--shutdown-timeout %s: want at least 1s (default 30s)", n.shutdownTimeout))
@@ -571,7 +577,7 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 		Connect: spec.connect, ConnectConfig: nf.connect.config(),
 		API: apiCfg, Lambda: spec.lambda, Log: log,
 		MemoryBudget: nf.mem.budget, StallTimeout: nf.stallTimeout,
-		Broker:   broker.Config{MaxTimestampAfterMs: nf.maxTimestampAfterMs},
+		Broker:   broker.Config{MaxTimestampAfterMs: nf.maxTimestampAfterMs, TxnMaxTimeout: nf.txnMaxTimeout},
 		Security: spec.auth.security,
 	})
 	if err != nil {
