@@ -91,8 +91,9 @@ type CompactionState struct {
 type PartitionCheckpoint struct {
 	// CleanOffset: key compaction has cleaned every offset below it.
 	CleanOffset int64
-	// TombstoneDue (unix ms, 0: none) is when the earliest tombstone kept by key
-	// compaction passes delete.retention.ms, so a pass with no new data still runs then.
+	// TombstoneDue (unix ms, 0: none) is when the earliest tombstone or transaction
+	// marker kept by key compaction passes delete.retention.ms, so a pass with no new
+	// data still runs then.
 	TombstoneDue int64
 	// CompactedAt is when key compaction last completed (zero: never).
 	CompactedAt time.Time
@@ -120,16 +121,19 @@ func (c CompactionChunk) RetentionTime() int64 {
 	return c.MaxTimestamp
 }
 
-// Swap replaces a contiguous run of a partition's chunk rows with rows over one new
-// object (already durable in the store) whose batches carry their real offsets.
+// Swap replaces a run of a partition's chunk rows with rows over one new object (already
+// durable in the store) whose batches carry their real offsets. The run may step over
+// transaction markers' offsets, which no row covers: the new rows cover them, and the
+// reader still renders the markers in their places.
 type Swap struct {
 	Lease PartitionLease
 	// LogStart is the log start offset the rows were planned against: if it moved,
 	// the swap is refused.
 	LogStart int64
-	// Old are the rows replaced, ascending and contiguous, exactly as read: every row
-	// of the partition overlapping [Old[0].BaseOffset, Old[last].LastOffset] must be
-	// one of them, unchanged.
+	// Old are the rows replaced, ascending and not overlapping, exactly as read: every
+	// row of the partition overlapping [Old[0].BaseOffset, Old[last].LastOffset] must
+	// be one of them, unchanged. Below the high watermark an offset no row covers is a
+	// marker's (or was one: DropMarkers), so the offsets between two of them are too.
 	Old []Chunk
 	// Key and Size name the new object. Its key time is checked like a commit's: a
 	// swap later than the commit timeout is refused (ErrCommitTooLate), so the orphan
@@ -241,9 +245,20 @@ type Compaction interface {
 	DeleteRecords(ctx context.Context, topicID int64, partition int32, offset int64) (PartitionInfo, error)
 	// DropChunks deletes the leased partition's settled rows wholly below its log start
 	// — every settled row when its topic was deleted — and marks segments left without
-	// rows 'deleting'. It returns the rows dropped and the rows that remain (below the
+	// rows 'deleting'. Transaction markers below the log start (all of a deleted
+	// topic's) go with them: every transaction they close is below it. It returns the rows dropped and the rows that remain (below the
 	// log start, or all when the topic was deleted) because they are not settled yet.
 	DropChunks(ctx context.Context, l PartitionLease) (dropped, pending int, err error)
+	// AbortedTxns returns the partition's aborted transactions whose records may lie in
+	// [from, to] — abort marker at or after from, first offset at or before to — in
+	// marker offset order: what a rewrite of that range drops.
+	AbortedTxns(ctx context.Context, topicID int64, partition int32, from, to int64) ([]AbortedTxn, error)
+	// DropMarkers deletes the leased partition's transaction markers below offset below
+	// that were decided before before: a compacted topic's, once key compaction has
+	// removed the records they close and delete.retention.ms has passed (Kafka's rule).
+	// It returns how many, and the decision time (unix ms, 0: none) of the earliest
+	// marker left below below. A lease lost: ErrCompactionConflict.
+	DropMarkers(ctx context.Context, l PartitionLease, below int64, before time.Time) (dropped int, next int64, err error)
 
 	// MarkUnreferenced marks up to limit settled live segments without chunk rows
 	// 'deleting' (flushes whose every request was refused; rows dropped concurrently by

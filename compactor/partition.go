@@ -185,7 +185,9 @@ func (c *Compactor) retention(ctx context.Context, l catalog.PartitionLease, st 
 				return fmt.Errorf("%s: %w", what, err)
 			}
 			for _, r := range rows {
-				if r.LastOffset >= part.HighWatermark || !fn(r) {
+				// Not past the last stable offset: an open transaction's records stay
+				// until it is decided (its EndTxn makes the partition due).
+				if r.LastOffset >= part.LastStableOffset || !fn(r) {
 					return nil
 				}
 				from = r.LastOffset + 1
@@ -262,7 +264,9 @@ type plan struct {
 
 // settledRows returns the partition's rows from the one holding the log start, in
 // offset order, up to the first row whose segment is not settled (Settle may still read
-// it back) and while the bytes of rows not already full stay within maxBytes.
+// it back) or that reaches the last stable offset (an open transaction's records are
+// not judged before it is decided; its EndTxn makes the partition due), and while the
+// bytes of rows not already full stay within maxBytes.
 func (p *plan) settledRows(ctx context.Context, maxBytes int64) ([]catalog.CompactionChunk, error) {
 	var out []catalog.CompactionChunk
 	var small int64
@@ -273,7 +277,7 @@ func (p *plan) settledRows(ctx context.Context, maxBytes int64) ([]catalog.Compa
 			return nil, err
 		}
 		for _, r := range rows {
-			if r.LastOffset >= p.st.Partition.HighWatermark {
+			if r.LastOffset >= p.st.Partition.LastStableOffset {
 				return out, nil
 			}
 			if !r.SegmentCreated.Before(p.st.SettledBefore) {
@@ -305,8 +309,12 @@ func (p *plan) merge(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	aborted, err := p.abortedIn(ctx, rows)
+	if err != nil {
+		return err
+	}
 	logStart := p.st.Partition.LogStartOffset
-	w := p.rewriter(2, false, func(off int64, key, value []byte, ts int64) bool { return off >= logStart })
+	w := p.rewriter(2, false, aborted, func(off int64, key, value []byte, ts int64) bool { return off >= logStart })
 	for _, r := range rows {
 		if r.Len >= p.target {
 			if err := w.finish(ctx); err != nil {
@@ -321,6 +329,7 @@ func (p *plan) merge(ctx context.Context) error {
 	if err := w.finish(ctx); err != nil {
 		return err
 	}
+	p.c.m.recordsRemoved.Add(float64(w.abortedRemoved))
 	// Compaction lag: the oldest settled small writer chunk left unmerged, except the
 	// partition's last, which waits for a companion.
 	for i, r := range rows {
@@ -353,11 +362,16 @@ func (p *plan) compact(ctx context.Context, cp *catalog.PartitionCheckpoint) (bo
 	}
 
 	// First read: the latest offset of every key. Records below the log start do not
-	// count: they are gone whatever they say.
+	// count: they are gone whatever they say; nor do aborted transactions' records,
+	// which are no key's value.
+	aborted, err := p.abortedIn(ctx, rows)
+	if err != nil {
+		return false, err
+	}
 	logStart := p.st.Partition.LogStartOffset
 	latest := map[string]int64{}
 	for i, r := range rows {
-		err := p.c.readRow(ctx, r.Chunk, func(off int64, key, _ []byte, _ int64) {
+		err := p.c.readRow(ctx, r.Chunk, aborted, func(off int64, key, _ []byte, _ int64) {
 			if key != nil && off >= logStart {
 				latest[string(key)] = off
 			}
@@ -395,7 +409,7 @@ func (p *plan) compact(ctx context.Context, cp *catalog.PartitionCheckpoint) (bo
 		}
 		return true
 	}
-	w := p.rewriter(1, true, keep)
+	w := p.rewriter(1, true, aborted, keep)
 	for _, r := range rows {
 		if err := w.add(ctx, r.Chunk); err != nil {
 			return true, err
@@ -403,6 +417,25 @@ func (p *plan) compact(ctx context.Context, cp *catalog.PartitionCheckpoint) (bo
 	}
 	if err := w.finish(ctx); err != nil {
 		return true, err
+	}
+	removed += w.abortedRemoved
+	cleaned := rows[len(rows)-1].LastOffset + 1
+	// The markers of the cleaned range go delete.retention.ms after their decision, as
+	// Kafka's cleaner removes them: every record they close is rewritten away by now,
+	// but an aborted one kept to end a range, whose abort marker (and those after it)
+	// must stay to keep it from read_committed readers.
+	below := cleaned
+	if w.keptAborted >= 0 {
+		below = min(below, w.keptAborted)
+	}
+	dropped, next, err := p.c.cat.DropMarkers(ctx, p.l, below, time.UnixMilli(horizon))
+	if err != nil {
+		return true, fmt.Errorf("drop markers below %d: %w", below, err)
+	}
+	if next != 0 {
+		if d := next + p.cfg.DeleteRetentionMs; due == 0 || d < due {
+			due = d
+		}
 	}
 	if w.kept != nil && w.kept.Value == nil {
 		// The range's last record was an expired tombstone kept so that the range is
@@ -412,10 +445,10 @@ func (p *plan) compact(ctx context.Context, cp *catalog.PartitionCheckpoint) (bo
 		}
 	}
 	p.c.m.recordsRemoved.Add(float64(removed))
-	cp.CleanOffset = rows[len(rows)-1].LastOffset + 1
+	cp.CleanOffset = cleaned
 	cp.TombstoneDue = due
 	cp.CompactedAt = p.st.Now
 	p.c.log.Debug("key compaction", "topic_id", p.l.TopicID, "partition", p.l.Partition,
-		"rows", len(rows), "keys", len(latest), "removed", removed, "clean_offset", cp.CleanOffset)
+		"rows", len(rows), "keys", len(latest), "removed", removed, "markers_dropped", dropped, "clean_offset", cp.CleanOffset)
 	return true, nil
 }

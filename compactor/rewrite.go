@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/segment"
@@ -59,13 +60,52 @@ func (c *Compactor) decodeRow(ctx context.Context, r catalog.Chunk) ([]rowBatch,
 	return out, nil
 }
 
-// readRow calls fn for every record of a row, with its real offset.
-func (c *Compactor) readRow(ctx context.Context, r catalog.Chunk, fn func(off int64, key, value []byte, ts int64)) error {
+// abortedSet says which transactional batches belong to aborted transactions: by
+// producer, the ranges [first offset, abort marker) of its aborted transactions, in
+// order and disjoint (a producer has one transaction at a time).
+type abortedSet map[int64][]catalog.AbortedTxn
+
+func newAbortedSet(list []catalog.AbortedTxn) abortedSet {
+	s := abortedSet{}
+	for _, a := range list {
+		s[a.ProducerID] = append(s[a.ProducerID], a)
+	}
+	return s
+}
+
+// has reports whether b is a batch of an aborted transaction.
+func (s abortedSet) has(b segment.DecodedBatch) bool {
+	if !b.Transactional {
+		return false
+	}
+	rs := s[b.ProducerID]
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].LastOffset > b.BaseOffset })
+	return i < len(rs) && rs[i].FirstOffset <= b.BaseOffset
+}
+
+// abortedIn reads the aborted transactions whose records may lie in rows.
+func (p *plan) abortedIn(ctx context.Context, rows []catalog.CompactionChunk) (abortedSet, error) {
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	list, err := p.c.cat.AbortedTxns(ctx, p.l.TopicID, p.l.Partition, rows[0].BaseOffset, rows[len(rows)-1].LastOffset)
+	if err != nil {
+		return nil, fmt.Errorf("aborted transactions: %w", err)
+	}
+	return newAbortedSet(list), nil
+}
+
+// readRow calls fn for every record of a row, with its real offset, but those of
+// aborted transactions.
+func (c *Compactor) readRow(ctx context.Context, r catalog.Chunk, aborted abortedSet, fn func(off int64, key, value []byte, ts int64)) error {
 	batches, err := c.decodeRow(ctx, r)
 	if err != nil {
 		return err
 	}
 	for _, b := range batches {
+		if aborted.has(b.DecodedBatch) {
+			continue
+		}
 		for _, rec := range b.Records {
 			fn(rec.Offset, rec.Key, rec.Value, rec.Timestamp)
 		}
@@ -73,38 +113,46 @@ func (c *Compactor) readRow(ctx context.Context, r catalog.Chunk, fn func(off in
 	return nil
 }
 
-// rewriter turns a run of contiguous chunk rows into new objects of at least the target
-// size each (the last one smaller), one swap per object.
+// rewriter turns a run of chunk rows into new objects of at least the target size each
+// (the last one smaller), one swap per object. The run steps over transaction markers'
+// offsets (no row covers them; catalog.Swap), and the batches of aborted transactions
+// are dropped whatever keep says.
 type rewriter struct {
 	p         *plan
 	minRows   int  // a group of fewer rows is left as it is
 	forceLast bool // never leave a group without records (key compaction)
 	keep      keepFunc
+	aborted   abortedSet
 
 	rows    []catalog.Chunk
 	batches []segment.Batch
 	est     int64 // estimated bytes of the batches kept
 	// The group's last record and its batch's header, for forceLast.
-	lastRec   segment.Record
-	lastBatch segment.Batch
-	hasLast   bool
+	lastRec     segment.Record
+	lastBatch   segment.Batch
+	hasLast     bool
+	lastAborted bool // the last record is an aborted transaction's
+	// droppedAborted counts the aborted records the group dropped; a group that
+	// dropped any is never left as it is (it would be read again at every pass).
+	droppedAborted int
+
+	abortedRemoved int   // aborted records dropped by the swaps made
+	keptAborted    int64 // the lowest offset of an aborted record kept (-1: none)
 
 	kept    *segment.Record // the record the last group kept only to stay non-empty
 	swaps   int
 	swapped map[int64]bool // base offsets of the rows swapped out
 }
 
-func (p *plan) rewriter(minRows int, forceLast bool, keep keepFunc) *rewriter {
-	return &rewriter{p: p, minRows: minRows, forceLast: forceLast, keep: keep}
+func (p *plan) rewriter(minRows int, forceLast bool, aborted abortedSet, keep keepFunc) *rewriter {
+	return &rewriter{p: p, minRows: minRows, forceLast: forceLast, aborted: aborted, keep: keep, keptAborted: -1}
 }
 
-// add appends a row to the current group (it must continue the previous row) and
-// writes the group out once it reaches the target size.
+// add appends a row to the current group (it must follow the previous row: the offsets
+// between them are markers') and writes the group out once it reaches the target size.
 func (w *rewriter) add(ctx context.Context, r catalog.Chunk) error {
-	if n := len(w.rows); n > 0 && r.BaseOffset != w.rows[n-1].LastOffset+1 {
-		if err := w.finish(ctx); err != nil {
-			return err
-		}
+	if n := len(w.rows); n > 0 && r.BaseOffset <= w.rows[n-1].LastOffset {
+		return fmt.Errorf("chunk rows out of order: [%d, %d] after [%d, %d]", r.BaseOffset, r.LastOffset, w.rows[n-1].BaseOffset, w.rows[n-1].LastOffset)
 	}
 	if w.p.budget <= 0 {
 		if err := w.finish(ctx); err != nil {
@@ -122,17 +170,21 @@ func (w *rewriter) add(ctx context.Context, r catalog.Chunk) error {
 		b := segment.Batch{
 			TopicID: r.TopicID, Partition: r.Partition, BaseOffset: db.BaseOffset,
 			ProducerID: db.ProducerID, ProducerEpoch: db.ProducerEpoch, BaseSequence: db.BaseSequence,
-			Compression: db.Compression, LogAppendTime: db.LogAppendTime,
+			Compression: db.Compression, LogAppendTime: db.LogAppendTime, Transactional: db.Transactional,
+		}
+		aborted := w.aborted.has(db.DecodedBatch)
+		if aborted {
+			w.droppedAborted += len(db.Records)
 		}
 		for _, rec := range db.Records {
 			sr := segment.Record{Key: rec.Key, Value: rec.Value, Headers: rec.Headers, Timestamp: rec.Timestamp,
 				OffsetDelta: int32(rec.Offset - db.BaseOffset)}
-			if w.keep(rec.Offset, rec.Key, rec.Value, rec.Timestamp) {
+			if !aborted && w.keep(rec.Offset, rec.Key, rec.Value, rec.Timestamp) {
 				b.Records = append(b.Records, sr)
 			}
 		}
 		if n := len(db.Records); n > 0 {
-			w.lastBatch, w.hasLast = b, true
+			w.lastBatch, w.hasLast, w.lastAborted = b, true, aborted
 			w.lastBatch.Records = nil
 			r := db.Records[n-1]
 			w.lastRec = segment.Record{Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp,
@@ -165,7 +217,7 @@ func (w *rewriter) finish(ctx context.Context) error {
 }
 
 func (w *rewriter) reset() {
-	w.rows, w.batches, w.est, w.hasLast = nil, nil, 0, false
+	w.rows, w.batches, w.est, w.hasLast, w.droppedAborted = nil, nil, 0, false, 0
 }
 
 // emit writes the group's object and swaps it in for the group's rows.
@@ -173,15 +225,23 @@ func (w *rewriter) emit(ctx context.Context, final bool) error {
 	defer w.reset()
 	p, c := w.p, w.p.c
 	if len(w.batches) == 0 {
-		if !w.forceLast || !w.hasLast {
+		if !w.hasLast || (!w.forceLast && w.droppedAborted == 0) {
 			return nil // nothing survives and nothing must: leave the rows as they are
 		}
 		// Rows must cover every offset below the high watermark, so a range is never
-		// emptied: its last record stays (a tombstone or a superseded value, harmless
-		// to consumers; a later pass removes it once something follows it).
+		// emptied: its last record stays (a tombstone, a superseded value or an aborted
+		// transaction's record, which its abort marker keeps from read_committed
+		// readers; harmless to consumers; a later pass removes it once something
+		// follows it).
 		b := w.lastBatch
 		b.Records = []segment.Record{w.lastRec}
 		w.batches = []segment.Batch{b}
+		if w.lastAborted {
+			w.droppedAborted--
+			if off := b.BaseOffset + int64(w.lastRec.OffsetDelta); w.keptAborted < 0 || off < w.keptAborted {
+				w.keptAborted = off
+			}
+		}
 		if final {
 			kept := w.lastRec
 			w.kept = &kept
@@ -234,6 +294,7 @@ func (w *rewriter) emit(ctx context.Context, final bool) error {
 		return fmt.Errorf("swap in %s: %w", key, err)
 	}
 	w.swaps++
+	w.abortedRemoved += w.droppedAborted
 	if w.swapped == nil {
 		w.swapped = map[int64]bool{}
 	}

@@ -1,6 +1,7 @@
 package catalogtest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -38,6 +39,7 @@ func RunTransactions(t *testing.T, open func(t *testing.T) TxnCatalog) {
 		{"init/aborts_the_open_transaction", testTxnInitAborts},
 		{"timeout/reaper_aborts_and_fences", testTxnTimeout},
 		{"describe_and_list", testTxnDescribe},
+		{"compaction/aborted_ranges_and_marker_retention", testTxnMarkerRetention},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
 	}
@@ -576,5 +578,85 @@ func testTxnDescribe(t *testing.T, c TxnCatalog) {
 	st, err := c.TxnStats(ctx)
 	if err != nil || st.Open < 1 || st.OldestOpen.IsZero() || st.DatabaseTime.Before(st.OldestOpen) {
 		t.Fatalf("stats %+v, %v", st, err)
+	}
+}
+
+// testTxnMarkerRetention: the compactor's view of markers — the aborted ranges a
+// rewrite drops, DropMarkers under a lease (by offset and decision time), and DropChunks
+// taking the markers below the log start.
+func testTxnMarkerRetention(t *testing.T, tc TxnCatalog) {
+	ctx := t.Context()
+	c, ok := tc.(CompactionCatalog)
+	if !ok {
+		t.Fatal("the catalog has no compaction interface")
+	}
+	tp := SeedTopic(t, tc, "out", 1, nil)
+	tid := Name(t, "txn")
+	p := mustInitTxn(t, tc, tid, time.Minute)
+	seqs := map[int32]int32{}
+	txnProduce(t, tc, tid, p, true, tp.ID, seqs, 0) // 0-1, aborted at 2
+	if _, err := tc.EndTxn(ctx, catalog.EndTxn{TransactionalID: tid, Producer: p}); err != nil {
+		t.Fatal(err)
+	}
+	txnProduce(t, tc, tid, p, true, tp.ID, seqs, 0) // 3-4, committed at 5
+	if _, err := tc.EndTxn(ctx, catalog.EndTxn{TransactionalID: tid, Producer: p, Commit: true}); err != nil {
+		t.Fatal(err)
+	}
+	SeedRecords(t, tc, tp.ID, 0, 1, 1) // 6
+	aborted := func(from, to int64) []catalog.AbortedTxn {
+		t.Helper()
+		a, err := c.AbortedTxns(ctx, tp.ID, 0, from, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	want := []catalog.AbortedTxn{{ProducerID: p.ID, FirstOffset: 0, LastOffset: 2}}
+	for _, r := range [][2]int64{{0, 0}, {0, 6}, {1, 1}, {2, 2}} {
+		if got := aborted(r[0], r[1]); !slices.Equal(got, want) {
+			t.Fatalf("aborted in [%d, %d]: %+v, want %+v", r[0], r[1], got, want)
+		}
+	}
+	if got := aborted(3, 6); len(got) != 0 {
+		t.Fatalf("aborted in [3, 6]: %+v, want none", got)
+	}
+
+	makeDue(t, c, tp.Name)
+	l := compactionLease(t, c, "markers", tp.ID, 0)
+	// Decided too recently: nothing goes, and the earliest one left says when.
+	dropped, next, err := c.DropMarkers(ctx, l, 6, time.Unix(0, 0))
+	if err != nil || dropped != 0 || next == 0 {
+		t.Fatalf("drop markers decided before 1970: %d dropped, next %d, %v", dropped, next, err)
+	}
+	// Below 3: the abort marker only.
+	dropped, next, err = c.DropMarkers(ctx, l, 3, time.Now().Add(time.Hour))
+	if err != nil || dropped != 1 || next != 0 {
+		t.Fatalf("drop markers below 3: %d dropped, next %d, %v; want 1, 0", dropped, next, err)
+	}
+	if m := mustChunks(t, tc, tp.ID, 0, 0).Markers; len(m) != 1 || m[0].Offset != 5 {
+		t.Fatalf("markers after the drop: %+v, want the commit at 5", m)
+	}
+	if got := aborted(0, 6); len(got) != 0 {
+		t.Fatalf("aborted ranges after the drop: %+v", got)
+	}
+	giveBack(t, c, l)
+	if _, _, err := c.DropMarkers(ctx, l, 6, time.Now().Add(time.Hour)); !errors.Is(err, catalog.ErrCompactionConflict) {
+		t.Fatalf("drop markers without the lease: %v, want ErrCompactionConflict", err)
+	}
+
+	// The log start past the commit marker: DropChunks takes it.
+	if _, err := c.DeleteRecords(ctx, tp.ID, 0, 6); err != nil {
+		t.Fatal(err)
+	}
+	l = compactionLease(t, c, "markers", tp.ID, 0)
+	if _, _, err := c.DropChunks(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	giveBack(t, c, l)
+	if m := mustChunks(t, tc, tp.ID, 0, 6).Markers; len(m) != 0 {
+		t.Fatalf("markers after the log start moved past them: %+v", m)
+	}
+	if _, next, err := c.DropMarkers(ctx, compactionLease(t, c, "markers", tp.ID, 0), 7, time.Unix(0, 0)); err != nil || next != 0 {
+		t.Fatalf("markers left below 7: earliest at %d (%v), want none", next, err)
 	}
 }

@@ -533,12 +533,59 @@ func (c *Catalog) DropChunks(ctx context.Context, l catalog.PartitionLease) (dro
 			l.TopicID, l.Partition, below).Scan(&pending); err != nil {
 			return err
 		}
+		// Markers are catalog rows only (no object holds them): nothing to settle.
+		if _, err := tx.Exec(ctx, `DELETE FROM txn_markers WHERE topic_id = $1 AND partition = $2 AND marker_offset < $3`,
+			l.TopicID, l.Partition, below); err != nil {
+			return fmt.Errorf("drop markers: %w", err)
+		}
 		return markDeleting(ctx, tx, ids)
 	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("postgres: drop chunks of topic id %d partition %d: %w", l.TopicID, l.Partition, err)
 	}
 	return dropped, pending, nil
+}
+
+// AbortedTxns returns the aborted transactions whose records may lie in [from, to] (see
+// catalog.Compaction).
+func (c *Catalog) AbortedTxns(ctx context.Context, topicID int64, partition int32, from, to int64) ([]catalog.AbortedTxn, error) {
+	rows, err := c.pool.Query(ctx, `SELECT producer_id, first_offset, marker_offset FROM txn_markers
+		WHERE topic_id = $1 AND partition = $2 AND marker_offset >= $3 AND NOT is_commit
+		  AND first_offset IS NOT NULL AND first_offset <= $4 ORDER BY marker_offset`, topicID, partition, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: aborted transactions of topic id %d partition %d: %w", topicID, partition, err)
+	}
+	var out []catalog.AbortedTxn
+	var a catalog.AbortedTxn
+	if _, err := pgx.ForEachRow(rows, []any{&a.ProducerID, &a.FirstOffset, &a.LastOffset}, func() error {
+		out = append(out, a)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("postgres: aborted transactions of topic id %d partition %d: %w", topicID, partition, err)
+	}
+	return out, nil
+}
+
+// DropMarkers deletes the leased partition's markers below an offset decided before a
+// time (see catalog.Compaction).
+func (c *Catalog) DropMarkers(ctx context.Context, l catalog.PartitionLease, below int64, before time.Time) (dropped int, next int64, err error) {
+	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if err := checkLease(ctx, tx, l); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM txn_markers WHERE topic_id = $1 AND partition = $2 AND marker_offset < $3 AND timestamp_ms < $4`,
+			l.TopicID, l.Partition, below, before.UnixMilli())
+		if err != nil {
+			return err
+		}
+		dropped = int(tag.RowsAffected())
+		return tx.QueryRow(ctx, `SELECT coalesce(min(timestamp_ms), 0) FROM txn_markers WHERE topic_id = $1 AND partition = $2 AND marker_offset < $3`,
+			l.TopicID, l.Partition, below).Scan(&next)
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("postgres: drop markers of topic id %d partition %d below %d: %w", l.TopicID, l.Partition, below, err)
+	}
+	return dropped, next, nil
 }
 
 // MarkUnreferenced marks settled live segments without chunk rows 'deleting'.

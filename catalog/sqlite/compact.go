@@ -549,12 +549,65 @@ func (c *Catalog) DropChunks(ctx context.Context, l catalog.PartitionLease) (dro
 			l.TopicID, l.Partition, below).Scan(&pending); err != nil {
 			return err
 		}
+		// Markers are catalog rows only (no object holds them): nothing to settle.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM txn_markers WHERE topic_id = ? AND partition = ? AND marker_offset < ?`,
+			l.TopicID, l.Partition, below); err != nil {
+			return fmt.Errorf("drop markers: %w", err)
+		}
 		return markDeleting(ctx, tx, now, segIDs)
 	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("sqlite: drop chunks of topic id %d partition %d: %w", l.TopicID, l.Partition, err)
 	}
 	return dropped, pending, nil
+}
+
+// AbortedTxns returns the aborted transactions whose records may lie in [from, to] (see
+// catalog.Compaction).
+func (c *Catalog) AbortedTxns(ctx context.Context, topicID int64, partition int32, from, to int64) ([]catalog.AbortedTxn, error) {
+	rows, err := c.r.QueryContext(ctx, abortsFrom, topicID, partition, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: aborted transactions of topic id %d partition %d: %w", topicID, partition, err)
+	}
+	defer rows.Close()
+	var out []catalog.AbortedTxn
+	for rows.Next() {
+		var a catalog.AbortedTxn
+		if err := rows.Scan(&a.ProducerID, &a.FirstOffset, &a.LastOffset); err != nil {
+			return nil, fmt.Errorf("sqlite: aborted transactions of topic id %d partition %d: %w", topicID, partition, err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: aborted transactions of topic id %d partition %d: %w", topicID, partition, err)
+	}
+	return out, nil
+}
+
+// DropMarkers deletes the leased partition's markers below an offset decided before a
+// time (see catalog.Compaction).
+func (c *Catalog) DropMarkers(ctx context.Context, l catalog.PartitionLease, below int64, before time.Time) (dropped int, next int64, err error) {
+	err = c.writeTx(ctx, func(tx *sql.Tx, _ time.Time) error {
+		if err := checkLease(ctx, tx, l); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM txn_markers WHERE topic_id = ? AND partition = ? AND marker_offset < ? AND timestamp_ms < ?`,
+			l.TopicID, l.Partition, below, ms(before))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		dropped = int(n)
+		return tx.QueryRowContext(ctx, `SELECT coalesce(min(timestamp_ms), 0) FROM txn_markers WHERE topic_id = ? AND partition = ? AND marker_offset < ?`,
+			l.TopicID, l.Partition, below).Scan(&next)
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("sqlite: drop markers of topic id %d partition %d below %d: %w", l.TopicID, l.Partition, below, err)
+	}
+	return dropped, next, nil
 }
 
 // MarkUnreferenced marks settled live segments without chunk rows 'deleting'.

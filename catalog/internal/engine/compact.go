@@ -30,8 +30,9 @@ func CheckSwap(s *catalog.Swap) error {
 			return fmt.Errorf("%w: swap %s: old row %d is topic %d partition %d, the lease is for %d/%d",
 				catalog.ErrInvalidSegment, s.Key, i, o.TopicID, o.Partition, s.Lease.TopicID, s.Lease.Partition)
 		}
-		if i > 0 && o.BaseOffset != s.Old[i-1].LastOffset+1 {
-			return fmt.Errorf("%w: swap %s: old rows not contiguous at %d", catalog.ErrInvalidSegment, s.Key, o.BaseOffset)
+		if o.LastOffset < o.BaseOffset || (i > 0 && o.BaseOffset <= s.Old[i-1].LastOffset) {
+			// Gaps are allowed: markers' offsets (catalog.Swap).
+			return fmt.Errorf("%w: swap %s: old rows not ascending at %d", catalog.ErrInvalidSegment, s.Key, o.BaseOffset)
 		}
 	}
 	next := s.Old[0].BaseOffset

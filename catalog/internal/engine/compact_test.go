@@ -38,7 +38,10 @@ func TestSwapCheck(t *testing.T) {
 		{"bad key", func(s *catalog.Swap) { s.Key = "segments/x" }, false},
 		{"empty object", func(s *catalog.Swap) { s.Size = 0 }, false},
 		{"old row of another partition", func(s *catalog.Swap) { s.Old[1].Partition = 3 }, false},
-		{"old rows with a gap", func(s *catalog.Swap) { s.Old[1].BaseOffset = 21 }, false},
+		// A gap between old rows is markers' offsets (catalog.Swap); an overlap is not.
+		{"old rows with a gap", func(s *catalog.Swap) { s.Old[1].BaseOffset = 21 }, true},
+		{"old rows overlap", func(s *catalog.Swap) { s.Old[1].BaseOffset = 19 }, false},
+		{"old row inverted", func(s *catalog.Swap) { s.Old[0].LastOffset = 9 }, false},
 		{"new rows start late", func(s *catalog.Swap) { s.New[0].BaseOffset = 11 }, false},
 		{"new rows overlap", func(s *catalog.Swap) { s.New[1].BaseOffset = 17 }, false},
 		{"new rows end early", func(s *catalog.Swap) { s.New[1].LastOffset = 23 }, false},
