@@ -358,7 +358,9 @@ func (b *Broker) txnBatches(ctx context.Context, who Principal, req BatchesReque
 	case !all:
 		return newError(CodeInvalidRecord, "record batches: some are transactional, some not: one kind per request")
 	case req.TransactionalID == "":
-		return newError(CodeInvalidTxnState, "transactional record batches without a transactional id: initialise the producer with one")
+		// Kafka's answer: no transactional id is no write on one.
+		return newError(CodeForbidden, "transactional record batches without a transactional id: initialise the producer with one").
+			with("operation", acl.OpWrite.String()).with("resource_type", acl.TypeTransactionalID.String())
 	case wreq.Producer == nil:
 		return newError(CodeInvalidProducerIDMapping, "transactional record batches without a producer id")
 	}

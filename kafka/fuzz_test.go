@@ -86,6 +86,51 @@ func seedFrames(f *testing.F) {
 	lo.Topics = append(lo.Topics, lt)
 	add(frame(prod, 3), frame(prod, 9), frame(fetch, 4), frame(fetch, 12), frame(lo, 7), frame(kmsg.NewPtrInitProducerIDRequest(), 4))
 	add(frame(kmsg.NewPtrCreateTopicsRequest(), 7), frame(kmsg.NewPtrDescribeConfigsRequest(), 4), frame(kmsg.NewPtrOffsetFetchRequest(), 8))
+	// The transaction APIs, as a transactional producer sends them in order.
+	tid := "tx"
+	initTxn := kmsg.NewPtrInitProducerIDRequest()
+	initTxn.TransactionalID, initTxn.TransactionTimeoutMillis = &tid, 60_000
+	fcTxn := kmsg.NewPtrFindCoordinatorRequest()
+	fcTxn.CoordinatorType, fcTxn.CoordinatorKeys = 1, []string{tid}
+	addParts := kmsg.NewPtrAddPartitionsToTxnRequest()
+	addParts.TransactionalID, addParts.ProducerID = tid, 1
+	apt := kmsg.NewAddPartitionsToTxnRequestTopic()
+	apt.Topic, apt.Partitions = "orders", []int32{0, 1}
+	addParts.Topics = append(addParts.Topics, apt)
+	batched := kmsg.NewPtrAddPartitionsToTxnRequest()
+	bt := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	bt.TransactionalID, bt.ProducerID, bt.VerifyOnly = tid, 1, true
+	btt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+	btt.Topic, btt.Partitions = "orders", []int32{2}
+	bt.Topics = append(bt.Topics, btt)
+	batched.Transactions = append(batched.Transactions, bt)
+	addOffsets := kmsg.NewPtrAddOffsetsToTxnRequest()
+	addOffsets.TransactionalID, addOffsets.ProducerID, addOffsets.Group = tid, 1, "g"
+	txnCommit := kmsg.NewPtrTxnOffsetCommitRequest()
+	txnCommit.TransactionalID, txnCommit.Group, txnCommit.ProducerID, txnCommit.Generation = tid, "g", 1, -1
+	tct := kmsg.NewTxnOffsetCommitRequestTopic()
+	tct.Topic = "orders"
+	tct.Partitions = append(tct.Partitions, kmsg.NewTxnOffsetCommitRequestTopicPartition())
+	txnCommit.Topics = append(txnCommit.Topics, tct)
+	endTxn := kmsg.NewPtrEndTxnRequest()
+	endTxn.TransactionalID, endTxn.ProducerID, endTxn.Commit = tid, 1, true
+	describeTxns := kmsg.NewPtrDescribeTransactionsRequest()
+	describeTxns.TransactionalIDs = []string{tid, ""}
+	listTxns := kmsg.NewPtrListTransactionsRequest()
+	listTxns.StateFilters, listTxns.DurationFilterMillis = []string{"Ongoing"}, 10
+	txnProd := kmsg.NewPtrProduceRequest()
+	*txnProd = *prod
+	txnProd.TransactionID = &tid
+	add(frame(fcTxn, 4), frame(initTxn, 4), frame(addParts, 3), frame(txnProd, 12), frame(addOffsets, 4), frame(txnCommit, 4), frame(endTxn, 5))
+	add(frame(initTxn, 0), frame(addParts, 0), frame(txnProd, 3), frame(addOffsets, 0), frame(txnCommit, 0), frame(endTxn, 0))
+	add(frame(batched, 4), frame(describeTxns, 0), frame(listTxns, 1))
+	fetchRC := kmsg.NewPtrFetchRequest()
+	*fetchRC = *fetch
+	fetchRC.IsolationLevel = 1
+	loRC := kmsg.NewPtrListOffsetsRequest()
+	*loRC = *lo
+	loRC.IsolationLevel = 1
+	add(frame(fetchRC, 4), frame(fetchRC, 11), frame(loRC, 2))
 	f.Add([]byte{0x7f, 0xff, 0xff, 0xff})
 	f.Add([]byte{0, 0, 0, 10, 0, 18, 0, 99, 0, 0, 0, 1, 0xff, 0xff})
 }

@@ -118,8 +118,9 @@ func TestProduceRefusals(t *testing.T) {
 		{"magic 1", corrupt(func(b []byte) []byte { b[16] = 1; return withCRC(b) }), kerr.CorruptMessage},
 		{"codec 5", corrupt(func(b []byte) []byte { b[22] |= 5; return withCRC(b) }), kerr.CorruptMessage},
 		{"control batch", corrupt(func(b []byte) []byte { b[22] |= 0x20; return withCRC(b) }), kerr.CorruptMessage},
-		// A transactional batch from a producer without a transactional id.
-		{"transactional batch", corrupt(func(b []byte) []byte { b[22] |= 0x10; return withCRC(b) }), kerr.InvalidTxnState},
+		// A transactional batch from a producer without a transactional id: Kafka's
+		// answer is that no transactional id is no write on one.
+		{"transactional batch", corrupt(func(b []byte) []byte { b[22] |= 0x10; return withCRC(b) }), kerr.TransactionalIDAuthorizationFailed},
 		{"last offset delta", corrupt(func(b []byte) []byte { b[26] = 7; return withCRC(b) }), kerr.CorruptMessage},
 		{"length", corrupt(func(b []byte) []byte { return b[:len(b)-2] }), kerr.CorruptMessage},
 		{"no batch", nil, kerr.CorruptMessage},
