@@ -23,7 +23,9 @@ func tortureCommand() (*command, func(context.Context, *env, *command, []string)
 consumers whose every operation is recorded, faults injected in windows for --duration, then
 healing, a final read of everything and a check of the history. Prints a table per class: records
 ok / failed / unknown, and lost, unseen, inconsistent, duplicate, nonmonotonic, skipping,
-refused-but-visible records and group-offset anomalies, which must all be 0.
+refused-but-visible records, group-offset anomalies and (with --kafka) transaction anomalies —
+aborted reads, torn transactions, lost committed outputs, duplicate outputs, input offsets
+committed without their outputs — which must all be 0.
 Needs Postgres (a role that may CREATE DATABASE; the pg-* classes start a private instance with
 initdb) and MinIO. Exit code 1 when any class finds an anomaly.`)
 	duration := c.fs.Duration("duration", time.Minute, "how long each fault class runs")
@@ -37,7 +39,7 @@ initdb) and MinIO. Exit code 1 when any class finds an anomaly.`)
 	region := c.fs.String("s3-region", "", "`region` (default $STRATA_TEST_S3_REGION)")
 	recheck := c.fs.String("history", "", "check the history.json `file` of an earlier run again and print its anomalies, instead of running")
 	dir := c.fs.String("dir", "", "`directory` for process logs and each class's history.json (default: a new temporary directory, kept)")
-	kafkaClients := c.fs.Bool("kafka", false, "add the Kafka-client workload: the nodes serve the Kafka protocol, franz-go idempotent producers and group members (a classic and a KIP-848 group) run beside the HTTP clients (process classes only)")
+	kafkaClients := c.fs.Bool("kafka", false, "add the Kafka-client workload: the nodes serve the Kafka protocol, franz-go idempotent producers, group members (a classic and a KIP-848 group) and transactional consume-transform-produce sessions run beside the HTTP clients (process classes only)")
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
 		if len(args) > 0 {
 			return usagef(c.name, "unexpected argument %q (flags start with --)", args[0])

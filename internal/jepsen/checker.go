@@ -53,7 +53,8 @@ const (
 
 // Kinds lists every anomaly kind, in report order.
 var Kinds = []Kind{Lost, Unseen, Inconsistent, Duplicate, Nonmonotonic, Skipping, RefusedVisible, Phantom,
-	FinalIncomplete, GroupRegressed, GroupBeyondHWM, GroupSkipped}
+	FinalIncomplete, GroupRegressed, GroupBeyondHWM, GroupSkipped,
+	TxnAbortedRead, TxnTorn, TxnLost, TxnDuplicate, TxnOffsetsWithoutOutputs}
 
 // Anomaly is one finding.
 type Anomaly struct {
@@ -83,6 +84,8 @@ type Report struct {
 	Polls, FailedPolls, RecordsRead int
 	// GroupBatches counts batches handed to group members.
 	GroupBatches int
+	// Transactions of the transactional workload, by outcome.
+	TxnCommitted, TxnAborted, TxnUnknown int
 	// Counts per kind; Examples keeps the first few of each.
 	Counts   map[Kind]int
 	Examples map[Kind][]Anomaly
@@ -122,6 +125,9 @@ func (r *Report) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "records ok=%d failed=%d unknown=%d (unknown seen %d); polls=%d failed=%d read=%d;",
 		r.OK, r.Failed, r.Unknown, r.UnknownSeen, r.Polls, r.FailedPolls, r.RecordsRead)
+	if r.TxnCommitted+r.TxnAborted+r.TxnUnknown > 0 {
+		fmt.Fprintf(&b, " transactions committed=%d aborted=%d unknown=%d;", r.TxnCommitted, r.TxnAborted, r.TxnUnknown)
+	}
 	for _, k := range Kinds {
 		fmt.Fprintf(&b, " %s=%d", k, r.Counts[k])
 	}
@@ -134,6 +140,9 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(tw, "records\tok %d\tfailed %d\tunknown %d\t(unknown later seen: %d; idempotent: %d)\n",
 		r.OK, r.Failed, r.Unknown, r.UnknownSeen, r.IdempotentRecords)
 	fmt.Fprintf(tw, "polls\t%d\tfailed %d\trecords %d\t(group batches: %d)\n", r.Polls, r.FailedPolls, r.RecordsRead, r.GroupBatches)
+	if r.TxnCommitted+r.TxnAborted+r.TxnUnknown > 0 {
+		fmt.Fprintf(tw, "transactions\tcommitted %d\taborted %d\tunknown %d\n", r.TxnCommitted, r.TxnAborted, r.TxnUnknown)
+	}
 	for _, k := range Kinds {
 		extra := ""
 		if k == Duplicate {
@@ -163,6 +172,7 @@ func Check(h *History) *Report {
 	checkValues(r, v, sends, acked)
 	checkFinal(r, h, v)
 	checkGroups(r, h)
+	checkTxns(r, h, v)
 	return r
 }
 

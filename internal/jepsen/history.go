@@ -36,6 +36,9 @@ const (
 	Failed Outcome = "failed"
 	// Unknown: the operation may or may not have taken effect.
 	Unknown Outcome = "unknown"
+	// Aborted: a transaction the client aborted (the abort was answered): none of
+	// its records or offsets may ever be visible to a read_committed reader.
+	Aborted Outcome = "aborted"
 )
 
 // Send is one record of one produce request.
@@ -105,6 +108,32 @@ type FinalState struct {
 	Err      string `json:"err,omitempty"`
 }
 
+// TxnInput is a record a transaction consumed.
+type TxnInput struct {
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
+}
+
+// TxnOutput is a record a transaction produced, to the output topic.
+type TxnOutput struct {
+	Partition int32  `json:"partition"`
+	Value     string `json:"value"` // label|input partition|input offset|input value
+}
+
+// Txn is one consume-transform-produce transaction (txn.go): the records it consumed,
+// the records it produced and committed the consumed offsets with, and how it ended —
+// OK (committed), Aborted, or Unknown.
+type Txn struct {
+	Transactor string      `json:"transactor"`
+	Label      string      `json:"label"` // unique across the run
+	Inputs     []TxnInput  `json:"inputs"`
+	Outputs    []TxnOutput `json:"outputs"`
+	Outcome    Outcome     `json:"outcome"`
+	Err        string      `json:"err,omitempty"`
+	Start      time.Time   `json:"start"`
+	End        time.Time   `json:"end"`
+}
+
 // Event is a fault starting or stopping, kept in the history for the reader's sake.
 type Event struct {
 	Fault string    `json:"fault"`
@@ -120,9 +149,17 @@ type History struct {
 	Reads      []Read         `json:"reads"`
 	Groups     []GroupOffsets `json:"groups"`
 	Final      []FinalState   `json:"final"`
-	Events     []Event        `json:"events"`
-	Start      time.Time      `json:"start"`
-	End        time.Time      `json:"end"`
+	// The transactional workload (txn.go): its output topic and group, its
+	// transactions, the read_committed reads of the output topic (during the run, and
+	// the final one: Mode ReadFinal) and the final read's state per partition.
+	TxnTopic string       `json:"txn_topic,omitempty"`
+	TxnGroup string       `json:"txn_group,omitempty"`
+	Txns     []Txn        `json:"txns,omitempty"`
+	TxnReads []Read       `json:"txn_reads,omitempty"`
+	TxnFinal []FinalState `json:"txn_final,omitempty"`
+	Events   []Event      `json:"events"`
+	Start    time.Time    `json:"start"`
+	End      time.Time    `json:"end"`
 
 	mu       sync.Mutex
 	requests int64
@@ -167,6 +204,27 @@ func (h *History) AddFinal(f FinalState) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.Final = append(h.Final, f)
+}
+
+// AddTxn records a transaction.
+func (h *History) AddTxn(t Txn) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.Txns = append(h.Txns, t)
+}
+
+// AddTxnRead records a read of the transactional output topic.
+func (h *History) AddTxnRead(r Read) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.TxnReads = append(h.TxnReads, r)
+}
+
+// AddTxnFinal records the final read's state of an output partition.
+func (h *History) AddTxnFinal(f FinalState) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.TxnFinal = append(h.TxnFinal, f)
 }
 
 // AddEvent records a fault event.

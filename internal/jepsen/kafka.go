@@ -13,7 +13,8 @@ import (
 // The Kafka-client workload: franz-go producers (idempotent, as franz-go is by default)
 // and franz-go group consumers — a classic group (JoinGroup/SyncGroup, the client's
 // cooperative-sticky balancer) and a KIP-848 group — on the same topic as the HTTP
-// workload, recorded in the same history and judged by the same checker.
+// workload, recorded in the same history and judged by the same checker; and the
+// transactional consume-transform-produce workload (txn.go).
 
 // KafkaConfig is the Kafka part of a workload. Zero values take the defaults shown;
 // without Seeds there is none.
@@ -27,6 +28,14 @@ type KafkaConfig struct {
 	// ("jepsen-kafka-848"). Defaults 2 and 2; negative: none.
 	ClassicMembers, NextGenMembers int
 	ClassicGroup, NextGenGroup     string
+	// Transactors run the transactional consume-transform-produce loop (txn.go) as
+	// members of TxnGroup ("jepsen-kafka-txn"), from the workload's topic to TxnTopic
+	// ("jepsen-txn-out"), with transaction.timeout.ms TxnTimeout (10s). Default 2;
+	// negative: none.
+	Transactors int
+	TxnGroup    string
+	TxnTopic    string
+	TxnTimeout  time.Duration
 }
 
 func (c KafkaConfig) withDefaults() KafkaConfig {
@@ -45,6 +54,18 @@ func (c KafkaConfig) withDefaults() KafkaConfig {
 	if c.NextGenGroup == "" {
 		c.NextGenGroup = "jepsen-kafka-848"
 	}
+	if c.Transactors == 0 {
+		c.Transactors = 2
+	}
+	if c.TxnGroup == "" {
+		c.TxnGroup = "jepsen-kafka-txn"
+	}
+	if c.TxnTopic == "" {
+		c.TxnTopic = "jepsen-txn-out"
+	}
+	if c.TxnTimeout <= 0 {
+		c.TxnTimeout = 10 * time.Second
+	}
 	return c
 }
 
@@ -59,6 +80,9 @@ func (c KafkaConfig) groups() []string {
 	}
 	if c.NextGenMembers > 0 {
 		out = append(out, c.NextGenGroup)
+	}
+	if c.Transactors > 0 {
+		out = append(out, c.TxnGroup)
 	}
 	return out
 }
@@ -79,6 +103,7 @@ func (w *Workload) startKafka(ctx, gctx context.Context) {
 	for i := range k.NextGenMembers {
 		w.groupWG.Go(func() { w.kafkaMember(gctx, k.NextGenGroup, fmt.Sprintf("kn%d", i), true) })
 	}
+	w.startTxn(ctx, gctx)
 }
 
 // kafkaProduce produces records one at a time (each waits for the previous one's

@@ -112,8 +112,9 @@ func TestTorture(t *testing.T) {
 }
 
 // TestTortureKafka is TestTorture with the Kafka-client workload beside the HTTP one:
-// franz-go idempotent producers and group members (classic and KIP-848) against nodes
-// serving the Kafka protocol, in the same history, judged by the same checker.
+// franz-go idempotent producers, group members (classic and KIP-848) and transactional
+// consume-transform-produce sessions against nodes serving the Kafka protocol, in the
+// same history, judged by the same checker.
 func TestTortureKafka(t *testing.T) {
 	torture(t, *kafkaClasses, true)
 }
@@ -205,9 +206,22 @@ func checkKafkaDidWork(t *testing.T, h *History) {
 			batches[r.Group]++
 		}
 	}
-	if acked == 0 || batches["jepsen-kafka-classic"] == 0 || batches["jepsen-kafka-848"] == 0 {
-		t.Errorf("the Kafka clients did not work: %d records acknowledged to franz-go producers, group batches %v", acked, batches)
+	committed, outputs := 0, 0
+	for _, tx := range h.Txns {
+		if tx.Outcome == OK {
+			committed++
+		}
+	}
+	for _, rd := range h.TxnReads {
+		if rd.Mode == ReadFinal {
+			outputs += len(rd.Records)
+		}
+	}
+	if acked == 0 || batches["jepsen-kafka-classic"] == 0 || batches["jepsen-kafka-848"] == 0 || committed == 0 || outputs == 0 {
+		t.Errorf("the Kafka clients did not work: %d records acknowledged to franz-go producers, group batches %v, %d transactions committed, %d outputs read",
+			acked, batches, committed, outputs)
 		return
 	}
-	t.Logf("Kafka clients: %d records acknowledged to franz-go producers, group batches %v", acked, batches)
+	t.Logf("Kafka clients: %d records acknowledged to franz-go producers, group batches %v, %d transactions committed (%d in all), %d outputs in the final read",
+		acked, batches, committed, len(h.Txns), outputs)
 }

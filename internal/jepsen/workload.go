@@ -120,11 +120,15 @@ type Workload struct {
 func NewWorkload(bal *Balancer, cfg WorkloadConfig) *Workload {
 	cfg = cfg.withDefaults()
 	hc := bal.HTTPClient(cfg.RequestTimeout)
-	return &Workload{
+	w := &Workload{
 		cfg: cfg, bal: bal, hc: hc,
 		cli:  client.New(BalancedURL, client.WithHTTPClient(hc)),
 		hist: NewHistory(cfg.Topic, cfg.Partitions),
 	}
+	if cfg.Kafka.txnConfigured() {
+		w.hist.TxnTopic, w.hist.TxnGroup = cfg.Kafka.TxnTopic, cfg.Kafka.TxnGroup
+	}
+	return w
 }
 
 // History returns the workload's history.
@@ -137,7 +141,7 @@ func (w *Workload) Setup(ctx context.Context) error {
 	for {
 		_, err := w.cli.CreateTopic(ctx, w.cfg.Topic, w.cfg.Partitions, map[string]string{"value.format": "string"})
 		if err == nil || client.HasCode(err, "topic_exists") {
-			return nil
+			return w.setupTxn(ctx)
 		}
 		select {
 		case <-ctx.Done():
@@ -573,12 +577,13 @@ func (w *Workload) recordGroupOffsets(ctx context.Context, group string, final b
 }
 
 // Final reads every partition from its log start to its high watermark, retrying
-// failures for up to FinalTimeout per partition, then records the group's final
-// committed offsets.
+// failures for up to FinalTimeout per partition, then the transactional output topic,
+// then records the groups' final committed offsets.
 func (w *Workload) Final(parent context.Context) {
 	for p := range w.cfg.Partitions {
 		w.finalPartition(parent, p)
 	}
+	w.finalTxn(parent)
 	ctx, cancel := context.WithTimeout(parent, w.cfg.FinalTimeout)
 	defer cancel()
 	for _, g := range w.groups() {
