@@ -27,12 +27,19 @@ func Require(t testing.TB, name string) string {
 	t.Helper()
 	v := os.Getenv(name)
 	if v == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not set: CI must run against real services (run scripts/test.sh)", name)
-		}
-		t.Skipf("set %s (eval \"$(scripts/services.sh)\") to run against the real service", name)
+		Unavailable(t, "set %s (eval \"$(scripts/services.sh)\") to run against the real service", name)
 	}
 	return v
+}
+
+// Unavailable skips a test whose services are missing or not as scripts/services.sh
+// makes them, saying why, or fails it under CI, which must run every test.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("CI must run against the services scripts/services.sh starts: "+format, args...)
+	}
+	t.Skipf(format, args...)
 }
 
 func randomSuffix() string {
