@@ -319,7 +319,7 @@ on loopback; with another --listen address, set --api-keys (it warns otherwise).
 			},
 			catalogName: cat.String(), bucketName: objDir,
 			ownDirs: []connect.OwnDir{{Path: *data, What: "the dev data directory (--data)"}},
-			auth: authCfg,
+			auth:    authCfg,
 			banner: func(w io.Writer, base string) {
 				fmt.Fprintf(w, "Strata dev server on %s (data in %s)\n\n", base, *data)
 				if authCfg.security.Enabled() {
