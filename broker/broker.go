@@ -80,7 +80,7 @@ type Watcher interface {
 
 // Producers hands out producer identities (both catalog backends).
 type Producers interface {
-	InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer) (catalog.Producer, error)
+	InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer, owner string) (catalog.Producer, error)
 }
 
 // RecordDeleter advances a partition's log start offset: Kafka's DeleteRecords (both
@@ -167,7 +167,7 @@ type Broker struct {
 	topics *topicCache // nil without a catalog
 	// maxAfterMs is Config.MaxTimestampAfterMs.
 	maxAfterMs int64
-	// producerTxns remembers the transactional id of producer ids seen (authorize.go).
+	// producerTxns remembers the owner of producer ids seen (authorize.go).
 	producerTxns producerTxnCache
 	waits        *groupWaits // held JoinGroup and SyncGroup requests (groupwait.go)
 }

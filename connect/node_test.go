@@ -30,22 +30,37 @@ type testNode struct {
 	url string
 	cat *sqlite.Catalog
 	n   *node.Node
-	dir string
+	// dir is where the file connectors may read and write (unless the test gave its
+	// own plugins); data holds the node's catalog and objects, which they may not.
+	dir, data string
 }
 
 func startNode(t *testing.T, wc connect.WorkerConfig, mutate ...func(*node.Config)) *testNode {
 	t.Helper()
-	dir := t.TempDir()
-	cat, err := sqlite.Open(t.Context(), filepath.Join(dir, "catalog.db"), catalog.Options{})
+	root := t.TempDir()
+	dir, data := filepath.Join(root, "files"), filepath.Join(root, "node")
+	for _, d := range []string{dir, data} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cat, err := sqlite.Open(t.Context(), filepath.Join(data, "catalog.db"), catalog.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := fs.New(filepath.Join(dir, "objects"))
+	store, err := fs.New(filepath.Join(data, "objects"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if wc.Lease == 0 {
 		wc.Lease = 2 * time.Second
+	}
+	if wc.Plugins == nil {
+		dirs, err := connect.NewFileDirs([]string{dir}, []connect.OwnDir{{Path: data, What: "the test node's data directory"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wc.Plugins = connect.NewPlugins(connect.FileSourceConnector{Dirs: dirs}, connect.FileSinkConnector{Dirs: dirs})
 	}
 	cfg := node.Config{Catalog: cat, Store: store,
 		Writer: true, WriterConfig: writer.Config{Linger: 5 * time.Millisecond},
@@ -70,7 +85,7 @@ func startNode(t *testing.T, wc connect.WorkerConfig, mutate ...func(*node.Confi
 		<-served
 		cat.Close()
 	})
-	return &testNode{url: "http://" + ln.Addr().String(), cat: cat, n: n, dir: dir}
+	return &testNode{url: "http://" + ln.Addr().String(), cat: cat, n: n, dir: dir, data: data}
 }
 
 // do sends a request and returns the status and body.

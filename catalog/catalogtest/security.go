@@ -28,7 +28,7 @@ func RunSecurity(t *testing.T, open func(t *testing.T) catalog.Backend) {
 		{"audit/one_per_action", testAuditOnePerAction},
 		{"audit/none_for_failed_actions", testAuditNoneOnFailure},
 		{"audit/none_without_record", testAuditNoneWithoutRecord},
-		{"producers/transactional_id", testProducerTransactionalID},
+		{"producers/owner", testProducerOwner},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
 	}
@@ -366,24 +366,67 @@ func testAuditNoneWithoutRecord(t *testing.T, c catalog.Backend) {
 	}
 }
 
-func testProducerTransactionalID(t *testing.T, c catalog.Backend) {
+// testProducerOwner: a producer id belongs to the principal that created it, for good
+// (a KIP-360 bump, a transactional id initialised again by another, keep it); a
+// transactional one also names its transactional id.
+func testProducerOwner(t *testing.T, c catalog.Backend) {
 	ctx := t.Context()
+	owner := func(id int64) catalog.ProducerOwner {
+		t.Helper()
+		o, err := c.ProducerOwner(ctx, id)
+		if err != nil {
+			t.Fatalf("owner of %d: %v", id, err)
+		}
+		return o
+	}
 	tid := Name(t, "tx")
-	tx, err := c.InitProducer(ctx, tid, nil)
+	tx, err := c.InitProducer(ctx, tid, nil, "User:alice")
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, err := c.InitProducer(ctx, "", nil)
+	plain, err := c.InitProducer(ctx, "", nil, "User:bob")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := c.ProducerTransactionalID(ctx, tx.ID); err != nil || got != tid {
-		t.Errorf("transactional producer: %q, %v", got, err)
+	anon, err := c.InitProducer(ctx, "", nil, "")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got, err := c.ProducerTransactionalID(ctx, plain.ID); err != nil || got != "" {
-		t.Errorf("plain producer: %q, %v", got, err)
+	if got := owner(tx.ID); got != (catalog.ProducerOwner{TransactionalID: tid, Principal: "User:alice"}) {
+		t.Errorf("transactional producer: %+v", got)
 	}
-	if _, err := c.ProducerTransactionalID(ctx, plain.ID+1000); !errors.Is(err, catalog.ErrUnknownProducer) {
+	if got := owner(plain.ID); got != (catalog.ProducerOwner{Principal: "User:bob"}) {
+		t.Errorf("plain producer: %+v", got)
+	}
+	if got := owner(anon.ID); got != (catalog.ProducerOwner{}) {
+		t.Errorf("anonymous producer: %+v, want owned by Anonymous", got)
+	}
+	// The transactional id initialised again by another principal: the same id, the
+	// same creator.
+	again, err := c.InitProducer(ctx, tid, nil, "User:carol")
+	if err != nil || again.ID != tx.ID {
+		t.Fatalf("re-init: %+v %v", again, err)
+	}
+	if got := owner(tx.ID); got != (catalog.ProducerOwner{TransactionalID: tid, Principal: "User:alice"}) {
+		t.Errorf("transactional producer initialised again by another: %+v", got)
+	}
+	// KIP-360: the owner bumps its epoch and keeps the id and the ownership.
+	bumped, err := c.InitProducer(ctx, "", &plain, "User:bob")
+	if err != nil || bumped.ID != plain.ID || bumped.Epoch != plain.Epoch+1 {
+		t.Fatalf("bump: %+v %v", bumped, err)
+	}
+	if got := owner(plain.ID); got != (catalog.ProducerOwner{Principal: "User:bob"}) {
+		t.Errorf("plain producer after a bump: %+v", got)
+	}
+	// A stale identity gets a new id, the asker's.
+	fresh, err := c.InitProducer(ctx, "", &plain, "User:dave")
+	if err != nil || fresh.ID == plain.ID {
+		t.Fatalf("from a stale identity: %+v %v", fresh, err)
+	}
+	if got := owner(fresh.ID); got != (catalog.ProducerOwner{Principal: "User:dave"}) {
+		t.Errorf("a new id from a stale identity: %+v", got)
+	}
+	if _, err := c.ProducerOwner(ctx, fresh.ID+1000); !errors.Is(err, catalog.ErrUnknownProducer) {
 		t.Errorf("unknown producer: %v, want ErrUnknownProducer", err)
 	}
 }

@@ -29,8 +29,8 @@ DELETE FROM producer_state WHERE producer_id IN (SELECT id FROM gone)`
 
 // InitProducer hands out a producer identity (see catalog.Producers), and forgets the
 // producers idle past the expiry on the way.
-func (c *Catalog) InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer) (catalog.Producer, error) {
-	p, err := c.initProducer(ctx, transactionalID, current)
+func (c *Catalog) InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer, owner string) (catalog.Producer, error) {
+	p, err := c.initProducer(ctx, transactionalID, current, owner)
 	if err != nil {
 		if transactionalID == "" {
 			return catalog.Producer{}, fmt.Errorf("postgres: init producer: %w", err)
@@ -40,7 +40,7 @@ func (c *Catalog) InitProducer(ctx context.Context, transactionalID string, curr
 	return p, nil
 }
 
-func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog.Producer) (catalog.Producer, error) {
+func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog.Producer, owner string) (catalog.Producer, error) {
 	if tid != "" {
 		if err := catalog.ValidateTransactionalID(tid); err != nil {
 			return catalog.Producer{}, err
@@ -66,7 +66,7 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 			next, ok := engine.NextIdempotentEpoch(*current, err == nil, txnal, epoch)
 			if !ok {
 				p.Epoch = 0
-				return tx.QueryRow(ctx, `INSERT INTO producers (epoch) VALUES (0) RETURNING id`).Scan(&p.ID)
+				return tx.QueryRow(ctx, `INSERT INTO producers (epoch, principal) VALUES (0, $1) RETURNING id`, owner).Scan(&p.ID)
 			}
 			p = catalog.Producer{ID: current.ID, Epoch: next}
 			_, err = tx.Exec(ctx, `UPDATE producers SET epoch = $2, last_used_at = clock_timestamp() WHERE id = $1`, p.ID, next)
@@ -76,7 +76,7 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 	}
 	if tid == "" {
 		var p catalog.Producer
-		err := c.pool.QueryRow(ctx, `INSERT INTO producers (epoch) VALUES (0) RETURNING id`).Scan(&p.ID)
+		err := c.pool.QueryRow(ctx, `INSERT INTO producers (epoch, principal) VALUES (0, $1) RETURNING id`, owner).Scan(&p.ID)
 		return p, err
 	}
 	var p catalog.Producer
@@ -92,8 +92,8 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 				}
 			}
 			if errors.Is(err, pgx.ErrNoRows) {
-				err = tx.QueryRow(ctx, `INSERT INTO producers (transactional_id, epoch) VALUES ($1, 0)
-					ON CONFLICT (transactional_id) DO NOTHING RETURNING id`, tid).Scan(&p.ID)
+				err = tx.QueryRow(ctx, `INSERT INTO producers (transactional_id, epoch, principal) VALUES ($1, 0, $2)
+					ON CONFLICT (transactional_id) DO NOTHING RETURNING id`, tid, owner).Scan(&p.ID)
 				if errors.Is(err, pgx.ErrNoRows) {
 					continue // another node created it meanwhile: bump that one
 				}
@@ -114,7 +114,7 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 					return err
 				}
 				p.Epoch = 0
-				return tx.QueryRow(ctx, `INSERT INTO producers (transactional_id, epoch) VALUES ($1, 0) RETURNING id`, tid).Scan(&p.ID)
+				return tx.QueryRow(ctx, `INSERT INTO producers (transactional_id, epoch, principal) VALUES ($1, 0, $2) RETURNING id`, tid, owner).Scan(&p.ID)
 			}
 			p.Epoch = next
 			_, err = tx.Exec(ctx, `UPDATE producers SET epoch = $2, last_used_at = clock_timestamp() WHERE id = $1`, p.ID, next)
