@@ -145,15 +145,15 @@ func TestUnauthenticatedShare(t *testing.T) {
 
 func TestHostKey(t *testing.T) {
 	for addr, want := range map[string]string{
-		"10.1.2.3:9092":                 "10.1.2.3",
-		"[::ffff:10.1.2.3]:9092":        "10.1.2.3",
-		"[2001:db8:1:2:3:4:5:6]:9092":   "2001:db8:1:2::/64",
-		"[2001:db8:1:2:ffff::1]:1":      "2001:db8:1:2::/64",
-		"[fe80::1%eth0]:9092":           "fe80::/64",
-		"[2001:db8:1:3:3:4:5:6]:9092":   "2001:db8:1:3::/64",
-		"[::1]:9092":                    "::/64",
-		"not an address":                "not an address",
-		"pipe":                          "pipe",
+		"10.1.2.3:9092":               "10.1.2.3",
+		"[::ffff:10.1.2.3]:9092":      "10.1.2.3",
+		"[2001:db8:1:2:3:4:5:6]:9092": "2001:db8:1:2::/64",
+		"[2001:db8:1:2:ffff::1]:1":    "2001:db8:1:2::/64",
+		"[fe80::1%eth0]:9092":         "fe80::/64",
+		"[2001:db8:1:3:3:4:5:6]:9092": "2001:db8:1:3::/64",
+		"[::1]:9092":                  "::/64",
+		"not an address":              "not an address",
+		"pipe":                        "pipe",
 	} {
 		if got := hostKey(fakeAddr(addr)); got != want {
 			t.Errorf("hostKey(%s) = %s, want %s", addr, got, want)
