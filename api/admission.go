@@ -1,8 +1,11 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"sync"
+
+	"github.com/strata-io/strata/internal/membudget"
 )
 
 // admission bounds the bytes of produce request bodies a node holds at once: being
@@ -11,23 +14,55 @@ import (
 // overload, hundreds of producers' bodies would be in memory by then, to be refused
 // after costing their memory and CPU. Admission refuses first, by the declared
 // Content-Length, before a byte of the body is read: back-pressure rather than growth.
+//
+// A body is admitted by its declared length before it arrives, so a client that
+// declares large bodies and then stalls holds that much until the body timeout ends
+// it; one principal may therefore hold at most membudget.OwnerShare of the limit in
+// bodies still arriving (none held: always admitted), the rest staying for others.
 type admission struct {
 	max int64
 
-	mu   sync.Mutex
-	held int64
+	mu     sync.Mutex
+	held   int64
+	unread map[string]int64 // per principal: admitted bytes whose bodies have not arrived
 }
 
-// acquire reserves n bytes. It always admits a request when nothing is held, so a
-// body larger than the limit (but within MaxBodyBytes) is slowed, never starved.
-func (ad *admission) acquire(n int64) bool {
+func newAdmission(max int64) *admission {
+	return &admission{max: max, unread: map[string]int64{}}
+}
+
+// acquire reserves n bytes for a body still to arrive from owner ("": no one to share
+// between, without authentication). It always admits a request when nothing is held,
+// so a body larger than the limit (but within MaxBodyBytes) is slowed, never starved.
+func (ad *admission) acquire(owner string, n int64) bool {
 	ad.mu.Lock()
 	defer ad.mu.Unlock()
 	if ad.held > 0 && ad.held+n > ad.max {
 		return false
 	}
+	if owner != "" {
+		u := ad.unread[owner]
+		if u > 0 && u+n > int64(membudget.OwnerShare*float64(ad.max)) {
+			return false
+		}
+		ad.unread[owner] = u + n
+	}
 	ad.held += n
 	return true
+}
+
+// arrived says owner's n bytes have been read (or never will be).
+func (ad *admission) arrived(owner string, n int64) {
+	if owner == "" {
+		return
+	}
+	ad.mu.Lock()
+	if u := ad.unread[owner] - n; u > 0 {
+		ad.unread[owner] = u
+	} else {
+		delete(ad.unread, owner)
+	}
+	ad.mu.Unlock()
 }
 
 func (ad *admission) release(n int64) {
@@ -35,6 +70,19 @@ func (ad *admission) release(n int64) {
 	ad.held -= n
 	ad.mu.Unlock()
 }
+
+// admitted is one request's admission, which its body's arrival ends the unread part
+// of (reqState.arrived), once.
+type admitted struct {
+	ad    *admission
+	owner string
+	n     int64
+	once  sync.Once
+}
+
+func (t *admitted) arrive() { t.once.Do(func() { t.ad.arrived(t.owner, t.n) }) }
+
+type admittedKey struct{}
 
 // admitProduce wraps a produce handler with admission. A body of unknown length
 // (chunked) is counted at the largest size allowed.
@@ -44,12 +92,24 @@ func (a *API) admitProduce(next http.Handler) http.Handler {
 		if n < 0 || n > a.cfg.MaxBodyBytes {
 			n = a.cfg.MaxBodyBytes
 		}
-		if !a.admission.acquire(n) {
-			writeProblem(w, r, newProblem(CodeBufferFull, "this node holds its limit of produce bytes in flight; retry after a short wait").
+		owner := a.owner(r)
+		if !a.admission.acquire(owner, n) {
+			writeProblem(w, r, newProblem(CodeBufferFull, "this node holds its limit of produce bytes in flight, or of bodies still arriving from this principal; retry after a short wait").
 				with("max_inflight_produce_bytes", a.cfg.MaxInflightProduceBytes))
 			return
 		}
+		tk := &admitted{ad: a.admission, owner: owner, n: n}
 		defer a.admission.release(n)
-		next.ServeHTTP(w, r)
+		defer tk.arrive()
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admittedKey{}, tk)))
 	})
+}
+
+// owner is whom the request's bytes still arriving count against: its principal, with
+// authentication on; without, every caller is the same anonymous one, and no one.
+func (a *API) owner(r *http.Request) string {
+	if a.auth == nil {
+		return ""
+	}
+	return principal(r).Name
 }

@@ -18,7 +18,9 @@ import (
 
 // The API's part of the node's memory budget (docs/design.md "Memory"). Every /v1
 // request gets a hold (serve): its body is reserved there before a byte is read — by
-// Content-Length, or as it arrives when it has none — and so is everything its answer
+// Content-Length, or as it arrives when it has none, counted against its principal's
+// share of bytes still arriving until it has been read (membudget.OwnerShare, with
+// authentication on) — and so is everything its answer
 // allocates (a fetch's batches, the rendered JSON, an SSE event batch); the hold is
 // released once the answer is written. A produce keeps its body until the writer has
 // answered it (the records alias it), so its handler waits for that even when the
@@ -27,10 +29,12 @@ import (
 
 // reqState is what serve keeps for one request: its hold and its pooled body buffer.
 type reqState struct {
-	a    *API // nil outside serve: nothing is accounted
-	need broker.Capability
-	hold *membudget.Hold
-	body *[]byte // from bodyPools; nil when none was taken
+	a     *API // nil outside serve: nothing is accounted
+	need  broker.Capability
+	owner string // whose share the body counts against until it has arrived (API.owner)
+	hold  *membudget.Hold
+	body  *[]byte   // from bodyPools; nil when none was taken
+	admit *admitted // the produce's admission (admission.go), nil for other routes
 }
 
 type stateKey struct{}
@@ -51,14 +55,24 @@ func hold(r *http.Request) *membudget.Hold { return state(r).hold }
 // up to MemoryWait. Without room a produce answers 429 buffer_full (back-pressure, as
 // when the writer is full), anything else 503 memory_exhausted.
 func (a *API) admitBody(r *http.Request, need broker.Capability) (*http.Request, *reqState, *problem) {
-	st := &reqState{a: a, need: need, hold: a.mem.NewHold()}
+	st := &reqState{a: a, need: need, owner: a.owner(r), hold: a.mem.NewHold()}
+	st.admit, _ = r.Context().Value(admittedKey{}).(*admitted)
 	r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
 	if n := r.ContentLength; n > 0 {
-		if err := st.hold.Reserve(r.Context(), poolSize(n), a.cfg.MemoryWait, membudget.UseProduce); err != nil {
+		if err := st.hold.ReserveInbound(r.Context(), st.owner, poolSize(n), a.cfg.MemoryWait, membudget.UseProduce); err != nil {
 			return r, st, a.memoryProblem(r, need, err)
 		}
 	}
 	return r, st, nil
+}
+
+// arrived says the body has been read, or will not be: it no longer counts against
+// its principal's share, in the budget and in admission.
+func (st *reqState) arrived() {
+	st.hold.Arrived()
+	if st.admit != nil {
+		st.admit.arrive()
+	}
 }
 
 // memoryProblem answers a reservation that failed.
@@ -149,11 +163,12 @@ func putBody(b *[]byte) {
 // (bodyLimitMiddleware's reader fails past it).
 func readPooled(r *http.Request) ([]byte, *problem) {
 	st := state(r)
+	defer st.arrived()
 	reserve := func(n int64) *problem {
 		if st.a == nil {
 			return nil
 		}
-		if err := st.hold.Reserve(r.Context(), n, st.a.cfg.MemoryWait, membudget.UseProduce); err != nil {
+		if err := st.hold.ReserveInbound(r.Context(), st.owner, n, st.a.cfg.MemoryWait, membudget.UseProduce); err != nil {
 			return st.a.memoryProblem(r, st.need, err)
 		}
 		return nil
