@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"net/http"
 	"sync"
 
@@ -71,38 +70,20 @@ func (ad *admission) release(n int64) {
 	ad.mu.Unlock()
 }
 
-// admitted is one request's admission, which its body's arrival ends the unread part
-// of (reqState.arrived), once.
-type admitted struct {
-	ad    *admission
-	owner string
-	n     int64
-	once  sync.Once
-}
-
-func (t *admitted) arrive() { t.once.Do(func() { t.ad.arrived(t.owner, t.n) }) }
-
-type admittedKey struct{}
-
-// admitProduce wraps a produce handler with admission. A body of unknown length
-// (chunked) is counted at the largest size allowed.
-func (a *API) admitProduce(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := r.ContentLength
-		if n < 0 || n > a.cfg.MaxBodyBytes {
-			n = a.cfg.MaxBodyBytes
-		}
-		owner := a.owner(r)
-		if !a.admission.acquire(owner, n) {
-			writeProblem(w, r, newProblem(CodeBufferFull, "this node holds its limit of produce bytes in flight, or of bodies still arriving from this principal; retry after a short wait").
-				with("max_inflight_produce_bytes", a.cfg.MaxInflightProduceBytes))
-			return
-		}
-		tk := &admitted{ad: a.admission, owner: owner, n: n}
-		defer a.admission.release(n)
-		defer tk.arrive()
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admittedKey{}, tk)))
-	})
+// admitProduce admits a produce's body (serveProduce) into st, or answers 429
+// buffer_full. A body of unknown length (chunked) is counted at the largest size
+// allowed. st.done gives the bytes back; st.arrived ends their count as unread.
+func (a *API) admitProduce(r *http.Request, st *reqState) *problem {
+	n := r.ContentLength
+	if n < 0 || n > a.cfg.MaxBodyBytes {
+		n = a.cfg.MaxBodyBytes
+	}
+	if !a.admission.acquire(st.owner, n) {
+		return newProblem(CodeBufferFull, "this node holds its limit of produce bytes in flight, or of bodies still arriving from this principal; retry after a short wait").
+			with("max_inflight_produce_bytes", a.cfg.MaxInflightProduceBytes)
+	}
+	st.admitted, st.unread = n, true
+	return nil
 }
 
 // owner is whom the request's bytes still arriving count against: its principal, with

@@ -33,8 +33,11 @@ type reqState struct {
 	need  broker.Capability
 	owner string // whose share the body counts against until it has arrived (API.owner)
 	hold  *membudget.Hold
-	body  *[]byte   // from bodyPools; nil when none was taken
-	admit *admitted // the produce's admission (admission.go), nil for other routes
+	body  *[]byte // from bodyPools; nil when none was taken
+	// admitted is what a produce's admission holds (admission.go), unread whether it
+	// still counts as its owner's bytes still arriving.
+	admitted int64
+	unread   bool
 }
 
 type stateKey struct{}
@@ -54,10 +57,15 @@ func hold(r *http.Request) *membudget.Hold { return state(r).hold }
 // admitBody opens the request's hold and reserves its declared body in it, waiting
 // up to MemoryWait. Without room a produce answers 429 buffer_full (back-pressure, as
 // when the writer is full), anything else 503 memory_exhausted.
-func (a *API) admitBody(r *http.Request, need broker.Capability) (*http.Request, *reqState, *problem) {
+// A produce's body is admitted first (admission.go).
+func (a *API) admitBody(r *http.Request, need broker.Capability, admit bool) (*http.Request, *reqState, *problem) {
 	st := &reqState{a: a, need: need, owner: a.owner(r), hold: a.mem.NewHold()}
-	st.admit, _ = r.Context().Value(admittedKey{}).(*admitted)
 	r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
+	if admit {
+		if p := a.admitProduce(r, st); p != nil {
+			return r, st, p
+		}
+	}
 	if n := r.ContentLength; n > 0 {
 		if err := st.hold.ReserveInbound(r.Context(), st.owner, poolSize(n), a.cfg.MemoryWait, membudget.UseProduce); err != nil {
 			return r, st, a.memoryProblem(r, need, err)
@@ -70,8 +78,9 @@ func (a *API) admitBody(r *http.Request, need broker.Capability) (*http.Request,
 // its principal's share, in the budget and in admission.
 func (st *reqState) arrived() {
 	st.hold.Arrived()
-	if st.admit != nil {
-		st.admit.arrive()
+	if st.unread {
+		st.unread = false
+		st.a.admission.arrived(st.owner, st.admitted)
 	}
 }
 
@@ -102,7 +111,12 @@ func (st *reqState) done() {
 		putBody(st.body)
 		st.body = nil
 	}
+	st.arrived()
 	st.hold.Release()
+	if st.admitted > 0 {
+		st.a.admission.release(st.admitted)
+		st.admitted = 0
+	}
 }
 
 // Body buffers are pooled by size class, powers of two from 64 KiB: a produce body is

@@ -64,7 +64,10 @@ type Budget struct {
 	peak    int64
 	over    int64     // bytes released without a reservation (Overreleased)
 	waiters list.List // *waiter, first come first served
-	owners  map[string]*owner
+	// Per owner, bytes still arriving (share.go), and a channel closed when they fall,
+	// made while someone waits for that.
+	owners map[string]int64
+	wakes  map[string]chan struct{}
 }
 
 type waiter struct {
@@ -75,7 +78,7 @@ type waiter struct {
 
 // New returns a budget of limit bytes. reg may be nil.
 func New(limit int64, reg prometheus.Registerer) *Budget {
-	b := &Budget{limit: limit, share: OwnerShare, owners: map[string]*owner{}}
+	b := &Budget{limit: limit, share: OwnerShare, owners: map[string]int64{}, wakes: map[string]chan struct{}{}}
 	b.m = newMetrics(reg, b, true)
 	return b
 }

@@ -19,12 +19,6 @@ import (
 // never starved.
 const OwnerShare = 0.25
 
-// owner is what one owner holds in bytes still arriving.
-type owner struct {
-	held int64
-	wake chan struct{} // closed, and replaced, whenever held falls
-}
-
 // ReserveInbound is Reserve for n bytes still to arrive from owner (a request body or a
 // frame declared, not yet read): they count against owner's share (OwnerShare) as well
 // as the budget, until Arrived or Release. It waits up to wait in all, first for the
@@ -100,10 +94,7 @@ func (b *Budget) Arriving(owner string) int64 {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if o := b.owners[owner]; o != nil {
-		return o.held
-	}
-	return 0
+	return b.owners[owner]
 }
 
 // reserveShare counts n bytes against owner's share, waiting until deadline for room.
@@ -117,17 +108,20 @@ func (b *Budget) reserveShare(ctx context.Context, who string, n int64, deadline
 	counted := false
 	b.mu.Lock()
 	for {
-		o := b.owners[who]
-		if o == nil {
-			o = &owner{wake: make(chan struct{})}
-			b.owners[who] = o
-		}
-		if o.held == 0 || o.held+n <= b.shareLocked() {
-			o.held += n
+		held := b.owners[who]
+		if held == 0 || held+n <= b.shareLocked() {
+			b.owners[who] = held + n
 			b.mu.Unlock()
 			return nil
 		}
-		wake, share := o.wake, b.shareLocked()
+		// A channel to wait on is made only when someone waits: the common case, an
+		// owner within its share, allocates nothing.
+		wake := b.wakes[who]
+		if wake == nil {
+			wake = make(chan struct{})
+			b.wakes[who] = wake
+		}
+		share := b.shareLocked()
 		b.mu.Unlock()
 		if !counted {
 			counted = true
@@ -157,17 +151,15 @@ func (b *Budget) reserveShare(ctx context.Context, who string, n int64, deadline
 func (b *Budget) releaseShare(who string, n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	o := b.owners[who]
-	if o == nil {
-		return
-	}
-	o.held -= n
-	close(o.wake)
-	if o.held <= 0 {
+	if held := b.owners[who] - n; held > 0 {
+		b.owners[who] = held
+	} else {
 		delete(b.owners, who)
-		return
 	}
-	o.wake = make(chan struct{})
+	if wake := b.wakes[who]; wake != nil {
+		close(wake)
+		delete(b.wakes, who)
+	}
 }
 
 // Pool carves n bytes out of b for the node's whole life and returns them as a budget
@@ -179,7 +171,7 @@ func (b *Budget) Pool(n int64, what string, reg prometheus.Registerer) (*Budget,
 	if err := b.Carve(n, what); err != nil {
 		return nil, err
 	}
-	p := &Budget{limit: n, share: OwnerShare, owners: map[string]*owner{}}
+	p := &Budget{limit: n, share: OwnerShare, owners: map[string]int64{}, wakes: map[string]chan struct{}{}}
 	p.m = newMetrics(reg, p, false)
 	return p, nil
 }
