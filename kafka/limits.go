@@ -15,8 +15,10 @@ import (
 //     else it is closed;
 //   - sends frames of at most PreAuthMaxFrameBytes, and only ApiVersions and the SASL
 //     requests (a larger size prefix closes it before anything is reserved);
-//   - reserves those frames in a pool of their own, never in the node's budget, and one
-//     address at most membudget.OwnerShare of it;
+//   - reserves those frames in a pool of their own, never in the node's budget, one
+//     address at most one largest frame of it (a frame is let go of once served, so a
+//     client holds the pool only while its frame is being read, and filling the pool
+//     takes as many addresses as it holds frames);
 //   - holds one of MaxUnauthenticated slots, and one of MaxUnauthenticatedPerHost of
 //     its address's (an IPv6 client's /64, which one host commonly has whole), beside
 //     its slot of MaxConnections: beyond them it is closed as it is accepted, so one

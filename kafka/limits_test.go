@@ -198,6 +198,18 @@ func TestPreAuthFrames(t *testing.T) {
 	}
 	poll(t, "the pool released", func() bool { return ts.preAuth.Used() == 0 })
 
+	// One address holds at most one frame of the largest size in the pool: a second
+	// one it declares and stalls waits, and another address is served meanwhile.
+	for range 2 {
+		c := dialFrom(t, "127.0.0.2", ts.addr)
+		handshake(t, c, 1, "PLAIN")
+		c.write(binary.BigEndian.AppendUint32(nil, PreAuthMaxFrameBytes))
+	}
+	poll(t, "the second frame of one address held back", func() bool {
+		return ts.preAuth.Used() == PreAuthMaxFrameBytes && counter(t, ts.reg, "strata_memory_share_waits_total", "kafka_preauth") >= 1
+	})
+	login(t, dialFrom(t, "127.0.0.3", ts.addr), "b")
+
 	// After authenticating, a frame is the budget's, and larger ones are allowed.
 	c = dial(t, ts.addr)
 	login(t, c, "a")

@@ -74,7 +74,7 @@ type Config struct {
 	// AuthTimeout after it was accepted (default 10s); its frames are at most
 	// PreAuthMaxFrameBytes and reserved in a pool of PreAuthMemoryBytes of their own
 	// (default DefaultPreAuthMemoryBytes, carved out of Deps.Memory), never in the
-	// node's budget; and such connections hold at most MaxUnauthenticated of the
+	// node's budget, one address at most PreAuthMaxFrameBytes of it; and such connections hold at most MaxUnauthenticated of the
 	// MaxConnections slots (default half of them), MaxUnauthenticatedPerHost from one
 	// address, or one IPv6 /64 (default a tenth of MaxUnauthenticated, and at least
 	// 16 or MaxUnauthenticated): beyond them a new connection is closed at once.
@@ -216,7 +216,10 @@ func New(cfg Config, deps Deps, log *slog.Logger, reg prometheus.Registerer) (*S
 		unauthByHost: map[string]int{},
 	}
 	if cfg.Auth != nil {
-		pool, err := deps.Memory.Pool(cfg.PreAuthMemoryBytes, "the Kafka listener's frames before authentication", reg)
+		// One address may hold one frame of the largest size: filling the pool takes
+		// as many addresses (or IPv6 /64s) as it holds such frames.
+		share := float64(PreAuthMaxFrameBytes) / float64(cfg.PreAuthMemoryBytes)
+		pool, err := deps.Memory.Pool(cfg.PreAuthMemoryBytes, share, "the Kafka listener's frames before authentication", reg)
 		if err != nil {
 			return nil, fmt.Errorf("kafka: new listener: %w", err)
 		}

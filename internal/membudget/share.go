@@ -165,13 +165,14 @@ func (b *Budget) releaseShare(who string, n int64) {
 // Pool carves n bytes out of b for the node's whole life and returns them as a budget
 // of their own, for reservations that must never take b's room nor queue behind its
 // reservations: the Kafka listener's frames before authentication, from clients not
-// yet known. A nil b gives a pool that only it accounts. The pool's counters are b's
-// (labelled by use); it has no gauges.
-func (b *Budget) Pool(n int64, what string, reg prometheus.Registerer) (*Budget, error) {
+// yet known. One owner may hold share of the pool in bytes still arriving (b's owners
+// hold OwnerShare of b). A nil b gives a pool that only it accounts. The pool's
+// counters are b's (labelled by use); it has no gauges.
+func (b *Budget) Pool(n int64, share float64, what string, reg prometheus.Registerer) (*Budget, error) {
 	if err := b.Carve(n, what); err != nil {
 		return nil, err
 	}
-	p := &Budget{limit: n, share: OwnerShare, owners: map[string]int64{}, wakes: map[string]chan struct{}{}}
+	p := &Budget{limit: n, share: share, owners: map[string]int64{}, wakes: map[string]chan struct{}{}}
 	p.m = newMetrics(reg, p, false)
 	return p, nil
 }

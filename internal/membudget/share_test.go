@@ -96,35 +96,43 @@ func TestOwnerShare(t *testing.T) {
 func TestPool(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	b := New(1000, reg)
-	p, err := b.Pool(100, "pre-authentication frames", reg)
+	p, err := b.Pool(100, 0.5, "pre-authentication frames", reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.Idle() != 100 || p.Limit() != 100 {
 		t.Fatalf("idle %d, pool %d", b.Idle(), p.Limit())
 	}
-	h, err := p.Frame(t.Context(), "10.0.0.1", 100, 0, UseKafkaPreAuth)
+	h, err := p.Frame(t.Context(), "10.0.0.1", 50, 0, UseKafkaPreAuth)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Frame(t.Context(), "10.0.0.2", 1, 0, UseKafkaPreAuth); !errors.Is(err, ErrExhausted) {
+	if _, err := p.Frame(t.Context(), "10.0.0.1", 1, 0, UseKafkaPreAuth); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("an owner beyond its share of the pool: %v", err)
+	}
+	h2, err := p.Frame(t.Context(), "10.0.0.2", 50, 0, UseKafkaPreAuth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Frame(t.Context(), "10.0.0.3", 1, 0, UseKafkaPreAuth); !errors.Is(err, ErrExhausted) {
 		t.Fatalf("a full pool: %v", err)
 	}
 	if b.Used() != 100 || b.Peak() != 100 {
 		t.Fatalf("the budget moved with the pool: used %d, peak %d", b.Used(), b.Peak())
 	}
-	if got := testutil.ToFloat64(b.m.refused.WithLabelValues(string(UseKafkaPreAuth))); got != 1 {
+	if got := testutil.ToFloat64(b.m.refused.WithLabelValues(string(UseKafkaPreAuth))); got != 2 {
 		t.Fatalf("pool refusals in the budget's counter: %v", got)
 	}
 	h.Release()
+	h2.Release()
 	if p.Used() != 0 {
 		t.Fatalf("pool used %d", p.Used())
 	}
-	if _, err := b.Pool(901, "too much", nil); !errors.Is(err, ErrTooLarge) {
+	if _, err := b.Pool(901, 0.5, "too much", nil); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("a pool beyond the budget: %v", err)
 	}
 	var none *Budget
-	if p, err := none.Pool(10, "x", nil); err != nil || p.Limit() != 10 {
+	if p, err := none.Pool(10, 1, "x", nil); err != nil || p.Limit() != 10 {
 		t.Fatalf("a pool of no budget: %v", err)
 	}
 }
