@@ -54,9 +54,9 @@ type conn struct {
 	// untrack stops the guard from cutting this connection when its key is revoked.
 	untrack func()
 	// With authentication on (limits.go): authTimer closes the connection unless it
-	// authenticates first; addrKey is what the per-address limits count it under;
-	// unauthCounted (guarded by s.mu) says it is still in the counts of connections
-	// not yet authenticated.
+	// authenticates first; addrKey is what the per-address limits count it under (set
+	// by admit); unauthCounted (guarded by s.mu) says it is still in the counts of
+	// connections not yet authenticated.
 	authTimer     *time.Timer
 	addrKey       string
 	unauthCounted bool
@@ -96,7 +96,6 @@ func newConn(ctx context.Context, s *Server, nc net.Conn) *conn {
 		c.close()
 	})
 	if s.cfg.Auth != nil {
-		c.addrKey = hostKey(nc.RemoteAddr())
 		c.authTimer = time.AfterFunc(s.cfg.AuthTimeout, func() {
 			s.metrics.closed.WithLabelValues("auth_timeout").Inc()
 			s.log.Debug("closing connection: not authenticated in time", "remote", c.remote, "auth_timeout", s.cfg.AuthTimeout)

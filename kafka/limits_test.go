@@ -200,9 +200,13 @@ func TestPreAuthFrames(t *testing.T) {
 
 	// One address holds at most one frame of the largest size in the pool: a second
 	// one it declares and stalls waits, and another address is served meanwhile.
+	var two []*client
 	for range 2 {
 		c := dialFrom(t, "127.0.0.2", ts.addr)
 		handshake(t, c, 1, "PLAIN")
+		two = append(two, c)
+	}
+	for _, c := range two {
 		c.write(binary.BigEndian.AppendUint32(nil, PreAuthMaxFrameBytes))
 	}
 	poll(t, "the second frame of one address held back", func() bool {

@@ -74,10 +74,11 @@ type Config struct {
 	// AuthTimeout after it was accepted (default 10s); its frames are at most
 	// PreAuthMaxFrameBytes and reserved in a pool of PreAuthMemoryBytes of their own
 	// (default DefaultPreAuthMemoryBytes, carved out of Deps.Memory), never in the
-	// node's budget, one address at most PreAuthMaxFrameBytes of it; and such connections hold at most MaxUnauthenticated of the
-	// MaxConnections slots (default half of them), MaxUnauthenticatedPerHost from one
-	// address, or one IPv6 /64 (default a tenth of MaxUnauthenticated, and at least
-	// 16 or MaxUnauthenticated): beyond them a new connection is closed at once.
+	// node's budget, one address holding at most one such frame of it; and such
+	// connections hold at most MaxUnauthenticated of the MaxConnections slots (default
+	// half of them), and MaxUnauthenticatedPerHost from one address, or one IPv6 /64
+	// (default a tenth of MaxUnauthenticated, at least 16 or MaxUnauthenticated):
+	// beyond them a new connection is closed at once.
 	AuthTimeout                                   time.Duration
 	PreAuthMemoryBytes                            int64
 	MaxUnauthenticated, MaxUnauthenticatedPerHost int
@@ -303,7 +304,7 @@ func (s *Server) admit(ctx context.Context, nc net.Conn) (*conn, bool) {
 	c := newConn(ctx, s, nc)
 	s.conns[c] = struct{}{}
 	if s.cfg.Auth != nil {
-		c.unauthCounted = true
+		c.addrKey, c.unauthCounted = host, true
 		s.unauth++
 		s.unauthByHost[host]++
 	}
