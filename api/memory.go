@@ -20,9 +20,9 @@ import (
 // request gets a hold (serve): its body is reserved there before a byte is read — by
 // Content-Length, or as it arrives when it has none, counted against its principal's
 // share of bytes still arriving until it has been read (membudget.OwnerShare, with
-// authentication on) — and so is everything its answer
-// allocates (a fetch's batches, the rendered JSON, an SSE event batch); the hold is
-// released once the answer is written. A produce keeps its body until the writer has
+// authentication on) — and so is everything its answer allocates (a fetch's batches,
+// the rendered JSON, an SSE event batch); the hold is released once the answer is
+// written. A produce keeps its body until the writer has
 // answered it (the records alias it), so its handler waits for that even when the
 // client has gone. Body buffers come from a pool rather than being allocated and
 // zeroed per request.
