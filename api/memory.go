@@ -22,10 +22,9 @@ import (
 // share of bytes still arriving until it has been read (membudget.OwnerShare, with
 // authentication on) — and so is everything its answer allocates (a fetch's batches,
 // the rendered JSON, an SSE event batch); the hold is released once the answer is
-// written. A produce keeps its body until the writer has
-// answered it (the records alias it), so its handler waits for that even when the
-// client has gone. Body buffers come from a pool rather than being allocated and
-// zeroed per request.
+// written. A produce keeps its body until the writer has answered it (the records
+// alias it), so its handler waits for that even when the client has gone. Body
+// buffers come from a pool rather than being allocated and zeroed per request.
 
 // reqState is what serve keeps for one request: its hold and its pooled body buffer.
 type reqState struct {
