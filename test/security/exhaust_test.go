@@ -115,6 +115,7 @@ func (s *stack) produceAs(ctx context.Context, cl *kgo.Client, topic string) err
 // a key connects and produces, and goes on producing after.
 func TestUnauthenticatedKafkaConnectionsTimeOut(t *testing.T) {
 	const timeout = 5 * time.Second
+	needFiles(t, 4096) // 1,000 connections, both ends, and the node's own
 	s := startStackOpts(t, stackOpts{kafka: func(c *kafka.Config) { c.AuthTimeout = timeout }})
 	s.topic("keyed", 1, 0)
 	id, secret := s.key("User:app")
@@ -250,6 +251,7 @@ func TestUnauthenticatedKafkaShare(t *testing.T) {
 // it never sends, are each answered 401 within a second and their connections closed,
 // while requests with a key are served.
 func TestUnauthenticatedHTTPBodies(t *testing.T) {
+	needFiles(t, 4096) // 1,000 connections, both ends, and the node's own
 	s := startStack(t)
 	s.topic("keyed", 1, 0)
 	_, secret := s.key("User:app")
