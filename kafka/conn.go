@@ -53,8 +53,8 @@ type conn struct {
 	rawToken  bool   // a v0 SaslHandshake: the next frame is a bare SASL token
 	// untrack stops the guard from cutting this connection when its key is revoked.
 	untrack func()
-	// With authentication on (limits.go): authTimer closes the connection unless it
-	// authenticates first; addrKey is what the per-address limits count it under (set
+	// With authentication on (limits.go): authTimer (guarded by mu) closes the
+	// connection unless it authenticates first; addrKey is what the per-address limits count it under (set
 	// by admit); unauthCounted (guarded by s.mu) says it is still in the counts of
 	// connections not yet authenticated.
 	authTimer     *time.Timer
@@ -96,11 +96,15 @@ func newConn(ctx context.Context, s *Server, nc net.Conn) *conn {
 		c.close()
 	})
 	if s.cfg.Auth != nil {
+		// Set under mu, which close takes to read it: the timer may fire before this
+		// assignment would otherwise be seen.
+		c.mu.Lock()
 		c.authTimer = time.AfterFunc(s.cfg.AuthTimeout, func() {
 			s.metrics.closed.WithLabelValues("auth_timeout").Inc()
 			s.log.Debug("closing connection: not authenticated in time", "remote", c.remote, "auth_timeout", s.cfg.AuthTimeout)
 			c.close()
 		})
+		c.mu.Unlock()
 	}
 	return c
 }
@@ -122,9 +126,7 @@ func (c *conn) serve() {
 func (c *conn) close() {
 	c.closeOnce.Do(func() {
 		c.idle.Stop()
-		if c.authTimer != nil {
-			c.authTimer.Stop()
-		}
+		c.stopAuthTimer()
 		c.cancel()
 		c.nc.Close()
 	})

@@ -67,9 +67,7 @@ func (s *Server) leaveUnauthLocked(c *conn) {
 // admitted is called once c has authenticated: its deadline is lifted and it leaves
 // the counts of connections not yet authenticated.
 func (c *conn) admitted() {
-	if c.authTimer != nil {
-		c.authTimer.Stop()
-	}
+	c.stopAuthTimer()
 	c.s.mu.Lock()
 	c.s.leaveUnauthLocked(c)
 	c.s.mu.Unlock()
@@ -91,4 +89,12 @@ func hostKey(a net.Addr) string {
 		return ip.String()
 	}
 	return p.String()
+}
+
+func (c *conn) stopAuthTimer() {
+	c.mu.Lock()
+	if c.authTimer != nil {
+		c.authTimer.Stop()
+	}
+	c.mu.Unlock()
 }
