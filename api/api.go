@@ -186,7 +186,7 @@ func New(cfg Config, d Deps) *API {
 	a.gatherer = gat
 	a.metrics = newHTTPMetrics(reg)
 	a.slots = newSlots(cfg, reg)
-	a.admission = &admission{max: cfg.MaxInflightProduceBytes}
+	a.admission = newAdmission(cfg.MaxInflightProduceBytes)
 	if auth := cfg.Auth.authenticator(); auth != nil && auth.Enabled() {
 		a.auth = auth
 	}

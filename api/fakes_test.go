@@ -19,6 +19,7 @@ import (
 
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/segment"
 	"github.com/strata-io/strata/writer"
@@ -81,6 +82,7 @@ type testDeps struct {
 	Log        *slog.Logger
 	Now        func() time.Time
 	TopicTTL   time.Duration
+	Memory     *membudget.Budget
 }
 
 // newAPI builds the core over d and the API over the core. A fake catalog with
@@ -101,7 +103,7 @@ func newAPI(cfg Config, d testDeps) *API {
 	if d.Catalog != nil || d.Writer != nil || d.Reader != nil || d.Groups != nil {
 		core = broker.New(broker.Config{TopicCacheTTL: d.TopicTTL}, bd)
 	}
-	return New(cfg, Deps{Core: core, Ready: d.Ready, Gatherer: d.Gatherer, Registerer: d.Registerer, Log: d.Log})
+	return New(cfg, Deps{Core: core, Ready: d.Ready, Gatherer: d.Gatherer, Registerer: d.Registerer, Log: d.Log, Memory: d.Memory})
 }
 
 func newFakeCluster() *fakeCluster {

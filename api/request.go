@@ -28,6 +28,16 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) *problem
 // node's memory budget (memory.go), which is released, and the body's buffer pooled,
 // once the answer is written.
 func (a *API) serve(need broker.Capability, h handlerFunc) http.HandlerFunc {
+	return a.serveWith(need, false, h)
+}
+
+// serveProduce is serve for a produce route: its body is admitted (admission.go)
+// before it is reserved.
+func (a *API) serveProduce(h handlerFunc) http.HandlerFunc {
+	return a.serveWith(broker.CapProduce, true, h)
+}
+
+func (a *API) serveWith(need broker.Capability, admit bool, h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p := checkQuery(r)
 		if p == nil {
@@ -35,7 +45,7 @@ func (a *API) serve(need broker.Capability, h handlerFunc) http.HandlerFunc {
 				p = a.problemFor(r, err)
 			} else {
 				var st *reqState
-				r, st, p = a.admitBody(r, need)
+				r, st, p = a.admitBody(r, need, admit)
 				defer st.done()
 				if p == nil {
 					p = h(w, r)

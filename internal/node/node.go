@@ -390,6 +390,11 @@ func (n *Node) Serve(ctx context.Context, ln net.Listener, tlsCfg *tls.Config, s
 			}
 		}()
 	}
+	// Before a request is authenticated, only its headers are read, within
+	// ReadHeaderTimeout (the TLS handshake too); its body is read only once it is (the
+	// API answers 401 without reading it, and closes the connection), within the API's
+	// body timeout (--body-timeout, from the handler's start), which is why there is no
+	// ReadTimeout here.
 	srv := &http.Server{
 		Handler:           n.API.Handler(),
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
