@@ -63,8 +63,8 @@ const (
 	CodeTaskNotFound        Code = "task_not_found"
 	CodeConnectorNotStopped Code = "connector_not_stopped"
 	CodeMemoryExhausted     Code = "memory_exhausted"
-	CodeForbidden       Code = "forbidden"
-	CodeKeyNotFound     Code = "key_not_found"
+	CodeForbidden           Code = "forbidden"
+	CodeKeyNotFound         Code = "key_not_found"
 	// The classic (Kafka JoinGroup/SyncGroup) group protocol's refusals.
 	CodeInconsistentGroupProtocol Code = "inconsistent_group_protocol"
 	CodeIllegalGeneration         Code = "illegal_generation"
