@@ -150,6 +150,11 @@ func (b *Broker) PutConnector(ctx context.Context, who Principal, req PutConnect
 	if err := catalog.ValidateConnectorName(req.Name); err != nil {
 		return catalog.Connector{}, false, connectorError("put connector", err, req.Name)
 	}
+	if req.TargetState != "" {
+		if err := catalog.ValidateTargetState(req.TargetState); err != nil {
+			return catalog.Connector{}, false, connectorError("put connector", err, req.Name)
+		}
+	}
 	var old *catalog.Connector
 	if req.Upsert {
 		c, err := b.d.Connect.Connector(ctx, req.Name)

@@ -66,6 +66,10 @@ type taskEnv struct {
 	control   *taskControl
 	topicsMu  sync.Mutex
 	topicSeen map[string]bool
+	// resolved are what the config's provider references resolved to: kept out of the
+	// task's status trace.
+	resolved secrets
+	refusals refusals // the task's goroutine's alone
 }
 
 // newTaskEnv builds a task's environment from its assignment: the connector's config
@@ -73,7 +77,7 @@ type taskEnv struct {
 func newTaskEnv(at catalog.AssignedTask, w *Worker, control *taskControl) (*taskEnv, error) {
 	raw := maps.Clone(at.ConnectorConfig)
 	maps.Copy(raw, at.Config)
-	cfg, errs := w.cfg.Providers.Resolve(raw)
+	cfg, errs, resolved := w.cfg.Providers.resolve(raw)
 	for k, e := range errs {
 		return nil, fmt.Errorf("config %s: %s", k, e)
 	}
@@ -91,7 +95,7 @@ func newTaskEnv(at catalog.AssignedTask, w *Worker, control *taskControl) (*task
 		chain:  ch,
 		policy: newErrorPolicy(g, at.Connector, at.Task, log),
 		core:   w.core, store: w.store, log: log, fail: w.fail, control: control,
-		topicSeen: map[string]bool{},
+		topicSeen: map[string]bool{}, resolved: resolved,
 	}, nil
 }
 
