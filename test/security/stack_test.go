@@ -62,8 +62,9 @@ func (s *syncBuffer) String() string {
 
 func startStack(t *testing.T) *stack { return startStackWith(t, 0) }
 
-// startStackWith starts a stack whose access logs sample this share of requests.
-func startStackWith(t *testing.T, accessSample float64) *stack {
+// startStackWith starts a stack whose access logs sample this share of requests; mutate
+// adjusts the node's config (the connect role, for one).
+func startStackWith(t *testing.T, accessSample float64, mutate ...func(*node.Config)) *stack {
 	t.Helper()
 	dir := t.TempDir()
 	cat, err := sqlite.Open(t.Context(), filepath.Join(dir, "catalog.db"), catalog.Options{MaxTimestampAfterMs: -1})
@@ -77,14 +78,18 @@ func startStackWith(t *testing.T, accessSample float64) *stack {
 	}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	n, err := node.Start(node.Config{
+	cfg := node.Config{
 		Catalog: cat, Store: store,
 		Writer: true, WriterConfig: writer.Config{Linger: 5 * time.Millisecond},
 		Reader: true, ReaderConfig: reader.Config{PollInterval: 100 * time.Millisecond},
 		Security: security.Config{StaticKeys: []string{bootKey}, PollInterval: 50 * time.Millisecond},
 		API:      api.Config{AccessLogSample: accessSample},
 		Log:      log,
-	})
+	}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	n, err := node.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
