@@ -59,7 +59,7 @@ func (genSource) TaskConfigs(cfg map[string]string, _ int) ([]map[string]string,
 	return []map[string]string{{}}, nil
 }
 func (genSource) Topics(cfg map[string]string) []string { return split(cfg["topic"]) }
-func (genSource) NewTask() connect.SourceTask              { return &genTask{} }
+func (genSource) NewTask() connect.SourceTask           { return &genTask{} }
 
 var _ connect.TopicsWriter = genSource{}
 
@@ -106,7 +106,7 @@ func (t *genTask) Poll(ctx context.Context) (connect.SourceBatch, error) {
 }
 
 func (t *genTask) Committed(context.Context, connect.SourceBatch) error { return nil }
-func (t *genTask) Stop() error                                        { return nil }
+func (t *genTask) Stop() error                                          { return nil }
 
 type memSink struct{}
 
