@@ -21,8 +21,11 @@ const (
 	refusalDelayMax = 5 * time.Second
 )
 
-// refusals counts a task's consecutive refusals.
-type refusals struct {
+// refusals counts a task's consecutive refusals of each call (what), so that the
+// success of one call (a fetch) does not hide the refusals of another (a heartbeat).
+type refusals map[string]*refusal
+
+type refusal struct {
 	n     int
 	delay time.Duration
 }
@@ -30,14 +33,15 @@ type refusals struct {
 // refusedError fails a task whose principal was refused.
 type refusedError struct {
 	stage     string
+	what      string
 	principal string
 	tries     int
 	err       *broker.Error
 }
 
 func (e *refusedError) Error() string {
-	return fmt.Sprintf("stage %s: the connector runs as %s, which the broker refused %d times in a row: %s (grant it, then restart the task)",
-		e.stage, principalName(e.principal), e.tries, e.err.Message)
+	return fmt.Sprintf("stage %s (%s): the connector runs as %s, which the broker refused %d times in a row: %s (grant it, then restart the task)",
+		e.stage, e.what, principalName(e.principal), e.tries, e.err.Message)
 }
 
 func (e *refusedError) Unwrap() error { return e.err }
@@ -58,24 +62,31 @@ func forbidden(err error) (*broker.Error, bool) {
 	return nil, false
 }
 
-// refused handles a refusal at stage: it waits out the backoff and answers nil (try
-// again), or, at the last refusal, the error that fails the task. A ctx that ends
-// during the wait answers nil: the task is stopping anyway.
-func (e *taskEnv) refused(ctx context.Context, stage string, be *broker.Error) error {
-	r := &e.refusals
+// refused handles a refusal of a call (what) at stage: it waits out the backoff and
+// answers nil (try again), or, at the last refusal, the error that fails the task. A
+// ctx that ends during the wait answers nil: the task is stopping anyway.
+func (e *taskEnv) refused(ctx context.Context, stage, what string, be *broker.Error) error {
+	if e.refusals == nil {
+		e.refusals = refusals{}
+	}
+	r := e.refusals[what]
+	if r == nil {
+		r = &refusal{}
+		e.refusals[what] = r
+	}
 	r.n++
 	if r.n >= maxRefusals {
-		return &refusedError{stage: stage, principal: e.who.Name, tries: r.n, err: be}
+		return &refusedError{stage: stage, what: what, principal: e.who.Name, tries: r.n, err: be}
 	}
 	if r.delay == 0 {
 		r.delay = refusalDelay
 	}
-	e.log.Warn("refused by the broker; trying again after a backoff", "stage", stage, "runs_as", principalName(e.who.Name),
+	e.log.Warn("refused by the broker; trying again after a backoff", "stage", stage, "call", what, "runs_as", principalName(e.who.Name),
 		"refusal", r.n, "of", maxRefusals, "delay", r.delay, "err", be.Message)
 	sleep(ctx, r.delay)
 	r.delay = min(2*r.delay, refusalDelayMax)
 	return nil
 }
 
-// allowed resets the count: the principal's last call went through.
-func (e *taskEnv) allowed() { e.refusals = refusals{} }
+// allowed resets the count of a call: it went through.
+func (e *taskEnv) allowed(what string) { delete(e.refusals, what) }

@@ -169,7 +169,7 @@ func (s *sinkRun) heartbeat(ctx context.Context) error {
 			return &failedError{f: failure{stage: "KAFKA_CONSUME", class: "broker", err: err, offset: -1}}
 		}
 		if be, ok := forbidden(err); ok {
-			if err := s.e.refused(ctx, "KAFKA_CONSUME", be); err != nil {
+			if err := s.e.refused(ctx, "KAFKA_CONSUME", "group heartbeat", be); err != nil {
 				return err
 			}
 			s.nextBeat = time.Now()
@@ -180,7 +180,7 @@ func (s *sinkRun) heartbeat(ctx context.Context) error {
 		s.nextBeat = s.retryAt
 		return nil
 	}
-	s.e.allowed()
+	s.e.allowed("group heartbeat")
 	s.retryAt, s.beatDelay = time.Time{}, 0
 	s.epoch, s.beatSent = res.MemberEpoch, sent
 	s.nextBeat = sent.Add(res.HeartbeatInterval)
@@ -241,12 +241,13 @@ func (s *sinkRun) ownedList() []catalog.TopicPartitions {
 func (s *sinkRun) open(ctx context.Context, added []TopicPartition) error {
 	offs, err := s.e.core.GroupOffsets(ctx, s.e.who, s.group)
 	if be, ok := forbidden(err); ok {
-		if err := s.e.refused(ctx, "KAFKA_CONSUME", be); err != nil {
+		if err := s.e.refused(ctx, "KAFKA_CONSUME", "committed offsets", be); err != nil {
 			return err
 		}
 		s.nextBeat = time.Now() // partitions not opened: the next heartbeat offers them again
 		return nil
 	}
+	s.e.allowed("committed offsets")
 	if err != nil {
 		var be *broker.Error
 		if !errors.As(err, &be) || be.Code != broker.CodeGroupNotFound {
@@ -265,7 +266,7 @@ func (s *sinkRun) open(ctx context.Context, added []TopicPartition) error {
 		if !ok {
 			if off, err = s.e.core.ListOffset(ctx, s.e.who, tp.Topic, tp.Partition, broker.Earliest); err != nil {
 				if be, ok := forbidden(err); ok {
-					if err := s.e.refused(ctx, "KAFKA_CONSUME", be); err != nil {
+					if err := s.e.refused(ctx, "KAFKA_CONSUME", "log start offset", be); err != nil {
 						return err
 					}
 				}
@@ -340,7 +341,7 @@ func (s *sinkRun) fetchAndPut(ctx context.Context) (int, error) {
 				return total, nil
 			}
 			if be, ok := forbidden(err); ok {
-				if err := s.e.refused(ctx, "KAFKA_CONSUME", be); err != nil {
+				if err := s.e.refused(ctx, "KAFKA_CONSUME", "fetch", be); err != nil {
 					return total, err
 				}
 				continue
@@ -350,7 +351,7 @@ func (s *sinkRun) fetchAndPut(ctx context.Context) (int, error) {
 			sleep(ctx, d)
 			continue
 		}
-		s.e.allowed()
+		s.e.allowed("fetch")
 		s.fetchDelay = 0
 		if len(res.Records) == 0 {
 			continue
@@ -499,6 +500,7 @@ func (s *sinkRun) flush(ctx context.Context) error {
 		var be *broker.Error
 		switch {
 		case err == nil:
+			s.e.allowed("offset commit")
 			for _, o := range offs {
 				s.owned[TopicPartition{o.Topic, o.Partition}].committed = o.Offset
 			}
@@ -517,7 +519,7 @@ func (s *sinkRun) flush(ctx context.Context) error {
 			return nil
 		case errors.As(err, &be) && be.Code == broker.CodeForbidden:
 			// Counted; tried again at the next flush (a flush interval away).
-			return s.e.refused(ctx, "KAFKA_COMMIT", be)
+			return s.e.refused(ctx, "KAFKA_CONSUME", "offset commit", be)
 		default:
 			s.e.log.Warn("sink: offset commit failed; the records are written again from the last commit if this member goes", "err", err)
 			return nil

@@ -192,7 +192,7 @@ func (e *taskEnv) commitSource(ctx context.Context, req broker.SourceRequest) er
 		_, err := e.core.CommitSource(cctx, e.who, req)
 		cancel()
 		if err == nil {
-			e.allowed()
+			e.allowed("commit")
 			var topics []string
 			for i, r := range req.Records {
 				if i == 0 || r.Topic != req.Records[i-1].Topic {
@@ -215,7 +215,7 @@ func (e *taskEnv) commitSource(ctx context.Context, req broker.SourceRequest) er
 			if ctx.Err() != nil {
 				return nil // stopping: the batch is the next instance's to read again
 			}
-			if err := e.refused(ctx, stageProduce, be); err != nil {
+			if err := e.refused(ctx, stageProduce, "commit", be); err != nil {
 				return err
 			}
 		case be.Retriable():
