@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/strata-io/strata/acl"
@@ -218,5 +219,36 @@ func TestCommitSourceAuthorizes(t *testing.T) {
 	req.Records = req.Records[:1]
 	if _, err := b.CommitSource(ctx, who, req); err != nil {
 		t.Fatalf("a commit it may make: %v", err)
+	}
+}
+
+// BenchmarkConnectorGet reads a connector through the core as a principal among 1,000
+// bindings of 100 principals (keyed), and on a node without authorization (open): the
+// difference is what the connector check costs a Connect REST call.
+func BenchmarkConnectorGet(b *testing.B) {
+	core, _ := newRealCore(b)
+	ctx := context.Background()
+	if _, _, err := put(core, Anonymous, "bench-c", false, &planner{topic: "t"}); err != nil {
+		b.Fatal(err)
+	}
+	var bs []acl.Binding
+	for i := range 1000 {
+		bs = append(bs, bind(fmt.Sprintf("User:u%d", i%100), acl.OpDescribe, acl.Connector(fmt.Sprintf("c-%d", i)), i%10 == 0))
+	}
+	bs = append(bs, bind("User:u7", acl.OpDescribe, acl.Connector("bench-"), true))
+	who := Principal{Name: "User:u7"}
+	for _, tc := range []struct {
+		name string
+		auth Authorizer
+	}{{"open", nil}, {"keyed", allowing(bs...)}} {
+		b.Run(tc.name, func(b *testing.B) {
+			core.d.Authorizer = tc.auth
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := core.Connector(ctx, who, "bench-c"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
