@@ -31,13 +31,10 @@ type Core interface {
 
 var _ Core = (*broker.Broker)(nil)
 
-// Store is the catalog the runtime keeps connectors in (both backends), with the group
-// calls a sink connector's offsets are administered through.
+// Store is the catalog the runtime's workers hold their tasks through (both backends);
+// administration goes through the core (REST).
 type Store interface {
 	catalog.Connect
-	GroupOffsets(ctx context.Context, group string) ([]catalog.GroupOffset, error)
-	ResetOffsets(ctx context.Context, group string, offsets []catalog.CommitOffset) error
-	DeleteGroup(ctx context.Context, group string) error
 }
 
 var _ Store = catalog.Backend(nil)
