@@ -40,7 +40,7 @@ type Store interface {
 var _ Store = catalog.Backend(nil)
 
 // sinkGroup is a sink connector's consumer group.
-func sinkGroup(connector string) string { return "connect-" + connector }
+func sinkGroup(connector string) string { return broker.SinkGroup(connector) }
 
 // taskEnv is what a task runner runs with: its instance's fence, its resolved config,
 // and the pipeline the config builds (converters, transforms, error policy).
