@@ -42,8 +42,8 @@ type RESTConfig struct {
 	Providers Providers
 	// Worker names the node's worker in what it stores (a connector's worker_id).
 	Worker string
-	// Principal is who a request comes from (the connector is created as it); nil:
-	// anonymous, until the front ends authenticate principals.
+	// Principal is who a request comes from, as the API's middleware authenticated it
+	// (the core authorizes it; a connector it stores runs as it); nil: anonymous.
 	Principal func(*http.Request) broker.Principal
 	Log       *slog.Logger
 }
