@@ -77,6 +77,11 @@ const (
 	CodeFencedInstanceID          = Code(broker.CodeFencedInstanceID)
 	CodeInvalidSessionTimeout     = Code(broker.CodeInvalidSessionTimeout)
 	CodeGroupSubscribed           = Code(broker.CodeGroupSubscribed)
+
+	CodeConnectorNotFound   = Code(broker.CodeConnectorNotFound)
+	CodeConnectorExists     = Code(broker.CodeConnectorExists)
+	CodeTaskNotFound        = Code(broker.CodeTaskNotFound)
+	CodeConnectorNotStopped = Code(broker.CodeConnectorNotStopped)
 )
 
 // CodeInfo is one row of the error table.
@@ -149,6 +154,10 @@ var codeTable = []CodeInfo{
 	{CodeFencedInstanceID, http.StatusConflict, "Static member fenced", false},
 	{CodeInvalidSessionTimeout, http.StatusBadRequest, "Invalid session timeout", false},
 	{CodeGroupSubscribed, http.StatusConflict, "Group subscribed to the topic", false},
+	{CodeConnectorNotFound, http.StatusNotFound, "Connector not found", false},
+	{CodeConnectorExists, http.StatusConflict, "Connector already exists", false},
+	{CodeTaskNotFound, http.StatusNotFound, "Connector task not found", false},
+	{CodeConnectorNotStopped, http.StatusConflict, "Connector not stopped", false},
 }
 
 var codeIndex = func() map[Code]CodeInfo {

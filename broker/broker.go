@@ -129,8 +129,9 @@ type Deps struct {
 	Producers Producers
 	Records   RecordDeleter
 	Groups    Groups
-	// Connect commits connector source offsets without records (CommitSource).
-	Connect SourceOffsets
+	// Connect keeps connectors: their administration (connectors.go), and source
+	// offsets committed without records (CommitSource).
+	Connect ConnectorStore
 	// Security keeps keys, ACLs and the audit log (both catalog backends); the calls
 	// that manage them need it.
 	Security Security
@@ -213,6 +214,8 @@ const (
 	CapSecurity
 	// CapClassicGroups: the classic group calls (JoinGroup, SyncGroup, ...).
 	CapClassicGroups
+	// CapConnectors: connector administration.
+	CapConnectors
 )
 
 // Check answers nil when this node can serve calls that need c, else an *Error with
@@ -274,6 +277,10 @@ func (b *Broker) check(c Capability) *Error {
 	case CapSecurity:
 		if b.d.Security == nil {
 			return newError(CodeRoleUnavailable, "this node's catalog keeps no keys, ACLs or audit log")
+		}
+	case CapConnectors:
+		if b.d.Connect == nil {
+			return newError(CodeRoleUnavailable, "this node's catalog keeps no connectors")
 		}
 	case CapClassicGroups:
 		if b.d.Classic == nil || b.d.Groups == nil || b.d.Catalog == nil {

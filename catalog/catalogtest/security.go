@@ -299,6 +299,25 @@ func testAuditOnePerAction(t *testing.T, c catalog.Backend) {
 		}},
 		{"acl.delete", func(ctx context.Context) error { _, err := c.DeleteACLs(ctx, acl.MatchAll()); return err }},
 		{"topic.delete", func(ctx context.Context) error { return c.DeleteTopic(ctx, name) }},
+		{"connector.create", func(ctx context.Context) error {
+			_, _, err := c.PutConnector(ctx, catalog.ConnectorSpec{Name: name, Type: catalog.ConnectorSource, Config: cfgOf("a", "1"),
+				Tasks: []map[string]string{cfgOf("t", "0")}, Principal: "User:au"}, false)
+			return err
+		}},
+		{"connector.config", func(ctx context.Context) error {
+			_, _, err := c.PutConnector(ctx, catalog.ConnectorSpec{Name: name, Type: catalog.ConnectorSource, Config: cfgOf("a", "2"),
+				Tasks: []map[string]string{cfgOf("t", "0")}, Principal: "User:other"}, true)
+			return err
+		}},
+		{"connector.pause", func(ctx context.Context) error { return c.SetTargetState(ctx, name, catalog.StatePaused) }},
+		{"connector.restart_tasks", func(ctx context.Context) error { _, err := c.RestartTasks(ctx, name, -1, false); return err }},
+		{"connector.topics.reset", func(ctx context.Context) error { return c.ResetConnectorTopics(ctx, name) }},
+		{"connector.stop", func(ctx context.Context) error { return c.SetTargetState(ctx, name, catalog.StateStopped) }},
+		{"connector.offsets.alter", func(ctx context.Context) error {
+			return c.AlterConnectorOffsets(ctx, name, []catalog.SourceOffset{{Partition: `{"f":1}`, Offset: `{"p":2}`}}, false)
+		}},
+		{"connector.offsets.reset", func(ctx context.Context) error { return c.AlterConnectorOffsets(ctx, name, nil, true) }},
+		{"connector.delete", func(ctx context.Context) error { return c.DeleteConnector(ctx, name) }},
 	}
 	_, start, err := c.SecurityVersion(bg)
 	if err != nil {
@@ -346,6 +365,18 @@ func testAuditNoneOnFailure(t *testing.T, c catalog.Backend) {
 		{"delete a missing group", c.DeleteGroup(ctx, "no-such-group"), catalog.ErrGroupNotFound},
 		{"create a key twice", func() error { _, err := c.CreateKey(ctx, testKey("key-f", "User:f")); return err }(), catalog.ErrKeyExists},
 		{"revoke a missing key", func() error { _, err := c.RevokeKey(ctx, "key-none"); return err }(), catalog.ErrKeyNotFound},
+		{"delete a missing connector", c.DeleteConnector(ctx, "no-such-connector"), catalog.ErrConnectorNotFound},
+		{"pause a missing connector", c.SetTargetState(ctx, "no-such-connector", catalog.StatePaused), catalog.ErrConnectorNotFound},
+		{"reset a missing connector's topics", c.ResetConnectorTopics(ctx, "no-such-connector"), catalog.ErrConnectorNotFound},
+		{"create an existing connector", func() error {
+			spec := catalog.ConnectorSpec{Name: "conn-f", Type: catalog.ConnectorSource, Config: cfgOf()}
+			if _, _, err := c.PutConnector(bg, spec, false); err != nil {
+				return err
+			}
+			_, _, err := c.PutConnector(ctx, spec, false)
+			return err
+		}(), catalog.ErrConnectorExists},
+		{"edit a running connector's offsets", c.AlterConnectorOffsets(ctx, "conn-f", nil, true), catalog.ErrConnectorNotStopped},
 	} {
 		if !errors.Is(f.err, f.want) {
 			t.Errorf("%s: %v, want %v", f.what, f.err, f.want)

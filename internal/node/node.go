@@ -281,7 +281,7 @@ func (n *Node) startConnect(cat catalog.Backend, log *slog.Logger) {
 	wc := n.cfg.ConnectConfig
 	wc.Log = log
 	n.Connect = connect.NewWorker(cat, n.Broker, wc)
-	rest := connect.NewREST(cat, n.Broker, connect.RESTConfig{Plugins: wc.Plugins, Providers: wc.Providers, Worker: n.Connect.ID(), Principal: api.Principal, Log: log})
+	rest := connect.NewREST(n.Broker, connect.RESTConfig{Plugins: wc.Plugins, Providers: wc.Providers, Worker: n.Connect.ID(), Principal: api.Principal, Log: log})
 	conns, plugins := rest.Connectors(), rest.Plugins()
 	n.apiD.Mounts = []api.Mount{{Path: "/connectors", Handler: conns}, {Path: "/v1/connectors", Handler: conns},
 		{Path: "/connector-plugins", Handler: plugins}, {Path: "/v1/connector-plugins", Handler: plugins}}

@@ -62,10 +62,11 @@ func (s *syncBuffer) String() string {
 
 func startStack(t *testing.T) *stack { return startStackWith(t, 0) }
 
-// startStackWith starts a stack whose access logs sample this share of requests.
-func startStackWith(t *testing.T, accessSample float64) *stack {
+// startStackWith starts a stack whose access logs sample this share of requests; mutate
+// adjusts the node's config (the connect role, for one).
+func startStackWith(t *testing.T, accessSample float64, mutate ...func(*node.Config)) *stack {
 	t.Helper()
-	return startStackOpts(t, stackOpts{accessSample: accessSample})
+	return startStackOpts(t, stackOpts{accessSample: accessSample, mutate: mutate})
 }
 
 // stackOpts are what tests change of a stack.
@@ -76,6 +77,8 @@ type stackOpts struct {
 	memory int64
 	// kafka, when set, changes the listener's configuration.
 	kafka func(*kafka.Config)
+	// mutate adjusts the node's config (the connect role, for one).
+	mutate []func(*node.Config)
 }
 
 func startStackOpts(t *testing.T, o stackOpts) *stack {
@@ -104,6 +107,9 @@ func startStackOpts(t *testing.T, o stackOpts) *stack {
 	if o.memory > 0 {
 		nc.MemoryBudget = o.memory
 		nc.ReaderConfig.CacheBytes = 16 << 20
+	}
+	for _, m := range o.mutate {
+		m(&nc)
 	}
 	n, err := node.Start(nc)
 	if err != nil {
