@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
+	v1 "github.com/strata-io/strata/api/v1"
 	"github.com/strata-io/strata/broker"
 )
 
@@ -196,15 +197,11 @@ func (p *problem) with(key string, v any) *problem {
 	return p
 }
 
-// problemTypePrefix makes the "type" member a stable URI per code that does not pretend
-// to resolve anywhere.
-const problemTypePrefix = "urn:strata:problem:"
-
 // writeProblem writes p as application/problem+json.
 func writeProblem(w http.ResponseWriter, r *http.Request, p *problem) {
 	info := codeIndex[p.code]
 	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Type", v1.ContentTypeProblem)
 	h.Set("Cache-Control", "no-store")
 	if info.Retry {
 		h.Set("Retry-After", strconv.Itoa(retryAfterSeconds))
@@ -213,23 +210,38 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *problem) {
 	_, _ = w.Write(append(problemBody(r, p), '\n'))
 }
 
-// problemBody is p's JSON: the RFC 9457 members, the code, the request id and the
-// problem's extension members.
+// problemBody is p's JSON: v1.Problem's members, then the problem's extension members
+// (an extension never replaces a member of v1.Problem).
 func problemBody(r *http.Request, p *problem) []byte {
 	info := codeIndex[p.code]
-	body := make(map[string]any, 6+len(p.extras))
-	for k, v := range p.extras {
-		body[k] = v
+	body := v1.Problem{
+		Type:      v1.ProblemTypePrefix + string(p.code),
+		Title:     info.Title,
+		Status:    info.Status,
+		Detail:    p.detail,
+		Code:      string(p.code),
+		RequestID: requestID(r.Context()),
 	}
-	body["type"] = problemTypePrefix + string(p.code)
-	body["title"] = info.Title
-	body["status"] = info.Status
-	body["detail"] = p.detail
-	body["code"] = p.code
-	if id := requestID(r.Context()); id != "" {
-		body["request_id"] = id
+	var extras map[string]any
+	for k, v := range p.extras {
+		switch k {
+		case "hint":
+			body.Hint, _ = v.(string)
+		case "type", "title", "status", "detail", "code", "request_id":
+		default:
+			if extras == nil {
+				extras = make(map[string]any, len(p.extras))
+			}
+			extras[k] = v
+		}
 	}
 	b, err := json.Marshal(body)
+	if err == nil && len(extras) > 0 {
+		var more []byte
+		if more, err = json.Marshal(extras); err == nil {
+			b = append(append(b[:len(b)-1], ','), more[1:]...) // one object: {...members, ...extras}
+		}
+	}
 	if err != nil {
 		panic("api: encode problem: " + err.Error()) // extras are plain values
 	}

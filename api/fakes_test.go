@@ -81,6 +81,8 @@ type testDeps struct {
 	Log        *slog.Logger
 	Now        func() time.Time
 	TopicTTL   time.Duration
+	// MaxWait caps fetch long-polls in the core (broker.Config.MaxWait).
+	MaxWait time.Duration
 }
 
 // newAPI builds the core over d and the API over the core. A fake catalog with
@@ -99,7 +101,7 @@ func newAPI(cfg Config, d testDeps) *API {
 	}
 	var core *broker.Broker
 	if d.Catalog != nil || d.Writer != nil || d.Reader != nil || d.Groups != nil {
-		core = broker.New(broker.Config{TopicCacheTTL: d.TopicTTL}, bd)
+		core = broker.New(broker.Config{TopicCacheTTL: d.TopicTTL, MaxWait: d.MaxWait}, bd)
 	}
 	return New(cfg, Deps{Core: core, Ready: d.Ready, Gatherer: d.Gatherer, Registerer: d.Registerer, Log: d.Log})
 }
