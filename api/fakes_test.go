@@ -307,7 +307,16 @@ func (c *fakeCluster) Produce(ctx context.Context, req writer.Request) (writer.R
 		if r.LogAppendTime {
 			ts = c.stampTime
 		}
-		c.logs[k] = append(c.logs[k], segment.DecodedRecord{Offset: off, Timestamp: ts, Key: r.Key, Value: r.Value, Headers: r.Headers})
+		// Copied, as the writer encodes them before it answers: the API pools request
+		// bodies, which the record bytes point into.
+		var hs []segment.Header
+		if r.Headers != nil {
+			hs = make([]segment.Header, len(r.Headers))
+		}
+		for j, h := range r.Headers {
+			hs[j] = segment.Header{Key: h.Key, Value: bytes.Clone(h.Value)}
+		}
+		c.logs[k] = append(c.logs[k], segment.DecodedRecord{Offset: off, Timestamp: ts, Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value), Headers: hs})
 		c.produced = append(c.produced, r)
 		resp.Records[i] = writer.RecordResult{Partition: parts[i], Offset: off}
 	}
