@@ -22,7 +22,7 @@ import (
 // send an explicit 0 calls this first, since the two look alike in catalog.Heartbeat.
 func CheckSessionTimeout(d time.Duration) error {
 	if err := catalog.CheckSessionTimeout(d); err != nil {
-		return groupError("heartbeat", fmt.Errorf("%w: %w", catalog.ErrInvalidGroupRequest, err)).with("field", "session_timeout_ms")
+		return groupError("heartbeat", fmt.Errorf("%w: %v", catalog.ErrInvalidGroupRequest, err)).with("field", "session_timeout_ms")
 	}
 	return nil
 }

@@ -311,7 +311,7 @@ func ValidateClassicJoin(j ClassicJoin) error {
 		}
 	}
 	if err := CheckSessionTimeout(j.SessionTimeout); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidSessionTimeout, err)
+		return fmt.Errorf("%w: %v", ErrInvalidSessionTimeout, err)
 	}
 	if j.RebalanceTimeout < 0 || j.RebalanceTimeout > MaxSessionTimeout {
 		return fmt.Errorf("%w: rebalance timeout %d ms: use at most %d", ErrInvalidGroupRequest, j.RebalanceTimeout.Milliseconds(), MaxSessionTimeout.Milliseconds())

@@ -270,7 +270,7 @@ func validateSessionTimeout(d time.Duration) error {
 		return nil
 	}
 	if err := CheckSessionTimeout(d); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidGroupRequest, err)
+		return fmt.Errorf("%w: %v", ErrInvalidGroupRequest, err)
 	}
 	return nil
 }
