@@ -378,3 +378,14 @@ func itoa(n int32) string {
 	b, _ := json.Marshal(n)
 	return string(b)
 }
+
+// TestAuditPage: the page bounds are the core's (the Kafka protocol has no audit log).
+func TestAuditPage(t *testing.T) {
+	s := startStack(t)
+	for _, q := range []string{"limit=0", "limit=1001", "limit=99999999999999999999", "after=-1"} {
+		s.wantHTTP("GET", "/v1/audit?"+q, "", 400, "invalid_parameter")
+	}
+	for _, q := range []string{"", "?limit=1", "?limit=1000", "?after=5"} {
+		s.wantHTTP("GET", "/v1/audit"+q, "", 200, "")
+	}
+}
