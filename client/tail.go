@@ -223,9 +223,7 @@ func decodeEventRecords(data []byte) ([]v1.Record, error) {
 		err := json.Unmarshal(data, &rs)
 		return rs, err
 	}
-	var probe struct {
-		Records []v1.Record `json:"records"`
-	}
+	var probe v1.FetchResponse
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return nil, err
 	}
