@@ -20,16 +20,16 @@ type Code string
 // The error codes of API v1: the HTTP API's own (about requests as HTTP carries them),
 // then the broker core's, whose strings they are.
 const (
-	CodeInvalidJSON          Code = "invalid_json"
-	CodeUnsupportedMediaType Code = "unsupported_media_type"
-	CodeBodyTooLarge         Code = "body_too_large"
-	CodeRequestTimeout       Code = "request_timeout"
-	CodeUnauthorized         Code = "unauthorized"
-	CodeNotFound             Code = "not_found"
-	CodeMethodNotAllowed     Code = "method_not_allowed"
-	CodeStreamingUnsupported Code = "streaming_unsupported"
-	CodeNotReady             Code = "not_ready"
-	CodeConcurrencyLimit     Code = "concurrency_limit"
+	CodeInvalidJSON          Code = v1.CodeInvalidJSON
+	CodeUnsupportedMediaType Code = v1.CodeUnsupportedMediaType
+	CodeBodyTooLarge         Code = v1.CodeBodyTooLarge
+	CodeRequestTimeout       Code = v1.CodeRequestTimeout
+	CodeUnauthorized         Code = v1.CodeUnauthorized
+	CodeNotFound             Code = v1.CodeNotFound
+	CodeMethodNotAllowed     Code = v1.CodeMethodNotAllowed
+	CodeStreamingUnsupported Code = v1.CodeStreamingUnsupported
+	CodeNotReady             Code = v1.CodeNotReady
+	CodeConcurrencyLimit     Code = v1.CodeConcurrencyLimit
 
 	CodeInvalidRequest         = Code(broker.CodeInvalidRequest)
 	CodeRecordTooLarge         = Code(broker.CodeRecordTooLarge)

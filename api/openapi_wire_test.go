@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -434,4 +435,61 @@ func v1TypeNames(t *testing.T) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestErrorCodesMatchWireTypes: package v1's error codes are the server's table, name
+// for name and in its order (TestOpenAPIErrorCodes holds the document to the table).
+func TestErrorCodesMatchWireTypes(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join("v1", "codes.go"), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type named struct{ name, value string }
+	var consts []named
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, sp := range gd.Specs {
+			vs := sp.(*ast.ValueSpec)
+			for i, n := range vs.Names {
+				lit, ok := vs.Values[i].(*ast.BasicLit)
+				if !ok {
+					t.Fatalf("v1.%s is not a string literal", n.Name)
+				}
+				v, _ := strconv.Unquote(lit.Value)
+				consts = append(consts, named{n.Name, v})
+			}
+		}
+	}
+	// The table's names, read the same way from this package's source.
+	af, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table []string
+	ast.Inspect(af, func(n ast.Node) bool {
+		if vs, ok := n.(*ast.ValueSpec); ok && len(vs.Names) == 1 && vs.Names[0].Name == "codeTable" {
+			for _, e := range vs.Values[0].(*ast.CompositeLit).Elts {
+				table = append(table, e.(*ast.CompositeLit).Elts[0].(*ast.Ident).Name)
+			}
+		}
+		return true
+	})
+	if len(table) != len(codeTable) {
+		t.Fatalf("read %d names of codeTable, it has %d", len(table), len(codeTable))
+	}
+	if len(consts) != len(codeTable) {
+		t.Errorf("package v1 has %d codes, the server's table %d", len(consts), len(codeTable))
+	}
+	for i, c := range codeTable {
+		if i >= len(consts) {
+			t.Errorf("v1 lacks %s = %q", table[i], c.Code)
+			continue
+		}
+		if consts[i].name != table[i] || consts[i].value != string(c.Code) {
+			t.Errorf("code %d: v1 has %s = %q, the table %s = %q", i, consts[i].name, consts[i].value, table[i], c.Code)
+		}
+	}
 }

@@ -16,11 +16,11 @@ import (
 
 // Group error codes the server answers with (HTTP 404 or 409); branch with HasCode.
 const (
-	CodeGroupNotFound    = "group_not_found"
-	CodeUnknownMember    = "unknown_member"
-	CodeStaleMemberEpoch = "stale_member_epoch"
-	CodeNotOwner         = "not_owner"
-	CodeGroupNotEmpty    = "group_not_empty"
+	CodeGroupNotFound    = v1.CodeGroupNotFound
+	CodeUnknownMember    = v1.CodeUnknownMember
+	CodeStaleMemberEpoch = v1.CodeStaleMemberEpoch
+	CodeNotOwner         = v1.CodeNotOwner
+	CodeGroupNotEmpty    = v1.CodeGroupNotEmpty
 )
 
 // TopicPartitions is a set of partitions of one topic.

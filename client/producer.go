@@ -75,9 +75,9 @@ type ProducerConfig struct {
 
 // Producer error codes the server answers with (HTTP 409); branch with HasCode.
 const (
-	CodeProducerFenced     = "producer_fenced"
-	CodeOutOfOrderSequence = "out_of_order_sequence"
-	CodeUnknownProducer    = "unknown_producer_id"
+	CodeProducerFenced     = v1.CodeProducerFenced
+	CodeOutOfOrderSequence = v1.CodeOutOfOrderSequence
+	CodeUnknownProducer    = v1.CodeUnknownProducer
 )
 
 var (
