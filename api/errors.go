@@ -210,11 +210,12 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *problem) {
 	_, _ = w.Write(append(problemBody(r, p), '\n'))
 }
 
-// problemBody is p's JSON: v1.Problem's members, then the problem's extension members
-// (an extension never replaces a member of v1.Problem).
+// problemBody is p's JSON: v1.Problem's members and the problem's extension members
+// (an extension never replaces a member of v1.Problem), in one object whose keys are
+// sorted, as the README shows it.
 func problemBody(r *http.Request, p *problem) []byte {
 	info := codeIndex[p.code]
-	body := v1.Problem{
+	members := v1.Problem{
 		Type:      v1.ProblemTypePrefix + string(p.code),
 		Title:     info.Title,
 		Status:    info.Status,
@@ -222,25 +223,21 @@ func problemBody(r *http.Request, p *problem) []byte {
 		Code:      string(p.code),
 		RequestID: requestID(r.Context()),
 	}
-	var extras map[string]any
+	if h, ok := p.extras["hint"].(string); ok {
+		members.Hint = h
+	}
+	b, err := json.Marshal(members)
+	body := make(map[string]any, 8+len(p.extras))
+	if err == nil {
+		err = json.Unmarshal(b, &body)
+	}
 	for k, v := range p.extras {
-		switch k {
-		case "hint":
-			body.Hint, _ = v.(string)
-		case "type", "title", "status", "detail", "code", "request_id":
-		default:
-			if extras == nil {
-				extras = make(map[string]any, len(p.extras))
-			}
-			extras[k] = v
+		if _, member := body[k]; !member {
+			body[k] = v
 		}
 	}
-	b, err := json.Marshal(body)
-	if err == nil && len(extras) > 0 {
-		var more []byte
-		if more, err = json.Marshal(extras); err == nil {
-			b = append(append(b[:len(b)-1], ','), more[1:]...) // one object: {...members, ...extras}
-		}
+	if err == nil {
+		b, err = json.Marshal(body)
 	}
 	if err != nil {
 		panic("api: encode problem: " + err.Error()) // extras are plain values
