@@ -156,10 +156,24 @@ type Config struct {
 	// authentication, at all): 0 means catalog.DefaultMaxTimestampAfterMs (one day), -1
 	// no limit.
 	MaxTimestampAfterMs int64
+	// MaxWait caps how long a fetch long-polls (FetchRequest.Wait, PartitionsFetch.Wait),
+	// whichever front end asked: an HTTP fetch's wait_ms, a Kafka Fetch's MaxWaitMillis.
+	// Longer asks are capped, not refused: a client asking for a long poll gets the
+	// longest this node allows. Default DefaultMaxWait.
+	MaxWait time.Duration
 }
 
-// DefaultTopicCacheTTL is Config.TopicCacheTTL when it is zero.
-const DefaultTopicCacheTTL = 2 * time.Second
+// Defaults of Config.
+const (
+	DefaultTopicCacheTTL = 2 * time.Second
+	DefaultMaxWait       = reader.DefaultMaxWait
+)
+
+// DefaultProduceBuffer is the writer's default buffer: the bytes of produce requests a
+// node holds for their flush unless configured otherwise. A front end that admits
+// produce bodies before reading them (the HTTP API) bounds them by the node's buffer,
+// this one by default.
+const DefaultProduceBuffer = writer.DefaultBufferBytes
 
 // Broker is the core. Its methods are safe for concurrent use.
 type Broker struct {
@@ -168,6 +182,7 @@ type Broker struct {
 	topics *topicCache // nil without a catalog
 	// maxAfterMs is Config.MaxTimestampAfterMs.
 	maxAfterMs int64
+	maxWait    time.Duration // Config.MaxWait, default applied
 	// producerTxns remembers the owner of producer ids seen (authorize.go).
 	producerTxns producerTxnCache
 	waits        *groupWaits // held JoinGroup and SyncGroup requests (groupwait.go)
@@ -181,7 +196,10 @@ func New(cfg Config, d Deps) *Broker {
 	if cfg.MaxTimestampAfterMs == 0 {
 		cfg.MaxTimestampAfterMs = catalog.DefaultMaxTimestampAfterMs
 	}
-	b := &Broker{d: d, now: d.Now, maxAfterMs: cfg.MaxTimestampAfterMs, waits: newGroupWaits()}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = DefaultMaxWait
+	}
+	b := &Broker{d: d, now: d.Now, maxAfterMs: cfg.MaxTimestampAfterMs, maxWait: cfg.MaxWait, waits: newGroupWaits()}
 	if b.now == nil {
 		b.now = time.Now
 	}

@@ -260,9 +260,11 @@ type nodeSpec struct {
 	// banner, when set, is printed once the node serves (dev: what to try first).
 	banner func(w io.Writer, url string)
 	// api configures the HTTP API (limits on Lambda); auth, the authentication of every
-	// front end and the access log.
-	api  api.Config
-	auth authConfig
+	// front end and the access log; maxWait caps fetch long-polls in the core (0: its
+	// default).
+	api     api.Config
+	auth    authConfig
+	maxWait time.Duration
 	// lambda: the node answers Lambda invocations, between which nothing runs, so no
 	// role may depend on a background loop (node.Config.Lambda).
 	lambda bool
@@ -588,7 +590,7 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 		Connect: spec.connect, ConnectConfig: connectCfg,
 		API: apiCfg, Lambda: spec.lambda, Log: log,
 		MemoryBudget: nf.mem.budget, StallTimeout: nf.stallTimeout,
-		Broker:   broker.Config{MaxTimestampAfterMs: nf.maxTimestampAfterMs},
+		Broker:   broker.Config{MaxTimestampAfterMs: nf.maxTimestampAfterMs, MaxWait: spec.maxWait},
 		Security: spec.auth.security,
 	})
 	if err != nil {
