@@ -61,4 +61,8 @@ const (
 	CodeFencedInstanceID          = "fenced_instance_id"
 	CodeInvalidSessionTimeout     = "invalid_session_timeout"
 	CodeGroupSubscribed           = "group_subscribed_to_topic"
+	CodeConnectorNotFound         = "connector_not_found"
+	CodeConnectorExists           = "connector_exists"
+	CodeTaskNotFound              = "task_not_found"
+	CodeConnectorNotStopped       = "connector_not_stopped"
 )
