@@ -115,27 +115,47 @@ func (tn *testNode) do(t *testing.T, method, path, body string) (int, string) {
 // (after normalising both): Kafka Connect's shapes.
 func (tn *testNode) want(t *testing.T, method, path, body string, status int, want string) any {
 	t.Helper()
+	g, err := tn.check(t, method, path, body, status, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// eventuallyWant is want for what the runtime records after the fact (a source's
+// topics are recorded once its commit has answered): it retries until the answer is
+// the one wanted.
+func (tn *testNode) eventuallyWant(t *testing.T, method, path, body string, status int, want string) {
+	t.Helper()
+	eventually(t, 10*time.Second, method+" "+path, func() error {
+		_, err := tn.check(t, method, path, body, status, want)
+		return err
+	})
+}
+
+func (tn *testNode) check(t *testing.T, method, path, body string, status int, want string) (any, error) {
+	t.Helper()
 	got, b := tn.do(t, method, path, body)
 	if got != status {
-		t.Fatalf("%s %s: status %d, want %d; body %s", method, path, got, status, b)
+		return nil, fmt.Errorf("%s %s: status %d, want %d; body %s", method, path, got, status, b)
 	}
 	if want == "" {
 		if status == http.StatusNoContent && b != "" {
-			t.Fatalf("%s %s: 204 with a body %q", method, path, b)
+			return nil, fmt.Errorf("%s %s: 204 with a body %q", method, path, b)
 		}
-		return nil
+		return nil, nil
 	}
 	var g, w any
 	if err := json.Unmarshal([]byte(b), &g); err != nil {
-		t.Fatalf("%s %s: body %q is not JSON: %v", method, path, b, err)
+		return nil, fmt.Errorf("%s %s: body %q is not JSON: %v", method, path, b, err)
 	}
 	if err := json.Unmarshal([]byte(want), &w); err != nil {
 		t.Fatalf("bad expectation %q: %v", want, err)
 	}
 	if !jsonEqual(g, w) {
-		t.Fatalf("%s %s:\n got %s\nwant %s", method, path, canon(g), canon(w))
+		return nil, fmt.Errorf("%s %s:\n got %s\nwant %s", method, path, canon(g), canon(w))
 	}
-	return g
+	return g, nil
 }
 
 // jsonEqual compares decoded JSON, with "*" in want matching any value.
