@@ -33,7 +33,10 @@ const (
 	OpAlterConfigs    Operation = 11
 )
 
-// ResourceType is the kind of resource. The values are Kafka's ResourceType codes.
+// ResourceType is the kind of resource. The values are Kafka's ResourceType codes, and
+// for the resources Kafka has no type for, codes of Strata's own from FirstStrataType up
+// (Kafka's run 0 to 7 today; the gap leaves it room to grow). The Kafka front end
+// neither shows nor takes those (Kafka reports them).
 type ResourceType int8
 
 // The resource types. TypeAny appears only in filters.
@@ -43,7 +46,19 @@ const (
 	TypeGroup           ResourceType = 3
 	TypeCluster         ResourceType = 4
 	TypeTransactionalID ResourceType = 5
+	// TypeConnector is a connector of the connect role (Kafka has none; Confluent's
+	// RBAC names the same resource): create (on it, a prefix, or the cluster) to create
+	// one; describe to see its config, status, tasks, topics and offsets; alter to
+	// reconfigure, pause, resume, stop, restart and edit its offsets and topics; delete.
+	TypeConnector ResourceType = 64
 )
+
+// FirstStrataType is the first code of Strata's own resource types.
+const FirstStrataType ResourceType = 64
+
+// Kafka reports whether t is one of Kafka's resource types (the any filter included),
+// which the Kafka protocol's ACL requests carry.
+func (t ResourceType) Kafka() bool { return t.valid() && t < FirstStrataType }
 
 // PatternType says how a binding's resource name matches. The values are Kafka's.
 type PatternType int8
@@ -86,7 +101,7 @@ var opNames = map[Operation]string{
 
 var typeNames = map[ResourceType]string{
 	TypeAny: "any", TypeTopic: "topic", TypeGroup: "group", TypeCluster: "cluster",
-	TypeTransactionalID: "transactional-id",
+	TypeTransactionalID: "transactional-id", TypeConnector: "connector",
 }
 
 var patternNames = map[PatternType]string{
@@ -132,7 +147,7 @@ func parse[K ~int8](m map[K]string, what, s string) (K, error) {
 func ParseOperation(s string) (Operation, error) { return parse(opNames, "operation", s) }
 
 // ParseResourceType reads a resource type's name (topic, group, cluster,
-// transactional-id).
+// transactional-id, connector).
 func ParseResourceType(s string) (ResourceType, error) {
 	return parse(typeNames, "resource type", s)
 }
@@ -158,10 +173,11 @@ type Resource struct {
 	Name string
 }
 
-// Topic, Group, TransactionalID and Cluster name the resources.
+// Topic, Group, TransactionalID, Connector and Cluster name the resources.
 func Topic(name string) Resource         { return Resource{TypeTopic, name} }
 func Group(name string) Resource         { return Resource{TypeGroup, name} }
 func TransactionalID(id string) Resource { return Resource{TypeTransactionalID, id} }
+func Connector(name string) Resource     { return Resource{TypeConnector, name} }
 func Cluster() Resource                  { return Resource{TypeCluster, ClusterName} }
 func (r Resource) String() string {
 	if r.Type == TypeCluster {
@@ -216,7 +232,7 @@ func (b Binding) Validate() error {
 	case b.Host == "":
 		return fmt.Errorf("%w: host is empty: use * for every host", ErrInvalid)
 	case !b.Resource.valid() || b.Resource == TypeAny:
-		return fmt.Errorf("%w: resource type %s: use topic, group, cluster or transactional-id", ErrInvalid, b.Resource)
+		return fmt.Errorf("%w: resource type %s: use topic, group, cluster, transactional-id or connector", ErrInvalid, b.Resource)
 	case b.Pattern != PatternLiteral && b.Pattern != PatternPrefixed:
 		return fmt.Errorf("%w: pattern type %s: use literal or prefixed", ErrInvalid, b.Pattern)
 	case !b.Operation.valid() || b.Operation == OpAny:

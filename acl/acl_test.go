@@ -62,6 +62,9 @@ func TestAllowed(t *testing.T) {
 		{"deny of other principal", []Binding{allow(alice, TypeTopic, "t", PatternLiteral, OpRead), deny(bob, TypeTopic, "t", PatternLiteral, OpRead)}, alice, "h", OpRead, Topic("t"), true},
 		{"cluster", []Binding{allow(alice, TypeCluster, ClusterName, PatternLiteral, OpAlter)}, alice, "h", OpAlter, Cluster(), true},
 		{"transactional id", []Binding{allow(alice, TypeTransactionalID, "tx-", PatternPrefixed, OpWrite)}, alice, "h", OpWrite, TransactionalID("tx-1"), true},
+		{"connector prefix", []Binding{allow(alice, TypeConnector, "etl-", PatternPrefixed, OpAlter)}, alice, "h", OpAlter, Connector("etl-orders"), true},
+		{"connector alter implies describe", []Binding{allow(alice, TypeConnector, "c", PatternLiteral, OpAlter)}, alice, "h", OpDescribe, Connector("c"), true},
+		{"a topic grant is not a connector's", []Binding{allow(alice, TypeTopic, "c", PatternLiteral, OpAll)}, alice, "h", OpDescribe, Connector("c"), false},
 		{"invalid binding ignored", []Binding{{Principal: "alice", Host: "*", Resource: TypeTopic, Name: "t", Pattern: PatternLiteral, Operation: OpRead, Permission: PermissionAllow}}, "alice", "h", OpRead, Topic("t"), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,6 +126,9 @@ func TestParse(t *testing.T) {
 	if got, err := ParseResourceType("TransactionalId"); err != nil || got != TypeTransactionalID {
 		t.Errorf("ParseResourceType(TransactionalId) = %v, %v", got, err)
 	}
+	if got, err := ParseResourceType("CONNECTOR"); err != nil || got != TypeConnector || got.String() != "connector" {
+		t.Errorf("ParseResourceType(CONNECTOR) = %v, %v", got, err)
+	}
 	if _, err := ParseOperation("idempotent-write"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("ParseOperation(idempotent-write) = %v, want ErrInvalid", err)
 	}
@@ -138,7 +144,8 @@ func TestFilter(t *testing.T) {
 	pre := allow(alice, TypeTopic, "ord", PatternPrefixed, OpWrite)
 	wild := deny(bob, TypeTopic, "*", PatternLiteral, OpRead)
 	grp := allow(alice, TypeGroup, "orders", PatternLiteral, OpRead)
-	all := []Binding{lit, pre, wild, grp}
+	con := allow(alice, TypeConnector, "orders", PatternLiteral, OpAlter)
+	all := []Binding{lit, pre, wild, grp, con}
 	s := func(v string) *string { return &v }
 	for _, tc := range []struct {
 		name string
@@ -147,7 +154,9 @@ func TestFilter(t *testing.T) {
 	}{
 		{"everything", MatchAll(), all},
 		{"topics", Filter{Resource: TypeTopic, Pattern: PatternAny, Operation: OpAny, Permission: PermissionAny}, []Binding{lit, pre, wild}},
-		{"any pattern, exact name", Filter{Resource: TypeAny, Name: s("orders"), Pattern: PatternAny, Operation: OpAny, Permission: PermissionAny}, []Binding{lit, grp}},
+		{"any pattern, exact name", Filter{Resource: TypeAny, Name: s("orders"), Pattern: PatternAny, Operation: OpAny, Permission: PermissionAny}, []Binding{lit, grp, con}},
+		{"Kafka's types only", Filter{Resource: TypeAny, Name: s("orders"), Pattern: PatternAny, Operation: OpAny, Permission: PermissionAny, KafkaOnly: true}, []Binding{lit, grp}},
+		{"connectors", Filter{Resource: TypeConnector, Pattern: PatternAny, Operation: OpAny, Permission: PermissionAny}, []Binding{con}},
 		{"match a topic name", Filter{Resource: TypeTopic, Name: s("orders"), Pattern: PatternMatch, Operation: OpAny, Permission: PermissionAny}, []Binding{lit, pre, wild}},
 		{"match another name", Filter{Resource: TypeTopic, Name: s("other"), Pattern: PatternMatch, Operation: OpAny, Permission: PermissionAny}, []Binding{wild}},
 		{"prefixed only", Filter{Resource: TypeAny, Pattern: PatternPrefixed, Operation: OpAny, Permission: PermissionAny}, []Binding{pre}},
@@ -177,6 +186,18 @@ func TestFilter(t *testing.T) {
 	}
 	if err := MatchAll().Validate(); err != nil {
 		t.Errorf("MatchAll: %v", err)
+	}
+	kafkaConnectors := Filter{Resource: TypeConnector, Pattern: PatternAny, Operation: OpAny, Permission: PermissionAny, KafkaOnly: true}
+	if err := kafkaConnectors.Validate(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a Kafka filter naming connectors validates: %v", err)
+	}
+	for _, typ := range []ResourceType{TypeAny, TypeTopic, TypeGroup, TypeCluster, TypeTransactionalID} {
+		if !typ.Kafka() {
+			t.Errorf("%s is not Kafka's", typ)
+		}
+	}
+	if TypeConnector.Kafka() || ResourceType(9).Kafka() {
+		t.Error("connector (or an unknown code) counted as Kafka's")
 	}
 }
 

@@ -142,6 +142,10 @@ type Filter struct {
 	Pattern    PatternType
 	Operation  Operation
 	Permission Permission
+	// KafkaOnly selects only bindings of Kafka's resource types, and refuses a filter
+	// naming another: the Kafka protocol's filters (a Kafka client can neither show nor
+	// name a connector binding, so its "any" must not delete one it cannot report).
+	KafkaOnly bool
 }
 
 // MatchAll is the filter that selects every binding.
@@ -154,6 +158,8 @@ func (f Filter) Validate() error {
 	switch {
 	case !f.Resource.valid():
 		return fmt.Errorf("%w: filter resource type %d", ErrInvalid, f.Resource)
+	case f.KafkaOnly && !f.Resource.Kafka():
+		return fmt.Errorf("%w: resource type %s is Strata's own, not Kafka's: manage its ACLs over the HTTP API (strata acls)", ErrInvalid, f.Resource)
 	case !f.Pattern.valid():
 		return fmt.Errorf("%w: filter pattern type %d", ErrInvalid, f.Pattern)
 	case !f.Operation.valid():
@@ -167,7 +173,8 @@ func (f Filter) Validate() error {
 // Matches says whether f selects b.
 func (f Filter) Matches(b Binding) bool {
 	switch {
-	case f.Resource != TypeAny && f.Resource != b.Resource,
+	case f.KafkaOnly && !b.Resource.Kafka(),
+		f.Resource != TypeAny && f.Resource != b.Resource,
 		f.Principal != nil && *f.Principal != b.Principal,
 		f.Host != nil && *f.Host != b.Host,
 		f.Operation != OpAny && f.Operation != b.Operation,

@@ -1,9 +1,11 @@
 // Package api is Strata's HTTP API v1 (docs/design.md "HTTP API v1"), a front end of
 // the broker core: each handler decodes its request, calls the core (package broker,
 // where every rule about records, offsets, topics and groups lives) and encodes the
-// answer. Here are the chi router, one file per resource, the request and response
-// types, the record encoding between JSON and stored bytes (encoding.go), problem+json
-// errors with stable codes (errors.go) and the embedded OpenAPI document.
+// answer. Here are the chi router, one file per resource, the record encoding between
+// JSON and stored bytes (encoding.go), problem+json errors with stable codes
+// (errors.go) and the embedded OpenAPI document. The request and response bodies are
+// package v1's types, which the Go client shares; the document describes the same
+// shapes, and TestOpenAPIMatchesWireTypes holds the two together.
 package api
 
 import (
@@ -20,7 +22,6 @@ import (
 
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/internal/membudget"
-	"github.com/strata-io/strata/writer"
 )
 
 // Config tunes the API. Zero values take the documented defaults.
@@ -31,8 +32,6 @@ type Config struct {
 	// MaxRecordsPerRequest bounds the records of one produce request; more get 400
 	// too_many_records. Default 10,000.
 	MaxRecordsPerRequest int
-	// MaxWait caps a fetch's wait_ms long-poll. Default 30s.
-	MaxWait time.Duration
 	// HeartbeatInterval is how long a Server-Sent Events tail stays silent before it
 	// sends a comment line, so proxies keep the connection and clients notice a dead
 	// one. Default 15s.
@@ -49,7 +48,7 @@ type Config struct {
 	// MaxInflightProduceBytes bounds the produce request bodies held at once (being
 	// read, decoded or waiting for their flush), counted by Content-Length before the
 	// body is read; beyond it a produce answers 429 buffer_full at once (admission.go).
-	// Set it to the writer's buffer size. Default 64 MiB, the writer's default buffer.
+	// Set it to the writer's buffer size. Default broker.DefaultProduceBuffer (64 MiB).
 	MaxInflightProduceBytes int64
 	// MemoryWait bounds how long a request waits for room in the node's memory budget
 	// (Deps.Memory) for its body or its answer before it is refused: a produce with 429
@@ -68,7 +67,6 @@ type Config struct {
 const (
 	DefaultMaxBodyBytes         = 16 << 20
 	DefaultMaxRecordsPerRequest = 10000
-	DefaultMaxWait              = 30 * time.Second
 	DefaultBodyTimeout          = 30 * time.Second
 	DefaultHeartbeatInterval    = 15 * time.Second
 	DefaultMemoryWait           = 500 * time.Millisecond
@@ -85,13 +83,10 @@ func (c Config) withDefaults() Config {
 		c.BodyTimeout = DefaultBodyTimeout
 	}
 	if c.MaxInflightProduceBytes <= 0 {
-		c.MaxInflightProduceBytes = writer.DefaultBufferBytes
+		c.MaxInflightProduceBytes = broker.DefaultProduceBuffer
 	}
 	if c.MaxRecordsPerRequest <= 0 {
 		c.MaxRecordsPerRequest = DefaultMaxRecordsPerRequest
-	}
-	if c.MaxWait <= 0 {
-		c.MaxWait = DefaultMaxWait
 	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
@@ -186,7 +181,7 @@ func New(cfg Config, d Deps) *API {
 	a.gatherer = gat
 	a.metrics = newHTTPMetrics(reg)
 	a.slots = newSlots(cfg, reg)
-	a.admission = &admission{max: cfg.MaxInflightProduceBytes}
+	a.admission = newAdmission(cfg.MaxInflightProduceBytes)
 	if auth := cfg.Auth.authenticator(); auth != nil && auth.Enabled() {
 		a.auth = auth
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/security"
@@ -118,11 +119,11 @@ func (a *API) authMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/healthz", "/readyz":
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, dropBody(w, r))
 			return
 		case "/metrics":
 			if a.cfg.Auth.PublicMetrics {
-				next.ServeHTTP(w, r)
+				next.ServeHTTP(w, dropBody(w, r))
 				return
 			}
 		}
@@ -184,7 +185,12 @@ func authenticate(r *http.Request, auth Authenticator) (c *caller, present bool,
 
 // unauthorized answers 401 with the RFC 6750 challenge: a request without credentials
 // gets the bare challenge; one with wrong credentials is told the token is invalid.
+// The answer goes out at once, without a byte of the body read, and the connection is
+// closed after it (dropBody): a caller not known has no claim on the node's time, and
+// a connection kept open for its next request would be one more it could hold.
 func (a *API) unauthorized(w http.ResponseWriter, r *http.Request, present bool, why error) {
+	dropBody(w, r)
+	w.Header().Set("Connection", "close")
 	a.log.Debug("unauthenticated request", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "why", why,
 		"request_id", requestID(r.Context()))
 	challenge := `Bearer realm="strata"`
@@ -195,4 +201,27 @@ func (a *API) unauthorized(w http.ResponseWriter, r *http.Request, present bool,
 	}
 	w.Header().Set("WWW-Authenticate", challenge)
 	writeProblem(w, r, newProblem(CodeUnauthorized, "%s", detail))
+}
+
+// dropBody makes sure a request answered without its body being read gets its answer
+// at once and then loses its connection, without net/http reading the body first. By
+// default the server, before it writes such an answer, reads up to 256 KiB of what is
+// left of the body to keep the connection for another request — as long as the client
+// takes to send it, without a deadline once the headers are in: an unauthenticated
+// client that declared a Content-Length and sent nothing was never answered, and its
+// connection held. "Connection: close" skips that read (the connection will not be
+// reused); a read deadline already past makes the read that net/http still does when
+// the handler returns, to close the body, fail at once. The request returned has no
+// body, so that nothing downstream waits for it or lifts the deadline. Requests
+// without a body are left alone: their connection is already being read in the
+// background, which a deadline would cut.
+func dropBody(w http.ResponseWriter, r *http.Request) *http.Request {
+	if r.Body == nil || r.Body == http.NoBody {
+		return r
+	}
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	r = r.WithContext(r.Context()) // a shallow copy: the caller's request is not changed
+	r.Body, r.ContentLength = http.NoBody, 0
+	return r
 }

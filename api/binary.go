@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/strata-io/strata/acl"
+	v1 "github.com/strata-io/strata/api/v1"
 	"github.com/strata-io/strata/broker"
 )
 
@@ -27,16 +28,14 @@ import (
 // Kafka front end.
 
 // RecordBatchContentType is the media type of a body of Kafka v2 record batches.
-const RecordBatchContentType = "application/vnd.kafka.record-batch"
+const RecordBatchContentType = v1.ContentTypeRecordBatch
 
 // Response headers of a binary fetch: what the JSON answer carries beside the records.
 const (
-	HeaderNextOffset    = "Strata-Next-Offset"
-	HeaderHighWatermark = "Strata-High-Watermark"
-	// HeaderLastStableOffset is the partition's last stable offset: a read_committed
-	// fetch stops there.
-	HeaderLastStableOffset = "Strata-Last-Stable-Offset"
-	HeaderLogStartOffset   = "Strata-Log-Start-Offset"
+	HeaderNextOffset       = v1.HeaderNextOffset
+	HeaderHighWatermark    = v1.HeaderHighWatermark
+	HeaderLastStableOffset = v1.HeaderLastStableOffset
+	HeaderLogStartOffset   = v1.HeaderLogStartOffset
 )
 
 // isRecordBatchBody reports whether the request body is declared as record batches.
@@ -67,11 +66,8 @@ func readRawBody(r *http.Request) ([]byte, *problem) { return readPooled(r) }
 // produceBinary serves POST /v1/topics/{topic}/records with a record-batch body.
 func (rs *recordsResource) produceBinary(w http.ResponseWriter, r *http.Request) *problem {
 	a := rs.a
-	name, p := topicParam(r)
-	if p == nil {
-		p = a.authorize(r, acl.OpWrite, acl.Topic(name))
-	}
-	if p != nil {
+	name := topicParam(r)
+	if p := a.authorize(r, acl.OpWrite, acl.Topic(name)); p != nil {
 		return p
 	}
 	s := r.URL.Query().Get("partition")

@@ -273,7 +273,7 @@ func TestBinaryRoundTripBytes(t *testing.T) {
 	if _, err := s.cat.CreateTopic(ctx, "rt", 2, nil); err != nil {
 		t.Fatal(err)
 	}
-	prod, err := s.cat.InitProducer(ctx, "", nil)
+	prod, err := s.cat.InitProducer(ctx, "", nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +403,7 @@ func TestBinaryStoredAsSent(t *testing.T) {
 	if _, err := s.cat.CreateTopic(ctx, "s", 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	prod, err := s.cat.InitProducer(ctx, "", nil)
+	prod, err := s.cat.InitProducer(ctx, "", nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	v1 "github.com/strata-io/strata/api/v1"
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/segment"
@@ -30,28 +31,14 @@ const (
 	formatBinary = "binary"
 )
 
-// produceRequest is the body of POST /v1/topics/{topic}/records. Record fields are kept
-// raw: the decoder only finds their bounds, and the topic's formats decide what they
-// mean, without a reflective decode per field.
-type produceRequest struct {
-	Records []produceRecord `json:"records"`
-	// Producer makes the request idempotent (producers.go).
-	Producer *producerJSON `json:"producer"`
-}
-
-type produceRecord struct {
-	Key       json.RawMessage `json:"key"`
-	Value     json.RawMessage `json:"value"`
-	Headers   json.RawMessage `json:"headers"`
-	Partition json.RawMessage `json:"partition"`
-	Timestamp json.RawMessage `json:"timestamp"`
-}
-
-// decodeProduce parses a produce body. It never panics, whatever the body.
-func decodeProduce(body []byte, maxRecords int) (produceRequest, *problem) {
+// decodeProduce parses the body of POST /v1/topics/{topic}/records. Record fields are
+// kept raw (v1.ProduceRecord): the decoder only finds their bounds, and the topic's
+// formats decide what they mean, without a reflective decode per field. It never
+// panics, whatever the body.
+func decodeProduce(body []byte, maxRecords int) (v1.ProduceRequest, *problem) {
 	req, ok := fastDecodeProduce(body) // the common shape, several times faster (jsonscan.go)
 	if !ok {
-		req = produceRequest{}
+		req = v1.ProduceRequest{}
 		if p := decodeStrict(body, &req); p != nil {
 			return req, p
 		}
@@ -90,7 +77,7 @@ func putRecords(p *[]broker.Record) {
 // decodeRecord turns records[i] of a produce body into the core's record: its key and
 // value decoded by the topic's formats (cfg), its headers, partition (-1: absent or
 // null) and timestamp (-1: absent or null) read. The topic's rules are the core's.
-func decodeRecord(i int, pr *produceRecord, cfg *catalog.Config, rec *broker.Record) *problem {
+func decodeRecord(i int, pr *v1.ProduceRecord, cfg *catalog.Config, rec *broker.Record) *problem {
 	rec.Partition = -1
 	if !isNull(pr.Partition) {
 		n, ok := parseDigits(string(pr.Partition), 1<<31-1)
@@ -219,7 +206,9 @@ func unquote(raw []byte) ([]byte, bool) {
 	return []byte(s), true
 }
 
-// headerJSON is one header in the array form.
+// headerJSON is one header of a produced record's headers in the array form, for the
+// strict decoder's errors: a header without a key, or with a value that is neither a
+// string nor null, is refused naming it (v1.ProduceRecord documents the shape).
 type headerJSON struct {
 	Key   *string         `json:"key"`
 	Value json.RawMessage `json:"value"`

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
+	v1 "github.com/strata-io/strata/api/v1"
 	"github.com/strata-io/strata/broker"
 )
 
@@ -19,16 +20,16 @@ type Code string
 // The error codes of API v1: the HTTP API's own (about requests as HTTP carries them),
 // then the broker core's, whose strings they are.
 const (
-	CodeInvalidJSON          Code = "invalid_json"
-	CodeUnsupportedMediaType Code = "unsupported_media_type"
-	CodeBodyTooLarge         Code = "body_too_large"
-	CodeRequestTimeout       Code = "request_timeout"
-	CodeUnauthorized         Code = "unauthorized"
-	CodeNotFound             Code = "not_found"
-	CodeMethodNotAllowed     Code = "method_not_allowed"
-	CodeStreamingUnsupported Code = "streaming_unsupported"
-	CodeNotReady             Code = "not_ready"
-	CodeConcurrencyLimit     Code = "concurrency_limit"
+	CodeInvalidJSON          Code = v1.CodeInvalidJSON
+	CodeUnsupportedMediaType Code = v1.CodeUnsupportedMediaType
+	CodeBodyTooLarge         Code = v1.CodeBodyTooLarge
+	CodeRequestTimeout       Code = v1.CodeRequestTimeout
+	CodeUnauthorized         Code = v1.CodeUnauthorized
+	CodeNotFound             Code = v1.CodeNotFound
+	CodeMethodNotAllowed     Code = v1.CodeMethodNotAllowed
+	CodeStreamingUnsupported Code = v1.CodeStreamingUnsupported
+	CodeNotReady             Code = v1.CodeNotReady
+	CodeConcurrencyLimit     Code = v1.CodeConcurrencyLimit
 
 	CodeInvalidRequest         = Code(broker.CodeInvalidRequest)
 	CodeRecordTooLarge         = Code(broker.CodeRecordTooLarge)
@@ -80,6 +81,11 @@ const (
 	CodeInvalidTxnState           = Code(broker.CodeInvalidTxnState)
 	CodeInvalidProducerIDMapping  = Code(broker.CodeInvalidProducerIDMapping)
 	CodeInvalidTransactionTimeout = Code(broker.CodeInvalidTransactionTimeout)
+
+	CodeConnectorNotFound   = Code(broker.CodeConnectorNotFound)
+	CodeConnectorExists     = Code(broker.CodeConnectorExists)
+	CodeTaskNotFound        = Code(broker.CodeTaskNotFound)
+	CodeConnectorNotStopped = Code(broker.CodeConnectorNotStopped)
 )
 
 // CodeInfo is one row of the error table.
@@ -155,6 +161,10 @@ var codeTable = []CodeInfo{
 	{CodeInvalidTxnState, http.StatusConflict, "Invalid transaction state", false},
 	{CodeInvalidProducerIDMapping, http.StatusConflict, "Producer id not the transactional id's", false},
 	{CodeInvalidTransactionTimeout, http.StatusBadRequest, "Invalid transaction timeout", false},
+	{CodeConnectorNotFound, http.StatusNotFound, "Connector not found", false},
+	{CodeConnectorExists, http.StatusConflict, "Connector already exists", false},
+	{CodeTaskNotFound, http.StatusNotFound, "Connector task not found", false},
+	{CodeConnectorNotStopped, http.StatusConflict, "Connector not stopped", false},
 }
 
 var codeIndex = func() map[Code]CodeInfo {
@@ -202,15 +212,11 @@ func (p *problem) with(key string, v any) *problem {
 	return p
 }
 
-// problemTypePrefix makes the "type" member a stable URI per code that does not pretend
-// to resolve anywhere.
-const problemTypePrefix = "urn:strata:problem:"
-
 // writeProblem writes p as application/problem+json.
 func writeProblem(w http.ResponseWriter, r *http.Request, p *problem) {
 	info := codeIndex[p.code]
 	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Type", v1.ContentTypeProblem)
 	h.Set("Cache-Control", "no-store")
 	if info.Retry {
 		h.Set("Retry-After", strconv.Itoa(retryAfterSeconds))
@@ -219,23 +225,35 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *problem) {
 	_, _ = w.Write(append(problemBody(r, p), '\n'))
 }
 
-// problemBody is p's JSON: the RFC 9457 members, the code, the request id and the
-// problem's extension members.
+// problemBody is p's JSON: v1.Problem's members and the problem's extension members
+// (an extension never replaces a member of v1.Problem), in one object whose keys are
+// sorted, as the README shows it.
 func problemBody(r *http.Request, p *problem) []byte {
 	info := codeIndex[p.code]
-	body := make(map[string]any, 6+len(p.extras))
+	members := v1.Problem{
+		Type:      v1.ProblemTypePrefix + string(p.code),
+		Title:     info.Title,
+		Status:    info.Status,
+		Detail:    p.detail,
+		Code:      string(p.code),
+		RequestID: requestID(r.Context()),
+	}
+	if h, ok := p.extras["hint"].(string); ok {
+		members.Hint = h
+	}
+	b, err := json.Marshal(members)
+	body := make(map[string]any, 8+len(p.extras))
+	if err == nil {
+		err = json.Unmarshal(b, &body)
+	}
 	for k, v := range p.extras {
-		body[k] = v
+		if _, member := body[k]; !member {
+			body[k] = v
+		}
 	}
-	body["type"] = problemTypePrefix + string(p.code)
-	body["title"] = info.Title
-	body["status"] = info.Status
-	body["detail"] = p.detail
-	body["code"] = p.code
-	if id := requestID(r.Context()); id != "" {
-		body["request_id"] = id
+	if err == nil {
+		b, err = json.Marshal(body)
 	}
-	b, err := json.Marshal(body)
 	if err != nil {
 		panic("api: encode problem: " + err.Error()) // extras are plain values
 	}

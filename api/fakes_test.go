@@ -19,6 +19,7 @@ import (
 
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/segment"
 	"github.com/strata-io/strata/writer"
@@ -81,6 +82,9 @@ type testDeps struct {
 	Log        *slog.Logger
 	Now        func() time.Time
 	TopicTTL   time.Duration
+	Memory     *membudget.Budget
+	// MaxWait caps fetch long-polls in the core (broker.Config.MaxWait).
+	MaxWait time.Duration
 }
 
 // newAPI builds the core over d and the API over the core. A fake catalog with
@@ -99,9 +103,9 @@ func newAPI(cfg Config, d testDeps) *API {
 	}
 	var core *broker.Broker
 	if d.Catalog != nil || d.Writer != nil || d.Reader != nil || d.Groups != nil {
-		core = broker.New(broker.Config{TopicCacheTTL: d.TopicTTL}, bd)
+		core = broker.New(broker.Config{TopicCacheTTL: d.TopicTTL, MaxWait: d.MaxWait}, bd)
 	}
-	return New(cfg, Deps{Core: core, Ready: d.Ready, Gatherer: d.Gatherer, Registerer: d.Registerer, Log: d.Log})
+	return New(cfg, Deps{Core: core, Ready: d.Ready, Gatherer: d.Gatherer, Registerer: d.Registerer, Log: d.Log, Memory: d.Memory})
 }
 
 func newFakeCluster() *fakeCluster {
@@ -307,7 +311,16 @@ func (c *fakeCluster) Produce(ctx context.Context, req writer.Request) (writer.R
 		if r.LogAppendTime {
 			ts = c.stampTime
 		}
-		c.logs[k] = append(c.logs[k], segment.DecodedRecord{Offset: off, Timestamp: ts, Key: r.Key, Value: r.Value, Headers: r.Headers})
+		// Copied, as the writer encodes them before it answers: the API pools request
+		// bodies, which the record bytes point into.
+		var hs []segment.Header
+		if r.Headers != nil {
+			hs = make([]segment.Header, len(r.Headers))
+		}
+		for j, h := range r.Headers {
+			hs[j] = segment.Header{Key: h.Key, Value: bytes.Clone(h.Value)}
+		}
+		c.logs[k] = append(c.logs[k], segment.DecodedRecord{Offset: off, Timestamp: ts, Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value), Headers: hs})
 		c.produced = append(c.produced, r)
 		resp.Records[i] = writer.RecordResult{Partition: parts[i], Offset: off}
 	}

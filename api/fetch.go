@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -28,10 +29,7 @@ type fetchParams struct {
 // fetchOrTail serves GET /v1/topics/{topic}/partitions/{partition}/records: a fetch
 // (optionally long-polling with wait_ms), or, with Accept: text/event-stream, a tail.
 func (a *API) fetchOrTail(w http.ResponseWriter, r *http.Request) *problem {
-	name, p := topicParam(r)
-	if p != nil {
-		return p
-	}
+	name := topicParam(r)
 	if p := a.authorize(r, acl.OpRead, acl.Topic(name)); p != nil {
 		return p
 	}
@@ -108,12 +106,8 @@ func (a *API) parseFetchParams(r *http.Request, ti broker.TopicInfo) (fetchParam
 		if !ok {
 			return fp, newProblem(CodeInvalidParameter, "wait_ms %q must be a non-negative integer", truncate(s, 32)).with("parameter", "wait_ms")
 		}
-		// Capped rather than refused: a client asking for a long poll gets the longest
-		// this node allows.
-		fp.wait = a.cfg.MaxWait
-		if n < a.cfg.MaxWait.Milliseconds() {
-			fp.wait = time.Duration(n) * time.Millisecond
-		}
+		// The core caps it (broker.Config.MaxWait), whichever front end asked.
+		fp.wait = millis(n)
 	}
 	switch s := q.Get("isolation"); s {
 	case "", "read_committed":
@@ -159,6 +153,17 @@ func (a *API) startOffset(r *http.Request, topic string, part int32, s, def stri
 		return 0, newProblem(CodeInvalidOffset, "offset %q must be a non-negative integer, earliest or latest", truncate(s, 32))
 	}
 	return n, nil
+}
+
+// millis is n milliseconds, saturating where a Duration would overflow.
+func millis(n int64) time.Duration {
+	if n > math.MaxInt64/int64(time.Millisecond) {
+		return math.MaxInt64
+	}
+	if n < math.MinInt64/int64(time.Millisecond) {
+		return math.MinInt64
+	}
+	return time.Duration(n) * time.Millisecond
 }
 
 // wantsEventStream reports whether the client accepts text/event-stream.

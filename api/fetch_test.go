@@ -81,7 +81,7 @@ func TestFetch(t *testing.T) {
 }
 
 func TestFetchLongPoll(t *testing.T) {
-	e := newEnv(t, Config{MaxWait: time.Minute})
+	e := newEnv(t, Config{}, func(d *testDeps) { d.MaxWait = time.Minute })
 	e.createTopic("t", 1, nil)
 	var wg sync.WaitGroup
 	var body string
@@ -114,7 +114,7 @@ func TestFetchLongPoll(t *testing.T) {
 }
 
 func TestFetchWaitCapped(t *testing.T) {
-	e := newEnv(t, Config{MaxWait: 5 * time.Millisecond})
+	e := newEnv(t, Config{}, func(d *testDeps) { d.MaxWait = 5 * time.Millisecond })
 	e.createTopic("t", 1, nil)
 	rec := e.do("GET", "/v1/topics/t/partitions/0/records?offset=0&wait_ms=999999999", "")
 	if rec.Code != 200 {

@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"sort"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	v1 "github.com/strata-io/strata/api/v1"
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 )
@@ -34,53 +34,24 @@ func (rs *groupsResource) Routes() chi.Router {
 	return r
 }
 
-// groupParam returns the {group} path parameter, validated before the catalog is asked.
-func groupParam(r *http.Request) (string, *problem) {
-	name := chi.URLParam(r, "group")
-	if err := catalog.ValidateGroupName(name); err != nil {
-		return "", newProblem(CodeInvalidGroupName, "%s", err.Error())
-	}
-	return name, nil
-}
+// groupParam returns the {group} path parameter; the core checks the name.
+func groupParam(r *http.Request) string { return chi.URLParam(r, "group") }
 
-type topicPartitionsJSON struct {
-	Topic      string  `json:"topic"`
-	Partitions []int32 `json:"partitions"`
-}
-
-func toTopicPartitionsJSON(tps []catalog.TopicPartitions) []topicPartitionsJSON {
-	out := make([]topicPartitionsJSON, 0, len(tps))
+func toTopicPartitions(tps []catalog.TopicPartitions) []v1.TopicPartitions {
+	out := make([]v1.TopicPartitions, 0, len(tps))
 	for _, tp := range tps {
 		ps := tp.Partitions
 		if ps == nil {
 			ps = []int32{}
 		}
-		out = append(out, topicPartitionsJSON{Topic: tp.Topic, Partitions: ps})
+		out = append(out, v1.TopicPartitions{Topic: tp.Topic, Partitions: ps})
 	}
 	return out
 }
 
-type heartbeatRequest struct {
-	MemberID         string                `json:"member_id"`
-	MemberEpoch      *int32                `json:"member_epoch"`
-	Topics           []string              `json:"topics"`
-	Owned            []topicPartitionsJSON `json:"owned"`
-	SessionTimeoutMs *int64                `json:"session_timeout_ms"`
-	Assignor         string                `json:"assignor"`
-}
-
-type heartbeatResponse struct {
-	MemberEpoch         int32                 `json:"member_epoch"`
-	Assignment          []topicPartitionsJSON `json:"assignment"`
-	HeartbeatIntervalMs int64                 `json:"heartbeat_interval_ms"`
-}
-
 func (rs *groupsResource) heartbeat(w http.ResponseWriter, r *http.Request) *problem {
-	group, p := groupParam(r)
-	if p != nil {
-		return p
-	}
-	req, p := decodeJSON[heartbeatRequest](r)
+	group := groupParam(r)
+	req, p := decodeJSON[v1.HeartbeatRequest](r)
 	if p != nil {
 		return p
 	}
@@ -89,12 +60,11 @@ func (rs *groupsResource) heartbeat(w http.ResponseWriter, r *http.Request) *pro
 	}
 	hb := catalog.Heartbeat{Group: group, MemberID: req.MemberID, MemberEpoch: *req.MemberEpoch, Topics: req.Topics, Assignor: req.Assignor}
 	if req.SessionTimeoutMs != nil {
-		ms := *req.SessionTimeoutMs
-		if ms <= 0 || ms > catalog.MaxSessionTimeout.Milliseconds() {
-			return newProblem(CodeInvalidRequest, "session_timeout_ms %d: use between %d and %d", ms,
-				catalog.MinSessionTimeout.Milliseconds(), catalog.MaxSessionTimeout.Milliseconds()).with("field", "session_timeout_ms")
+		// Given explicitly, even 0 is checked (in the heartbeat, 0 keeps the member's).
+		hb.SessionTimeout = millis(*req.SessionTimeoutMs)
+		if err := broker.CheckSessionTimeout(hb.SessionTimeout); err != nil {
+			return rs.a.problemFor(r, err)
 		}
-		hb.SessionTimeout = time.Duration(ms) * time.Millisecond
 	}
 	for _, o := range req.Owned {
 		hb.Owned = append(hb.Owned, catalog.TopicPartitions{Topic: o.Topic, Partitions: o.Partitions})
@@ -103,30 +73,17 @@ func (rs *groupsResource) heartbeat(w http.ResponseWriter, r *http.Request) *pro
 	if err != nil {
 		return rs.a.problemFor(r, err)
 	}
-	writeJSON(w, http.StatusOK, heartbeatResponse{
+	writeJSON(w, http.StatusOK, v1.HeartbeatResponse{
 		MemberEpoch:         res.MemberEpoch,
-		Assignment:          toTopicPartitionsJSON(res.Assignment),
+		Assignment:          toTopicPartitions(res.Assignment),
 		HeartbeatIntervalMs: res.HeartbeatInterval.Milliseconds(),
 	})
 	return nil
 }
 
-type offsetJSON struct {
-	Topic       string     `json:"topic"`
-	Partition   *int32     `json:"partition"`
-	Offset      *int64     `json:"offset"`
-	Metadata    string     `json:"metadata"`
-	CommittedAt *time.Time `json:"committed_at,omitempty"`
-}
-
-type commitRequest struct {
-	MemberID    string       `json:"member_id"`
-	MemberEpoch *int32       `json:"member_epoch"`
-	Offsets     []offsetJSON `json:"offsets"`
-}
-
-// toCommitOffsets checks the fields every offset needs.
-func toCommitOffsets(in []offsetJSON) ([]catalog.CommitOffset, *problem) {
+// toCommitOffsets reads a commit's offsets: the fields each needs are present (the
+// core checks their values).
+func toCommitOffsets(in []v1.CommitOffset) ([]catalog.CommitOffset, *problem) {
 	if len(in) == 0 {
 		return nil, newProblem(CodeInvalidRequest, "offsets: give at least one").with("field", "offsets")
 	}
@@ -135,88 +92,77 @@ func toCommitOffsets(in []offsetJSON) ([]catalog.CommitOffset, *problem) {
 		if o.Partition == nil || o.Offset == nil {
 			return nil, newProblem(CodeInvalidRequest, "offsets[%d]: topic, partition and offset are required", i).with("field", "offsets")
 		}
-		if *o.Partition < 0 {
-			return nil, newProblem(CodeInvalidPartition, "offsets[%d]: partition %d is negative", i, *o.Partition)
-		}
-		if *o.Offset < 0 {
-			return nil, newProblem(CodeInvalidOffset, "offsets[%d]: offset %d is negative: an offset is the next one to read, from 0", i, *o.Offset)
-		}
 		out[i] = catalog.CommitOffset{Topic: o.Topic, Partition: *o.Partition, Offset: *o.Offset, Metadata: o.Metadata}
 	}
 	return out, nil
 }
 
-func fromCommitOffsets(in []catalog.CommitOffset) []offsetJSON {
-	out := make([]offsetJSON, len(in))
+// offsetCommit reads a commit's member and offsets (POST /v1/groups/{group}/offsets, a
+// /v1/records request's group_offsets); field prefixes what a refusal names.
+func offsetCommit(group, memberID string, epoch *int32, offsets []v1.CommitOffset, field string) (*catalog.OffsetCommit, *problem) {
+	c := &catalog.OffsetCommit{Group: group, MemberID: memberID}
+	if memberID != "" {
+		if epoch == nil {
+			return nil, newProblem(CodeInvalidRequest, "%smember_epoch is required with member_id", field).with("field", field+"member_epoch")
+		}
+		c.MemberEpoch = *epoch
+	}
+	offs, p := toCommitOffsets(offsets)
+	if p != nil {
+		return nil, p
+	}
+	c.Offsets = offs
+	return c, nil
+}
+
+func fromCommitOffsets(in []catalog.CommitOffset) []v1.GroupOffset {
+	out := make([]v1.GroupOffset, len(in))
 	for i, o := range in {
-		out[i] = offsetJSON{Topic: o.Topic, Partition: &o.Partition, Offset: &o.Offset, Metadata: o.Metadata}
+		out[i] = v1.GroupOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, Metadata: o.Metadata}
 	}
 	return out
 }
 
 func (rs *groupsResource) commit(w http.ResponseWriter, r *http.Request) *problem {
-	group, p := groupParam(r)
+	group := groupParam(r)
+	req, p := decodeJSON[v1.OffsetCommitRequest](r)
 	if p != nil {
 		return p
 	}
-	req, p := decodeJSON[commitRequest](r)
+	c, p := offsetCommit(group, req.MemberID, req.MemberEpoch, req.Offsets, "")
 	if p != nil {
 		return p
 	}
-	c := catalog.OffsetCommit{Group: group, MemberID: req.MemberID}
-	if req.MemberID != "" {
-		if req.MemberEpoch == nil {
-			return newProblem(CodeInvalidRequest, "member_epoch is required with member_id").with("field", "member_epoch")
-		}
-		c.MemberEpoch = *req.MemberEpoch
-	}
-	if c.Offsets, p = toCommitOffsets(req.Offsets); p != nil {
-		return p
-	}
-	if err := rs.a.core.CommitOffsets(r.Context(), principal(r), c); err != nil {
+	if err := rs.a.core.CommitOffsets(r.Context(), principal(r), *c); err != nil {
 		return rs.a.problemFor(r, err)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"group": group, "offsets": fromCommitOffsets(c.Offsets)})
+	writeJSON(w, http.StatusOK, v1.GroupOffsets{Group: group, Offsets: fromCommitOffsets(c.Offsets)})
 	return nil
 }
 
 func (rs *groupsResource) offsets(w http.ResponseWriter, r *http.Request) *problem {
-	group, p := groupParam(r)
-	if p != nil {
-		return p
-	}
+	group := groupParam(r)
 	offs, err := rs.a.core.GroupOffsets(r.Context(), principal(r), group)
 	if err != nil {
 		return rs.a.problemFor(r, err)
 	}
 	topic := r.URL.Query().Get("topic")
-	out := make([]offsetJSON, 0, len(offs))
+	out := make([]v1.GroupOffset, 0, len(offs))
 	for _, o := range offs {
 		if topic != "" && o.Topic != topic {
 			continue
 		}
-		at := o.CommittedAt.UTC()
-		out = append(out, offsetJSON{Topic: o.Topic, Partition: &o.Partition, Offset: &o.Offset, Metadata: o.Metadata, CommittedAt: &at})
+		out = append(out, v1.GroupOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, Metadata: o.Metadata, CommittedAt: o.CommittedAt.UTC()})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"group": group, "offsets": out})
+	writeJSON(w, http.StatusOK, v1.GroupOffsets{Group: group, Offsets: out})
 	return nil
 }
 
-type lagJSON struct {
-	Topic           string `json:"topic"`
-	Partition       int32  `json:"partition"`
-	CommittedOffset *int64 `json:"committed_offset"` // null: nothing committed
-	LogStartOffset  int64  `json:"log_start_offset"`
-	HighWatermark   int64  `json:"high_watermark"`
-	Lag             int64  `json:"lag"`
-	Owner           string `json:"owner,omitempty"`
-}
-
-func toLagJSON(ls []catalog.PartitionLag) ([]lagJSON, int64) {
-	out := make([]lagJSON, len(ls))
+func toPartitionLags(ls []catalog.PartitionLag) ([]v1.PartitionLag, int64) {
+	out := make([]v1.PartitionLag, len(ls))
 	var total int64
 	for i, l := range ls {
-		out[i] = lagJSON{Topic: l.Topic, Partition: l.Partition, LogStartOffset: l.LogStartOffset,
+		out[i] = v1.PartitionLag{Topic: l.Topic, Partition: l.Partition, LogStartOffset: l.LogStartOffset,
 			HighWatermark: l.HighWatermark, Lag: l.Lag, Owner: l.Owner}
 		if l.Committed >= 0 {
 			c := l.Committed
@@ -228,24 +174,14 @@ func toLagJSON(ls []catalog.PartitionLag) ([]lagJSON, int64) {
 }
 
 func (rs *groupsResource) lag(w http.ResponseWriter, r *http.Request) *problem {
-	group, p := groupParam(r)
-	if p != nil {
-		return p
-	}
+	group := groupParam(r)
 	ls, err := rs.a.core.GroupLag(r.Context(), principal(r), group)
 	if err != nil {
 		return rs.a.problemFor(r, err)
 	}
-	parts, total := toLagJSON(ls)
-	writeJSON(w, http.StatusOK, map[string]any{"group": group, "total_lag": total, "partitions": parts})
+	parts, total := toPartitionLags(ls)
+	writeJSON(w, http.StatusOK, v1.GroupLag{Group: group, TotalLag: total, Partitions: parts})
 	return nil
-}
-
-type groupSummaryJSON struct {
-	Name     string `json:"name"`
-	State    string `json:"state"`
-	Members  int    `json:"members"`
-	Assignor string `json:"assignor"`
 }
 
 func (rs *groupsResource) list(w http.ResponseWriter, r *http.Request) *problem {
@@ -253,93 +189,51 @@ func (rs *groupsResource) list(w http.ResponseWriter, r *http.Request) *problem 
 	if err != nil {
 		return rs.a.problemFor(r, err)
 	}
-	out := make([]groupSummaryJSON, len(gs))
+	out := make([]v1.GroupSummary, len(gs))
 	for i, g := range gs {
-		out[i] = groupSummaryJSON{Name: g.Name, State: g.State, Members: g.Members, Assignor: g.Assignor}
+		out[i] = v1.GroupSummary{Name: g.Name, State: g.State, Members: g.Members, Assignor: g.Assignor}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	writeJSON(w, http.StatusOK, map[string]any{"groups": out})
+	writeJSON(w, http.StatusOK, v1.GroupList{Groups: out})
 	return nil
 }
 
-type memberJSON struct {
-	MemberID         string                `json:"member_id"`
-	MemberEpoch      int32                 `json:"member_epoch"`
-	Topics           []string              `json:"topics"`
-	SessionTimeoutMs int64                 `json:"session_timeout_ms"`
-	LeaseExpiresAt   time.Time             `json:"lease_expires_at"`
-	Assignment       []topicPartitionsJSON `json:"assignment"`
-	Revoking         []topicPartitionsJSON `json:"revoking"`
-	Pending          []topicPartitionsJSON `json:"pending"`
-}
-
-type groupJSON struct {
-	Name       string       `json:"name"`
-	State      string       `json:"state"`
-	Assignor   string       `json:"assignor"`
-	Epoch      int32        `json:"epoch"`
-	CreatedAt  time.Time    `json:"created_at"`
-	Members    []memberJSON `json:"members"`
-	TotalLag   int64        `json:"total_lag"`
-	Partitions []lagJSON    `json:"partitions"`
-}
-
 func (rs *groupsResource) describe(w http.ResponseWriter, r *http.Request) *problem {
-	group, p := groupParam(r)
-	if p != nil {
-		return p
-	}
+	group := groupParam(r)
 	d, ls, err := rs.a.core.DescribeGroup(r.Context(), principal(r), group)
 	if err != nil {
 		return rs.a.problemFor(r, err)
 	}
-	out := groupJSON{Name: d.Name, State: d.State, Assignor: d.Assignor, Epoch: d.Epoch, CreatedAt: d.CreatedAt.UTC(), Members: []memberJSON{}}
+	out := v1.Group{Name: d.Name, State: d.State, Assignor: d.Assignor, Epoch: d.Epoch, CreatedAt: d.CreatedAt.UTC(), Members: []v1.GroupMember{}}
 	for _, m := range d.Members {
 		topics := m.Topics
 		if topics == nil {
 			topics = []string{}
 		}
-		out.Members = append(out.Members, memberJSON{
+		out.Members = append(out.Members, v1.GroupMember{
 			MemberID: m.ID, MemberEpoch: m.Epoch, Topics: topics, SessionTimeoutMs: m.SessionTimeout.Milliseconds(),
-			LeaseExpiresAt: m.ExpiresAt.UTC(), Assignment: toTopicPartitionsJSON(m.Assignment),
-			Revoking: toTopicPartitionsJSON(m.Revoking), Pending: toTopicPartitionsJSON(m.Pending),
+			LeaseExpiresAt: m.ExpiresAt.UTC(), Assignment: toTopicPartitions(m.Assignment),
+			Revoking: toTopicPartitions(m.Revoking), Pending: toTopicPartitions(m.Pending),
 		})
 	}
-	out.Partitions, out.TotalLag = toLagJSON(ls)
+	out.Partitions, out.TotalLag = toPartitionLags(ls)
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
 func (rs *groupsResource) delete(w http.ResponseWriter, r *http.Request) *problem {
-	group, p := groupParam(r)
-	if p != nil {
-		return p
-	}
-	if err := rs.a.core.DeleteGroup(r.Context(), principal(r), group); err != nil {
+	if err := rs.a.core.DeleteGroup(r.Context(), principal(r), groupParam(r)); err != nil {
 		return rs.a.problemFor(r, err)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
-type resetRequest struct {
-	Topic      string          `json:"topic"`
-	Partitions []int32         `json:"partitions"` // empty: every partition
-	To         string          `json:"to"`         // earliest, latest, timestamp, offset
-	Timestamp  json.RawMessage `json:"timestamp"`  // unix ms or RFC 3339, with "timestamp"
-	Offset     *int64          `json:"offset"`     // with "offset"
-	// Create: position a group that does not exist yet; without it, 404 group_not_found.
-	Create bool `json:"create"`
-}
-
 // reset resolves the target offsets from the partitions' current state and stores them
 // while the group has no live members (the catalog checks that again when it writes).
 func (rs *groupsResource) reset(w http.ResponseWriter, r *http.Request) *problem {
-	group, p := groupParam(r)
-	if p != nil {
-		return p
-	}
-	req, p := decodeJSON[resetRequest](r)
+	group := groupParam(r)
+	req, p := decodeJSON[v1.ResetOffsetsRequest](r)
 	if p != nil {
 		return p
 	}
@@ -376,6 +270,6 @@ func (rs *groupsResource) reset(w http.ResponseWriter, r *http.Request) *problem
 	if err != nil {
 		return rs.a.problemFor(r, err)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"group": group, "offsets": fromCommitOffsets(offs)})
+	writeJSON(w, http.StatusOK, v1.GroupOffsets{Group: group, Offsets: fromCommitOffsets(offs)})
 	return nil
 }

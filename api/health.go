@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	v1 "github.com/strata-io/strata/api/v1"
 )
 
 // readyTimeout bounds Deps.Ready so a hung dependency fails the probe instead of
@@ -30,7 +32,7 @@ func (e *NotReadyError) Unwrap() error { return e.Err }
 // healthz says only that the process serves HTTP: it must not fail when a dependency
 // is down, or an orchestrator would restart healthy nodes during an outage.
 func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, v1.Status{Status: "ok"})
 }
 
 // readyz asks Deps.Ready whether this node should receive traffic.
@@ -49,7 +51,7 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	writeJSON(w, http.StatusOK, v1.Status{Status: "ready"})
 }
 
 // notReady names the dependencies err blames, in order: none for a Ready that returns

@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"unicode/utf8"
 
+	v1 "github.com/strata-io/strata/api/v1"
 	"github.com/strata-io/strata/segment"
 )
 
@@ -25,7 +26,7 @@ import (
 
 // fastDecodeProduce parses body if it has the common shape; ok false means "not
 // handled here", never "refused".
-func fastDecodeProduce(body []byte) (req produceRequest, ok bool) {
+func fastDecodeProduce(body []byte) (req v1.ProduceRequest, ok bool) {
 	if !utf8.Valid(body) {
 		return req, false
 	}
@@ -68,7 +69,7 @@ func fastDecodeProduce(body []byte) (req produceRequest, ok bool) {
 			if !bytes.Equal(raw, nullJSON) {
 				// Small and rare beside the records: encoding/json's strict decode, so
 				// its rules (and errors, by declining) are decodeStrict's exactly.
-				var pj producerJSON
+				var pj v1.Producer
 				dec := json.NewDecoder(bytes.NewReader(raw))
 				dec.DisallowUnknownFields()
 				if dec.Decode(&pj) != nil {
@@ -93,11 +94,11 @@ func fastDecodeProduce(body []byte) (req produceRequest, ok bool) {
 
 // records reads the records array: objects whose members are the record fields, each
 // at most once. Values are validated and kept where they lie.
-func (s *jscan) records() ([]produceRecord, bool) {
+func (s *jscan) records() ([]v1.ProduceRecord, bool) {
 	if !s.eat('[') {
 		return nil, false
 	}
-	out := make([]produceRecord, 0, 64)
+	out := make([]v1.ProduceRecord, 0, 64)
 	s.ws()
 	if s.eat(']') {
 		return out, true
@@ -107,7 +108,7 @@ func (s *jscan) records() ([]produceRecord, bool) {
 		if !s.eat('{') {
 			return nil, false
 		}
-		var r produceRecord
+		var r v1.ProduceRecord
 		var seen uint8
 		s.ws()
 		if !s.eat('}') {

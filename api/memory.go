@@ -18,19 +18,25 @@ import (
 
 // The API's part of the node's memory budget (docs/design.md "Memory"). Every /v1
 // request gets a hold (serve): its body is reserved there before a byte is read — by
-// Content-Length, or as it arrives when it has none — and so is everything its answer
-// allocates (a fetch's batches, the rendered JSON, an SSE event batch); the hold is
-// released once the answer is written. A produce keeps its body until the writer has
-// answered it (the records alias it), so its handler waits for that even when the
-// client has gone. Body buffers come from a pool rather than being allocated and
-// zeroed per request.
+// Content-Length, or as it arrives when it has none, counted against its principal's
+// share of bytes still arriving until it has been read (membudget.OwnerShare, with
+// authentication on) — and so is everything its answer allocates (a fetch's batches,
+// the rendered JSON, an SSE event batch); the hold is released once the answer is
+// written. A produce keeps its body until the writer has answered it (the records
+// alias it), so its handler waits for that even when the client has gone. Body
+// buffers come from a pool rather than being allocated and zeroed per request.
 
 // reqState is what serve keeps for one request: its hold and its pooled body buffer.
 type reqState struct {
-	a    *API // nil outside serve: nothing is accounted
-	need broker.Capability
-	hold *membudget.Hold
-	body *[]byte // from bodyPools; nil when none was taken
+	a     *API // nil outside serve: nothing is accounted
+	need  broker.Capability
+	owner string // whose share the body counts against until it has arrived (API.owner)
+	hold  *membudget.Hold
+	body  *[]byte // from bodyPools; nil when none was taken
+	// admitted is what a produce's admission holds (admission.go), unread whether it
+	// still counts as its owner's bytes still arriving.
+	admitted int64
+	unread   bool
 }
 
 type stateKey struct{}
@@ -50,15 +56,31 @@ func hold(r *http.Request) *membudget.Hold { return state(r).hold }
 // admitBody opens the request's hold and reserves its declared body in it, waiting
 // up to MemoryWait. Without room a produce answers 429 buffer_full (back-pressure, as
 // when the writer is full), anything else 503 memory_exhausted.
-func (a *API) admitBody(r *http.Request, need broker.Capability) (*http.Request, *reqState, *problem) {
-	st := &reqState{a: a, need: need, hold: a.mem.NewHold()}
+// A produce's body is admitted first (admission.go).
+func (a *API) admitBody(r *http.Request, need broker.Capability, admit bool) (*http.Request, *reqState, *problem) {
+	st := &reqState{a: a, need: need, owner: a.owner(r), hold: a.mem.NewHold()}
 	r = r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
+	if admit {
+		if p := a.admitProduce(r, st); p != nil {
+			return r, st, p
+		}
+	}
 	if n := r.ContentLength; n > 0 {
-		if err := st.hold.Reserve(r.Context(), poolSize(n), a.cfg.MemoryWait, membudget.UseProduce); err != nil {
+		if err := st.hold.ReserveInbound(r.Context(), st.owner, poolSize(n), a.cfg.MemoryWait, membudget.UseProduce); err != nil {
 			return r, st, a.memoryProblem(r, need, err)
 		}
 	}
 	return r, st, nil
+}
+
+// arrived says the body has been read, or will not be: it no longer counts against
+// its principal's share, in the budget and in admission.
+func (st *reqState) arrived() {
+	st.hold.Arrived()
+	if st.unread {
+		st.unread = false
+		st.a.admission.arrived(st.owner, st.admitted)
+	}
 }
 
 // memoryProblem answers a reservation that failed.
@@ -88,7 +110,12 @@ func (st *reqState) done() {
 		putBody(st.body)
 		st.body = nil
 	}
+	st.arrived()
 	st.hold.Release()
+	if st.admitted > 0 {
+		st.a.admission.release(st.admitted)
+		st.admitted = 0
+	}
 }
 
 // Body buffers are pooled by size class, powers of two from 64 KiB: a produce body is
@@ -149,11 +176,12 @@ func putBody(b *[]byte) {
 // (bodyLimitMiddleware's reader fails past it).
 func readPooled(r *http.Request) ([]byte, *problem) {
 	st := state(r)
+	defer st.arrived()
 	reserve := func(n int64) *problem {
 		if st.a == nil {
 			return nil
 		}
-		if err := st.hold.Reserve(r.Context(), n, st.a.cfg.MemoryWait, membudget.UseProduce); err != nil {
+		if err := st.hold.ReserveInbound(r.Context(), st.owner, n, st.a.cfg.MemoryWait, membudget.UseProduce); err != nil {
 			return st.a.memoryProblem(r, st.need, err)
 		}
 		return nil

@@ -1,12 +1,12 @@
 package api
 
 import (
-	"encoding/json"
 	"math"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
 
+	v1 "github.com/strata-io/strata/api/v1"
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 )
@@ -28,26 +28,11 @@ func (rs *producersResource) Routes() chi.Router {
 	return r
 }
 
-type initProducerRequest struct {
-	TransactionalID *string `json:"transactional_id"`
-	// ProducerID and Epoch are the identity the caller holds: with a transactional id
-	// it bumps its own epoch, and is fenced if a newer instance has taken the id over;
-	// without one it keeps its id at the next epoch (restarting its sequences), or gets a
-	// new id if that identity is no longer current.
-	ProducerID *int64 `json:"producer_id"`
-	Epoch      *int64 `json:"epoch"`
-}
-
-type initProducerResponse struct {
-	ProducerID int64 `json:"producer_id"`
-	Epoch      int16 `json:"epoch"`
-}
-
 // init answers a new producer id at epoch 0, or, for a known transactional_id, its id
 // at the next epoch, which fences the instance that held it.
 func (rs *producersResource) init(w http.ResponseWriter, r *http.Request) *problem {
 	a := rs.a
-	var req initProducerRequest
+	var req v1.InitProducerRequest
 	// An empty body asks for a plain idempotent producer: curl -X POST works as is.
 	if r.ContentLength != 0 {
 		body, p := readBody(r)
@@ -62,8 +47,7 @@ func (rs *producersResource) init(w http.ResponseWriter, r *http.Request) *probl
 	}
 	creq := broker.InitProducerRequest{TransactionalID: req.TransactionalID}
 	if req.ProducerID != nil || req.Epoch != nil {
-		pj := producerJSON{ID: req.ProducerID, Epoch: req.Epoch}
-		cur, p := pj.identity()
+		cur, p := producerIdentity(req.ProducerID, req.Epoch)
 		if p != nil {
 			return p.with("field", "producer_id")
 		}
@@ -73,38 +57,26 @@ func (rs *producersResource) init(w http.ResponseWriter, r *http.Request) *probl
 	if err != nil {
 		return a.problemFor(r, err)
 	}
-	writeJSON(w, http.StatusOK, initProducerResponse{ProducerID: p.ID, Epoch: p.Epoch})
+	writeJSON(w, http.StatusOK, v1.InitProducerResponse{ID: p.ID, Epoch: p.Epoch})
 	return nil
 }
 
-// producerJSON is a produce request's "producer": its identity and its base sequences,
-// {"<partition>": seq} on /v1/topics/{topic}/records and {"<topic>": {"<partition>":
-// seq}} on /v1/records.
-type producerJSON struct {
-	ID        *int64          `json:"id"`
-	Epoch     *int64          `json:"epoch"`
-	Sequences json.RawMessage `json:"sequences"`
-}
-
-// identity validates the producer's id and epoch.
-func (pj *producerJSON) identity() (*catalog.Producer, *problem) {
-	if pj.ID == nil || pj.Epoch == nil {
+// producerIdentity reads a producer's id and epoch: both present, each what POST
+// /v1/producers answers (an id from 0, an epoch that fits Kafka's int16).
+func producerIdentity(id, epoch *int64) (*catalog.Producer, *problem) {
+	if id == nil || epoch == nil {
 		return nil, newProblem(CodeInvalidRequest, "producer: id and epoch are required (POST /v1/producers hands them out)").with("field", "producer")
 	}
-	if *pj.ID < 0 || *pj.Epoch < 0 || *pj.Epoch > math.MaxInt16 {
-		return nil, newProblem(CodeInvalidRequest, "producer: id %d epoch %d: use what POST /v1/producers answered", *pj.ID, *pj.Epoch).with("field", "producer")
+	if *id < 0 || *epoch < 0 || *epoch > math.MaxInt16 {
+		return nil, newProblem(CodeInvalidRequest, "producer: id %d epoch %d: use what POST /v1/producers answered", *id, *epoch).with("field", "producer")
 	}
-	return &catalog.Producer{ID: *pj.ID, Epoch: int16(*pj.Epoch)}, nil
+	return &catalog.Producer{ID: *id, Epoch: int16(*epoch)}, nil
 }
 
 // partitionSequences reads {"<partition>": seq}.
-func partitionSequences(raw json.RawMessage, field string) (map[int32]int32, *problem) {
-	var m map[string]int64
-	if isNull(raw) {
+func partitionSequences(m map[string]int64, field string) (map[int32]int32, *problem) {
+	if m == nil {
 		return nil, newProblem(CodeInvalidRequest, "%s: a base sequence per partition written is required", field).with("field", field)
-	}
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, newProblem(CodeInvalidRequest, "%s: want {\"<partition>\": base sequence, ...}: %v", field, err).with("field", field)
 	}
 	out := make(map[int32]int32, len(m))
 	for k, v := range m {

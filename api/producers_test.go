@@ -19,7 +19,7 @@ type producerCluster struct {
 	current []*catalog.Producer
 }
 
-func (c *producerCluster) InitProducer(ctx context.Context, tid string, current *catalog.Producer) (catalog.Producer, error) {
+func (c *producerCluster) InitProducer(ctx context.Context, tid string, current *catalog.Producer, _ string) (catalog.Producer, error) {
 	c.inits = append(c.inits, tid)
 	c.current = append(c.current, current)
 	if c.initErr != nil {

@@ -17,7 +17,7 @@ type recordsResource struct{ a *API }
 // Routes returns the router mounted at /v1/topics/{topic}/records.
 func (rs *recordsResource) Routes() chi.Router {
 	r := chi.NewRouter()
-	r.With(rs.a.admitProduce).Post("/", rs.a.serve(broker.CapProduce, rs.produce)) // admission.go
+	r.Post("/", rs.a.serveProduce(rs.produce)) // admitted: admission.go
 	return r
 }
 
@@ -29,11 +29,8 @@ func (rs *recordsResource) produce(w http.ResponseWriter, r *http.Request) *prob
 		return rs.produceBinary(w, r)
 	}
 	a := rs.a
-	name, p := topicParam(r)
-	if p == nil {
-		p = a.authorize(r, acl.OpWrite, acl.Topic(name))
-	}
-	if p != nil {
+	name := topicParam(r)
+	if p := a.authorize(r, acl.OpWrite, acl.Topic(name)); p != nil {
 		return p
 	}
 	body, p := readBody(r)
@@ -46,7 +43,7 @@ func (rs *recordsResource) produce(w http.ResponseWriter, r *http.Request) *prob
 	}
 	var creq broker.ProduceRequest
 	if pj := req.Producer; pj != nil {
-		prod, p := pj.identity()
+		prod, p := producerIdentity(pj.ID, pj.Epoch)
 		var seqs map[int32]int32
 		if p == nil {
 			seqs, p = partitionSequences(pj.Sequences, "producer.sequences")

@@ -3,31 +3,23 @@ package api
 import (
 	"encoding/json"
 	"net/http"
-)
 
-// deleteRecordsRequest is the body of POST .../partitions/{partition}/records:delete.
-type deleteRecordsRequest struct {
-	// BeforeOffset: every record below it is deleted; -1 means the high watermark
-	// (everything written so far), as in Kafka.
-	BeforeOffset *int64 `json:"before_offset"`
-}
+	v1 "github.com/strata-io/strata/api/v1"
+)
 
 // deleteRecords serves POST /v1/topics/{topic}/partitions/{partition}/records:delete
 // (broker.DeleteRecords): the log start offset moves up to before_offset (never down),
 // so fetches below it get offset_out_of_range at once; the compactor deletes the data
 // behind it later, safely.
 func (a *API) deleteRecords(w http.ResponseWriter, r *http.Request) *problem {
-	req, p := decodeJSON[deleteRecordsRequest](r)
+	req, p := decodeJSON[v1.DeleteRecordsRequest](r)
 	if p != nil {
 		return p
 	}
 	if req.BeforeOffset == nil {
 		return newProblem(CodeInvalidOffset, "before_offset must be an offset (records below it are deleted) or -1 for the high watermark")
 	}
-	name, p := topicParam(r)
-	if p != nil {
-		return p
-	}
+	name := topicParam(r)
 	part, p := partitionParam(r)
 	if p != nil {
 		return p
@@ -36,7 +28,7 @@ func (a *API) deleteRecords(w http.ResponseWriter, r *http.Request) *problem {
 	if err != nil {
 		return a.problemFor(r, err)
 	}
-	b, _ := json.Marshal(partitionJSON{pi.Partition, pi.LogStartOffset, pi.HighWatermark, pi.LastStableOffset, pi.Bytes})
+	b, _ := json.Marshal(toPartition(pi)) // plain data
 	writeJSONBytes(w, http.StatusOK, append(b, '\n'))
 	return nil
 }

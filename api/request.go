@@ -28,6 +28,16 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) *problem
 // node's memory budget (memory.go), which is released, and the body's buffer pooled,
 // once the answer is written.
 func (a *API) serve(need broker.Capability, h handlerFunc) http.HandlerFunc {
+	return a.serveWith(need, false, h)
+}
+
+// serveProduce is serve for a produce route: its body is admitted (admission.go)
+// before it is reserved.
+func (a *API) serveProduce(h handlerFunc) http.HandlerFunc {
+	return a.serveWith(broker.CapProduce, true, h)
+}
+
+func (a *API) serveWith(need broker.Capability, admit bool, h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p := checkQuery(r)
 		if p == nil {
@@ -35,7 +45,7 @@ func (a *API) serve(need broker.Capability, h handlerFunc) http.HandlerFunc {
 				p = a.problemFor(r, err)
 			} else {
 				var st *reqState
-				r, st, p = a.admitBody(r, need)
+				r, st, p = a.admitBody(r, need, admit)
 				defer st.done()
 				if p == nil {
 					p = h(w, r)
@@ -138,13 +148,25 @@ func jsonProblem(err error) *problem {
 		if field == "" {
 			field = "the body"
 		}
-		return newProblem(CodeInvalidRequest, "%s must be %s, got JSON %s", field, jsonKind(te.Type), te.Value).with("field", te.Field)
+		code := CodeInvalidRequest
+		if c, ok := typeErrorCodes[te.Struct+"."+te.Field]; ok {
+			code = c
+		}
+		return newProblem(code, "%s must be %s, got JSON %s", field, jsonKind(te.Type), te.Value).with("field", te.Field)
 	}
 	return newProblem(CodeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), "json: "))
 }
 
+// typeErrorCodes are the fields (wire type.json name) whose value of the wrong JSON
+// type is refused with their own code rather than invalid_request: a partition count
+// that is not an integer is an invalid partition count.
+var typeErrorCodes = map[string]Code{
+	"CreateTopicRequest.partitions": CodeInvalidPartitionCount,
+	"UpdateTopicRequest.partitions": CodeInvalidPartitionCount,
+}
+
 // jsonKind names what a Go type is in JSON, for a person who writes JSON: "an array",
-// "an object", "an integer" (not "[]api.produceRecord").
+// "an object", "an integer" (not "[]v1.ProduceRecord").
 func jsonKind(t reflect.Type) string {
 	switch t.Kind() {
 	case reflect.Slice, reflect.Array:
@@ -166,15 +188,8 @@ func jsonKind(t reflect.Type) string {
 	return "another JSON type"
 }
 
-// topicParam returns the {topic} path parameter, validated with Kafka's rule before
-// anything asks the catalog.
-func topicParam(r *http.Request) (string, *problem) {
-	name := chi.URLParam(r, "topic")
-	if err := broker.ValidateTopicName(name); err != nil {
-		return "", problemOf(broker.AsError("topic name", err))
-	}
-	return name, nil
-}
+// topicParam returns the {topic} path parameter; the core checks the name.
+func topicParam(r *http.Request) string { return chi.URLParam(r, "topic") }
 
 // partitionParam returns the {partition} path parameter: decimal digits only.
 func partitionParam(r *http.Request) (int32, *problem) {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"math"
 	"net/http"
 	"net/url"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/strata-io/strata/acl"
+	v1 "github.com/strata-io/strata/api/v1"
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 )
@@ -30,32 +32,22 @@ func (rs *securityResource) mount(v1 chi.Router) {
 	v1.Get("/audit", s(rs.audit))
 }
 
-type bindingJSON struct {
-	Principal    string `json:"principal"`
-	Host         string `json:"host"`
-	ResourceType string `json:"resource_type"`
-	ResourceName string `json:"resource_name"`
-	PatternType  string `json:"pattern_type"`
-	Operation    string `json:"operation"`
-	Permission   string `json:"permission"`
-}
-
-func toBindingJSON(b acl.Binding) bindingJSON {
-	return bindingJSON{Principal: b.Principal, Host: b.Host, ResourceType: b.Resource.String(), ResourceName: b.Name,
+func toBinding(b acl.Binding) v1.ACLBinding {
+	return v1.ACLBinding{Principal: b.Principal, Host: b.Host, ResourceType: b.Resource.String(), ResourceName: b.Name,
 		PatternType: b.Pattern.String(), Operation: b.Operation.String(), Permission: b.Permission.String()}
 }
 
-func bindingsJSON(bs []acl.Binding) []bindingJSON {
-	out := make([]bindingJSON, len(bs))
+func toBindings(bs []acl.Binding) []v1.ACLBinding {
+	out := make([]v1.ACLBinding, len(bs))
 	for i, b := range bs {
-		out[i] = toBindingJSON(b)
+		out[i] = toBinding(b)
 	}
 	return out
 }
 
 // binding reads a binding: host defaults to *, pattern_type to literal, permission to
 // allow; the cluster's name may be left out.
-func (j bindingJSON) binding() (acl.Binding, *problem) {
+func binding(j v1.ACLBinding) (acl.Binding, *problem) {
 	b := acl.Binding{Principal: j.Principal, Host: or(j.Host, acl.Wildcard), Name: j.ResourceName}
 	var err error
 	fields := []struct {
@@ -123,23 +115,23 @@ func (rs *securityResource) listACLs(w http.ResponseWriter, r *http.Request) *pr
 	if err != nil {
 		return rs.a.problemFor(r, err)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"acls": bindingsJSON(bs)})
+	writeJSON(w, http.StatusOK, v1.ACLList{ACLs: toBindings(bs)})
 	return nil
 }
 
 func (rs *securityResource) createACL(w http.ResponseWriter, r *http.Request) *problem {
-	j, p := decodeJSON[bindingJSON](r)
+	j, p := decodeJSON[v1.ACLBinding](r)
 	if p != nil {
 		return p
 	}
-	b, p := j.binding()
+	b, p := binding(j)
 	if p != nil {
 		return p
 	}
 	if err := rs.a.core.CreateACL(r.Context(), principal(r), b); err != nil {
 		return rs.a.problemFor(r, err)
 	}
-	writeJSON(w, http.StatusCreated, toBindingJSON(b))
+	writeJSON(w, http.StatusCreated, toBinding(b))
 	return nil
 }
 
@@ -156,24 +148,12 @@ func (rs *securityResource) deleteACLs(w http.ResponseWriter, r *http.Request) *
 	if err != nil {
 		return rs.a.problemFor(r, err)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"deleted": bindingsJSON(bs)})
+	writeJSON(w, http.StatusOK, v1.ACLDeleted{Deleted: toBindings(bs)})
 	return nil
 }
 
-type keyJSON struct {
-	ID          string     `json:"id"`
-	Principal   string     `json:"principal"`
-	Description string     `json:"description,omitempty"`
-	CreatedBy   string     `json:"created_by"`
-	CreatedAt   time.Time  `json:"created_at"`
-	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
-	RevokedAt   *time.Time `json:"revoked_at,omitempty"`
-	// Secret is answered once, when the key is created.
-	Secret string `json:"secret,omitempty"`
-}
-
-func toKeyJSON(k catalog.APIKey) keyJSON {
-	j := keyJSON{ID: k.ID, Principal: k.Principal, Description: k.Description, CreatedBy: k.CreatedBy, CreatedAt: k.CreatedAt}
+func toKey(k catalog.APIKey) v1.Key {
+	j := v1.Key{ID: k.ID, Principal: k.Principal, Description: k.Description, CreatedBy: k.CreatedBy, CreatedAt: k.CreatedAt}
 	if !k.ExpiresAt.IsZero() {
 		j.ExpiresAt = &k.ExpiresAt
 	}
@@ -188,24 +168,16 @@ func (rs *securityResource) listKeys(w http.ResponseWriter, r *http.Request) *pr
 	if err != nil {
 		return rs.a.problemFor(r, err)
 	}
-	out := make([]keyJSON, len(ks))
+	out := make([]v1.Key, len(ks))
 	for i, k := range ks {
-		out[i] = toKeyJSON(k)
+		out[i] = toKey(k)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"keys": out})
+	writeJSON(w, http.StatusOK, v1.KeyList{Keys: out})
 	return nil
 }
 
-type createKeyJSON struct {
-	Principal   string `json:"principal"`
-	Description string `json:"description"`
-	// ExpiresAt is unix ms or RFC 3339; ExpiresInMs is from now. At most one.
-	ExpiresAt   string `json:"expires_at"`
-	ExpiresInMs *int64 `json:"expires_in_ms"`
-}
-
 func (rs *securityResource) createKey(w http.ResponseWriter, r *http.Request) *problem {
-	j, p := decodeJSON[createKeyJSON](r)
+	j, p := decodeJSON[v1.CreateKeyRequest](r)
 	if p != nil {
 		return p
 	}
@@ -229,7 +201,7 @@ func (rs *securityResource) createKey(w http.ResponseWriter, r *http.Request) *p
 	if err != nil {
 		return rs.a.problemFor(r, err)
 	}
-	out := toKeyJSON(k.APIKey)
+	out := toKey(k.APIKey)
 	out.Secret = k.Secret
 	writeJSON(w, http.StatusCreated, out)
 	return nil
@@ -240,50 +212,40 @@ func (rs *securityResource) revokeKey(w http.ResponseWriter, r *http.Request) *p
 	if err != nil {
 		return rs.a.problemFor(r, err)
 	}
-	writeJSON(w, http.StatusOK, toKeyJSON(k))
+	writeJSON(w, http.StatusOK, toKey(k))
 	return nil
 }
 
-type auditJSON struct {
-	ID           int64          `json:"id"`
-	Time         time.Time      `json:"time"`
-	Principal    string         `json:"principal"`
-	Action       string         `json:"action"`
-	ResourceType string         `json:"resource_type"`
-	Resource     string         `json:"resource"`
-	Details      map[string]any `json:"details,omitempty"`
-}
-
 // audit serves GET /v1/audit?after=ID&limit=N: records after ID, oldest first; the
-// answer's next_after continues.
+// answer's next_after continues. The page's bounds are the core's.
 func (rs *securityResource) audit(w http.ResponseWriter, r *http.Request) *problem {
 	q := r.URL.Query()
 	var after int64
-	limit := 100
-	if s := q.Get("after"); s != "" {
-		n, ok := parseDigits(s, 1<<63-1)
-		if !ok {
-			return newProblem(CodeInvalidParameter, "after %q: an audit record id", truncate(s, 32)).with("parameter", "after")
+	limit := broker.DefaultAuditPage
+	for _, p := range []struct {
+		name string
+		dst  func(int64)
+	}{
+		{"after", func(n int64) { after = n }},
+		{"limit", func(n int64) { limit = int(min(n, math.MaxInt32)) }},
+	} {
+		if s := q.Get(p.name); s != "" {
+			n, ok := parseDigits(s, 1<<63-1)
+			if !ok {
+				return newProblem(CodeInvalidParameter, "%s %q: a non-negative integer", p.name, truncate(s, 32)).with("parameter", p.name)
+			}
+			p.dst(n)
 		}
-		after = n
 	}
-	if s := q.Get("limit"); s != "" {
-		n, ok := parseDigits(s, catalog.MaxAuditPage)
-		if !ok || n == 0 {
-			return newProblem(CodeInvalidParameter, "limit %q: between 1 and %d", truncate(s, 32), catalog.MaxAuditPage).with("parameter", "limit")
-		}
-		limit = int(n)
-	}
-	rs2, err := rs.a.core.AuditLog(r.Context(), principal(r), after, limit)
+	recs, err := rs.a.core.AuditLog(r.Context(), principal(r), after, limit)
 	if err != nil {
 		return rs.a.problemFor(r, err)
 	}
-	out := make([]auditJSON, len(rs2))
-	next := after
-	for i, a := range rs2 {
-		out[i] = auditJSON{ID: a.ID, Time: a.Time, Principal: a.Principal, Action: a.Action, ResourceType: a.ResourceType, Resource: a.Resource, Details: a.Details}
-		next = a.ID
+	page := v1.AuditPage{Records: make([]v1.AuditRecord, len(recs)), NextAfter: after}
+	for i, a := range recs {
+		page.Records[i] = v1.AuditRecord{ID: a.ID, Time: a.Time, Principal: a.Principal, Action: a.Action, ResourceType: a.ResourceType, Resource: a.Resource, Details: a.Details}
+		page.NextAfter = a.ID
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"records": out, "next_after": next})
+	writeJSON(w, http.StatusOK, page)
 	return nil
 }

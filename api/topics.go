@@ -6,10 +6,10 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	v1 "github.com/strata-io/strata/api/v1"
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 )
@@ -34,30 +34,19 @@ func (rs *topicsResource) Routes() chi.Router {
 	return r
 }
 
-// topicJSON is a topic as the API shows it. Configs holds only explicitly set keys;
-// the rest take the documented defaults.
-type topicJSON struct {
-	Name       string            `json:"name"`
-	ID         int64             `json:"id"`
-	Partitions int32             `json:"partitions"`
-	Configs    map[string]string `json:"configs"`
-	// EffectiveConfigs is every config with the value in force, defaults included: in
-	// the answers about one topic (get, create, alter), not in the list.
-	EffectiveConfigs map[string]string `json:"effective_configs,omitempty"`
-	CreatedAt        time.Time         `json:"created_at"`
-}
-
-func toTopicJSON(t catalog.Topic) topicJSON {
+// toTopic is a topic as the API shows it: Configs holds only the explicitly set keys
+// (the rest take the documented defaults).
+func toTopic(t catalog.Topic) v1.Topic {
 	cfg := t.Configs
 	if cfg == nil {
 		cfg = map[string]string{}
 	}
-	return topicJSON{Name: t.Name, ID: t.ID, Partitions: t.Partitions, Configs: cfg, CreatedAt: t.CreatedAt.UTC()}
+	return v1.Topic{Name: t.Name, ID: t.ID, Partitions: t.Partitions, Configs: cfg, CreatedAt: t.CreatedAt.UTC()}
 }
 
-// oneTopicJSON is a topic with its effective configs.
-func oneTopicJSON(t catalog.Topic) topicJSON {
-	tj := toTopicJSON(t)
+// oneTopic is a topic with its effective configs.
+func oneTopic(t catalog.Topic) v1.Topic {
+	tj := toTopic(t)
 	tj.EffectiveConfigs = map[string]string{}
 	for _, c := range broker.EffectiveConfigs(t.Configs) {
 		tj.EffectiveConfigs[c.Name] = c.Value
@@ -65,26 +54,18 @@ func oneTopicJSON(t catalog.Topic) topicJSON {
 	return tj
 }
 
-type createTopicRequest struct {
-	Name       string                     `json:"name"`
-	Partitions json.RawMessage            `json:"partitions"`
-	Configs    map[string]json.RawMessage `json:"configs"`
-}
-
 func (rs *topicsResource) create(w http.ResponseWriter, r *http.Request) *problem {
 	a := rs.a
-	req, p := decodeJSON[createTopicRequest](r)
+	req, p := decodeJSON[v1.CreateTopicRequest](r)
 	if p != nil {
 		return p
 	}
-	if err := broker.ValidateTopicName(req.Name); err != nil {
-		return a.problemFor(r, err)
-	}
 	var partitions int32 // the core's default
-	if !isNull(req.Partitions) {
-		if partitions, p = partitionCount(req.Partitions); p != nil {
+	if req.Partitions != nil {
+		if p := a.partitionCount(r, *req.Partitions); p != nil {
 			return p
 		}
+		partitions = *req.Partitions
 	}
 	configs := make(map[string]string, len(req.Configs))
 	for k, raw := range req.Configs {
@@ -102,7 +83,7 @@ func (rs *topicsResource) create(w http.ResponseWriter, r *http.Request) *proble
 		return a.problemFor(r, err)
 	}
 	w.Header().Set("Location", "/v1/topics/"+url.PathEscape(t.Name))
-	writeJSON(w, http.StatusCreated, oneTopicJSON(t))
+	writeJSON(w, http.StatusCreated, oneTopic(t))
 	return nil
 }
 
@@ -111,60 +92,45 @@ func (rs *topicsResource) list(w http.ResponseWriter, r *http.Request) *problem 
 	if err != nil {
 		return rs.a.problemFor(r, err)
 	}
-	out := make([]topicJSON, 0, len(ts))
+	out := make([]v1.Topic, 0, len(ts))
 	for _, t := range ts {
-		out = append(out, toTopicJSON(t))
+		out = append(out, toTopic(t))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"topics": out})
+	writeJSON(w, http.StatusOK, v1.TopicList{Topics: out})
 	return nil
 }
 
 func (rs *topicsResource) get(w http.ResponseWriter, r *http.Request) *problem {
-	name, p := topicParam(r)
-	if p != nil {
-		return p
-	}
-	t, err := rs.a.core.Topic(r.Context(), principal(r), name)
+	t, err := rs.a.core.Topic(r.Context(), principal(r), topicParam(r))
 	if err != nil {
 		return rs.a.problemFor(r, err)
 	}
-	writeJSON(w, http.StatusOK, oneTopicJSON(t))
+	writeJSON(w, http.StatusOK, oneTopic(t))
 	return nil
 }
 
 func (rs *topicsResource) delete(w http.ResponseWriter, r *http.Request) *problem {
-	name, p := topicParam(r)
-	if p != nil {
-		return p
-	}
-	if err := rs.a.core.DeleteTopic(r.Context(), principal(r), name); err != nil {
+	if err := rs.a.core.DeleteTopic(r.Context(), principal(r), topicParam(r)); err != nil {
 		return rs.a.problemFor(r, err)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
-type patchTopicRequest struct {
-	Partitions json.RawMessage            `json:"partitions"`
-	Configs    map[string]json.RawMessage `json:"configs"`
-}
-
 // patch grows the partition count and sets or (with null) removes configs; the core
 // checks each config and the result.
 func (rs *topicsResource) patch(w http.ResponseWriter, r *http.Request) *problem {
-	name, p := topicParam(r)
-	if p != nil {
-		return p
-	}
-	req, p := decodeJSON[patchTopicRequest](r)
+	name := topicParam(r)
+	req, p := decodeJSON[v1.UpdateTopicRequest](r)
 	if p != nil {
 		return p
 	}
 	var u broker.TopicUpdate // Partitions 0: unchanged
-	if !isNull(req.Partitions) {
-		if u.Partitions, p = partitionCount(req.Partitions); p != nil {
+	if req.Partitions != nil {
+		if p := rs.a.partitionCount(r, *req.Partitions); p != nil {
 			return p
 		}
+		u.Partitions = *req.Partitions
 	}
 	u.Configs = make(map[string]string, len(req.Configs))
 	for k, raw := range req.Configs {
@@ -178,38 +144,31 @@ func (rs *topicsResource) patch(w http.ResponseWriter, r *http.Request) *problem
 	if err != nil {
 		return rs.a.problemFor(r, err)
 	}
-	writeJSON(w, http.StatusOK, oneTopicJSON(t))
+	writeJSON(w, http.StatusOK, oneTopic(t))
 	return nil
 }
 
-// partitionCount parses a partition count: an integer in [1, catalog.MaxPartitions].
-func partitionCount(raw json.RawMessage) (int32, *problem) {
-	n, ok := parseDigits(string(raw), catalog.MaxPartitions)
-	if !ok || n < 1 {
-		return 0, newProblem(CodeInvalidPartitionCount, "partitions must be an integer between 1 and %d, not %s", catalog.MaxPartitions, truncate(string(raw), 32))
+// partitionCount checks a partition count the caller gave explicitly, by the core's
+// rule: given, even 0 is refused (absent takes the default; see
+// broker.CheckPartitionCount).
+func (a *API) partitionCount(r *http.Request, n int32) *problem {
+	if err := broker.CheckPartitionCount(n); err != nil {
+		return a.problemFor(r, err)
 	}
-	return int32(n), nil
+	return nil
 }
 
 // configValue reads one config value. Kafka configs are strings; numbers and booleans
 // are taken as their JSON text for convenience ("retention.ms": 86400000).
-func configValue(key string, raw json.RawMessage) (v string, null bool, p *problem) {
+func configValue(key string, v v1.ConfigValue) (text string, null bool, p *problem) {
+	text, null, err := v.Text()
 	switch {
-	case isNull(raw):
-		return "", true, nil
-	case raw[0] == '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", false, newProblem(CodeInvalidConfig, "config %s: %v", key, err).with("config", key)
-		}
-		if s == "" {
-			return "", false, newProblem(CodeInvalidConfig, "config %s: empty value; use null to remove a config", key).with("config", key)
-		}
-		return s, false, nil
-	case raw[0] == 't' || raw[0] == 'f' || raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9':
-		return string(raw), false, nil
+	case err != nil:
+		return "", false, newProblem(CodeInvalidConfig, "config %s: %v", key, err).with("config", key)
+	case !null && text == "" && len(v) > 0 && v[0] == '"':
+		return "", false, newProblem(CodeInvalidConfig, "config %s: empty value; use null to remove a config", key).with("config", key)
 	}
-	return "", false, newProblem(CodeInvalidConfig, "config %s: value must be a string, number or boolean", key).with("config", key)
+	return text, null, nil
 }
 
 // isNull reports an absent or JSON-null raw value.
@@ -232,30 +191,21 @@ func (rs *partitionsResource) Routes() chi.Router {
 	return r
 }
 
-type partitionJSON struct {
-	Partition      int32 `json:"partition"`
-	LogStartOffset int64 `json:"log_start_offset"`
-	HighWatermark  int64 `json:"high_watermark"`
-	// LastStableOffset is where read_committed readers stop: the first offset of the
-	// partition's earliest open transaction, or the high watermark.
-	LastStableOffset int64 `json:"last_stable_offset"`
-	Bytes            int64 `json:"bytes"`
+func toPartition(pi catalog.PartitionInfo) v1.Partition {
+	return v1.Partition{Partition: pi.Partition, LogStartOffset: pi.LogStartOffset, HighWatermark: pi.HighWatermark,
+		LastStableOffset: pi.LastStableOffset, Bytes: pi.Bytes}
 }
 
 func (rs *partitionsResource) list(w http.ResponseWriter, r *http.Request) *problem {
-	name, p := topicParam(r)
-	if p != nil {
-		return p
-	}
-	ps, err := rs.a.core.Partitions(r.Context(), principal(r), name)
+	ps, err := rs.a.core.Partitions(r.Context(), principal(r), topicParam(r))
 	if err != nil {
 		return rs.a.problemFor(r, err)
 	}
-	out := make([]partitionJSON, 0, len(ps))
+	out := make([]v1.Partition, 0, len(ps))
 	for _, pi := range ps {
-		out = append(out, partitionJSON{pi.Partition, pi.LogStartOffset, pi.HighWatermark, pi.LastStableOffset, pi.Bytes})
+		out = append(out, toPartition(pi))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"partitions": out})
+	writeJSON(w, http.StatusOK, v1.PartitionList{Partitions: out})
 	return nil
 }
 
@@ -299,10 +249,7 @@ func (a *API) topicPartition(r *http.Request) (string, int32, *problem) {
 
 // lookupPartition is topicPartition with the topic's metadata.
 func (a *API) lookupPartition(r *http.Request) (broker.TopicInfo, int32, *problem) {
-	name, p := topicParam(r)
-	if p != nil {
-		return broker.TopicInfo{}, 0, p
-	}
+	name := topicParam(r)
 	part, p := partitionParam(r)
 	if p != nil {
 		return broker.TopicInfo{}, 0, p

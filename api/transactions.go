@@ -1,12 +1,12 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/strata-io/strata/acl"
+	v1 "github.com/strata-io/strata/api/v1"
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 )
@@ -21,56 +21,14 @@ type transactResource struct{ a *API }
 // Routes returns the router mounted at /v1/records.
 func (rs *transactResource) Routes() chi.Router {
 	r := chi.NewRouter()
-	r.With(rs.a.admitProduce).Post("/", rs.a.serve(broker.CapProduce, rs.produce)) // admission.go
+	r.Post("/", rs.a.serveProduce(rs.produce)) // admitted: admission.go
 	return r
 }
 
-type transactRecord struct {
-	Topic string `json:"topic"`
-	produceRecord
-}
-
-type groupOffsetsJSON struct {
-	Group       string       `json:"group"`
-	MemberID    string       `json:"member_id"`
-	MemberEpoch *int32       `json:"member_epoch"`
-	Offsets     []offsetJSON `json:"offsets"`
-}
-
-type transactRequest struct {
-	Records      []transactRecord  `json:"records"`
-	Producer     *producerJSON     `json:"producer"`
-	GroupOffsets *groupOffsetsJSON `json:"group_offsets"`
-}
-
-// offsetCommit reads "group_offsets"; the core checks them under the group rules.
-func offsetCommit(g *groupOffsetsJSON) (*catalog.OffsetCommit, *problem) {
-	if err := catalog.ValidateGroupName(g.Group); err != nil {
-		return nil, newProblem(CodeInvalidGroupName, "group_offsets.group: %s", err.Error()).with("field", "group_offsets.group")
-	}
-	oc := &catalog.OffsetCommit{Group: g.Group, MemberID: g.MemberID}
-	if g.MemberID != "" {
-		if g.MemberEpoch == nil {
-			return nil, newProblem(CodeInvalidRequest, "group_offsets.member_epoch is required with member_id").with("field", "group_offsets.member_epoch")
-		}
-		oc.MemberEpoch = *g.MemberEpoch
-	}
-	offs, p := toCommitOffsets(g.Offsets)
-	if p != nil {
-		return nil, p
-	}
-	oc.Offsets = offs
-	return oc, nil
-}
-
 // topicSequences reads {"<topic>": {"<partition>": seq}}.
-func topicSequences(raw json.RawMessage) (map[string]map[int32]int32, *problem) {
-	var m map[string]json.RawMessage
-	if isNull(raw) {
+func topicSequences(m map[string]map[string]int64) (map[string]map[int32]int32, *problem) {
+	if m == nil {
 		return nil, newProblem(CodeInvalidRequest, "producer.sequences: a base sequence per partition written is required").with("field", "producer.sequences")
-	}
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, newProblem(CodeInvalidRequest, "producer.sequences: want {\"<topic>\": {\"<partition>\": base sequence}}: %v", err).with("field", "producer.sequences")
 	}
 	out := make(map[string]map[int32]int32, len(m))
 	for topic, ps := range m {
@@ -85,7 +43,7 @@ func topicSequences(raw json.RawMessage) (map[string]map[int32]int32, *problem) 
 
 func (rs *transactResource) produce(w http.ResponseWriter, r *http.Request) *problem {
 	a := rs.a
-	req, p := decodeJSON[transactRequest](r)
+	req, p := decodeJSON[v1.TransactRequest](r)
 	if p != nil {
 		return p
 	}
@@ -99,16 +57,16 @@ func (rs *transactResource) produce(w http.ResponseWriter, r *http.Request) *pro
 	recs := getRecords(len(req.Records))
 	defer putRecords(recs)
 	creq := broker.ProduceRequest{Records: *recs}
-	if req.Producer != nil {
-		if creq.Producer, p = req.Producer.identity(); p == nil {
-			creq.Sequences, p = topicSequences(req.Producer.Sequences)
+	if pr := req.Producer; pr != nil {
+		if creq.Producer, p = producerIdentity(pr.ID, pr.Epoch); p == nil {
+			creq.Sequences, p = topicSequences(pr.Sequences)
 		}
 		if p != nil {
 			return p
 		}
 	}
-	if req.GroupOffsets != nil {
-		if creq.GroupOffsets, p = offsetCommit(req.GroupOffsets); p != nil {
+	if g := req.GroupOffsets; g != nil {
+		if creq.GroupOffsets, p = offsetCommit(g.Group, g.MemberID, g.MemberEpoch, g.Offsets, "group_offsets."); p != nil {
 			return p
 		}
 	}
@@ -119,9 +77,6 @@ func (rs *transactResource) produce(w http.ResponseWriter, r *http.Request) *pro
 		tr := &req.Records[i]
 		cfg, ok := formats[tr.Topic]
 		if !ok {
-			if err := catalog.ValidateTopicName(tr.Topic); err != nil {
-				return newProblem(CodeInvalidTopicName, "records[%d].topic: %s", i, err.Error()).with("record", i).with("field", "topic")
-			}
 			if p := a.authorize(r, acl.OpWrite, acl.Topic(tr.Topic)); p != nil {
 				return p
 			}
@@ -132,7 +87,7 @@ func (rs *transactResource) produce(w http.ResponseWriter, r *http.Request) *pro
 			cfg = &ti.Config
 			formats[tr.Topic] = cfg
 		}
-		if p := decodeRecord(i, &tr.produceRecord, cfg, &creq.Records[i]); p != nil {
+		if p := decodeRecord(i, &tr.ProduceRecord, cfg, &creq.Records[i]); p != nil {
 			return p
 		}
 		creq.Records[i].Topic = tr.Topic

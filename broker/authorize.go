@@ -190,50 +190,70 @@ func (d Decision) Attrs(n int) []slog.Attr {
 		slog.String("resource", d.Resource.Name), slog.Bool("allowed", d.Allowed), slog.Int("decisions", n)}
 }
 
-// producerTxnCache remembers which transactional id each producer id was handed out
-// for: an id never changes its transactional id, so entries never go stale.
+// producerTxnCache remembers whom each producer id belongs to (its transactional id
+// and its creator): neither ever changes, so entries never go stale.
 type producerTxnCache struct {
 	mu sync.Mutex
-	m  map[int64]string
+	m  map[int64]catalog.ProducerOwner
 }
 
 // maxProducerTxns bounds the cache; past it, it starts again empty.
 const maxProducerTxns = 100_000
 
-// authorizeProducer requires write on the transactional id a producer id belongs to,
-// so that a principal cannot produce (or bump the epoch) as another's transactional
-// producer. A plain idempotent producer needs nothing more than write on its topics.
+// authorizeProducer lets who use producer id p (produce with it, or bump its epoch)
+// only if it is who's: a producer id with a transactional id belongs to whoever may
+// write to that transactional id, so that a principal cannot produce (or bump the
+// epoch) as another's transactional producer; one without belongs to the principal
+// that created it, so that a principal with write on a topic of its own cannot fence
+// another's producer by using its (sequential, guessable) id. Only with authorization
+// on: the anonymous mode shares everything.
 func (b *Broker) authorizeProducer(ctx context.Context, who Principal, p *catalog.Producer) *Error {
 	if p == nil || b.d.Authorizer == nil || b.d.Security == nil {
 		return nil
 	}
 	b.producerTxns.mu.Lock()
-	tid, ok := b.producerTxns.m[p.ID]
+	owner, ok := b.producerTxns.m[p.ID]
 	b.producerTxns.mu.Unlock()
 	if !ok {
 		var err error
-		tid, err = b.d.Security.ProducerTransactionalID(ctx, p.ID)
+		owner, err = b.d.Security.ProducerOwner(ctx, p.ID)
 		switch {
 		case errors.Is(err, catalog.ErrUnknownProducer):
-			return nil // the commit refuses it, as unknown
+			return nil // the commit refuses it, as unknown; InitProducer hands out a new id
 		case err != nil:
 			return catalogError("authorize producer", err)
 		}
-		b.rememberProducer(p.ID, tid)
+		b.rememberProducer(p.ID, owner)
 	}
-	if tid == "" {
+	switch {
+	case owner.TransactionalID != "":
+		return b.authorize(ctx, who, acl.OpWrite, acl.TransactionalID(owner.TransactionalID))
+	case owner.Unowned:
+		// Handed out before owners were recorded (or by an older node during an
+		// upgrade): nobody can be told apart, as before. Such ids expire when idle.
 		return nil
+	case owner.Principal != who.Name:
+		return producerNotOwned(p.ID)
 	}
-	return b.authorize(ctx, who, acl.OpWrite, acl.TransactionalID(tid))
+	return nil
 }
 
-func (b *Broker) rememberProducer(id int64, tid string) {
+// producerNotOwned refuses the use of another principal's producer id, as Kafka refuses
+// an idempotent producer without IdempotentWrite on the cluster
+// (CLUSTER_AUTHORIZATION_FAILED), saying the same whoever the owner is.
+func producerNotOwned(id int64) *Error {
+	return newError(CodeForbidden, "not authorized to use producer id %d: it was handed out to another principal; initialise a producer of your own", id).
+		with("operation", "idempotent-write").with("resource_type", acl.TypeCluster.String()).with("resource", acl.ClusterName).
+		with("producer_id", id)
+}
+
+func (b *Broker) rememberProducer(id int64, owner catalog.ProducerOwner) {
 	b.producerTxns.mu.Lock()
 	defer b.producerTxns.mu.Unlock()
 	if b.producerTxns.m == nil || len(b.producerTxns.m) >= maxProducerTxns {
-		b.producerTxns.m = map[int64]string{}
+		b.producerTxns.m = map[int64]catalog.ProducerOwner{}
 	}
-	b.producerTxns.m[id] = tid
+	b.producerTxns.m[id] = owner
 }
 
 // checkConfigLimits refuses configs beyond what the operator allows unless who may

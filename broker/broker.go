@@ -82,7 +82,7 @@ type Watcher interface {
 
 // Producers hands out producer identities (both catalog backends).
 type Producers interface {
-	InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer) (catalog.Producer, error)
+	InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer, owner string) (catalog.Producer, error)
 }
 
 // RecordDeleter advances a partition's log start offset: Kafka's DeleteRecords (both
@@ -131,8 +131,9 @@ type Deps struct {
 	Producers Producers
 	Records   RecordDeleter
 	Groups    Groups
-	// Connect commits connector source offsets without records (CommitSource).
-	Connect SourceOffsets
+	// Connect keeps connectors: their administration (connectors.go), and source
+	// offsets committed without records (CommitSource).
+	Connect ConnectorStore
 	// Security keeps keys, ACLs and the audit log (both catalog backends); the calls
 	// that manage them need it.
 	Security Security
@@ -165,10 +166,24 @@ type Config struct {
 	// Registerer takes the core's metrics (the transaction coordinator's); nil keeps
 	// them unregistered.
 	Registerer prometheus.Registerer
+	// MaxWait caps how long a fetch long-polls (FetchRequest.Wait, PartitionsFetch.Wait),
+	// whichever front end asked: an HTTP fetch's wait_ms, a Kafka Fetch's MaxWaitMillis.
+	// Longer asks are capped, not refused: a client asking for a long poll gets the
+	// longest this node allows. Default DefaultMaxWait.
+	MaxWait time.Duration
 }
 
-// DefaultTopicCacheTTL is Config.TopicCacheTTL when it is zero.
-const DefaultTopicCacheTTL = 2 * time.Second
+// Defaults of Config.
+const (
+	DefaultTopicCacheTTL = 2 * time.Second
+	DefaultMaxWait       = reader.DefaultMaxWait
+)
+
+// DefaultProduceBuffer is the writer's default buffer: the bytes of produce requests a
+// node holds for their flush unless configured otherwise. A front end that admits
+// produce bodies before reading them (the HTTP API) bounds them by the node's buffer,
+// this one by default.
+const DefaultProduceBuffer = writer.DefaultBufferBytes
 
 // Broker is the core. Its methods are safe for concurrent use.
 type Broker struct {
@@ -177,7 +192,8 @@ type Broker struct {
 	topics *topicCache // nil without a catalog
 	// maxAfterMs is Config.MaxTimestampAfterMs.
 	maxAfterMs int64
-	// producerTxns remembers the transactional id of producer ids seen (authorize.go).
+	maxWait    time.Duration // Config.MaxWait, default applied
+	// producerTxns remembers the owner of producer ids seen (authorize.go).
 	producerTxns producerTxnCache
 	waits        *groupWaits // held JoinGroup and SyncGroup requests (groupwait.go)
 	// txnMaxTimeout is Config.TxnMaxTimeout; txnMetrics the coordinator's metrics.
@@ -196,7 +212,10 @@ func New(cfg Config, d Deps) *Broker {
 	if cfg.TxnMaxTimeout <= 0 {
 		cfg.TxnMaxTimeout = DefaultTxnMaxTimeout
 	}
-	b := &Broker{d: d, now: d.Now, maxAfterMs: cfg.MaxTimestampAfterMs, waits: newGroupWaits(),
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = DefaultMaxWait
+	}
+	b := &Broker{d: d, now: d.Now, maxAfterMs: cfg.MaxTimestampAfterMs, maxWait: cfg.MaxWait, waits: newGroupWaits(),
 		txnMaxTimeout: cfg.TxnMaxTimeout, txnMetrics: newTxnMetrics(cfg.Registerer)}
 	if b.now == nil {
 		b.now = time.Now
@@ -230,6 +249,8 @@ const (
 	CapSecurity
 	// CapClassicGroups: the classic group calls (JoinGroup, SyncGroup, ...).
 	CapClassicGroups
+	// CapConnectors: connector administration.
+	CapConnectors
 	// CapTransactions: the transaction coordinator's calls.
 	CapTransactions
 )
@@ -293,6 +314,10 @@ func (b *Broker) check(c Capability) *Error {
 	case CapSecurity:
 		if b.d.Security == nil {
 			return newError(CodeRoleUnavailable, "this node's catalog keeps no keys, ACLs or audit log")
+		}
+	case CapConnectors:
+		if b.d.Connect == nil {
+			return newError(CodeRoleUnavailable, "this node's catalog keeps no connectors")
 		}
 	case CapClassicGroups:
 		if b.d.Classic == nil || b.d.Groups == nil || b.d.Catalog == nil {

@@ -8,14 +8,6 @@ import (
 	"github.com/strata-io/strata/catalog"
 )
 
-// SourceOffsets commits a connector source task's offsets without records (both
-// catalog backends).
-type SourceOffsets interface {
-	CommitSourceOffsets(ctx context.Context, c catalog.SourceCommit) error
-}
-
-var _ SourceOffsets = catalog.Connect(nil)
-
 // SourceRequest is what a connector's source task commits at once: its records, for
 // any topics, and its source offsets, under its task instance's fence.
 type SourceRequest struct {
@@ -27,12 +19,16 @@ type SourceRequest struct {
 // transaction that also checks the task's (connector, task, generation): a stale
 // generation refuses both (CodeStaleGeneration), and nothing becomes visible. Without
 // records (a heartbeat that only moves offsets) it commits the offsets in the catalog
-// alone — no segment, no object — still fenced. The records are checked under their
-// topics' rules as who (the principal that created the connector), as Produce checks
-// them.
+// alone — no segment, no object — still fenced. The records are authorized and checked
+// under their topics' rules as who (the principal the connector runs as), as Produce
+// does: write on every topic, before anything is looked up.
 func (b *Broker) CommitSource(ctx context.Context, who Principal, req SourceRequest) (ProduceResult, error) {
 	if err := catalog.ValidateSourceCommit(req.Source); err != nil {
 		return ProduceResult{}, newError(CodeInvalidRequest, "source offsets: %s", err.Error())
+	}
+	preq := ProduceRequest{Records: req.Records}
+	if e := b.authorizeProduce(ctx, who, &preq); e != nil {
+		return ProduceResult{}, e
 	}
 	if len(req.Records) == 0 {
 		if b.d.Connect == nil || b.d.Catalog == nil {
@@ -49,7 +45,7 @@ func (b *Broker) CommitSource(ctx context.Context, who Principal, req SourceRequ
 	if e := b.check(CapProduce); e != nil {
 		return ProduceResult{}, e
 	}
-	wreq, topics, e := b.produceRequest(ctx, &ProduceRequest{Records: req.Records})
+	wreq, topics, e := b.produceRequest(ctx, &preq)
 	if e != nil {
 		return ProduceResult{}, e
 	}

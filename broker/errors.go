@@ -62,9 +62,14 @@ const (
 	// CodeStaleGeneration: a connector task instance wrote under a generation that is no
 	// longer its task's; it must stop (only the connect runtime meets it).
 	CodeStaleGeneration Code = "stale_generation"
-	CodeMemoryExhausted Code = "memory_exhausted"
-	CodeForbidden       Code = "forbidden"
-	CodeKeyNotFound     Code = "key_not_found"
+	// The connector administration's refusals (Kafka Connect's REST API).
+	CodeConnectorNotFound   Code = "connector_not_found"
+	CodeConnectorExists     Code = "connector_exists"
+	CodeTaskNotFound        Code = "task_not_found"
+	CodeConnectorNotStopped Code = "connector_not_stopped"
+	CodeMemoryExhausted     Code = "memory_exhausted"
+	CodeForbidden           Code = "forbidden"
+	CodeKeyNotFound         Code = "key_not_found"
 	// The classic (Kafka JoinGroup/SyncGroup) group protocol's refusals.
 	CodeInconsistentGroupProtocol Code = "inconsistent_group_protocol"
 	CodeIllegalGeneration         Code = "illegal_generation"
@@ -107,6 +112,7 @@ func Codes() []Code {
 		CodeMemoryExhausted, CodeForbidden, CodeKeyNotFound, CodeInconsistentGroupProtocol,
 		CodeIllegalGeneration, CodeRebalanceInProgress, CodeFencedInstanceID, CodeInvalidSessionTimeout,
 		CodeGroupSubscribed, CodeInvalidTxnState, CodeInvalidProducerIDMapping, CodeInvalidTransactionTimeout,
+		CodeConnectorNotFound, CodeConnectorExists, CodeTaskNotFound, CodeConnectorNotStopped,
 	}
 }
 

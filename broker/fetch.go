@@ -12,7 +12,8 @@ import (
 // FetchRequest asks for one partition's records from Offset. MaxRecords and MaxBytes
 // bound the answer (0: the reader's defaults), except that a fetch returns at least one
 // record, or batch, whenever one is available, as Kafka does. Wait long-polls: with no
-// record at Offset yet, the fetch waits up to Wait for one, woken by commits.
+// record at Offset yet, the fetch waits up to Wait for one, woken by commits; a Wait
+// beyond Config.MaxWait is capped (whichever front end asked: the rule is here once).
 type FetchRequest struct {
 	Topic      string
 	Partition  int32
@@ -106,7 +107,7 @@ func (b *Broker) fetch(ctx context.Context, who Principal, req *FetchRequest) (r
 		Offset:     req.Offset,
 		MaxRecords: req.MaxRecords,
 		MaxBytes:   req.MaxBytes,
-		Wait:       req.Wait,
+		Wait:       min(req.Wait, b.maxWait),
 		Memory:     req.Memory,
 		Isolation:  req.Isolation,
 		Markers:    req.Markers,

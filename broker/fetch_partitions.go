@@ -14,9 +14,6 @@ import (
 // passed, whichever is first; a long-poll is woken by commit notifications on any of
 // the partitions (and polls besides, notifications being best effort).
 
-// MaxPartitionsWait caps PartitionsFetch.Wait, as the reader caps a fetch's wait.
-const MaxPartitionsWait = reader.DefaultMaxWait
-
 // fetchParallel bounds the partitions read at once by one FetchPartitions.
 const fetchParallel = 8
 
@@ -32,7 +29,7 @@ type PartitionsFetch struct {
 	MaxBytes int64
 	// MinBytes: answer once this many bytes are ready (0 or 1: as soon as any is).
 	MinBytes int64
-	// Wait is how long to wait for MinBytes; capped at MaxPartitionsWait.
+	// Wait is how long to wait for MinBytes; capped at Config.MaxWait, as a fetch's.
 	Wait time.Duration
 }
 
@@ -67,7 +64,7 @@ func (b *Broker) FetchPartitions(ctx context.Context, who Principal, req Partiti
 		fetches[i] = &f
 		watch = append(watch, reader.WatchPartition{TopicID: f.TopicID, Partition: f.Partition, Offset: f.Offset})
 	}
-	deadline := time.Now().Add(min(max(req.Wait, 0), MaxPartitionsWait))
+	deadline := time.Now().Add(min(max(req.Wait, 0), b.maxWait))
 	var w *reader.Watch
 	if b.d.Watcher != nil && req.Wait > 0 && len(watch) > 0 {
 		// Before the first look: a commit between the look and the wait still wakes it.

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/catalog"
@@ -13,6 +15,18 @@ import (
 // may not describe is left out of its listings), maps their errors, and resolves what
 // a reset asks for into offsets.
 
+// CheckSessionTimeout applies the session-timeout rule (catalog.CheckSessionTimeout:
+// MinSessionTimeout to MaxSessionTimeout) to a timeout a member gave explicitly, refused
+// as the catalog refuses a heartbeat's (CodeInvalidRequest). Heartbeat applies the same
+// rule to every timeout but 0, which keeps the member's; a front end whose caller may
+// send an explicit 0 calls this first, since the two look alike in catalog.Heartbeat.
+func CheckSessionTimeout(d time.Duration) error {
+	if err := catalog.CheckSessionTimeout(d); err != nil {
+		return groupError("heartbeat", fmt.Errorf("%w: %v", catalog.ErrInvalidGroupRequest, err)).with("field", "session_timeout_ms")
+	}
+	return nil
+}
+
 // Heartbeat joins, renews or leaves a group and answers the member's assignment.
 func (b *Broker) Heartbeat(ctx context.Context, who Principal, hb catalog.Heartbeat) (catalog.HeartbeatResult, error) {
 	if e := b.check(CapGroups); e != nil {
@@ -22,6 +36,9 @@ func (b *Broker) Heartbeat(ctx context.Context, who Principal, hb catalog.Heartb
 		return catalog.HeartbeatResult{}, e
 	}
 	if e := b.authorizeTopics(ctx, who, acl.OpRead, hb.Topics); e != nil {
+		return catalog.HeartbeatResult{}, e
+	}
+	if e := validGroup(hb.Group); e != nil {
 		return catalog.HeartbeatResult{}, e
 	}
 	res, err := b.d.Groups.Heartbeat(ctx, hb)
@@ -37,6 +54,9 @@ func (b *Broker) CommitOffsets(ctx context.Context, who Principal, c catalog.Off
 		return e
 	}
 	if e := b.authorizeCommit(ctx, who, &c); e != nil {
+		return e
+	}
+	if e := checkOffsetCommit("commit offsets", &c); e != nil {
 		return e
 	}
 	if err := b.d.Groups.CommitOffsets(ctx, c); err != nil {
@@ -58,6 +78,29 @@ func (b *Broker) authorizeCommit(ctx context.Context, who Principal, c *catalog.
 	return b.authorizeTopics(ctx, who, acl.OpRead, topics)
 }
 
+// checkOffsetCommit checks a commit's shape, whichever call carries it (a commit, a
+// produce's group offsets, a Kafka OffsetCommit): its group's name; each offset's
+// partition and offset, neither negative (a negative partition is CodeInvalidPartition,
+// as a record's is, rather than the catalog's out of range); then the catalog's checks
+// of the rest.
+func checkOffsetCommit(op string, c *catalog.OffsetCommit) *Error {
+	if e := validGroup(c.Group); e != nil {
+		return e
+	}
+	for i, o := range c.Offsets {
+		if o.Partition < 0 {
+			return newError(CodeInvalidPartition, "offsets[%d]: partition %d is negative", i, o.Partition).with("field", "offsets")
+		}
+		if o.Offset < 0 {
+			return newError(CodeInvalidOffset, "offsets[%d]: offset %d is negative: an offset is the next one to read, from 0", i, o.Offset).with("field", "offsets")
+		}
+	}
+	if err := catalog.ValidateOffsetCommit(*c); err != nil {
+		return groupError(op, err, onGroup(c.Group, c.MemberID))
+	}
+	return nil
+}
+
 // GroupOffsets lists a group's committed offsets, of the topics the caller may
 // describe.
 func (b *Broker) GroupOffsets(ctx context.Context, who Principal, group string) ([]catalog.GroupOffset, error) {
@@ -65,6 +108,9 @@ func (b *Broker) GroupOffsets(ctx context.Context, who Principal, group string) 
 		return nil, e
 	}
 	if e := b.authorize(ctx, who, acl.OpDescribe, acl.Group(group)); e != nil {
+		return nil, e
+	}
+	if e := validGroup(group); e != nil {
 		return nil, e
 	}
 	offs, err := b.d.Groups.GroupOffsets(ctx, group)
@@ -102,6 +148,9 @@ func (b *Broker) groupLag(ctx context.Context, who Principal, op, group string) 
 	if e := b.check(CapGroups); e != nil {
 		return nil, e
 	}
+	if e := validGroup(group); e != nil {
+		return nil, e
+	}
 	ls, err := b.d.Groups.GroupLag(ctx, group)
 	if err != nil {
 		return nil, groupError(op, err, onGroup(group, ""))
@@ -129,6 +178,9 @@ func (b *Broker) DescribeGroup(ctx context.Context, who Principal, group string)
 	if e := b.authorize(ctx, who, acl.OpDescribe, acl.Group(group)); e != nil {
 		return catalog.GroupDescription{}, nil, e
 	}
+	if e := validGroup(group); e != nil {
+		return catalog.GroupDescription{}, nil, e
+	}
 	d, err := b.d.Groups.DescribeGroup(ctx, group)
 	if err != nil {
 		return catalog.GroupDescription{}, nil, groupError("describe group", err, onGroup(group, ""))
@@ -146,6 +198,9 @@ func (b *Broker) DeleteGroup(ctx context.Context, who Principal, group string) e
 		return e
 	}
 	if e := b.authorize(ctx, who, acl.OpDelete, acl.Group(group)); e != nil {
+		return e
+	}
+	if e := validGroup(group); e != nil {
 		return e
 	}
 	ctx = withAudit(ctx, who, "group.delete", acl.Group(group), nil)
@@ -179,6 +234,9 @@ func (b *Broker) ResetOffsets(ctx context.Context, who Principal, group string, 
 		return nil, e
 	}
 	if e := b.authorizeCommit(ctx, who, &catalog.OffsetCommit{Group: group, Offsets: []catalog.CommitOffset{{Topic: req.Topic}}}); e != nil {
+		return nil, e
+	}
+	if e := validGroup(group); e != nil {
 		return nil, e
 	}
 	switch {

@@ -18,8 +18,8 @@ func (b *Broker) GrowPartitions(ctx context.Context, who Principal, topic string
 	if err != nil {
 		return catalog.Topic{}, err
 	}
-	if err := catalog.ValidatePartitions(count); err != nil {
-		return catalog.Topic{}, catalogError("create partitions", err, onTopic(topic))
+	if e := checkPartitionCount(count); e != nil {
+		return catalog.Topic{}, e
 	}
 	if count <= t.Partitions {
 		return catalog.Topic{}, newError(CodeInvalidPartitionCount, "topic %s has %d partitions: ask for more (partitions never shrink)", topic, t.Partitions).

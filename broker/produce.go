@@ -110,8 +110,8 @@ func (b *Broker) produceRequest(ctx context.Context, req *ProduceRequest) (write
 		}
 	}
 	if g := req.GroupOffsets; g != nil {
-		if err := catalog.ValidateOffsetCommit(*g); err != nil {
-			return writer.Request{}, nil, groupError("produce", err, onGroup(g.Group, g.MemberID))
+		if e := checkOffsetCommit("produce", g); e != nil {
+			return writer.Request{}, nil, e
 		}
 		wreq.GroupOffsets = g
 	}

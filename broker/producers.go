@@ -37,8 +37,8 @@ func (b *Broker) InitProducer(ctx context.Context, who Principal, req InitProduc
 			return catalog.Producer{}, newError(CodeInvalidTransactionalID, "%s", err.Error()).with("field", "transactional_id")
 		}
 	} else if e := b.authorizeProducer(ctx, who, req.Current); e != nil {
-		// A plain producer restarting its sequences (KIP-360) must not bump another's
-		// transactional producer.
+		// A plain producer restarting its sequences (KIP-360) must not bump another
+		// principal's producer, nor another's transactional producer.
 		return catalog.Producer{}, e
 	}
 	if c := req.Current; c != nil {
@@ -47,9 +47,13 @@ func (b *Broker) InitProducer(ctx context.Context, who Principal, req InitProduc
 				with("field", "producer_id")
 		}
 	}
-	p, err := b.d.Producers.InitProducer(ctx, tid, req.Current)
-	if err == nil {
-		b.rememberProducer(p.ID, tid)
+	p, err := b.d.Producers.InitProducer(ctx, tid, req.Current, who.Name)
+	if err == nil && tid == "" {
+		// A plain producer's id is who's: a new one was created as its, and a bumped
+		// one passed authorizeProducer. A transactional id's may be older than who.
+		b.rememberProducer(p.ID, catalog.ProducerOwner{Principal: who.Name})
+	} else if err == nil {
+		b.rememberProducer(p.ID, catalog.ProducerOwner{TransactionalID: tid})
 	}
 	if err != nil {
 		if e, ok := producerError(err, nil); ok {

@@ -152,11 +152,21 @@ func (b *Broker) DescribeACLs(ctx context.Context, who Principal, f acl.Filter) 
 	return out, nil
 }
 
-// AuditLog lists audit records with an ID above after, oldest first, at most limit
-// (0: catalog.MaxAuditPage).
+// DefaultAuditPage is the page a front end asks AuditLog for when its caller names
+// none.
+const DefaultAuditPage = 100
+
+// AuditLog lists audit records with an ID above after, oldest first, at most limit:
+// 1 to catalog.MaxAuditPage (DefaultAuditPage when the caller names none).
 func (b *Broker) AuditLog(ctx context.Context, who Principal, after int64, limit int) ([]catalog.AuditRecord, error) {
 	if e := b.securityCall(ctx, who, acl.OpDescribe); e != nil {
 		return nil, e
+	}
+	if limit < 1 || limit > catalog.MaxAuditPage {
+		return nil, newError(CodeInvalidParameter, "audit page of %d records: ask for 1 to %d", limit, catalog.MaxAuditPage).with("parameter", "limit")
+	}
+	if after < 0 {
+		return nil, newError(CodeInvalidParameter, "after %d: an audit record id, from 0", after).with("parameter", "after")
 	}
 	rs, err := b.d.Security.AuditLog(ctx, after, limit)
 	if err != nil {

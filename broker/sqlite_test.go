@@ -19,7 +19,7 @@ import (
 // reader, so that the producer, sequence and group-offset paths run through the
 // catalog's own checks.
 
-func newRealCore(t *testing.T) (*Broker, *sqlite.Catalog) {
+func newRealCore(t testing.TB) (*Broker, *sqlite.Catalog) {
 	t.Helper()
 	dir := t.TempDir()
 	cat, err := sqlite.Open(t.Context(), filepath.Join(dir, "catalog.db"), catalog.Options{})

@@ -12,11 +12,48 @@ import (
 	"github.com/strata-io/strata/reader"
 )
 
-// ValidateTopicName applies Kafka's rule for topic names; front ends call it on a name
-// from a path or a field before anything else, and every call here applies it again.
+// ValidateTopicName applies the name rule of topics (catalog.ValidateTopicName). Every
+// call of the core that names a topic applies it, after authorization and before
+// anything is looked up, so front ends need not: a bad name is CodeInvalidTopicName,
+// whichever front end sent it.
 func ValidateTopicName(name string) error {
+	if e := validTopic(name); e != nil {
+		return e
+	}
+	return nil
+}
+
+func validTopic(name string) *Error {
 	if err := catalog.ValidateTopicName(name); err != nil {
 		return newError(CodeInvalidTopicName, "%s", err.Error())
+	}
+	return nil
+}
+
+// validGroup applies the same rule to a group's name (catalog.ValidateGroupName): every
+// group call checks it, after authorization and before the catalog is asked.
+func validGroup(name string) *Error {
+	if err := catalog.ValidateGroupName(name); err != nil {
+		return newError(CodeInvalidGroupName, "%s", err.Error())
+	}
+	return nil
+}
+
+// CheckPartitionCount applies the rule of partition counts (catalog.ValidatePartitions:
+// 1 to catalog.MaxPartitions), as CodeInvalidPartitionCount. The core applies it to
+// every count it creates or grows a topic to; a front end whose caller named a count
+// explicitly calls it on that count first, since an explicit 0 and the zero value of
+// CreateTopicRequest.Partitions (the default) look alike here.
+func CheckPartitionCount(n int32) error {
+	if e := checkPartitionCount(n); e != nil {
+		return e
+	}
+	return nil
+}
+
+func checkPartitionCount(n int32) *Error {
+	if err := catalog.ValidatePartitions(n); err != nil {
+		return catalogError("partition count", err)
 	}
 	return nil
 }
@@ -38,8 +75,8 @@ func (b *Broker) lookupTopic(ctx context.Context, name string) (TopicInfo, *Erro
 	if e := b.check(CapTopics); e != nil {
 		return TopicInfo{}, e
 	}
-	if err := catalog.ValidateTopicName(name); err != nil {
-		return TopicInfo{}, newError(CodeInvalidTopicName, "%s", err.Error())
+	if e := validTopic(name); e != nil {
+		return TopicInfo{}, e
 	}
 	ti, err := b.topics.get(ctx, name)
 	if err != nil {
@@ -123,8 +160,8 @@ func (b *Broker) CreateTopic(ctx context.Context, who Principal, req CreateTopic
 	if req.Partitions <= 0 {
 		req.Partitions = DefaultPartitions
 	}
-	if err := catalog.ValidatePartitions(req.Partitions); err != nil {
-		return catalog.Topic{}, catalogError("create topic", err, onTopic(req.Name))
+	if e := checkPartitionCount(req.Partitions); e != nil {
+		return catalog.Topic{}, e
 	}
 	if _, err := catalog.ParseConfig(req.Configs); err != nil {
 		return catalog.Topic{}, catalogError("create topic", err, onTopic(req.Name))

@@ -53,11 +53,11 @@ func (b *Broker) InitTxnProducer(ctx context.Context, who Principal, req InitTxn
 	if c := req.Current; c != nil && (c.ID < 0 || c.Epoch < 0) {
 		return catalog.Producer{}, newError(CodeInvalidRequest, "producer: id %d epoch %d: use what InitProducer answered", c.ID, c.Epoch)
 	}
-	p, err := b.d.Transactions.InitTxnProducer(ctx, catalog.InitTxn{TransactionalID: req.TransactionalID, Timeout: req.Timeout, Current: req.Current})
+	p, err := b.d.Transactions.InitTxnProducer(ctx, catalog.InitTxn{TransactionalID: req.TransactionalID, Timeout: req.Timeout, Current: req.Current, Owner: who.Name})
 	if err != nil {
 		return catalog.Producer{}, txnError("init producer", err)
 	}
-	b.rememberProducer(p.ID, req.TransactionalID)
+	b.rememberProducer(p.ID, catalog.ProducerOwner{TransactionalID: req.TransactionalID})
 	return p, nil
 }
 
@@ -234,7 +234,7 @@ func (b *Broker) EndTxn(ctx context.Context, who Principal, req EndTxnRequest) (
 		b.txnMetrics.decided(req.Commit, "client")
 	}
 	if res.Producer.ID != req.Producer.ID {
-		b.rememberProducer(res.Producer.ID, req.TransactionalID)
+		b.rememberProducer(res.Producer.ID, catalog.ProducerOwner{TransactionalID: req.TransactionalID})
 	}
 	return res, nil
 }

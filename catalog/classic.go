@@ -312,8 +312,8 @@ func ValidateClassicJoin(j ClassicJoin) error {
 			return fmt.Errorf("%w (group.instance.id)", err)
 		}
 	}
-	if j.SessionTimeout < MinSessionTimeout || j.SessionTimeout > MaxSessionTimeout {
-		return fmt.Errorf("%w: %d ms: use between %d and %d", ErrInvalidSessionTimeout, j.SessionTimeout.Milliseconds(), MinSessionTimeout.Milliseconds(), MaxSessionTimeout.Milliseconds())
+	if err := CheckSessionTimeout(j.SessionTimeout); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidSessionTimeout, err)
 	}
 	if j.RebalanceTimeout < 0 || j.RebalanceTimeout > MaxSessionTimeout {
 		return fmt.Errorf("%w: rebalance timeout %d ms: use at most %d", ErrInvalidGroupRequest, j.RebalanceTimeout.Milliseconds(), MaxSessionTimeout.Milliseconds())

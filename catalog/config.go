@@ -3,7 +3,6 @@ package catalog
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -154,12 +153,31 @@ func CheckConfigLimits(set map[string]string, limitMs int64) error {
 // MaxPartitions bounds a topic's partition count.
 const MaxPartitions = 10000
 
-var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+// maxName bounds a topic's or a group's name, as Kafka bounds a topic's.
+const maxName = 249
 
-// ValidateTopicName applies Kafka's rule: 1-249 of [a-zA-Z0-9._-], not "." or "..".
+// validName is the one rule for the names of topics and consumer groups (which travel
+// in URL paths and command lines unescaped): Kafka's topic rule, 1 to 249 characters
+// of [a-zA-Z0-9._-], not "." or "..". ValidateTopicName and ValidateGroupName apply it,
+// each with its own sentinel error.
+func validName(name string) bool {
+	if name == "" || len(name) > maxName || name == "." || name == ".." {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ValidateTopicName applies the name rule (validName) to a topic's name.
 func ValidateTopicName(name string) error {
-	if !topicName.MatchString(name) || name == "." || name == ".." {
-		return fmt.Errorf("%w: %q: use 1-249 characters from a-z, A-Z, 0-9, '.', '_', '-' (not \".\" or \"..\")", ErrInvalidTopicName, truncate(name, 64))
+	if !validName(name) {
+		return fmt.Errorf("%w: %q: use 1-%d characters from a-z, A-Z, 0-9, '.', '_', '-' (not \".\" or \"..\")", ErrInvalidTopicName, truncate(name, 64), maxName)
 	}
 	return nil
 }

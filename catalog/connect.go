@@ -32,7 +32,11 @@ type Connect interface {
 	// exists) or replaces its config and task configs (upsert), answering whether it
 	// created it. A task whose config changed, and every new task, gets a new
 	// generation; tasks beyond len(spec.Tasks) are removed. An existing connector keeps
-	// its target state and principal.
+	// its target state; it runs as spec.Principal from now on, and when that changes
+	// every task gets a new generation, so that no instance runs as the old one.
+	// Like every administrative method, it writes the audit record ctx carries
+	// (WithAudit) in its transaction, as do DeleteConnector, SetTargetState,
+	// RestartTasks, ResetConnectorTopics and AlterConnectorOffsets.
 	PutConnector(ctx context.Context, spec ConnectorSpec, upsert bool) (c Connector, created bool, err error)
 	// Connector reads one connector with its tasks; ErrConnectorNotFound.
 	Connector(ctx context.Context, name string) (Connector, error)
@@ -138,7 +142,8 @@ type ConnectorSpec struct {
 	Config map[string]string
 	// Tasks holds each task's config, index = task id.
 	Tasks []map[string]string
-	// Principal is who created the connector: its tasks produce and consume as it.
+	// Principal is who stored the connector's config last: its tasks produce and
+	// consume as it.
 	Principal string
 	// TargetState of a new connector: RUNNING (when empty), PAUSED or STOPPED.
 	TargetState string
@@ -429,10 +434,11 @@ func ValidateFence(f TaskFence) error {
 }
 
 // PlanTaskConfigs compares a connector's stored tasks with its new task configs: the
-// tasks to write — new ones, and those whose config changed, each of which gets a new
+// tasks to write — new ones, and those whose config changed (all of them when
+// newPrincipal: the connector runs as another principal now), each of which gets a new
 // generation (its running instance is fenced and its worker restarts it) — and the tasks
 // to remove, those beyond the new count.
-func PlanTaskConfigs(old []ConnectTask, configs []map[string]string) (write, remove []int32) {
+func PlanTaskConfigs(old []ConnectTask, configs []map[string]string, newPrincipal bool) (write, remove []int32) {
 	byID := make(map[int32]ConnectTask, len(old))
 	for _, t := range old {
 		byID[t.Task] = t
@@ -442,7 +448,7 @@ func PlanTaskConfigs(old []ConnectTask, configs []map[string]string) (write, rem
 	}
 	for i, cfg := range configs {
 		t, ok := byID[int32(i)]
-		if !ok || EncodeConfig(t.Config) != EncodeConfig(cfg) {
+		if !ok || newPrincipal || EncodeConfig(t.Config) != EncodeConfig(cfg) {
 			write = append(write, int32(i))
 		}
 	}

@@ -106,7 +106,6 @@ const (
 	// MaxOffsetMetadata bounds a committed offset's metadata, as Kafka's
 	// offset.metadata.max.bytes.
 	MaxOffsetMetadata = 4096
-	maxGroupName      = 249
 	maxMemberID       = 255
 	maxSubscription   = 1000
 )
@@ -234,11 +233,10 @@ type MemberDescription struct {
 	Pending        []TopicPartitions // assigned, waiting for the previous owner
 }
 
-// ValidateGroupName accepts the characters of topic names (they travel in URL paths
-// and command lines unescaped), 1 to 249 of them.
+// ValidateGroupName applies the name rule of topics (validName) to a group's name.
 func ValidateGroupName(name string) error {
-	if !topicName.MatchString(name) || name == "." || name == ".." {
-		return fmt.Errorf("%w: %q: use 1 to %d characters of [a-zA-Z0-9._-] (not \".\" or \"..\")", ErrInvalidGroupName, TruncateName(name), maxGroupName)
+	if !validName(name) {
+		return fmt.Errorf("%w: %q: use 1 to %d characters of [a-zA-Z0-9._-] (not \".\" or \"..\")", ErrInvalidGroupName, TruncateName(name), maxName)
 	}
 	return nil
 }
@@ -266,9 +264,24 @@ func validateAssignor(name string) error {
 	return fmt.Errorf("%w: assignor %q: use %s, %s or %s", ErrInvalidGroupRequest, TruncateName(name), AssignorSticky, AssignorRange, AssignorRoundRobin)
 }
 
+// CheckSessionTimeout is the one range of a member's session timeout, whichever
+// protocol asks for it (a heartbeat's lease, a classic JoinGroup's session timeout):
+// MinSessionTimeout to MaxSessionTimeout, as Kafka's group.min/max.session.timeout.ms
+// bound it. The error names the bounds; each caller wraps it in its own refusal.
+func CheckSessionTimeout(d time.Duration) error {
+	if d < MinSessionTimeout || d > MaxSessionTimeout {
+		return fmt.Errorf("session_timeout_ms %d: use between %d and %d", d.Milliseconds(), MinSessionTimeout.Milliseconds(), MaxSessionTimeout.Milliseconds())
+	}
+	return nil
+}
+
+// validateSessionTimeout checks a heartbeat's session timeout: 0 keeps the member's.
 func validateSessionTimeout(d time.Duration) error {
-	if d != 0 && (d < MinSessionTimeout || d > MaxSessionTimeout) {
-		return fmt.Errorf("%w: session_timeout_ms %d: use between %d and %d", ErrInvalidGroupRequest, d.Milliseconds(), MinSessionTimeout.Milliseconds(), MaxSessionTimeout.Milliseconds())
+	if d == 0 {
+		return nil
+	}
+	if err := CheckSessionTimeout(d); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidGroupRequest, err)
 	}
 	return nil
 }

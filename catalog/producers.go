@@ -31,7 +31,23 @@ type Producers interface {
 	// ErrProducerFenced (ErrUnknownProducer when the id has expired).
 	//
 	// InitProducer also forgets producers idle for longer than Options.ProducerExpiry.
-	InitProducer(ctx context.Context, transactionalID string, current *Producer) (Producer, error)
+	//
+	// owner is the principal asking ("" for Anonymous): a new id is recorded as its
+	// (Security.ProducerOwner); an existing id keeps the owner it was created with.
+	InitProducer(ctx context.Context, transactionalID string, current *Producer, owner string) (Producer, error)
+}
+
+// ProducerOwner is whom a producer id belongs to (Security.ProducerOwner).
+type ProducerOwner struct {
+	// TransactionalID is the id's transactional id, if it has one: then whoever may
+	// write to that transactional id may use it.
+	TransactionalID string
+	// Principal created the id ("" for Anonymous): the one principal that may use a
+	// producer id without a transactional id.
+	Principal string
+	// Unowned: the id was handed out before owners were recorded (by a node that
+	// predates them), so it has no principal.
+	Unowned bool
 }
 
 var (

@@ -44,9 +44,10 @@ type Security interface {
 	// (at most MaxAuditPage).
 	AuditLog(ctx context.Context, after int64, limit int) ([]AuditRecord, error)
 
-	// ProducerTransactionalID answers the transactional id a producer id was handed
-	// out for ("" for a plain idempotent producer). An unknown id: ErrUnknownProducer.
-	ProducerTransactionalID(ctx context.Context, producerID int64) (string, error)
+	// ProducerOwner answers whom a producer id belongs to: the transactional id it was
+	// handed out for, and the principal that created it. An unknown id:
+	// ErrUnknownProducer.
+	ProducerOwner(ctx context.Context, producerID int64) (ProducerOwner, error)
 }
 
 // Errors of Security.

@@ -81,6 +81,9 @@ type InitTxn struct {
 	TransactionalID string
 	Timeout         time.Duration // > 0
 	Current         *Producer
+	// Owner is the principal asking ("" for Anonymous), recorded as a new producer
+	// id's creator (Security.ProducerOwner); an existing id keeps its own.
+	Owner string
 }
 
 // TxnPartitions names partitions to add to a transaction.

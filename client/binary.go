@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	v1 "github.com/strata-io/strata/api/v1"
 	"github.com/strata-io/strata/segment"
 )
 
@@ -19,7 +20,7 @@ import (
 // part: bytes go in and come out as they are.
 
 // RecordBatchContentType is the media type of a body of Kafka v2 record batches.
-const RecordBatchContentType = "application/vnd.kafka.record-batch"
+const RecordBatchContentType = v1.ContentTypeRecordBatch
 
 // Compression is a record batch's codec.
 type Compression = segment.Compression
@@ -101,15 +102,10 @@ func EncodeBatch(dst []byte, records []RawRecord, o BatchOptions) ([]byte, error
 }
 
 // BatchOffsets says where a binary produce landed: its records took the offsets
-// BaseOffset to LastOffset of Partition, in the order sent.
-type BatchOffsets struct {
-	Partition  int32 `json:"partition"`
-	BaseOffset int64 `json:"base_offset"`
-	LastOffset int64 `json:"last_offset"`
-	// Duplicate: an idempotent retry of a request committed before; the offsets are
-	// the original ones and nothing new was written.
-	Duplicate bool `json:"duplicate"`
-}
+// BaseOffset to LastOffset of Partition, in the order sent. Duplicate: an idempotent
+// retry of a request committed before; the offsets are the original ones and nothing
+// new was written.
+type BatchOffsets = v1.BatchProduceResponse
 
 // ProduceBatches sends batches, one or more Kafka v2 record batches back to back, to
 // one partition of topic as one request: all their records commit, or none. The
@@ -169,7 +165,7 @@ func (c *Client) FetchBatches(ctx context.Context, topic string, partition int32
 		for _, h := range []struct {
 			name string
 			v    *int64
-		}{{"Strata-Next-Offset", &res.NextOffset}, {"Strata-High-Watermark", &res.HighWatermark}, {"Strata-Log-Start-Offset", &res.LogStartOffset}} {
+		}{{v1.HeaderNextOffset, &res.NextOffset}, {v1.HeaderHighWatermark, &res.HighWatermark}, {v1.HeaderLogStartOffset, &res.LogStartOffset}} {
 			n, err := strconv.ParseInt(resp.Header.Get(h.name), 10, 64)
 			if err != nil {
 				return fmt.Errorf("answer header %s: %w", h.name, err)

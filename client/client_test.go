@@ -306,7 +306,7 @@ func TestRetries(t *testing.T) {
 	recs := []Record{{Value: String("x")}}
 
 	offs, err := c.Produce(t.Context(), "t", recs)
-	if err != nil || !reflect.DeepEqual(offs, []Offset{{0, 9}}) {
+	if err != nil || !reflect.DeepEqual(offs, []Offset{{Partition: 0, Offset: 9}}) {
 		t.Fatalf("Produce = %v, %v", offs, err)
 	}
 	// Retry-After first, then the backoff for the second attempt (50ms << 1).
@@ -347,7 +347,7 @@ func TestProduceWire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []Offset{{2, 10}, {0, 3}, {1, 0}}; !reflect.DeepEqual(offs, want) {
+	if want := []Offset{{Partition: 2, Offset: 10}, {Partition: 0, Offset: 3}, {Partition: 1, Offset: 0}}; !reflect.DeepEqual(offs, want) {
 		t.Errorf("offsets = %v, want %v", offs, want)
 	}
 	sameJSON(t, f.last().Body, `{"records":[

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	v1 "github.com/strata-io/strata/api/v1"
 )
 
 // TopicPartition names one partition.
@@ -529,7 +531,7 @@ func (gc *Consumer) checkTopics(ctx context.Context, joined bool, assignment []T
 		case err == nil:
 			gc.topicSeen[t] = true
 			gc.resolved(what)
-		case HasCode(err, "topic_not_found"):
+		case HasCode(err, v1.CodeTopicNotFound):
 			gc.report(what, fmt.Errorf("subscribed to %s, which does not exist (yet): %w", t, err))
 		}
 		// Any other error: the heartbeats' own failures say it; look again next time.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	v1 "github.com/strata-io/strata/api/v1"
 )
 
 // A partition's worker: where it starts, its poll loop, and the retries that keep it
@@ -64,7 +66,7 @@ func (gc *Consumer) work(ctx context.Context, h Handler, tp TopicPartition, comm
 			if ctx.Err() != nil {
 				return
 			}
-			if HasCode(err, "offset_out_of_range") {
+			if HasCode(err, v1.CodeOffsetOutOfRange) {
 				// A definite answer: the reset policy applies, from a successful lookup.
 				off, ok := gc.resetPosition(ctx, tp)
 				if !ok {

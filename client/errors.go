@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	v1 "github.com/strata-io/strata/api/v1"
 )
 
 // Error is an error answer from the server, parsed from its application/problem+json
@@ -72,33 +74,12 @@ func StatusOf(err error) int {
 	return 0
 }
 
-// problem is RFC 9457's body, with the API's "code" extension.
-type problem struct {
-	Type      string `json:"type"`
-	Title     string `json:"title"`
-	Status    int    `json:"status"`
-	Detail    string `json:"detail"`
-	Code      string `json:"code"`
-	Hint      string `json:"hint"`
-	RequestID string `json:"request_id"`
-	// RetryAfterMs is accepted as an extension, for bodies read without headers (SSE
-	// error events).
-	RetryAfterMs int64 `json:"retry_after_ms"`
-}
-
-func (p problem) toError(status int) *Error {
+// problemError is a problem body as an *Error; status 0 takes the body's.
+func problemError(p v1.Problem, status int) *Error {
 	if status == 0 {
 		status = p.Status
 	}
-	return &Error{
-		Status:     status,
-		Code:       p.Code,
-		Title:      p.Title,
-		Detail:     p.Detail,
-		Hint:       p.Hint,
-		RequestID:  p.RequestID,
-		RetryAfter: time.Duration(p.RetryAfterMs) * time.Millisecond,
-	}
+	return &Error{Status: status, Code: p.Code, Title: p.Title, Detail: p.Detail, Hint: p.Hint, RequestID: p.RequestID}
 }
 
 // parseError turns an error answer into *Error. It never fails: whatever the body is,
@@ -107,9 +88,9 @@ func parseError(resp *http.Response) *Error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	e := &Error{Status: resp.StatusCode}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	var p problem
-	if (mt == "application/problem+json" || mt == "application/json") && json.Unmarshal(body, &p) == nil {
-		e = p.toError(resp.StatusCode)
+	var p v1.Problem
+	if (mt == v1.ContentTypeProblem || mt == v1.ContentTypeJSON) && json.Unmarshal(body, &p) == nil {
+		e = problemError(p, resp.StatusCode)
 	} else {
 		e.Detail = strings.TrimSpace(string(body))
 		if len(e.Detail) > 200 {

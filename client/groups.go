@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
+
+	v1 "github.com/strata-io/strata/api/v1"
 )
 
 // The consumer-group calls of the HTTP API (docs/design.md "Groups"). Consumer
@@ -13,30 +16,28 @@ import (
 
 // Group error codes the server answers with (HTTP 404 or 409); branch with HasCode.
 const (
-	CodeGroupNotFound    = "group_not_found"
-	CodeUnknownMember    = "unknown_member"
-	CodeStaleMemberEpoch = "stale_member_epoch"
-	CodeNotOwner         = "not_owner"
-	CodeGroupNotEmpty    = "group_not_empty"
+	CodeGroupNotFound    = v1.CodeGroupNotFound
+	CodeUnknownMember    = v1.CodeUnknownMember
+	CodeStaleMemberEpoch = v1.CodeStaleMemberEpoch
+	CodeNotOwner         = v1.CodeNotOwner
+	CodeGroupNotEmpty    = v1.CodeGroupNotEmpty
 )
 
 // TopicPartitions is a set of partitions of one topic.
-type TopicPartitions struct {
-	Topic      string  `json:"topic"`
-	Partitions []int32 `json:"partitions"`
-}
+type TopicPartitions = v1.TopicPartitions
 
-// HeartbeatRequest is one member heartbeat. MemberEpoch 0 joins (Topics required), -1
-// leaves, otherwise it is the epoch the last answer gave.
+// HeartbeatRequest is one member heartbeat (v1.HeartbeatRequest, with the lease as a
+// duration). MemberEpoch 0 joins (Topics required), -1 leaves, otherwise it is the
+// epoch the last answer gave.
 type HeartbeatRequest struct {
-	MemberID    string            `json:"member_id"`
-	MemberEpoch int32             `json:"member_epoch"`
-	Topics      []string          `json:"topics,omitempty"`
-	Owned       []TopicPartitions `json:"owned"`
+	MemberID    string
+	MemberEpoch int32
+	Topics      []string
+	Owned       []TopicPartitions
 	// SessionTimeout is the lease; zero keeps it (the server's default on join).
-	SessionTimeout time.Duration `json:"-"`
+	SessionTimeout time.Duration
 	// Assignor is "sticky" (the default), "range" or "roundrobin"; "" keeps the group's.
-	Assignor string `json:"assignor,omitempty"`
+	Assignor string
 }
 
 // HeartbeatResponse answers a heartbeat.
@@ -50,18 +51,17 @@ type HeartbeatResponse struct {
 
 // Heartbeat sends one heartbeat for group.
 func (c *Client) Heartbeat(ctx context.Context, group string, req HeartbeatRequest) (HeartbeatResponse, error) {
-	in := struct {
-		HeartbeatRequest
-		SessionTimeoutMs int64 `json:"session_timeout_ms,omitempty"`
-	}{req, req.SessionTimeout.Milliseconds()}
+	in := v1.HeartbeatRequest{MemberID: req.MemberID, MemberEpoch: &req.MemberEpoch, Topics: req.Topics, Owned: req.Owned, Assignor: req.Assignor}
+	if ms := req.SessionTimeout.Milliseconds(); ms != 0 {
+		in.SessionTimeoutMs = &ms
+	}
+	if len(in.Topics) == 0 {
+		in.Topics = nil // omitted: keep the subscription
+	}
 	if in.Owned == nil {
 		in.Owned = []TopicPartitions{}
 	}
-	var out struct {
-		MemberEpoch         int32             `json:"member_epoch"`
-		Assignment          []TopicPartitions `json:"assignment"`
-		HeartbeatIntervalMs int64             `json:"heartbeat_interval_ms"`
-	}
+	var out v1.HeartbeatResponse
 	what := fmt.Sprintf("heartbeat %s/%s at epoch %d", group, req.MemberID, req.MemberEpoch)
 	if err := c.do(ctx, what, http.MethodPost, nil, in, &out, "v1", "groups", group, "heartbeat"); err != nil {
 		return HeartbeatResponse{}, err
@@ -74,29 +74,25 @@ func (c *Client) Heartbeat(ctx context.Context, group string, req HeartbeatReque
 }
 
 // GroupOffset is a committed offset: the next offset to read.
-type GroupOffset struct {
-	Topic       string    `json:"topic"`
-	Partition   int32     `json:"partition"`
-	Offset      int64     `json:"offset"`
-	Metadata    string    `json:"metadata,omitempty"`
-	CommittedAt time.Time `json:"committed_at,omitzero"`
+type GroupOffset = v1.GroupOffset
+
+// commitOffsets are offsets as a commit carries them (CommittedAt is the server's).
+func commitOffsets(offsets []GroupOffset) []v1.CommitOffset {
+	out := make([]v1.CommitOffset, len(offsets))
+	for i := range offsets {
+		o := &offsets[i]
+		out[i] = v1.CommitOffset{Topic: o.Topic, Partition: &o.Partition, Offset: &o.Offset, Metadata: o.Metadata}
+	}
+	return out
 }
 
 // CommitOffsets commits offsets for a group, all or none. A member commits at its
 // current epoch for partitions it owns; memberID "" commits from outside the group,
 // which the server accepts only while the group has no live members.
 func (c *Client) CommitOffsets(ctx context.Context, group, memberID string, epoch int32, offsets []GroupOffset) error {
-	in := struct {
-		MemberID    string        `json:"member_id,omitempty"`
-		MemberEpoch *int32        `json:"member_epoch,omitempty"`
-		Offsets     []GroupOffset `json:"offsets"`
-	}{MemberID: memberID, Offsets: make([]GroupOffset, len(offsets))}
+	in := v1.OffsetCommitRequest{MemberID: memberID, Offsets: commitOffsets(offsets)}
 	if memberID != "" {
 		in.MemberEpoch = &epoch
-	}
-	for i, o := range offsets {
-		o.CommittedAt = time.Time{}
-		in.Offsets[i] = o
 	}
 	what := fmt.Sprintf("commit %d offsets of group %s", len(offsets), group)
 	return c.do(ctx, what, http.MethodPost, nil, in, nil, "v1", "groups", group, "offsets")
@@ -104,33 +100,19 @@ func (c *Client) CommitOffsets(ctx context.Context, group, memberID string, epoc
 
 // GroupOffsets lists a group's committed offsets.
 func (c *Client) GroupOffsets(ctx context.Context, group string) ([]GroupOffset, error) {
-	var out struct {
-		Offsets []GroupOffset `json:"offsets"`
-	}
+	var out v1.GroupOffsets
 	if err := c.do(ctx, "offsets of group "+group, http.MethodGet, nil, nil, &out, "v1", "groups", group, "offsets"); err != nil {
 		return nil, err
 	}
 	return out.Offsets, nil
 }
 
-// PartitionLag is one partition's lag for a group.
-type PartitionLag struct {
-	Topic     string `json:"topic"`
-	Partition int32  `json:"partition"`
-	// CommittedOffset is nil when nothing is committed (lag counts from the log start).
-	CommittedOffset *int64 `json:"committed_offset"`
-	LogStartOffset  int64  `json:"log_start_offset"`
-	HighWatermark   int64  `json:"high_watermark"`
-	Lag             int64  `json:"lag"`
-	Owner           string `json:"owner,omitempty"`
-}
+// PartitionLag is one partition's lag for a group. CommittedOffset is nil when nothing
+// is committed (lag counts from the log start).
+type PartitionLag = v1.PartitionLag
 
 // GroupLag is a group's lag per partition and in total.
-type GroupLag struct {
-	Group      string         `json:"group"`
-	TotalLag   int64          `json:"total_lag"`
-	Partitions []PartitionLag `json:"partitions"`
-}
+type GroupLag = v1.GroupLag
 
 // GroupLag answers a group's lag.
 func (c *Client) GroupLag(ctx context.Context, group string) (GroupLag, error) {
@@ -139,19 +121,12 @@ func (c *Client) GroupLag(ctx context.Context, group string) (GroupLag, error) {
 	return out, err
 }
 
-// GroupSummary is one group of ListGroups.
-type GroupSummary struct {
-	Name     string `json:"name"`
-	State    string `json:"state"` // empty, stable or reconciling
-	Members  int    `json:"members"`
-	Assignor string `json:"assignor"`
-}
+// GroupSummary is one group of ListGroups; State is empty, stable or reconciling.
+type GroupSummary = v1.GroupSummary
 
 // ListGroups lists the groups by name.
 func (c *Client) ListGroups(ctx context.Context) ([]GroupSummary, error) {
-	var out struct {
-		Groups []GroupSummary `json:"groups"`
-	}
+	var out v1.GroupList
 	if err := c.do(ctx, "list groups", http.MethodGet, nil, nil, &out, "v1", "groups"); err != nil {
 		return nil, err
 	}
@@ -159,28 +134,10 @@ func (c *Client) ListGroups(ctx context.Context) ([]GroupSummary, error) {
 }
 
 // GroupMember is one live member of a described group.
-type GroupMember struct {
-	MemberID         string            `json:"member_id"`
-	MemberEpoch      int32             `json:"member_epoch"`
-	Topics           []string          `json:"topics"`
-	SessionTimeoutMs int64             `json:"session_timeout_ms"`
-	LeaseExpiresAt   time.Time         `json:"lease_expires_at"`
-	Assignment       []TopicPartitions `json:"assignment"`
-	Revoking         []TopicPartitions `json:"revoking"`
-	Pending          []TopicPartitions `json:"pending"`
-}
+type GroupMember = v1.GroupMember
 
 // Group is a described group.
-type Group struct {
-	Name       string         `json:"name"`
-	State      string         `json:"state"`
-	Assignor   string         `json:"assignor"`
-	Epoch      int32          `json:"epoch"`
-	CreatedAt  time.Time      `json:"created_at"`
-	Members    []GroupMember  `json:"members"`
-	TotalLag   int64          `json:"total_lag"`
-	Partitions []PartitionLag `json:"partitions"`
-}
+type Group = v1.Group
 
 // DescribeGroup answers a group's state, members, assignments and lag.
 func (c *Client) DescribeGroup(ctx context.Context, group string) (Group, error) {
@@ -210,22 +167,14 @@ type OffsetReset struct {
 // ResetOffsets moves a group's committed offsets while it has no live members, and
 // returns the offsets set.
 func (c *Client) ResetOffsets(ctx context.Context, group string, r OffsetReset) ([]GroupOffset, error) {
-	in := map[string]any{"topic": r.Topic, "to": r.To}
-	if r.Create {
-		in["create"] = true
-	}
-	if r.Partitions != nil {
-		in["partitions"] = r.Partitions
-	}
+	in := v1.ResetOffsetsRequest{Topic: r.Topic, To: r.To, Partitions: r.Partitions, Create: r.Create}
 	switch r.To {
 	case "timestamp":
-		in["timestamp"] = r.Timestamp.UnixMilli()
+		in.Timestamp = strconv.AppendInt(nil, r.Timestamp.UnixMilli(), 10)
 	case "offset":
-		in["offset"] = r.Offset
+		in.Offset = &r.Offset
 	}
-	var out struct {
-		Offsets []GroupOffset `json:"offsets"`
-	}
+	var out v1.GroupOffsets
 	if err := c.do(ctx, "reset offsets of group "+group, http.MethodPost, nil, in, &out, "v1", "groups", group, "offsets:reset"); err != nil {
 		return nil, err
 	}

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
+
+	v1 "github.com/strata-io/strata/api/v1"
 )
 
 // The producer: linger batching across calls, a bounded window of requests in flight,
@@ -73,9 +75,9 @@ type ProducerConfig struct {
 
 // Producer error codes the server answers with (HTTP 409); branch with HasCode.
 const (
-	CodeProducerFenced     = "producer_fenced"
-	CodeOutOfOrderSequence = "out_of_order_sequence"
-	CodeUnknownProducer    = "unknown_producer_id"
+	CodeProducerFenced     = v1.CodeProducerFenced
+	CodeOutOfOrderSequence = v1.CodeOutOfOrderSequence
+	CodeUnknownProducer    = v1.CodeUnknownProducer
 )
 
 var (
@@ -89,23 +91,20 @@ var (
 )
 
 // ProducerIdentity is a producer id and epoch as POST /v1/producers hands them out.
-type ProducerIdentity struct {
-	ID    int64 `json:"producer_id"`
-	Epoch int16 `json:"epoch"`
-}
+type ProducerIdentity = v1.InitProducerResponse
 
 // InitProducer asks for a producer identity: a new id, or for a transactional id its id
 // at the next epoch (fencing older holders). current, with a transactional id, is the
 // identity held now: the epoch is bumped only if it still is the id's (else
 // producer_fenced).
 func (c *Client) InitProducer(ctx context.Context, transactionalID string, current *ProducerIdentity) (ProducerIdentity, error) {
-	in := struct {
-		TransactionalID string `json:"transactional_id,omitempty"`
-		ProducerID      *int64 `json:"producer_id,omitempty"`
-		Epoch           *int16 `json:"epoch,omitempty"`
-	}{TransactionalID: transactionalID}
+	var in v1.InitProducerRequest
+	if transactionalID != "" {
+		in.TransactionalID = &transactionalID
+	}
 	if current != nil {
-		in.ProducerID, in.Epoch = &current.ID, &current.Epoch
+		epoch := int64(current.Epoch)
+		in.ProducerID, in.Epoch = &current.ID, &epoch
 	}
 	var out ProducerIdentity
 	err := c.do(ctx, "init producer", http.MethodPost, nil, in, &out, "v1", "producers")
@@ -119,11 +118,7 @@ type TopicRecord struct {
 }
 
 // TopicOffset is where a record of a multi-topic request landed.
-type TopicOffset struct {
-	Topic     string `json:"topic"`
-	Partition int32  `json:"partition"`
-	Offset    int64  `json:"offset"`
-}
+type TopicOffset = v1.TopicOffset
 
 // Delivery is the outcome of one record given to Send, known once Done is closed.
 type Delivery struct {
@@ -161,19 +156,33 @@ type tpKey struct {
 
 // batchRec is one record of a request.
 type batchRec struct {
-	topic string
-	wire  wireRecord // Partition set
-	d     *Delivery  // nil in atomic requests
+	topic     string
+	partition int32
+	wire      v1.ProduceRecord // Partition set
+	d         *Delivery        // nil in atomic requests
 }
 
 // txnGroup is a request's group offsets; refresh reads the member's current epoch, to
 // send again a request refused for a stale one.
 type txnGroup struct {
-	Group       string        `json:"group"`
-	MemberID    string        `json:"member_id,omitempty"`
-	MemberEpoch int32         `json:"member_epoch,omitempty"`
-	Offsets     []GroupOffset `json:"offsets"`
+	Group       string
+	MemberID    string
+	MemberEpoch int32
+	Offsets     []GroupOffset
 	refresh     func() int32
+}
+
+// wire is g as a request carries it.
+func (g *txnGroup) wire() *v1.TransactGroupOffsets {
+	if g == nil {
+		return nil
+	}
+	w := &v1.TransactGroupOffsets{Group: g.Group, MemberID: g.MemberID, Offsets: commitOffsets(g.Offsets)}
+	if g.MemberEpoch != 0 {
+		epoch := g.MemberEpoch
+		w.MemberEpoch = &epoch
+	}
+	return w
 }
 
 // sendReq is one request, from sealing to its outcome.
@@ -332,43 +341,46 @@ func (p *Producer) topicMeta(ctx context.Context, topic string, refresh bool) (*
 	return m, nil
 }
 
-// wireOf checks a record and turns it into its wire form; partition is -1 for sticky.
-func (p *Producer) wireOf(ctx context.Context, topic string, r Record) (wireRecord, int32, error) {
-	for _, h := range r.Headers {
-		if !utf8.Valid(h.Value) {
-			return wireRecord{}, 0, fmt.Errorf("header %q: value is not UTF-8; the JSON API carries header values as strings", h.Key)
-		}
-	}
-	w := wireRecord{Key: r.Key, Value: r.Value, Headers: r.Headers}
-	if !r.Timestamp.IsZero() {
-		ts := timestamp(r.Timestamp)
-		w.Timestamp = &ts
+// wireOf checks a record and turns it into its wire form, without its partition
+// (withPartition sets it); partition is -1 for sticky.
+func (p *Producer) wireOf(ctx context.Context, topic string, r Record) (v1.ProduceRecord, int32, error) {
+	part := r.Partition
+	r.Partition = nil
+	w, err := produceRecord(r)
+	if err != nil {
+		return v1.ProduceRecord{}, 0, err
 	}
 	m, err := p.topicMeta(ctx, topic, false)
 	if err != nil {
-		return wireRecord{}, 0, err
+		return v1.ProduceRecord{}, 0, err
 	}
 	switch {
-	case r.Partition != nil:
-		part := *r.Partition
+	case part != nil:
+		part := *part
 		if part < 0 || part >= m.partitions {
 			// The topic may have grown since it was read.
 			if m, err = p.topicMeta(ctx, topic, true); err != nil {
-				return wireRecord{}, 0, err
+				return v1.ProduceRecord{}, 0, err
 			}
 			if part < 0 || part >= m.partitions {
-				return wireRecord{}, 0, fmt.Errorf("partition %d: topic %s has %d partitions", part, topic, m.partitions)
+				return v1.ProduceRecord{}, 0, fmt.Errorf("partition %d: topic %s has %d partitions", part, topic, m.partitions)
 			}
 		}
 		return w, part, nil
 	case r.Key != nil:
 		kb, err := storedKey(r.Key, m.keyFormat)
 		if err != nil {
-			return wireRecord{}, 0, err
+			return v1.ProduceRecord{}, 0, err
 		}
 		return w, KeyPartition(kb, m.partitions), nil
 	}
 	return w, -1, nil
+}
+
+// withPartition is w sent to partition.
+func withPartition(w v1.ProduceRecord, partition int32) v1.ProduceRecord {
+	w.Partition = strconv.AppendInt(nil, int64(partition), 10)
+	return w
 }
 
 // stickyPartition is the open request's partition for unkeyed records of topic (mu
@@ -383,12 +395,9 @@ func (p *Producer) stickyPartition(topic string, partitions int32) int32 {
 	return part
 }
 
-func recordBytes(w *wireRecord) int {
-	n := len(w.Key) + len(w.Value) + 64
-	for _, h := range w.Headers {
-		n += len(h.Key) + len(h.Value) + 16
-	}
-	return n
+// recordBytes is about a record's size in a request body.
+func recordBytes(w *v1.ProduceRecord) int {
+	return len(w.Key) + len(w.Value) + len(w.Headers) + 64
 }
 
 // Send queues a record for topic and returns its Delivery. It blocks while BufferRecords
@@ -429,7 +438,7 @@ func (p *Producer) Send(ctx context.Context, topic string, r Record) (*Delivery,
 	if part < 0 {
 		part = p.stickyPartition(topic, partitions)
 	}
-	w.Partition = &part
+	w = withPartition(w, part)
 	if len(p.open) == 0 {
 		p.openedAt = time.Now()
 		select {
@@ -437,7 +446,7 @@ func (p *Producer) Send(ctx context.Context, topic string, r Record) (*Delivery,
 		default:
 		}
 	}
-	p.open = append(p.open, batchRec{topic: topic, wire: w, d: d})
+	p.open = append(p.open, batchRec{topic: topic, partition: part, wire: w, d: d})
 	p.openBytes += recordBytes(&w)
 	p.buffered++
 	if len(p.open) >= p.cfg.BatchRecords || p.openBytes >= p.cfg.BatchBytes {
@@ -511,8 +520,7 @@ func (p *Producer) produceAtomic(ctx context.Context, records []TopicRecord, gro
 				sticky[r.Topic] = part
 			}
 		}
-		w.Partition = &part
-		recs[i] = batchRec{topic: r.Topic, wire: w}
+		recs[i] = batchRec{topic: r.Topic, partition: part, wire: withPartition(w, part)}
 	}
 	p.mu.Lock()
 	for {

@@ -295,7 +295,7 @@ func TestProduceAtomic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []TopicOffset{{"left", 1, 0}, {"right", 0, 0}, {"left", 1, 1}}
+	want := []TopicOffset{{Topic: "left", Partition: 1, Offset: 0}, {Topic: "right", Partition: 0, Offset: 0}, {Topic: "left", Partition: 1, Offset: 1}}
 	if !slices.Equal(res.Offsets, want) || res.Duplicate {
 		t.Fatalf("offsets %+v dup %v, want %+v", res.Offsets, res.Duplicate, want)
 	}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	v1 "github.com/strata-io/strata/api/v1"
 )
 
 // Record is one record, to produce or as fetched.
@@ -48,10 +50,7 @@ type Header struct {
 }
 
 // Offset is where a produced record landed.
-type Offset struct {
-	Partition int32 `json:"partition"`
-	Offset    int64 `json:"offset"`
-}
+type Offset = v1.Offset
 
 // String returns s as a JSON string: a key or value for a "string" (or "json") field.
 func String(s string) json.RawMessage {
@@ -108,16 +107,23 @@ func isNull(raw json.RawMessage) bool {
 	return len(raw) == 0 || string(raw) == "null"
 }
 
-// wireHeader is a header on the wire: a UTF-8 value as a JSON string, anything else as
-// base64 with "encoding":"base64", so any bytes survive.
-type wireHeader struct {
-	Key      string  `json:"key"`
-	Value    *string `json:"value"`
-	Encoding string  `json:"encoding,omitempty"`
+// MarshalJSON writes the header as the API does (v1.Header): a UTF-8 value as a JSON
+// string, anything else as base64 with "encoding":"base64", so any bytes survive.
+func (h Header) MarshalJSON() ([]byte, error) { return json.Marshal(wireHeader(h)) }
+
+// UnmarshalJSON reads a header as the API writes it (v1.Header).
+func (h *Header) UnmarshalJSON(b []byte) error {
+	var w v1.Header
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	v, err := headerOf(w)
+	*h = v
+	return err
 }
 
-func (h Header) MarshalJSON() ([]byte, error) {
-	w := wireHeader{Key: h.Key}
+func wireHeader(h Header) v1.Header {
+	w := v1.Header{Key: h.Key}
 	if h.Value != nil {
 		s := string(h.Value)
 		if !utf8.Valid(h.Value) {
@@ -126,76 +132,71 @@ func (h Header) MarshalJSON() ([]byte, error) {
 		}
 		w.Value = &s
 	}
-	return json.Marshal(w)
+	return w
 }
 
-func (h *Header) UnmarshalJSON(b []byte) error {
-	var w wireHeader
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
+func headerOf(w v1.Header) (Header, error) {
+	h := Header{Key: w.Key}
+	switch {
+	case w.Value == nil:
+	case w.Encoding == "base64":
+		v, err := base64.StdEncoding.DecodeString(*w.Value)
+		if err != nil {
+			return h, fmt.Errorf("header %q: %w", w.Key, err)
+		}
+		h.Value = v
+	default:
+		h.Value = []byte(*w.Value)
 	}
-	h.Key = w.Key
-	h.Value = nil
-	if w.Value != nil {
-		if w.Encoding == "base64" {
-			v, err := base64.StdEncoding.DecodeString(*w.Value)
+	return h, nil
+}
+
+// produceRecord is r as a produce request carries it. Header values must be UTF-8: the
+// JSON API carries them as strings.
+func produceRecord(r Record) (v1.ProduceRecord, error) {
+	w := v1.ProduceRecord{Key: r.Key, Value: r.Value}
+	if r.Partition != nil {
+		w.Partition = strconv.AppendInt(nil, int64(*r.Partition), 10)
+	}
+	if !r.Timestamp.IsZero() {
+		w.Timestamp = strconv.AppendInt(nil, r.Timestamp.UnixMilli(), 10)
+	}
+	if len(r.Headers) > 0 {
+		hs := make([]v1.Header, len(r.Headers))
+		for i, h := range r.Headers {
+			if !utf8.Valid(h.Value) {
+				return w, fmt.Errorf("header %q: value is not UTF-8; the JSON API carries header values as strings", h.Key)
+			}
+			hs[i] = wireHeader(h)
+		}
+		b, err := json.Marshal(hs)
+		if err != nil {
+			return w, fmt.Errorf("encode headers: %w", err)
+		}
+		w.Headers = b
+	}
+	return w, nil
+}
+
+// fetchedRecord turns a fetched record of partition into a Record; base64All says the
+// fetch asked for ?format=base64.
+func fetchedRecord(w v1.Record, partition int32, base64All bool) (Record, error) {
+	r := Record{Offset: w.Offset, Timestamp: time.Time(w.Timestamp), KeyEncoding: w.KeyEncoding, ValueEncoding: w.ValueEncoding}
+	if len(w.Headers) > 0 {
+		r.Headers = make([]Header, len(w.Headers))
+		for i, wh := range w.Headers {
+			h, err := headerOf(wh)
 			if err != nil {
-				return fmt.Errorf("header %q: %w", w.Key, err)
+				return Record{}, err
 			}
-			h.Value = v
-		} else {
-			h.Value = []byte(*w.Value)
+			r.Headers[i] = h
 		}
 	}
-	return nil
-}
-
-// headerList reads headers as an array of {"key","value"} or as an object of key to
-// value, whichever the server sends.
-type headerList []Header
-
-func (l *headerList) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '{' {
-		var m map[string]*string
-		if err := json.Unmarshal(b, &m); err != nil {
-			return err
-		}
-		*l = (*l)[:0]
-		for k, v := range m {
-			h := Header{Key: k}
-			if v != nil {
-				h.Value = []byte(*v)
-			}
-			*l = append(*l, h)
-		}
-		return nil
-	}
-	return json.Unmarshal(b, (*[]Header)(l))
-}
-
-// wireRecord is a record on the wire, both directions.
-type wireRecord struct {
-	Partition *int32          `json:"partition,omitempty"`
-	Offset    *int64          `json:"offset,omitempty"`
-	Timestamp *timestamp      `json:"timestamp,omitempty"`
-	Key       json.RawMessage `json:"key,omitempty"`
-	// KeyEncoding and ValueEncoding: "base64" where the server fell back to base64.
-	KeyEncoding   string          `json:"key_encoding,omitempty"`
-	Value         json.RawMessage `json:"value"`
-	ValueEncoding string          `json:"value_encoding,omitempty"`
-	Headers       headerList      `json:"headers,omitempty"`
-}
-
-// record turns a fetched record into a Record; base64All says the fetch asked for
-// ?format=base64.
-func (w wireRecord) record(partition int32, base64All bool) Record {
-	r := Record{Headers: w.Headers, KeyEncoding: w.KeyEncoding, ValueEncoding: w.ValueEncoding}
 	if base64All {
 		r.KeyEncoding, r.ValueEncoding = "base64", "base64"
 		// ?format=base64 renders header values as base64 too, unmarked: decode them,
 		// so Headers hold the stored bytes in both modes.
-		r.Headers = decodeHeaders(w.Headers)
+		r.Headers = decodeHeaders(r.Headers)
 	}
 	if !isNull(w.Key) {
 		r.Key = w.Key
@@ -203,23 +204,13 @@ func (w wireRecord) record(partition int32, base64All bool) Record {
 	if !isNull(w.Value) {
 		r.Value = w.Value
 	}
-	p := partition
-	if w.Partition != nil {
-		p = *w.Partition
-	}
-	r.Partition = &p
-	if w.Offset != nil {
-		r.Offset = *w.Offset
-	}
-	if w.Timestamp != nil {
-		r.Timestamp = time.Time(*w.Timestamp)
-	}
-	return r
+	r.Partition = &partition
+	return r, nil
 }
 
 // decodeHeaders decodes header values sent as base64. A value that is not base64 (a
 // server that did not encode it) is kept as it came.
-func decodeHeaders(hs headerList) []Header {
+func decodeHeaders(hs []Header) []Header {
 	if len(hs) == 0 {
 		return hs
 	}
@@ -235,40 +226,23 @@ func decodeHeaders(hs headerList) []Header {
 	return out
 }
 
-// timestamp is unix milliseconds on the wire; an RFC 3339 string is read too.
-type timestamp time.Time
-
-func (t timestamp) MarshalJSON() ([]byte, error) {
-	return strconv.AppendInt(nil, time.Time(t).UnixMilli(), 10), nil
-}
-
-func (t *timestamp) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		v, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			return err
-		}
-		*t = timestamp(v)
-		return nil
-	}
-	if string(b) == "null" {
-		return nil
-	}
-	ms, err := strconv.ParseInt(string(b), 10, 64)
-	if err != nil {
-		return fmt.Errorf("timestamp %s: want unix milliseconds or an RFC 3339 string", b)
-	}
-	*t = timestamp(time.UnixMilli(ms))
-	return nil
+// printedRecord is how a Record prints (its MarshalJSON, what strata consume writes):
+// a fetched record as the API renders it (v1.Record) with its partition, leaving out
+// what a record has not got (no offset before it is produced, no headers, no time).
+type printedRecord struct {
+	Partition     *int32          `json:"partition,omitempty"`
+	Offset        *int64          `json:"offset,omitempty"`
+	Timestamp     *v1.Timestamp   `json:"timestamp,omitempty"`
+	Key           json.RawMessage `json:"key"`
+	KeyEncoding   string          `json:"key_encoding,omitempty"`
+	Value         json.RawMessage `json:"value"`
+	ValueEncoding string          `json:"value_encoding,omitempty"`
+	Headers       []Header        `json:"headers,omitempty"`
 }
 
 // MarshalJSON renders a record the way the API does (and `strata consume` prints it).
 func (r Record) MarshalJSON() ([]byte, error) {
-	w := wireRecord{Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: r.Headers}
+	w := printedRecord{Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: r.Headers}
 	if r.Partition != nil {
 		w.Offset = &r.Offset
 	}
@@ -279,7 +253,7 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		w.ValueEncoding = r.ValueEncoding
 	}
 	if !r.Timestamp.IsZero() {
-		ts := timestamp(r.Timestamp)
+		ts := v1.Timestamp(r.Timestamp)
 		w.Timestamp = &ts
 	}
 	if w.Key == nil {
@@ -291,38 +265,23 @@ func (r Record) MarshalJSON() ([]byte, error) {
 // Produce appends records to a topic as one request: all of them commit, or none. The
 // answer says where each landed, in the order given.
 func (c *Client) Produce(ctx context.Context, topic string, records []Record) ([]Offset, error) {
-	in := struct {
-		Records []wireRecord `json:"records"`
-	}{make([]wireRecord, len(records))}
+	in := v1.ProduceRequest{Records: make([]v1.ProduceRecord, len(records))}
 	for i, r := range records {
-		for _, h := range r.Headers {
-			if !utf8.Valid(h.Value) {
-				return nil, fmt.Errorf("produce to %s: records[%d] header %q: value is not UTF-8; the JSON API carries header values as strings", topic, i, h.Key)
-			}
-		}
-		w := wireRecord{Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: r.Headers}
-		if !r.Timestamp.IsZero() {
-			ts := timestamp(r.Timestamp)
-			w.Timestamp = &ts
+		w, err := produceRecord(r)
+		if err != nil {
+			return nil, fmt.Errorf("produce to %s: records[%d] %w", topic, i, err)
 		}
 		in.Records[i] = w
 	}
-	var out struct {
-		Offsets []Offset `json:"offsets"`
-		Records []Offset `json:"records"`
-	}
+	var out v1.ProduceResponse
 	what := fmt.Sprintf("produce %d records to %s", len(records), topic)
 	if err := c.do(ctx, what, http.MethodPost, nil, in, &out, "v1", "topics", topic, "records"); err != nil {
 		return nil, err
 	}
-	offs := out.Offsets
-	if offs == nil {
-		offs = out.Records
+	if len(out.Offsets) != len(records) {
+		return out.Offsets, fmt.Errorf("%s: answer has %d offsets", what, len(out.Offsets))
 	}
-	if len(offs) != len(records) {
-		return offs, fmt.Errorf("%s: answer has %d offsets", what, len(offs))
-	}
-	return offs, nil
+	return out.Offsets, nil
 }
 
 // FetchOptions say what to fetch. Zero values take the server's defaults.
@@ -387,13 +346,7 @@ func fetchQuery(o FetchOptions) url.Values {
 // Fetch reads records of one partition from o.Offset. An offset below the log start or
 // above the high watermark is an *Error (code offset_out_of_range).
 func (c *Client) Fetch(ctx context.Context, topic string, partition int32, o FetchOptions) (FetchResult, error) {
-	var out struct {
-		Records          []wireRecord `json:"records"`
-		NextOffset       int64        `json:"next_offset"`
-		HighWatermark    int64        `json:"high_watermark"`
-		LastStableOffset int64        `json:"last_stable_offset"`
-		LogStartOffset   int64        `json:"log_start_offset"`
-	}
+	var out v1.FetchResponse
 	p := strconv.Itoa(int(partition))
 	what := "fetch " + topic + "/" + p + " at " + strconv.FormatInt(o.Offset, 10)
 	if err := c.do(ctx, what, http.MethodGet, fetchQuery(o), nil, &out, "v1", "topics", topic, "partitions", p, "records"); err != nil {
@@ -407,7 +360,11 @@ func (c *Client) Fetch(ctx context.Context, topic string, partition int32, o Fet
 		LogStartOffset:   out.LogStartOffset,
 	}
 	for i, w := range out.Records {
-		res.Records[i] = w.record(partition, o.Base64)
+		r, err := fetchedRecord(w, partition, o.Base64)
+		if err != nil {
+			return FetchResult{}, fmt.Errorf("%s: records[%d]: %w", what, i, err)
+		}
+		res.Records[i] = r
 	}
 	return res, nil
 }

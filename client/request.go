@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"unicode/utf8"
+
+	v1 "github.com/strata-io/strata/api/v1"
 )
 
 // The calls below are the building blocks for runtimes that keep their own producer
@@ -56,7 +57,7 @@ func (c *Client) ProduceRecords(ctx context.Context, req RecordsRequest) (Atomic
 	if err != nil {
 		return AtomicResult{}, err
 	}
-	var out produceAnswer
+	var out v1.TransactResponse
 	if err := c.once(ctx, http.MethodPost, u, body, &out); err != nil {
 		return AtomicResult{}, fmt.Errorf("%s: %w", what, err)
 	}
@@ -67,62 +68,46 @@ func (c *Client) ProduceRecords(ctx context.Context, req RecordsRequest) (Atomic
 }
 
 func encodeRecordsRequest(req RecordsRequest) ([]byte, error) {
-	type txnRecord struct {
-		Topic string `json:"topic"`
-		wireRecord
-	}
-	type txnProducer struct {
-		ID        int64                       `json:"id"`
-		Epoch     int16                       `json:"epoch"`
-		Sequences map[string]map[string]int32 `json:"sequences"`
-	}
-	body := struct {
-		Records      []txnRecord  `json:"records"`
-		Producer     *txnProducer `json:"producer,omitempty"`
-		GroupOffsets *txnGroup    `json:"group_offsets,omitempty"`
-	}{Records: make([]txnRecord, len(req.Records))}
+	body := v1.TransactRequest{Records: make([]v1.TransactRecord, len(req.Records))}
 	for i, r := range req.Records {
-		for _, h := range r.Headers {
-			if !utf8.Valid(h.Value) {
-				return nil, fmt.Errorf("records[%d] header %q: value is not UTF-8; the JSON API carries header values as strings", i, h.Key)
-			}
-		}
 		if req.Producer != nil && r.Partition == nil {
 			return nil, fmt.Errorf("records[%d]: an idempotent request names every record's partition", i)
 		}
-		w := wireRecord{Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: r.Headers}
-		if !r.Timestamp.IsZero() {
-			ts := timestamp(r.Timestamp)
-			w.Timestamp = &ts
+		w, err := produceRecord(r.Record)
+		if err != nil {
+			return nil, fmt.Errorf("records[%d] %w", i, err)
 		}
-		body.Records[i] = txnRecord{Topic: r.Topic, wireRecord: w}
+		body.Records[i] = v1.TransactRecord{Topic: r.Topic, ProduceRecord: w}
 	}
 	if p := req.Producer; p != nil {
-		tp := &txnProducer{ID: p.ID, Epoch: p.Epoch, Sequences: map[string]map[string]int32{}}
-		for k, seq := range p.Sequences {
-			if tp.Sequences[k.Topic] == nil {
-				tp.Sequences[k.Topic] = map[string]int32{}
-			}
-			tp.Sequences[k.Topic][strconv.Itoa(int(k.Partition))] = seq
-		}
-		body.Producer = tp
+		body.Producer = wireProducer(p.ProducerIdentity, p.Sequences)
 	}
 	if g := req.GroupOffsets; g != nil {
-		body.GroupOffsets = &txnGroup{Group: g.Group, MemberID: g.MemberID, MemberEpoch: g.MemberEpoch, Offsets: g.Offsets}
+		body.GroupOffsets = (&txnGroup{Group: g.Group, MemberID: g.MemberID, MemberEpoch: g.MemberEpoch, Offsets: g.Offsets}).wire()
 	}
 	return json.Marshal(body)
+}
+
+// wireProducer is a producer identity with the base sequence of each partition a
+// request writes, as the request carries them.
+func wireProducer(id ProducerIdentity, seqs map[TopicPartition]int32) *v1.TransactProducer {
+	epoch := int64(id.Epoch)
+	tp := &v1.TransactProducer{ID: &id.ID, Epoch: &epoch, Sequences: map[string]map[string]int64{}}
+	for k, seq := range seqs {
+		if tp.Sequences[k.Topic] == nil {
+			tp.Sequences[k.Topic] = map[string]int64{}
+		}
+		tp.Sequences[k.Topic][strconv.Itoa(int(k.Partition))] = int64(seq)
+	}
+	return tp
 }
 
 // DeleteRecords deletes a partition's records below beforeOffset (Kafka's
 // DeleteRecords): its log start offset moves up to it, never down. It answers the log
 // start offset after the call.
 func (c *Client) DeleteRecords(ctx context.Context, topic string, partition int32, beforeOffset int64) (int64, error) {
-	in := struct {
-		BeforeOffset int64 `json:"before_offset"`
-	}{beforeOffset}
-	var out struct {
-		LogStartOffset int64 `json:"log_start_offset"`
-	}
+	in := v1.DeleteRecordsRequest{BeforeOffset: &beforeOffset}
+	var out v1.Partition
 	p := strconv.Itoa(int(partition))
 	what := fmt.Sprintf("delete records of %s/%s below %d", topic, p, beforeOffset)
 	err := c.do(ctx, what, http.MethodPost, nil, in, &out, "v1", "topics", topic, "partitions", p, "records:delete")

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	v1 "github.com/strata-io/strata/api/v1"
 )
 
 // Security administration: API keys, ACL bindings and the audit log. Changing them
@@ -13,31 +15,19 @@ import (
 
 // Key is an API key as the server describes it. Secret is set only in CreateKey's
 // answer: the server keeps no copy.
-type Key struct {
-	ID          string     `json:"id"`
-	Principal   string     `json:"principal"`
-	Description string     `json:"description,omitempty"`
-	CreatedBy   string     `json:"created_by"`
-	CreatedAt   time.Time  `json:"created_at"`
-	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
-	RevokedAt   *time.Time `json:"revoked_at,omitempty"`
-	Secret      string     `json:"secret,omitempty"`
-}
+type Key = v1.Key
 
-// NewKey asks for a key.
+// NewKey asks for a key (v1.CreateKeyRequest, with the expiry as a duration).
 type NewKey struct {
-	Principal   string `json:"principal"`
-	Description string `json:"description,omitempty"`
+	Principal   string
+	Description string
 	// ExpiresIn, when set, is how long the key works.
-	ExpiresIn time.Duration `json:"-"`
+	ExpiresIn time.Duration
 }
 
 // CreateKey makes a key for k.Principal and answers it with its secret.
 func (c *Client) CreateKey(ctx context.Context, k NewKey) (Key, error) {
-	in := struct {
-		NewKey
-		ExpiresInMs *int64 `json:"expires_in_ms,omitempty"`
-	}{NewKey: k}
+	in := v1.CreateKeyRequest{Principal: k.Principal, Description: k.Description}
 	if k.ExpiresIn > 0 {
 		ms := k.ExpiresIn.Milliseconds()
 		in.ExpiresInMs = &ms
@@ -64,15 +54,7 @@ func (c *Client) RevokeKey(ctx context.Context, id string) (Key, error) {
 
 // ACL is one ACL binding. Host "" is every host; PatternType "" is literal; Permission
 // "" is allow.
-type ACL struct {
-	Principal    string `json:"principal"`
-	Host         string `json:"host,omitempty"`
-	ResourceType string `json:"resource_type"`
-	ResourceName string `json:"resource_name,omitempty"`
-	PatternType  string `json:"pattern_type,omitempty"`
-	Operation    string `json:"operation"`
-	Permission   string `json:"permission,omitempty"`
-}
+type ACL = v1.ACLBinding
 
 // ACLFilter selects bindings; empty fields select every value. PatternType "match"
 // with a ResourceName selects the bindings that apply to that resource.
@@ -115,15 +97,7 @@ func (c *Client) DeleteACLs(ctx context.Context, f ACLFilter) ([]ACL, error) {
 }
 
 // AuditRecord is one administrative action.
-type AuditRecord struct {
-	ID           int64          `json:"id"`
-	Time         time.Time      `json:"time"`
-	Principal    string         `json:"principal"`
-	Action       string         `json:"action"`
-	ResourceType string         `json:"resource_type"`
-	Resource     string         `json:"resource"`
-	Details      map[string]any `json:"details,omitempty"`
-}
+type AuditRecord = v1.AuditRecord
 
 // AuditLog reads up to limit records (0: the server's default) with an id above
 // after, oldest first; the next page starts after the last one's ID.

@@ -8,8 +8,9 @@ import (
 	"math"
 	"net/http"
 	"slices"
-	"strconv"
 	"time"
+
+	v1 "github.com/strata-io/strata/api/v1"
 )
 
 // A producer's requests from sealing to their outcome (the producer: producer.go):
@@ -61,7 +62,7 @@ func (p *Producer) sealLocked(recs []batchRec, group *txnGroup) *sendReq {
 	r := &sendReq{idx: p.sealedN, recs: recs, counts: map[tpKey]int32{}, group: group, sealed: time.Now(), done: make(chan struct{})}
 	p.sealedN++
 	for _, br := range recs {
-		r.counts[tpKey{br.topic, *br.wire.Partition}]++
+		r.counts[tpKey{br.topic, br.partition}]++
 	}
 	p.sequenceLocked(r)
 	p.queue = append(p.queue, r)
@@ -87,32 +88,16 @@ func (p *Producer) sequenceLocked(r *sendReq) {
 // encode renders r's body: fixed once sealed, except for the member epoch of a request
 // sent again after stale_member_epoch.
 func (p *Producer) encode(r *sendReq) []byte {
-	type txnRecord struct {
-		Topic string `json:"topic"`
-		wireRecord
-	}
-	type txnProducer struct {
-		ID        int64                       `json:"id"`
-		Epoch     int16                       `json:"epoch"`
-		Sequences map[string]map[string]int32 `json:"sequences"`
-	}
-	body := struct {
-		Records      []txnRecord  `json:"records"`
-		Producer     *txnProducer `json:"producer,omitempty"`
-		GroupOffsets *txnGroup    `json:"group_offsets,omitempty"`
-	}{Records: make([]txnRecord, len(r.recs)), GroupOffsets: r.group}
+	body := v1.TransactRequest{Records: make([]v1.TransactRecord, len(r.recs)), GroupOffsets: r.group.wire()}
 	for i, br := range r.recs {
-		body.Records[i] = txnRecord{Topic: br.topic, wireRecord: br.wire}
+		body.Records[i] = v1.TransactRecord{Topic: br.topic, ProduceRecord: br.wire}
 	}
 	if r.seqs != nil {
-		tp := &txnProducer{ID: r.ident.ID, Epoch: r.ident.Epoch, Sequences: map[string]map[string]int32{}}
+		seqs := make(map[TopicPartition]int32, len(r.seqs))
 		for k, seq := range r.seqs {
-			if tp.Sequences[k.topic] == nil {
-				tp.Sequences[k.topic] = map[string]int32{}
-			}
-			tp.Sequences[k.topic][strconv.Itoa(int(k.partition))] = seq
+			seqs[TopicPartition{k.topic, k.partition}] = seq
 		}
-		body.Producer = tp
+		body.Producer = wireProducer(r.ident, seqs)
 	}
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -483,10 +468,8 @@ func (p *Producer) setFatal(err error) {
 	p.notifyLocked()
 }
 
-type produceAnswer struct {
-	Offsets   []TopicOffset `json:"offsets"`
-	Duplicate bool          `json:"duplicate"`
-}
+// produceAnswer answers POST /v1/records.
+type produceAnswer = v1.TransactResponse
 
 // post sends one attempt.
 func (p *Producer) post(body []byte) (produceAnswer, error) {

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	v1 "github.com/strata-io/strata/api/v1"
 )
 
 // TailOptions tune Tail beyond its defaults.
@@ -150,11 +152,11 @@ func (t *tail) stream(ctx context.Context) (progressed bool, err error) {
 		switch ev.name {
 		case "", "record", "records", "message":
 		case "error":
-			var pr problem
+			var pr v1.Problem
 			if json.Unmarshal(ev.data, &pr) != nil {
 				return &Error{Status: http.StatusBadGateway, Detail: "tail error event: " + string(ev.data)}
 			}
-			return pr.toError(0)
+			return problemError(pr, 0)
 		default:
 			return nil // heartbeats and kinds this client does not know
 		}
@@ -166,10 +168,13 @@ func (t *tail) stream(ctx context.Context) (progressed bool, err error) {
 			return fmt.Errorf("tail: decode event: %w", err)
 		}
 		for _, w := range recs {
-			r := w.record(t.partition, t.opts.Base64)
+			r, err := fetchedRecord(w, t.partition, t.opts.Base64)
+			if err != nil {
+				return fmt.Errorf("tail: decode event: %w", err)
+			}
 			// A resumed stream may repeat what was delivered: whatever the server
 			// makes of Last-Event-ID, offsets below next were already handed over.
-			if w.Offset == nil || r.Offset < t.next {
+			if r.Offset < t.next {
 				continue
 			}
 			if err := t.fn(r); err != nil {
@@ -214,27 +219,25 @@ func (w *idleWatch) Read(p []byte) (int, error) {
 
 // decodeEventRecords reads an event's data: one record object, an array of them, or an
 // object with a "records" array.
-func decodeEventRecords(data []byte) ([]wireRecord, error) {
+func decodeEventRecords(data []byte) ([]v1.Record, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) > 0 && data[0] == '[' {
-		var rs []wireRecord
+		var rs []v1.Record
 		err := json.Unmarshal(data, &rs)
 		return rs, err
 	}
-	var probe struct {
-		Records []wireRecord `json:"records"`
-	}
+	var probe v1.FetchResponse
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return nil, err
 	}
 	if probe.Records != nil {
 		return probe.Records, nil
 	}
-	var r wireRecord
+	var r v1.Record
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, err
 	}
-	return []wireRecord{r}, nil
+	return []v1.Record{r}, nil
 }
 
 // event is one Server-Sent Event.

@@ -7,31 +7,17 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	v1 "github.com/strata-io/strata/api/v1"
 )
 
-// Topic is a topic as the server describes it.
-type Topic struct {
-	Name       string `json:"name"`
-	ID         int64  `json:"id,omitempty"`
-	Partitions int32  `json:"partitions"`
-	// Configs holds the explicitly set configs.
-	Configs map[string]string `json:"configs,omitempty"`
-	// EffectiveConfigs, when the server sends them, holds every config with defaults
-	// filled in.
-	EffectiveConfigs map[string]string `json:"effective_configs,omitempty"`
-	CreatedAt        time.Time         `json:"created_at,omitzero"`
-}
+// Topic is a topic as the server describes it: Configs holds the explicitly set
+// configs; EffectiveConfigs, when the server sends them, every config with defaults
+// filled in.
+type Topic = v1.Topic
 
 // Partition is one partition's state.
-type Partition struct {
-	Partition      int32 `json:"partition"`
-	LogStartOffset int64 `json:"log_start_offset"`
-	HighWatermark  int64 `json:"high_watermark"`
-	// LastStableOffset is where read_committed readers stop: the first offset of the
-	// partition's earliest open Kafka transaction, or the high watermark.
-	LastStableOffset int64 `json:"last_stable_offset"`
-	Bytes            int64 `json:"bytes,omitempty"`
-}
+type Partition = v1.Partition
 
 // TopicAlter changes a topic. Zero fields change nothing.
 type TopicAlter struct {
@@ -46,11 +32,16 @@ type TopicAlter struct {
 // CreateTopic creates a topic with partitions partitions (0: the server's default) and
 // explicit configs (nil: all defaults).
 func (c *Client) CreateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (Topic, error) {
-	in := struct {
-		Name       string            `json:"name"`
-		Partitions int32             `json:"partitions,omitempty"`
-		Configs    map[string]string `json:"configs,omitempty"`
-	}{name, partitions, configs}
+	in := v1.CreateTopicRequest{Name: name}
+	if partitions > 0 {
+		in.Partitions = &partitions
+	}
+	if len(configs) > 0 {
+		in.Configs = make(map[string]v1.ConfigValue, len(configs))
+		for k, v := range configs {
+			in.Configs[k] = v1.ConfigString(v)
+		}
+	}
 	var t Topic
 	err := c.do(ctx, "create topic "+name, http.MethodPost, nil, in, &t, "v1", "topics")
 	return t, err
@@ -81,17 +72,19 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 // the server validates as a whole.
 func (c *Client) AlterTopic(ctx context.Context, name string, a TopicAlter) (Topic, error) {
 	// A JSON merge patch (RFC 7396): null removes a key.
-	configs := make(map[string]*string, len(a.Configs)+len(a.DeleteConfigs))
-	for k, v := range a.Configs {
-		configs[k] = &v
+	var in v1.UpdateTopicRequest
+	if a.Partitions > 0 {
+		in.Partitions = &a.Partitions
 	}
-	for _, k := range a.DeleteConfigs {
-		configs[k] = nil
+	if n := len(a.Configs) + len(a.DeleteConfigs); n > 0 {
+		in.Configs = make(map[string]v1.ConfigValue, n)
+		for k, v := range a.Configs {
+			in.Configs[k] = v1.ConfigString(v)
+		}
+		for _, k := range a.DeleteConfigs {
+			in.Configs[k] = v1.NullConfig
+		}
 	}
-	in := struct {
-		Partitions int32              `json:"partitions,omitempty"`
-		Configs    map[string]*string `json:"configs,omitempty"`
-	}{a.Partitions, configs}
 	var t Topic
 	err := c.do(ctx, "alter topic "+name, http.MethodPatch, nil, in, &t, "v1", "topics", name)
 	return t, err
@@ -109,9 +102,7 @@ func (c *Client) Partitions(ctx context.Context, topic string) ([]Partition, err
 // after ts (at the server's chunk granularity), or the high watermark when there is none.
 func (c *Client) OffsetForTime(ctx context.Context, topic string, partition int32, ts time.Time) (int64, error) {
 	q := url.Values{"timestamp": {strconv.FormatInt(ts.UnixMilli(), 10)}}
-	var out struct {
-		Offset *int64 `json:"offset"`
-	}
+	var out v1.OffsetAnswer
 	p := strconv.Itoa(int(partition))
 	if err := c.do(ctx, "offset for time in "+topic+"/"+p, http.MethodGet, q, nil, &out, "v1", "topics", topic, "partitions", p, "offsets"); err != nil {
 		return 0, err

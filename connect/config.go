@@ -187,19 +187,12 @@ const (
 	cfgBoundary        = "transaction.boundary"
 )
 
-var connectorName = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
-
 // commonKeys are the keys every connector takes (Kafka Connect's ConnectorConfig, with
 // the dead-letter topic for sources too), then the type's own.
 func commonKeys(typ string) []ConfigKey {
 	keys := []ConfigKey{
 		{Name: cfgName, Type: TypeString, NoDefault: true, Importance: "HIGH", Group: groupCommon, DisplayName: "Connector name",
-			Doc: "Globally unique name to use for this connector.", Check: func(v string) error {
-				if !connectorName.MatchString(v) {
-					return fmt.Errorf("use characters of [a-zA-Z0-9._-]")
-				}
-				return nil
-			}},
+			Doc: "Globally unique name to use for this connector (the catalog's rule: 1 to 241 characters of [a-zA-Z0-9._-])."},
 		{Name: cfgClass, Type: TypeString, NoDefault: true, Importance: "HIGH", Group: groupCommon, DisplayName: "Connector class",
 			Doc: "Name or alias of the class for this connector."},
 		{Name: cfgTasksMax, Type: TypeInt, Default: "1", Importance: "HIGH", Group: groupCommon, DisplayName: "Tasks max",

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/strata-io/strata/catalog"
@@ -92,7 +93,16 @@ func (c jsonConverter) ToConnect(b []byte) (any, error) {
 	d.UseNumber()
 	var v any
 	if err := d.Decode(&v); err != nil {
-		return nil, fmt.Errorf("Converting byte[] to Kafka Connect data failed due to serialization error: %v", err)
+		// encoding/json's words quote the byte it stopped at: the record's, which a
+		// status trace must not show. Where it stopped is enough.
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("Converting byte[] to Kafka Connect data failed due to serialization error: not valid JSON at byte %d", se.Offset)
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, errors.New("Converting byte[] to Kafka Connect data failed due to serialization error: the JSON ends early")
+		}
+		return nil, errors.New("Converting byte[] to Kafka Connect data failed due to serialization error: not valid JSON")
 	}
 	if d.More() {
 		return nil, errors.New("Converting byte[] to Kafka Connect data failed due to serialization error: more than one JSON value")

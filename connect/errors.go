@@ -91,8 +91,32 @@ type failure struct {
 	headers   []segment.Header
 }
 
-// failedError is a failure the policy does not tolerate: the task fails with it.
+// failedError is a failure the policy does not tolerate: the task fails with it. Its
+// message — the task's status trace — names the record by topic, partition and offset,
+// and keeps nothing of its bytes out of the cause's words (scrubRecord).
 type failedError struct{ f failure }
+
+// content is what the failing record carried.
+func (f failure) content() [][]byte {
+	out := [][]byte{f.key, f.value}
+	for _, h := range f.headers {
+		out = append(out, []byte(h.Key), h.Value)
+	}
+	return out
+}
+
+// hasRecord says whether the failure is a record's (whose bytes its words may quote).
+func (f failure) hasRecord() bool {
+	return f.key != nil || f.value != nil || len(f.headers) > 0 || f.offset >= 0
+}
+
+// cause is the failure's words, scrubbed of the record's bytes.
+func (f failure) cause(msg string) string {
+	if !f.hasRecord() {
+		return msg
+	}
+	return scrubRecord(msg, f.content()...)
+}
 
 func (e *failedError) Error() string {
 	f := e.f
@@ -106,7 +130,7 @@ func (e *failedError) Error() string {
 			where += fmt.Sprintf(" offset %d", f.offset)
 		}
 	}
-	return fmt.Sprintf("Tolerance exceeded in error handler (errors.tolerance=none): %s: %v", where, f.err)
+	return fmt.Sprintf("Tolerance exceeded in error handler (errors.tolerance=none): %s: %s", where, f.cause(f.err.Error()))
 }
 
 func (e *failedError) Unwrap() error { return e.f.err }
@@ -149,11 +173,26 @@ func (p *errorPolicy) tolerate(f failure) (*broker.Record, error) {
 }
 
 // errorChain lists an error and its causes, one per line: the nearest thing Go has to a
-// stack trace of a failure.
+// stack trace of a failure. The causes of a record's failure are scrubbed of its bytes
+// (its own message is, by failedError).
 func errorChain(err error) string {
-	s := fmt.Sprintf("%T: %v", err, err)
-	for e := errors.Unwrap(err); e != nil; e = errors.Unwrap(e) {
-		s += fmt.Sprintf("\n\tcaused by %T: %v", e, e)
+	var (
+		s   string
+		rec *failure
+	)
+	for i, e := 0, err; e != nil; i, e = i+1, errors.Unwrap(e) {
+		msg := e.Error()
+		if rec != nil {
+			msg = rec.cause(msg)
+		}
+		if i == 0 {
+			s = fmt.Sprintf("%T: %s", e, msg)
+		} else {
+			s += fmt.Sprintf("\n\tcaused by %T: %s", e, msg)
+		}
+		if fe, ok := e.(*failedError); ok && rec == nil {
+			rec = &fe.f
+		}
 	}
 	return s
 }

@@ -48,7 +48,8 @@ func TestFileSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := map[string]string{"task.files": a + "," + b, "topic": "t", "batch.size": "2", "poll.interval.ms": "10"}
-	task := FileSourceConnector{}.NewTask()
+	src := FileSourceConnector{Dirs: allowDirs(t, dir)}
+	task := src.NewTask()
 	if err := task.Start(t.Context(), cfg, fakeSourceContext{}); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestFileSource(t *testing.T) {
 	task.Stop()
 
 	// A new instance resumes at the stored positions.
-	task = FileSourceConnector{}.NewTask()
+	task = src.NewTask()
 	stored := []Offset{{Partition: map[string]any{"filename": a}, Offset: map[string]any{"position": json.Number("18")}}}
 	if err := task.Start(t.Context(), cfg, fakeSourceContext{offs: stored}); err != nil {
 		t.Fatal(err)
@@ -90,6 +91,16 @@ func TestFileSource(t *testing.T) {
 	if err != nil || len(tasks) != 2 || tasks[0]["task.files"] != "/a,/c" || tasks[1]["task.files"] != "/b" {
 		t.Fatalf("task configs %v %v", tasks, err)
 	}
+}
+
+// allowDirs allows the file connectors dirs.
+func allowDirs(t *testing.T, dirs ...string) FileDirs {
+	t.Helper()
+	d, err := NewFileDirs(dirs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 type fakeSinkContext struct{}
@@ -112,7 +123,8 @@ func files(t *testing.T, dir string) map[string]string {
 func TestFileSink(t *testing.T) {
 	dir := t.TempDir()
 	tp := TopicPartition{"my-topic", 2}
-	task := FileSinkConnector{}.NewTask()
+	sink := FileSinkConnector{Dirs: allowDirs(t, dir)}
+	task := sink.NewTask()
 	ctx := t.Context()
 	if err := task.Start(ctx, map[string]string{"directory": dir, "flush.size": "2"}, fakeSinkContext{}); err != nil {
 		t.Fatal(err)
@@ -146,7 +158,7 @@ func TestFileSink(t *testing.T) {
 	// the last file was lost): the file at 13 goes, the one at 10 stays.
 	os.WriteFile(filepath.Join(dir, ".tmp-0123456789ab-my-topic-2-00000000000000000015.jsonl"), []byte("x\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "other-0-00000000000000000099.jsonl"), []byte("y\n"), 0o644)
-	task = FileSinkConnector{}.NewTask()
+	task = sink.NewTask()
 	task.Start(ctx, map[string]string{"directory": dir}, fakeSinkContext{})
 	if err := task.Open(ctx, map[TopicPartition]int64{tp: 13}); err != nil {
 		t.Fatal(err)

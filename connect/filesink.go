@@ -24,8 +24,11 @@ import (
 // and beyond — written by an instance that crashed before committing them — and writes
 // from C again, so the files of a partition, in name order, hold each record once. A
 // value that is text (StringConverter, ByteArrayConverter) is written as it is; anything
-// else as canonical JSON.
-type FileSinkConnector struct{}
+// else as canonical JSON. It writes only where Dirs allows (FileDirs): checked when the
+// connector is validated, and again before the directory is created or opened.
+type FileSinkConnector struct {
+	Dirs FileDirs
+}
 
 // FileSinkClass is the file sink's class.
 const FileSinkClass = "io.strata.connect.file.FileSinkConnector"
@@ -48,6 +51,18 @@ func (FileSinkConnector) Config() []ConfigKey {
 	}
 }
 
+// ValidateConfig refuses a directory the file connectors may not write to.
+func (c FileSinkConnector) ValidateConfig(cfg map[string]string) map[string]string {
+	dir := strings.TrimSpace(cfg["directory"])
+	if dir == "" || !filepath.IsAbs(dir) {
+		return nil // the key's own check says so
+	}
+	if _, err := c.Dirs.Check(dir); err != nil {
+		return map[string]string{"directory": fmt.Sprintf("Invalid value %s for configuration directory: %v", dir, err)}
+	}
+	return nil
+}
+
 // TaskConfigs gives every task the same config: the group shares the partitions out.
 func (FileSinkConnector) TaskConfigs(cfg map[string]string, maxTasks int) ([]map[string]string, error) {
 	out := make([]map[string]string, maxTasks)
@@ -57,10 +72,12 @@ func (FileSinkConnector) TaskConfigs(cfg map[string]string, maxTasks int) ([]map
 	return out, nil
 }
 
-func (FileSinkConnector) NewTask() SinkTask { return &fileSinkTask{} }
+func (c FileSinkConnector) NewTask() SinkTask { return &fileSinkTask{dirs: c.Dirs} }
 
 type fileSinkTask struct {
-	dir   string
+	dirs  FileDirs
+	given string // the directory as configured
+	dir   string // and resolved: where the files go
 	flush int
 	log   *slog.Logger
 	parts map[TopicPartition]*sinkFile
@@ -76,11 +93,36 @@ type sinkFile struct {
 
 func (t *fileSinkTask) Start(_ context.Context, cfg map[string]string, sc SinkContext) error {
 	g := newGetter(cfg, FileSinkConnector{}.Config())
-	t.dir, t.flush, t.log = g.str("directory"), int(g.int64("flush.size")), sc.Logger()
+	t.given, t.flush, t.log = g.str("directory"), int(g.int64("flush.size")), sc.Logger()
 	t.parts = map[TopicPartition]*sinkFile{}
-	if err := os.MkdirAll(t.dir, 0o755); err != nil {
+	// Checked before anything is created, as well as at validation: the config may
+	// have been stored by a node that allowed more.
+	dir, err := t.dirs.Check(t.given)
+	if err != nil {
 		return fmt.Errorf("file sink: %w", err)
 	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("file sink: %w", err)
+	}
+	return t.recheck()
+}
+
+// recheck resolves the directory again and judges the one it opens: a link on the way
+// may have changed since the last check.
+func (t *fileSinkTask) recheck() error {
+	dir, err := t.dirs.Check(t.given)
+	if err != nil {
+		return fmt.Errorf("file sink: %w", err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("file sink: %w", err)
+	}
+	defer d.Close()
+	if err := t.dirs.recheckOpened(t.given, d); err != nil {
+		return fmt.Errorf("file sink: %w", err)
+	}
+	t.dir = dir
 	return nil
 }
 
@@ -111,6 +153,9 @@ func parseFileName(name string) (TopicPartition, int64, bool) {
 // Open removes each partition's files at its committed offset and beyond: an earlier
 // instance wrote them and never committed them.
 func (t *fileSinkTask) Open(_ context.Context, parts map[TopicPartition]int64) error {
+	if err := t.recheck(); err != nil {
+		return err
+	}
 	entries, err := os.ReadDir(t.dir)
 	if err != nil {
 		return fmt.Errorf("file sink: %w", err)

@@ -20,8 +20,12 @@ import (
 // {"filename": PATH} whose offset is {"position": BYTES} after the last line committed,
 // as Kafka Connect's FileStreamSource keeps it. Files are shared out over the tasks;
 // a file that does not exist yet is waited for, and one that grows is followed. A line
-// that is not JSON is a bad record (errors.tolerance decides).
-type FileSourceConnector struct{}
+// that is not JSON is a bad record (errors.tolerance decides). Files are read only where
+// Dirs allows (FileDirs): checked when the connector is validated, and again before each
+// file is opened.
+type FileSourceConnector struct {
+	Dirs FileDirs
+}
 
 // FileSourceClass is the file source's class.
 const FileSourceClass = "io.strata.connect.file.FileSourceConnector"
@@ -47,8 +51,9 @@ func (FileSourceConnector) Config() []ConfigKey {
 	}
 }
 
-// ValidateConfig checks what one key's check cannot: a file is named, each absolute.
-func (FileSourceConnector) ValidateConfig(cfg map[string]string) map[string]string {
+// ValidateConfig checks what one key's check cannot: a file is named, each absolute and
+// where the file connectors may read.
+func (c FileSourceConnector) ValidateConfig(cfg map[string]string) map[string]string {
 	files := sourceFiles(cfg)
 	if len(files) == 0 {
 		return map[string]string{"files": "Set file or files: the paths to read"}
@@ -56,6 +61,9 @@ func (FileSourceConnector) ValidateConfig(cfg map[string]string) map[string]stri
 	for _, f := range files {
 		if !strings.HasPrefix(f, "/") {
 			return map[string]string{"files": fmt.Sprintf("Invalid value %s for configuration files: give absolute paths", f)}
+		}
+		if _, err := c.Dirs.Check(f); err != nil {
+			return map[string]string{"files": fmt.Sprintf("Invalid value %s for configuration files: %v", f, err)}
 		}
 	}
 	return nil
@@ -87,9 +95,10 @@ func (FileSourceConnector) TaskConfigs(cfg map[string]string, maxTasks int) ([]m
 	return out, nil
 }
 
-func (FileSourceConnector) NewTask() SourceTask { return &fileSourceTask{} }
+func (c FileSourceConnector) NewTask() SourceTask { return &fileSourceTask{dirs: c.Dirs} }
 
 type fileSourceTask struct {
+	dirs  FileDirs
 	files []*sourceFile
 	topic string
 	batch int
@@ -128,6 +137,11 @@ func (t *fileSourceTask) Start(ctx context.Context, cfg map[string]string, sc So
 		}
 	}
 	for _, p := range splitList(cfg["task.files"]) {
+		// Checked here as well as at validation: the config may have been stored by a
+		// node that allowed more.
+		if _, err := t.dirs.Check(p); err != nil {
+			return fmt.Errorf("file source: %w", err)
+		}
 		t.files = append(t.files, &sourceFile{path: p, pos: pos[p]})
 	}
 	return nil
@@ -164,9 +178,14 @@ func (t *fileSourceTask) Poll(ctx context.Context) (SourceBatch, error) {
 // read takes up to n complete lines of sf and moves its position past them.
 func (t *fileSourceTask) read(sf *sourceFile, n int) ([]Record, error) {
 	if sf.f == nil {
-		f, err := os.Open(sf.path)
+		// Checked again at every open: a link on the way may have changed since.
+		f, err := t.dirs.openChecked(sf.path)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil // not there yet
+		}
+		var refused *FileRefusedError
+		if errors.As(err, &refused) {
+			return nil, fmt.Errorf("file source: %w", err)
 		}
 		if err != nil {
 			return nil, &RetriableError{Err: fmt.Errorf("file source: open %s: %w", sf.path, err)}

@@ -30,22 +30,37 @@ type testNode struct {
 	url string
 	cat *sqlite.Catalog
 	n   *node.Node
-	dir string
+	// dir is where the file connectors may read and write (unless the test gave its
+	// own plugins); data holds the node's catalog and objects, which they may not.
+	dir, data string
 }
 
 func startNode(t *testing.T, wc connect.WorkerConfig, mutate ...func(*node.Config)) *testNode {
 	t.Helper()
-	dir := t.TempDir()
-	cat, err := sqlite.Open(t.Context(), filepath.Join(dir, "catalog.db"), catalog.Options{})
+	root := t.TempDir()
+	dir, data := filepath.Join(root, "files"), filepath.Join(root, "node")
+	for _, d := range []string{dir, data} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cat, err := sqlite.Open(t.Context(), filepath.Join(data, "catalog.db"), catalog.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := fs.New(filepath.Join(dir, "objects"))
+	store, err := fs.New(filepath.Join(data, "objects"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if wc.Lease == 0 {
 		wc.Lease = 2 * time.Second
+	}
+	if wc.Plugins == nil {
+		dirs, err := connect.NewFileDirs([]string{dir}, []connect.OwnDir{{Path: data, What: "the test node's data directory"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wc.Plugins = connect.NewPlugins(connect.FileSourceConnector{Dirs: dirs}, connect.FileSinkConnector{Dirs: dirs})
 	}
 	cfg := node.Config{Catalog: cat, Store: store,
 		Writer: true, WriterConfig: writer.Config{Linger: 5 * time.Millisecond},
@@ -70,7 +85,7 @@ func startNode(t *testing.T, wc connect.WorkerConfig, mutate ...func(*node.Confi
 		<-served
 		cat.Close()
 	})
-	return &testNode{url: "http://" + ln.Addr().String(), cat: cat, n: n, dir: dir}
+	return &testNode{url: "http://" + ln.Addr().String(), cat: cat, n: n, dir: dir, data: data}
 }
 
 // do sends a request and returns the status and body.
@@ -100,27 +115,47 @@ func (tn *testNode) do(t *testing.T, method, path, body string) (int, string) {
 // (after normalising both): Kafka Connect's shapes.
 func (tn *testNode) want(t *testing.T, method, path, body string, status int, want string) any {
 	t.Helper()
+	g, err := tn.check(t, method, path, body, status, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// eventuallyWant is want for what the runtime records after the fact (a source's
+// topics are recorded once its commit has answered): it retries until the answer is
+// the one wanted.
+func (tn *testNode) eventuallyWant(t *testing.T, method, path, body string, status int, want string) {
+	t.Helper()
+	eventually(t, 10*time.Second, method+" "+path, func() error {
+		_, err := tn.check(t, method, path, body, status, want)
+		return err
+	})
+}
+
+func (tn *testNode) check(t *testing.T, method, path, body string, status int, want string) (any, error) {
+	t.Helper()
 	got, b := tn.do(t, method, path, body)
 	if got != status {
-		t.Fatalf("%s %s: status %d, want %d; body %s", method, path, got, status, b)
+		return nil, fmt.Errorf("%s %s: status %d, want %d; body %s", method, path, got, status, b)
 	}
 	if want == "" {
 		if status == http.StatusNoContent && b != "" {
-			t.Fatalf("%s %s: 204 with a body %q", method, path, b)
+			return nil, fmt.Errorf("%s %s: 204 with a body %q", method, path, b)
 		}
-		return nil
+		return nil, nil
 	}
 	var g, w any
 	if err := json.Unmarshal([]byte(b), &g); err != nil {
-		t.Fatalf("%s %s: body %q is not JSON: %v", method, path, b, err)
+		return nil, fmt.Errorf("%s %s: body %q is not JSON: %v", method, path, b, err)
 	}
 	if err := json.Unmarshal([]byte(want), &w); err != nil {
 		t.Fatalf("bad expectation %q: %v", want, err)
 	}
 	if !jsonEqual(g, w) {
-		t.Fatalf("%s %s:\n got %s\nwant %s", method, path, canon(g), canon(w))
+		return nil, fmt.Errorf("%s %s:\n got %s\nwant %s", method, path, canon(g), canon(w))
 	}
-	return g
+	return g, nil
 }
 
 // jsonEqual compares decoded JSON, with "*" in want matching any value.

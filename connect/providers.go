@@ -54,8 +54,15 @@ func NewProviders(envPrefixes, dirs []string) (Providers, error) {
 
 // Resolve returns cfg with every reference replaced, or per key why one could not be.
 func (p Providers) Resolve(cfg map[string]string) (map[string]string, map[string]string) {
-	out := make(map[string]string, len(cfg))
-	errs := map[string]string{}
+	out, errs, _ := p.resolve(cfg)
+	return out, errs
+}
+
+// resolve is Resolve, with what the references resolved to: values no answer may
+// carry (secrets).
+func (p Providers) resolve(cfg map[string]string) (out, errs map[string]string, resolved secrets) {
+	out = make(map[string]string, len(cfg))
+	errs = map[string]string{}
 	for k, v := range cfg {
 		if !isReference(v) {
 			out[k] = v
@@ -68,13 +75,15 @@ func (p Providers) Resolve(cfg map[string]string) (map[string]string, map[string
 			if err != nil && first == nil {
 				first = err
 			}
+			resolved = resolved.add(val)
 			return val
 		})
 		if first != nil {
 			errs[k] = first.Error()
 		}
+		resolved = resolved.add(out[k])
 	}
-	return out, errs
+	return out, errs, resolved
 }
 
 func (p Providers) lookup(provider, arg string) (string, error) {

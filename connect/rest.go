@@ -1,6 +1,7 @@
 package connect
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,13 +20,15 @@ import (
 )
 
 // REST serves Kafka Connect's REST API — paths, JSON shapes and error bodies
-// ({"error_code": STATUS, "message": ...}) — over the catalog: any node with the connect
-// role answers for every connector, as any Kafka Connect worker does (forwarding is
-// not needed, the catalog is shared). The node mounts Connectors and Plugins under
-// /connectors and /connector-plugins, and again under /v1.
+// ({"error_code": STATUS, "message": ...}) — over the broker core, which authorizes,
+// audits and keeps every connector in the catalog: any node with the connect role
+// answers for every connector, as any Kafka Connect worker does (forwarding is not
+// needed, the catalog is shared). A handler decodes, calls the core (handing it the
+// runtime's planner, which validates a config against the plugins once the caller is
+// authorized), and encodes; it keeps no rule of its own. The node mounts Connectors and
+// Plugins under /connectors and /connector-plugins, and again under /v1.
 type REST struct {
-	store     Store
-	core      Core
+	core      AdminCore
 	plugins   *Plugins
 	providers Providers
 	worker    string
@@ -39,14 +42,33 @@ type RESTConfig struct {
 	Providers Providers
 	// Worker names the node's worker in what it stores (a connector's worker_id).
 	Worker string
-	// Principal is who a request comes from (the connector is created as it); nil:
-	// anonymous, until the front ends authenticate principals.
+	// Principal is who a request comes from, as the API's middleware authenticated it
+	// (the core authorizes it; a connector it stores runs as it); nil: anonymous.
 	Principal func(*http.Request) broker.Principal
 	Log       *slog.Logger
 }
 
+// AdminCore is the core's connector administration (*broker.Broker has it).
+type AdminCore interface {
+	Connectors(ctx context.Context, who broker.Principal) ([]catalog.Connector, error)
+	Connector(ctx context.Context, who broker.Principal, name string) (catalog.Connector, error)
+	PutConnector(ctx context.Context, who broker.Principal, req broker.PutConnectorRequest) (catalog.Connector, bool, error)
+	RestartConnector(ctx context.Context, who broker.Principal, name, worker string, plan broker.ConnectorPlanner) error
+	DeleteConnector(ctx context.Context, who broker.Principal, name string) error
+	SetConnectorState(ctx context.Context, who broker.Principal, name, state string) error
+	RestartConnectorTasks(ctx context.Context, who broker.Principal, name string, task int32, onlyFailed bool) (catalog.Connector, error)
+	ConnectorTopics(ctx context.Context, who broker.Principal, name string) ([]string, error)
+	ResetConnectorTopics(ctx context.Context, who broker.Principal, name string) error
+	ConnectorOffsets(ctx context.Context, who broker.Principal, name string) (broker.ConnectorOffsets, error)
+	AlterConnectorOffsets(ctx context.Context, who broker.Principal, name string, decode broker.OffsetsDecoder) error
+	ResetConnectorOffsets(ctx context.Context, who broker.Principal, name string) error
+	AuthorizeConnectorCreate(ctx context.Context, who broker.Principal, name string) error
+}
+
+var _ AdminCore = (*broker.Broker)(nil)
+
 // NewREST builds the REST API.
-func NewREST(store Store, core Core, cfg RESTConfig) *REST {
+func NewREST(core AdminCore, cfg RESTConfig) *REST {
 	if cfg.Plugins == nil {
 		cfg.Plugins = DefaultPlugins()
 	}
@@ -56,7 +78,7 @@ func NewREST(store Store, core Core, cfg RESTConfig) *REST {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &REST{store: store, core: core, plugins: cfg.Plugins, providers: cfg.Providers, worker: cfg.Worker,
+	return &REST{core: core, plugins: cfg.Plugins, providers: cfg.Providers, worker: cfg.Worker,
 		principal: cfg.Principal, log: cfg.Log.With("component", "connect-rest")}
 }
 
@@ -74,8 +96,8 @@ func errorf(status int, format string, args ...any) *restError {
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// serve writes a handler's error in Kafka Connect's shape; catalog errors are mapped
-// here, anything unexpected logged and answered 500.
+// serve writes a handler's error in Kafka Connect's shape: the core's refusals by their
+// code (restStatus), in the core's words; anything unexpected logged and answered 500.
 func (h *REST) serve(fn handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		err := fn(w, r)
@@ -83,24 +105,48 @@ func (h *REST) serve(fn handlerFunc) http.HandlerFunc {
 			return
 		}
 		var re *restError
+		var be *broker.Error
+		body := map[string]any{}
 		switch {
 		case errors.As(err, &re):
-		case errors.Is(err, catalog.ErrConnectorNotFound):
-			re = errorf(http.StatusNotFound, "Connector %s not found", chi.URLParam(r, "name"))
-		case errors.Is(err, catalog.ErrConnectorExists):
-			re = errorf(http.StatusConflict, "Connector %s already exists", chi.URLParam(r, "name"))
-		case errors.Is(err, catalog.ErrTaskNotFound):
-			re = errorf(http.StatusNotFound, "Task not found: %s-%s", chi.URLParam(r, "name"), chi.URLParam(r, "task"))
-		case errors.Is(err, catalog.ErrConnectorNotStopped):
-			re = errorf(http.StatusBadRequest, "Connectors must be in the STOPPED state before their offsets can be modified. This can be done for the specified connector by issuing a 'PUT' request to the '/connectors/%s/stop' endpoint", chi.URLParam(r, "name"))
-		case errors.Is(err, catalog.ErrInvalidConnector):
-			re = errorf(http.StatusBadRequest, "%s", err.Error())
+		case errors.As(err, &be):
+			re = errorf(restStatus(be.Code), "%s", be.Message)
+			switch be.Code {
+			case broker.CodeConnectorNotStopped:
+				re.msg = fmt.Sprintf("Connectors must be in the STOPPED state before their offsets can be modified. This can be done for the specified connector by issuing a 'PUT' request to the '/connectors/%s/stop' endpoint", chi.URLParam(r, "name"))
+			case broker.CodeForbidden:
+				for _, k := range []string{"operation", "resource_type", "resource"} {
+					body[k] = be.Details[k]
+				}
+			}
+			if be.Unexpected || re.status == http.StatusInternalServerError {
+				h.log.Error("connect REST request failed", "method", r.Method, "path", r.URL.Path, "code", be.Code, "op", be.Op, "err", be.Err)
+			}
 		default:
 			h.log.Error("connect REST request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 			re = errorf(http.StatusInternalServerError, "%s", err.Error())
 		}
-		writeJSON(w, re.status, map[string]any{"error_code": re.status, "message": re.msg})
+		body["error_code"], body["message"] = re.status, re.msg
+		writeJSON(w, re.status, body)
 	}
+}
+
+// restStatus is the status Kafka Connect answers a refusal with.
+func restStatus(c broker.Code) int {
+	switch c {
+	case broker.CodeForbidden:
+		return http.StatusForbidden
+	case broker.CodeConnectorNotFound, broker.CodeTaskNotFound:
+		return http.StatusNotFound
+	case broker.CodeConnectorExists, broker.CodeGroupNotEmpty:
+		return http.StatusConflict
+	case broker.CodeInternal:
+		return http.StatusInternalServerError
+	}
+	if c.Retriable() {
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusBadRequest
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -284,7 +330,7 @@ func statusOf(c catalog.Connector) connectorStatus {
 }
 
 func (h *REST) list(w http.ResponseWriter, r *http.Request) error {
-	cs, err := h.store.Connectors(r.Context())
+	cs, err := h.core.Connectors(r.Context(), h.principal(r))
 	if err != nil {
 		return err
 	}
@@ -329,14 +375,7 @@ func (h *REST) create(w http.ResponseWriter, r *http.Request) error {
 	if req.Config == nil {
 		return errorf(http.StatusBadRequest, "Connector config is missing: send {\"name\": ..., \"config\": {...}}")
 	}
-	state := strings.ToUpper(req.InitialState)
-	if state != "" && catalog.ValidateTargetState(state) != nil {
-		return errorf(http.StatusBadRequest, "Invalid initial state %q: use RUNNING, PAUSED or STOPPED", req.InitialState)
-	}
-	c, _, err := h.put(r, name, req.Config, state, false)
-	if errors.Is(err, catalog.ErrConnectorExists) {
-		return errorf(http.StatusConflict, "Connector %s already exists", name)
-	}
+	c, _, err := h.put(r, name, req.Config, strings.ToUpper(req.InitialState), false)
 	if err != nil {
 		return err
 	}
@@ -345,35 +384,41 @@ func (h *REST) create(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// put validates a config, splits it into tasks and stores it.
+// put stores a config through the core, which authorizes it and then calls plan.
 func (h *REST) put(r *http.Request, name string, cfg map[string]string, state string, upsert bool) (catalog.Connector, bool, error) {
 	if inc, ok := cfg[cfgName]; ok && inc != name {
 		return catalog.Connector{}, false, errorf(http.StatusBadRequest, "Connector name configuration (%s) doesn't match connector name in the URL (%s)", inc, name)
 	}
-	if name == "" {
-		return catalog.Connector{}, false, errorf(http.StatusBadRequest, "Connector name is missing")
-	}
 	cfg = maps.Clone(cfg)
 	cfg[cfgName] = name
+	return h.core.PutConnector(r.Context(), h.principal(r), broker.PutConnectorRequest{Name: name, Config: cfg, Upsert: upsert,
+		TargetState: state, Worker: h.worker, Plan: h.plan})
+}
+
+// plan validates a config against the plugins (provider references resolved, their
+// values in no answer) and splits it into tasks: the core calls it once the caller may
+// store the config.
+func (h *REST) plan(_ context.Context, name string, cfg map[string]string) (broker.ConnectorPlan, error) {
+	invalid := func(format string, args ...any) (broker.ConnectorPlan, error) {
+		return broker.ConnectorPlan{}, &broker.Error{Code: broker.CodeInvalidConfig, Message: fmt.Sprintf(format, args...)}
+	}
 	v, err := validate(h.plugins, h.providers, cfg, "")
 	if err != nil {
-		return catalog.Connector{}, false, errorf(http.StatusBadRequest, "%s", err.Error())
+		return invalid("%s", err.Error())
 	}
 	if v.errors > 0 {
-		return catalog.Connector{}, false, errorf(http.StatusBadRequest,
-			"Connector configuration is invalid and contains the following %d error(s):\n%s\nYou can also find the above list of errors at the endpoint `/connector-plugins/{connectorType}/config/validate`",
+		return invalid("Connector configuration is invalid and contains the following %d error(s):\n%s\nYou can also find the above list of errors at the endpoint `/connector-plugins/{connectorType}/config/validate`",
 			v.errors, strings.Join(v.messages(), "\n"))
 	}
 	tasks, err := v.plugin.TaskConfigs(cfg, int(newGetter(cfg, commonKeys(v.plugin.Type())).int64(cfgTasksMax)))
 	if err != nil {
-		return catalog.Connector{}, false, errorf(http.StatusBadRequest, "Connector %s could not split its config into tasks: %v", name, err)
+		return invalid("Connector %s could not split its config into tasks: %s", name, v.resolved.redact(err.Error()))
 	}
-	return h.store.PutConnector(r.Context(), catalog.ConnectorSpec{Name: name, Type: v.plugin.Type(), Config: cfg, Tasks: tasks,
-		Principal: h.principal(r).Name, TargetState: state, Worker: h.worker}, upsert)
+	return broker.ConnectorPlan{Type: v.plugin.Type(), Tasks: tasks, Needs: needsOf(v.plugin, name, cfg)}, nil
 }
 
 func (h *REST) connector(r *http.Request) (catalog.Connector, error) {
-	return h.store.Connector(r.Context(), chi.URLParam(r, "name"))
+	return h.core.Connector(r.Context(), h.principal(r), chi.URLParam(r, "name"))
 }
 
 func (h *REST) info(w http.ResponseWriter, r *http.Request) error {
@@ -386,7 +431,7 @@ func (h *REST) info(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *REST) delete(w http.ResponseWriter, r *http.Request) error {
-	if err := h.store.DeleteConnector(r.Context(), chi.URLParam(r, "name")); err != nil {
+	if err := h.core.DeleteConnector(r.Context(), h.principal(r), chi.URLParam(r, "name")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -431,7 +476,7 @@ func (h *REST) status(w http.ResponseWriter, r *http.Request) error {
 
 func (h *REST) setState(state string, status int) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		if err := h.store.SetTargetState(r.Context(), chi.URLParam(r, "name"), state); err != nil {
+		if err := h.core.SetConnectorState(r.Context(), h.principal(r), chi.URLParam(r, "name"), state); err != nil {
 			return err
 		}
 		w.WriteHeader(status)
@@ -453,7 +498,8 @@ func boolParam(r *http.Request, name string) (bool, error) {
 
 // restart: without includeTasks or onlyFailed, the connector alone — its task configs
 // are computed again (204); with includeTasks, its tasks too (onlyFailed: the FAILED
-// ones), answered 202 with the status.
+// ones), answered 202 with the status. onlyFailed alone restarts nothing (a connector
+// here never fails, only its tasks do) and answers the status.
 func (h *REST) restart(w http.ResponseWriter, r *http.Request) error {
 	includeTasks, err := boolParam(r, "includeTasks")
 	if err != nil {
@@ -463,21 +509,22 @@ func (h *REST) restart(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	c, err := h.connector(r)
-	if err != nil {
-		return err
-	}
-	if !includeTasks && !onlyFailed {
-		if _, _, err := h.put(r, c.Name, c.Config, "", true); err != nil {
+	name, who := chi.URLParam(r, "name"), h.principal(r)
+	var c catalog.Connector
+	switch {
+	case !includeTasks && !onlyFailed:
+		if err := h.core.RestartConnector(r.Context(), who, name, h.worker, h.plan); err != nil {
 			return err
 		}
 		w.WriteHeader(http.StatusNoContent)
 		return nil
+	case includeTasks:
+		c, err = h.core.RestartConnectorTasks(r.Context(), who, name, -1, onlyFailed)
+	default:
+		c, err = h.core.Connector(r.Context(), who, name)
 	}
-	if includeTasks {
-		if c, err = h.store.RestartTasks(r.Context(), c.Name, -1, onlyFailed); err != nil {
-			return err
-		}
+	if err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusAccepted, statusOf(c))
 	return nil
@@ -536,7 +583,7 @@ func (h *REST) restartTask(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := h.store.RestartTasks(r.Context(), chi.URLParam(r, "name"), id, false); err != nil {
+	if _, err := h.core.RestartConnectorTasks(r.Context(), h.principal(r), chi.URLParam(r, "name"), id, false); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -544,20 +591,20 @@ func (h *REST) restartTask(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *REST) topics(w http.ResponseWriter, r *http.Request) error {
-	c, err := h.connector(r)
+	name := chi.URLParam(r, "name")
+	topics, err := h.core.ConnectorTopics(r.Context(), h.principal(r), name)
 	if err != nil {
 		return err
 	}
-	topics := c.Topics
 	if topics == nil {
 		topics = []string{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{c.Name: map[string]any{"topics": topics}})
+	writeJSON(w, http.StatusOK, map[string]any{name: map[string]any{"topics": topics}})
 	return nil
 }
 
 func (h *REST) resetTopics(w http.ResponseWriter, r *http.Request) error {
-	if err := h.store.ResetConnectorTopics(r.Context(), chi.URLParam(r, "name")); err != nil {
+	if err := h.core.ResetConnectorTopics(r.Context(), h.principal(r), chi.URLParam(r, "name")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusAccepted)
@@ -654,6 +701,10 @@ func (h *REST) pluginConfig(w http.ResponseWriter, r *http.Request) error {
 func (h *REST) validate(w http.ResponseWriter, r *http.Request) error {
 	var cfg configMap
 	if err := readBody(r, &cfg); err != nil {
+		return err
+	}
+	// It reads the node's config providers: as creating the connector would.
+	if err := h.core.AuthorizeConnectorCreate(r.Context(), h.principal(r), strings.TrimSpace(cfg[cfgName])); err != nil {
 		return err
 	}
 	class := chi.URLParam(r, "plugin")

@@ -2,7 +2,6 @@ package connect
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -33,32 +32,21 @@ type offsetsBody struct {
 }
 
 func (h *REST) getOffsets(w http.ResponseWriter, r *http.Request) error {
-	c, err := h.connector(r)
+	name := chi.URLParam(r, "name")
+	offs, err := h.core.ConnectorOffsets(r.Context(), h.principal(r), name)
 	if err != nil {
 		return err
 	}
 	out := offsetsBody{Offsets: []offsetEntry{}}
-	if c.Type == catalog.ConnectorSink {
-		offs, err := h.store.GroupOffsets(r.Context(), sinkGroup(c.Name))
-		if err != nil && !errors.Is(err, catalog.ErrGroupNotFound) {
-			return err
-		}
-		for _, o := range offs {
-			out.Offsets = append(out.Offsets, offsetEntry{
-				Partition: map[string]any{"kafka_topic": o.Topic, "kafka_partition": o.Partition},
-				Offset:    map[string]any{"kafka_offset": o.Offset}})
-		}
-		writeJSON(w, http.StatusOK, out)
-		return nil
+	for _, o := range offs.Sink {
+		out.Offsets = append(out.Offsets, offsetEntry{
+			Partition: map[string]any{"kafka_topic": o.Topic, "kafka_partition": o.Partition},
+			Offset:    map[string]any{"kafka_offset": o.Offset}})
 	}
-	offs, err := h.store.ConnectorOffsets(r.Context(), c.Name)
-	if err != nil {
-		return err
-	}
-	for _, o := range offs {
+	for _, o := range offs.Source {
 		d, err := decodeOffset(o)
 		if err != nil {
-			return fmt.Errorf("stored offset of %s: %w", c.Name, err)
+			return fmt.Errorf("stored offset of %s: %w", name, err)
 		}
 		out.Offsets = append(out.Offsets, offsetEntry{Partition: d.Partition, Offset: d.Offset})
 	}
@@ -66,122 +54,96 @@ func (h *REST) getOffsets(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (h *REST) stoppedConnector(r *http.Request) (catalog.Connector, error) {
-	c, err := h.connector(r)
-	if err == nil {
-		err = catalog.CheckOffsetEdit(c)
-	}
-	return c, err
+// offsetEdit is one entry of a PATCH body.
+type offsetEdit struct {
+	Partition map[string]any  `json:"partition"`
+	Offset    json.RawMessage `json:"offset"`
 }
 
 func (h *REST) alterOffsets(w http.ResponseWriter, r *http.Request) error {
 	var body struct {
-		Offsets []struct {
-			Partition map[string]any  `json:"partition"`
-			Offset    json.RawMessage `json:"offset"`
-		} `json:"offsets"`
+		Offsets []offsetEdit `json:"offsets"`
 	}
 	if err := readBody(r, &body); err != nil {
 		return err
 	}
-	if len(body.Offsets) == 0 {
-		return errorf(http.StatusBadRequest, "The offsets to be altered may not be null or empty")
+	// The body's shape is the connector type's, which the core knows once the caller
+	// may edit it.
+	decode := func(typ string) (broker.OffsetsEdit, error) {
+		if len(body.Offsets) == 0 {
+			return broker.OffsetsEdit{}, badRequest("The offsets to be altered may not be null or empty")
+		}
+		if typ == catalog.ConnectorSink {
+			return sinkEdit(body.Offsets)
+		}
+		return sourceEdit(body.Offsets)
 	}
-	c, err := h.stoppedConnector(r)
-	if err != nil {
+	if err := h.core.AlterConnectorOffsets(r.Context(), h.principal(r), chi.URLParam(r, "name"), decode); err != nil {
 		return err
 	}
-	if c.Type == catalog.ConnectorSink {
-		return h.alterSinkOffsets(w, r, c, body.Offsets)
-	}
-	edits := make([]catalog.SourceOffset, 0, len(body.Offsets))
-	for _, e := range body.Offsets {
+	writeJSON(w, http.StatusOK, map[string]string{"message": msgAltered})
+	return nil
+}
+
+func badRequest(format string, args ...any) *broker.Error {
+	return &broker.Error{Code: broker.CodeInvalidRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+// sourceEdit reads a source connector's entries: a null offset removes the partition's.
+func sourceEdit(entries []offsetEdit) (broker.OffsetsEdit, error) {
+	edits := make([]catalog.SourceOffset, 0, len(entries))
+	for _, e := range entries {
 		if e.Partition == nil {
-			return errorf(http.StatusBadRequest, "Source partitions may not be null")
+			return broker.OffsetsEdit{}, badRequest("Source partitions may not be null")
 		}
 		p, err := encodeOffset(Offset{Partition: e.Partition, Offset: map[string]any{}})
 		if err != nil {
-			return errorf(http.StatusBadRequest, "%s", err.Error())
+			return broker.OffsetsEdit{}, badRequest("%s", err.Error())
 		}
 		so := catalog.SourceOffset{Partition: p.Partition}
 		if string(e.Offset) != "null" && len(e.Offset) > 0 {
 			var off map[string]any
 			if decodeJSON(string(e.Offset), &off) != nil || off == nil {
-				return errorf(http.StatusBadRequest, "Source offset for partition %s must be a JSON object or null", p.Partition)
+				return broker.OffsetsEdit{}, badRequest("Source offset for partition %s must be a JSON object or null", p.Partition)
 			}
 			o, err := encodeOffset(Offset{Partition: e.Partition, Offset: off})
 			if err != nil {
-				return errorf(http.StatusBadRequest, "%s", err.Error())
+				return broker.OffsetsEdit{}, badRequest("%s", err.Error())
 			}
 			so.Offset = o.Offset
 		}
 		edits = append(edits, so)
 	}
-	if err := h.store.AlterConnectorOffsets(r.Context(), c.Name, edits, false); err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"message": msgAltered})
-	return nil
+	return broker.OffsetsEdit{Source: edits}, nil
 }
 
-// alterSinkOffsets sets the group's offsets; a null offset resets the partition to its
-// log start (where a sink without a committed offset begins).
-func (h *REST) alterSinkOffsets(w http.ResponseWriter, r *http.Request, c catalog.Connector, entries []struct {
-	Partition map[string]any  `json:"partition"`
-	Offset    json.RawMessage `json:"offset"`
-}) error {
-	offs := make([]catalog.CommitOffset, 0, len(entries))
+// sinkEdit reads a sink connector's entries; a null offset is the partition's log start
+// (where a sink without a committed offset begins).
+func sinkEdit(entries []offsetEdit) (broker.OffsetsEdit, error) {
+	offs := make([]broker.SinkOffset, 0, len(entries))
 	for _, e := range entries {
 		topic, _ := e.Partition["kafka_topic"].(string)
 		part, ok := e.Partition["kafka_partition"].(float64)
 		if topic == "" || !ok || part < 0 || part != float64(int32(part)) {
-			return errorf(http.StatusBadRequest, "Kafka partitions must be given as {\"kafka_topic\": TOPIC, \"kafka_partition\": N}")
+			return broker.OffsetsEdit{}, badRequest("Kafka partitions must be given as {\"kafka_topic\": TOPIC, \"kafka_partition\": N}")
 		}
-		o := catalog.CommitOffset{Topic: topic, Partition: int32(part)}
-		if string(e.Offset) == "null" || len(e.Offset) == 0 {
-			start, err := h.core.ListOffset(r.Context(), h.principal(r), topic, o.Partition, broker.Earliest)
-			if err != nil {
-				return errorf(http.StatusBadRequest, "%s/%d: %v", topic, o.Partition, err)
-			}
-			o.Offset = start
-		} else {
+		o := broker.SinkOffset{Topic: topic, Partition: int32(part), Offset: -1}
+		if string(e.Offset) != "null" && len(e.Offset) > 0 {
 			var off struct {
 				KafkaOffset *int64 `json:"kafka_offset"`
 			}
 			if json.Unmarshal(e.Offset, &off) != nil || off.KafkaOffset == nil || *off.KafkaOffset < 0 {
-				return errorf(http.StatusBadRequest, "Kafka offsets must be given as {\"kafka_offset\": N} with N ≥ 0, or null")
+				return broker.OffsetsEdit{}, badRequest("Kafka offsets must be given as {\"kafka_offset\": N} with N ≥ 0, or null")
 			}
 			o.Offset = *off.KafkaOffset
 		}
 		offs = append(offs, o)
 	}
-	if err := h.store.ResetOffsets(r.Context(), sinkGroup(c.Name), offs); err != nil {
-		return sinkOffsetsError(c, err)
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"message": msgAltered})
-	return nil
-}
-
-func sinkOffsetsError(c catalog.Connector, err error) error {
-	switch {
-	case errors.Is(err, catalog.ErrGroupNotEmpty):
-		return errorf(http.StatusConflict, "The group %s of sink connector %s still has live members (a stopped task's session has not ended yet): retry in a moment", sinkGroup(c.Name), c.Name)
-	case errors.Is(err, catalog.ErrTopicNotFound), errors.Is(err, catalog.ErrPartitionOutOfRange), errors.Is(err, catalog.ErrInvalidOffset):
-		return errorf(http.StatusBadRequest, "%s", err.Error())
-	}
-	return err
+	return broker.OffsetsEdit{Sink: offs}, nil
 }
 
 func (h *REST) resetOffsets(w http.ResponseWriter, r *http.Request) error {
-	c, err := h.stoppedConnector(r)
-	if err != nil {
-		return err
-	}
-	if c.Type == catalog.ConnectorSink {
-		if err := h.store.DeleteGroup(r.Context(), sinkGroup(c.Name)); err != nil && !errors.Is(err, catalog.ErrGroupNotFound) {
-			return sinkOffsetsError(c, err)
-		}
-	} else if err := h.store.AlterConnectorOffsets(r.Context(), chi.URLParam(r, "name"), nil, true); err != nil {
+	if err := h.core.ResetConnectorOffsets(r.Context(), h.principal(r), chi.URLParam(r, "name")); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"message": msgReset})

@@ -31,19 +31,16 @@ type Core interface {
 
 var _ Core = (*broker.Broker)(nil)
 
-// Store is the catalog the runtime keeps connectors in (both backends), with the group
-// calls a sink connector's offsets are administered through.
+// Store is the catalog the runtime's workers hold their tasks through (both backends);
+// administration goes through the core (REST).
 type Store interface {
 	catalog.Connect
-	GroupOffsets(ctx context.Context, group string) ([]catalog.GroupOffset, error)
-	ResetOffsets(ctx context.Context, group string, offsets []catalog.CommitOffset) error
-	DeleteGroup(ctx context.Context, group string) error
 }
 
 var _ Store = catalog.Backend(nil)
 
 // sinkGroup is a sink connector's consumer group.
-func sinkGroup(connector string) string { return "connect-" + connector }
+func sinkGroup(connector string) string { return broker.SinkGroup(connector) }
 
 // taskEnv is what a task runner runs with: its instance's fence, its resolved config,
 // and the pipeline the config builds (converters, transforms, error policy).
@@ -66,6 +63,10 @@ type taskEnv struct {
 	control   *taskControl
 	topicsMu  sync.Mutex
 	topicSeen map[string]bool
+	// resolved are what the config's provider references resolved to: kept out of the
+	// task's status trace.
+	resolved secrets
+	refusals refusals // the task's goroutine's alone
 }
 
 // newTaskEnv builds a task's environment from its assignment: the connector's config
@@ -73,7 +74,7 @@ type taskEnv struct {
 func newTaskEnv(at catalog.AssignedTask, w *Worker, control *taskControl) (*taskEnv, error) {
 	raw := maps.Clone(at.ConnectorConfig)
 	maps.Copy(raw, at.Config)
-	cfg, errs := w.cfg.Providers.Resolve(raw)
+	cfg, errs, resolved := w.cfg.Providers.resolve(raw)
 	for k, e := range errs {
 		return nil, fmt.Errorf("config %s: %s", k, e)
 	}
@@ -91,7 +92,7 @@ func newTaskEnv(at catalog.AssignedTask, w *Worker, control *taskControl) (*task
 		chain:  ch,
 		policy: newErrorPolicy(g, at.Connector, at.Task, log),
 		core:   w.core, store: w.store, log: log, fail: w.fail, control: control,
-		topicSeen: map[string]bool{},
+		topicSeen: map[string]bool{}, resolved: resolved,
 	}, nil
 }
 

@@ -55,6 +55,28 @@ type sinkRun struct {
 	pending  int // records put since the last flush
 	interval time.Duration
 	flushing bool // a heartbeat within a flush leaves revoked partitions to it
+	// retryAt is when a heartbeat that failed may be tried again (its delay doubles,
+	// from sinkRetryDelay to sinkRetryDelayMax, until one succeeds): the loop waits for
+	// it rather than spinning, and losing the membership does not bring it forward.
+	retryAt    time.Time
+	beatDelay  time.Duration
+	fetchDelay time.Duration // the same for fetches that fail
+}
+
+// Backoff of a sink's failed calls.
+const (
+	sinkRetryDelay    = 250 * time.Millisecond
+	sinkRetryDelayMax = 5 * time.Second
+)
+
+// backoff doubles *d from sinkRetryDelay up to sinkRetryDelayMax and answers the wait.
+func backoff(d *time.Duration) time.Duration {
+	if *d == 0 {
+		*d = sinkRetryDelay
+	} else {
+		*d = min(2**d, sinkRetryDelayMax)
+	}
+	return *d
 }
 
 func runSink(ctx context.Context, e *taskEnv, task SinkTask, session time.Duration) error {
@@ -91,6 +113,7 @@ func (s *sinkRun) loop(ctx context.Context) error {
 		}
 		if !s.leaseValid() {
 			s.lose(ctx, "the group has not answered within the session")
+			sleep(ctx, time.Until(s.nextBeat)) // now, or after a failed heartbeat's backoff
 			continue
 		}
 		n, err := s.fetchAndPut(ctx)
@@ -139,15 +162,26 @@ func (s *sinkRun) heartbeat(ctx context.Context) error {
 		var be *broker.Error
 		if errors.As(err, &be) && (be.Code == broker.CodeUnknownMember || be.Code == broker.CodeStaleMemberEpoch) {
 			s.lose(ctx, be.Message)
+			s.nextBeat = time.Now() // join again at once
 			return nil
 		}
 		if errors.As(err, &be) && be.Code == broker.CodeTopicNotFound {
 			return &failedError{f: failure{stage: "KAFKA_CONSUME", class: "broker", err: err, offset: -1}}
 		}
+		if be, ok := forbidden(err); ok {
+			if err := s.e.refused(ctx, "KAFKA_CONSUME", "group heartbeat", be); err != nil {
+				return err
+			}
+			s.nextBeat = time.Now()
+			return nil
+		}
 		s.e.log.Warn("sink heartbeat", "err", err)
-		s.nextBeat = time.Now().Add(time.Second)
+		s.retryAt = time.Now().Add(backoff(&s.beatDelay))
+		s.nextBeat = s.retryAt
 		return nil
 	}
+	s.e.allowed("group heartbeat")
+	s.retryAt, s.beatDelay = time.Time{}, 0
 	s.epoch, s.beatSent = res.MemberEpoch, sent
 	s.nextBeat = sent.Add(res.HeartbeatInterval)
 	assigned := map[TopicPartition]bool{}
@@ -206,6 +240,14 @@ func (s *sinkRun) ownedList() []catalog.TopicPartitions {
 // start for a partition without one).
 func (s *sinkRun) open(ctx context.Context, added []TopicPartition) error {
 	offs, err := s.e.core.GroupOffsets(ctx, s.e.who, s.group)
+	if be, ok := forbidden(err); ok {
+		if err := s.e.refused(ctx, "KAFKA_CONSUME", "committed offsets", be); err != nil {
+			return err
+		}
+		s.nextBeat = time.Now() // partitions not opened: the next heartbeat offers them again
+		return nil
+	}
+	s.e.allowed("committed offsets")
 	if err != nil {
 		var be *broker.Error
 		if !errors.As(err, &be) || be.Code != broker.CodeGroupNotFound {
@@ -223,6 +265,11 @@ func (s *sinkRun) open(ctx context.Context, added []TopicPartition) error {
 		off, ok := committed[tp]
 		if !ok {
 			if off, err = s.e.core.ListOffset(ctx, s.e.who, tp.Topic, tp.Partition, broker.Earliest); err != nil {
+				if be, ok := forbidden(err); ok {
+					if err := s.e.refused(ctx, "KAFKA_CONSUME", "log start offset", be); err != nil {
+						return err
+					}
+				}
 				s.e.log.Warn("sink: find the log start; retrying at the next heartbeat", "partition", tp, "err", err)
 				s.nextBeat = time.Now().Add(time.Second)
 				continue
@@ -243,7 +290,8 @@ func (s *sinkRun) open(ctx context.Context, added []TopicPartition) error {
 }
 
 // lose drops every partition without committing: the membership is gone (or cannot be
-// trusted), so the group may already have handed them on. The member joins again.
+// trusted), so the group may already have handed them on. The member joins again at
+// its next heartbeat (not before a failed one's backoff has passed).
 func (s *sinkRun) lose(ctx context.Context, why string) {
 	if len(s.owned) > 0 {
 		tps := make([]TopicPartition, 0, len(s.owned))
@@ -256,7 +304,11 @@ func (s *sinkRun) lose(ctx context.Context, why string) {
 		}
 		s.owned = map[TopicPartition]*sinkPart{}
 	}
-	s.epoch, s.pending, s.nextBeat = 0, 0, time.Now()
+	s.epoch, s.pending = 0, 0
+	s.nextBeat = time.Now()
+	if s.retryAt.After(s.nextBeat) {
+		s.nextBeat = s.retryAt
+	}
 }
 
 // fetchAndPut reads each owned partition once and puts what it got; it answers how
@@ -288,9 +340,19 @@ func (s *sinkRun) fetchAndPut(ctx context.Context) (int, error) {
 			if ctx.Err() != nil {
 				return total, nil
 			}
-			s.e.log.Warn("sink: fetch", "partition", tp, "err", err)
+			if be, ok := forbidden(err); ok {
+				if err := s.e.refused(ctx, "KAFKA_CONSUME", "fetch", be); err != nil {
+					return total, err
+				}
+				continue
+			}
+			d := backoff(&s.fetchDelay)
+			s.e.log.Warn("sink: fetch; trying again after a backoff", "partition", tp, "delay", d, "err", err)
+			sleep(ctx, d)
 			continue
 		}
+		s.e.allowed("fetch")
+		s.fetchDelay = 0
 		if len(res.Records) == 0 {
 			continue
 		}
@@ -438,6 +500,7 @@ func (s *sinkRun) flush(ctx context.Context) error {
 		var be *broker.Error
 		switch {
 		case err == nil:
+			s.e.allowed("offset commit")
 			for _, o := range offs {
 				s.owned[TopicPartition{o.Topic, o.Partition}].committed = o.Offset
 			}
@@ -452,7 +515,11 @@ func (s *sinkRun) flush(ctx context.Context) error {
 			}
 		case errors.As(err, &be) && (be.Code == broker.CodeNotOwner || be.Code == broker.CodeUnknownMember || be.Code == broker.CodeStaleMemberEpoch):
 			s.lose(ctx, "offset commit refused: "+be.Message)
+			s.nextBeat = time.Now()
 			return nil
+		case errors.As(err, &be) && be.Code == broker.CodeForbidden:
+			// Counted; tried again at the next flush (a flush interval away).
+			return s.e.refused(ctx, "KAFKA_CONSUME", "offset commit", be)
 		default:
 			s.e.log.Warn("sink: offset commit failed; the records are written again from the last commit if this member goes", "err", err)
 			return nil

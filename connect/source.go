@@ -181,6 +181,8 @@ func transformClass(err error) string {
 // stale generation fences the instance; a record the core refuses is handled by the
 // error policy (produce stage) and the rest sent again; failures a retry may cure are
 // retried while the task runs (a batch of a stopping task is sent once more at most);
+// a refusal of its principal is tried again after a backoff, a few times, then fails the
+// task (refused);
 // an unknown outcome is settled by restarting the task (a new generation), which waits
 // for any commit of the old one still in flight and refuses any later.
 func (e *taskEnv) commitSource(ctx context.Context, req broker.SourceRequest) error {
@@ -190,6 +192,7 @@ func (e *taskEnv) commitSource(ctx context.Context, req broker.SourceRequest) er
 		_, err := e.core.CommitSource(cctx, e.who, req)
 		cancel()
 		if err == nil {
+			e.allowed("commit")
 			var topics []string
 			for i, r := range req.Records {
 				if i == 0 || r.Topic != req.Records[i-1].Topic {
@@ -206,6 +209,15 @@ func (e *taskEnv) commitSource(ctx context.Context, req broker.SourceRequest) er
 			return fmt.Errorf("%w: %s", errFenced, be.Message)
 		case be.Code == broker.CodeCommitOutcomeUnknown:
 			return e.settleUnknown(ctx, be)
+		case be.Code == broker.CodeForbidden:
+			// Not the record's fault: its principal may not write a topic (or a
+			// dead-letter topic). Nothing was written; the same batch goes again.
+			if ctx.Err() != nil {
+				return nil // stopping: the batch is the next instance's to read again
+			}
+			if err := e.refused(ctx, stageProduce, "commit", be); err != nil {
+				return err
+			}
 		case be.Retriable():
 			if ctx.Err() != nil && attempt > 0 {
 				return nil // stopping: the batch is the next instance's to read again

@@ -483,7 +483,8 @@ func castTo(v any, typ string) (any, error) {
 		if typ != "string" && typ != "boolean" {
 			var err error
 			if f, err = strconv.ParseFloat(strings.TrimSpace(x), 64); err != nil {
-				return nil, fmt.Errorf("cannot cast %q to %s", x, typ)
+				// The value is the record's: a status trace must not quote it.
+				return nil, fmt.Errorf("cannot cast a string that is not a number to %s", typ)
 			}
 		}
 	case bool:
@@ -511,7 +512,7 @@ func castTo(v any, typ string) (any, error) {
 	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64) // exact when it is an integer
 	if err != nil {
 		if math.IsNaN(f) || f >= math.MaxInt64 || f < math.MinInt64 {
-			return nil, fmt.Errorf("%s is out of range for %s", s, typ)
+			return nil, fmt.Errorf("the value is out of range for %s", typ)
 		}
 		n = int64(f)
 	}

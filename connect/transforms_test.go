@@ -92,7 +92,7 @@ func TestTransforms(t *testing.T) {
 		{name: "Cast$Value whole", cfg: []string{"transforms", "c", "transforms.c.type", "Cast$Value", "transforms.c.spec", "int64"},
 			value: `"9007199254740993"`, wantValue: `9007199254740993`},
 		{name: "Cast$Value of a word", cfg: []string{"transforms", "c", "transforms.c.type", "Cast$Value", "transforms.c.spec", "int32"},
-			value: `"twelve"`, err: `cannot cast "twelve" to int32`},
+			value: `"twelve"`, err: `cannot cast a string that is not a number to int32`},
 		{name: "RegexRouter",
 			cfg:   []string{"transforms", "r", "transforms.r.type", "RegexRouter", "transforms.r.regex", "(.*)ers", "transforms.r.replacement", "$1-routed"},
 			value: `1`, wantValue: `1`, wantTopic: "ord-routed"},

@@ -53,6 +53,9 @@ type validation struct {
 	results []fieldResult
 	groups  []string
 	errors  int
+	// resolved are the values config provider references resolved to: no answer
+	// shows them (every error message is redacted of them already).
+	resolved secrets
 }
 
 // firstErrors lists the errors as Kafka Connect's create refusal does.
@@ -83,8 +86,8 @@ func validate(plugins *Plugins, prov Providers, raw map[string]string, class str
 		return validation{}, fmt.Errorf("Failed to find any class that implements Connector and which name matches %s, available connectors are: %s",
 			class, strings.Join(pluginClasses(plugins), ", "))
 	}
-	cfg, provErrs := prov.Resolve(raw)
-	v := validation{plugin: plugin}
+	cfg, provErrs, resolved := prov.resolve(raw)
+	v := validation{plugin: plugin, resolved: resolved}
 	g := newGetter(cfg, commonKeys(plugin.Type()))
 	conv := append(converterKeys(cfgKeyConverter, g.str(cfgKeyConverter)), converterKeys(cfgValueConverter, g.str(cfgValueConverter))...)
 	order := 0
@@ -118,8 +121,21 @@ func validate(plugins *Plugins, prov Providers, raw map[string]string, class str
 	if plugin.Type() == "sink" && len(g.list(cfgTopics)) == 0 && g.str(cfgTopicsRegex) == "" {
 		addError(&v, cfgTopics, "Must configure one of topics or topics.regex")
 	}
-	for _, r := range v.results {
+	for i := range v.results {
+		r := &v.results[i]
 		v.errors += len(r.errors)
+		// A key set by reference is named by it in its own messages, however short
+		// the value it resolved to; every message is rid of every resolved value.
+		rawv, set := raw[r.key.Name]
+		for j, e := range r.errors {
+			if set && isReference(rawv) && cfg[r.key.Name] != "" {
+				e = strings.ReplaceAll(e, cfg[r.key.Name], rawv)
+			}
+			r.errors[j] = resolved.redact(e)
+		}
+		if set && isReference(rawv) {
+			r.value = &rawv // the reference, never what it resolved to
+		}
 	}
 	return v, nil
 }

@@ -183,7 +183,8 @@ func (w *Worker) start(ctx context.Context, at catalog.AssignedTask) *taskRun {
 	go func() {
 		defer close(run.done)
 		defer cancel()
-		err := w.runTask(tctx, at, run.control)
+		var resolved secrets
+		err := w.runTask(tctx, at, run.control, &resolved)
 		log := w.log.With("connector", at.Connector, "task", at.Task, "generation", at.Generation)
 		switch {
 		case err == nil:
@@ -193,13 +194,15 @@ func (w *Worker) start(ctx context.Context, at catalog.AssignedTask) *taskRun {
 		default:
 			log.Error("task failed", "err", err)
 			e := &taskEnv{fence: at.TaskFence, worker: w.id, store: w.store, log: log}
-			e.report(tctx, catalog.TaskFailed, traceOf(err))
+			e.report(tctx, catalog.TaskFailed, resolved.redact(traceOf(err)))
 		}
 	}()
 	return run
 }
 
-func (w *Worker) runTask(ctx context.Context, at catalog.AssignedTask, control *taskControl) error {
+// runTask runs a task instance until it stops or fails; resolved gets what its config's
+// provider references resolved to, which its trace must not show.
+func (w *Worker) runTask(ctx context.Context, at catalog.AssignedTask, control *taskControl, resolved *secrets) error {
 	plugin, ok := w.cfg.Plugins.Lookup(at.ConnectorConfig[cfgClass])
 	if !ok {
 		return fmt.Errorf("no connector plugin %q on this worker", at.ConnectorConfig[cfgClass])
@@ -208,6 +211,7 @@ func (w *Worker) runTask(ctx context.Context, at catalog.AssignedTask, control *
 	if err != nil {
 		return err
 	}
+	*resolved = e.resolved
 	e.log.Info("task starting")
 	switch p := plugin.(type) {
 	case SourceConnector:
@@ -218,7 +222,8 @@ func (w *Worker) runTask(ctx context.Context, at catalog.AssignedTask, control *
 	return fmt.Errorf("connector plugin %s makes neither source nor sink tasks", plugin.Class())
 }
 
-// traceOf is a failed task's status trace: the failure and its causes.
+// traceOf is a failed task's status trace: the failure and its causes (a record's
+// failure names the record, never its bytes: errorChain).
 func traceOf(err error) string {
 	return "org.apache.kafka.connect.errors.ConnectException: " + errorChain(err)
 }

@@ -2,7 +2,9 @@ package kafka
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/acl"
@@ -11,13 +13,17 @@ import (
 // The ACL requests (KIP-140): DescribeAcls, CreateAcls and DeleteAcls, over the core's
 // ACL calls, which keep the bindings in the catalog for every node and both front ends.
 // Package acl uses Kafka's codes for operations, resource, pattern and permission
-// types, so the fields convert one to one; the core validates them.
+// types, so the fields convert one to one; the core validates them. Strata's own
+// resource types (connector) are not Kafka's: a Kafka client can neither name nor show
+// them, so its filters select Kafka's types only (acl.Filter.KafkaOnly: DescribeAcls
+// leaves connector bindings out and DeleteAcls leaves them alone), and CreateAcls
+// refuses them.
 
 // filterOf converts a request's filter fields.
 func filterOf(rt kmsg.ACLResourceType, name *string, pt kmsg.ACLResourcePatternType, principal, host *string,
 	op kmsg.ACLOperation, perm kmsg.ACLPermissionType) acl.Filter {
 	return acl.Filter{Resource: acl.ResourceType(rt), Name: name, Pattern: acl.PatternType(pt), Principal: principal,
-		Host: host, Operation: acl.Operation(op), Permission: acl.Permission(perm)}
+		Host: host, Operation: acl.Operation(op), Permission: acl.Permission(perm), KafkaOnly: true}
 }
 
 func (s *Server) describeACLs(ctx context.Context, r *request, req kmsg.Request) (kmsg.Response, error) {
@@ -57,7 +63,10 @@ func (s *Server) createACLs(ctx context.Context, r *request, req kmsg.Request) (
 		res := kmsg.NewCreateACLsResponseResult()
 		b := acl.Binding{Principal: c.Principal, Host: c.Host, Resource: acl.ResourceType(c.ResourceType), Name: c.ResourceName,
 			Pattern: acl.PatternType(c.ResourcePatternType), Operation: acl.Operation(c.Operation), Permission: acl.Permission(c.PermissionType)}
-		if err := s.deps.Core.CreateACL(ctx, r.who, b); err != nil {
+		if b.Resource >= acl.FirstStrataType {
+			msg := fmt.Sprintf("resource type %d is not one of Kafka's (topic, group, cluster, transactional-id): manage Strata's own types' ACLs (connector) over the HTTP API (strata acls)", c.ResourceType)
+			res.ErrorCode, res.ErrorMessage = kerr.InvalidRequest.Code, &msg
+		} else if err := s.deps.Core.CreateACL(ctx, r.who, b); err != nil {
 			res.ErrorCode, res.ErrorMessage = s.kafkaError(err)
 		}
 		resp.Results = append(resp.Results, res)

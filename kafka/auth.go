@@ -134,6 +134,7 @@ func (c *conn) authenticated(principal, keyID string) error {
 		c.untrack = release
 	}
 	c.authed, c.principal = true, principal
+	c.admitted()
 	return nil
 }
 
@@ -162,4 +163,5 @@ func (c *conn) certificate() {
 		return
 	}
 	c.authed, c.principal = true, principal
+	c.admitted()
 }

@@ -53,6 +53,13 @@ type conn struct {
 	rawToken  bool   // a v0 SaslHandshake: the next frame is a bare SASL token
 	// untrack stops the guard from cutting this connection when its key is revoked.
 	untrack func()
+	// With authentication on (limits.go): authTimer (guarded by mu) closes the
+	// connection unless it authenticates first; addrKey is what the per-address limits count it under (set
+	// by admit); unauthCounted (guarded by s.mu) says it is still in the counts of
+	// connections not yet authenticated.
+	authTimer     *time.Timer
+	addrKey       string
+	unauthCounted bool
 
 	// lastSubmit is closed once the connection's latest Produce has submitted its
 	// batches (request.turn); touched only by the reader goroutine.
@@ -88,6 +95,17 @@ func newConn(ctx context.Context, s *Server, nc net.Conn) *conn {
 		s.metrics.closed.WithLabelValues("idle").Inc()
 		c.close()
 	})
+	if s.cfg.Auth != nil {
+		// Set under mu, which close takes to read it: the timer may fire before this
+		// assignment would otherwise be seen.
+		c.mu.Lock()
+		c.authTimer = time.AfterFunc(s.cfg.AuthTimeout, func() {
+			s.metrics.closed.WithLabelValues("auth_timeout").Inc()
+			s.log.Debug("closing connection: not authenticated in time", "remote", c.remote, "auth_timeout", s.cfg.AuthTimeout)
+			c.close()
+		})
+		c.mu.Unlock()
+	}
 	return c
 }
 
@@ -108,6 +126,7 @@ func (c *conn) serve() {
 func (c *conn) close() {
 	c.closeOnce.Do(func() {
 		c.idle.Stop()
+		c.stopAuthTimer()
 		c.cancel()
 		c.nc.Close()
 	})
@@ -146,7 +165,8 @@ func (c *conn) readLoop() {
 		case <-c.stopRead:
 			return
 		}
-		frame, mem, ok := c.readFrame()
+		preAuth := c.preAuth()
+		frame, mem, ok := c.readFrame(preAuth)
 		if !ok {
 			<-c.sem
 			return
@@ -154,17 +174,29 @@ func (c *conn) readLoop() {
 		c.began()
 		sl := &slot{done: make(chan struct{}), mem: mem}
 		c.queue <- sl // never blocks: the token above reserved room
-		if !c.dispatch(sl, frame) {
+		more := c.dispatch(sl, frame)
+		if preAuth {
+			// Served inline (only ApiVersions and SASL are served before
+			// authentication): the frame is done with, and the pool's room goes to
+			// the next one, whether or not the client reads its answer.
+			mem.Release()
+		}
+		if !more {
 			return
 		}
 	}
 }
 
+// preAuth says whether the connection's next frame comes before authentication.
+func (c *conn) preAuth() bool { return c.s.cfg.Auth != nil && !c.authed }
+
 // readFrame reads one size-prefixed frame. The size is checked against the limit before
 // anything is allocated; a frame over it, or too short to hold a request header, closes
-// the connection. The frame is then reserved in the node's memory budget, in a hold its
-// answer joins: without room the connection is not read further until there is.
-func (c *conn) readFrame() ([]byte, *membudget.Hold, bool) {
+// the connection. The frame is then reserved — in the node's memory budget, in a hold
+// its answer joins, or before authentication in the listener's own pool — counted
+// against its principal's (or address's) share until it has been read: without room
+// the connection is not read further until there is.
+func (c *conn) readFrame(preAuth bool) ([]byte, *membudget.Hold, bool) {
 	var sz [4]byte
 	if _, err := io.ReadFull(c.br, sz[:]); err != nil {
 		c.readFailed(err, false)
@@ -172,8 +204,8 @@ func (c *conn) readFrame() ([]byte, *membudget.Hold, bool) {
 	}
 	size := int32(binary.BigEndian.Uint32(sz[:]))
 	limit := c.s.cfg.MaxFrameBytes
-	if c.s.cfg.Auth != nil && !c.authed {
-		limit = min(limit, preAuthMaxFrameBytes)
+	if preAuth {
+		limit = min(limit, PreAuthMaxFrameBytes)
 	}
 	minSize := int32(10) // api key, version, correlation id, client id length
 	if c.rawToken {
@@ -181,10 +213,10 @@ func (c *conn) readFrame() ([]byte, *membudget.Hold, bool) {
 	}
 	if size < minSize || size > limit {
 		c.s.metrics.protocolError("frame_size")
-		c.s.log.Debug("closing connection: frame size out of bounds", "remote", c.remote, "size", size, "limit", limit)
+		c.s.log.Debug("closing connection: frame size out of bounds", "remote", c.remote, "size", size, "limit", limit, "authenticated", !preAuth)
 		return nil, nil, false
 	}
-	mem, err := c.reserveFrame(int64(size))
+	mem, err := c.reserveFrame(int64(size), preAuth)
 	if err != nil {
 		c.s.log.Debug("closing connection: no memory for a frame", "remote", c.remote, "size", size, "err", err)
 		return nil, nil, false
@@ -204,6 +236,7 @@ func (c *conn) readFrame() ([]byte, *membudget.Hold, bool) {
 		c.readFailed(err, true)
 		return nil, nil, false
 	}
+	mem.Arrived()
 	return buf, mem, true
 }
 
@@ -215,10 +248,20 @@ func isProduce(br *bufio.Reader) bool {
 }
 
 // reserveFrame reserves a frame of size bytes (membudget's Frame hook), waiting for
-// room for as long as the connection lives: the client's requests queue in TCP.
-func (c *conn) reserveFrame(size int64) (*membudget.Hold, error) {
+// room for as long as the connection lives: the client's requests queue in TCP. Before
+// authentication it comes from the listener's pool, counted by address; after, from
+// the node's budget, counted by principal (without authentication everyone is the
+// same anonymous caller, and there is no one to share between).
+func (c *conn) reserveFrame(size int64, preAuth bool) (*membudget.Hold, error) {
+	budget, owner, use := c.s.deps.Memory, "", membudget.UseKafka
+	switch {
+	case preAuth:
+		budget, owner, use = c.s.preAuth, c.addrKey, membudget.UseKafkaPreAuth
+	case c.s.cfg.Auth != nil:
+		owner = c.principal
+	}
 	for {
-		h, err := c.s.deps.Memory.Frame(c.ctx, size, time.Second)
+		h, err := budget.Frame(c.ctx, owner, size, time.Second, use)
 		if !errors.Is(err, membudget.ErrExhausted) {
 			return h, err
 		}

@@ -274,7 +274,7 @@ func TestConnectionLimit(t *testing.T) {
 	b.roundTrip(kmsg.NewPtrApiVersionsRequest(), 3)
 	c := dial(t, ts.addr)
 	c.expectClosed()
-	if n := testutil.ToFloat64(ts.metrics.refused); n != 1 {
+	if n := testutil.ToFloat64(ts.metrics.refused.WithLabelValues("max_connections")); n != 1 {
 		t.Errorf("refused connections = %v, want 1", n)
 	}
 	a.nc.Close()

@@ -65,6 +65,11 @@ var kafkaCodes = map[broker.Code]*kerr.Error{
 	broker.CodeInvalidTxnState:           kerr.InvalidTxnState,
 	broker.CodeInvalidProducerIDMapping:  kerr.InvalidProducerIDMapping,
 	broker.CodeInvalidTransactionTimeout: kerr.InvalidTransactionTimeout,
+	// Connector administration is not Kafka's: the Kafka listener never calls it.
+	broker.CodeConnectorNotFound:   kerr.ResourceNotFound,
+	broker.CodeConnectorExists:     kerr.InvalidRequest,
+	broker.CodeTaskNotFound:        kerr.ResourceNotFound,
+	broker.CodeConnectorNotStopped: kerr.InvalidRequest,
 }
 
 // authorizationCodes are the refusals of CodeForbidden by the kind of resource refused.

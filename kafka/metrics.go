@@ -17,7 +17,7 @@ type metrics struct {
 	latency      *prometheus.HistogramVec // api, version
 	connections  prometheus.Gauge
 	accepted     prometheus.Counter
-	refused      prometheus.Counter
+	refused      *prometheus.CounterVec // reason
 	closed       *prometheus.CounterVec // reason
 	protocol     *prometheus.CounterVec // reason
 	authFailures prometheus.Counter
@@ -47,13 +47,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "strata_kafka_connections_accepted_total",
 			Help: "Kafka connections accepted.",
 		})),
-		refused: prom.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		refused: prom.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_kafka_connections_refused_total",
-			Help: "Kafka connections closed at once because the connection limit was reached.",
-		})),
+			Help: "Kafka connections closed as they were accepted, by the limit reached (max_connections; with authentication, unauthenticated and unauthenticated_per_host: the connections not yet authenticated, in all and from one address).",
+		}, []string{"reason"})),
 		closed: prom.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_kafka_connections_closed_total",
-			Help: "Kafka connections closed by the server, by reason (idle).",
+			Help: "Kafka connections closed by the server, by reason (idle; revoked: their key was; auth_timeout: not authenticated within --kafka-auth-timeout).",
 		}, []string{"reason"})),
 		protocol: prom.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_kafka_protocol_errors_total",

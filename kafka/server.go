@@ -36,10 +36,15 @@ const (
 	DefaultWriteTimeout   = 30 * time.Second
 	DefaultNodeLease      = 10 * time.Second
 	DefaultShutdownGrace  = 5 * time.Second
-	// preAuthMaxFrameBytes bounds frames on a connection that has not authenticated
-	// (keys on): ApiVersions and SASL requests are small, and a stranger must not make
-	// the node allocate 100 MiB. Kafka uses the same bound for SASL frames.
-	preAuthMaxFrameBytes = 512 << 10
+	DefaultAuthTimeout    = 10 * time.Second
+	// DefaultPreAuthMemoryBytes is the pool the frames of connections not yet
+	// authenticated are reserved in (Config.PreAuthMemoryBytes): 64 frames of the
+	// largest size allowed before authentication.
+	DefaultPreAuthMemoryBytes = 64 * PreAuthMaxFrameBytes
+	// PreAuthMaxFrameBytes bounds frames on a connection that has not authenticated
+	// (keys on): ApiVersions and the SASL requests are a few hundred bytes, and a
+	// stranger must not make the node set aside 100 MiB.
+	PreAuthMaxFrameBytes = 64 << 10
 )
 
 // Config configures the listener. Zero fields take the defaults above.
@@ -65,6 +70,18 @@ type Config struct {
 	// the SASL ones: SASL/PLAIN, or a verified client certificate (with TLS whose
 	// ClientCAs are set).
 	Auth Authenticator
+	// With Auth, a connection that has not authenticated (limits.go) is closed
+	// AuthTimeout after it was accepted (default 10s); its frames are at most
+	// PreAuthMaxFrameBytes and reserved in a pool of PreAuthMemoryBytes of their own
+	// (default DefaultPreAuthMemoryBytes, carved out of Deps.Memory), never in the
+	// node's budget, one address holding at most one such frame of it; and such
+	// connections hold at most MaxUnauthenticated of the MaxConnections slots (default
+	// half of them), and MaxUnauthenticatedPerHost from one address, or one IPv6 /64
+	// (default a tenth of MaxUnauthenticated, at least 16 or MaxUnauthenticated):
+	// beyond them a new connection is closed at once.
+	AuthTimeout                                   time.Duration
+	PreAuthMemoryBytes                            int64
+	MaxUnauthenticated, MaxUnauthenticatedPerHost int
 	// AutoCreateTopics creates topics a Metadata request names, when the client allows
 	// it (allow.auto.create.topics), with AutoCreatePartitions partitions (default 1).
 	AutoCreateTopics     bool
@@ -106,6 +123,20 @@ func (c Config) withDefaults() Config {
 	if c.MembershipRefresh <= 0 {
 		c.MembershipRefresh = time.Second
 	}
+	if c.AuthTimeout <= 0 {
+		c.AuthTimeout = DefaultAuthTimeout
+	}
+	if c.PreAuthMemoryBytes <= 0 {
+		c.PreAuthMemoryBytes = DefaultPreAuthMemoryBytes
+	}
+	if c.MaxUnauthenticated <= 0 {
+		c.MaxUnauthenticated = max(1, c.MaxConnections/2)
+	}
+	c.MaxUnauthenticated = min(c.MaxUnauthenticated, c.MaxConnections)
+	if c.MaxUnauthenticatedPerHost <= 0 {
+		c.MaxUnauthenticatedPerHost = max(c.MaxUnauthenticated/10, min(16, c.MaxUnauthenticated))
+	}
+	c.MaxUnauthenticatedPerHost = min(c.MaxUnauthenticatedPerHost, c.MaxUnauthenticated)
 	return c
 }
 
@@ -129,10 +160,14 @@ type Deps struct {
 	Membership Membership
 	Self       Self
 	// Memory is the node's memory budget (docs/design.md "Memory"): each request frame
-	// is reserved there before its body is read — a connection whose frame finds no room
-	// is not read further until there is, so TCP pushes back on its client — and its
-	// answer joins the frame's hold (a Fetch's batches, their copy and the framed
-	// response) until it is written. Nil: not accounted.
+	// of an authenticated connection (or of any, without Config.Auth) is reserved
+	// there before its body is read, counted against its principal's share of bytes
+	// still arriving until it has been read (membudget.OwnerShare) — a connection whose
+	// frame finds no room is not read further until there is, so TCP pushes back on its
+	// client — and its answer joins the frame's hold (a Fetch's batches, their copy and
+	// the framed response) until it is written. Frames before authentication are
+	// reserved in a pool carved out of it (Config.PreAuthMemoryBytes). Nil: not
+	// accounted (the pool still is).
 	Memory *membudget.Budget
 }
 
@@ -145,8 +180,14 @@ type Server struct {
 	view    *clusterView
 	apis    map[int16]api
 
+	// preAuth is the pool of frames read before authentication (with Config.Auth).
+	preAuth *membudget.Budget
+
 	mu    sync.Mutex
 	conns map[*conn]struct{}
+	// Connections not yet authenticated (with Config.Auth), in all and by host key.
+	unauth       int
+	unauthByHost map[string]int
 
 	// stopping ends when Serve begins to stop: held group requests end with it.
 	stopping  context.Context
@@ -168,11 +209,22 @@ func New(cfg Config, deps Deps, log *slog.Logger, reg prometheus.Registerer) (*S
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		cfg:     cfg,
-		deps:    deps,
-		log:     log.With("component", "kafka"),
-		metrics: newMetrics(reg),
-		conns:   map[*conn]struct{}{},
+		cfg:          cfg,
+		deps:         deps,
+		log:          log.With("component", "kafka"),
+		metrics:      newMetrics(reg),
+		conns:        map[*conn]struct{}{},
+		unauthByHost: map[string]int{},
+	}
+	if cfg.Auth != nil {
+		// One address may hold one frame of the largest size: filling the pool takes
+		// as many addresses (or IPv6 /64s) as it holds such frames.
+		share := float64(PreAuthMaxFrameBytes) / float64(cfg.PreAuthMemoryBytes)
+		pool, err := deps.Memory.Pool(cfg.PreAuthMemoryBytes, share, "the Kafka listener's frames before authentication", reg)
+		if err != nil {
+			return nil, fmt.Errorf("kafka: new listener: %w", err)
+		}
+		s.preAuth = pool
 	}
 	s.stopping, s.stopHolds = context.WithCancel(context.Background())
 	s.view = newClusterView(deps.Membership, deps.Self, cfg.MembershipRefresh, cfg.SharedAddress, s.log)
@@ -236,17 +288,26 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return acceptErr
 }
 
-// admit registers a new connection, or closes it when the limit is reached.
+// admit registers a new connection, or closes it when the connection limit, or (with
+// authentication) the share of connections not yet authenticated, is reached
+// (limits.go).
 func (s *Server) admit(ctx context.Context, nc net.Conn) (*conn, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.conns) >= s.cfg.MaxConnections {
-		s.metrics.refused.Inc()
+	host := hostKey(nc.RemoteAddr())
+	if why := s.refusalLocked(host); why != "" {
+		s.metrics.refused.WithLabelValues(why).Inc()
+		s.log.Debug("connection refused", "remote", nc.RemoteAddr().String(), "limit", why)
 		nc.Close()
 		return nil, false
 	}
 	c := newConn(ctx, s, nc)
 	s.conns[c] = struct{}{}
+	if s.cfg.Auth != nil {
+		c.addrKey, c.unauthCounted = host, true
+		s.unauth++
+		s.unauthByHost[host]++
+	}
 	s.metrics.connections.Inc()
 	s.metrics.accepted.Inc()
 	return c, true
@@ -255,6 +316,7 @@ func (s *Server) admit(ctx context.Context, nc net.Conn) (*conn, bool) {
 func (s *Server) forget(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	s.leaveUnauthLocked(c)
 	s.mu.Unlock()
 	s.metrics.connections.Dec()
 }

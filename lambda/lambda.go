@@ -8,7 +8,7 @@
 //   - A request or a buffered response is at most 6 MB, base64 included: produce less
 //     per request, and fetches are capped (Config.MaxFetchBytes).
 //   - API Gateway's HTTP API ends a request after 30 s: long-polls are capped below it
-//     (cmd/strata sets the API's MaxWait).
+//     (cmd/strata sets the core's MaxWait, broker.Config.MaxWait).
 //   - Nothing runs between invocations (the sandbox is frozen): the writer is flushed
 //     before each answer, so batching is the client's linger; commit notifications are
 //     not listened for, so long-polls poll.

@@ -314,12 +314,12 @@ func (in *integration) produceConcurrently(orders, events int64, t0 int64) {
 func (in *integration) produceIdempotentRaw(cat catalog.Catalog, orders int64, t0 int64) {
 	t, ctx := in.t, in.t.Context()
 	producers, ok := cat.(interface {
-		InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer) (catalog.Producer, error)
+		InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer, owner string) (catalog.Producer, error)
 	})
 	if !ok {
 		t.Fatalf("catalog %T cannot init producers", cat)
 	}
-	prod, err := producers.InitProducer(ctx, "", nil)
+	prod, err := producers.InitProducer(ctx, "", nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}

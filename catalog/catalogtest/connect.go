@@ -30,6 +30,7 @@ func RunConnect(t *testing.T, open func(t *testing.T) ConnectCatalog) {
 	}{
 		{"connectors/put_get_delete", testConnectorCRUD},
 		{"connectors/config_change_fences_changed_tasks", testConnectorReconfigure},
+		{"connectors/new_principal_fences_every_task", testConnectorNewPrincipal},
 		{"workers/share_and_rebalance", testWorkerShare},
 		{"workers/lease_expiry_moves_tasks", testWorkerExpiry},
 		{"workers/stop_releases_and_fences", testConnectorStop},
@@ -177,6 +178,47 @@ func testConnectorReconfigure(t *testing.T, c ConnectCatalog) {
 	if fenceOf(t, a, "conn", 1).Generation != conn.Tasks[1].Generation || a.Tasks[1].Config["file"] != "/in/other" {
 		t.Fatalf("the worker's view of task 1: %+v", a.Tasks[1])
 	}
+}
+
+// testConnectorNewPrincipal: a config stored by another principal makes the connector
+// run as it: every task gets a new generation (its instances ran as the old one), even
+// those whose config did not change; stored again by the same principal, nothing moves.
+func testConnectorNewPrincipal(t *testing.T, c ConnectCatalog) {
+	ctx := t.Context()
+	spec := catalog.ConnectorSpec{Name: "conn", Type: catalog.ConnectorSource, Config: cfgOf("a", "1"),
+		Tasks: []map[string]string{cfgOf("file", "/in/0"), cfgOf("file", "/in/1")}, Principal: "User:alice"}
+	if _, _, err := c.PutConnector(ctx, spec, false); err != nil {
+		t.Fatal(err)
+	}
+	a := beat(t, c, "w1", time.Minute)
+	if at := a.Tasks[0]; at.Principal != "User:alice" {
+		t.Fatalf("assigned task runs as %q, want User:alice", at.Principal)
+	}
+	old := getConnector(t, c, "conn") // with the generations the worker's claim gave
+	same, _, err := c.PutConnector(ctx, spec, true)
+	if err != nil || same.Principal != "User:alice" || same.Tasks[0].Generation != old.Tasks[0].Generation || same.Tasks[1].Generation != old.Tasks[1].Generation {
+		t.Fatalf("stored again as the same principal: %+v, %v (generations were %d, %d)", same, err, old.Tasks[0].Generation, old.Tasks[1].Generation)
+	}
+	spec.Principal = "User:bob"
+	conn, created, err := c.PutConnector(ctx, spec, true)
+	if err != nil || created || conn.Principal != "User:bob" {
+		t.Fatalf("stored by bob: %+v, created %v, %v", conn, created, err)
+	}
+	for i, tk := range conn.Tasks {
+		if tk.Generation == old.Tasks[i].Generation {
+			t.Fatalf("task %d kept generation %d under a new principal", i, tk.Generation)
+		}
+	}
+	if got := getConnector(t, c, "conn").Principal; got != "User:bob" {
+		t.Fatalf("read back: principal %q", got)
+	}
+	a = beat(t, c, "w1", time.Minute)
+	for _, at := range a.Tasks {
+		if at.Principal != "User:bob" {
+			t.Fatalf("task %d assigned to run as %q, want User:bob", at.Task, at.Principal)
+		}
+	}
+	wantFence(t, "the old instance's report", c.ReportTaskState(ctx, catalog.TaskFence{Connector: "conn", Task: 0, Generation: old.Tasks[0].Generation}, "w1", catalog.StateRunning, ""), catalog.ErrStaleGeneration)
 }
 
 func testWorkerShare(t *testing.T, c ConnectCatalog) {

@@ -75,7 +75,7 @@ func Idempotent(seg *catalog.Segment, ri int, p catalog.Producer, seqs ...int32)
 // MustInit initialises a producer, failing the test on error.
 func MustInit(t testing.TB, c catalog.Producers, transactionalID string) catalog.Producer {
 	t.Helper()
-	p, err := c.InitProducer(t.Context(), transactionalID, nil)
+	p, err := c.InitProducer(t.Context(), transactionalID, nil, "")
 	if err != nil {
 		t.Fatalf("init producer %q: %v", transactionalID, err)
 	}
@@ -143,14 +143,14 @@ func testInitProducer(t *testing.T, c ProducerCatalog) {
 
 	// Bumping one's own epoch: only from the id's current identity.
 	cur := catalog.Producer{ID: p0.ID, Epoch: 3}
-	bumped, err := c.InitProducer(t.Context(), tid, &cur)
+	bumped, err := c.InitProducer(t.Context(), tid, &cur, "")
 	if err != nil || bumped.ID != p0.ID || bumped.Epoch != 4 {
 		t.Fatalf("bump from the current identity: %+v %v, want epoch 4", bumped, err)
 	}
-	if _, err := c.InitProducer(t.Context(), tid, &cur); !errors.Is(err, catalog.ErrProducerFenced) {
+	if _, err := c.InitProducer(t.Context(), tid, &cur, ""); !errors.Is(err, catalog.ErrProducerFenced) {
 		t.Fatalf("bump from an older identity: %v, want ErrProducerFenced", err)
 	}
-	if _, err := c.InitProducer(t.Context(), Name(t, "txn"), &cur); !errors.Is(err, catalog.ErrUnknownProducer) {
+	if _, err := c.InitProducer(t.Context(), Name(t, "txn"), &cur, ""); !errors.Is(err, catalog.ErrUnknownProducer) {
 		t.Fatalf("bump of an unknown transactional id: %v, want ErrUnknownProducer", err)
 	}
 	if again := MustInit(t, c, tid); again.Epoch != 5 {
@@ -160,7 +160,7 @@ func testInitProducer(t *testing.T, c ProducerCatalog) {
 
 func testInitInvalid(t *testing.T, c ProducerCatalog) {
 	for _, id := range []string{"bad\x00id", string(make([]byte, 300))} {
-		if _, err := c.InitProducer(t.Context(), id, nil); !errors.Is(err, catalog.ErrInvalidTransactionalID) {
+		if _, err := c.InitProducer(t.Context(), id, nil, ""); !errors.Is(err, catalog.ErrInvalidTransactionalID) {
 			t.Fatalf("init %q: %v, want ErrInvalidTransactionalID", id, err)
 		}
 	}
@@ -625,7 +625,7 @@ func testConcurrentProducers(t *testing.T, open func(t *testing.T, opts catalog.
 		go func() {
 			defer wg.Done()
 			c := cats[g%len(cats)]
-			p, err := c.InitProducer(ctx, "", nil)
+			p, err := c.InitProducer(ctx, "", nil, "")
 			if err != nil {
 				errs <- err
 				return

@@ -64,7 +64,7 @@ func testEpochBump(t *testing.T, c ProducerCatalog) {
 	CheckDense(t, c, tp.ID, 1)
 
 	// InitProducer knows the bumped epoch: KIP-360 from the current identity bumps it.
-	next, err := c.InitProducer(t.Context(), "", &e5)
+	next, err := c.InitProducer(t.Context(), "", &e5, "")
 	if err != nil || next != (catalog.Producer{ID: p.ID, Epoch: 6}) {
 		t.Fatalf("init from the bumped identity: %+v %v, want id %d epoch 6", next, err, p.ID)
 	}
@@ -110,7 +110,7 @@ func testInitIdempotentBump(t *testing.T, c ProducerCatalog) {
 	tp := SeedTopic(t, c, "kip360", 1, nil)
 	p := MustInit(t, c, "")
 	wantResult(t, "epoch 0", commitOne(t, c, idem(t, tp.ID, 0, 2, p, 0))[0], []int64{0}, false)
-	bumped, err := c.InitProducer(t.Context(), "", &p)
+	bumped, err := c.InitProducer(t.Context(), "", &p, "")
 	if err != nil || bumped.ID != p.ID || bumped.Epoch != 1 {
 		t.Fatalf("init from the current identity: %+v %v, want id %d epoch 1", bumped, err, p.ID)
 	}
@@ -121,7 +121,7 @@ func testInitIdempotentBump(t *testing.T, c ProducerCatalog) {
 	// unknown id, a transactional producer's id.
 	txn := MustInit(t, c, Name(t, "txn"))
 	for _, cur := range []catalog.Producer{p, {ID: p.ID + 1_000_000, Epoch: 0}, txn} {
-		got, err := c.InitProducer(t.Context(), "", &cur)
+		got, err := c.InitProducer(t.Context(), "", &cur, "")
 		if err != nil || got.Epoch != 0 || got.ID == p.ID || got.ID == txn.ID || got.ID == cur.ID {
 			t.Fatalf("init from %+v: %+v %v, want a new id at epoch 0", cur, got, err)
 		}
@@ -129,7 +129,7 @@ func testInitIdempotentBump(t *testing.T, c ProducerCatalog) {
 	// The transactional producer was not touched.
 	again := MustInit(t, c, "")
 	wantResult(t, "a new producer", commitOne(t, c, idem(t, tp.ID, 0, 1, again, 0))[0], []int64{3}, false)
-	if cur, err := c.InitProducer(t.Context(), "", &bumped); err != nil || cur != (catalog.Producer{ID: p.ID, Epoch: 2}) {
+	if cur, err := c.InitProducer(t.Context(), "", &bumped, ""); err != nil || cur != (catalog.Producer{ID: p.ID, Epoch: 2}) {
 		t.Fatalf("second bump: %+v %v, want id %d epoch 2", cur, err, p.ID)
 	}
 }
@@ -172,7 +172,7 @@ func testConcurrentBumps(t *testing.T, open func(t *testing.T, opts catalog.Opti
 		}
 	}
 	wantWatermarks(t, cats[0], tp.ID, rounds, rounds)
-	cur, err := cats[0].InitProducer(ctx, "", &catalog.Producer{ID: p.ID, Epoch: rounds})
+	cur, err := cats[0].InitProducer(ctx, "", &catalog.Producer{ID: p.ID, Epoch: rounds}, "")
 	if err != nil || cur != (catalog.Producer{ID: p.ID, Epoch: rounds + 1}) {
 		t.Fatalf("after %d bumps: %+v %v, want epoch %d", rounds, cur, err, rounds+1)
 	}

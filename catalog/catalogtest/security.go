@@ -28,7 +28,7 @@ func RunSecurity(t *testing.T, open func(t *testing.T) catalog.Backend) {
 		{"audit/one_per_action", testAuditOnePerAction},
 		{"audit/none_for_failed_actions", testAuditNoneOnFailure},
 		{"audit/none_without_record", testAuditNoneWithoutRecord},
-		{"producers/transactional_id", testProducerTransactionalID},
+		{"producers/owner", testProducerOwner},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
 	}
@@ -299,6 +299,25 @@ func testAuditOnePerAction(t *testing.T, c catalog.Backend) {
 		}},
 		{"acl.delete", func(ctx context.Context) error { _, err := c.DeleteACLs(ctx, acl.MatchAll()); return err }},
 		{"topic.delete", func(ctx context.Context) error { return c.DeleteTopic(ctx, name) }},
+		{"connector.create", func(ctx context.Context) error {
+			_, _, err := c.PutConnector(ctx, catalog.ConnectorSpec{Name: name, Type: catalog.ConnectorSource, Config: cfgOf("a", "1"),
+				Tasks: []map[string]string{cfgOf("t", "0")}, Principal: "User:au"}, false)
+			return err
+		}},
+		{"connector.config", func(ctx context.Context) error {
+			_, _, err := c.PutConnector(ctx, catalog.ConnectorSpec{Name: name, Type: catalog.ConnectorSource, Config: cfgOf("a", "2"),
+				Tasks: []map[string]string{cfgOf("t", "0")}, Principal: "User:other"}, true)
+			return err
+		}},
+		{"connector.pause", func(ctx context.Context) error { return c.SetTargetState(ctx, name, catalog.StatePaused) }},
+		{"connector.restart_tasks", func(ctx context.Context) error { _, err := c.RestartTasks(ctx, name, -1, false); return err }},
+		{"connector.topics.reset", func(ctx context.Context) error { return c.ResetConnectorTopics(ctx, name) }},
+		{"connector.stop", func(ctx context.Context) error { return c.SetTargetState(ctx, name, catalog.StateStopped) }},
+		{"connector.offsets.alter", func(ctx context.Context) error {
+			return c.AlterConnectorOffsets(ctx, name, []catalog.SourceOffset{{Partition: `{"f":1}`, Offset: `{"p":2}`}}, false)
+		}},
+		{"connector.offsets.reset", func(ctx context.Context) error { return c.AlterConnectorOffsets(ctx, name, nil, true) }},
+		{"connector.delete", func(ctx context.Context) error { return c.DeleteConnector(ctx, name) }},
 	}
 	_, start, err := c.SecurityVersion(bg)
 	if err != nil {
@@ -346,6 +365,18 @@ func testAuditNoneOnFailure(t *testing.T, c catalog.Backend) {
 		{"delete a missing group", c.DeleteGroup(ctx, "no-such-group"), catalog.ErrGroupNotFound},
 		{"create a key twice", func() error { _, err := c.CreateKey(ctx, testKey("key-f", "User:f")); return err }(), catalog.ErrKeyExists},
 		{"revoke a missing key", func() error { _, err := c.RevokeKey(ctx, "key-none"); return err }(), catalog.ErrKeyNotFound},
+		{"delete a missing connector", c.DeleteConnector(ctx, "no-such-connector"), catalog.ErrConnectorNotFound},
+		{"pause a missing connector", c.SetTargetState(ctx, "no-such-connector", catalog.StatePaused), catalog.ErrConnectorNotFound},
+		{"reset a missing connector's topics", c.ResetConnectorTopics(ctx, "no-such-connector"), catalog.ErrConnectorNotFound},
+		{"create an existing connector", func() error {
+			spec := catalog.ConnectorSpec{Name: "conn-f", Type: catalog.ConnectorSource, Config: cfgOf()}
+			if _, _, err := c.PutConnector(bg, spec, false); err != nil {
+				return err
+			}
+			_, _, err := c.PutConnector(ctx, spec, false)
+			return err
+		}(), catalog.ErrConnectorExists},
+		{"edit a running connector's offsets", c.AlterConnectorOffsets(ctx, "conn-f", nil, true), catalog.ErrConnectorNotStopped},
 	} {
 		if !errors.Is(f.err, f.want) {
 			t.Errorf("%s: %v, want %v", f.what, f.err, f.want)
@@ -366,24 +397,67 @@ func testAuditNoneWithoutRecord(t *testing.T, c catalog.Backend) {
 	}
 }
 
-func testProducerTransactionalID(t *testing.T, c catalog.Backend) {
+// testProducerOwner: a producer id belongs to the principal that created it, for good
+// (a KIP-360 bump, a transactional id initialised again by another, keep it); a
+// transactional one also names its transactional id.
+func testProducerOwner(t *testing.T, c catalog.Backend) {
 	ctx := t.Context()
+	owner := func(id int64) catalog.ProducerOwner {
+		t.Helper()
+		o, err := c.ProducerOwner(ctx, id)
+		if err != nil {
+			t.Fatalf("owner of %d: %v", id, err)
+		}
+		return o
+	}
 	tid := Name(t, "tx")
-	tx, err := c.InitProducer(ctx, tid, nil)
+	tx, err := c.InitProducer(ctx, tid, nil, "User:alice")
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, err := c.InitProducer(ctx, "", nil)
+	plain, err := c.InitProducer(ctx, "", nil, "User:bob")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := c.ProducerTransactionalID(ctx, tx.ID); err != nil || got != tid {
-		t.Errorf("transactional producer: %q, %v", got, err)
+	anon, err := c.InitProducer(ctx, "", nil, "")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got, err := c.ProducerTransactionalID(ctx, plain.ID); err != nil || got != "" {
-		t.Errorf("plain producer: %q, %v", got, err)
+	if got := owner(tx.ID); got != (catalog.ProducerOwner{TransactionalID: tid, Principal: "User:alice"}) {
+		t.Errorf("transactional producer: %+v", got)
 	}
-	if _, err := c.ProducerTransactionalID(ctx, plain.ID+1000); !errors.Is(err, catalog.ErrUnknownProducer) {
+	if got := owner(plain.ID); got != (catalog.ProducerOwner{Principal: "User:bob"}) {
+		t.Errorf("plain producer: %+v", got)
+	}
+	if got := owner(anon.ID); got != (catalog.ProducerOwner{}) {
+		t.Errorf("anonymous producer: %+v, want owned by Anonymous", got)
+	}
+	// The transactional id initialised again by another principal: the same id, the
+	// same creator.
+	again, err := c.InitProducer(ctx, tid, nil, "User:carol")
+	if err != nil || again.ID != tx.ID {
+		t.Fatalf("re-init: %+v %v", again, err)
+	}
+	if got := owner(tx.ID); got != (catalog.ProducerOwner{TransactionalID: tid, Principal: "User:alice"}) {
+		t.Errorf("transactional producer initialised again by another: %+v", got)
+	}
+	// KIP-360: the owner bumps its epoch and keeps the id and the ownership.
+	bumped, err := c.InitProducer(ctx, "", &plain, "User:bob")
+	if err != nil || bumped.ID != plain.ID || bumped.Epoch != plain.Epoch+1 {
+		t.Fatalf("bump: %+v %v", bumped, err)
+	}
+	if got := owner(plain.ID); got != (catalog.ProducerOwner{Principal: "User:bob"}) {
+		t.Errorf("plain producer after a bump: %+v", got)
+	}
+	// A stale identity gets a new id, the asker's.
+	fresh, err := c.InitProducer(ctx, "", &plain, "User:dave")
+	if err != nil || fresh.ID == plain.ID {
+		t.Fatalf("from a stale identity: %+v %v", fresh, err)
+	}
+	if got := owner(fresh.ID); got != (catalog.ProducerOwner{Principal: "User:dave"}) {
+		t.Errorf("a new id from a stale identity: %+v", got)
+	}
+	if _, err := c.ProducerOwner(ctx, fresh.ID+1000); !errors.Is(err, catalog.ErrUnknownProducer) {
 		t.Errorf("unknown producer: %v, want ErrUnknownProducer", err)
 	}
 }

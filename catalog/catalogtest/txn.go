@@ -124,7 +124,7 @@ func testTxnInit(t *testing.T, c TxnCatalog) {
 	_, err = c.InitTxnProducer(ctx, catalog.InitTxn{TransactionalID: "", Timeout: time.Minute})
 	wantErr(t, "empty transactional id", err, catalog.ErrInvalidTransactionalID)
 	// The plain producers' InitProducer with a transactional id is the same identity.
-	p3, err := c.InitProducer(ctx, tid, nil)
+	p3, err := c.InitProducer(ctx, tid, nil, "")
 	if err != nil || p3 != (catalog.Producer{ID: p0.ID, Epoch: 3}) {
 		t.Fatalf("InitProducer of the transactional id: %+v, %v", p3, err)
 	}

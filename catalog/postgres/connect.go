@@ -125,6 +125,9 @@ func (c *Catalog) PutConnector(ctx context.Context, spec catalog.ConnectorSpec, 
 		created bool
 	)
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if err := writeAudit(ctx, tx); err != nil {
+			return err
+		}
 		state := spec.TargetState
 		if state == "" {
 			state = catalog.StateRunning
@@ -146,12 +149,12 @@ func (c *Catalog) PutConnector(ctx context.Context, spec catalog.ConnectorSpec, 
 		case old.Type != spec.Type:
 			return fmt.Errorf("%w: connector %s is a %s connector; a %s connector needs another name", catalog.ErrInvalidConnector, spec.Name, old.Type, spec.Type)
 		default:
-			if _, err := tx.Exec(ctx, `UPDATE connectors SET config = $1, worker = $2, updated_at = clock_timestamp() WHERE name = $3`,
-				catalog.EncodeConfig(spec.Config), spec.Worker, spec.Name); err != nil {
+			if _, err := tx.Exec(ctx, `UPDATE connectors SET config = $1, worker = $2, principal = $3, updated_at = clock_timestamp() WHERE name = $4`,
+				catalog.EncodeConfig(spec.Config), spec.Worker, spec.Principal, spec.Name); err != nil {
 				return err
 			}
 		}
-		write, remove := catalog.PlanTaskConfigs(old.Tasks, spec.Tasks)
+		write, remove := catalog.PlanTaskConfigs(old.Tasks, spec.Tasks, old.Principal != spec.Principal)
 		if _, err := tx.Exec(ctx, `DELETE FROM connector_tasks WHERE connector = $1 AND task = ANY ($2)`, spec.Name, orEmpty(remove)); err != nil {
 			return err
 		}
@@ -227,6 +230,9 @@ func (c *Catalog) connectorTx(ctx context.Context, op, name string, fn func(tx p
 		}
 		conn, err := loadConnector(ctx, tx, name, "FOR UPDATE")
 		if err != nil {
+			return err
+		}
+		if err := writeAudit(ctx, tx); err != nil {
 			return err
 		}
 		if conn.Now, err = txNow(ctx, tx); err != nil {
@@ -354,14 +360,10 @@ func (c *Catalog) AddConnectorTopics(ctx context.Context, name string, topics []
 
 // ResetConnectorTopics forgets the topics a connector used.
 func (c *Catalog) ResetConnectorTopics(ctx context.Context, name string) error {
-	tag, err := c.pool.Exec(ctx, `UPDATE connectors SET topics = '{}' WHERE name = $1`, name)
-	if err != nil {
-		return fmt.Errorf("postgres: reset topics of connector %s: %w", name, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("postgres: %w: %s", catalog.ErrConnectorNotFound, name)
-	}
-	return nil
+	return c.connectorTx(ctx, "reset topics of connector", name, func(tx pgx.Tx, _ catalog.Connector) error {
+		_, err := tx.Exec(ctx, `UPDATE connectors SET topics = '{}' WHERE name = $1`, name)
+		return err
+	})
 }
 
 // WorkerHeartbeat renews a worker and its tasks, releases and claims tasks. Heartbeats

@@ -33,8 +33,8 @@ DELETE FROM transactions WHERE producer_id IN (SELECT id FROM gone)`
 
 // InitProducer hands out a producer identity (see catalog.Producers), and forgets the
 // producers idle past the expiry on the way.
-func (c *Catalog) InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer) (catalog.Producer, error) {
-	p, err := c.initProducer(ctx, transactionalID, current)
+func (c *Catalog) InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer, owner string) (catalog.Producer, error) {
+	p, err := c.initProducer(ctx, transactionalID, current, owner)
 	if err != nil {
 		if transactionalID == "" {
 			return catalog.Producer{}, fmt.Errorf("postgres: init producer: %w", err)
@@ -44,7 +44,7 @@ func (c *Catalog) InitProducer(ctx context.Context, transactionalID string, curr
 	return p, nil
 }
 
-func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog.Producer) (catalog.Producer, error) {
+func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog.Producer, owner string) (catalog.Producer, error) {
 	if tid != "" {
 		if err := catalog.ValidateTransactionalID(tid); err != nil {
 			return catalog.Producer{}, err
@@ -56,7 +56,7 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 	if tid != "" {
 		// A transactional id is the coordinator's (engine.InitTxnProducer: an ongoing
 		// transaction is aborted, the epoch bumped).
-		return engine.InitTxnProducer(ctx, c, catalog.InitTxn{TransactionalID: tid, Timeout: catalog.DefaultTxnTimeout, Current: current})
+		return engine.InitTxnProducer(ctx, c, catalog.InitTxn{TransactionalID: tid, Timeout: catalog.DefaultTxnTimeout, Current: current, Owner: owner})
 	}
 	if tid == "" && current != nil {
 		// KIP-360: the producer keeps its id at the next epoch when
@@ -75,7 +75,7 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 			next, ok := engine.NextIdempotentEpoch(*current, err == nil, txnal, epoch)
 			if !ok {
 				p.Epoch = 0
-				return tx.QueryRow(ctx, `INSERT INTO producers (epoch) VALUES (0) RETURNING id`).Scan(&p.ID)
+				return tx.QueryRow(ctx, `INSERT INTO producers (epoch, principal) VALUES (0, $1) RETURNING id`, owner).Scan(&p.ID)
 			}
 			p = catalog.Producer{ID: current.ID, Epoch: next}
 			_, err = tx.Exec(ctx, `UPDATE producers SET epoch = $2, last_used_at = clock_timestamp() WHERE id = $1`, p.ID, next)
@@ -84,6 +84,6 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 		return p, err
 	}
 	var p catalog.Producer
-	err := c.pool.QueryRow(ctx, `INSERT INTO producers (epoch) VALUES (0) RETURNING id`).Scan(&p.ID)
+	err := c.pool.QueryRow(ctx, `INSERT INTO producers (epoch, principal) VALUES (0, $1) RETURNING id`, owner).Scan(&p.ID)
 	return p, err
 }

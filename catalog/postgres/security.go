@@ -298,18 +298,24 @@ func (c *Catalog) AuditLog(ctx context.Context, after int64, limit int) ([]catal
 	return rs, nil
 }
 
-// ProducerTransactionalID answers the transactional id of a producer id.
-func (c *Catalog) ProducerTransactionalID(ctx context.Context, id int64) (string, error) {
-	var tid *string
-	err := c.pool.QueryRow(ctx, `SELECT transactional_id FROM producers WHERE id = $1`, id).Scan(&tid)
+// ProducerOwner answers whom a producer id belongs to.
+func (c *Catalog) ProducerOwner(ctx context.Context, id int64) (catalog.ProducerOwner, error) {
+	var tid, principal *string
+	err := c.pool.QueryRow(ctx, `SELECT transactional_id, principal FROM producers WHERE id = $1`, id).Scan(&tid, &principal)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("postgres: producer %d: %w", id, catalog.ErrUnknownProducer)
+		return catalog.ProducerOwner{}, fmt.Errorf("postgres: producer %d: %w", id, catalog.ErrUnknownProducer)
 	}
 	if err != nil {
-		return "", fmt.Errorf("postgres: producer %d: %w", id, err)
+		return catalog.ProducerOwner{}, fmt.Errorf("postgres: producer %d: %w", id, err)
 	}
-	if tid == nil {
-		return "", nil
+	var o catalog.ProducerOwner
+	if tid != nil {
+		o.TransactionalID = *tid
 	}
-	return *tid, nil
+	if principal != nil {
+		o.Principal = *principal
+	} else {
+		o.Unowned = true
+	}
+	return o, nil
 }

@@ -255,8 +255,8 @@ func queueTxnWrites(ctx context.Context, b *pgx.Batch, v *engine.TxnView, w *eng
 		b.Queue(`DELETE FROM producers WHERE id = $1`, w.RetireProducer)
 	}
 	if w.NewProducer {
-		b.Queue(`INSERT INTO producers (transactional_id, epoch) VALUES ($1, 0)
-			ON CONFLICT (transactional_id) DO NOTHING RETURNING id`, tid).QueryRow(func(row pgx.Row) error {
+		b.Queue(`INSERT INTO producers (transactional_id, epoch, principal) VALUES ($1, 0, $2)
+			ON CONFLICT (transactional_id) DO NOTHING RETURNING id`, tid, w.Owner).QueryRow(func(row pgx.Row) error {
 			err := row.Scan(&w.NewProducerID)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return engine.ErrTxnRaced // another node made it meanwhile: run again

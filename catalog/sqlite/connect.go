@@ -116,6 +116,9 @@ func (c *Catalog) PutConnector(ctx context.Context, spec catalog.ConnectorSpec, 
 		created bool
 	)
 	err := c.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+		if err := writeAudit(ctx, tx); err != nil {
+			return err
+		}
 		old, err := loadConnector(ctx, tx, spec.Name)
 		switch {
 		case errors.Is(err, catalog.ErrConnectorNotFound):
@@ -136,12 +139,12 @@ func (c *Catalog) PutConnector(ctx context.Context, spec catalog.ConnectorSpec, 
 		case old.Type != spec.Type:
 			return fmt.Errorf("%w: connector %s is a %s connector; a %s connector needs another name", catalog.ErrInvalidConnector, spec.Name, old.Type, spec.Type)
 		default:
-			if _, err := tx.ExecContext(ctx, `UPDATE connectors SET config = ?, worker = ?, updated_at = ? WHERE name = ?`,
-				catalog.EncodeConfig(spec.Config), spec.Worker, now.UnixMilli(), spec.Name); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE connectors SET config = ?, worker = ?, principal = ?, updated_at = ? WHERE name = ?`,
+				catalog.EncodeConfig(spec.Config), spec.Worker, spec.Principal, now.UnixMilli(), spec.Name); err != nil {
 				return err
 			}
 		}
-		write, remove := catalog.PlanTaskConfigs(old.Tasks, spec.Tasks)
+		write, remove := catalog.PlanTaskConfigs(old.Tasks, spec.Tasks, !created && old.Principal != spec.Principal)
 		for _, id := range remove {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM connector_tasks WHERE connector = ? AND task = ?`, spec.Name, id); err != nil {
 				return err
@@ -217,6 +220,9 @@ func (c *Catalog) connectorTx(ctx context.Context, op, name string, fn func(tx *
 		}
 		conn, err := loadConnector(ctx, tx, name)
 		if err != nil {
+			return err
+		}
+		if err := writeAudit(ctx, tx); err != nil {
 			return err
 		}
 		conn.Now = now

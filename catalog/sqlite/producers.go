@@ -19,8 +19,8 @@ var _ catalog.Producers = (*Catalog)(nil)
 
 // InitProducer hands out a producer identity (see catalog.Producers), and forgets the
 // producers idle past the expiry on the way.
-func (c *Catalog) InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer) (catalog.Producer, error) {
-	p, err := c.initProducer(ctx, transactionalID, current)
+func (c *Catalog) InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer, owner string) (catalog.Producer, error) {
+	p, err := c.initProducer(ctx, transactionalID, current, owner)
 	if err != nil {
 		if transactionalID == "" {
 			return catalog.Producer{}, fmt.Errorf("sqlite: init producer: %w", err)
@@ -30,7 +30,7 @@ func (c *Catalog) InitProducer(ctx context.Context, transactionalID string, curr
 	return p, nil
 }
 
-func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog.Producer) (catalog.Producer, error) {
+func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog.Producer, owner string) (catalog.Producer, error) {
 	if tid != "" {
 		if err := catalog.ValidateTransactionalID(tid); err != nil {
 			return catalog.Producer{}, err
@@ -40,7 +40,7 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 		if err := c.expire(ctx); err != nil {
 			return catalog.Producer{}, err
 		}
-		return engine.InitTxnProducer(ctx, c, catalog.InitTxn{TransactionalID: tid, Timeout: catalog.DefaultTxnTimeout, Current: current})
+		return engine.InitTxnProducer(ctx, c, catalog.InitTxn{TransactionalID: tid, Timeout: catalog.DefaultTxnTimeout, Current: current, Owner: owner})
 	}
 	tx, err := c.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -57,8 +57,8 @@ func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog
 	ms := now.UnixMilli()
 	insert := func(tid sql.NullString) (catalog.Producer, error) {
 		var id int64
-		err := tx.QueryRowContext(ctx, `INSERT INTO producers (transactional_id, epoch, created_at, last_used_at)
-			VALUES (?, 0, ?, ?) RETURNING id`, tid, ms, ms).Scan(&id)
+		err := tx.QueryRowContext(ctx, `INSERT INTO producers (transactional_id, epoch, created_at, last_used_at, principal)
+			VALUES (?, 0, ?, ?, ?) RETURNING id`, tid, ms, ms, owner).Scan(&id)
 		return catalog.Producer{ID: id}, err
 	}
 	var p catalog.Producer

@@ -298,15 +298,15 @@ func (c *Catalog) AuditLog(ctx context.Context, after int64, limit int) ([]catal
 	return out, nil
 }
 
-// ProducerTransactionalID answers the transactional id of a producer id.
-func (c *Catalog) ProducerTransactionalID(ctx context.Context, id int64) (string, error) {
-	var tid sql.NullString
-	err := c.r.QueryRowContext(ctx, `SELECT transactional_id FROM producers WHERE id = ?`, id).Scan(&tid)
+// ProducerOwner answers whom a producer id belongs to.
+func (c *Catalog) ProducerOwner(ctx context.Context, id int64) (catalog.ProducerOwner, error) {
+	var tid, principal sql.NullString
+	err := c.r.QueryRowContext(ctx, `SELECT transactional_id, principal FROM producers WHERE id = ?`, id).Scan(&tid, &principal)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", fmt.Errorf("sqlite: producer %d: %w", id, catalog.ErrUnknownProducer)
+		return catalog.ProducerOwner{}, fmt.Errorf("sqlite: producer %d: %w", id, catalog.ErrUnknownProducer)
 	}
 	if err != nil {
-		return "", fmt.Errorf("sqlite: producer %d: %w", id, err)
+		return catalog.ProducerOwner{}, fmt.Errorf("sqlite: producer %d: %w", id, err)
 	}
-	return tid.String, nil
+	return catalog.ProducerOwner{TransactionalID: tid.String, Principal: principal.String, Unowned: !principal.Valid}, nil
 }

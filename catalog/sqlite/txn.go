@@ -285,8 +285,8 @@ func writeTxn(ctx context.Context, tx *sql.Tx, v *engine.TxnView, w *engine.TxnW
 		}
 	}
 	if w.NewProducer {
-		err := tx.QueryRowContext(ctx, `INSERT INTO producers (transactional_id, epoch, created_at, last_used_at)
-			VALUES (?, 0, ?, ?) RETURNING id`, tid, nowMs, nowMs).Scan(&w.NewProducerID)
+		err := tx.QueryRowContext(ctx, `INSERT INTO producers (transactional_id, epoch, created_at, last_used_at, principal)
+			VALUES (?, 0, ?, ?, ?) RETURNING id`, tid, nowMs, nowMs, w.Owner).Scan(&w.NewProducerID)
 		if err != nil {
 			return nil, fmt.Errorf("new producer: %w", err)
 		}

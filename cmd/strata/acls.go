@@ -10,12 +10,14 @@ import (
 
 // The ACL verbs (acls list|create|delete), self-contained over the client library.
 // The resource is named as kafka-acls.sh names it: --topic, --group,
-// --transactional-id or --cluster, literally or with --prefixed.
+// --transactional-id or --cluster, literally or with --prefixed; --connector names
+// Strata's own type (Kafka has none).
 
 // aclFlags name a binding, or a filter of bindings.
 type aclFlags struct {
 	principal, host, operation        string
 	topic, group, transactionalID     string
+	connector                         string
 	cluster, prefixed, deny, matching bool
 }
 
@@ -27,7 +29,8 @@ func addACLFlags(c *command, filter bool) *aclFlags {
 	c.fs.StringVar(&f.topic, "topic", "", "a topic `name` (* for every topic; a prefix with --prefixed)")
 	c.fs.StringVar(&f.group, "group", "", "a consumer group `name` (* for every group; a prefix with --prefixed)")
 	c.fs.StringVar(&f.transactionalID, "transactional-id", "", "a transactional `id` (* for every one; a prefix with --prefixed)")
-	c.fs.BoolVar(&f.cluster, "cluster", false, "the cluster: creating topics (create), managing keys and ACLs (alter, describe), broker configs and timestamps far ahead (alter-configs)")
+	c.fs.StringVar(&f.connector, "connector", "", "a connector `name` (* for every connector; a prefix with --prefixed): create, describe (config, status, offsets), alter (reconfigure, pause, resume, stop, restart, offsets), delete")
+	c.fs.BoolVar(&f.cluster, "cluster", false, "the cluster: creating topics and connectors (create), managing keys and ACLs (alter, describe), broker configs and timestamps far ahead (alter-configs)")
 	c.fs.BoolVar(&f.prefixed, "prefixed", false, "the name is a prefix: the binding covers every resource whose name starts with it")
 	c.fs.BoolVar(&f.deny, "deny", false, "deny instead of allow (a deny wins over any allow)")
 	if filter {
@@ -46,6 +49,7 @@ func (f *aclFlags) resource() (typ, name string, err error) {
 		{f.topic != "", "topic", f.topic},
 		{f.group != "", "group", f.group},
 		{f.transactionalID != "", "transactional-id", f.transactionalID},
+		{f.connector != "", "connector", f.connector},
 		{f.cluster, "cluster", "kafka-cluster"},
 	} {
 		if r.set {
@@ -54,7 +58,7 @@ func (f *aclFlags) resource() (typ, name string, err error) {
 		}
 	}
 	if n > 1 {
-		return "", "", fmt.Errorf("name one resource: --topic, --group, --transactional-id or --cluster")
+		return "", "", fmt.Errorf("name one resource: --topic, --group, --transactional-id, --connector or --cluster")
 	}
 	return typ, name, nil
 }
@@ -65,7 +69,7 @@ func (f *aclFlags) binding(cmd string) (client.ACL, error) {
 	case err != nil:
 		return client.ACL{}, usagef(cmd, "%v", err)
 	case typ == "":
-		return client.ACL{}, usagef(cmd, "name the resource: --topic NAME, --group NAME, --transactional-id ID or --cluster")
+		return client.ACL{}, usagef(cmd, "name the resource: --topic NAME, --group NAME, --transactional-id ID, --connector NAME or --cluster")
 	case f.principal == "":
 		return client.ACL{}, usagef(cmd, "--principal is required, e.g. --principal User:alice")
 	case f.operation == "":
@@ -109,7 +113,7 @@ func printACLs(e *env, as []client.ACL) error {
 }
 
 func aclsListCommand() (*command, func(context.Context, *env, *command, []string) error) {
-	c := newCommand("acls list", "strata acls list [--principal P] [--topic T|--group G|--transactional-id ID|--cluster] [--matching] [--json]",
+	c := newCommand("acls list", "strata acls list [--principal P] [--topic T|--group G|--transactional-id ID|--connector C|--cluster] [--matching] [--json]",
 		"Lists the ACL bindings the flags select (all without any). Needs describe on the cluster.")
 	sf := addServerFlags(c)
 	f := addACLFlags(c, true)
@@ -140,8 +144,8 @@ func aclsListCommand() (*command, func(context.Context, *env, *command, []string
 }
 
 func aclsCreateCommand() (*command, func(context.Context, *env, *command, []string) error) {
-	c := newCommand("acls create", "strata acls create --principal User:NAME --operation OP (--topic T|--group G|--transactional-id ID|--cluster) [--prefixed] [--deny] [--host H]",
-		"Allows (or with --deny, denies) a principal an operation on a resource. Needs alter on the\ncluster. Examples:\n  strata acls create --principal User:app --operation write --topic orders\n  strata acls create --principal User:app --operation read --group app- --prefixed")
+	c := newCommand("acls create", "strata acls create --principal User:NAME --operation OP (--topic T|--group G|--transactional-id ID|--connector C|--cluster) [--prefixed] [--deny] [--host H]",
+		"Allows (or with --deny, denies) a principal an operation on a resource. Needs alter on the\ncluster. Examples:\n  strata acls create --principal User:app --operation write --topic orders\n  strata acls create --principal User:app --operation read --group app- --prefixed\n  strata acls create --principal User:etl --operation all --connector etl- --prefixed")
 	sf := addServerFlags(c)
 	f := addACLFlags(c, false)
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
@@ -167,7 +171,7 @@ func aclsCreateCommand() (*command, func(context.Context, *env, *command, []stri
 }
 
 func aclsDeleteCommand() (*command, func(context.Context, *env, *command, []string) error) {
-	c := newCommand("acls delete", "strata acls delete [--principal P] [--operation OP] [--topic T|--group G|--transactional-id ID|--cluster] [--prefixed] [--deny] [--all]",
+	c := newCommand("acls delete", "strata acls delete [--principal P] [--operation OP] [--topic T|--group G|--transactional-id ID|--connector C|--cluster] [--prefixed] [--deny] [--all]",
 		"Deletes the ACL bindings the flags select and prints them. Needs alter on the cluster.")
 	sf := addServerFlags(c)
 	f := addACLFlags(c, true)

@@ -16,6 +16,7 @@ type connectFlags struct {
 	lease    time.Duration
 	envAllow string
 	dirAllow string
+	fileDirs string
 }
 
 func addConnectFlags(c *command) *connectFlags {
@@ -24,6 +25,7 @@ func addConnectFlags(c *command) *connectFlags {
 	c.fs.DurationVar(&f.lease, "connect-lease", connect.DefaultLease, "connect role: how long the worker holds its tasks (and a sink task its group partitions) without a heartbeat; a dead worker's tasks move after this")
 	c.fs.StringVar(&f.envAllow, "connect-config-env", "", "connect role: comma-separated `prefixes` of environment variables that connector configs may read with ${env:NAME}; empty: the env provider is off")
 	c.fs.StringVar(&f.dirAllow, "connect-config-dirs", "", "connect role: comma-separated absolute `directories` whose files connector configs may read with ${file:PATH:KEY} or ${file:PATH}; empty: the file provider is off")
+	c.fs.StringVar(&f.fileDirs, "connect-file-dirs", "", "connect role: comma-separated absolute `directories` the FileSource and FileSink connectors may read and write under (symbolic links and .. resolved; the node's own data, catalog, bucket and cache directories never); empty: the file connectors are refused")
 	return f
 }
 
@@ -35,6 +37,9 @@ func (f *connectFlags) validate() []string {
 	if _, err := f.providers(); err != nil {
 		bad = append(bad, fmt.Sprintf("--connect-config-dirs: %v", err))
 	}
+	if _, err := connect.NewFileDirs(strings.Split(f.fileDirs, ","), nil); err != nil {
+		bad = append(bad, fmt.Sprintf("%v: give existing directories, comma-separated", err))
+	}
 	return bad
 }
 
@@ -42,13 +47,19 @@ func (f *connectFlags) providers() (connect.Providers, error) {
 	return connect.NewProviders(strings.Split(f.envAllow, ","), strings.Split(f.dirAllow, ","))
 }
 
-func (f *connectFlags) config() connect.WorkerConfig {
+// config is the worker's configuration; own are the node's own directories, which the
+// file connectors may never use.
+func (f *connectFlags) config(own []connect.OwnDir) (connect.WorkerConfig, error) {
 	p, _ := f.providers() // validated
-	return connect.WorkerConfig{Name: f.name, Lease: f.lease, Providers: p, Plugins: plugins()}
+	dirs, err := connect.NewFileDirs(strings.Split(f.fileDirs, ","), own)
+	if err != nil {
+		return connect.WorkerConfig{}, err
+	}
+	return connect.WorkerConfig{Name: f.name, Lease: f.lease, Providers: p, Plugins: plugins(dirs)}, nil
 }
 
-// plugins are the connectors the binary runs: the runtime's file connectors and the
-// Postgres change-data-capture source and sink.
-func plugins() *connect.Plugins {
-	return connect.NewPlugins(connect.FileSourceConnector{}, connect.FileSinkConnector{}, pgcdc.Connector{}, pgsink.Connector{})
+// plugins are the connectors the binary runs: the runtime's file connectors (confined
+// to dirs) and the Postgres change-data-capture source and sink.
+func plugins(dirs connect.FileDirs) *connect.Plugins {
+	return connect.NewPlugins(connect.FileSourceConnector{Dirs: dirs}, connect.FileSinkConnector{Dirs: dirs}, pgcdc.Connector{}, pgsink.Connector{})
 }

@@ -12,8 +12,8 @@ import (
 // connect role): a file source into a topic, a file sink out of it, then the life-cycle
 // verbs, offsets and validation.
 func TestConnectorsCLI(t *testing.T) {
-	url := startDevInProcess(t)
 	dir := t.TempDir()
+	url := startDevInProcessAt(t, t.TempDir(), "--connect-file-dirs", dir)
 	in, out := filepath.Join(dir, "in.jsonl"), filepath.Join(dir, "out")
 	if err := os.WriteFile(in, []byte("{\"a\":1}\n{\"a\":2}\n"), 0o644); err != nil {
 		t.Fatal(err)

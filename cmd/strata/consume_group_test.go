@@ -21,8 +21,8 @@ func startDevInProcess(t *testing.T) string {
 	return startDevInProcessAt(t, t.TempDir())
 }
 
-// startDevInProcessAt is startDevInProcess with its data in dir.
-func startDevInProcessAt(t *testing.T, dir string) string {
+// startDevInProcessAt is startDevInProcess with its data in dir, and more flags.
+func startDevInProcessAt(t *testing.T, dir string, flags ...string) string {
 	t.Helper()
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -30,7 +30,7 @@ func startDevInProcessAt(t *testing.T, dir string) string {
 	e := &env{stdin: strings.NewReader(""), stdout: out, stderr: out, getenv: func(string) string { return "" }}
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, e, []string{"dev", "--data", dir, "--listen", addr, "--log-level", "warn", "--kafka-listen", ""})
+		done <- run(ctx, e, append([]string{"dev", "--data", dir, "--listen", addr, "--log-level", "warn", "--kafka-listen", ""}, flags...))
 	}()
 	t.Cleanup(func() {
 		cancel()

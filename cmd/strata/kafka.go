@@ -23,6 +23,8 @@ type kafkaFlags struct {
 	tlsCert, tlsKey       string
 	autoCreate            bool
 	maxConnections        int
+	maxUnauth, unauthHost int
+	authTimeout           time.Duration
 	maxFrameBytes         byteSize
 	idleTimeout           time.Duration
 	nodeLease             time.Duration
@@ -38,6 +40,9 @@ func addKafkaFlags(c *command, listen string, autoCreate bool) *kafkaFlags {
 	c.fs.StringVar(&k.tlsKey, "kafka-tls-key", "", "PEM `file` of the Kafka listener's TLS private key")
 	c.fs.BoolVar(&k.autoCreate, "kafka-auto-create-topics", autoCreate, "create a topic (1 partition) when a Kafka client's metadata request names one that does not exist and allows it")
 	c.fs.IntVar(&k.maxConnections, "kafka-max-connections", kafka.DefaultMaxConnections, "open Kafka connections at most; beyond it new ones are closed")
+	c.fs.DurationVar(&k.authTimeout, "kafka-auth-timeout", kafka.DefaultAuthTimeout, "with authentication on: close a Kafka connection that has not authenticated (SASL, or a TLS client certificate) this long after it was accepted")
+	c.fs.IntVar(&k.maxUnauth, "kafka-max-unauthenticated", 0, "with authentication on: Kafka connections not yet authenticated at most; beyond it new ones are closed (default half of --kafka-max-connections)")
+	c.fs.IntVar(&k.unauthHost, "kafka-max-unauthenticated-per-host", 0, "with authentication on: Kafka connections not yet authenticated from one address (an IPv6 /64) at most (default a tenth of --kafka-max-unauthenticated, at least 16)")
 	c.fs.Var(&k.maxFrameBytes, "kafka-max-frame-bytes", "largest Kafka request `size` accepted; a larger one closes the connection before anything is allocated")
 	c.fs.DurationVar(&k.idleTimeout, "kafka-idle-timeout", kafka.DefaultIdleTimeout, "close a Kafka connection with no request in flight for this long")
 	c.fs.DurationVar(&k.nodeLease, "kafka-node-lease", kafka.DefaultNodeLease, "how long this node stays listed as a broker after its last renewal: a dead node leaves clients' view within it")
@@ -71,6 +76,15 @@ func (k *kafkaFlags) validate() []string {
 	if k.maxConnections < 1 {
 		bad = append(bad, fmt.Sprintf("--kafka-max-connections %d: want at least 1 (default %d)", k.maxConnections, kafka.DefaultMaxConnections))
 	}
+	if k.authTimeout < 100*time.Millisecond || k.authTimeout > 10*time.Minute {
+		bad = append(bad, fmt.Sprintf("--kafka-auth-timeout %s: want between 100ms and 10m (default %s)", k.authTimeout, kafka.DefaultAuthTimeout))
+	}
+	if k.maxUnauth < 0 || k.maxUnauth > k.maxConnections {
+		bad = append(bad, fmt.Sprintf("--kafka-max-unauthenticated %d: want between 1 and --kafka-max-connections %d, or 0 for half of it", k.maxUnauth, k.maxConnections))
+	}
+	if k.unauthHost < 0 || (k.maxUnauth > 0 && k.unauthHost > k.maxUnauth) {
+		bad = append(bad, fmt.Sprintf("--kafka-max-unauthenticated-per-host %d: want between 1 and --kafka-max-unauthenticated, or 0 for the default", k.unauthHost))
+	}
 	if k.maxFrameBytes < 64<<10 || k.maxFrameBytes > 1<<30 {
 		bad = append(bad, fmt.Sprintf("--kafka-max-frame-bytes %s: want between 64KiB and 1GiB (default 100MiB)", &k.maxFrameBytes))
 	}
@@ -101,12 +115,16 @@ func (k *kafkaNode) Stop()                { k.stop() }
 func startKafka(ctx context.Context, spec nodeSpec, sn *started) (*kafkaNode, error) {
 	k, cc, log, dev := spec.kafka, sn.cat, sn.log, spec.dev
 	cfg := kafka.Config{
-		MaxFrameBytes:    int32(k.maxFrameBytes),
-		MaxConnections:   k.maxConnections,
-		IdleTimeout:      k.idleTimeout,
-		SharedAddress:    k.shared,
-		AutoCreateTopics: k.autoCreate,
-		AccessLogSample:  spec.auth.accessSample,
+		MaxFrameBytes:  int32(k.maxFrameBytes),
+		MaxConnections: k.maxConnections,
+		IdleTimeout:    k.idleTimeout,
+		AuthTimeout:    k.authTimeout,
+		// Config's defaults (0) derive them from MaxConnections.
+		MaxUnauthenticated:        k.maxUnauth,
+		MaxUnauthenticatedPerHost: k.unauthHost,
+		SharedAddress:             k.shared,
+		AutoCreateTopics:          k.autoCreate,
+		AccessLogSample:           spec.auth.accessSample,
 	}
 	if sn.Guard != nil {
 		cfg.Auth = sn.Guard

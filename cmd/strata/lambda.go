@@ -83,7 +83,7 @@ func startLambda(ctx context.Context, e *env, c *command, sf *serveFlags, stream
 	// The compactor runs only when a scheduled event asks (below), never as a loop: the
 	// sandbox is frozen between invocations.
 	spec.lambda = true
-	spec.api.MaxWait = lambdaMaxWait
+	spec.maxWait = lambdaMaxWait
 	spec.api.NoStreaming = true
 	n, err := startNode(ctx, e, spec)
 	if err != nil {

@@ -174,7 +174,9 @@ func TestReadmeRuns(t *testing.T) {
 	bin := buildStrata(t)
 	dir := t.TempDir()
 	addr := freeAddr(t)
-	dev, _ := startStrata(t, bin, nil, addr, "dev", "--data", filepath.Join(dir, "strata-data"), "--listen", addr, "--log-level", "warn", "--kafka-listen", "")
+	// --connect-file-dirs as the README's Connect quick start gives it.
+	dev, _ := startStrata(t, bin, nil, addr, "dev", "--data", filepath.Join(dir, "strata-data"), "--listen", addr, "--log-level", "warn", "--kafka-listen", "",
+		"--connect-file-dirs", "/tmp")
 	defer dev.stop(t)
 	env := append(cleanEnv(), "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"), "STRATA_SERVER=http://"+addr)
 	addrs := strings.NewReplacer("localhost:8080", addr, "127.0.0.1:8080", addr)

@@ -78,6 +78,12 @@ func TestSecurityVerbs(t *testing.T) {
 	if out, _ := cli(admin, 0, "acls", "list", "--json"); strings.Count(out, "\n") != 1 || !strings.Contains(out, "User:other") {
 		t.Errorf("what is left:\n%s", out)
 	}
+	// Connectors are a resource type of their own.
+	cli(admin, 0, "acls", "create", "--principal", "User:etl", "--operation", "alter", "--connector", "etl-", "--prefixed")
+	if out, _ := cli(admin, 0, "acls", "list", "--connector", "etl-orders", "--matching"); !strings.Contains(out, "connector") || !strings.Contains(out, "User:etl") {
+		t.Errorf("acls list --connector etl-orders --matching:\n%s", out)
+	}
+	cli(admin, 0, "acls", "delete", "--principal", "User:etl")
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -86,6 +92,7 @@ func TestSecurityVerbs(t *testing.T) {
 		{[]string{"acls", "create", "--principal", "User:a", "--topic", "t"}, "--operation is required"},
 		{[]string{"acls", "create", "--principal", "User:a", "--operation", "read"}, "name the resource"},
 		{[]string{"acls", "create", "--principal", "User:a", "--operation", "read", "--topic", "t", "--group", "g"}, "name one resource"},
+		{[]string{"acls", "create", "--principal", "User:a", "--operation", "read", "--topic", "t", "--connector", "c"}, "name one resource"},
 		{[]string{"acls", "delete"}, "--all"},
 		{[]string{"keys", "create"}, "--principal is required"},
 		{[]string{"keys", "revoke"}, "one key id expected"},

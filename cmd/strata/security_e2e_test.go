@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/internal/kafkatest"
+	"github.com/strata-io/strata/internal/testsvc"
 )
 
 const bootstrapKey = "bootstrap-key-0123456789abcdef0123"
@@ -105,10 +106,7 @@ func cutWithin(t *testing.T, what string, done <-chan error, since time.Time, li
 func TestKeyLifecycleTwoServeNodes(t *testing.T) {
 	dsn := os.Getenv("STRATA_TEST_POSTGRES")
 	if dsn == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("STRATA_TEST_POSTGRES is not set: CI must run against Postgres")
-		}
-		t.Skip("set STRATA_TEST_POSTGRES (eval \"$(scripts/services.sh)\") to run against Postgres")
+		testsvc.Unavailable(t, "set STRATA_TEST_POSTGRES (eval \"$(scripts/services.sh)\") to run against Postgres")
 	}
 	catalogURL := testDatabase(t, dsn)
 	bucket := "file://" + filepath.Join(t.TempDir(), "objects")

@@ -18,6 +18,7 @@ import (
 	"github.com/strata-io/strata/catalog"
 	catopen "github.com/strata-io/strata/catalog/open"
 	"github.com/strata-io/strata/compactor"
+	"github.com/strata-io/strata/connect"
 	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/internal/redact"
@@ -265,9 +266,11 @@ type nodeSpec struct {
 	// banner, when set, is printed once the node serves (dev: what to try first).
 	banner func(w io.Writer, url string)
 	// api configures the HTTP API (limits on Lambda); auth, the authentication of every
-	// front end and the access log.
-	api  api.Config
-	auth authConfig
+	// front end and the access log; maxWait caps fetch long-polls in the core (0: its
+	// default).
+	api     api.Config
+	auth    authConfig
+	maxWait time.Duration
 	// lambda: the node answers Lambda invocations, between which nothing runs, so no
 	// role may depend on a background loop (node.Config.Lambda).
 	lambda bool
@@ -275,6 +278,10 @@ type nodeSpec struct {
 	// busy default port turns it off rather than failing (kafka.go).
 	kafka *kafkaFlags
 	dev   bool
+	// ownDirs are the node's directories known from its flags (the dev data directory,
+	// the SQLite catalog's): the file connectors may never use them, nor the object
+	// store's and the block cache's, added when the node starts.
+	ownDirs []connect.OwnDir
 }
 
 func devCommand() (*command, func(context.Context, *env, *command, []string) error) {
@@ -319,7 +326,8 @@ on loopback; with another --listen address, set --api-keys (it warns otherwise).
 				return fs.New(objDir)
 			},
 			catalogName: cat.String(), bucketName: objDir,
-			auth: authCfg,
+			ownDirs: []connect.OwnDir{{Path: *data, What: "the dev data directory (--data)"}},
+			auth:    authCfg,
 			banner: func(w io.Writer, base string) {
 				fmt.Fprintf(w, "Strata dev server on %s (data in %s)\n\n", base, *data)
 				if authCfg.security.Enabled() {
@@ -406,6 +414,9 @@ func (sf *serveFlags) spec() (nodeSpec, []string) {
 		bad = append(bad, err.Error())
 	} else {
 		spec.catalog, spec.catalogName, spec.warnings = cat.Open, cat.String(), cat.Warnings()
+		if cat.Kind() == catopen.SQLite {
+			spec.ownDirs = append(spec.ownDirs, connect.OwnDir{Path: filepath.Dir(cat.Path()), What: "the SQLite catalog's directory (--catalog)"})
+		}
 	}
 	if *sf.bucket == "" {
 		bad = append(bad, "--bucket is required: e.g. --bucket s3://my-bucket/strata (MinIO: add ?endpoint=http://127.0.0.1:9000&path_style=true), or set STRATA_BUCKET")
@@ -543,6 +554,14 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (check --bucket)", err)
 	}
+	own := append(spec.ownDirs, connect.OwnDir{Path: nf.cacheDir, What: "the block cache's disk tier (--cache-dir)"})
+	if fsStore, ok := store.(*fs.Store); ok {
+		own = append(own, connect.OwnDir{Path: fsStore.Root(), What: "the object store's directory (--bucket)"})
+	}
+	connectCfg, err := nf.connect.config(own)
+	if err != nil {
+		return nil, err
+	}
 	// The core applies --max-timestamp-after-ms, knowing who may exceed it (alter-configs
 	// on the cluster): the catalog leaves it to the core.
 	cat, err := spec.catalog(ctx, catalog.Options{CommitTimeout: nf.commitTimeout, Logger: log, MaxTimestampAfterMs: -1})
@@ -574,10 +593,10 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 		Writer: spec.writer, WriterConfig: nf.writerConfig(),
 		Reader: spec.reader, ReaderConfig: nf.readerConfig(),
 		Compactor: spec.compactor, CompactorConfig: nf.compactorConfig(),
-		Connect: spec.connect, ConnectConfig: nf.connect.config(),
+		Connect: spec.connect, ConnectConfig: connectCfg,
 		API: apiCfg, Lambda: spec.lambda, Log: log,
 		MemoryBudget: nf.mem.budget, StallTimeout: nf.stallTimeout,
-		Broker:   broker.Config{MaxTimestampAfterMs: nf.maxTimestampAfterMs, TxnMaxTimeout: nf.txnMaxTimeout},
+		Broker:   broker.Config{MaxTimestampAfterMs: nf.maxTimestampAfterMs, MaxWait: spec.maxWait, TxnMaxTimeout: nf.txnMaxTimeout},
 		Security: spec.auth.security,
 	})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	catopen "github.com/strata-io/strata/catalog/open"
 	"github.com/strata-io/strata/internal/jepsen"
+	"github.com/strata-io/strata/internal/privatepg"
 	"github.com/strata-io/strata/internal/redact"
 )
 
@@ -86,7 +87,7 @@ initdb) and MinIO. Exit code 1 when any class finds an anomaly.`)
 		defer func() {
 			for _, p := range privates {
 				_ = p.Stop(context.WithoutCancel(ctx), "fast")
-				_ = os.RemoveAll(p.Dir)
+				_ = p.Remove()
 			}
 		}()
 		env := jepsen.Env{
@@ -98,7 +99,7 @@ initdb) and MinIO. Exit code 1 when any class finds an anomaly.`)
 				return jepsen.CreateDatabase(ctx, *pg)
 			},
 			NewPrivatePostgres: func(ctx context.Context) (*jepsen.PrivatePostgres, error) {
-				p, err := jepsen.StartPrivatePostgres(ctx, *dir)
+				p, err := privatepg.Start(ctx, *dir)
 				if p != nil {
 					privates = append(privates, p)
 				}

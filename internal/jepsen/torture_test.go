@@ -79,8 +79,7 @@ func testEnv(t *testing.T, binary bool) Env {
 			return testsvc.PostgresDSN(t), nil
 		},
 		NewPrivatePostgres: func(context.Context) (*PrivatePostgres, error) {
-			p := testsvc.StartPrivatePostgres(t)
-			return ControlPostgres(p.Dir, p.Port, p.DSN)
+			return testsvc.StartPrivatePostgres(t).Instance, nil
 		},
 		Log: slog.New(slog.NewTextHandler(&testWriter{t: t}, &slog.HandlerOptions{Level: slog.LevelError})),
 	}

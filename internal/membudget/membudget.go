@@ -47,11 +47,15 @@ const (
 	UseCache   Use = "cache"   // blocks being read into the cache, or queued for its disk tier
 	UseFetch   Use = "fetch"   // fetch and SSE responses being built and written
 	UseKafka   Use = "kafka"   // Kafka request frames and their responses
+	// UseKafkaPreAuth: Kafka frames before authentication, from the listener's pool
+	// (Pool), never from the node's budget.
+	UseKafkaPreAuth Use = "kafka_preauth"
 )
 
 // Budget is a node's memory budget. It is safe for concurrent use.
 type Budget struct {
 	limit int64
+	share float64 // of limit-idle, per owner, in bytes still arriving (share.go)
 	m     *metrics
 
 	mu      sync.Mutex
@@ -60,6 +64,10 @@ type Budget struct {
 	peak    int64
 	over    int64     // bytes released without a reservation (Overreleased)
 	waiters list.List // *waiter, first come first served
+	// Per owner, bytes still arriving (share.go), and a channel closed when they fall,
+	// made while someone waits for that.
+	owners map[string]int64
+	wakes  map[string]chan struct{}
 }
 
 type waiter struct {
@@ -70,8 +78,8 @@ type waiter struct {
 
 // New returns a budget of limit bytes. reg may be nil.
 func New(limit int64, reg prometheus.Registerer) *Budget {
-	b := &Budget{limit: limit}
-	b.m = newMetrics(reg, b)
+	b := &Budget{limit: limit, share: OwnerShare, owners: map[string]int64{}, wakes: map[string]chan struct{}{}}
+	b.m = newMetrics(reg, b, true)
 	return b
 }
 
@@ -268,13 +276,14 @@ func (b *Budget) wakeLocked() {
 // Frame is the hook of a front end that reads length-prefixed requests (the Kafka
 // listener): call it with a frame's declared size once the size is read and checked,
 // before the frame's body is allocated or read. The frame is reserved in a new hold,
-// waiting up to wait (a listener that waits stops reading that connection: TCP pushes
-// back on the client); the request's answer joins the hold (broker.FetchRequest.Memory
-// for its fetches, its response buffer), and the listener releases it once the answer
-// is written.
-func (b *Budget) Frame(ctx context.Context, size int64, wait time.Duration) (*Hold, error) {
+// counted against owner's share until it has arrived (ReserveInbound; the listener
+// calls Arrived once the body is read), waiting up to wait (a listener that waits stops
+// reading that connection: TCP pushes back on the client); the request's answer joins
+// the hold (broker.FetchRequest.Memory for its fetches, its response buffer), and the
+// listener releases it once the answer is written.
+func (b *Budget) Frame(ctx context.Context, owner string, size int64, wait time.Duration, use Use) (*Hold, error) {
 	h := b.NewHold()
-	if err := h.Reserve(ctx, size, wait, UseKafka); err != nil {
+	if err := h.ReserveInbound(ctx, owner, size, wait, use); err != nil {
 		return nil, err
 	}
 	return h, nil
@@ -286,6 +295,9 @@ type Hold struct {
 	b  *Budget
 	mu sync.Mutex
 	n  int64
+	// owner's share holds arriving of n until Arrived (ReserveInbound).
+	owner    string
+	arriving int64
 }
 
 // NewHold returns an empty hold on b.
@@ -346,11 +358,12 @@ func (h *Hold) Held() int64 {
 	return h.n
 }
 
-// Release gives back everything held; the hold may be used again.
+// Release gives back everything held (Arrived included); the hold may be used again.
 func (h *Hold) Release() {
 	if h == nil {
 		return
 	}
+	h.Arrived()
 	h.mu.Lock()
 	n := h.n
 	h.n = 0
@@ -361,9 +374,12 @@ func (h *Hold) Release() {
 type metrics struct {
 	refused *prometheus.CounterVec
 	waits   *prometheus.CounterVec
+	share   *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer, b *Budget) *metrics {
+// newMetrics registers the budget's counters, and with gauges its gauges (a pool's
+// share the node's counters, labelled by use, and has no gauges).
+func newMetrics(reg prometheus.Registerer, b *Budget, gauges bool) *metrics {
 	m := &metrics{
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_memory_refusals_total",
@@ -374,9 +390,13 @@ func newMetrics(reg prometheus.Registerer, b *Budget) *metrics {
 			Help: "Reservations against the node's memory budget that had to wait for room, by use.",
 		}, []string{"use"}),
 	}
+	m.share = prom.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "strata_memory_share_waits_total",
+		Help: "Reservations of request bodies or Kafka frames still to arrive that had to wait, or were refused, because their principal (before Kafka authentication: their address) held its share of the budget in such bytes, by use.",
+	}, []string{"use"}))
 	m.refused = prom.Register(reg, m.refused)
 	m.waits = prom.Register(reg, m.waits)
-	if reg != nil {
+	if reg != nil && gauges {
 		// Gauges read the budget at scrape time. One node per registry: a second budget
 		// on the same registry (tests) keeps its gauges unregistered.
 		for _, g := range []prometheus.Collector{

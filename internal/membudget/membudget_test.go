@@ -168,14 +168,14 @@ func TestTryGrow(t *testing.T) {
 // its answer.
 func TestFrame(t *testing.T) {
 	b := New(1000, nil)
-	h, err := b.Frame(t.Context(), 600, 0)
+	h, err := b.Frame(t.Context(), "", 600, 0, UseKafka)
 	if err != nil || b.Used() != 600 {
 		t.Fatalf("frame: %v, used %d", err, b.Used())
 	}
 	if !h.TryReserve(300, UseFetch) { // its answer joins it
 		t.Fatal("the answer refused")
 	}
-	if _, err := b.Frame(t.Context(), 200, time.Millisecond); !errors.Is(err, ErrExhausted) {
+	if _, err := b.Frame(t.Context(), "", 200, time.Millisecond, UseKafka); !errors.Is(err, ErrExhausted) {
 		t.Fatalf("a frame with no room: %v", err)
 	}
 	h.Release()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/strata-io/strata/api"
 	"github.com/strata-io/strata/reader"
+	"github.com/strata-io/strata/security"
 	"github.com/strata-io/strata/writer"
 )
 
@@ -34,7 +35,7 @@ type memNode struct {
 	url string
 }
 
-func startMemNode(t *testing.T, budget int64, stall time.Duration, apiCfg api.Config) *memNode {
+func startMemNode(t *testing.T, budget int64, stall time.Duration, apiCfg api.Config, opts ...func(*Config)) *memNode {
 	t.Helper()
 	cfg := newConfig(t)
 	cfg.Compactor = false
@@ -47,6 +48,9 @@ func startMemNode(t *testing.T, budget int64, stall time.Duration, apiCfg api.Co
 		apiCfg.MaxInflightProduceBytes = 16 << 20
 	}
 	cfg.API = apiCfg
+	for _, o := range opts {
+		o(&cfg)
+	}
 	n, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -110,9 +114,25 @@ func produceBody(n, size int) string {
 }
 
 func TestMemoryOverload(t *testing.T) {
+	t.Run("open", func(t *testing.T) { memoryOverload(t, "") })
+	// With keys, every body comes from one principal, whose bodies still arriving may
+	// hold only a share of the budget and of admission (membudget.OwnerShare): the
+	// budget holds the same way.
+	t.Run("keyed", func(t *testing.T) { memoryOverload(t, overloadKey) })
+}
+
+const overloadKey = "overload-0123456789abcdef0123456789"
+
+func memoryOverload(t *testing.T, key string) {
 	// The produce bodies admitted (48 MiB), the writer's buffer (16 MiB) and the cache
 	// (17 MiB) would take more than the 64 MiB budget: the budget refuses.
-	n := startMemNode(t, 64<<20, time.Second, api.Config{MaxInflightProduceBytes: 48 << 20})
+	apiCfg := api.Config{MaxInflightProduceBytes: 48 << 20}
+	var opts []func(*Config)
+	if key != "" {
+		apiCfg.Auth.PublicMetrics = true
+		opts = append(opts, func(c *Config) { c.Security = security.Config{StaticKeys: []string{key}} })
+	}
+	n := startMemNode(t, 64<<20, time.Second, apiCfg, opts...)
 	body := produceBody(1000, 1000) // ~1 MiB
 	var ok, refused, other atomic.Int64
 	var wg sync.WaitGroup
@@ -121,7 +141,12 @@ func TestMemoryOverload(t *testing.T) {
 	for range 64 {
 		wg.Go(func() {
 			for time.Now().Before(deadline) {
-				resp, err := hc.Post(n.url+"/v1/topics/t/records", "application/json", strings.NewReader(body))
+				req, _ := http.NewRequest("POST", n.url+"/v1/topics/t/records", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				if key != "" {
+					req.Header.Set("Authorization", "Bearer "+key)
+				}
+				resp, err := hc.Do(req)
 				if err != nil {
 					other.Add(1)
 					continue
@@ -152,7 +177,7 @@ func TestMemoryOverload(t *testing.T) {
 	// admission cap or the writer's buffer — depends on the machine's speed.)
 	m := metrics(t, n.url)
 	inPath := false
-	for _, s := range []string{"refusals", "waits"} {
+	for _, s := range []string{"refusals", "waits", "share_waits"} {
 		for _, use := range []string{"produce", "writer"} {
 			inPath = inPath || strings.Contains(m, `strata_memory_`+s+`_total{use="`+use+`"}`)
 		}

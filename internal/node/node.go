@@ -287,7 +287,7 @@ func (n *Node) startConnect(cat catalog.Backend, log *slog.Logger) {
 	wc := n.cfg.ConnectConfig
 	wc.Log = log
 	n.Connect = connect.NewWorker(cat, n.Broker, wc)
-	rest := connect.NewREST(cat, n.Broker, connect.RESTConfig{Plugins: wc.Plugins, Providers: wc.Providers, Worker: n.Connect.ID(), Principal: api.Principal, Log: log})
+	rest := connect.NewREST(n.Broker, connect.RESTConfig{Plugins: wc.Plugins, Providers: wc.Providers, Worker: n.Connect.ID(), Principal: api.Principal, Log: log})
 	conns, plugins := rest.Connectors(), rest.Plugins()
 	n.apiD.Mounts = []api.Mount{{Path: "/connectors", Handler: conns}, {Path: "/v1/connectors", Handler: conns},
 		{Path: "/connector-plugins", Handler: plugins}, {Path: "/v1/connector-plugins", Handler: plugins}}
@@ -396,6 +396,11 @@ func (n *Node) Serve(ctx context.Context, ln net.Listener, tlsCfg *tls.Config, s
 			}
 		}()
 	}
+	// Before a request is authenticated, only its headers are read, within
+	// ReadHeaderTimeout (the TLS handshake too); its body is read only once it is (the
+	// API answers 401 without reading it, and closes the connection), within the API's
+	// body timeout (--body-timeout, from the handler's start), which is why there is no
+	// ReadTimeout here.
 	srv := &http.Server{
 		Handler:           n.API.Handler(),
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },

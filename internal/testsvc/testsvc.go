@@ -13,12 +13,13 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/strata-io/strata/internal/privatepg"
 )
 
 // Require returns the value of env var name, or skips (fails under CI) when unset.
@@ -26,12 +27,19 @@ func Require(t testing.TB, name string) string {
 	t.Helper()
 	v := os.Getenv(name)
 	if v == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not set: CI must run against real services (run scripts/test.sh)", name)
-		}
-		t.Skipf("set %s (eval \"$(scripts/services.sh)\") to run against the real service", name)
+		Unavailable(t, "set %s (eval \"$(scripts/services.sh)\") to run against the real service", name)
 	}
 	return v
+}
+
+// Unavailable skips a test whose services are missing or not as scripts/services.sh
+// makes them, saying why, or fails it under CI, which must run every test.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("CI must run against the services scripts/services.sh starts: "+format, args...)
+	}
+	t.Skipf(format, args...)
 }
 
 func randomSuffix() string {
@@ -102,96 +110,46 @@ func BucketName() string { return "strata-t-" + randomSuffix() }
 // Postgres is a private Postgres instance a test may stop and restart without
 // disturbing other tests that share the main server.
 type Postgres struct {
-	Dir      string
-	Port     int
-	DSN      string
-	bin      string
-	settings []string
+	*privatepg.Instance
 }
 
 // StartPrivatePostgres initialises and starts a private instance in a temporary
-// directory, running as the postgres user when the test runs as root; settings are
-// server settings (name=value, e.g. wal_level=logical).
+// directory (as the postgres user when the test runs as root), stopped and removed when
+// the test ends; settings are server settings (name=value, e.g. wal_level=logical).
 func StartPrivatePostgres(t testing.TB, settings ...string) *Postgres {
 	t.Helper()
 	Require(t, "STRATA_TEST_POSTGRES") // the same prerequisites as the shared server
-	bin := findPostgresBin(t)
-	dir, err := os.MkdirTemp("", "strata-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	port := freePort(t)
-	p := &Postgres{Dir: dir, Port: port, bin: bin, settings: settings,
-		DSN: fmt.Sprintf("postgres://strata:strata@127.0.0.1:%d/strata?sslmode=disable", port)}
-	if os.Geteuid() == 0 {
-		if out, err := exec.Command("chown", "postgres", dir).CombinedOutput(); err != nil {
-			t.Fatalf("testsvc: chown %s: %v: %s", dir, err, out)
-		}
-	}
-	pw := filepath.Join(dir, "pw")
-	p.run(t, "sh", "-c", "echo strata > "+pw)
-	p.run(t, filepath.Join(bin, "initdb"), "-D", filepath.Join(dir, "data"), "-U", "strata", "--pwfile", pw, "-A", "md5")
-	p.Start(t)
-	t.Cleanup(func() { p.Stop(t, "fast") })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := pgx.Connect(ctx, strings.Replace(p.DSN, "/strata?", "/postgres?", 1))
+	p, err := privatepg.Start(ctx, "", settings...)
 	if err != nil {
-		t.Fatalf("testsvc: connect private postgres: %v", err)
+		t.Fatalf("testsvc: %v", err)
 	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, "CREATE DATABASE strata"); err != nil {
-		t.Fatalf("testsvc: create database: %v", err)
-	}
-	return p
+	t.Cleanup(func() {
+		_ = p.Stop(context.Background(), "fast")
+		_ = p.Remove()
+	})
+	return &Postgres{p}
 }
 
 // Start starts (or restarts after Stop) the instance and waits until it accepts.
 func (p *Postgres) Start(t testing.TB) {
 	t.Helper()
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1", p.Port, p.Dir)
-	for _, s := range p.settings {
-		opts += " -c " + s
+	if err := p.Instance.Start(context.Background()); err != nil {
+		t.Fatalf("testsvc: %v", err)
 	}
-	p.run(t, filepath.Join(p.bin, "pg_ctl"), "-D", filepath.Join(p.Dir, "data"), "-l", filepath.Join(p.Dir, "log"),
-		"-o", opts, "-w", "start")
 }
 
-// Stop stops the instance: mode "immediate" is a crash, "fast" a clean shutdown.
+// Stop stops the instance: mode "immediate" is a crash, "fast" a clean shutdown. An
+// instance already stopped is not an error.
 func (p *Postgres) Stop(t testing.TB, mode string) {
 	t.Helper()
-	cmd := p.command(filepath.Join(p.bin, "pg_ctl"), "-D", filepath.Join(p.Dir, "data"), "-m", mode, "-w", "stop")
-	_ = cmd.Run()
+	_ = p.Instance.Stop(context.Background(), mode)
 }
 
-func (p *Postgres) command(name string, args ...string) *exec.Cmd {
-	if os.Geteuid() == 0 {
-		q := make([]string, 0, len(args)+1)
-		for _, a := range append([]string{name}, args...) {
-			q = append(q, "'"+strings.ReplaceAll(a, "'", `'\''`)+"'")
-		}
-		return exec.Command("su", "postgres", "-c", strings.Join(q, " "))
-	}
-	return exec.Command(name, args...)
-}
-
-func (p *Postgres) run(t testing.TB, name string, args ...string) {
+// FreePort returns a TCP port free on loopback right now.
+func FreePort(t testing.TB) int {
 	t.Helper()
-	if out, err := p.command(name, args...).CombinedOutput(); err != nil {
-		t.Fatalf("testsvc: %s %v: %v: %s", name, args, err, out)
-	}
-}
-
-func findPostgresBin(t testing.TB) string {
-	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
-	if len(matches) == 0 {
-		t.Fatalf("testsvc: no initdb under /usr/lib/postgresql: install postgresql (scripts/services.sh does)")
-	}
-	return filepath.Dir(matches[len(matches)-1])
-}
-
-func freePort(t testing.TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -199,9 +157,6 @@ func freePort(t testing.TB) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
-
-// FreePort returns a TCP port free on loopback right now.
-func FreePort(t testing.TB) int { return freePort(t) }
 
 // KeywordDSN is the Postgres URL dsn as a libpq keyword/value string (host=... port=...
 // user=... password='...' dbname=... sslmode=...), for tests of that form.

@@ -142,7 +142,8 @@ func (c *cluster) start(name string, extraEnv ...string) *worker {
 	w := &worker{name: name, url: "http://" + addr, out: &lockedBuffer{}, done: make(chan struct{})}
 	w.cmd = exec.Command(binary(t), "serve", "--roles", "writer,reader,connect", "--catalog", c.dsn, "--bucket", c.bucket,
 		"--create-bucket", "--listen", addr, "--log-level", "info", "--linger", "20ms",
-		"--connect-lease", c.lease.String(), "--connect-worker-name", name, "--shutdown-timeout", "10s")
+		"--connect-lease", c.lease.String(), "--connect-worker-name", name, "--shutdown-timeout", "10s",
+		"--connect-file-dirs", c.dir)
 	w.cmd.Env = append(append([]string(nil), c.env...), extraEnv...)
 	w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
 	if err := w.cmd.Start(); err != nil {

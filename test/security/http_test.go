@@ -28,6 +28,8 @@ type names struct {
 	i            int
 	topic, group string
 	prefixed     bool
+	// connector is a Connect case's connector (its sink's group is group).
+	connector string
 }
 
 func (c names) topicGrant(op acl.Operation) grant {
@@ -210,6 +212,8 @@ func wantResourceName(c names, g grant) string {
 		return g.name
 	case g.typ == acl.TypeGroup:
 		return c.group
+	case g.typ == acl.TypeConnector:
+		return c.connector
 	default:
 		return c.topic
 	}

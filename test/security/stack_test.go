@@ -62,9 +62,28 @@ func (s *syncBuffer) String() string {
 
 func startStack(t *testing.T) *stack { return startStackWith(t, 0) }
 
-// startStackWith starts a stack whose access logs sample this share of requests.
-func startStackWith(t *testing.T, accessSample float64) *stack {
+// startStackWith starts a stack whose access logs sample this share of requests; mutate
+// adjusts the node's config (the connect role, for one).
+func startStackWith(t *testing.T, accessSample float64, mutate ...func(*node.Config)) *stack {
 	t.Helper()
+	return startStackOpts(t, stackOpts{accessSample: accessSample, mutate: mutate})
+}
+
+// stackOpts are what tests change of a stack.
+type stackOpts struct {
+	accessSample float64
+	// memory is the node's memory budget (0: none), shared with the Kafka listener;
+	// the reader's cache then takes 16 MiB of it.
+	memory int64
+	// kafka, when set, changes the listener's configuration.
+	kafka func(*kafka.Config)
+	// mutate adjusts the node's config (the connect role, for one).
+	mutate []func(*node.Config)
+}
+
+func startStackOpts(t *testing.T, o stackOpts) *stack {
+	t.Helper()
+	accessSample := o.accessSample
 	dir := t.TempDir()
 	cat, err := sqlite.Open(t.Context(), filepath.Join(dir, "catalog.db"), catalog.Options{MaxTimestampAfterMs: -1})
 	if err != nil {
@@ -77,14 +96,22 @@ func startStackWith(t *testing.T, accessSample float64) *stack {
 	}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	n, err := node.Start(node.Config{
+	nc := node.Config{
 		Catalog: cat, Store: store,
 		Writer: true, WriterConfig: writer.Config{Linger: 5 * time.Millisecond},
 		Reader: true, ReaderConfig: reader.Config{PollInterval: 100 * time.Millisecond},
 		Security: security.Config{StaticKeys: []string{bootKey}, PollInterval: 50 * time.Millisecond},
 		API:      api.Config{AccessLogSample: accessSample},
 		Log:      log,
-	})
+	}
+	if o.memory > 0 {
+		nc.MemoryBudget = o.memory
+		nc.ReaderConfig.CacheBytes = 16 << 20
+	}
+	for _, m := range o.mutate {
+		m(&nc)
+	}
+	n, err := node.Start(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +128,11 @@ func startStackWith(t *testing.T, accessSample float64) *stack {
 	if err := r.Register(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := kafka.New(kafka.Config{Auth: n.Guard, AccessLogSample: accessSample}, kafka.Deps{Core: n.Broker, Membership: cat, Self: r}, log, nil)
+	kcfg := kafka.Config{Auth: n.Guard, AccessLogSample: accessSample}
+	if o.kafka != nil {
+		o.kafka(&kcfg)
+	}
+	srv, err := kafka.New(kcfg, kafka.Deps{Core: n.Broker, Membership: cat, Self: r, Memory: n.Memory}, log, n.Registry)
 	if err != nil {
 		t.Fatal(err)
 	}

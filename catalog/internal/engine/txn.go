@@ -87,6 +87,8 @@ type TxnWrites struct {
 	// NewProducerID to its id, which the transactions row then takes.
 	NewProducer   bool
 	NewProducerID int64
+	// Owner is the new producers row's principal (catalog.InitTxn.Owner).
+	Owner string
 	// Epoch moves the producers row's epoch (-1: unchanged); RetireProducer deletes a
 	// producer row and its state (an exhausted id), 0 for none.
 	Epoch          int16
@@ -268,7 +270,7 @@ func InitTxnProducer(ctx context.Context, b TxnBackend, req catalog.InitTxn) (ca
 	var out catalog.Producer
 	var w *TxnWrites
 	err := runTxn(ctx, b, TxnLoad{TransactionalID: req.TransactionalID}, true, func(v *TxnView) (*TxnWrites, error) {
-		w = &TxnWrites{TransactionalID: req.TransactionalID, Epoch: -1}
+		w = &TxnWrites{TransactionalID: req.TransactionalID, Epoch: -1, Owner: req.Owner}
 		if v.Producer.ID < 0 {
 			if req.Current != nil {
 				return nil, fmt.Errorf("%w: producer id %d epoch %d: transactional id %q has expired", catalog.ErrUnknownProducer, req.Current.ID, req.Current.Epoch, req.TransactionalID)
