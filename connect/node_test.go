@@ -46,7 +46,7 @@ func startNode(t *testing.T, wc connect.WorkerConfig, mutate ...func(*node.Confi
 		if err != nil {
 			t.Fatal(err)
 		}
-		wc.Plugins = connect.NewPlugins(connect.FileSourceConnector{Dirs: dirs}, connect.FileSinkConnector{Dirs: dirs})
+		wc.Plugins = connect.NewPlugins(connect.Source(connect.FileSourceConnector{Dirs: dirs}), connect.Sink(connect.FileSinkConnector{Dirs: dirs}))
 	}
 	n := nodetest.Start(t, nodetest.InDir(data), nodetest.Connect(wc), nodetest.Mutate(func(c *node.Config) {
 		c.WriterConfig = writer.Config{Linger: 5 * time.Millisecond}
