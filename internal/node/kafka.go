@@ -55,19 +55,20 @@ func (n *Node) startKafka(ctx context.Context) error {
 	if advertise == "" {
 		advertise = defaultAdvertise(ln.Addr())
 	}
-	r, err := kafka.NewRegistrar(n.cfg.Catalog, advertise, kc.NodeLease, n.log)
-	if err == nil {
-		err = r.Register(ctx)
-	}
-	if err != nil {
-		ln.Close()
-		return err
-	}
 	sc := kc.Server
 	if n.Guard != nil {
 		sc.Auth = n.Guard
 	}
-	srv, err := kafka.New(sc, kafka.Deps{Core: n.Broker, Membership: n.cfg.Catalog, Self: r, Memory: n.Memory}, n.log, n.Registry)
+	// Built before the node registers, so that a listener that cannot be built leaves
+	// no registration behind (it would be listed until its lease ran out).
+	r, err := kafka.NewRegistrar(n.cfg.Catalog, advertise, kc.NodeLease, n.log)
+	var srv *kafka.Server
+	if err == nil {
+		srv, err = kafka.New(sc, kafka.Deps{Core: n.Broker, Membership: n.cfg.Catalog, Self: r, Memory: n.Memory}, n.log, n.Registry)
+	}
+	if err == nil {
+		err = r.Register(ctx)
+	}
 	if err != nil {
 		ln.Close()
 		return err
