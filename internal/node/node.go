@@ -104,7 +104,8 @@ type Config struct {
 	Log      *slog.Logger
 }
 
-// Node is a started node: its roles run and its API is built, not yet served.
+// Node is a started node: its roles run, its listeners are open and its front ends
+// other than the HTTP API (the Kafka listener) serve; Serve serves the API.
 type Node struct {
 	API    *api.API
 	Broker *broker.Broker
