@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,10 +12,9 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/internal/node"
-	"github.com/strata-io/strata/objstore/fs"
+	"github.com/strata-io/strata/internal/node/nodetest"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
 )
@@ -26,39 +23,21 @@ import (
 // reader and API, served over loopback HTTP.
 type server struct {
 	URL string
-	cat *sqlite.Catalog
+	cat catalog.Backend
 }
 
 // startServer starts a node on dir (a fresh one when ""), stopped at cleanup.
 func startServer(t testing.TB, dir string) *server {
 	t.Helper()
-	if dir == "" {
-		dir = t.TempDir()
+	opts := []nodetest.Option{nodetest.Mutate(func(c *node.Config) {
+		c.WriterConfig = writer.Config{Linger: 5 * time.Millisecond}
+		c.ReaderConfig = reader.Config{PollInterval: 50 * time.Millisecond}
+	})}
+	if dir != "" {
+		opts = append(opts, nodetest.InDir(dir))
 	}
-	cat, err := sqlite.Open(context.Background(), filepath.Join(dir, "catalog.db"), catalog.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := fs.New(filepath.Join(dir, "objects"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Start(node.Config{
-		Catalog: cat, Store: store,
-		Writer: true, WriterConfig: writer.Config{Linger: 5 * time.Millisecond},
-		Reader: true, ReaderConfig: reader.Config{PollInterval: 50 * time.Millisecond},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(n.API.Handler())
-	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
-		_ = n.Stop(context.Background())
-		cat.Close()
-	})
-	return &server{URL: hs.URL, cat: cat}
+	n := nodetest.Start(t, opts...)
+	return &server{URL: n.URL, cat: n.Catalog}
 }
 
 // produce writes n records to each partition, values "p-offset-ish" strings.

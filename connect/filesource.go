@@ -31,7 +31,6 @@ type FileSourceConnector struct {
 const FileSourceClass = "io.strata.connect.file.FileSourceConnector"
 
 func (FileSourceConnector) Class() string   { return FileSourceClass }
-func (FileSourceConnector) Type() string    { return "source" }
 func (FileSourceConnector) Version() string { return "1.0" }
 
 const groupFile = "File"

@@ -28,7 +28,7 @@ type raw struct {
 
 func rawTo(t *testing.T, n *node) raw {
 	cl := client(t, kgo.SeedBrokers(n.addr))
-	return raw{t: t, n: n, br: cl.Broker(int(n.reg.Node().ID))}
+	return raw{t: t, n: n, br: cl.Broker(int(n.id))}
 }
 
 func (r raw) do(req kmsg.Request) kmsg.Response {
@@ -354,7 +354,7 @@ func TestListOffsetsByTimestamp(t *testing.T) {
 	}
 	// v0 answers a list of offsets (a client pinned to Kafka 0.10.0 asks in v0).
 	old := client(t, kgo.SeedBrokers(n.addr), kgo.MaxVersions(kversion.V0_10_0()))
-	r0 := raw{t: t, n: n, br: old.Broker(int(n.reg.Node().ID))}
+	r0 := raw{t: t, n: n, br: old.Broker(int(n.id))}
 	req := kmsg.NewPtrListOffsetsRequest()
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = "ts"

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -54,18 +53,15 @@ func post(url, body string) (int, string, error) {
 func TestServeDrains(t *testing.T) {
 	cfg := newConfig(t)
 	cfg.WriterConfig = writer.Config{Linger: 700 * time.Millisecond}
-	n, err := Start(cfg)
+	cfg.HTTP.Listen, cfg.ShutdownTimeout = "127.0.0.1:0", 10*time.Second
+	n, err := Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + ln.Addr().String()
+	url := n.URL
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- n.Serve(ctx, ln, nil, 10*time.Second) }()
+	go func() { served <- n.Serve(ctx) }()
 
 	resp, err := http.Get(url + "/readyz")
 	if err != nil || resp.StatusCode != 200 {
@@ -106,7 +102,7 @@ func TestServeDrains(t *testing.T) {
 func TestLambda(t *testing.T) {
 	cfg := newConfig(t)
 	cfg.Lambda = true
-	n, err := Start(cfg)
+	n, err := Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,12 +120,12 @@ func TestLambda(t *testing.T) {
 }
 
 func TestStartNeedsCatalogAndStore(t *testing.T) {
-	if _, err := Start(Config{}); err == nil {
+	if _, err := Start(t.Context(), Config{}); err == nil {
 		t.Fatal("a node without a catalog or a store started")
 	}
 	cfg := newConfig(t)
 	cfg.CompactorConfig = compactor.Config{Interval: 50 * time.Millisecond}
-	if _, err := Start(cfg); err == nil {
+	if _, err := Start(t.Context(), cfg); err == nil {
 		t.Fatal("a node with an invalid compactor configuration started")
 	}
 }
@@ -143,7 +139,7 @@ func TestBrokerWiring(t *testing.T) {
 	cfg := newConfig(t)
 	cfg.WriterConfig = writer.Config{Linger: 700 * time.Millisecond}
 	cfg.Registry = prometheus.NewRegistry()
-	n, err := Start(cfg)
+	n, err := Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
