@@ -67,6 +67,11 @@ var kafkaCodes = map[broker.Code]*kerr.Error{
 	broker.CodeConnectorExists:     kerr.InvalidRequest,
 	broker.CodeTaskNotFound:        kerr.ResourceNotFound,
 	broker.CodeConnectorNotStopped: kerr.InvalidRequest,
+	// The registry's refusals reach Kafka clients only as validation's.
+	broker.CodeSchemaNotFound:         kerr.InvalidRequest,
+	broker.CodeInvalidSchema:          kerr.InvalidRequest,
+	broker.CodeIncompatibleSchema:     kerr.InvalidRequest,
+	broker.CodeSchemaValidationFailed: kerr.InvalidRecord,
 }
 
 // authorizationCodes are the refusals of CodeForbidden by the kind of resource refused.
