@@ -229,31 +229,12 @@ func ValidateSubject(s string) error {
 // Strategy is a subject name strategy: how a topic's records name their subject.
 type Strategy string
 
-// The strategies, by the short names the topic configs take (Confluent's class names
-// are accepted too: ParseStrategy).
+// The strategies, by the short names the topic configs store (catalog.Config).
 const (
 	TopicName       Strategy = "topic"        // {topic}-key / {topic}-value
 	RecordName      Strategy = "record"       // {record full name}
 	TopicRecordName Strategy = "topic-record" // {topic}-{record full name}
 )
-
-var strategyClasses = map[string]Strategy{
-	"io.confluent.kafka.serializers.subject.TopicNameStrategy":       TopicName,
-	"io.confluent.kafka.serializers.subject.RecordNameStrategy":      RecordName,
-	"io.confluent.kafka.serializers.subject.TopicRecordNameStrategy": TopicRecordName,
-	"TopicNameStrategy": TopicName, "RecordNameStrategy": RecordName, "TopicRecordNameStrategy": TopicRecordName,
-}
-
-// ParseStrategy reads a strategy: topic, record, topic-record, or Confluent's class
-// names for them.
-func ParseStrategy(v string) (Strategy, bool) {
-	switch s := Strategy(v); s {
-	case TopicName, RecordName, TopicRecordName:
-		return s, true
-	}
-	s, ok := strategyClasses[v]
-	return s, ok
-}
 
 // Subject is the subject a record of topic (its key when key) with a schema whose
 // record name is recordName falls under; ok false when the strategy needs a record
