@@ -282,7 +282,9 @@ func (b *Broker) SchemaByID(ctx context.Context, who Principal, id int64) (catal
 	if e := b.registryCall(ctx, who, acl.OpRead, ""); e != nil {
 		return catalog.Schema{}, e
 	}
-	s, err := b.schemas.byID(ctx, b.d.Registry, id)
+	// From the catalog, not the node's cache: a schema deleted for good on another
+	// node is gone here too. (Validation, on the produce path, reads the cache.)
+	s, err := b.d.Registry.SchemaByID(ctx, id)
 	if err != nil {
 		return catalog.Schema{}, registryError("schema by id", err)
 	}
