@@ -25,18 +25,22 @@ func (a aclAuth) Allowed(who broker.Principal, op acl.Operation, r acl.Resource)
 }
 
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	srv *httptest.Server
-	cat *sqlite.Catalog
+	cat catalog.Backend
 }
 
-func newEnv(t *testing.T, bindings ...acl.Binding) *env {
+func newEnv(t testing.TB, bindings ...acl.Binding) *env {
 	t.Helper()
 	cat, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "catalog.db"), catalog.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cat.Close() })
+	return newEnvOn(t, cat, bindings...)
+}
+
+func newEnvOn(t testing.TB, cat catalog.Backend, bindings ...acl.Binding) *env {
 	d := broker.Deps{Catalog: cat, Registry: cat, Security: cat}
 	if bindings != nil {
 		d.Authorizer = aclAuth{acl.NewSet(bindings)}
