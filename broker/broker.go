@@ -97,15 +97,16 @@ type Groups = catalog.Groups
 type ClassicGroups = catalog.ClassicGroups
 
 var (
-	_ Catalog       = catalog.Catalog(nil)
-	_ Writer        = (*writer.Writer)(nil)
-	_ Reader        = (*reader.Reader)(nil)
-	_ BatchReader   = (*reader.Reader)(nil)
-	_ Submitter     = (*writer.Writer)(nil)
-	_ Watcher       = (*reader.Reader)(nil)
-	_ Producers     = catalog.Producers(nil)
-	_ RecordDeleter = catalog.Compaction(nil)
-	_ Security      = catalog.Security(nil)
+	_ Catalog        = catalog.Catalog(nil)
+	_ Writer         = (*writer.Writer)(nil)
+	_ Reader         = (*reader.Reader)(nil)
+	_ BatchReader    = (*reader.Reader)(nil)
+	_ Submitter      = (*writer.Writer)(nil)
+	_ Watcher        = (*reader.Reader)(nil)
+	_ Producers      = catalog.Producers(nil)
+	_ RecordDeleter  = catalog.Compaction(nil)
+	_ Security       = catalog.Security(nil)
+	_ SchemaRegistry = catalog.Registry(nil)
 )
 
 // Deps are what the core serves from. Each is nil on a node without it (leave the field
@@ -139,6 +140,9 @@ type Deps struct {
 	// is allowed, the node has no authentication.
 	Authorizer Authorizer
 	Classic    ClassicGroups
+	// Registry keeps the schema registry (both catalog backends): its calls
+	// (registry.go) and the validation of topics that ask for it (schemas.go) need it.
+	Registry SchemaRegistry
 	// Now is the node clock that stamps and bounds CreateTime timestamps; nil: time.Now.
 	Now func() time.Time
 }
@@ -185,7 +189,8 @@ type Broker struct {
 	maxWait    time.Duration // Config.MaxWait, default applied
 	// producerTxns remembers the owner of producer ids seen (authorize.go).
 	producerTxns producerTxnCache
-	waits        *groupWaits // held JoinGroup and SyncGroup requests (groupwait.go)
+	waits        *groupWaits  // held JoinGroup and SyncGroup requests (groupwait.go)
+	schemas      *schemaCache // parsed schemas and subjects' ids (schemas.go)
 }
 
 // New builds the core over d.
@@ -199,7 +204,7 @@ func New(cfg Config, d Deps) *Broker {
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = DefaultMaxWait
 	}
-	b := &Broker{d: d, now: d.Now, maxAfterMs: cfg.MaxTimestampAfterMs, maxWait: cfg.MaxWait, waits: newGroupWaits()}
+	b := &Broker{d: d, now: d.Now, maxAfterMs: cfg.MaxTimestampAfterMs, maxWait: cfg.MaxWait, waits: newGroupWaits(), schemas: newSchemaCache()}
 	if b.now == nil {
 		b.now = time.Now
 	}
@@ -234,6 +239,8 @@ const (
 	CapClassicGroups
 	// CapConnectors: connector administration.
 	CapConnectors
+	// CapRegistry: the schema registry.
+	CapRegistry
 )
 
 // Check answers nil when this node can serve calls that need c, else an *Error with
@@ -299,6 +306,10 @@ func (b *Broker) check(c Capability) *Error {
 	case CapConnectors:
 		if b.d.Connect == nil {
 			return newError(CodeRoleUnavailable, "this node's catalog keeps no connectors")
+		}
+	case CapRegistry:
+		if b.d.Registry == nil {
+			return newError(CodeRoleUnavailable, "this node's catalog keeps no schema registry")
 		}
 	case CapClassicGroups:
 		if b.d.Classic == nil || b.d.Groups == nil || b.d.Catalog == nil {

@@ -19,6 +19,7 @@ type Backend interface {
 	Cluster
 	Connect
 	Security
+	Registry
 }
 
 // Catalog is the core of the catalog — topics, partitions, the segment commit, chunk

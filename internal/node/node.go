@@ -31,6 +31,7 @@ import (
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/metered"
 	"github.com/strata-io/strata/reader"
+	"github.com/strata-io/strata/registry/rest"
 	"github.com/strata-io/strata/security"
 	"github.com/strata-io/strata/writer"
 )
@@ -202,7 +203,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.MemoryBudget > 0 {
 		n.Memory = membudget.New(cfg.MemoryBudget, reg)
 	}
-	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat, Connect: cat, Security: cat, Classic: cat}
+	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat, Connect: cat, Security: cat, Classic: cat, Registry: cat}
 	if cfg.Security.Enabled() {
 		if err := n.startGuard(ctx, cfg, start); err != nil {
 			n.Stop(context.Background())
@@ -259,6 +260,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		Ready:      readiness(cat, raw),
 		Memory:     n.Memory,
 	}
+	n.apiD.Mounts = registryMounts(n.Broker, log)
 	if cfg.Connect {
 		n.startConnect(cat, log)
 	}
@@ -318,8 +320,8 @@ func (n *Node) startConnect(cat catalog.Backend, log *slog.Logger) {
 	n.Connect = connect.NewWorker(cat, n.Broker, wc)
 	rest := connect.NewREST(n.Broker, connect.RESTConfig{Plugins: wc.Plugins, Providers: wc.Providers, Worker: n.Connect.ID(), Principal: api.Principal, Log: log})
 	conns, plugins := rest.Connectors(), rest.Plugins()
-	n.apiD.Mounts = []api.Mount{{Path: "/connectors", Handler: conns}, {Path: "/v1/connectors", Handler: conns},
-		{Path: "/connector-plugins", Handler: plugins}, {Path: "/v1/connector-plugins", Handler: plugins}}
+	n.apiD.Mounts = append(n.apiD.Mounts, []api.Mount{{Path: "/connectors", Handler: conns}, {Path: "/v1/connectors", Handler: conns},
+		{Path: "/connector-plugins", Handler: plugins}, {Path: "/v1/connector-plugins", Handler: plugins}}...)
 	ctx, stop := context.WithCancel(context.Background())
 	n.stopConnect, n.connectDone = stop, make(chan struct{})
 	go func() {
@@ -329,6 +331,17 @@ func (n *Node) startConnect(cat catalog.Backend, log *slog.Logger) {
 			n.fail(fmt.Errorf("connect: stopped unexpectedly: %v", err))
 		}
 	}()
+}
+
+// registryMounts serves the schema registry's REST API at the root paths registry
+// clients expect.
+func registryMounts(core *broker.Broker, log *slog.Logger) []api.Mount {
+	h := rest.New(core, rest.Config{Principal: api.Principal, Log: log})
+	var ms []api.Mount
+	for _, p := range rest.Prefixes {
+		ms = append(ms, api.Mount{Path: p, Handler: h.Routes(p)})
+	}
+	return ms
 }
 
 // readiness is the node's /readyz check: the catalog and the bucket, asked at once,
