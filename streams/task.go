@@ -1,14 +1,15 @@
 package streams
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
-	"sort"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/RaduBerinde/btreemap"
 
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/streams/store"
@@ -92,7 +93,8 @@ type task struct {
 	// Uncommitted work: writes[i] has absolute index wBase+i, outs likewise.
 	wBase, oBase int64
 	writes       []pwrite
-	index        map[string]map[string]int64 // store → key → absolute index of its latest write
+	index        map[string]map[string]int64                     // store → key → absolute index of its latest write
+	sorted       map[string]*btreemap.BTreeMap[string, struct{}] // store → the keys of index, in order (for ranges)
 	outs         []outRec
 	bytes        int64      // bytes written since the task started
 	openKeys     int        // distinct keys written since the last boundary: its changelog records
@@ -112,7 +114,7 @@ func newTask(topo *Topology, sub *subtopology, partition int32, db store.DB, env
 	t := &task{
 		id: TaskID{sub.index, partition}, sub: sub, topo: topo, env: env, db: db,
 		emit: map[int]any{}, entries: map[string]func(rawRecord){}, index: map[string]map[string]int64{},
-		positions: map[client.TopicPartition]int64{},
+		sorted: map[string]*btreemap.BTreeMap[string, struct{}]{}, positions: map[client.TopicPartition]int64{},
 	}
 	t.base = boundary{positions: map[client.TopicPartition]int64{}}
 	return t
@@ -261,8 +263,13 @@ func (t *task) write(w pwrite) {
 	if m == nil {
 		m = map[string]int64{}
 		t.index[w.store] = m
+		t.sorted[w.store] = btreemap.New[string, struct{}](16, strings.Compare)
 	}
-	if prev, ok := m[string(w.key)]; !ok || prev < t.last().w {
+	prev, ok := m[string(w.key)]
+	if !ok {
+		t.sorted[w.store].ReplaceOrInsert(string(w.key), struct{}{})
+	}
+	if !ok || prev < t.last().w {
 		t.openKeys++
 	}
 	m[string(w.key)] = t.wBase + int64(len(t.writes))
@@ -271,44 +278,55 @@ func (t *task) write(w pwrite) {
 }
 
 // rangeStore calls fn for the store's live entries in [lo, hi) in key order, merging
-// uncommitted writes over the local store.
+// uncommitted writes over the local store. It stops as soon as fn returns false: a
+// range costs what it reads, not the store's size.
 func (t *task) rangeStore(st string, lo, hi []byte, fn func(k, v []byte) bool) {
-	var mine []string
-	for k, i := range t.index[st] {
-		if i >= t.wBase && bytes.Compare([]byte(k), lo) >= 0 && (hi == nil || bytes.Compare([]byte(k), hi) < 0) {
-			mine = append(mine, k)
+	var mine []string // uncommitted keys in range, in order
+	if s := t.sorted[st]; s != nil {
+		upper := btreemap.Max[string]()
+		if hi != nil {
+			upper = btreemap.LT(string(hi))
 		}
+		s.AscendFunc(btreemap.GE(string(lo)), upper, func(k string, _ struct{}) bool {
+			mine = append(mine, k)
+			return true
+		})
 	}
-	sort.Strings(mine)
-	type kv struct {
-		k, v []byte
+	i, stopped := 0, false
+	pending := func(k string) bool { // fn on an uncommitted write, unless a delete
+		w := t.writes[t.index[st][k]-t.wBase]
+		if w.del {
+			return true
+		}
+		return fn(w.key, w.value)
 	}
-	var base []kv
-	if err := t.db.Range(st, lo, hi, func(k, v []byte) bool {
-		base = append(base, kv{bytes.Clone(k), bytes.Clone(v)})
+	err := t.db.Range(st, lo, hi, func(k, v []byte) bool {
+		for ; i < len(mine) && mine[i] < string(k); i++ {
+			if !pending(mine[i]) {
+				stopped = true
+				return false
+			}
+		}
+		if i < len(mine) && mine[i] == string(k) {
+			i++
+			if !pending(mine[i-1]) {
+				stopped = true
+				return false
+			}
+			return true
+		}
+		if !fn(k, v) {
+			stopped = true
+			return false
+		}
 		return true
-	}); err != nil {
+	})
+	if err != nil {
 		t.failf("range over store %s: %w", st, err)
 		return
 	}
-	i, j := 0, 0
-	for i < len(mine) || j < len(base) {
-		var k []byte
-		var v []byte
-		live := true
-		switch {
-		case j >= len(base) || i < len(mine) && mine[i] <= string(base[j].k):
-			if j < len(base) && mine[i] == string(base[j].k) {
-				j++
-			}
-			w := t.writes[t.index[st][mine[i]]-t.wBase]
-			k, v, live = w.key, w.value, !w.del
-			i++
-		default:
-			k, v = base[j].k, base[j].v
-			j++
-		}
-		if live && !fn(k, v) {
+	for ; !stopped && i < len(mine); i++ {
+		if !pending(mine[i]) {
 			return
 		}
 	}
@@ -422,6 +440,7 @@ func (t *task) confirmed(u *unit, checkpoints map[string]int64) error {
 	for _, w := range t.writes[:nw] {
 		if i, ok := t.index[w.store][string(w.key)]; ok && i < u.b.w {
 			delete(t.index[w.store], string(w.key))
+			t.sorted[w.store].Delete(string(w.key))
 		}
 	}
 	t.writes = slices.Clone(t.writes[nw:])
