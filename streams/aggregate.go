@@ -174,11 +174,14 @@ const (
 	EmitOnWindowClose
 )
 
-// WindowedAggregate folds each key's records per window (tumbling or hopping, with
-// grace). The result stream keeps the key and carries the window in the value. A
-// record whose windows have all closed is late: dropped, counted in
+// WindowedAggregate folds each key's records per window (tumbling, hopping or
+// sliding, with grace). The result stream keeps the key and carries the window in the
+// value. A record whose windows have all closed is late: dropped, counted in
 // Metrics.LateRecordsDropped and sent to Config.LateRecordTopic when set.
 func WindowedAggregate[K, V, A any](g Grouped[K, V], name string, w window.Spec, init func() A, add func(K, V, A) A, as serde.Serde[A], emit Emit) Stream[K, window.Result[A]] {
+	if w.IsSliding() {
+		return slidingAggregate(g, name, w, init, add, as, emit)
+	}
 	b := g.s.p.b
 	out := newPort[K, window.Result[A]](b)
 	ks := g.s.p.ks

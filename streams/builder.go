@@ -134,8 +134,9 @@ type sourceDef struct {
 type storeKind int
 
 const (
-	kvStore storeKind = iota
-	windowStore
+	kvStore     storeKind = iota
+	windowStore           // tumbling and hopping windows: (start, key) keys, changelog compact,delete
+	timedStore            // a store.Timed layout (sliding, session, join, Processor API window stores)
 )
 
 // storeDef is a state store and its changelog.

@@ -85,6 +85,7 @@ type task struct {
 	db   store.DB
 
 	emit    map[int]any
+	shared  map[int]any // per-task state of operators with more than one input (joins)
 	entries map[string]func(rawRecord)
 	closers []func() error
 	onTime  []func() // after each record: windows closing, stream-time punctuators
@@ -113,7 +114,7 @@ type task struct {
 func newTask(topo *Topology, sub *subtopology, partition int32, db store.DB, env *taskEnv) *task {
 	t := &task{
 		id: TaskID{sub.index, partition}, sub: sub, topo: topo, env: env, db: db,
-		emit: map[int]any{}, entries: map[string]func(rawRecord){}, index: map[string]map[string]int64{},
+		emit: map[int]any{}, shared: map[int]any{}, entries: map[string]func(rawRecord){}, index: map[string]map[string]int64{},
 		sorted: map[string]*btreemap.BTreeMap[string, struct{}]{}, positions: map[client.TopicPartition]int64{},
 	}
 	t.base = boundary{positions: map[client.TopicPartition]int64{}}
@@ -129,6 +130,23 @@ func (t *task) init(positions map[client.TopicPartition]int64) error {
 	}
 	return t.err
 }
+
+// shared returns the task's state for the operator id, made once by mk: what the
+// inputs of a join share.
+func shared[T any](t *task, id int, mk func() T) T {
+	if v, ok := t.shared[id]; ok {
+		return v.(T)
+	}
+	v := mk()
+	t.shared[id] = v
+	return v
+}
+
+// budget is how many entries an operator may expire, or closed join records emit, per
+// input record beyond what the record itself does: the rest waits for the next
+// record, so that a jump in stream time never makes one record's commit exceed the
+// limits. (Expiring late is harmless: nothing reads expired entries.)
+func (t *task) budget() int { return max(16, t.env.maxRecords/16) }
 
 // fail records the first error that stops the task.
 func (t *task) fail(err error) {

@@ -75,6 +75,10 @@ func keyPrefix(tag byte, key []byte) []byte {
 	return append(b, key...)
 }
 
+// EntryKey is the stored key of (key, tm, n) in a Timed store: what a test reading a
+// store's raw entries looks up.
+func EntryKey(key []byte, tm, n int64) []byte { return entryKey(key, tm, n) }
+
 func entryKey(key []byte, tm, n int64) []byte {
 	return putOrdered(putOrdered(keyPrefix(entryTag, key), tm), n)
 }
