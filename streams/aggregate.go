@@ -14,6 +14,7 @@ type Table[K, V any] struct {
 	store   string
 	ks      serde.Serde[K]
 	vs      serde.Serde[V]
+	stamped bool // the store keeps each value's timestamp (tables read from a topic, joins)
 }
 
 // Changes is the table's update stream: every update, with the old and the new value,
@@ -137,7 +138,7 @@ func joinTable[K, V, T, R any](s Stream[K, V], tb Table[K, T], what string, f fu
 		return Stream[K, R]{q}
 	}
 	b.link(s.p.id, tb.changes.id)
-	ks, ts, name := tb.ks, tb.vs, tb.store
+	ks, name := tb.ks, tb.store
 	s.p.to(func(t *task) func(Record[K, V]) {
 		out := q.emitter(t)
 		return func(r Record[K, V]) {
@@ -146,16 +147,16 @@ func joinTable[K, V, T, R any](s Stream[K, V], tb Table[K, T], what string, f fu
 				t.failf("%s with %s: encode key: %w", what, name, err)
 				return
 			}
-			var tv *T
-			if raw, ok := t.get(name, kb); ok {
-				v, err := ts.Decode(raw)
-				if err != nil {
-					t.failf("%s with %s: decode stored value: %w", what, name, err)
-					return
-				}
-				tv = &v
+			tv, _, ok, err := tb.read(t, kb)
+			if err != nil {
+				t.failf("%s with %s: %w", what, name, err)
+				return
 			}
-			if res, ok := f(r.Key, r.Value, tv); ok {
+			var tp *T
+			if ok {
+				tp = &tv
+			}
+			if res, ok := f(r.Key, r.Value, tp); ok {
 				out(Record[K, R]{Key: r.Key, Value: res, Timestamp: r.Timestamp, Headers: r.Headers})
 			}
 		}

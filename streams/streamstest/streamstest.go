@@ -139,6 +139,17 @@ func GetWindow[K, V any](d *Driver, storeName string, ks serde.Serde[K], vs serd
 	return lookup(d, storeName, streams.WindowKey(start, kb), vs)
 }
 
+// GetTable reads the committed value of k in a table read from a topic, made from a
+// stream or by a join (their stores keep each value's timestamp).
+func GetTable[K, V any](d *Driver, storeName string, ks serde.Serde[K], vs serde.Serde[V], k K) (V, bool) {
+	d.t.Helper()
+	kb, err := ks.Encode(k)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return lookupStamped(d, storeName, kb, vs)
+}
+
 // GetSliding reads a sliding windowed aggregation's committed value for k in the
 // window starting at start.
 func GetSliding[K, V any](d *Driver, storeName string, ks serde.Serde[K], vs serde.Serde[V], k K, start time.Time) (V, bool) {
