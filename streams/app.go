@@ -249,11 +249,14 @@ func (a *App) prepare(ctx context.Context) error {
 	}
 	for _, s := range a.topo.subs {
 		for _, w := range s.writes {
-			if err := a.ensureTopic(ctx, w, counts[s.index], nil); err != nil {
+			if err := a.ensureTopic(ctx, w, counts[a.topo.sizer[w].index], nil); err != nil {
 				return err
 			}
 		}
 		for _, sd := range s.stores {
+			// Timed stores (sliding, session, join) delete what they no longer need,
+			// tombstones compaction removes: compacted alone, so that no retention by
+			// event time (old data reprocessed) can take a live entry away.
 			configs := map[string]string{"cleanup.policy": "compact"}
 			if sd.kind == windowStore {
 				configs = map[string]string{"cleanup.policy": "compact,delete", "retention.ms": strconv.FormatInt(sd.retentionMs, 10)}

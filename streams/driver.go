@@ -95,13 +95,9 @@ func NewDriver(topo *Topology, cfg DriverConfig) (*Driver, error) {
 }
 
 func (d *Driver) partitions(topic string) (int32, error) {
-	for _, s := range d.topo.subs {
-		for _, w := range s.writes {
-			if w == topic {
-				if n, ok := d.counts[s.index]; ok {
-					return n, nil
-				}
-			}
+	if s, ok := d.topo.sizer[topic]; ok {
+		if n, ok := d.counts[s.index]; ok {
+			return n, nil
 		}
 	}
 	if n, ok := d.cfg.Partitions[topic]; ok {

@@ -218,14 +218,20 @@ func (t *task) firePunct(p *punctuator, now int64) {
 // send queues a record for topic, partitioned by its key's bytes as a Kafka client
 // would (a null key goes to the task's own partition, so reprocessing is stable).
 func (t *task) send(topic string, key, value []byte, ts int64, headers []client.Header) {
+	t.sendBy(topic, key, key, value, ts, headers)
+}
+
+// sendBy is send partitioned by partKey's bytes instead of the key's: a foreign-key
+// join's subscription goes to the foreign key's partition, its key holding both keys.
+func (t *task) sendBy(topic string, partKey, key, value []byte, ts int64, headers []client.Header) {
 	n, err := t.env.partitions(topic)
 	if err != nil {
 		t.failf("send to %s: %w", topic, err)
 		return
 	}
 	part := t.id.Partition % n
-	if key != nil {
-		part = client.KeyPartition(key, n)
+	if partKey != nil {
+		part = client.KeyPartition(partKey, n)
 	}
 	if h := t.env.inputHeader; h != "" {
 		var pos string
