@@ -21,7 +21,7 @@ type Builder struct {
 	sinks   map[string]bool // user topics written
 	stores  map[string]*storeDef
 	parts   map[string]*repartitionDef // by topic
-	names   map[string]string // stateful names taken, and by what
+	names   map[string]string          // stateful names taken, and by what
 	errs    []error
 }
 
