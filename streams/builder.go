@@ -146,7 +146,8 @@ type storeDef struct {
 	name        string
 	kind        storeKind
 	node        int
-	retentionMs int64 // window stores: how long the changelog keeps records
+	retentionMs int64 // window stores: how long the changelog keeps records; Processor API window and session stores: how long entries are kept
+	sessions    bool  // a Processor API session store
 }
 
 // repartitionDef is an internal topic: written by the upstream subtopology (node),
