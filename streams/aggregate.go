@@ -328,6 +328,7 @@ func (a *windowAgg[K, V, A]) closeWindows() {
 // late counts a record no window took, and sends it to the late-record topic if set.
 func (t *task) late() {
 	t.env.metrics.LateRecordsDropped.Add(1)
+	t.pm.late.Inc()
 	if t.env.lateTopic != "" && t.cur != nil {
 		r := t.cur
 		t.send(t.env.lateTopic, r.Key, r.Value, r.TS, nil)

@@ -65,6 +65,8 @@ type taskEnv struct {
 	maxRecords  int    // per commit
 	maxBytes    int64
 	metrics     *Metrics
+	prom        *promMetrics
+	app         string
 	log         *slog.Logger
 }
 
@@ -83,6 +85,7 @@ type task struct {
 	topo *Topology
 	env  *taskEnv
 	db   store.DB
+	pm   *taskProm
 
 	emit    map[int]any
 	shared  map[int]any // per-task state of operators with more than one input (joins)
@@ -118,6 +121,10 @@ func newTask(topo *Topology, sub *subtopology, partition int32, db store.DB, env
 		sorted: map[string]*btreemap.BTreeMap[string, struct{}]{}, positions: map[client.TopicPartition]int64{},
 	}
 	t.base = boundary{positions: map[client.TopicPartition]int64{}}
+	if env.prom == nil {
+		env.prom = newPromMetrics(nil)
+	}
+	t.pm = env.prom.forTask(env.app, t.id)
 	return t
 }
 
@@ -178,6 +185,7 @@ func (t *task) process(r rawRecord) {
 	t.cur = nil
 	t.punctuateStream()
 	t.env.metrics.RecordsProcessed.Add(1)
+	t.pm.processed.Inc()
 }
 
 // punctuateStream fires the stream-time punctuators due at the current stream time.
@@ -208,6 +216,7 @@ func (t *task) firePunct(p *punctuator, now int64) {
 	}
 	prev := t.cur
 	t.cur, t.outSeq, t.punctTime = nil, 0, now
+	t.pm.punctuations.Inc()
 	if err := p.fn(fromMs(now)); err != nil {
 		t.failf("punctuator: %w", err)
 	}
@@ -480,6 +489,7 @@ func (t *task) confirmed(u *unit, checkpoints map[string]int64) error {
 func (t *task) waiting() bool { return len(t.cuts) > 1 }
 
 func (t *task) close() error {
+	t.pm.forget()
 	var first error
 	for _, c := range t.closers {
 		if err := c(); err != nil && first == nil {
@@ -493,7 +503,8 @@ func (t *task) close() error {
 type inputPart struct {
 	tp     client.TopicPartition
 	queue  []rawRecord
-	atEnd  bool // nothing more to read now: fetched up to the high watermark
+	atEnd  bool  // nothing more to read now: fetched up to the high watermark
+	hwm    int64 // the high watermark last fetched (-1: none yet)
 	closed bool
 }
 

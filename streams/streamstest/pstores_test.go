@@ -3,8 +3,12 @@ package streamstest_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/strata-io/strata/client"
 
 	"github.com/strata-io/strata/streams"
 	"github.com/strata-io/strata/streams/streamstest"
@@ -108,5 +112,43 @@ func TestProcessorWindowAndSessionStores(t *testing.T) {
 	want(t, "after retention", pairs(out.Read()), []kv{{"k", "w70000=1 s[70000,70000]=1 "}})
 	if len(d.Changelog("wins")) == 0 || len(d.Changelog("sess")) == 0 {
 		t.Error("the stores have no changelog records")
+	}
+}
+
+// The per-task Prometheus metrics: records processed, late records, punctuations.
+func TestPrometheusMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	b := streams.NewBuilder("app")
+	in := streams.From(b, "in", str, str)
+	streams.WindowedCount(streams.GroupByKey(in), "counts", window.Tumbling(time.Second, 0), streams.EmitEveryUpdate).To("out", str, serde64Result)
+	streams.Process(in, "dedupe", func() streams.Processor[string, string, string, string] { return &dedupe{} }, "seen")
+	d := streamstest.New(t, b, streamstest.Config{Registerer: reg, Partitions: map[string]int32{"in": 2}})
+	p := streamstest.NewInput(d, "in", str, str)
+	p.Pipe("a", "", time.UnixMilli(5_000))
+	p.Pipe("a", "", time.UnixMilli(25_000)) // the stream-time punctuator fires (every 10s)
+	p.Pipe("a", "", time.UnixMilli(1_000))  // late
+	got := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			got[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = m.GetCounter().GetValue()
+		}
+	}
+	task := fmt.Sprintf("0_%d", client.KeyPartition([]byte("a"), 2))
+	for name, want := range map[string]float64{
+		"strata_streams_records_processed_total{app=app,task=" + task + "}":    3,
+		"strata_streams_late_records_dropped_total{app=app,task=" + task + "}": 1,
+		"strata_streams_punctuations_total{app=app,task=" + task + "}":         1,
+	} {
+		if got[name] != want {
+			t.Errorf("%s = %v, want %v (all: %v)", name, got[name], want, got)
+		}
 	}
 }
