@@ -191,7 +191,8 @@ func (j *joinState[K, L, R, O]) process(k K, l *L, r *R, meta Record[K, L]) {
 		j.failf("encode value: %w", err)
 		return
 	}
-	if _, err := this.Append(kb, ts, vb); err != nil {
+	seq, err := this.Append(kb, ts, vb)
+	if err != nil {
 		j.failf("buffer a record: %w", err)
 		return
 	}
@@ -223,7 +224,8 @@ func (j *joinState[K, L, R, O]) process(k K, l *L, r *R, meta Record[K, L]) {
 		j.out(Record[K, O]{Key: k, Value: res, Timestamp: fromMs(max(ts, p.ts)), Headers: meta.Headers})
 	}
 	if len(ps) == 0 && (j.kind == outerJoin || j.kind == leftJoin && isLeft) {
-		if _, err := j.outer.Append(append([]byte{side}, kb...), ts, vb); err != nil {
+		// Under the record's own sequence number, the one a partner finds it by.
+		if err := j.outer.Put(append([]byte{side}, kb...), ts, seq, vb); err != nil {
 			j.failf("buffer an unmatched record: %w", err)
 			return
 		}

@@ -56,7 +56,7 @@ func (in *instance) restart(wipe bool) {
 func (in *instance) snapshot() (streams.MetricsSnapshot, map[string]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+in.metrics+"/metrics", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+in.metrics+"/status", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return streams.MetricsSnapshot{}, nil, err
