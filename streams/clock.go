@@ -66,19 +66,49 @@ func setMetaInt(t *task, s store.Timed, name string, v int64) {
 	}
 }
 
-// expire deletes, within the task's budget, the entries of s older than before:
-// windows and buffered records nothing can read again.
-func expire(t *task, s store.Timed, before int64) {
-	refs, err := s.Before(before, t.budget())
-	if err != nil {
+// expirer deletes the entries of a store.Timed older than a horizon that only moves
+// forward, and that no new entry is ever put below. It scans the index from where
+// it stopped (from), not from the start: deleted entries linger in Pebble as
+// tombstones until compaction, and a scan from the start would step over every
+// entry ever expired, on every record.
+type expirer struct {
+	s    store.Timed
+	from int64
+	step int64
+}
+
+// newExpirer expires entries of s in steps of step (ms) of the horizon: a scan per
+// record would cost more than the entries it finds, and an entry expired a little
+// late is harmless — nothing reads it.
+func newExpirer(s store.Timed, step int64) *expirer {
+	return &expirer{s: s, from: minStart, step: max(step, 1)}
+}
+
+// expire deletes, within the task's budget, the entries older than before: windows
+// and buffered records nothing can read again.
+func (e *expirer) expire(t *task, before int64) {
+	if before <= e.from || e.from != minStart && before-e.from < e.step || t.err != nil {
+		return
+	}
+	budget := t.budget()
+	var refs []store.Ref
+	if err := e.s.Indexed(e.from, before, func(key []byte, tm, n int64) bool {
+		refs = append(refs, store.Ref{Key: append([]byte(nil), key...), Time: tm, N: n})
+		return len(refs) < budget
+	}); err != nil {
 		t.failf("expire old entries: %w", err)
 		return
 	}
 	for _, r := range refs {
-		if err := s.Delete(r.Key, r.Time, r.N); err != nil {
+		if err := e.s.Delete(r.Key, r.Time, r.N); err != nil {
 			t.failf("expire old entries: %w", err)
 			return
 		}
+	}
+	if len(refs) < budget {
+		e.from = before
+	} else {
+		e.from = refs[len(refs)-1].Time // entries of that time may remain
 	}
 }
 

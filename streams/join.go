@@ -108,6 +108,8 @@ func streamJoin[K, L, R, O any](left Stream[K, L], right Stream[K, R], name stri
 			js := &joinState[K, L, R, O]{t: t, name: name, w: w, kind: kind, ks: ks, ls: ls, rs: rs, f: f, out: out.emitter(t),
 				left: t.timed(stores[0]), right: t.timed(stores[1])}
 			js.clock = &opClock{s: js.left}
+			step := (w.Before() + w.After() + w.Grace()) / 16
+			js.expLeft, js.expRight, js.outerFrom = newExpirer(js.left, step), newExpirer(js.right, step), minStart
 			if kind != innerJoin {
 				js.outer = t.timed(stores[2])
 			}
@@ -150,6 +152,9 @@ type joinState[K, L, R, O any] struct {
 	left, right store.Timed
 	outer       store.Timed
 	clock       *opClock
+	expLeft     *expirer
+	expRight    *expirer
+	outerFrom   int64 // no buffered unmatched record is older (a lower bound)
 }
 
 func (j *joinState[K, L, R, O]) failf(format string, args ...any) {
@@ -229,12 +234,13 @@ func (j *joinState[K, L, R, O]) process(k K, l *L, r *R, meta Record[K, L]) {
 			j.failf("buffer an unmatched record: %w", err)
 			return
 		}
+		j.outerFrom = min(j.outerFrom, ts)
 	}
 	// Buffered records no partner can reach any more: a record not late looks back at
 	// most before (or after) from at least stream time - after (or before) - grace.
 	horizon := st - j.w.Before() - j.w.After() - j.w.Grace()
-	expire(t, j.left, horizon)
-	expire(t, j.right, horizon)
+	j.expLeft.expire(t, horizon)
+	j.expRight.expire(t, horizon)
 }
 
 // joinWith joins this side's value with a buffered value of the other side.
@@ -262,21 +268,33 @@ func (j *joinState[K, L, R, O]) emitClosed(st int64) {
 	g := j.w.Grace()
 	// Left records close at ts+after+grace < st, right ones at ts+before+grace < st.
 	horizon := st - g - min(j.w.After(), j.w.Before())
+	if horizon <= j.outerFrom {
+		return
+	}
 	var due []store.Ref
 	budget := j.t.budget()
-	if err := j.outer.Indexed(-1<<63, horizon, func(sk []byte, ts, n int64) bool {
+	waiting := horizon // the oldest record seen still open, if any
+	// The scan starts at a lower bound of what is buffered rather than at the start:
+	// emitted records linger in Pebble as tombstones until compaction.
+	if err := j.outer.Indexed(j.outerFrom, horizon, func(sk []byte, ts, n int64) bool {
 		ahead := j.w.After()
 		if sk[0] == sideRight {
 			ahead = j.w.Before()
 		}
 		if ts+ahead+g < st {
 			due = append(due, store.Ref{Key: append([]byte(nil), sk...), Time: ts, N: n})
+		} else {
+			waiting = min(waiting, ts)
 		}
 		return len(due) < budget
 	}); err != nil {
 		j.failf("find closed unmatched records: %w", err)
 		return
 	}
+	if len(due) == budget {
+		waiting = min(waiting, due[len(due)-1].Time) // more may be due at that time
+	}
+	j.outerFrom = waiting
 	for _, ref := range due {
 		v, ok, err := j.outer.Get(ref.Key, ref.Time, ref.N)
 		if err != nil || !ok {

@@ -102,10 +102,14 @@ func ProcessWithStores[K, V, K2, V2 any](s Stream[K, V], name string, supplier f
 			t.failf("processor %s: init: %w", name, err)
 		}
 		t.closers = append(t.closers, p.Close)
-		var timed []StoreSpec
+		type retained struct {
+			exp       *expirer
+			retention int64
+		}
+		var timed []retained
 		for _, st := range stores {
 			if st.kind == timedStore && st.retention > 0 {
-				timed = append(timed, st)
+				timed = append(timed, retained{newExpirer(t.timed(st.name), st.retention/16), st.retention})
 			}
 		}
 		return func(r Record[K, V]) {
@@ -114,7 +118,7 @@ func ProcessWithStores[K, V, K2, V2 any](s Stream[K, V], name string, supplier f
 				return
 			}
 			for _, st := range timed { // what is older than the retention goes
-				expire(t, t.timed(st.name), t.streamTime-st.retention)
+				st.exp.expire(t, t.streamTime-st.retention)
 			}
 		}
 	})

@@ -22,25 +22,33 @@ func KeyValueStoreSpec(name string) StoreSpec { return StoreSpec{name: name, kin
 
 // WindowStoreSpec declares a window store, opened with WindowStoreOf: values by key and
 // window start. Entries whose start is more than retention behind the task's stream
-// time are removed (0: kept until deleted).
+// time are gone: reads skip them, a put of one is dropped (as Kafka drops writes to
+// expired segments), and the runtime deletes them (0: kept until deleted).
 func WindowStoreSpec(name string, retention time.Duration) StoreSpec {
 	return StoreSpec{name: name, kind: timedStore, retention: retention.Milliseconds()}
 }
 
 // SessionStoreSpec declares a session store, opened with SessionStoreOf: values by key
 // and session. Sessions whose last instant is more than retention behind the task's
-// stream time are removed (0: kept until removed).
+// stream time are gone: reads skip them, a put of one is dropped, and the runtime
+// deletes them (0: kept until removed).
 func SessionStoreSpec(name string, retention time.Duration) StoreSpec {
 	return StoreSpec{name: name, kind: timedStore, retention: retention.Milliseconds(), sessions: true}
 }
 
-func declared(t *task, name string, kind storeKind, sessions bool) bool {
+func declared(t *task, name string, kind storeKind, sessions bool) (*storeDef, bool) {
 	for _, sd := range t.sub.stores {
 		if sd.name == name && sd.kind == kind && sd.sessions == sessions {
-			return true
+			return sd, true
 		}
 	}
-	return false
+	return nil, false
+}
+
+// expired says a put at time tm (a window's start, a session's last instant) is past
+// the store's retention.
+func expired(t *task, retention, tm int64) bool {
+	return retention > 0 && t.hasTime && tm < t.streamTime-retention
 }
 
 // WindowStore is a typed view of a processor's window store (Kafka Streams'
@@ -48,7 +56,9 @@ func declared(t *task, name string, kind storeKind, sessions bool) bool {
 // plus everything written since; writes become durable with the task's next
 // confirmed commit.
 type WindowStore[K, V any] struct {
-	name string
+	t         *task
+	retention int64
+	name      string
 	s    store.Timed
 	ks   serde.Serde[K]
 	vs   serde.Serde[V]
@@ -57,10 +67,11 @@ type WindowStore[K, V any] struct {
 // WindowStoreOf opens the window store name, declared with WindowStoreSpec.
 func WindowStoreOf[K, V any](src StoreSource, name string, ks serde.Serde[K], vs serde.Serde[V]) (*WindowStore[K, V], error) {
 	t := src.taskOf()
-	if !declared(t, name, timedStore, false) {
+	sd, ok := declared(t, name, timedStore, false)
+	if !ok {
 		return nil, fmt.Errorf("%w: window store %q (declare it with streams.WindowStoreSpec)", ErrNoStore, name)
 	}
-	return &WindowStore[K, V]{name: name, s: t.timed(name), ks: ks, vs: vs}, nil
+	return &WindowStore[K, V]{t: t, retention: sd.retentionMs, name: name, s: t.timed(name), ks: ks, vs: vs}, nil
 }
 
 func (w *WindowStore[K, V]) key(k K) ([]byte, error) {
@@ -71,8 +82,12 @@ func (w *WindowStore[K, V]) key(k K) ([]byte, error) {
 	return kb, nil
 }
 
-// Put sets k's value in the window starting at start.
+// Put sets k's value in the window starting at start (dropped if the window is past
+// the retention).
 func (w *WindowStore[K, V]) Put(k K, start time.Time, v V) error {
+	if expired(w.t, w.retention, ms(start)) {
+		return nil
+	}
 	kb, err := w.key(k)
 	if err != nil {
 		return err
@@ -91,7 +106,7 @@ func (w *WindowStore[K, V]) Get(k K, start time.Time) (v V, ok bool, err error) 
 		return v, false, err
 	}
 	raw, ok, err := w.s.Get(kb, ms(start), 0)
-	if err != nil || !ok {
+	if err != nil || !ok || expired(w.t, w.retention, ms(start)) {
 		return v, false, err
 	}
 	v, err = w.vs.Decode(raw)
@@ -116,6 +131,9 @@ func (w *WindowStore[K, V]) Fetch(k K, from, to time.Time, fn func(start time.Ti
 	}
 	var derr error
 	err = w.s.Fetch(kb, ms(from), ms(to), func(start, _ int64, raw []byte) bool {
+		if expired(w.t, w.retention, start) {
+			return true
+		}
 		v, err := w.vs.Decode(raw)
 		if err != nil {
 			derr = fmt.Errorf("store %s: decode value: %w", w.name, err)
@@ -134,7 +152,9 @@ func (w *WindowStore[K, V]) Fetch(k K, from, to time.Time, fn func(start time.Ti
 func (w *WindowStore[K, V]) FetchAll(from, to time.Time, fn func(k K, start time.Time, v V) bool) error {
 	var refs []store.Ref
 	if err := w.s.Indexed(ms(from), ms(to)+1, func(key []byte, tm, n int64) bool {
-		refs = append(refs, store.Ref{Key: append([]byte(nil), key...), Time: tm, N: n})
+		if !expired(w.t, w.retention, tm) {
+			refs = append(refs, store.Ref{Key: append([]byte(nil), key...), Time: tm, N: n})
+		}
 		return true
 	}); err != nil {
 		return err
@@ -166,7 +186,9 @@ func (w *WindowStore[K, V]) FetchAll(from, to time.Time, fn func(k K, start time
 // SessionStore): one value per key and session. A session is a window.Window from its
 // first record's time to its last record's plus 1ms.
 type SessionStore[K, V any] struct {
-	name string
+	t         *task
+	retention int64
+	name      string
 	s    store.Timed
 	ks   serde.Serde[K]
 	vs   serde.Serde[V]
@@ -175,10 +197,11 @@ type SessionStore[K, V any] struct {
 // SessionStoreOf opens the session store name, declared with SessionStoreSpec.
 func SessionStoreOf[K, V any](src StoreSource, name string, ks serde.Serde[K], vs serde.Serde[V]) (*SessionStore[K, V], error) {
 	t := src.taskOf()
-	if !declared(t, name, timedStore, true) {
+	sd, ok := declared(t, name, timedStore, true)
+	if !ok {
 		return nil, fmt.Errorf("%w: session store %q (declare it with streams.SessionStoreSpec)", ErrNoStore, name)
 	}
-	return &SessionStore[K, V]{name: name, s: t.timed(name), ks: ks, vs: vs}, nil
+	return &SessionStore[K, V]{t: t, retention: sd.retentionMs, name: name, s: t.timed(name), ks: ks, vs: vs}, nil
 }
 
 func (s *SessionStore[K, V]) key(k K) ([]byte, error) {
@@ -189,10 +212,14 @@ func (s *SessionStore[K, V]) key(k K) ([]byte, error) {
 	return kb, nil
 }
 
-// Put sets k's value for the session w.
+// Put sets k's value for the session w (dropped if the session is past the
+// retention).
 func (s *SessionStore[K, V]) Put(k K, w window.Window, v V) error {
 	if w.End <= w.Start {
 		return fmt.Errorf("store %s: session [%d,%d): empty", s.name, w.Start, w.End)
+	}
+	if expired(s.t, s.retention, w.End-1) {
+		return nil
 	}
 	kb, err := s.key(k)
 	if err != nil {
@@ -212,7 +239,7 @@ func (s *SessionStore[K, V]) Get(k K, w window.Window) (v V, ok bool, err error)
 		return v, false, err
 	}
 	raw, ok, err := s.s.Get(kb, w.End-1, w.Start)
-	if err != nil || !ok {
+	if err != nil || !ok || expired(s.t, s.retention, w.End-1) {
 		return v, false, err
 	}
 	v, err = s.vs.Decode(raw)
@@ -240,7 +267,7 @@ func (s *SessionStore[K, V]) FindSessions(k K, earliestEnd, latestStart time.Tim
 	var derr error
 	ls := ms(latestStart)
 	err = s.s.Fetch(kb, ms(earliestEnd), 1<<63-1, func(end, start int64, raw []byte) bool {
-		if start > ls {
+		if start > ls || expired(s.t, s.retention, end) {
 			return true
 		}
 		v, err := s.vs.Decode(raw)

@@ -45,7 +45,7 @@ func slidingAggregate[K, V, A any](g Grouped[K, V], name string, w window.Spec, 
 	in.p.to(func(t *task) func(Record[K, V]) {
 		s := t.timed(name)
 		sa := &slidingAgg[K, V, A]{t: t, name: name, d: w.TimeDifference(), grace: w.Grace(), ks: ks, as: as,
-			init: init, add: add, emit: emit, out: out.emitter(t), s: s, clock: &opClock{s: s}}
+			init: init, add: add, emit: emit, out: out.emitter(t), s: s, clock: &opClock{s: s}, exp: newExpirer(s, w.TimeDifference()/4)}
 		return sa.process
 	})
 	return Stream[K, window.Result[A]]{out}
@@ -70,6 +70,7 @@ type slidingAgg[K, V, A any] struct {
 	out      func(Record[K, window.Result[A]])
 	s        store.Timed
 	clock    *opClock
+	exp      *expirer
 	emitted  int64 // EmitOnWindowClose: windows ending before this were emitted
 	loaded   bool
 }
@@ -223,7 +224,7 @@ func (a *slidingAgg[K, V, A]) closed(closeTime int64) {
 			setMetaInt(t, a.s, "emitted", closeTime)
 		}
 	}
-	expire(t, a.s, closeTime-3*a.d)
+	a.exp.expire(t, closeTime-3*a.d)
 }
 
 func (a *slidingAgg[K, V, A]) emitFinal(ref store.Ref) {
@@ -267,7 +268,7 @@ func SessionAggregate[K, V, A any](g Grouped[K, V], name string, w window.Sessio
 	in.p.to(func(t *task) func(Record[K, V]) {
 		s := t.timed(name)
 		sa := &sessionAgg[K, V, A]{t: t, name: name, w: w, ks: ks, as: as, init: init, add: add, merge: merge, emit: emit,
-			out: out.emitter(t), s: s, clock: &opClock{s: s}}
+			out: out.emitter(t), s: s, clock: &opClock{s: s}, exp: newExpirer(s, (w.Gap()+w.Grace())/16)}
 		return sa.process
 	})
 	return Stream[K, window.Result[A]]{out}
@@ -295,6 +296,7 @@ type sessionAgg[K, V, A any] struct {
 	out     func(Record[K, window.Result[A]])
 	s       store.Timed
 	clock   *opClock
+	exp     *expirer
 	emitted int64
 	loaded  bool
 }
@@ -384,7 +386,7 @@ func (a *sessionAgg[K, V, A]) closed(closeTime int64) {
 		return
 	}
 	if a.emit != EmitOnWindowClose {
-		expire(t, a.s, closeTime)
+		a.exp.expire(t, closeTime)
 		return
 	}
 	if !a.loaded {
@@ -393,7 +395,12 @@ func (a *sessionAgg[K, V, A]) closed(closeTime int64) {
 	if closeTime <= a.emitted {
 		return
 	}
-	refs, err := a.s.Before(closeTime, 0)
+	// Sessions ending before emitted were emitted and removed; none is made there.
+	var refs []store.Ref
+	err := a.s.Indexed(a.emitted, closeTime, func(key []byte, end, start int64) bool {
+		refs = append(refs, store.Ref{Key: append([]byte(nil), key...), Time: end, N: start})
+		return true
+	})
 	if err != nil {
 		a.failf("find closed sessions: %w", err)
 		return
