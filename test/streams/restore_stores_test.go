@@ -150,8 +150,10 @@ func produceAll(t testing.TB, c *client.Client, recs map[string][]client.Record)
 }
 
 // runStores runs the stores topology with stateDir until the group has drained,
-// returns what it restored per store (its Prometheus metric), and stops it.
-func runStores(t *testing.T, c *client.Client, stateDir string) map[string]float64 {
+// returns what it restored per store (its Prometheus metric), and stops it. Its
+// commit-latency and lag metrics must show commits, and no lag once drained, when it
+// had work to do.
+func runStores(t *testing.T, c *client.Client, stateDir string, work bool) map[string]float64 {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	app, err := streams.New(storesTopology(), streams.Config{Client: c, StateDir: stateDir, InstanceID: "stores-1", SessionTimeout: 3 * time.Second,
@@ -173,17 +175,27 @@ func runStores(t *testing.T, c *client.Client, stateDir string) map[string]float
 				t.Fatal(err)
 			}
 			clear(restored)
+			var commits uint64
+			lag, lags := 0.0, 0
 			for _, mf := range mfs {
-				if mf.GetName() != "strata_streams_restored_records_total" {
-					continue
-				}
 				for _, m := range mf.GetMetric() {
-					for _, l := range m.GetLabel() {
-						if l.GetName() == "store" {
-							restored[l.GetValue()] += m.GetCounter().GetValue()
+					switch mf.GetName() {
+					case "strata_streams_restored_records_total":
+						for _, l := range m.GetLabel() {
+							if l.GetName() == "store" {
+								restored[l.GetValue()] += m.GetCounter().GetValue()
+							}
 						}
+					case "strata_streams_commit_seconds":
+						commits += m.GetHistogram().GetSampleCount()
+					case "strata_streams_lag_records":
+						lag += m.GetGauge().GetValue()
+						lags++
 					}
 				}
+			}
+			if seen == 2 && work && (commits == 0 || lags == 0 || lag != 0) {
+				t.Errorf("drained, the metrics show %d commits timed and a lag of %v over %d input partitions", commits, lag, lags)
 			}
 		} else {
 			seen = 0
@@ -228,19 +240,19 @@ func TestRestoreEveryStore(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	produceAll(t, c, storeInputs(rng, 1_000_000))
 	dir := t.TempDir()
-	runStores(t, c, dir)
+	runStores(t, c, dir, true)
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
 	produceAll(t, c, storeInputs(rng, 1_065_000))
-	restored := runStores(t, c, dir)
+	restored := runStores(t, c, dir, true)
 	for _, st := range storeNames {
 		if restored[st] == 0 {
 			t.Errorf("store %s: nothing restored after the state directory was deleted (%v)", st, restored)
 		}
 	}
 	t.Logf("restored per store: %v", restored)
-	again := runStores(t, c, dir)
+	again := runStores(t, c, dir, false)
 	for st, n := range again {
 		if n != 0 {
 			t.Errorf("store %s: %v records replayed with the state directory intact, want 0", st, n)
