@@ -59,9 +59,9 @@ type WindowStore[K, V any] struct {
 	t         *task
 	retention int64
 	name      string
-	s    store.Timed
-	ks   serde.Serde[K]
-	vs   serde.Serde[V]
+	s         store.Timed
+	ks        serde.Serde[K]
+	vs        serde.Serde[V]
 }
 
 // WindowStoreOf opens the window store name, declared with WindowStoreSpec.
@@ -189,9 +189,9 @@ type SessionStore[K, V any] struct {
 	t         *task
 	retention int64
 	name      string
-	s    store.Timed
-	ks   serde.Serde[K]
-	vs   serde.Serde[V]
+	s         store.Timed
+	ks        serde.Serde[K]
+	vs        serde.Serde[V]
 }
 
 // SessionStoreOf opens the session store name, declared with SessionStoreSpec.
