@@ -300,7 +300,14 @@ func (a *windowAgg[K, V, A]) closeWindows() {
 	}
 	var cs []closed
 	hi := windowKey(upTo+1, nil) // every window starting at or before upTo sorts below
-	t.rangeStore(a.name, nil, hi, func(k, v []byte) bool {
+	// Windows starting at or before closedTo were deleted (and none is made there):
+	// start after them, not at the store's start — Pebble keeps deleted entries as
+	// tombstones until compaction, and a scan over them would grow with every window.
+	var lo []byte
+	if a.closedTo != minStart {
+		lo = windowKey(a.closedTo+1, nil)
+	}
+	t.rangeStore(a.name, lo, hi, func(k, v []byte) bool {
 		start, key := splitWindowKey(k)
 		cs = append(cs, closed{window.Window{Start: start, End: start + a.w.Size()}, append([]byte(nil), key...), append([]byte(nil), v...)})
 		return true
