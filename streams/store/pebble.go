@@ -15,7 +15,8 @@ import (
 // again after a restart restores only the changelog records after its checkpoints.
 //
 // Keys: 'd' + uint16 length of the store name + name + key for entries, 'c' + name
-// for checkpoints, so no store's keys can run into another's.
+// for checkpoints, so no store's keys can run into another's. A Pebble belongs to one
+// task and is used from its goroutine only (Range keeps an iterator between calls).
 type Pebble struct {
 	db     *pebble.DB
 	closed atomic.Bool
