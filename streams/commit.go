@@ -20,7 +20,8 @@ import (
 type commitOutcome struct {
 	res     client.AtomicResult
 	err     error
-	dropped bool // refused for good: drop the task
+	dropped bool          // refused for good: drop the task
+	took    time.Duration // from sending to the outcome
 }
 
 func (r *taskRunner) commit(u *unit) commitOutcome {
@@ -252,6 +253,12 @@ func (r *taskRunner) confirmed(t *task, u *unit, out commitOutcome) error {
 		return err
 	}
 	a.metrics.Commits.Add(1)
+	t.pm.committed(out.took)
+	for _, p := range r.parts {
+		if p.hwm >= 0 {
+			t.pm.lagOf(p.tp.Topic, p.hwm-u.b.positions[p.tp])
+		}
+	}
 	r.purge(u)
 	return nil
 }

@@ -32,6 +32,7 @@ type taskRunner struct {
 
 	ident   client.ProducerIdentity
 	nextSeq map[client.TopicPartition]int32
+	parts   []*inputPart // the inputs as the loop holds them (task goroutine)
 	purged  map[client.TopicPartition]int64
 	purgeAt time.Time
 	bg      sync.WaitGroup // purges
@@ -130,8 +131,10 @@ func (r *taskRunner) runTask() (err error) {
 		return err
 	}
 	env := &taskEnv{partitions: a.partitions, inputHeader: a.cfg.InputPositionHeader, deadLetters: a.cfg.DeadLetterTopic,
-		lateTopic: a.cfg.LateRecordTopic, maxRecords: a.cfg.MaxCommitRecords, maxBytes: a.cfg.MaxCommitBytes, metrics: &a.metrics, log: a.log}
+		lateTopic: a.cfg.LateRecordTopic, maxRecords: a.cfg.MaxCommitRecords, maxBytes: a.cfg.MaxCommitBytes, metrics: &a.metrics, log: a.log,
+		prom: a.prom, app: a.topo.App()}
 	t := newTask(a.topo, r.sub, r.id.Partition, db, env)
+	defer t.pm.forget() // the task's series go with it (again, if close ran)
 	start := time.Now()
 	if err := r.restore(t); err != nil {
 		return err
