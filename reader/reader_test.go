@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/testwait"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/segment"
 )
@@ -340,7 +341,7 @@ type fetchResult struct {
 // (after calls earlier lookups) and is registered to be woken.
 func waitParked(t *testing.T, r *Reader, l *testLog, p int32, calls int64) {
 	t.Helper()
-	waitFor(t, "the fetch to wait", func() bool { return l.cat.served.Load() > calls && r.waiting(testTopic, p) == 1 })
+	testwait.Until(t, 10*time.Second, "the fetch to wait", func() bool { return l.cat.served.Load() > calls && r.waiting(testTopic, p) == 1 })
 }
 
 func TestLongPollWokenByNotify(t *testing.T) {

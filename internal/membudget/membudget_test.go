@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 func TestReserveRelease(t *testing.T) {
@@ -63,7 +65,7 @@ func TestReserveWaitsInTurn(t *testing.T) {
 	}
 	got := make(chan error, 1)
 	go func() { got <- b.Reserve(context.Background(), 60, time.Minute, UseProduce) }()
-	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.waiters.Len() == 1 })
+	testwait.Until(t, 5*time.Second, "the reservation to wait", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.waiters.Len() == 1 })
 	if b.TryReserve(5, UseFetch) {
 		t.Fatal("a small reservation overtook a waiting one")
 	}
@@ -206,16 +208,5 @@ func TestDefaultLimit(t *testing.T) {
 	}
 	if got := BudgetFor(1000); got != 600 {
 		t.Fatalf("budget of 1000: %d", got)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

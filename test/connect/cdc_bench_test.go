@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 // BenchmarkCDCStream measures the CDC source's streaming rate into a one-partition
@@ -39,7 +40,7 @@ func BenchmarkCDCStream(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	rest(b, w.url, "PUT", "/connectors/cdc/resume", nil, 202, nil)
-	waitFor(b, 10*time.Minute, "the rows streamed", func() bool { return highWatermark(b, w.url, "cdc.public.items") >= int64(n) })
+	testwait.Until(b, 10*time.Minute, "the rows streamed", func() bool { return highWatermark(b, w.url, "cdc.public.items") >= int64(n) })
 	d := time.Since(start)
 	b.ReportMetric(float64(n)/d.Seconds(), "changes/s")
 	b.Logf("streaming: %d row changes (transactions of 100) in %s: %.0f changes/s", n, d.Round(time.Millisecond), float64(n)/d.Seconds())
@@ -47,7 +48,7 @@ func BenchmarkCDCStream(b *testing.B) {
 	createTopic(b, w.url, "snap.public.items", 1)
 	start = time.Now()
 	rest(b, w.url, "POST", "/connectors", map[string]any{"name": "snap", "config": cdcConfig(dsn, "items", "snap_items", "topic.prefix", "snap", "max.batch.size", "5000")}, 201, nil)
-	waitFor(b, 10*time.Minute, "the snapshot", func() bool { return highWatermark(b, w.url, "snap.public.items") >= int64(n) })
+	testwait.Until(b, 10*time.Minute, "the snapshot", func() bool { return highWatermark(b, w.url, "snap.public.items") >= int64(n) })
 	d = time.Since(start)
 	b.ReportMetric(float64(n)/d.Seconds(), "snapshot-rows/s")
 	b.Logf("snapshot: %d rows in %s: %.0f rows/s", n, d.Round(time.Millisecond), float64(n)/d.Seconds())
@@ -109,7 +110,7 @@ func BenchmarkCDCLag(b *testing.B) {
 		mustExec(b, db, `INSERT INTO ev VALUES ($1, to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))`, i)
 	}
 	tick.Stop()
-	waitFor(b, time.Minute, "the sink table", func() bool {
+	testwait.Until(b, time.Minute, "the sink table", func() bool {
 		var n int
 		_ = dst.QueryRow(context.Background(), `SELECT count(*) FROM ev`).Scan(&n)
 		return n >= rate*secs

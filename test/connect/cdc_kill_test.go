@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 // generator inserts 1–max rows per transaction into ledger until stopped.
@@ -198,7 +199,7 @@ func TestCDCKills(t *testing.T) {
 	}
 	w = c.start("w")
 	// The kills below are after the snapshot: wait for epoch 2 to be whole.
-	waitFor(t, 2*time.Minute, "the second snapshot epoch", func() bool {
+	testwait.Until(t, 2*time.Minute, "the second snapshot epoch", func() bool {
 		n := 0
 		for _, r := range readCDC(t, w.url, "cdc.public.ledger") {
 			if r.op == "r" && r.epoch == 2 {
@@ -226,7 +227,7 @@ func TestCDCKills(t *testing.T) {
 	defer func() {
 		t.Logf("%d of %d rows in the topic after %s", n, len(ids), time.Since(start).Round(time.Millisecond))
 	}()
-	waitFor(t, 3*time.Minute, "every row in the topic", func() bool {
+	testwait.Until(t, 3*time.Minute, "every row in the topic", func() bool {
 		recs = readCDC(t, w.url, "cdc.public.ledger")
 		n = 0
 		for _, r := range recs {
@@ -243,7 +244,7 @@ func TestCDCKills(t *testing.T) {
 	}
 	// The slot was acknowledged to what the catalog holds: nothing beyond.
 	var lag int64
-	waitFor(t, 30*time.Second, "the slot acknowledged to the end of the WAL", func() bool {
+	testwait.Until(t, 30*time.Second, "the slot acknowledged to the end of the WAL", func() bool {
 		if err := db.QueryRow(context.Background(), `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn) FROM pg_replication_slots WHERE slot_name = 'cdc_ledger'`).Scan(&lag); err != nil {
 			t.Fatal(err)
 		}
@@ -270,7 +271,7 @@ func TestCDCPostgresCrash(t *testing.T) {
 	w := c.start("w")
 	createTopic(t, w.url, "cdc.public.ledger", 1)
 	rest(t, w.url, "POST", "/connectors", map[string]any{"name": "cdc", "config": cdcConfig(dsn, "ledger", "cdc_ledger")}, 201, nil)
-	waitFor(t, time.Minute, "the snapshot", func() bool { return highWatermark(t, w.url, "cdc.public.ledger") >= 100 })
+	testwait.Until(t, time.Minute, "the snapshot", func() bool { return highWatermark(t, w.url, "cdc.public.ledger") >= 100 })
 	for round := range 2 {
 		gen := startGenerator(t, dsn, 200, uint64(round))
 		time.Sleep(1500 * time.Millisecond)
@@ -290,7 +291,7 @@ func TestCDCPostgresCrash(t *testing.T) {
 	defer db.Close(context.Background())
 	ids := ledgerIDs(t, db)
 	var recs []cdcRecord
-	waitFor(t, 2*time.Minute, "every row in the topic", func() bool {
+	testwait.Until(t, 2*time.Minute, "every row in the topic", func() bool {
 		recs = readCDC(t, w.url, "cdc.public.ledger")
 		return len(recs) >= len(ids)
 	})
@@ -322,14 +323,14 @@ func TestCDCLargeTransaction(t *testing.T) {
 	w := c.start("w")
 	createTopic(t, w.url, "cdc.public.big", 1)
 	rest(t, w.url, "POST", "/connectors", map[string]any{"name": "cdc", "config": cdcConfig(dsn, "big", "cdc_big", "max.batch.size", "5000")}, 201, nil)
-	waitFor(t, time.Minute, "the task streaming", func() bool {
+	testwait.Until(t, time.Minute, "the task streaming", func() bool {
 		return strings.Contains(w.out.String(), "postgres source: streaming")
 	})
 	mustExec(t, db, `INSERT INTO big SELECT g, 'row ' || g FROM generate_series(1, $1) g`, n)
-	waitFor(t, 5*time.Minute, "a third of the transaction", func() bool { return highWatermark(t, w.url, "cdc.public.big") >= int64(n/3) })
+	testwait.Until(t, 5*time.Minute, "a third of the transaction", func() bool { return highWatermark(t, w.url, "cdc.public.big") >= int64(n/3) })
 	w.kill()
 	w = c.start("w")
-	waitFor(t, 10*time.Minute, "the whole transaction", func() bool { return highWatermark(t, w.url, "cdc.public.big") >= int64(n) })
+	testwait.Until(t, 10*time.Minute, "the whole transaction", func() bool { return highWatermark(t, w.url, "cdc.public.big") >= int64(n) })
 	// The restart resumed inside the transaction: it skipped the changes taken before.
 	m := regexp.MustCompile(`"skip_events":(\d+)`).FindStringSubmatch(w.out.String())
 	if m == nil || m[1] == "0" {

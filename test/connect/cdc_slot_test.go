@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 // TestCDCSlotMissing: the connector's slot dropped behind its back while it is
@@ -26,7 +28,7 @@ func TestCDCSlotMissing(t *testing.T) {
 	w := c.start("w")
 	createTopic(t, w.url, "cdc.public.t", 1)
 	rest(t, w.url, "POST", "/connectors", map[string]any{"name": "cdc", "config": cdcConfig(dsn, "t", "cdc_t")}, 201, nil)
-	waitFor(t, time.Minute, "the snapshot", func() bool { return highWatermark(t, w.url, "cdc.public.t") >= 100 })
+	testwait.Until(t, time.Minute, "the snapshot", func() bool { return highWatermark(t, w.url, "cdc.public.t") >= 100 })
 
 	rest(t, w.url, "PUT", "/connectors/cdc/stop", nil, 204, nil)
 	slotCount := func() int {
@@ -36,7 +38,7 @@ func TestCDCSlotMissing(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, 30*time.Second, "the slot released", func() bool {
+	testwait.Until(t, 30*time.Second, "the slot released", func() bool {
 		var active bool
 		_ = db.QueryRow(context.Background(), `SELECT active FROM pg_replication_slots WHERE slot_name = 'cdc_t'`).Scan(&active)
 		return !active
@@ -47,7 +49,7 @@ func TestCDCSlotMissing(t *testing.T) {
 
 	rest(t, w.url, "PUT", "/connectors/cdc/resume", nil, 202, nil)
 	var trace string
-	waitFor(t, 30*time.Second, "the task FAILED", func() bool {
+	testwait.Until(t, 30*time.Second, "the task FAILED", func() bool {
 		var st string
 		st, trace = taskStatus(t, w.url, "cdc")
 		return st == "FAILED"
@@ -68,7 +70,7 @@ func TestCDCSlotMissing(t *testing.T) {
 	rest(t, w.url, "PATCH", "/connectors/cdc/offsets", map[string]any{"offsets": []any{map[string]any{
 		"partition": map[string]any{"slot": "cdc_t"}, "offset": map[string]any{"phase": "snapshot", "epoch": 1, "lsn": "0/0"}}}}, 200, nil)
 	rest(t, w.url, "PUT", "/connectors/cdc/resume", nil, 202, nil)
-	waitFor(t, time.Minute, "the second snapshot", func() bool { return highWatermark(t, w.url, "cdc.public.t") >= hw+110 })
+	testwait.Until(t, time.Minute, "the second snapshot", func() bool { return highWatermark(t, w.url, "cdc.public.t") >= hw+110 })
 	epoch2 := 0
 	for _, r := range readCDC(t, w.url, "cdc.public.t") {
 		if r.op == "r" && r.epoch == 2 {
@@ -79,7 +81,7 @@ func TestCDCSlotMissing(t *testing.T) {
 		t.Fatalf("epoch 2 snapshot: %d rows (want 110), %d slots", epoch2, slotCount())
 	}
 	mustExec(t, db, `INSERT INTO t VALUES (1000, 'after')`)
-	waitFor(t, 30*time.Second, "streaming after the recovery", func() bool { return highWatermark(t, w.url, "cdc.public.t") >= hw+111 })
+	testwait.Until(t, 30*time.Second, "streaming after the recovery", func() bool { return highWatermark(t, w.url, "cdc.public.t") >= hw+111 })
 }
 
 // TestCDCPipeline: a table copied through Strata — Postgres table → CDC source →
@@ -166,7 +168,7 @@ func TestCDCPipeline(t *testing.T) {
 	}
 	want := tableState(t, db, "acct")
 	var diff string
-	waitFor(t, 2*time.Minute, "the sink table equal to the source table", func() bool {
+	testwait.Until(t, 2*time.Minute, "the sink table equal to the source table", func() bool {
 		diff = diffStates(want, tableState(t, dst, "acct"))
 		return diff == ""
 	})
@@ -187,7 +189,7 @@ func TestCDCZombie(t *testing.T) {
 	ws := map[string]*worker{"a": c.start("a"), "b": c.start("b")}
 	createTopic(t, ws["a"].url, "cdc.public.ledger", 1)
 	rest(t, ws["a"].url, "POST", "/connectors", map[string]any{"name": "cdc", "config": cdcConfig(dsn, "ledger", "cdc_ledger")}, 201, nil)
-	waitFor(t, time.Minute, "the snapshot", func() bool { return highWatermark(t, ws["a"].url, "cdc.public.ledger") >= 100 })
+	testwait.Until(t, time.Minute, "the snapshot", func() bool { return highWatermark(t, ws["a"].url, "cdc.public.ledger") >= 100 })
 	owner := func(base string) string {
 		var st status
 		rest(t, base, "GET", "/connectors/cdc/status", nil, 200, &st)
@@ -201,11 +203,11 @@ func TestCDCZombie(t *testing.T) {
 	gen := startGenerator(t, dsn, 100, 5)
 	time.Sleep(time.Second)
 	ws[zombie].signal(syscall.SIGSTOP)
-	waitFor(t, 5*lease, "the task taken over", func() bool { return owner(ws[other].url) == other })
+	testwait.Until(t, 5*lease, "the task taken over", func() bool { return owner(ws[other].url) == other })
 	time.Sleep(2 * time.Second)
 	ws[zombie].signal(syscall.SIGCONT)
 	out := func() string { return ws[zombie].out.String() }
-	waitFor(t, 20*time.Second, "the paused instance refused", func() bool {
+	testwait.Until(t, 20*time.Second, "the paused instance refused", func() bool {
 		return strings.Contains(out(), "stale_generation") || strings.Contains(out(), "fenced")
 	})
 	t.Logf("zombie %s: %d commits refused as a stale generation, %d fenced reads", zombie,
@@ -214,7 +216,7 @@ func TestCDCZombie(t *testing.T) {
 	gen.halt(t)
 	ids := ledgerIDs(t, db)
 	var recs []cdcRecord
-	waitFor(t, 2*time.Minute, "every row in the topic", func() bool {
+	testwait.Until(t, 2*time.Minute, "every row in the topic", func() bool {
 		recs = readCDC(t, ws[other].url, "cdc.public.ledger")
 		return len(recs) >= len(ids)
 	})
