@@ -85,7 +85,7 @@ func (r *recorder) handler(member string, slow time.Duration) client.Handler {
 	return func(ctx context.Context, b client.Batch) error {
 		start := time.Since(r.base)
 		if slow > 0 {
-			time.Sleep(slow)
+			time.Sleep(slow) // the work of a slow member
 		}
 		end := time.Since(r.base)
 		r.mu.Lock()

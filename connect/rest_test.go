@@ -58,7 +58,9 @@ func TestRESTFlow(t *testing.T) {
 	tn.want(t, "PUT", "/connectors/src/pause", "", 202, "")
 	tn.waitState(t, "src", "PAUSED", 1)
 	writeLines(t, in, `{"n":4}`)
-	time.Sleep(300 * time.Millisecond)
+	// An absence: nothing may come. A second is ten of the source's polls (100 ms), so
+	// a paused source that still polled would have produced the line by then.
+	time.Sleep(time.Second)
 	if got := values(tn.readAll(t, "lines", 0)); len(got) != 3 {
 		t.Fatalf("a paused source produced: %v", got)
 	}

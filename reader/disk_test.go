@@ -213,8 +213,9 @@ func TestPrefetchNextChunk(t *testing.T) {
 		}
 	}
 	// Nothing beyond the high watermark, and one GET per object in all: reading
-	// ahead costs no GET a sequential reader would not have sent.
-	time.Sleep(20 * time.Millisecond)
+	// ahead costs no GET a sequential reader would not have sent. (An absence: a
+	// prefetch beyond would start at once after the last fetch; 200 ms is generous.)
+	time.Sleep(200 * time.Millisecond)
 	if got := l.store.gets.Load(); got != 6 {
 		t.Errorf("%d GETs for 6 objects", got)
 	}

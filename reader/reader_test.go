@@ -359,7 +359,7 @@ func TestLongPollWokenByNotify(t *testing.T) {
 	r.Notify(catalog.Watermark{TopicID: testTopic, Partition: 0, HighWatermark: 2})
 	r.Notify(catalog.Watermark{TopicID: testTopic, Partition: 1, HighWatermark: 5})
 	r.Notify(catalog.Watermark{TopicID: testTopic + 1, Partition: 0, HighWatermark: 5})
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // an absence: a wrongly woken fetch would look at once
 	if got := l.cat.calls.Load(); got != calls {
 		t.Fatalf("a notification for another partition or below the offset woke the fetch (%d lookups)", got-calls)
 	}

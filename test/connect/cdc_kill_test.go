@@ -211,14 +211,14 @@ func TestCDCKills(t *testing.T) {
 
 	gen := startGenerator(t, dsn, 500, seed)
 	for k := range kills {
-		time.Sleep(500*time.Millisecond + time.Duration(rng.Int64N(int64(2*time.Second))))
+		time.Sleep(500*time.Millisecond + time.Duration(rng.Int64N(int64(2*time.Second)))) // a kill at a random moment
 		w.kill()
 		t.Logf("kill %d", k+1)
 		w = c.start("w")
 	}
 	w = crashAt(t, c, w, "source.after_poll", 1+rng.IntN(4))
 	w = crashAt(t, c, w, "source.after_commit", 1+rng.IntN(4))
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the generator runs on under the restarted worker before it stops
 	gen.halt(t)
 	ids := ledgerIDs(t, db)
 	t.Logf("%d transactions, %d rows", gen.txns, len(ids))
@@ -237,7 +237,7 @@ func TestCDCKills(t *testing.T) {
 		}
 		return n >= len(ids)
 	})
-	time.Sleep(2 * time.Second) // a duplicate would come now
+	time.Sleep(2 * time.Second) // an absence: a duplicate would come now (two heartbeats)
 	recs = readCDC(t, w.url, "cdc.public.ledger")
 	if missing := checkLedger(t, recs, ids, pre, 2); missing > 0 {
 		t.Fatalf("%d rows missing", missing)
@@ -274,15 +274,15 @@ func TestCDCPostgresCrash(t *testing.T) {
 	testwait.Until(t, time.Minute, "the snapshot", func() bool { return highWatermark(t, w.url, "cdc.public.ledger") >= 100 })
 	for round := range 2 {
 		gen := startGenerator(t, dsn, 200, uint64(round))
-		time.Sleep(1500 * time.Millisecond)
+		time.Sleep(1500 * time.Millisecond) // the generator runs a while, so the crash cuts a stream in flight
 		pg.Stop(t, "immediate")
 		<-gen.done // its connection died with the server
 		t.Logf("crash %d after %d generator transactions", round+1, gen.txns)
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // the database stays down a while: the task's reconnects fail
 		pg.Start(t)
 	}
 	gen := startGenerator(t, dsn, 200, 9)
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // a last stretch of changes after the crashes
 	gen.halt(t)
 	db, err = pgx.Connect(context.Background(), dsn)
 	if err != nil {
@@ -295,7 +295,7 @@ func TestCDCPostgresCrash(t *testing.T) {
 		recs = readCDC(t, w.url, "cdc.public.ledger")
 		return len(recs) >= len(ids)
 	})
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // an absence: a duplicate would come now (two heartbeats)
 	recs = readCDC(t, w.url, "cdc.public.ledger")
 	if missing := checkLedger(t, recs, ids, 100, 1); missing > 0 {
 		t.Fatalf("%d rows missing", missing)
@@ -337,7 +337,7 @@ func TestCDCLargeTransaction(t *testing.T) {
 		t.Fatalf("the restarted task did not resume inside the transaction (skip_events %v)", m)
 	}
 	t.Logf("resumed inside the transaction after %s of its changes", m[1])
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // an absence: a duplicate would come now (two heartbeats)
 	recs := readCDC(t, w.url, "cdc.public.big")
 	if len(recs) != n {
 		t.Fatalf("%d records, want %d", len(recs), n)

@@ -57,6 +57,8 @@ func TestCDCSlotMissing(t *testing.T) {
 	if !strings.Contains(trace, "SLOT_MISSING") {
 		t.Fatalf("trace %q does not name SLOT_MISSING", trace)
 	}
+	// An absence: a failed task must not come back and recreate the slot or write.
+	// Two seconds is two of its heartbeats (heartbeat.interval.ms 1000).
 	time.Sleep(2 * time.Second)
 	if n := slotCount(); n != 0 {
 		t.Fatal("the slot was recreated")
@@ -154,13 +156,13 @@ func TestCDCPipeline(t *testing.T) {
 		}
 	}()
 	for k := range kills {
-		time.Sleep(time.Second + time.Duration(rng.Int64N(int64(2*time.Second))))
+		time.Sleep(time.Second + time.Duration(rng.Int64N(int64(2*time.Second)))) // a kill at a random moment
 		w.kill()
 		t.Logf("kill %d", k+1)
 		w = c.start("w")
 	}
 	w = crashAt(t, c, w, "sink.after_put", 1+rng.IntN(3))
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the workload runs a while on the restarted worker before it stops
 	close(stop)
 	<-done
 	if werr != nil {
@@ -201,10 +203,10 @@ func TestCDCZombie(t *testing.T) {
 	zombie := owner(ws["a"].url)
 	other := map[string]string{"a": "b", "b": "a"}[zombie]
 	gen := startGenerator(t, dsn, 100, 5)
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the generator runs a while, so the pause catches a stream in flight
 	ws[zombie].signal(syscall.SIGSTOP)
 	testwait.Until(t, 5*lease, "the task taken over", func() bool { return owner(ws[other].url) == other })
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // the new owner streams a while before the zombie wakes up
 	ws[zombie].signal(syscall.SIGCONT)
 	out := func() string { return ws[zombie].out.String() }
 	testwait.Until(t, 20*time.Second, "the paused instance refused", func() bool {
@@ -212,7 +214,7 @@ func TestCDCZombie(t *testing.T) {
 	})
 	t.Logf("zombie %s: %d commits refused as a stale generation, %d fenced reads", zombie,
 		strings.Count(out(), "commit refused: this task instance is fenced (stale generation)"), strings.Count(out(), "before taking slot"))
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the generator runs on under the new owner before it stops
 	gen.halt(t)
 	ids := ledgerIDs(t, db)
 	var recs []cdcRecord
@@ -220,7 +222,7 @@ func TestCDCZombie(t *testing.T) {
 		recs = readCDC(t, ws[other].url, "cdc.public.ledger")
 		return len(recs) >= len(ids)
 	})
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // an absence: a duplicate would come now (two heartbeats)
 	recs = readCDC(t, ws[other].url, "cdc.public.ledger")
 	if missing := checkLedger(t, recs, ids, 100, 1); missing > 0 {
 		t.Fatalf("%d rows missing", missing)

@@ -69,7 +69,7 @@ func TestCDCSnapshotAndChanges(t *testing.T) {
 	want := rows + creates + updates + 2*deletes
 	t.Logf("%d snapshot rows, %d transactions: %d inserts, %d updates, %d deletes; %d records expected", rows, txns, creates, updates, deletes, want)
 	testwait.Until(t, 5*time.Minute, fmt.Sprintf("%d records", want), func() bool { return highWatermark(t, w.url, "cdc.public.items") >= int64(want) })
-	time.Sleep(time.Second) // anything beyond would be a duplicate
+	time.Sleep(2 * time.Second) // an absence: a duplicate would come now (two heartbeats)
 	recs := readCDC(t, w.url, "cdc.public.items")
 	count := map[string]int{}
 	ids := map[string]bool{}
