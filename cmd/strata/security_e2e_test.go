@@ -104,15 +104,21 @@ func openStream(t *testing.T, base, key, path string, headers ...string) <-chan 
 }
 
 // metricValue is the value of the sample named line (with its labels) on base's
-// /metrics, 0 when it is absent.
+// /metrics (read with the bootstrap key: metrics are not public here), 0 when it is
+// absent.
 func metricValue(t *testing.T, base, line string) float64 {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+bootstrapKey)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s/metrics: HTTP %d %s", base, resp.StatusCode, b)
+	}
 	for _, l := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(l, line+" "); ok {
 			f, _ := strconv.ParseFloat(v, 64)
@@ -213,7 +219,7 @@ func TestKeyLifecycleTwoServeNodes(t *testing.T) {
 	expires := time.Now().Add(3 * time.Second)
 	untilStatus(t, nodes, exp.Secret, http.StatusOK, time.Now(), time.Second)
 	sseExp := openStream(t, b, exp.Secret, "/v1/topics/lifecycle/partitions/0/records?offset=0", "Accept", "text/event-stream")
-	time.Sleep(time.Until(expires))
+	time.Sleep(time.Until(expires)) // the expiry the test set; the cut is timed from it
 	cutWithin(t, "the expiring key's SSE stream on B", sseExp, expires, time.Second)
 	t.Logf("both nodes refuse the expired key %v after its expiry", untilStatus(t, nodes, exp.Secret, http.StatusUnauthorized, expires, time.Second))
 

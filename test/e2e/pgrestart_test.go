@@ -63,7 +63,7 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	before := writerCounts(t, s.url)
 	pg.Stop(t, "immediate")
 	ph.set(1)
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // the outage: the load runs against a stopped catalog
 	pg.Start(t)
 	ph.set(2)
 	atRestart := l.acked()
