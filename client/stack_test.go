@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/internal/node/nodetest"
@@ -24,6 +25,7 @@ type stack struct {
 	cat     catalog.Backend
 	store   *fault.Store
 	w       *writer.Writer
+	reg     prometheus.Gatherer // the node's metrics
 	handler http.Handler
 }
 
@@ -46,7 +48,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 			c.WriterConfig = writer.Config{Linger: o.linger}
 			c.ReaderConfig = reader.Config{PollInterval: 50 * time.Millisecond}
 		}))
-	s := &stack{url: n.URL, cat: n.Catalog, store: store, w: n.Writer, handler: n.API.Handler()}
+	s := &stack{url: n.URL, cat: n.Catalog, store: store, w: n.Writer, reg: n.Registry, handler: n.API.Handler()}
 	if o.wrap != nil {
 		srv := httptest.NewServer(o.wrap(s.handler))
 		t.Cleanup(func() {
@@ -56,6 +58,24 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		s.url = srv.URL
 	}
 	return s
+}
+
+// counter is the sum of the node's counter name over its labels (0 when absent).
+func (s *stack) counter(t testing.TB, name string) float64 {
+	t.Helper()
+	mfs, err := s.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 // readAll fetches every record of a partition from offset 0.

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // FileSourceConnector reads JSON lines from files into a topic, one record per line
@@ -168,7 +170,7 @@ func (t *fileSourceTask) Poll(ctx context.Context) (SourceBatch, error) {
 		if len(b.Records) > 0 || ctx.Err() != nil {
 			return b, nil
 		}
-		if !sleep(ctx, t.poll) {
+		if ctxwait.Sleep(ctx, t.poll) != nil {
 			return SourceBatch{}, nil
 		}
 	}

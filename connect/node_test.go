@@ -17,6 +17,7 @@ import (
 	"github.com/strata-io/strata/connect"
 	"github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/internal/node/nodetest"
+	"github.com/strata-io/strata/internal/testwait"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
 )
@@ -94,7 +95,7 @@ func (tn *testNode) want(t *testing.T, method, path, body string, status int, wa
 // the one wanted.
 func (tn *testNode) eventuallyWant(t *testing.T, method, path, body string, status int, want string) {
 	t.Helper()
-	eventually(t, 10*time.Second, method+" "+path, func() error {
+	testwait.NoError(t, 10*time.Second, method+" "+path, func() error {
 		_, err := tn.check(t, method, path, body, status, want)
 		return err
 	})
@@ -162,22 +163,6 @@ func canon(v any) string {
 	return string(b)
 }
 
-// eventually polls fn until it answers nil or the deadline passes.
-func eventually(t *testing.T, d time.Duration, what string, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func (tn *testNode) status(t *testing.T, name string) map[string]any {
 	t.Helper()
 	code, b := tn.do(t, "GET", "/connectors/"+name+"/status", "")
@@ -196,7 +181,7 @@ func (tn *testNode) status(t *testing.T, name string) map[string]any {
 func (tn *testNode) waitState(t *testing.T, name, state string, tasks int) map[string]any {
 	t.Helper()
 	var st map[string]any
-	eventually(t, 20*time.Second, name+" to be "+state, func() error {
+	testwait.NoError(t, 20*time.Second, name+" to be "+state, func() error {
 		st = tn.status(t, name)
 		want := state
 		if state == "FAILED" {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // WorkerConfig configures a worker.
@@ -107,7 +108,7 @@ func (w *Worker) Run(ctx context.Context) error {
 				wait = 0 // give them back now
 			}
 		}
-		if !sleep(ctx, wait) {
+		if ctxwait.Sleep(ctx, wait) != nil {
 			break
 		}
 	}

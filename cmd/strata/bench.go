@@ -20,6 +20,7 @@ import (
 
 	catopen "github.com/strata-io/strata/catalog/open"
 	"github.com/strata-io/strata/internal/bench"
+	"github.com/strata-io/strata/internal/ctxwait"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/open"
 	"github.com/strata-io/strata/reader"
@@ -524,10 +525,8 @@ func waitReady(ctx context.Context, base string) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("node at %s not ready after 30s", base)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		if err := ctxwait.Sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
 		}
 	}
 }

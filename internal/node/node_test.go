@@ -15,6 +15,7 @@ import (
 	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/compactor"
 	"github.com/strata-io/strata/internal/batchtest"
+	"github.com/strata-io/strata/internal/testwait"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/writer"
 )
@@ -78,7 +79,19 @@ func TestServeDrains(t *testing.T) {
 		s, b, err := post(url+"/v1/topics/t/records", `{"records":[{"value":1}]}`)
 		done <- answer{s, b, err}
 	}()
-	time.Sleep(200 * time.Millisecond) // the produce waits for its linger
+	// Stop once the produce waits for its linger (700 ms) in the writer's buffer.
+	testwait.Until(t, 10*time.Second, "the produce in the writer's buffer", func() bool {
+		mfs, err := n.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "strata_writer_requests_total" {
+				return mf.GetMetric()[0].GetCounter().GetValue() == 1
+			}
+		}
+		return false
+	})
 	stop()
 	a := <-done
 	if a.err != nil || a.status != 200 || !strings.Contains(a.body, `"offset":0`) {

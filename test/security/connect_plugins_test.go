@@ -175,20 +175,3 @@ func startConnectStack(t *testing.T, prov ...connect.Providers) *stack {
 	}
 	return startStackWith(t, 0, func(c *node.Config) { c.Connect, c.ConnectConfig = true, wc })
 }
-
-// eventually retries check every 20ms until it passes, failing the test with its last
-// error after 30s: a condition with a deadline, never a fixed wait.
-func eventually(t *testing.T, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
