@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // One commit of one task is one request (docs/design.md "Streams"): its outputs, repartition
@@ -211,7 +212,7 @@ func (r *taskRunner) attempts(epoch int32, setEpoch func(int32), call func(conte
 				if stale++; stale > 20 {
 					return r.refused(err)
 				}
-				sleepCtx(r.ctx, backoff)
+				_ = ctxwait.Sleep(r.ctx, backoff)
 				continue
 			}
 			epoch = cur
@@ -224,7 +225,7 @@ func (r *taskRunner) attempts(epoch int32, setEpoch func(int32), call func(conte
 		case unknownOutcome(err):
 			a.metrics.CommitResends.Add(1)
 			r.log().Warn("commit outcome unknown: sending the same request again", "err", err)
-			if !sleepCtx(r.ctx, backoff) {
+			if ctxwait.Sleep(r.ctx, backoff) != nil {
 				return commitOutcome{err: errDropped, dropped: true}
 			}
 			backoff = min(2*backoff, 2*time.Second)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // fetched is one fetch of an input partition.
@@ -52,7 +53,7 @@ func (r *taskRunner) fetch(ctx context.Context, idx int, f *fetcher, offset int6
 					return
 				}
 				a.log.Debug("fetch failed; retrying", "partition", f.tp.String(), "err", err)
-				if !sleepCtx(ctx, backoff) {
+				if ctxwait.Sleep(ctx, backoff) != nil {
 					return
 				}
 				backoff = min(2*backoff, 2*time.Second)

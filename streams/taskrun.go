@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/ctxwait"
 	"github.com/strata-io/strata/streams/store"
 )
 
@@ -245,20 +246,9 @@ func retry[T any](ctx context.Context, a *App, what string, f func(context.Conte
 			return v, fmt.Errorf("streams: %s: %w", what, ctx.Err())
 		}
 		a.log.Debug("retrying", "what", what, "err", err)
-		if !sleepCtx(ctx, backoff) {
+		if ctxwait.Sleep(ctx, backoff) != nil {
 			return v, fmt.Errorf("streams: %s: %w", what, ctx.Err())
 		}
 		backoff = min(2*backoff, 2*time.Second)
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
