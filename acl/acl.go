@@ -51,6 +51,12 @@ const (
 	// one; describe to see its config, status, tasks, topics and offsets; alter to
 	// reconfigure, pause, resume, stop, restart and edit its offsets and topics; delete.
 	TypeConnector ResourceType = 64
+	// TypeSubject is a schema registry subject (Kafka has none; Confluent's RBAC names
+	// the same resource): read to get its schemas and versions (and a schema by id,
+	// through a subject that holds it); write to register; delete to delete versions;
+	// alter-configs (describe-configs) to set (read) its compatibility level and mode.
+	// The registry's own level and mode are the cluster's configs.
+	TypeSubject ResourceType = 65
 )
 
 // FirstStrataType is the first code of Strata's own resource types.
@@ -101,7 +107,7 @@ var opNames = map[Operation]string{
 
 var typeNames = map[ResourceType]string{
 	TypeAny: "any", TypeTopic: "topic", TypeGroup: "group", TypeCluster: "cluster",
-	TypeTransactionalID: "transactional-id", TypeConnector: "connector",
+	TypeTransactionalID: "transactional-id", TypeConnector: "connector", TypeSubject: "subject",
 }
 
 var patternNames = map[PatternType]string{
@@ -147,7 +153,7 @@ func parse[K ~int8](m map[K]string, what, s string) (K, error) {
 func ParseOperation(s string) (Operation, error) { return parse(opNames, "operation", s) }
 
 // ParseResourceType reads a resource type's name (topic, group, cluster,
-// transactional-id, connector).
+// transactional-id, connector, subject).
 func ParseResourceType(s string) (ResourceType, error) {
 	return parse(typeNames, "resource type", s)
 }
@@ -173,11 +179,12 @@ type Resource struct {
 	Name string
 }
 
-// Topic, Group, TransactionalID, Connector and Cluster name the resources.
+// Topic, Group, TransactionalID, Connector, Subject and Cluster name the resources.
 func Topic(name string) Resource         { return Resource{TypeTopic, name} }
 func Group(name string) Resource         { return Resource{TypeGroup, name} }
 func TransactionalID(id string) Resource { return Resource{TypeTransactionalID, id} }
 func Connector(name string) Resource     { return Resource{TypeConnector, name} }
+func Subject(name string) Resource       { return Resource{TypeSubject, name} }
 func Cluster() Resource                  { return Resource{TypeCluster, ClusterName} }
 func (r Resource) String() string {
 	if r.Type == TypeCluster {
@@ -232,7 +239,7 @@ func (b Binding) Validate() error {
 	case b.Host == "":
 		return fmt.Errorf("%w: host is empty: use * for every host", ErrInvalid)
 	case !b.Resource.valid() || b.Resource == TypeAny:
-		return fmt.Errorf("%w: resource type %s: use topic, group, cluster, transactional-id or connector", ErrInvalid, b.Resource)
+		return fmt.Errorf("%w: resource type %s: use topic, group, cluster, transactional-id, connector or subject", ErrInvalid, b.Resource)
 	case b.Pattern != PatternLiteral && b.Pattern != PatternPrefixed:
 		return fmt.Errorf("%w: pattern type %s: use literal or prefixed", ErrInvalid, b.Pattern)
 	case !b.Operation.valid() || b.Operation == OpAny:

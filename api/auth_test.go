@@ -1,9 +1,12 @@
 package api
 
 import (
+	"encoding/base64"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/strata-io/strata/security"
 )
 
 const (
@@ -161,5 +164,27 @@ func TestNoStreaming(t *testing.T) {
 	}
 	if rec := e.do("GET", "/v1/topics/orders/partitions/0/records?offset=earliest", "", header{"Accept", "application/json, text/plain"}); rec.Code != http.StatusOK {
 		t.Errorf("fetch with NoStreaming, Accept json: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestBasicAuth: HTTP Basic with a key's id and secret authenticates as the key does
+// (schema registry clients send credentials so); a wrong secret or another key's id is
+// refused.
+func TestBasicAuth(t *testing.T) {
+	e := newEnv(t, Config{Auth: AuthConfig{Keys: []string{testKey1, testKey2}}})
+	basic := func(user, pass string) string {
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))
+	}
+	rec := e.do("GET", "/v1/topics", "", header{"Authorization", basic(security.StaticKeyID(testKey1), testKey1)})
+	if rec.Code != http.StatusOK {
+		t.Fatalf("Basic with the key's id and secret: %d %s", rec.Code, rec.Body)
+	}
+	for _, bad := range []string{
+		basic(security.StaticKeyID(testKey1), testKey2),
+		basic(security.StaticKeyID(testKey2), testKey1),
+		basic("nobody", testKey1),
+	} {
+		rec := e.do("GET", "/v1/topics", "", header{"Authorization", bad})
+		wantProblem(t, rec, http.StatusUnauthorized, CodeUnauthorized)
 	}
 }

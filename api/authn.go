@@ -19,7 +19,8 @@ import (
 //
 // With it, a request reaches a route only as a principal: a verified TLS client
 // certificate (mapped by the Authenticator's rules), or "Authorization: Bearer KEY" with
-// a key given by flag or kept in the catalog; anything else gets 401 unauthorized with a
+// a key given by flag or kept in the catalog (or HTTP Basic with the key's id and
+// secret, as schema registry clients send them); anything else gets 401 unauthorized with a
 // WWW-Authenticate challenge, before its body is read, so it changes nothing. What the
 // principal may do is the broker core's decision (403 forbidden). The health probes
 // (/healthz, /readyz) stay open because load balancers and orchestrators call them
@@ -41,6 +42,9 @@ type AuthConfig struct {
 type Authenticator interface {
 	Enabled() bool
 	Authenticate(ctx context.Context, secret string) (security.Identity, error)
+	// AuthenticatePlain checks a key's id and secret (HTTP Basic, as schema registry
+	// clients send them).
+	AuthenticatePlain(ctx context.Context, id, secret string) (security.Identity, error)
 	CertPrincipal(cert *x509.Certificate) (string, error)
 	// Track registers cut, called once key id is revoked or expires; ok is false when
 	// it already is.
@@ -171,6 +175,13 @@ func authenticate(r *http.Request, auth Authenticator) (c *caller, present bool,
 			return nil, true, err
 		}
 		return &caller{who: broker.Principal{Name: name}}, true, nil
+	}
+	if user, pass, ok := r.BasicAuth(); ok {
+		id, err := auth.AuthenticatePlain(r.Context(), user, pass)
+		if err != nil {
+			return nil, true, err
+		}
+		return &caller{who: broker.Principal{Name: id.Principal}, keyID: id.KeyID}, true, nil
 	}
 	token, present := bearerToken(r)
 	if token == "" {

@@ -82,10 +82,14 @@ const (
 	CodeInvalidProducerIDMapping  = Code(broker.CodeInvalidProducerIDMapping)
 	CodeInvalidTransactionTimeout = Code(broker.CodeInvalidTransactionTimeout)
 
-	CodeConnectorNotFound   = Code(broker.CodeConnectorNotFound)
-	CodeConnectorExists     = Code(broker.CodeConnectorExists)
-	CodeTaskNotFound        = Code(broker.CodeTaskNotFound)
-	CodeConnectorNotStopped = Code(broker.CodeConnectorNotStopped)
+	CodeConnectorNotFound      = Code(broker.CodeConnectorNotFound)
+	CodeConnectorExists        = Code(broker.CodeConnectorExists)
+	CodeTaskNotFound           = Code(broker.CodeTaskNotFound)
+	CodeConnectorNotStopped    = Code(broker.CodeConnectorNotStopped)
+	CodeSchemaNotFound         = Code(broker.CodeSchemaNotFound)
+	CodeInvalidSchema          = Code(broker.CodeInvalidSchema)
+	CodeIncompatibleSchema     = Code(broker.CodeIncompatibleSchema)
+	CodeSchemaValidationFailed = Code(broker.CodeSchemaValidationFailed)
 )
 
 // CodeInfo is one row of the error table.
@@ -165,6 +169,10 @@ var codeTable = []CodeInfo{
 	{CodeConnectorExists, http.StatusConflict, "Connector already exists", false},
 	{CodeTaskNotFound, http.StatusNotFound, "Connector task not found", false},
 	{CodeConnectorNotStopped, http.StatusConflict, "Connector not stopped", false},
+	{CodeSchemaNotFound, http.StatusNotFound, "Schema registry: not found", false},
+	{CodeInvalidSchema, http.StatusUnprocessableEntity, "Schema registry: refused", false},
+	{CodeIncompatibleSchema, http.StatusConflict, "Incompatible schema", false},
+	{CodeSchemaValidationFailed, http.StatusUnprocessableEntity, "Schema validation failed", false},
 }
 
 var codeIndex = func() map[Code]CodeInfo {

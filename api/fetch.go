@@ -33,6 +33,16 @@ func (a *API) fetchOrTail(w http.ResponseWriter, r *http.Request) *problem {
 	if p := a.authorize(r, acl.OpRead, acl.Topic(name)); p != nil {
 		return p
 	}
+	// The cap is checked before any catalog read: past it, the request is refused at
+	// once rather than after waiting for a catalog connection behind the streams and
+	// polls the cap admitted (each of their loops reads the catalog), which under load
+	// took longer than clients wait.
+	kind := fetchKind(r)
+	release, p := a.slots.acquire(kind)
+	if p != nil {
+		return p
+	}
+	defer release()
 	ti, part, p := a.lookupPartition(r)
 	if p != nil {
 		return p
@@ -41,18 +51,6 @@ func (a *API) fetchOrTail(w http.ResponseWriter, r *http.Request) *problem {
 	if p != nil {
 		return p
 	}
-	kind := kindFetch
-	switch {
-	case wantsEventStream(r):
-		kind = kindStream
-	case fp.wait > 0:
-		kind = kindLongPoll
-	}
-	release, p := a.slots.acquire(kind)
-	if p != nil {
-		return p
-	}
-	defer release()
 	if kind == kindStream {
 		return a.tail(w, r, ti.Name, part, fp)
 	}
@@ -164,6 +162,18 @@ func millis(n int64) time.Duration {
 		return math.MinInt64
 	}
 	return time.Duration(n) * time.Millisecond
+}
+
+// fetchKind is what a GET of records is, from its Accept header and wait_ms alone (a
+// malformed wait_ms counts as a plain fetch; parseFetchParams refuses it).
+func fetchKind(r *http.Request) streamKind {
+	if wantsEventStream(r) {
+		return kindStream
+	}
+	if n, ok := parseDigits(r.URL.Query().Get("wait_ms"), 1<<63-1); ok && n > 0 {
+		return kindLongPoll
+	}
+	return kindFetch
 }
 
 // wantsEventStream reports whether the client accepts text/event-stream.

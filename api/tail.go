@@ -2,12 +2,12 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/strata-io/strata/broker"
+	"github.com/strata-io/strata/internal/ctxwait"
 	"github.com/strata-io/strata/internal/membudget"
 )
 
@@ -85,7 +85,7 @@ func (a *API) tail(w http.ResponseWriter, r *http.Request, topic string, part in
 			// No room for the batch now: wait as an idle stream does, then try again.
 			a.metrics.memoryRefused.Inc()
 			mem.Release()
-			if !sleepCtx(ctx, wait-time.Since(started)) || !sendEvents(w, rc, []byte(": heartbeat\n\n")) {
+			if ctxwait.Sleep(ctx, wait-time.Since(started)) != nil || !sendEvents(w, rc, []byte(": heartbeat\n\n")) {
 				return nil
 			}
 			continue
@@ -101,7 +101,7 @@ func (a *API) tail(w http.ResponseWriter, r *http.Request, topic string, part in
 		if len(res.Records) == 0 {
 			// A reader that answers before the wait is up must not make this loop spin:
 			// idle time is paced here, whatever the reader does.
-			if !sleepCtx(ctx, wait-time.Since(started)) {
+			if ctxwait.Sleep(ctx, wait-time.Since(started)) != nil {
 				return nil
 			}
 			if res.NextOffset > offset {
@@ -147,19 +147,4 @@ func sendEvents(w http.ResponseWriter, rc *http.ResponseController, b []byte) bo
 		return false
 	}
 	return rc.Flush() == nil
-}
-
-// sleepCtx sleeps for d unless ctx ends first; false when it ended.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

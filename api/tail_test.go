@@ -238,3 +238,32 @@ func TestTailErrors(t *testing.T) {
 		t.Errorf("after the error event: %q %v", rest, err)
 	}
 }
+
+// A stream past the cap is refused before its topic is looked up in the catalog: behind
+// a busy catalog (every loop of hundreds of admitted streams reads it) a refusal that
+// first waited for a catalog connection took longer than clients wait.
+func TestStreamCapBeforeCatalog(t *testing.T) {
+	e := newEnv(t, Config{MaxStreams: 1, HeartbeatInterval: time.Minute}, func(d *testDeps) { d.TopicTTL = -1 })
+	e.createTopic("t", 1, nil)
+	ts := newTailServer(t, e)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if resp, _ := ts.open(t, ctx, "/v1/topics/t/partitions/0/records"); resp.StatusCode != 200 {
+		t.Fatalf("first stream: %d", resp.StatusCode)
+	}
+	topicReads := func() int { e.c.mu.Lock(); defer e.c.mu.Unlock(); return e.c.topicReads }
+	before := topicReads()
+	rec := e.do("GET", "/v1/topics/t/partitions/0/records", "", header{"Accept", "text/event-stream"})
+	if rec.Code != 429 || !strings.Contains(rec.Body.String(), `"concurrency_limit"`) {
+		t.Fatalf("second stream: %d %s, want 429 concurrency_limit", rec.Code, rec.Body)
+	}
+	if n := topicReads() - before; n != 0 {
+		t.Fatalf("the refusal read the topic %d times, want none", n)
+	}
+	// A malformed wait_ms is still refused as such.
+	if rec := e.do("GET", "/v1/topics/t/partitions/0/records?wait_ms=x", ""); rec.Code != 400 || !strings.Contains(rec.Body.String(), "wait_ms") {
+		t.Fatalf("wait_ms=x: %d %s", rec.Code, rec.Body)
+	}
+	cancel()
+	ts.waitHandlersDone(t)
+}

@@ -99,15 +99,16 @@ type Groups = catalog.Groups
 type ClassicGroups = catalog.ClassicGroups
 
 var (
-	_ Catalog       = catalog.Catalog(nil)
-	_ Writer        = (*writer.Writer)(nil)
-	_ Reader        = (*reader.Reader)(nil)
-	_ BatchReader   = (*reader.Reader)(nil)
-	_ Submitter     = (*writer.Writer)(nil)
-	_ Watcher       = (*reader.Reader)(nil)
-	_ Producers     = catalog.Producers(nil)
-	_ RecordDeleter = catalog.Compaction(nil)
-	_ Security      = catalog.Security(nil)
+	_ Catalog        = catalog.Catalog(nil)
+	_ Writer         = (*writer.Writer)(nil)
+	_ Reader         = (*reader.Reader)(nil)
+	_ BatchReader    = (*reader.Reader)(nil)
+	_ Submitter      = (*writer.Writer)(nil)
+	_ Watcher        = (*reader.Reader)(nil)
+	_ Producers      = catalog.Producers(nil)
+	_ RecordDeleter  = catalog.Compaction(nil)
+	_ Security       = catalog.Security(nil)
+	_ SchemaRegistry = catalog.Registry(nil)
 )
 
 // Deps are what the core serves from. Each is nil on a node without it (leave the field
@@ -143,6 +144,9 @@ type Deps struct {
 	Classic    ClassicGroups
 	// Transactions is the Kafka transaction coordinator's state (both backends).
 	Transactions Transactions
+	// Registry keeps the schema registry (both catalog backends): its calls
+	// (registry.go) and the validation of topics that ask for it (schemas.go) need it.
+	Registry SchemaRegistry
 	// Now is the node clock that stamps and bounds CreateTime timestamps; nil: time.Now.
 	Now func() time.Time
 }
@@ -195,7 +199,8 @@ type Broker struct {
 	maxWait    time.Duration // Config.MaxWait, default applied
 	// producerTxns remembers the owner of producer ids seen (authorize.go).
 	producerTxns producerTxnCache
-	waits        *groupWaits // held JoinGroup and SyncGroup requests (groupwait.go)
+	waits        *groupWaits  // held JoinGroup and SyncGroup requests (groupwait.go)
+	schemas      *schemaCache // parsed schemas and subjects' ids (schemas.go)
 	// txnMaxTimeout is Config.TxnMaxTimeout; txnMetrics the coordinator's metrics.
 	txnMaxTimeout time.Duration
 	txnMetrics    *txnMetrics
@@ -215,7 +220,7 @@ func New(cfg Config, d Deps) *Broker {
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = DefaultMaxWait
 	}
-	b := &Broker{d: d, now: d.Now, maxAfterMs: cfg.MaxTimestampAfterMs, maxWait: cfg.MaxWait, waits: newGroupWaits(),
+	b := &Broker{d: d, now: d.Now, maxAfterMs: cfg.MaxTimestampAfterMs, maxWait: cfg.MaxWait, waits: newGroupWaits(), schemas: newSchemaCache(),
 		txnMaxTimeout: cfg.TxnMaxTimeout, txnMetrics: newTxnMetrics(cfg.Registerer)}
 	if b.now == nil {
 		b.now = time.Now
@@ -253,6 +258,8 @@ const (
 	CapConnectors
 	// CapTransactions: the transaction coordinator's calls.
 	CapTransactions
+	// CapRegistry: the schema registry.
+	CapRegistry
 )
 
 // Check answers nil when this node can serve calls that need c, else an *Error with
@@ -318,6 +325,10 @@ func (b *Broker) check(c Capability) *Error {
 	case CapConnectors:
 		if b.d.Connect == nil {
 			return newError(CodeRoleUnavailable, "this node's catalog keeps no connectors")
+		}
+	case CapRegistry:
+		if b.d.Registry == nil {
+			return newError(CodeRoleUnavailable, "this node's catalog keeps no schema registry")
 		}
 	case CapClassicGroups:
 		if b.d.Classic == nil || b.d.Groups == nil || b.d.Catalog == nil {

@@ -67,9 +67,18 @@ const (
 	CodeConnectorExists     Code = "connector_exists"
 	CodeTaskNotFound        Code = "task_not_found"
 	CodeConnectorNotStopped Code = "connector_not_stopped"
-	CodeMemoryExhausted     Code = "memory_exhausted"
-	CodeForbidden           Code = "forbidden"
-	CodeKeyNotFound         Code = "key_not_found"
+	// The schema registry's refusals (registry.go): a subject, version, schema or
+	// setting it does not have; a request it refuses as it stands; a schema
+	// incompatible with the subject's; and a record that fails its topic's schema
+	// validation. Details["registry_code"] is Confluent's error_code for the first
+	// three (40401, 42201, 409, ...), which the registry's REST API answers.
+	CodeSchemaNotFound         Code = "schema_not_found"
+	CodeInvalidSchema          Code = "invalid_schema"
+	CodeIncompatibleSchema     Code = "incompatible_schema"
+	CodeSchemaValidationFailed Code = "schema_validation_failed"
+	CodeMemoryExhausted        Code = "memory_exhausted"
+	CodeForbidden              Code = "forbidden"
+	CodeKeyNotFound            Code = "key_not_found"
 	// The classic (Kafka JoinGroup/SyncGroup) group protocol's refusals.
 	CodeInconsistentGroupProtocol Code = "inconsistent_group_protocol"
 	CodeIllegalGeneration         Code = "illegal_generation"
@@ -113,6 +122,7 @@ func Codes() []Code {
 		CodeIllegalGeneration, CodeRebalanceInProgress, CodeFencedInstanceID, CodeInvalidSessionTimeout,
 		CodeGroupSubscribed, CodeInvalidTxnState, CodeInvalidProducerIDMapping, CodeInvalidTransactionTimeout,
 		CodeConnectorNotFound, CodeConnectorExists, CodeTaskNotFound, CodeConnectorNotStopped,
+		CodeSchemaNotFound, CodeInvalidSchema, CodeIncompatibleSchema, CodeSchemaValidationFailed,
 	}
 }
 

@@ -142,6 +142,11 @@ func (b *Broker) produceRequest(ctx context.Context, req *ProduceRequest) (write
 		if e != nil {
 			return writer.Request{}, nil, e
 		}
+		if validates(&ti.Config) {
+			if e := b.validateRecord(ctx, &ti, i, r.Key, r.Value); e != nil {
+				return writer.Request{}, nil, e
+			}
+		}
 	}
 	if req.Producer != nil {
 		seqs, e := sequencesFor(wreq.Records, req.Sequences, topics)

@@ -58,6 +58,9 @@ func (b *Broker) PrepareBatches(ctx context.Context, who Principal, req BatchesR
 	if e == nil {
 		e = b.authorizeProducer(ctx, who, wreq.Producer)
 	}
+	if e == nil && validates(&ti.Config) {
+		e = b.validateBatches(ctx, &ti, &wreq)
+	}
 	if e != nil {
 		return nil, e
 	}

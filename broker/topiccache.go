@@ -20,6 +20,12 @@ type TopicInfo struct {
 // catalog read: the writer's commit re-checks that the topic still exists (by its
 // immutable id), so a stale entry can at worst delay a refusal, never misplace data.
 // Misses are not cached: only existing topics take room.
+//
+// Once an entry expires, one caller re-reads it while the others go on using it: every
+// fetch loop of hundreds of SSE streams reading the same row at once would queue that
+// many reads on the catalog's few connections, behind which requests waited longer
+// than clients do (database/sql hands a freed connection to a random waiter). An entry
+// is thus at most a TTL and one catalog read old.
 type topicCache struct {
 	cat interface {
 		Topic(ctx context.Context, name string) (catalog.Topic, error)
@@ -27,8 +33,9 @@ type topicCache struct {
 	ttl time.Duration
 	now func() time.Time
 
-	mu      sync.Mutex
-	entries map[string]cacheEntry
+	mu         sync.Mutex
+	entries    map[string]cacheEntry
+	refreshing map[string]bool // expired entries a caller is re-reading
 }
 
 type cacheEntry struct {
@@ -41,18 +48,31 @@ type cacheEntry struct {
 const sweepAbove = 1024
 
 func newTopicCache(cat Catalog, ttl time.Duration, now func() time.Time) *topicCache {
-	return &topicCache{cat: cat, ttl: ttl, now: now, entries: make(map[string]cacheEntry)}
+	return &topicCache{cat: cat, ttl: ttl, now: now, entries: make(map[string]cacheEntry), refreshing: make(map[string]bool)}
 }
 
-// get returns the topic, from the cache when fresh.
+// get returns the topic, from the cache when fresh or when another caller is already
+// re-reading its expired entry.
 func (c *topicCache) get(ctx context.Context, name string) (TopicInfo, error) {
-	if c.ttl > 0 {
-		c.mu.Lock()
-		e, ok := c.entries[name]
+	if c.ttl <= 0 {
+		return c.refresh(ctx, name)
+	}
+	c.mu.Lock()
+	e, ok := c.entries[name]
+	if ok && (c.now().Before(e.expires) || c.refreshing[name]) {
 		c.mu.Unlock()
-		if ok && c.now().Before(e.expires) {
-			return e.info, nil
-		}
+		return e.info, nil
+	}
+	if ok {
+		c.refreshing[name] = true
+	}
+	c.mu.Unlock()
+	if ok {
+		defer func() {
+			c.mu.Lock()
+			delete(c.refreshing, name)
+			c.mu.Unlock()
+		}()
 	}
 	return c.refresh(ctx, name)
 }

@@ -21,6 +21,12 @@ type Config struct {
 	ValueFormat          string // "json", "string" or "binary"
 	SegmentBytes         int64  // compactor's target object size per partition
 	MaxMessageBytes      int64  // largest record (key + value + headers) accepted
+	// Schema validation (Confluent's names): records must carry the framing of a
+	// schema registered under the subject the strategy names, and decode against it.
+	KeySchemaValidation, ValueSchemaValidation bool
+	// KeySubjectStrategy and ValueSubjectStrategy: "topic", "record" or "topic-record"
+	// (Confluent's class names are accepted and stored as given).
+	KeySubjectStrategy, ValueSubjectStrategy string
 }
 
 type configKey struct {
@@ -59,21 +65,59 @@ func oneOf(choices []string, set func(*Config, string)) func(*Config, string) er
 
 var formats = []string{"json", "string", "binary"}
 
+// subjectStrategies maps the subject name strategies, by their short names and
+// Confluent's class names, to the short names.
+var subjectStrategies = map[string]string{
+	"topic": "topic", "record": "record", "topic-record": "topic-record",
+	"io.confluent.kafka.serializers.subject.TopicNameStrategy":       "topic",
+	"io.confluent.kafka.serializers.subject.RecordNameStrategy":      "record",
+	"io.confluent.kafka.serializers.subject.TopicRecordNameStrategy": "topic-record",
+}
+
+func strategy(set func(*Config, string)) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		s, ok := subjectStrategies[v]
+		if !ok {
+			return fmt.Errorf("must be topic, record or topic-record (or Confluent's TopicNameStrategy, RecordNameStrategy or TopicRecordNameStrategy class name)")
+		}
+		set(c, s)
+		return nil
+	}
+}
+
+func boolean(set func(*Config, bool)) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		switch v {
+		case "true":
+			set(c, true)
+		case "false":
+			set(c, false)
+		default:
+			return fmt.Errorf("must be true or false")
+		}
+		return nil
+	}
+}
+
 // configKeys are the supported topic configs with their defaults. The timestamp bounds
 // default to one day into the future and unbounded into the past: a producer clock far
 // ahead must not pin data against time retention forever.
 var configKeys = map[string]configKey{
-	"cleanup.policy":                  {"delete", oneOf([]string{"delete", "compact", "compact,delete"}, func(c *Config, v string) { c.CleanupPolicy = v })},
-	"retention.ms":                    {"604800000", intIn(-1, math.MaxInt64, func(c *Config, n int64) { c.RetentionMs = n })},
-	"retention.bytes":                 {"-1", intIn(-1, math.MaxInt64, func(c *Config, n int64) { c.RetentionBytes = n })},
-	"delete.retention.ms":             {"86400000", intIn(0, math.MaxInt64, func(c *Config, n int64) { c.DeleteRetentionMs = n })},
-	"message.timestamp.type":          {"CreateTime", oneOf([]string{"CreateTime", "LogAppendTime"}, func(c *Config, v string) { c.TimestampType = v })},
-	"message.timestamp.before.max.ms": {strconv.FormatInt(math.MaxInt64, 10), intIn(0, math.MaxInt64, func(c *Config, n int64) { c.TimestampBeforeMaxMs = n })},
-	"message.timestamp.after.max.ms":  {"86400000", intIn(0, math.MaxInt64, func(c *Config, n int64) { c.TimestampAfterMaxMs = n })},
-	"key.format":                      {"string", oneOf(formats, func(c *Config, v string) { c.KeyFormat = v })},
-	"value.format":                    {"json", oneOf(formats, func(c *Config, v string) { c.ValueFormat = v })},
-	"segment.bytes":                   {"67108864", intIn(1<<20, 1<<30, func(c *Config, n int64) { c.SegmentBytes = n })},
-	"max.message.bytes":               {"1048576", intIn(1, 64<<20, func(c *Config, n int64) { c.MaxMessageBytes = n })},
+	"cleanup.policy":                        {"delete", oneOf([]string{"delete", "compact", "compact,delete"}, func(c *Config, v string) { c.CleanupPolicy = v })},
+	"retention.ms":                          {"604800000", intIn(-1, math.MaxInt64, func(c *Config, n int64) { c.RetentionMs = n })},
+	"retention.bytes":                       {"-1", intIn(-1, math.MaxInt64, func(c *Config, n int64) { c.RetentionBytes = n })},
+	"delete.retention.ms":                   {"86400000", intIn(0, math.MaxInt64, func(c *Config, n int64) { c.DeleteRetentionMs = n })},
+	"message.timestamp.type":                {"CreateTime", oneOf([]string{"CreateTime", "LogAppendTime"}, func(c *Config, v string) { c.TimestampType = v })},
+	"message.timestamp.before.max.ms":       {strconv.FormatInt(math.MaxInt64, 10), intIn(0, math.MaxInt64, func(c *Config, n int64) { c.TimestampBeforeMaxMs = n })},
+	"message.timestamp.after.max.ms":        {"86400000", intIn(0, math.MaxInt64, func(c *Config, n int64) { c.TimestampAfterMaxMs = n })},
+	"key.format":                            {"string", oneOf(formats, func(c *Config, v string) { c.KeyFormat = v })},
+	"value.format":                          {"json", oneOf(formats, func(c *Config, v string) { c.ValueFormat = v })},
+	"segment.bytes":                         {"67108864", intIn(1<<20, 1<<30, func(c *Config, n int64) { c.SegmentBytes = n })},
+	"max.message.bytes":                     {"1048576", intIn(1, 64<<20, func(c *Config, n int64) { c.MaxMessageBytes = n })},
+	"confluent.key.schema.validation":       {"false", boolean(func(c *Config, v bool) { c.KeySchemaValidation = v })},
+	"confluent.value.schema.validation":     {"false", boolean(func(c *Config, v bool) { c.ValueSchemaValidation = v })},
+	"confluent.key.subject.name.strategy":   {"topic", strategy(func(c *Config, v string) { c.KeySubjectStrategy = v })},
+	"confluent.value.subject.name.strategy": {"topic", strategy(func(c *Config, v string) { c.ValueSubjectStrategy = v })},
 }
 
 // ConfigKeys lists the supported config names, sorted.

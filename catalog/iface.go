@@ -20,6 +20,7 @@ type Backend interface {
 	Connect
 	Security
 	Transactions
+	Registry
 }
 
 // Catalog is the core of the catalog — topics, partitions, the segment commit, chunk

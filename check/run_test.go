@@ -13,7 +13,7 @@ import (
 	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/check"
 	"github.com/strata-io/strata/client"
-	"github.com/strata-io/strata/internal/jepsen"
+	"github.com/strata-io/strata/internal/node/nodetest"
 	"github.com/strata-io/strata/internal/testsvc"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fs"
@@ -59,10 +59,7 @@ func TestCheck(t *testing.T) {
 
 func runCheck(t *testing.T, cat catalog.Backend, st objstore.Store) {
 	ctx := context.Background()
-	n, err := jepsen.StartNode(jepsen.NodeConfig{Catalog: cat, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := nodetest.Start(t, nodetest.On(cat, st))
 	c := client.New(n.URL)
 	if _, err := c.CreateTopic(ctx, "orders", 3, nil); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // Client talks to one Strata endpoint (a node or a load balancer in front of many). It is
@@ -72,7 +74,7 @@ func New(baseURL string, opts ...Option) *Client {
 		hc:        &http.Client{},
 		userAgent: DefaultUserAgent,
 		backoff:   100 * time.Millisecond,
-		sleep:     sleepCtx,
+		sleep:     ctxwait.Sleep,
 	}
 	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
 	if err == nil && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
@@ -96,17 +98,6 @@ func (c *Client) BaseURL() string {
 		return ""
 	}
 	return c.base.String()
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // endpoint joins path segments (each escaped) under the base URL and adds a query.

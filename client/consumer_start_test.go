@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 // lookupFailer is a member's transport that refuses the connection for the first n
@@ -98,7 +99,7 @@ func TestConsumerNeverGuessesItsStart(t *testing.T) {
 				return nil
 			})
 			var observed []int64
-			waitFor(t, 20*time.Second, "the group to commit 5,000", func() bool {
+			testwait.Until(t, 20*time.Second, "the group to commit 5,000", func() bool {
 				offs, err := c.GroupOffsets(t.Context(), group)
 				if err != nil || len(offs) != 1 {
 					return false
@@ -108,7 +109,7 @@ func TestConsumerNeverGuessesItsStart(t *testing.T) {
 			})
 			// The server may show the commit before its answer has come back through
 			// the transport that records it.
-			waitFor(t, 10*time.Second, "the member's commit of 5,000 to be answered", func() bool {
+			testwait.Until(t, 10*time.Second, "the member's commit of 5,000 to be answered", func() bool {
 				ft.mu.Lock()
 				defer ft.mu.Unlock()
 				return len(ft.commits) > 0 && ft.commits[len(ft.commits)-1] == 5000
@@ -197,12 +198,12 @@ func TestConsumerSaysWhyItMakesNoProgress(t *testing.T) {
 	var reported atomic.Int32
 	m := startMember(t, c, client.ConsumerConfig{Group: "g-late", Topics: []string{"late"}, SessionTimeout: time.Second,
 		OnError: func(error) { reported.Add(1) }}, rec.handler("m", 0))
-	waitFor(t, 5*time.Second, "the missing topic to be reported", func() bool { return reported.Load() > 0 })
+	testwait.Until(t, 5*time.Second, "the missing topic to be reported", func() bool { return reported.Load() > 0 })
 	if _, err := c.CreateTopic(t.Context(), "late", 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	produce(t, c, "late", 1, 3)
-	waitFor(t, 10*time.Second, "the late topic's records", func() bool {
+	testwait.Until(t, 10*time.Second, "the late topic's records", func() bool {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		return len(rec.seen[0]) == 3

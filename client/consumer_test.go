@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,10 +12,10 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/internal/node"
-	"github.com/strata-io/strata/objstore/fs"
+	"github.com/strata-io/strata/internal/node/nodetest"
+	"github.com/strata-io/strata/internal/testwait"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
 )
@@ -26,39 +24,21 @@ import (
 // reader and API, served over loopback HTTP.
 type server struct {
 	URL string
-	cat *sqlite.Catalog
+	cat catalog.Backend
 }
 
 // startServer starts a node on dir (a fresh one when ""), stopped at cleanup.
 func startServer(t testing.TB, dir string) *server {
 	t.Helper()
-	if dir == "" {
-		dir = t.TempDir()
+	opts := []nodetest.Option{nodetest.Mutate(func(c *node.Config) {
+		c.WriterConfig = writer.Config{Linger: 5 * time.Millisecond}
+		c.ReaderConfig = reader.Config{PollInterval: 50 * time.Millisecond}
+	})}
+	if dir != "" {
+		opts = append(opts, nodetest.InDir(dir))
 	}
-	cat, err := sqlite.Open(context.Background(), filepath.Join(dir, "catalog.db"), catalog.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := fs.New(filepath.Join(dir, "objects"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Start(node.Config{
-		Catalog: cat, Store: store,
-		Writer: true, WriterConfig: writer.Config{Linger: 5 * time.Millisecond},
-		Reader: true, ReaderConfig: reader.Config{PollInterval: 50 * time.Millisecond},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(n.API.Handler())
-	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
-		_ = n.Stop(context.Background())
-		cat.Close()
-	})
-	return &server{URL: hs.URL, cat: cat}
+	n := nodetest.Start(t, opts...)
+	return &server{URL: n.URL, cat: n.Catalog}
 }
 
 // produce writes n records to each partition, values "p-offset-ish" strings.
@@ -105,7 +85,7 @@ func (r *recorder) handler(member string, slow time.Duration) client.Handler {
 	return func(ctx context.Context, b client.Batch) error {
 		start := time.Since(r.base)
 		if slow > 0 {
-			time.Sleep(slow)
+			time.Sleep(slow) // the work of a slow member
 		}
 		end := time.Since(r.base)
 		r.mu.Lock()
@@ -168,25 +148,12 @@ func highWatermarks(t testing.TB, c *client.Client, topic string) map[int32]int6
 	return out
 }
 
-// waitFor polls cond every 20ms until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > d {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 // stableWith waits until the group is stable with exactly members live members whose
 // assignments cover every partition, and returns partition → member.
 func stableWith(t testing.TB, c *client.Client, group string, members int, partitions int32, d time.Duration) map[int32]string {
 	t.Helper()
 	var owners map[int32]string
-	waitFor(t, d, fmt.Sprintf("group %s stable with %d members", group, members), func() bool {
+	testwait.Until(t, d, fmt.Sprintf("group %s stable with %d members", group, members), func() bool {
 		g, err := c.DescribeGroup(t.Context(), group)
 		if err != nil || g.State != "stable" || len(g.Members) != members {
 			return false
@@ -294,7 +261,7 @@ func TestConsumerGroup(t *testing.T) {
 
 	hw := highWatermarks(t, c, "orders")
 	for _, g := range []string{"ga", "gb"} {
-		waitFor(t, 15*time.Second, "group "+g+" to commit everything", func() bool {
+		testwait.Until(t, 15*time.Second, "group "+g+" to commit everything", func() bool {
 			l, err := c.GroupLag(t.Context(), g)
 			return err == nil && l.TotalLag == 0 && len(l.Partitions) == parts
 		})
@@ -384,7 +351,7 @@ func TestConsumerSelfFences(t *testing.T) {
 		t.Fatalf("reassignment took %v with a %v session", took, session)
 	}
 	t.Logf("member cut off → all partitions reassigned in %v (session %v)", took, session)
-	waitFor(t, 5*time.Second, "the cut-off member to report its partitions lost", func() bool { return lost.Load() > 0 })
+	testwait.Until(t, 5*time.Second, "the cut-off member to report its partitions lost", func() bool { return lost.Load() > 0 })
 	close(stop)
 	pw.Wait()
 

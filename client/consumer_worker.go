@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "github.com/strata-io/strata/api/v1"
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // A partition's worker: where it starts, its poll loop, and the retries that keep it
@@ -37,14 +38,7 @@ func (b *backoff) wait(ctx context.Context) bool {
 	}
 	d := b.next/2 + rand.N(b.next/2+1) // jitter: workers of one member do not retry in step
 	b.next = min(2*b.next, lookupBackoffMax)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return ctxwait.Sleep(ctx, d) == nil
 }
 
 // work is one partition's poll loop: the start position, long-poll fetches, the

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-io/strata/internal/testwait"
 	"github.com/strata-io/strata/objstore/fault"
 )
 
@@ -394,7 +395,9 @@ func TestOneFlushDuplicateFencedValid(t *testing.T) {
 		status int
 		out    map[string]any
 	}
+	sent := 0.0 // requests sent
 	send := func(b string) chan answer {
+		sent++
 		ch := make(chan answer, 1)
 		go func() {
 			st, out := post(t, s.url, "/v1/topics/mixed/records", b)
@@ -402,8 +405,13 @@ func TestOneFlushDuplicateFencedValid(t *testing.T) {
 		}()
 		return ch
 	}
+	// flush cuts a flush once the writer has taken every request sent so far into its
+	// buffer. (The gap's request below, put back for later flushes, counts once more
+	// each time: hence "at least".)
 	flush := func() {
-		time.Sleep(300 * time.Millisecond) // let the requests reach the buffer
+		testwait.Until(t, 30*time.Second, "the requests in the writer's buffer", func() bool {
+			return s.counter(t, "strata_writer_requests_total") >= sent
+		})
 		if err := s.w.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	v1 "github.com/strata-io/strata/api/v1"
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // A producer's requests from sealing to their outcome (the producer: producer.go):
@@ -39,7 +40,7 @@ func (p *Producer) linger() {
 				break
 			}
 			p.mu.Unlock()
-			if !sleepOr(p.ctx, wait) {
+			if ctxwait.Sleep(p.ctx, wait) != nil {
 				return
 			}
 		}
@@ -281,7 +282,7 @@ func (p *Producer) run(r *sendReq) {
 				return
 			}
 			p.log.Debug("retrying request", "attempt", attempt, "wait", wait, "err", err)
-			if !sleepOr(p.ctx, wait) {
+			if ctxwait.Sleep(p.ctx, wait) != nil {
 				continue // closing: the next attempt fails fast and resolves
 			}
 		case actWaitEarlier:
@@ -414,7 +415,7 @@ func (p *Producer) reset() {
 		if err == nil || !IsRetryable(err) && !isTransport(err) || time.Since(start) > p.cfg.DeliveryTimeout || p.ctx.Err() != nil {
 			break
 		}
-		sleepOr(p.ctx, backoff)
+		_ = ctxwait.Sleep(p.ctx, backoff)
 		backoff = min(2*backoff, 2*time.Second)
 	}
 	if err != nil {
@@ -482,15 +483,4 @@ func (p *Producer) post(body []byte) (produceAnswer, error) {
 	var out produceAnswer
 	err = p.c.once(ctx, http.MethodPost, u, body, &out)
 	return out, err
-}
-
-func sleepOr(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

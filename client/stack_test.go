@@ -4,15 +4,15 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/internal/node"
+	"github.com/strata-io/strata/internal/node/nodetest"
+	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fault"
-	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
 )
@@ -22,53 +22,60 @@ import (
 // listener, so the client is tested against the server it talks to in production.
 type stack struct {
 	url     string
-	cat     *sqlite.Catalog
+	cat     catalog.Backend
 	store   *fault.Store
 	w       *writer.Writer
+	reg     prometheus.Gatherer // the node's metrics
 	handler http.Handler
-	srv     *httptest.Server
 }
 
 type stackOptions struct {
 	linger time.Duration // writer linger; default 5ms
-	wrap   func(http.Handler) http.Handler
+	// wrap, when set, puts a handler in front of the node's API, served on a listener
+	// of its own (url).
+	wrap func(http.Handler) http.Handler
 }
 
 func newStack(t testing.TB, o stackOptions) *stack {
 	t.Helper()
-	dir := t.TempDir()
-	cat, err := sqlite.Open(context.Background(), filepath.Join(dir, "catalog.db"), catalog.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inner, err := fs.New(filepath.Join(dir, "objects"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := fault.New(inner)
 	if o.linger == 0 {
 		o.linger = 5 * time.Millisecond
 	}
-	n, err := node.Start(node.Config{
-		Catalog: cat, Store: store,
-		Writer: true, WriterConfig: writer.Config{Linger: o.linger},
-		Reader: true, ReaderConfig: reader.Config{PollInterval: 50 * time.Millisecond},
-	})
+	var store *fault.Store
+	n := nodetest.Start(t,
+		nodetest.WrapStore(func(st objstore.Store) objstore.Store { store = fault.New(st); return store }),
+		nodetest.Mutate(func(c *node.Config) {
+			c.WriterConfig = writer.Config{Linger: o.linger}
+			c.ReaderConfig = reader.Config{PollInterval: 50 * time.Millisecond}
+		}))
+	s := &stack{url: n.URL, cat: n.Catalog, store: store, w: n.Writer, reg: n.Registry, handler: n.API.Handler()}
+	if o.wrap != nil {
+		srv := httptest.NewServer(o.wrap(s.handler))
+		t.Cleanup(func() {
+			srv.CloseClientConnections()
+			srv.Close()
+		})
+		s.url = srv.URL
+	}
+	return s
+}
+
+// counter is the sum of the node's counter name over its labels (0 when absent).
+func (s *stack) counter(t testing.TB, name string) float64 {
+	t.Helper()
+	mfs, err := s.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := n.API.Handler()
-	if o.wrap != nil {
-		h = o.wrap(h)
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
 	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		_ = n.Stop(context.Background())
-		cat.Close()
-	})
-	return &stack{url: srv.URL, cat: cat, store: store, w: n.Writer, handler: n.API.Handler(), srv: srv}
+	return sum
 }
 
 // readAll fetches every record of a partition from offset 0.

@@ -482,7 +482,7 @@ func TestTransactExactlyOnceAcrossSIGKILL(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	kills, midStream := 0, 0
 	for range 6 {
-		time.Sleep(time.Duration(500+rng.IntN(1000)) * time.Millisecond)
+		time.Sleep(time.Duration(500+rng.IntN(1000)) * time.Millisecond) // a kill at a random moment
 		// A kill counts as mid-stream when committed input lags what was written.
 		lag, err := c.GroupLag(t.Context(), txGroup)
 		if err == nil && lag.TotalLag > 0 {
@@ -562,7 +562,7 @@ func TestTransactSIGSTOPPastSession(t *testing.T) {
 	other := startTxWorker(t, s.url, 1, session, 150*time.Millisecond)
 	staleRefused := 0
 	for cycle := 0; cycle < 5 && staleRefused == 0; cycle++ {
-		time.Sleep(1500 * time.Millisecond)
+		time.Sleep(1500 * time.Millisecond) // the workers copy a while, so the pause catches work in flight
 		before := parsePosts(paused.output())
 		var epoch int32
 		for _, p := range before {
@@ -573,6 +573,9 @@ func TestTransactSIGSTOPPastSession(t *testing.T) {
 		time.Sleep(2*session + time.Second) // its lease ends; the other worker takes over
 		paused.cmd.Process.Signal(syscall.SIGCONT)
 		resumed := time.Now()
+		// A window, not a condition: whatever the resumed worker sends under its old
+		// membership in it must be refused (none accepted); if it sent nothing, the
+		// next cycle pauses it again.
 		time.Sleep(2 * time.Second)
 		for _, p := range parsePosts(paused.output()) {
 			if p.sent.Before(stopped) || p.epoch > epoch {

@@ -122,13 +122,17 @@ type SinkTask interface {
 	Stop() error
 }
 
-// Connector is a plugin: it validates a connector's config and splits it into tasks.
+// Connector is what every connector plugin does: it describes and validates a
+// connector's config and splits it into tasks. A plugin is a SourceConnector or a
+// SinkConnector, registered as one (Source, Sink).
 type Connector interface {
 	Class() string
-	Type() string // "source" or "sink"
 	Version() string
 	// Config describes the connector's own keys (the runtime adds the common ones).
 	Config() []ConfigKey
+	// ValidateConfig checks the config across its keys, beyond each key's type: per
+	// key, why its value is refused (nil when nothing is).
+	ValidateConfig(cfg map[string]string) map[string]string
 	// TaskConfigs splits a connector's config into at most maxTasks task configs.
 	TaskConfigs(cfg map[string]string, maxTasks int) ([]map[string]string, error)
 }
@@ -136,6 +140,10 @@ type Connector interface {
 // SourceConnector makes source tasks.
 type SourceConnector interface {
 	Connector
+	// Topics says, from the config (references unresolved), which topics the tasks
+	// write: they are checked when the config is stored rather than at the first
+	// commit (nil: none known before the tasks run).
+	Topics(cfg map[string]string) []string
 	NewTask() SourceTask
 }
 
@@ -143,6 +151,28 @@ type SourceConnector interface {
 type SinkConnector interface {
 	Connector
 	NewTask() SinkTask
+}
+
+// Plugin is a connector a runtime can run: a source or a sink, as it was registered,
+// so the runtime never has to find out which.
+type Plugin struct {
+	Connector
+	source SourceConnector // set for a source
+	sink   SinkConnector   // set for a sink
+}
+
+// Source registers a source connector.
+func Source(c SourceConnector) Plugin { return Plugin{Connector: c, source: c} }
+
+// Sink registers a sink connector.
+func Sink(c SinkConnector) Plugin { return Plugin{Connector: c, sink: c} }
+
+// Type is "source" or "sink", as Kafka Connect names them.
+func (p Plugin) Type() string {
+	if p.sink != nil {
+		return "sink"
+	}
+	return "source"
 }
 
 // RetriableError is a failure that may pass: the runtime retries within the

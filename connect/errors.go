@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/broker"
+	"github.com/strata-io/strata/internal/ctxwait"
 	"github.com/strata-io/strata/segment"
 )
 
@@ -219,21 +220,9 @@ func (p *errorPolicy) retry(ctx context.Context, op func() error) error {
 		if p.retryTimeout >= 0 && time.Since(start)+delay > p.retryTimeout {
 			return err
 		}
-		if !sleep(ctx, delay/2+rand.N(delay/2+1)) {
+		if ctxwait.Sleep(ctx, delay/2+rand.N(delay/2+1)) != nil {
 			return ctx.Err()
 		}
 		delay = min(2*delay, max(p.retryDelayMax, 100*time.Millisecond))
-	}
-}
-
-// sleep waits d or until ctx ends (false).
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/connect"
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 func headerMap(rs []broker.FetchResult) []map[string]string {
@@ -38,7 +39,7 @@ func TestSourceErrorTolerance(t *testing.T) {
 	writeLines(t, in, `{"n":1}`, `{"n": oops}`, `{"n":3}`)
 	tn.want(t, "POST", "/connectors", fmt.Sprintf(`{"name":"tolerant","config":{"connector.class":"FileSource","file":%s,"topic":"lines",`+
 		`"errors.tolerance":"all","errors.deadletterqueue.topic.name":"dlq","errors.log.enable":"true"}}`, quote(in)), 201, "")
-	eventually(t, 10*time.Second, "the good lines and the dead letter", func() error {
+	testwait.NoError(t, 10*time.Second, "the good lines and the dead letter", func() error {
 		if got := values(tn.readAll(t, "lines", 0)); !slices.Equal(got, []string{`{"n":1}`, `{"n":3}`}) {
 			return fmt.Errorf("lines %v", got)
 		}
@@ -65,7 +66,7 @@ func TestSourceErrorTolerance(t *testing.T) {
 	}
 	// It carries on.
 	writeLines(t, in, `{"n":4}`)
-	eventually(t, 10*time.Second, "the line after the poison", func() error {
+	testwait.NoError(t, 10*time.Second, "the line after the poison", func() error {
 		if got := values(tn.readAll(t, "lines", 0)); len(got) != 3 {
 			return fmt.Errorf("lines %v", got)
 		}
@@ -90,7 +91,7 @@ func TestSourceErrorTolerance(t *testing.T) {
 	// again on the same line).
 	gen := st["tasks"].([]any)[0].(map[string]any)["generation"]
 	tn.want(t, "POST", "/connectors/strict/restart?includeTasks=true&onlyFailed=true", "", 202, "")
-	eventually(t, 10*time.Second, "the restarted task to fail again", func() error {
+	testwait.NoError(t, 10*time.Second, "the restarted task to fail again", func() error {
 		task := tn.status(t, "strict")["tasks"].([]any)[0].(map[string]any)
 		if task["state"] != "FAILED" || task["generation"] == gen {
 			return fmt.Errorf("task %v (generation before the restart %v)", task, gen)
@@ -113,7 +114,7 @@ func TestSinkErrorTolerance(t *testing.T) {
 	out := filepath.Join(tn.dir, "out")
 	tn.want(t, "POST", "/connectors", fmt.Sprintf(`{"name":"sink","config":{"connector.class":"FileSink","directory":%s,"topics":"in",`+
 		`"errors.tolerance":"all","errors.deadletterqueue.topic.name":"sink-dlq","offset.flush.interval.ms":"100"}}`, quote(out)), 201, "")
-	eventually(t, 15*time.Second, "the sink's files and its dead letter", func() error {
+	testwait.NoError(t, 15*time.Second, "the sink's files and its dead letter", func() error {
 		b, _ := os.ReadFile(filepath.Join(out, "in-0-00000000000000000000.jsonl"))
 		if string(b) != "{\"a\":1}\n{\"a\":3}\n" {
 			return fmt.Errorf("file %q", b)

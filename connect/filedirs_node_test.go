@@ -11,6 +11,7 @@ import (
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/connect"
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 // TestFileConnectorsConfinedREST: the REST API refuses file connectors outside the
@@ -87,7 +88,7 @@ func TestFileConnectorsConfinedREST(t *testing.T) {
 	writeLines(t, in, `{"a":1}`, `{"a":2}`)
 	tn.want(t, "POST", "/connectors", fmt.Sprintf(`{"name":"src","config":{"connector.class":"FileSource","file":%s,"topic":"lines"}}`, quote(in)), 201, "")
 	tn.want(t, "POST", "/connectors", fmt.Sprintf(`{"name":"sink","config":{"connector.class":"FileSink","directory":%s,"topics":"lines","offset.flush.interval.ms":"100"}}`, quote(out)), 201, "")
-	eventually(t, 20*time.Second, "the sink's file", func() error {
+	testwait.NoError(t, 20*time.Second, "the sink's file", func() error {
 		b, _ := os.ReadFile(filepath.Join(out, "lines-0-00000000000000000000.jsonl"))
 		if string(b) != "{\"a\":1}\n{\"a\":2}\n" {
 			return fmt.Errorf("file %q", b)

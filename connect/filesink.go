@@ -34,7 +34,6 @@ type FileSinkConnector struct {
 const FileSinkClass = "io.strata.connect.file.FileSinkConnector"
 
 func (FileSinkConnector) Class() string   { return FileSinkClass }
-func (FileSinkConnector) Type() string    { return "sink" }
 func (FileSinkConnector) Version() string { return "1.0" }
 
 func (FileSinkConnector) Config() []ConfigKey {

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // FileSourceConnector reads JSON lines from files into a topic, one record per line
@@ -31,7 +33,6 @@ type FileSourceConnector struct {
 const FileSourceClass = "io.strata.connect.file.FileSourceConnector"
 
 func (FileSourceConnector) Class() string   { return FileSourceClass }
-func (FileSourceConnector) Type() string    { return "source" }
 func (FileSourceConnector) Version() string { return "1.0" }
 
 const groupFile = "File"
@@ -169,7 +170,7 @@ func (t *fileSourceTask) Poll(ctx context.Context) (SourceBatch, error) {
 		if len(b.Records) > 0 || ctx.Err() != nil {
 			return b, nil
 		}
-		if !sleep(ctx, t.poll) {
+		if ctxwait.Sleep(ctx, t.poll) != nil {
 			return SourceBatch{}, nil
 		}
 	}

@@ -8,23 +8,16 @@ import (
 // What a connector's config needs of the principal it runs as, checked by the core when
 // the config is stored (broker.ConnectorPlan.Needs) — the same permissions every call
 // of its tasks is checked for afterwards: a sink reads its topics and its group
-// connect-<name>; a source writes the topics its plugin says it writes (TopicsWriter);
-// either writes its dead-letter topic. A topic named by a config provider reference is
-// left to the runtime's checks: its name is the provider's secret until a task
-// resolves it.
-
-// TopicsWriter is a source connector that can say, from its config (references
-// unresolved), which topics it writes: they are checked when the config is stored
-// rather than at the first commit.
-type TopicsWriter interface {
-	Topics(cfg map[string]string) []string
-}
+// connect-<name>; a source writes the topics its plugin says it writes
+// (SourceConnector.Topics); either writes its dead-letter topic. A topic named by a
+// config provider reference is left to the runtime's checks: its name is the
+// provider's secret until a task resolves it.
 
 // Topics is the file source's one topic.
 func (FileSourceConnector) Topics(cfg map[string]string) []string { return splitList(cfg["topic"]) }
 
 // needsOf lists what cfg (raw) needs, in the order the core checks it.
-func needsOf(p Connector, name string, cfg map[string]string) []broker.Need {
+func needsOf(p Plugin, name string, cfg map[string]string) []broker.Need {
 	g := newGetter(cfg, commonKeys(p.Type()))
 	var out []broker.Need
 	add := func(op acl.Operation, r acl.Resource) {
@@ -38,14 +31,13 @@ func needsOf(p Connector, name string, cfg map[string]string) []broker.Need {
 		}
 		out = append(out, broker.Need{Op: op, Resource: r})
 	}
-	switch tw, ok := p.(TopicsWriter); {
-	case p.Type() == "sink":
+	if p.sink != nil {
 		for _, t := range g.list(cfgTopics) {
 			add(acl.OpRead, acl.Topic(t))
 		}
 		add(acl.OpRead, acl.Group(sinkGroup(name)))
-	case ok:
-		for _, t := range tw.Topics(cfg) {
+	} else {
+		for _, t := range p.source.Topics(cfg) {
 			add(acl.OpWrite, acl.Topic(t))
 		}
 	}

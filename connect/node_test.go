@@ -2,11 +2,9 @@ package connect_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,10 +14,10 @@ import (
 
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/connect"
 	"github.com/strata-io/strata/internal/node"
-	"github.com/strata-io/strata/objstore/fs"
+	"github.com/strata-io/strata/internal/node/nodetest"
+	"github.com/strata-io/strata/internal/testwait"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
 )
@@ -28,8 +26,8 @@ import (
 // filesystem store, the writer, the reader, the worker and the REST API on a port.
 type testNode struct {
 	url string
-	cat *sqlite.Catalog
-	n   *node.Node
+	cat catalog.Backend
+	n   *nodetest.Node
 	// dir is where the file connectors may read and write (unless the test gave its
 	// own plugins); data holds the node's catalog and objects, which they may not.
 	dir, data string
@@ -44,48 +42,18 @@ func startNode(t *testing.T, wc connect.WorkerConfig, mutate ...func(*node.Confi
 			t.Fatal(err)
 		}
 	}
-	cat, err := sqlite.Open(t.Context(), filepath.Join(data, "catalog.db"), catalog.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := fs.New(filepath.Join(data, "objects"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if wc.Lease == 0 {
-		wc.Lease = 2 * time.Second
-	}
 	if wc.Plugins == nil {
 		dirs, err := connect.NewFileDirs([]string{dir}, []connect.OwnDir{{Path: data, What: "the test node's data directory"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		wc.Plugins = connect.NewPlugins(connect.FileSourceConnector{Dirs: dirs}, connect.FileSinkConnector{Dirs: dirs})
+		wc.Plugins = connect.NewPlugins(connect.Source(connect.FileSourceConnector{Dirs: dirs}), connect.Sink(connect.FileSinkConnector{Dirs: dirs}))
 	}
-	cfg := node.Config{Catalog: cat, Store: store,
-		Writer: true, WriterConfig: writer.Config{Linger: 5 * time.Millisecond},
-		Reader: true, ReaderConfig: reader.Config{PollInterval: 20 * time.Millisecond},
-		Connect: true, ConnectConfig: wc}
-	for _, m := range mutate {
-		m(&cfg)
-	}
-	n, err := node.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- n.Serve(ctx, ln, nil, 10*time.Second) }()
-	t.Cleanup(func() {
-		stop()
-		<-served
-		cat.Close()
-	})
-	return &testNode{url: "http://" + ln.Addr().String(), cat: cat, n: n, dir: dir, data: data}
+	n := nodetest.Start(t, nodetest.InDir(data), nodetest.Connect(wc), nodetest.Mutate(func(c *node.Config) {
+		c.WriterConfig = writer.Config{Linger: 5 * time.Millisecond}
+		c.ReaderConfig = reader.Config{PollInterval: 20 * time.Millisecond}
+	}), nodetest.Mutate(mutate...))
+	return &testNode{url: n.URL, cat: n.Catalog, n: n, dir: dir, data: data}
 }
 
 // do sends a request and returns the status and body.
@@ -127,7 +95,7 @@ func (tn *testNode) want(t *testing.T, method, path, body string, status int, wa
 // the one wanted.
 func (tn *testNode) eventuallyWant(t *testing.T, method, path, body string, status int, want string) {
 	t.Helper()
-	eventually(t, 10*time.Second, method+" "+path, func() error {
+	testwait.NoError(t, 10*time.Second, method+" "+path, func() error {
 		_, err := tn.check(t, method, path, body, status, want)
 		return err
 	})
@@ -195,22 +163,6 @@ func canon(v any) string {
 	return string(b)
 }
 
-// eventually polls fn until it answers nil or the deadline passes.
-func eventually(t *testing.T, d time.Duration, what string, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func (tn *testNode) status(t *testing.T, name string) map[string]any {
 	t.Helper()
 	code, b := tn.do(t, "GET", "/connectors/"+name+"/status", "")
@@ -229,7 +181,7 @@ func (tn *testNode) status(t *testing.T, name string) map[string]any {
 func (tn *testNode) waitState(t *testing.T, name, state string, tasks int) map[string]any {
 	t.Helper()
 	var st map[string]any
-	eventually(t, 20*time.Second, name+" to be "+state, func() error {
+	testwait.NoError(t, 20*time.Second, name+" to be "+state, func() error {
 		st = tn.status(t, name)
 		want := state
 		if state == "FAILED" {

@@ -13,6 +13,7 @@ import (
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/connect"
 	"github.com/strata-io/strata/internal/node"
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 // lossyCommitter commits, then loses the answer of the first source commit it sees, and
@@ -58,7 +59,7 @@ func TestUnknownOutcomeSettled(t *testing.T) {
 	writeLines(t, in, `{"n":1}`, `{"n":2}`, `{"n":3}`)
 	tn.want(t, "POST", "/connectors", fmt.Sprintf(`{"name":"src","config":{"connector.class":"FileSource","file":%s,"topic":"lines"}}`, quote(in)), 201, "")
 	first := tn.waitState(t, "src", "RUNNING", 1)["tasks"].([]any)[0].(map[string]any)["generation"]
-	eventually(t, 20*time.Second, "the lost commit settled by a restart", func() error {
+	testwait.NoError(t, 20*time.Second, "the lost commit settled by a restart", func() error {
 		task := tn.status(t, "src")["tasks"].([]any)[0].(map[string]any)
 		if lossy.lost.Load() != 1 || task["generation"] == first || task["state"] != "RUNNING" {
 			return fmt.Errorf("lost %d, task %v (first generation %v)", lossy.lost.Load(), task, first)
@@ -66,7 +67,7 @@ func TestUnknownOutcomeSettled(t *testing.T) {
 		return nil
 	})
 	writeLines(t, in, `{"n":4}`)
-	eventually(t, 10*time.Second, "every line once", func() error {
+	testwait.NoError(t, 10*time.Second, "every line once", func() error {
 		if got := values(tn.readAll(t, "lines", 0)); !slices.Equal(got, []string{`{"n":1}`, `{"n":2}`, `{"n":3}`, `{"n":4}`}) {
 			return fmt.Errorf("records %v", got)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/broker"
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // A task acts as its connector's principal, and the core authorizes every call it
@@ -83,7 +84,7 @@ func (e *taskEnv) refused(ctx context.Context, stage, what string, be *broker.Er
 	}
 	e.log.Warn("refused by the broker; trying again after a backoff", "stage", stage, "call", what, "runs_as", principalName(e.who.Name),
 		"refusal", r.n, "of", maxRefusals, "delay", r.delay, "err", be.Message)
-	sleep(ctx, r.delay)
+	_ = ctxwait.Sleep(ctx, r.delay)
 	r.delay = min(2*r.delay, refusalDelayMax)
 	return nil
 }

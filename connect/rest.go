@@ -735,7 +735,7 @@ type validateInfo struct {
 }
 
 // validateBody is the validate endpoint's answer.
-func validateBody(v validation, raw map[string]string, p Connector) validateInfo {
+func validateBody(v validation, raw map[string]string, p Plugin) validateInfo {
 	type value struct {
 		Name        string   `json:"name"`
 		Value       *string  `json:"value"`

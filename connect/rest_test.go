@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/connect"
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 // TestRESTFlow walks Kafka Connect's REST API through a connector's life — create,
@@ -44,7 +45,7 @@ func TestRESTFlow(t *testing.T) {
 	tn.want(t, "GET", "/connectors/src/tasks/7/status", "", 404, `{"error_code":404,"message":"No status found for task src-7"}`)
 
 	// The three lines arrive, and the offset with them.
-	eventually(t, 10*time.Second, "the lines", func() error {
+	testwait.NoError(t, 10*time.Second, "the lines", func() error {
 		if got := values(tn.readAll(t, "lines", 0)); len(got) != 3 {
 			return fmt.Errorf("%d records", len(got))
 		}
@@ -57,13 +58,15 @@ func TestRESTFlow(t *testing.T) {
 	tn.want(t, "PUT", "/connectors/src/pause", "", 202, "")
 	tn.waitState(t, "src", "PAUSED", 1)
 	writeLines(t, in, `{"n":4}`)
-	time.Sleep(300 * time.Millisecond)
+	// An absence: nothing may come. A second is ten of the source's polls (100 ms), so
+	// a paused source that still polled would have produced the line by then.
+	time.Sleep(time.Second)
 	if got := values(tn.readAll(t, "lines", 0)); len(got) != 3 {
 		t.Fatalf("a paused source produced: %v", got)
 	}
 	tn.want(t, "PUT", "/connectors/src/resume", "", 202, "")
 	tn.waitState(t, "src", "RUNNING", 1)
-	eventually(t, 10*time.Second, "the line written while paused", func() error {
+	testwait.NoError(t, 10*time.Second, "the line written while paused", func() error {
 		if got := values(tn.readAll(t, "lines", 0)); len(got) != 4 {
 			return fmt.Errorf("%d records", len(got))
 		}
@@ -89,7 +92,7 @@ func TestRESTFlow(t *testing.T) {
 	// Resumed after the reset, the source reads its file again from the start.
 	tn.want(t, "PUT", "/connectors/src/resume", "", 202, "")
 	tn.waitState(t, "src", "RUNNING", 1)
-	eventually(t, 10*time.Second, "the file read again", func() error {
+	testwait.NoError(t, 10*time.Second, "the file read again", func() error {
 		if got := values(tn.readAll(t, "lines", 0)); len(got) != 8 {
 			return fmt.Errorf("%d records", len(got))
 		}
@@ -248,7 +251,7 @@ func TestConfigProviders(t *testing.T) {
 	cfg := fmt.Sprintf(`{"connector.class":"FileSource","file":%s,"topic":"${file:%s:topic}","api.token":"${env:STRATA_T_TOPIC}","password":"plain"}`, quote(in), secrets)
 	tn.want(t, "POST", "/connectors", `{"name":"ok","config":`+cfg+`}`, 201,
 		fmt.Sprintf(`{"name":"ok","config":{"connector.class":"FileSource","file":%s,"topic":"${file:%s:topic}","api.token":"${env:STRATA_T_TOPIC}","password":"[hidden]","name":"ok"},"tasks":[{"connector":"ok","task":0}],"type":"source"}`, quote(in), secrets))
-	eventually(t, 10*time.Second, "the record, to the topic the provider named", func() error {
+	testwait.NoError(t, 10*time.Second, "the record, to the topic the provider named", func() error {
 		if got := values(tn.readAll(t, "lines", 0)); len(got) != 1 || got[0] != `{"a":1}` {
 			return fmt.Errorf("records %v", got)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/ctxwait"
 	"github.com/strata-io/strata/segment"
 )
 
@@ -113,7 +114,7 @@ func (s *sinkRun) loop(ctx context.Context) error {
 		}
 		if !s.leaseValid() {
 			s.lose(ctx, "the group has not answered within the session")
-			sleep(ctx, time.Until(s.nextBeat)) // now, or after a failed heartbeat's backoff
+			_ = ctxwait.Sleep(ctx, time.Until(s.nextBeat)) // now, or after a failed heartbeat's backoff
 			continue
 		}
 		n, err := s.fetchAndPut(ctx)
@@ -126,7 +127,7 @@ func (s *sinkRun) loop(ctx context.Context) error {
 			}
 		}
 		if n == 0 && len(s.owned) == 0 {
-			sleep(ctx, min(sinkIdleWait, time.Until(s.nextBeat)))
+			_ = ctxwait.Sleep(ctx, min(sinkIdleWait, time.Until(s.nextBeat)))
 		}
 	}
 	return nil
@@ -348,7 +349,7 @@ func (s *sinkRun) fetchAndPut(ctx context.Context) (int, error) {
 			}
 			d := backoff(&s.fetchDelay)
 			s.e.log.Warn("sink: fetch; trying again after a backoff", "partition", tp, "delay", d, "err", err)
-			sleep(ctx, d)
+			_ = ctxwait.Sleep(ctx, d)
 			continue
 		}
 		s.e.allowed("fetch")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // Timeouts of the runner's own calls.
@@ -223,7 +224,7 @@ func (e *taskEnv) commitSource(ctx context.Context, req broker.SourceRequest) er
 				return nil // stopping: the batch is the next instance's to read again
 			}
 			e.log.Warn("commit source: retrying", "code", be.Code, "err", be.Message)
-			sleep(context.WithoutCancel(ctx), delay)
+			_ = ctxwait.Sleep(context.WithoutCancel(ctx), delay)
 			delay = min(2*delay, 5*time.Second)
 		default:
 			i, ok := be.Details["record"].(int)
@@ -259,7 +260,7 @@ func (e *taskEnv) settleUnknown(ctx context.Context, cause *broker.Error) error 
 			return fmt.Errorf("%w: restarted to settle an unknown commit outcome", errFenced)
 		}
 		e.log.Warn("settle an unknown commit outcome: restart the task", "err", err)
-		if !sleep(context.WithoutCancel(ctx), delay) {
+		if ctxwait.Sleep(context.WithoutCancel(ctx), delay) != nil {
 			return err
 		}
 		delay = min(2*delay, 5*time.Second)

@@ -9,20 +9,20 @@ import (
 
 // Plugins are the connectors a runtime knows, by class name or alias.
 type Plugins struct {
-	list []Connector
+	list []Plugin
 }
 
 // DefaultPlugins are the built-in connectors: the file source and the file sink.
 func DefaultPlugins() *Plugins {
-	return NewPlugins(FileSourceConnector{}, FileSinkConnector{})
+	return NewPlugins(Source(FileSourceConnector{}), Sink(FileSinkConnector{}))
 }
 
 // NewPlugins is a set of connectors.
-func NewPlugins(cs ...Connector) *Plugins { return &Plugins{list: cs} }
+func NewPlugins(ps ...Plugin) *Plugins { return &Plugins{list: ps} }
 
 // Lookup finds a connector by its class, its simple name, or that without
 // "Connector" (as Kafka Connect's aliases do).
-func (p *Plugins) Lookup(class string) (Connector, bool) {
+func (p *Plugins) Lookup(class string) (Plugin, bool) {
 	class = strings.TrimSpace(class)
 	for _, c := range p.list {
 		full := c.Class()
@@ -31,25 +31,19 @@ func (p *Plugins) Lookup(class string) (Connector, bool) {
 			return c, true
 		}
 	}
-	return nil, false
+	return Plugin{}, false
 }
 
 // All lists the connectors by class.
-func (p *Plugins) All() []Connector {
+func (p *Plugins) All() []Plugin {
 	out := slices.Clone(p.list)
 	sort.Slice(out, func(i, j int) bool { return out[i].Class() < out[j].Class() })
 	return out
 }
 
-// configValidator is a connector with checks across its keys: per key, why its value is
-// refused.
-type configValidator interface {
-	ValidateConfig(cfg map[string]string) map[string]string
-}
-
 // validation is a connector config checked against every key that applies to it.
 type validation struct {
-	plugin  Connector
+	plugin  Plugin
 	results []fieldResult
 	groups  []string
 	errors  int
@@ -113,10 +107,8 @@ func validate(plugins *Plugins, prov Providers, raw map[string]string, class str
 			order++
 		}
 	}
-	if cv, ok := plugin.(configValidator); ok {
-		for k, e := range cv.ValidateConfig(cfg) {
-			addError(&v, k, e)
-		}
+	for k, e := range plugin.ValidateConfig(cfg) {
+		addError(&v, k, e)
 	}
 	if plugin.Type() == "sink" && len(g.list(cfgTopics)) == 0 && g.str(cfgTopicsRegex) == "" {
 		addError(&v, cfgTopics, "Must configure one of topics or topics.regex")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // WorkerConfig configures a worker.
@@ -107,7 +108,7 @@ func (w *Worker) Run(ctx context.Context) error {
 				wait = 0 // give them back now
 			}
 		}
-		if !sleep(ctx, wait) {
+		if ctxwait.Sleep(ctx, wait) != nil {
 			break
 		}
 	}
@@ -213,13 +214,10 @@ func (w *Worker) runTask(ctx context.Context, at catalog.AssignedTask, control *
 	}
 	*resolved = e.resolved
 	e.log.Info("task starting")
-	switch p := plugin.(type) {
-	case SourceConnector:
-		return runSource(ctx, e, p.NewTask())
-	case SinkConnector:
-		return runSink(ctx, e, p.NewTask(), w.cfg.Lease)
+	if plugin.sink != nil {
+		return runSink(ctx, e, plugin.sink.NewTask(), w.cfg.Lease)
 	}
-	return fmt.Errorf("connector plugin %s makes neither source nor sink tasks", plugin.Class())
+	return runSource(ctx, e, plugin.source.NewTask())
 }
 
 // traceOf is a failed task's status trace: the failure and its causes (a record's

@@ -64,7 +64,7 @@ func (s *Server) createACLs(ctx context.Context, r *request, req kmsg.Request) (
 		b := acl.Binding{Principal: c.Principal, Host: c.Host, Resource: acl.ResourceType(c.ResourceType), Name: c.ResourceName,
 			Pattern: acl.PatternType(c.ResourcePatternType), Operation: acl.Operation(c.Operation), Permission: acl.Permission(c.PermissionType)}
 		if b.Resource >= acl.FirstStrataType {
-			msg := fmt.Sprintf("resource type %d is not one of Kafka's (topic, group, cluster, transactional-id): manage Strata's own types' ACLs (connector) over the HTTP API (strata acls)", c.ResourceType)
+			msg := fmt.Sprintf("resource type %d is not one of Kafka's (topic, group, cluster, transactional-id): manage Strata's own types' ACLs (connector, subject) over the HTTP API (strata acls)", c.ResourceType)
 			res.ErrorCode, res.ErrorMessage = kerr.InvalidRequest.Code, &msg
 		} else if err := s.deps.Core.CreateACL(ctx, r.who, b); err != nil {
 			res.ErrorCode, res.ErrorMessage = s.kafkaError(err)

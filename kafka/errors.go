@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/broker"
@@ -70,6 +71,11 @@ var kafkaCodes = map[broker.Code]*kerr.Error{
 	broker.CodeConnectorExists:     kerr.InvalidRequest,
 	broker.CodeTaskNotFound:        kerr.ResourceNotFound,
 	broker.CodeConnectorNotStopped: kerr.InvalidRequest,
+	// The registry's refusals reach Kafka clients only as validation's.
+	broker.CodeSchemaNotFound:         kerr.InvalidRequest,
+	broker.CodeInvalidSchema:          kerr.InvalidRequest,
+	broker.CodeIncompatibleSchema:     kerr.InvalidRequest,
+	broker.CodeSchemaValidationFailed: kerr.InvalidRecord,
 }
 
 // authorizationCodes are the refusals of CodeForbidden by the kind of resource refused.
@@ -121,4 +127,21 @@ func (s *Server) kafkaError(err error) (int16, *string) {
 func (s *Server) code(err error) int16 {
 	c, _ := s.kafkaError(err)
 	return c
+}
+
+// refusedRecord names the record the core refused a partition's batches for (schema
+// validation names one), as Kafka's ProduceResponse does since v8: its index among the
+// request's records, with the reason.
+func refusedRecord(err error, msg *string) []kmsg.ProduceResponseTopicPartitionErrorRecord {
+	var e *broker.Error
+	if !errors.As(err, &e) {
+		return nil
+	}
+	i, ok := e.Details["record"].(int)
+	if !ok {
+		return nil
+	}
+	r := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+	r.RelativeOffset, r.ErrorMessage = int32(i), msg
+	return []kmsg.ProduceResponseTopicPartitionErrorRecord{r}
 }

@@ -12,12 +12,10 @@ import (
 	"fmt"
 	"math/big"
 	"net"
-	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,11 +23,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
-	"github.com/strata-io/strata/api"
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/postgres"
 	"github.com/strata-io/strata/catalog/sqlite"
+	inode "github.com/strata-io/strata/internal/node"
+	"github.com/strata-io/strata/internal/node/nodetest"
 	"github.com/strata-io/strata/internal/testsvc"
 	"github.com/strata-io/strata/kafka"
 	"github.com/strata-io/strata/objstore"
@@ -46,11 +45,11 @@ type nodeCatalog interface {
 }
 
 // node is a Kafka listener over a whole node on a real catalog — writer, reader and the
-// broker core over a store — registered like a strata node, and the HTTP API over the
-// same core.
+// broker core over a store — registered like a strata node (internal/node, through
+// nodetest), and the HTTP API over the same core.
 type node struct {
 	addr string
-	reg  *kafka.Registrar
+	id   int32 // the node's id in the catalog's registry
 	core *broker.Broker
 	http string // the HTTP API's base URL
 }
@@ -67,47 +66,12 @@ func startNode(t *testing.T, cat nodeCatalog, cfg kafka.Config) *node {
 // startNodeOn starts a node on store (nodes sharing a catalog share a store).
 func startNodeOn(t *testing.T, cat nodeCatalog, store objstore.Store, cfg kafka.Config) *node {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	w := writer.New(store, cat, writer.Config{Linger: 5 * time.Millisecond}, nil, nil)
-	rd := reader.New(store, cat, reader.Config{PollInterval: 100 * time.Millisecond}, nil, nil)
-	wg.Go(func() { _ = w.Run(ctx) })
-	wg.Go(func() { _ = rd.Run(ctx) })
-	core := broker.New(broker.Config{}, broker.Deps{Catalog: cat, Writer: w, Submitter: w, Reader: rd, Batches: rd, Watcher: rd, Producers: cat, Records: cat, Groups: cat, Classic: cat,
-		Transactions: cat})
-	wg.Go(func() { _ = core.RunGroups(ctx) })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := kafka.NewRegistrar(cat, ln.Addr().String(), 5*time.Second, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Register(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := kafka.New(cfg, kafka.Deps{Core: core, Membership: cat, Self: r}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kctx, stopKafka := context.WithCancel(context.Background())
-	var kwg sync.WaitGroup
-	kwg.Go(func() {
-		if err := srv.Serve(kctx, ln); err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	kwg.Go(func() { _ = r.Run(kctx) })
-	hs := httptest.NewServer(api.New(api.Config{}, api.Deps{Core: core}).Handler())
-	t.Cleanup(func() {
-		hs.Close()
-		stopKafka()
-		kwg.Wait()
-		cancel() // the writer drains after the listener has stopped
-		wg.Wait()
-	})
-	return &node{addr: ln.Addr().String(), reg: r, core: core, http: hs.URL}
+	n := nodetest.Start(t, nodetest.On(cat, store), nodetest.Kafka(func(c *kafka.Config) { *c = cfg }),
+		nodetest.Mutate(func(c *inode.Config) {
+			c.WriterConfig = writer.Config{Linger: 5 * time.Millisecond}
+			c.ReaderConfig = reader.Config{PollInterval: 100 * time.Millisecond}
+		}))
+	return &node{addr: n.KafkaAddr, id: n.KafkaNodeID, core: n.Broker, http: n.URL}
 }
 
 func openSQLite(t *testing.T) *sqlite.Catalog {
@@ -153,8 +117,8 @@ func TestFranzGoAgainstNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	clusterID, _ := cat.ClusterID(t.Context())
-	if md.Cluster != clusterID || md.Controller != n.reg.Node().ID {
-		t.Errorf("cluster %q controller %d, want %q and %d", md.Cluster, md.Controller, clusterID, n.reg.Node().ID)
+	if md.Cluster != clusterID || md.Controller != n.id {
+		t.Errorf("cluster %q controller %d, want %q and %d", md.Cluster, md.Controller, clusterID, n.id)
 	}
 	if len(md.Brokers) != 1 || fmt.Sprintf("%s:%d", md.Brokers[0].Host, md.Brokers[0].Port) != n.addr {
 		t.Fatalf("brokers %+v, want one at %s", md.Brokers, n.addr)
@@ -164,7 +128,7 @@ func TestFranzGoAgainstNode(t *testing.T) {
 		t.Fatalf("orders: %+v, want 3 partitions and id %s", td, orders.UUID)
 	}
 	for _, p := range td.Partitions {
-		if p.Err != nil || p.Leader != n.reg.Node().ID {
+		if p.Err != nil || p.Leader != n.id {
 			t.Errorf("partition %d: leader %d, err %v", p.Partition, p.Leader, p.Err)
 		}
 	}
@@ -173,7 +137,7 @@ func TestFranzGoAgainstNode(t *testing.T) {
 		t.Fatalf("ListTopics = %v, %v", topics.Names(), err)
 	}
 	co := adm.FindGroupCoordinators(ctx, "billing")
-	if r, ok := co["billing"]; !ok || r.Err != nil || r.NodeID != n.reg.Node().ID {
+	if r, ok := co["billing"]; !ok || r.Err != nil || r.NodeID != n.id {
 		t.Fatalf("FindGroupCoordinators: %+v", co)
 	}
 	vs, err := adm.ApiVersions(ctx)
@@ -357,8 +321,8 @@ func TestTwoNodesAgree(t *testing.T) {
 		}
 	}
 	na, nb := startNode(t, a, kafka.Config{}), startNode(t, b, kafka.Config{})
-	if na.reg.Node().ID == nb.reg.Node().ID {
-		t.Fatalf("both nodes registered as %d", na.reg.Node().ID)
+	if na.id == nb.id {
+		t.Fatalf("both nodes registered as %d", na.id)
 	}
 	summary := func(md kadm.Metadata) string {
 		var s []string

@@ -98,6 +98,7 @@ func (s *Server) produce(ctx context.Context, r *request, req kmsg.Request) (kms
 			switch {
 			case p.err != nil:
 				rp.ErrorCode, rp.ErrorMessage = s.kafkaError(p.err)
+				rp.ErrorRecords = refusedRecord(p.err, rp.ErrorMessage)
 				rp.LogStartOffset = p.logStart
 			default:
 				rp.BaseOffset = p.res.BaseOffset

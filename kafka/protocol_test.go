@@ -28,7 +28,7 @@ type raw struct {
 
 func rawTo(t *testing.T, n *node) raw {
 	cl := client(t, kgo.SeedBrokers(n.addr))
-	return raw{t: t, n: n, br: cl.Broker(int(n.reg.Node().ID))}
+	return raw{t: t, n: n, br: cl.Broker(int(n.id))}
 }
 
 func (r raw) do(req kmsg.Request) kmsg.Response {
@@ -181,7 +181,7 @@ func TestProduceRefusals(t *testing.T) {
 	wantCode(t, "transactional InitProducerId", tp.ErrorCode, &kerr.Error{Code: 0, Message: "none"})
 	v11 := kversion.Stable()
 	v11.SetMaxKeyVersion(int16(kmsg.Produce), 11)
-	r11 := raw{t: t, n: n, br: client(t, kgo.SeedBrokers(n.addr), kgo.MaxVersions(v11)).Broker(int(n.reg.Node().ID))}
+	r11 := raw{t: t, n: n, br: client(t, kgo.SeedBrokers(n.addr), kgo.MaxVersions(v11)).Broker(int(n.id))}
 	treq := kmsg.NewPtrProduceRequest()
 	treq.TransactionID, treq.Acks = &tid, -1
 	rt := kmsg.NewProduceRequestTopic()
@@ -365,7 +365,7 @@ func TestListOffsetsByTimestamp(t *testing.T) {
 	}
 	// v0 answers a list of offsets (a client pinned to Kafka 0.10.0 asks in v0).
 	old := client(t, kgo.SeedBrokers(n.addr), kgo.MaxVersions(kversion.V0_10_0()))
-	r0 := raw{t: t, n: n, br: old.Broker(int(n.reg.Node().ID))}
+	r0 := raw{t: t, n: n, br: old.Broker(int(n.id))}
 	req := kmsg.NewPtrListOffsetsRequest()
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = "ts"

@@ -47,7 +47,7 @@ func rawCapped(t *testing.T, n *node, caps map[kmsg.Key]int16) raw {
 	for k, max := range caps {
 		v.SetMaxKeyVersion(int16(k), max)
 	}
-	return raw{t: t, n: n, br: client(t, kgo.SeedBrokers(n.addr), kgo.MaxVersions(v)).Broker(int(n.reg.Node().ID))}
+	return raw{t: t, n: n, br: client(t, kgo.SeedBrokers(n.addr), kgo.MaxVersions(v)).Broker(int(n.id))}
 }
 
 // stableOffsets answers a partition's high watermark and last stable offset.

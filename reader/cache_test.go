@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/strata-io/strata/internal/testwait"
 	"github.com/strata-io/strata/segment"
 )
 
@@ -108,17 +109,6 @@ func TestCacheEvictsLRUByBytes(t *testing.T) {
 	}
 	if hits, misses := testutil.ToFloat64(m.cacheHits), testutil.ToFloat64(m.cacheMisses); hits != 4 || misses != 10 {
 		t.Errorf("hits %v misses %v, want 4 and 10", hits, misses)
-	}
-}
-
-// waitFor polls cond until it holds or a generous limit passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -225,7 +215,7 @@ func TestCacheFollowerRetriesWhenLeaderCancels(t *testing.T) {
 		_, err := c.read(leaderCtx, "o", testBlock, 0, 10)
 		leaderErr <- err
 	}()
-	waitFor(t, "the leader's GET", func() bool { return s.gets.Load() == 1 })
+	testwait.Until(t, 10*time.Second, "the leader's GET", func() bool { return s.gets.Load() == 1 })
 	followerDone := make(chan error, 1)
 	go func() {
 		got, err := c.read(t.Context(), "o", testBlock, 0, 10)
@@ -234,7 +224,7 @@ func TestCacheFollowerRetriesWhenLeaderCancels(t *testing.T) {
 		}
 		followerDone <- err
 	}()
-	waitFor(t, "the follower to miss", func() bool { return testutil.ToFloat64(m.cacheMisses) == 2 })
+	testwait.Until(t, 10*time.Second, "the follower to miss", func() bool { return testutil.ToFloat64(m.cacheMisses) == 2 })
 	cancel()
 	if err := <-leaderErr; !errors.Is(err, context.Canceled) {
 		t.Fatalf("leader: %v, want context.Canceled", err)

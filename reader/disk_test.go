@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/strata-io/strata/internal/testwait"
 	"github.com/strata-io/strata/segment"
 )
 
@@ -21,7 +22,7 @@ func runReader(t *testing.T, r *Reader) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	waitFor(t, "Run to start", func() bool { return r.prefetch == nil || r.prefetch.running.Load() })
+	testwait.Until(t, 10*time.Second, "Run to start", func() bool { return r.prefetch == nil || r.prefetch.running.Load() })
 }
 
 // readAll fetches partition 0 from offset 0 to hw, checking every record.
@@ -53,7 +54,7 @@ func TestDiskTierKeepsEvictedBlocks(t *testing.T) {
 	if got := l.store.gets.Load(); got != 8 {
 		t.Fatalf("first pass: %d GETs, want 8 (one per object)", got)
 	}
-	waitFor(t, "evicted blocks on disk", func() bool { n, _ := r.cache.disk.stats(); return n == 6 })
+	testwait.Until(t, 10*time.Second, "evicted blocks on disk", func() bool { n, _ := r.cache.disk.stats(); return n == 6 })
 
 	// Second pass: what memory lost comes from disk, not from the store.
 	readAll(t, r, hw)
@@ -85,7 +86,7 @@ func TestDiskTierDropsDamagedBlocks(t *testing.T) {
 	r := newTestReader(t, l, Config{BlockSize: testBlock, CacheBytes: testBlock, DiskCacheDir: dir, NoPrefetch: true})
 	runReader(t, r)
 	readAll(t, r, l.hw[0])
-	waitFor(t, "blocks on disk", func() bool { n, _ := r.cache.disk.stats(); return n == 3 })
+	testwait.Until(t, 10*time.Second, "blocks on disk", func() bool { n, _ := r.cache.disk.stats(); return n == 3 })
 	// Damage every block file: a flipped bit inside a record.
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
@@ -205,15 +206,16 @@ func TestPrefetchNextChunk(t *testing.T) {
 		checkRecords(t, 0, res.Records, span(off, off+19))
 		off = res.NextOffset
 		if i < 5 {
-			waitFor(t, "the prefetch of the next object", func() bool { return ok() == float64(i+1) })
+			testwait.Until(t, 10*time.Second, "the prefetch of the next object", func() bool { return ok() == float64(i+1) })
 		}
 		if got, want := l.store.gets.Load(), int64(min(i+2, 6)); got != want {
 			t.Errorf("after fetch %d: %d GETs, want %d (one per object read or read ahead)", i, got, want)
 		}
 	}
 	// Nothing beyond the high watermark, and one GET per object in all: reading
-	// ahead costs no GET a sequential reader would not have sent.
-	time.Sleep(20 * time.Millisecond)
+	// ahead costs no GET a sequential reader would not have sent. (An absence: a
+	// prefetch beyond would start at once after the last fetch; 200 ms is generous.)
+	time.Sleep(200 * time.Millisecond)
 	if got := l.store.gets.Load(); got != 6 {
 		t.Errorf("%d GETs for 6 objects", got)
 	}
@@ -252,7 +254,7 @@ func TestPrefetchWithinLargeChunk(t *testing.T) {
 		}
 		checkRecords(t, 0, res.Records, span(off, res.NextOffset-1))
 		off = res.NextOffset
-		waitFor(t, "a prefetch", func() bool { return ok() >= 1 || i == 0 })
+		testwait.Until(t, 10*time.Second, "a prefetch", func() bool { return ok() >= 1 || i == 0 })
 	}
 	if ok() < 1 {
 		t.Errorf("no prefetch within a large chunk")

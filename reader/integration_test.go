@@ -14,6 +14,7 @@ import (
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/sqlite"
+	"github.com/strata-io/strata/internal/testwait"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/segment"
 )
@@ -203,7 +204,7 @@ func TestIntegrationFSSQLite(t *testing.T) {
 		hw := f.next[2]
 		served := cat.served.Load()
 		done := startFetch(ctx, r, Fetch{TopicID: topic.ID, Partition: 2, Offset: hw, Wait: 20 * time.Second})
-		waitFor(t, "the fetch to wait", func() bool {
+		testwait.Until(t, 10*time.Second, "the fetch to wait", func() bool {
 			select {
 			case got := <-done:
 				t.Fatalf("the fetch at the high watermark %d returned: %+v", hw, got)

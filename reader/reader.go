@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/ctxwait"
 	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/segment"
@@ -140,10 +141,8 @@ func (r *Reader) Run(ctx context.Context) error {
 		// Commits made while nobody listened went unannounced: have every waiter look
 		// now instead of at its next poll.
 		r.wakeAll()
-		select {
-		case <-ctx.Done():
+		if ctxwait.Sleep(ctx, jitter(backoff)) != nil {
 			return nil
-		case <-time.After(jitter(backoff)):
 		}
 		backoff = min(2*backoff, maxListenBackoff)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/testwait"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/segment"
 )
@@ -340,7 +341,7 @@ type fetchResult struct {
 // (after calls earlier lookups) and is registered to be woken.
 func waitParked(t *testing.T, r *Reader, l *testLog, p int32, calls int64) {
 	t.Helper()
-	waitFor(t, "the fetch to wait", func() bool { return l.cat.served.Load() > calls && r.waiting(testTopic, p) == 1 })
+	testwait.Until(t, 10*time.Second, "the fetch to wait", func() bool { return l.cat.served.Load() > calls && r.waiting(testTopic, p) == 1 })
 }
 
 func TestLongPollWokenByNotify(t *testing.T) {
@@ -358,7 +359,7 @@ func TestLongPollWokenByNotify(t *testing.T) {
 	r.Notify(catalog.Watermark{TopicID: testTopic, Partition: 0, HighWatermark: 2})
 	r.Notify(catalog.Watermark{TopicID: testTopic, Partition: 1, HighWatermark: 5})
 	r.Notify(catalog.Watermark{TopicID: testTopic + 1, Partition: 0, HighWatermark: 5})
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // an absence: a wrongly woken fetch would look at once
 	if got := l.cat.calls.Load(); got != calls {
 		t.Fatalf("a notification for another partition or below the offset woke the fetch (%d lookups)", got-calls)
 	}

@@ -198,7 +198,7 @@ func TestLazyRefresh(t *testing.T) {
 	c := openCatalog(t)
 	g := New(Config{Required: true, PollInterval: 10 * time.Millisecond}, c)
 	addKey(t, c, "key-l", "User:l", "lazy-secret-0123456789", time.Time{})
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // the view grows older than its poll interval: stale
 	if id, err := g.Authenticate(ctx, "lazy-secret-0123456789"); err != nil || id.KeyID != "key-l" {
 		t.Fatalf("a key created before first use: %+v, %v", id, err)
 	}
@@ -294,13 +294,13 @@ func TestNewKeyWorksAtOnce(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	time.Sleep(missInterval)
+	time.Sleep(missInterval) // a miss looks again at most once per missInterval
 	addKey(t, c, "key-n", "User:n", "new-secret-0123456789", time.Time{})
 	if id, err := g.Authenticate(ctx, "new-secret-0123456789"); err != nil || id.KeyID != "key-n" {
 		t.Fatalf("a new key's first use: %+v, %v", id, err)
 	}
 	addKey(t, c, "key-m", "User:m", "newer-secret-0123456789", time.Time{})
-	time.Sleep(missInterval)
+	time.Sleep(missInterval) // a miss looks again at most once per missInterval
 	if id, err := g.AuthenticatePlain(ctx, "key-m", "newer-secret-0123456789"); err != nil || id.KeyID != "key-m" {
 		t.Fatalf("a new key's first SASL use: %+v, %v", id, err)
 	}

@@ -14,6 +14,7 @@ type Table[K, V any] struct {
 	store   string
 	ks      serde.Serde[K]
 	vs      serde.Serde[V]
+	stamped bool // the store keeps each value's timestamp (tables read from a topic, joins)
 }
 
 // Changes is the table's update stream: every update, with the old and the new value,
@@ -137,7 +138,7 @@ func joinTable[K, V, T, R any](s Stream[K, V], tb Table[K, T], what string, f fu
 		return Stream[K, R]{q}
 	}
 	b.link(s.p.id, tb.changes.id)
-	ks, ts, name := tb.ks, tb.vs, tb.store
+	ks, name := tb.ks, tb.store
 	s.p.to(func(t *task) func(Record[K, V]) {
 		out := q.emitter(t)
 		return func(r Record[K, V]) {
@@ -146,16 +147,16 @@ func joinTable[K, V, T, R any](s Stream[K, V], tb Table[K, T], what string, f fu
 				t.failf("%s with %s: encode key: %w", what, name, err)
 				return
 			}
-			var tv *T
-			if raw, ok := t.get(name, kb); ok {
-				v, err := ts.Decode(raw)
-				if err != nil {
-					t.failf("%s with %s: decode stored value: %w", what, name, err)
-					return
-				}
-				tv = &v
+			tv, _, ok, err := tb.read(t, kb)
+			if err != nil {
+				t.failf("%s with %s: %w", what, name, err)
+				return
 			}
-			if res, ok := f(r.Key, r.Value, tv); ok {
+			var tp *T
+			if ok {
+				tp = &tv
+			}
+			if res, ok := f(r.Key, r.Value, tp); ok {
 				out(Record[K, R]{Key: r.Key, Value: res, Timestamp: r.Timestamp, Headers: r.Headers})
 			}
 		}
@@ -174,11 +175,14 @@ const (
 	EmitOnWindowClose
 )
 
-// WindowedAggregate folds each key's records per window (tumbling or hopping, with
-// grace). The result stream keeps the key and carries the window in the value. A
-// record whose windows have all closed is late: dropped, counted in
+// WindowedAggregate folds each key's records per window (tumbling, hopping or
+// sliding, with grace). The result stream keeps the key and carries the window in the
+// value. A record whose windows have all closed is late: dropped, counted in
 // Metrics.LateRecordsDropped and sent to Config.LateRecordTopic when set.
 func WindowedAggregate[K, V, A any](g Grouped[K, V], name string, w window.Spec, init func() A, add func(K, V, A) A, as serde.Serde[A], emit Emit) Stream[K, window.Result[A]] {
+	if w.IsSliding() {
+		return slidingAggregate(g, name, w, init, add, as, emit)
+	}
 	b := g.s.p.b
 	out := newPort[K, window.Result[A]](b)
 	ks := g.s.p.ks
@@ -296,7 +300,14 @@ func (a *windowAgg[K, V, A]) closeWindows() {
 	}
 	var cs []closed
 	hi := windowKey(upTo+1, nil) // every window starting at or before upTo sorts below
-	t.rangeStore(a.name, nil, hi, func(k, v []byte) bool {
+	// Windows starting at or before closedTo were deleted (and none is made there):
+	// start after them, not at the store's start — Pebble keeps deleted entries as
+	// tombstones until compaction, and a scan over them would grow with every window.
+	var lo []byte
+	if a.closedTo != minStart {
+		lo = windowKey(a.closedTo+1, nil)
+	}
+	t.rangeStore(a.name, lo, hi, func(k, v []byte) bool {
 		start, key := splitWindowKey(k)
 		cs = append(cs, closed{window.Window{Start: start, End: start + a.w.Size()}, append([]byte(nil), key...), append([]byte(nil), v...)})
 		return true
@@ -324,6 +335,7 @@ func (a *windowAgg[K, V, A]) closeWindows() {
 // late counts a record no window took, and sends it to the late-record topic if set.
 func (t *task) late() {
 	t.env.metrics.LateRecordsDropped.Add(1)
+	t.pm.late.Inc()
 	if t.env.lateTopic != "" && t.cur != nil {
 		r := t.cur
 		t.send(t.env.lateTopic, r.Key, r.Value, r.TS, nil)

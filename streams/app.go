@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/strata-io/strata/client"
 )
 
@@ -83,6 +84,12 @@ type Config struct {
 	LateRecordTopic string
 	// Logger receives the runtime's log lines. Default: discarded.
 	Logger *slog.Logger
+	// Registerer, when set, receives the runtime's Prometheus metrics, per task
+	// (labels app and task): strata_streams_records_processed_total,
+	// _punctuations_total, _late_records_dropped_total, _commit_seconds,
+	// _lag_records (+ topic), _restore_remaining_records and _restored_records_total
+	// (+ store). Default: none.
+	Registerer prometheus.Registerer
 }
 
 // App runs a topology as one member of the group named by the application id.
@@ -92,6 +99,7 @@ type App struct {
 	c       *client.Client
 	log     *slog.Logger
 	metrics Metrics
+	prom    *promMetrics
 
 	counts map[int]int32        // tasks per subtopology
 	topics map[string]topicMeta // every topic read or written
@@ -149,7 +157,7 @@ func New(b *Builder, cfg Config) (*App, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &App{topo: topo, cfg: cfg, c: cfg.Client, log: log.With("component", "streams", "app", topo.App(), "instance", cfg.InstanceID),
+	return &App{topo: topo, cfg: cfg, c: cfg.Client, prom: newPromMetrics(cfg.Registerer), log: log.With("component", "streams", "app", topo.App(), "instance", cfg.InstanceID),
 		assigned: map[client.TopicPartition]bool{}, statuses: map[TaskID]string{}, hbNow: make(chan chan struct{}, 16)}, nil
 }
 
@@ -249,11 +257,14 @@ func (a *App) prepare(ctx context.Context) error {
 	}
 	for _, s := range a.topo.subs {
 		for _, w := range s.writes {
-			if err := a.ensureTopic(ctx, w, counts[s.index], nil); err != nil {
+			if err := a.ensureTopic(ctx, w, counts[a.topo.sizer[w].index], nil); err != nil {
 				return err
 			}
 		}
 		for _, sd := range s.stores {
+			// Timed stores (sliding, session, join) delete what they no longer need,
+			// tombstones compaction removes: compacted alone, so that no retention by
+			// event time (old data reprocessed) can take a live entry away.
 			configs := map[string]string{"cleanup.policy": "compact"}
 			if sd.kind == windowStore {
 				configs = map[string]string{"cleanup.policy": "compact,delete", "retention.ms": strconv.FormatInt(sd.retentionMs, 10)}

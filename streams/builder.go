@@ -20,8 +20,8 @@ type Builder struct {
 	sources []*sourceDef
 	sinks   map[string]bool // user topics written
 	stores  map[string]*storeDef
-	parts   map[string]*repartitionDef
-	names   map[string]string // stateful names taken, and by what
+	parts   map[string]*repartitionDef // by topic
+	names   map[string]string          // stateful names taken, and by what
 	errs    []error
 }
 
@@ -123,19 +123,22 @@ func (p *port[K, V]) emitter(t *task) func(Record[K, V]) {
 	return f
 }
 
-// sourceDef is a topic read by the topology: a user input or a repartition topic.
+// sourceDef is a topic read by the topology: a user input or an internal topic
+// (repartition, or a foreign-key join's subscriptions and responses).
 type sourceDef struct {
 	topic    string
 	node     int
-	internal bool                              // a repartition topic
+	internal bool                              // written by the topology
+	follows  bool                              // internal, with the partition count of its reader's other sources
 	entry    func(t *task) func(raw rawRecord) // decodes and forwards
 }
 
 type storeKind int
 
 const (
-	kvStore storeKind = iota
-	windowStore
+	kvStore     storeKind = iota
+	windowStore           // tumbling and hopping windows: (start, key) keys, changelog compact,delete
+	timedStore            // a store.Timed layout (sliding, session, join, Processor API window stores)
 )
 
 // storeDef is a state store and its changelog.
@@ -143,14 +146,18 @@ type storeDef struct {
 	name        string
 	kind        storeKind
 	node        int
-	retentionMs int64 // window stores: how long the changelog keeps records
+	retentionMs int64 // window stores: how long the changelog keeps records; Processor API window and session stores: how long entries are kept
+	sessions    bool  // a Processor API session store
 }
 
-// repartitionDef is a repartition topic: written by the upstream subtopology (node),
-// read by another.
+// repartitionDef is an internal topic: written by the upstream subtopology (node),
+// read by another, with the writer's partition count — or, when reader is set (a
+// node), with the reader's: a foreign-key join's subscriptions go to the partitions
+// of the right table, its responses to those of the left.
 type repartitionDef struct {
-	name     string
+	topic    string
 	upstream int
+	reader   int // -1: sized by the writer
 }
 
 func (b *Builder) changelogTopic(store string) string  { return b.app + "-" + store + "-changelog" }
@@ -161,6 +168,7 @@ type Topology struct {
 	b     *Builder
 	subs  []*subtopology
 	byTop map[string]*subtopology // source topic → its subtopology
+	sizer map[string]*subtopology // internal topic → the subtopology whose task count it has
 }
 
 // subtopology is a connected part of the topology between repartition topics: its
@@ -192,7 +200,7 @@ func (b *Builder) Build() (*Topology, error) {
 		comps[r].sources = append(comps[r].sources, s)
 	}
 	// Number subtopologies by their first source, in the order sources were declared.
-	t := &Topology{b: b, byTop: map[string]*subtopology{}}
+	t := &Topology{b: b, byTop: map[string]*subtopology{}, sizer: map[string]*subtopology{}}
 	for i, r := range roots {
 		s := comps[r]
 		s.index = i
@@ -217,12 +225,18 @@ func (b *Builder) Build() (*Topology, error) {
 		}
 		s.stores = append(s.stores, sd)
 	}
-	for name, rp := range b.parts {
+	for topic, rp := range b.parts {
 		s, ok := comps[b.find(rp.upstream)]
 		if !ok {
-			return nil, fmt.Errorf("streams: repartition %s is fed by no source", name)
+			return nil, fmt.Errorf("streams: internal topic %s is fed by no source", topic)
 		}
-		s.writes = append(s.writes, b.repartitionTopic(name))
+		s.writes = append(s.writes, topic)
+		t.sizer[topic] = s
+		if rp.reader >= 0 {
+			if t.sizer[topic], ok = comps[b.find(rp.reader)]; !ok {
+				return nil, fmt.Errorf("streams: internal topic %s is read by no subtopology with a source", topic)
+			}
+		}
 	}
 	for _, s := range t.subs {
 		slices.Sort(s.writes)

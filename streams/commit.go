@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // One commit of one task is one request (docs/design.md "Streams"): its outputs, repartition
@@ -20,7 +21,8 @@ import (
 type commitOutcome struct {
 	res     client.AtomicResult
 	err     error
-	dropped bool // refused for good: drop the task
+	dropped bool          // refused for good: drop the task
+	took    time.Duration // from sending to the outcome
 }
 
 func (r *taskRunner) commit(u *unit) commitOutcome {
@@ -210,7 +212,7 @@ func (r *taskRunner) attempts(epoch int32, setEpoch func(int32), call func(conte
 				if stale++; stale > 20 {
 					return r.refused(err)
 				}
-				sleepCtx(r.ctx, backoff)
+				_ = ctxwait.Sleep(r.ctx, backoff)
 				continue
 			}
 			epoch = cur
@@ -223,7 +225,7 @@ func (r *taskRunner) attempts(epoch int32, setEpoch func(int32), call func(conte
 		case unknownOutcome(err):
 			a.metrics.CommitResends.Add(1)
 			r.log().Warn("commit outcome unknown: sending the same request again", "err", err)
-			if !sleepCtx(r.ctx, backoff) {
+			if ctxwait.Sleep(r.ctx, backoff) != nil {
 				return commitOutcome{err: errDropped, dropped: true}
 			}
 			backoff = min(2*backoff, 2*time.Second)
@@ -252,6 +254,12 @@ func (r *taskRunner) confirmed(t *task, u *unit, out commitOutcome) error {
 		return err
 	}
 	a.metrics.Commits.Add(1)
+	t.pm.committed(out.took)
+	for _, p := range r.parts {
+		if p.hwm >= 0 {
+			t.pm.lagOf(p.tp.Topic, p.hwm-u.b.positions[p.tp])
+		}
+	}
 	r.purge(u)
 	return nil
 }

@@ -7,10 +7,12 @@
 // A topology is built with a Builder and a typed DSL: same-type operations are methods
 // (Filter, Branch, Peek, To); operations that change a type are free functions (Map,
 // MapValues, FlatMap, FlatMapValues, Merge, GroupByKey, GroupBy, Aggregate, Reduce,
-// Count, JoinTable, LeftJoinTable), since Go methods cannot add type parameters.
-// Process plugs in the lower-level Processor API (a context with Forward, stores and
-// punctuators). New checks the topology; App.Run runs it (runtime.go); the streamstest
-// package drives it in-process without a server.
+// Count, windowed and session aggregations, stream-stream, stream-table, table-table
+// and foreign-key joins), since Go methods cannot add type parameters. Process and
+// ProcessWithStores plug in the lower-level Processor API (a context with Forward,
+// key-value, window and session stores, and punctuators). New checks the topology;
+// App.Run runs it; the streamstest package drives it in-process without a server.
+// The windows and joins follow Kafka Streams' semantics (see package window).
 //
 // Every stateful operation takes a name: it fixes the store, its changelog topic
 // <app>-<name>-changelog and, when re-keyed input must be repartitioned, the topic

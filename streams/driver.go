@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/streams/store"
 )
@@ -27,6 +28,8 @@ type DriverConfig struct {
 	MaxCommitBytes   int64
 	// Start is the wall clock's starting time. Default: the Unix epoch.
 	Start time.Time
+	// Registerer as in Config (the driver has no commits to time, restores or lag).
+	Registerer prometheus.Registerer
 }
 
 // OutputRecord is a record the topology produced, as a consumer would read it.
@@ -72,7 +75,7 @@ func NewDriver(topo *Topology, cfg DriverConfig) (*Driver, error) {
 	d.counts = counts
 	env := &taskEnv{partitions: d.partitions, inputHeader: cfg.InputPositionHeader, deadLetters: cfg.DeadLetterTopic,
 		lateTopic: cfg.LateRecordTopic, maxRecords: cfg.MaxCommitRecords, maxBytes: cfg.MaxCommitBytes,
-		metrics: &d.metrics, log: slog.New(slog.DiscardHandler)}
+		metrics: &d.metrics, log: slog.New(slog.DiscardHandler), app: topo.App(), prom: newPromMetrics(cfg.Registerer)}
 	for _, s := range topo.subs {
 		for p := int32(0); p < counts[s.index]; p++ {
 			t := newTask(topo, s, p, store.NewMemory(), env)
@@ -95,13 +98,9 @@ func NewDriver(topo *Topology, cfg DriverConfig) (*Driver, error) {
 }
 
 func (d *Driver) partitions(topic string) (int32, error) {
-	for _, s := range d.topo.subs {
-		for _, w := range s.writes {
-			if w == topic {
-				if n, ok := d.counts[s.index]; ok {
-					return n, nil
-				}
-			}
+	if s, ok := d.topo.sizer[topic]; ok {
+		if n, ok := d.counts[s.index]; ok {
+			return n, nil
 		}
 	}
 	if n, ok := d.cfg.Partitions[topic]; ok {

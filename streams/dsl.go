@@ -261,7 +261,7 @@ func repartition[K, V any](s Stream[K, V], name string, with []Serdes[K, V]) Str
 		return Stream[K, V]{q}
 	}
 	topic := b.repartitionTopic(name)
-	b.parts[name] = &repartitionDef{name: name, upstream: s.p.id}
+	b.parts[topic] = &repartitionDef{topic: topic, upstream: s.p.id, reader: -1}
 	s.p.to(sinkTo(topic, ks, vs))
 	b.sources = append(b.sources, &sourceDef{topic: topic, node: q.id, internal: true, entry: decodeEntry(q, ks, vs)})
 	return Stream[K, V]{q}

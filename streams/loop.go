@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // fetched is one fetch of an input partition.
@@ -14,6 +15,7 @@ type fetched struct {
 	idx   int
 	recs  []rawRecord
 	atEnd bool
+	hwm   int64
 	err   error
 }
 
@@ -51,14 +53,14 @@ func (r *taskRunner) fetch(ctx context.Context, idx int, f *fetcher, offset int6
 					return
 				}
 				a.log.Debug("fetch failed; retrying", "partition", f.tp.String(), "err", err)
-				if !sleepCtx(ctx, backoff) {
+				if ctxwait.Sleep(ctx, backoff) != nil {
 					return
 				}
 				backoff = min(2*backoff, 2*time.Second)
 				continue
 			}
 			backoff = 50 * time.Millisecond
-			b := fetched{idx: idx, atEnd: res.NextOffset >= res.HighWatermark, recs: make([]rawRecord, 0, len(res.Records))}
+			b := fetched{idx: idx, atEnd: res.NextOffset >= res.HighWatermark, hwm: res.HighWatermark, recs: make([]rawRecord, 0, len(res.Records))}
 			for _, rec := range res.Records {
 				b.recs = append(b.recs, rawOf(f.tp, rec))
 			}
@@ -97,11 +99,12 @@ func (r *taskRunner) loop(t *task) error {
 	parts := make([]*inputPart, len(r.tps))
 	fetchers := make([]*fetcher, len(r.tps))
 	for i, tp := range r.tps {
-		parts[i] = &inputPart{tp: tp}
+		parts[i] = &inputPart{tp: tp, hwm: -1}
 		fetchers[i] = &fetcher{tp: tp, credit: make(chan struct{}, 1)}
 		fwg.Add(1)
 		go func() { defer fwg.Done(); r.fetch(fctx, i, fetchers[i], t.positions[tp], batches) }()
 	}
+	r.parts = parts
 	var (
 		inflight   chan commitOutcome
 		cur        *unit
@@ -148,7 +151,12 @@ func (r *taskRunner) loop(t *task) error {
 			lastCommit = time.Now()
 			if cur = t.nextUnit(); cur != nil {
 				inflight = make(chan commitOutcome, 1)
-				go func(u *unit, out chan<- commitOutcome) { out <- r.commit(u) }(cur, inflight)
+				go func(u *unit, out chan<- commitOutcome) {
+					start := time.Now()
+					o := r.commit(u)
+					o.took = time.Since(start)
+					out <- o
+				}(cur, inflight)
 			} else if revoking {
 				r.log().Info("task revoked: committed and closed")
 				return nil
@@ -248,6 +256,7 @@ func take(b fetched, parts []*inputPart, fetchers []*fetcher) error {
 	p := parts[b.idx]
 	p.queue = append(p.queue, b.recs...)
 	p.atEnd = b.atEnd
+	p.hwm = b.hwm
 	fetchers[b.idx].asked = false
 	return nil
 }

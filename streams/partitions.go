@@ -8,8 +8,9 @@ import (
 
 // taskCounts decides each subtopology's task count: the partition count its sources
 // share. User topics' counts come from partitions; a repartition topic has the count
-// of the subtopology that writes it. Sources of one subtopology with different counts
-// are refused: their partition n would not hold the same keys.
+// of the subtopology that writes it; a following internal topic (a foreign-key join's)
+// takes its reader's and decides nothing. Sources of one subtopology with different
+// counts are refused: their partition n would not hold the same keys.
 func (t *Topology) taskCounts(partitions func(topic string) (int32, error)) (map[int]int32, error) {
 	counts := map[int]int32{}
 	writer := map[string]*subtopology{}
@@ -32,6 +33,9 @@ func (t *Topology) taskCounts(partitions func(topic string) (int32, error)) (map
 				seen  []string
 			)
 			for _, src := range s.sources {
+				if src.follows {
+					continue
+				}
 				var c int32
 				if w, ok := writer[src.topic]; ok && src.internal {
 					wc, done := counts[w.index]

@@ -66,8 +66,20 @@ type StoreSource interface{ taskOf() *task }
 // Process runs a custom processor on the stream. name identifies it in errors; stores
 // names the key-value stores it uses (each with its changelog <app>-<store>-changelog),
 // opened with KVStore in Init. The output counts as re-keyed (the processor may change
-// keys): a later grouping repartitions it.
+// keys): a later grouping repartitions it. ProcessWithStores declares window and
+// session stores too.
 func Process[K, V, K2, V2 any](s Stream[K, V], name string, supplier func() Processor[K, V, K2, V2], stores ...string) Stream[K2, V2] {
+	specs := make([]StoreSpec, len(stores))
+	for i, st := range stores {
+		specs[i] = KeyValueStoreSpec(st)
+	}
+	return ProcessWithStores(s, name, supplier, specs...)
+}
+
+// ProcessWithStores is Process with the processor's stores of every kind: key-value
+// (KeyValueStoreSpec, opened with KVStore), window (WindowStoreSpec, WindowStoreOf) and
+// session (SessionStoreSpec, SessionStoreOf) stores, each with its changelog.
+func ProcessWithStores[K, V, K2, V2 any](s Stream[K, V], name string, supplier func() Processor[K, V, K2, V2], stores ...StoreSpec) Stream[K2, V2] {
 	b := s.p.b
 	q := derive[K, V, K2, V2](s.p)
 	q.rekeyed = true
@@ -75,8 +87,12 @@ func Process[K, V, K2, V2 any](s Stream[K, V], name string, supplier func() Proc
 		return Stream[K2, V2]{q}
 	}
 	for _, st := range stores {
-		if b.claim(st, "store of processor "+name) {
-			b.stores[st] = &storeDef{name: st, kind: kvStore, node: q.id}
+		if st.retention < 0 {
+			b.errorf("processor %s: store %s: retention %dms must not be negative", name, st.name, st.retention)
+			continue
+		}
+		if b.claim(st.name, "store of processor "+name) {
+			b.stores[st.name] = &storeDef{name: st.name, kind: st.kind, node: q.id, retentionMs: st.retention, sessions: st.sessions}
 		}
 	}
 	s.p.to(func(t *task) func(Record[K, V]) {
@@ -86,9 +102,23 @@ func Process[K, V, K2, V2 any](s Stream[K, V], name string, supplier func() Proc
 			t.failf("processor %s: init: %w", name, err)
 		}
 		t.closers = append(t.closers, p.Close)
+		type retained struct {
+			exp       *expirer
+			retention int64
+		}
+		var timed []retained
+		for _, st := range stores {
+			if st.kind == timedStore && st.retention > 0 {
+				timed = append(timed, retained{newExpirer(t.timed(st.name), st.retention/16), st.retention})
+			}
+		}
 		return func(r Record[K, V]) {
 			if err := p.Process(r); err != nil {
 				t.failf("processor %s: %w", name, err)
+				return
+			}
+			for _, st := range timed { // what is older than the retention goes
+				st.exp.expire(t, t.streamTime-st.retention)
 			}
 		}
 	})

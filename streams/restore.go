@@ -44,10 +44,12 @@ func (r *taskRunner) restore(t *task) error {
 			return fmt.Errorf("streams: task %s: wipe store %s: %w", r.id, sd.name, err)
 		}
 		start := time.Now()
-		n, err := r.replay(t.db, sd.name, tp, from, hwm)
+		t.pm.restoring(sd.name, hwm-from)
+		n, err := r.replay(t, sd.name, tp, from, hwm)
 		if err != nil {
 			return err
 		}
+		t.pm.restoring(sd.name, 0)
 		a.metrics.RestoredRecords.Add(n)
 		if n > 0 {
 			r.log().Info("restored store", "store", sd.name, "records", n, "from", from, "to", hwm, "took", time.Since(start).Round(time.Millisecond))
@@ -58,7 +60,8 @@ func (r *taskRunner) restore(t *task) error {
 
 // replay applies the changelog records of tp in [from, to) to the store, a fetched
 // batch at a time with its checkpoint.
-func (r *taskRunner) replay(db store.DB, name string, tp client.TopicPartition, from, to int64) (int64, error) {
+func (r *taskRunner) replay(t *task, name string, tp client.TopicPartition, from, to int64) (int64, error) {
+	db := t.db
 	var n int64
 	for off := from; off < to; {
 		res, err := retry(r.ctx, r.a, "fetch changelog "+tp.String(), func(ctx context.Context) (client.BinaryFetchResult, error) {
@@ -81,6 +84,8 @@ func (r *taskRunner) replay(db store.DB, name string, tp client.TopicPartition, 
 				return n, fmt.Errorf("streams: restore %s: %w", name, err)
 			}
 			n += int64(len(writes))
+			t.pm.replayed(name, int64(len(writes)))
+			t.pm.restoring(name, to-last-1)
 		}
 		if res.NextOffset <= off {
 			return n, fmt.Errorf("streams: changelog %s: fetch at %d made no progress (high watermark %d)", tp, off, res.HighWatermark)

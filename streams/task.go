@@ -1,14 +1,15 @@
 package streams
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
-	"sort"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/RaduBerinde/btreemap"
 
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/streams/store"
@@ -64,6 +65,8 @@ type taskEnv struct {
 	maxRecords  int    // per commit
 	maxBytes    int64
 	metrics     *Metrics
+	prom        *promMetrics
+	app         string
 	log         *slog.Logger
 }
 
@@ -82,8 +85,10 @@ type task struct {
 	topo *Topology
 	env  *taskEnv
 	db   store.DB
+	pm   *taskProm
 
 	emit    map[int]any
+	shared  map[int]any // per-task state of operators with more than one input (joins)
 	entries map[string]func(rawRecord)
 	closers []func() error
 	onTime  []func() // after each record: windows closing, stream-time punctuators
@@ -92,7 +97,8 @@ type task struct {
 	// Uncommitted work: writes[i] has absolute index wBase+i, outs likewise.
 	wBase, oBase int64
 	writes       []pwrite
-	index        map[string]map[string]int64 // store → key → absolute index of its latest write
+	index        map[string]map[string]int64                     // store → key → absolute index of its latest write
+	sorted       map[string]*btreemap.BTreeMap[string, struct{}] // store → the keys of index, in order (for ranges)
 	outs         []outRec
 	bytes        int64      // bytes written since the task started
 	openKeys     int        // distinct keys written since the last boundary: its changelog records
@@ -111,10 +117,14 @@ type task struct {
 func newTask(topo *Topology, sub *subtopology, partition int32, db store.DB, env *taskEnv) *task {
 	t := &task{
 		id: TaskID{sub.index, partition}, sub: sub, topo: topo, env: env, db: db,
-		emit: map[int]any{}, entries: map[string]func(rawRecord){}, index: map[string]map[string]int64{},
-		positions: map[client.TopicPartition]int64{},
+		emit: map[int]any{}, shared: map[int]any{}, entries: map[string]func(rawRecord){}, index: map[string]map[string]int64{},
+		sorted: map[string]*btreemap.BTreeMap[string, struct{}]{}, positions: map[client.TopicPartition]int64{},
 	}
 	t.base = boundary{positions: map[client.TopicPartition]int64{}}
+	if env.prom == nil {
+		env.prom = newPromMetrics(nil)
+	}
+	t.pm = env.prom.forTask(env.app, t.id)
 	return t
 }
 
@@ -127,6 +137,23 @@ func (t *task) init(positions map[client.TopicPartition]int64) error {
 	}
 	return t.err
 }
+
+// shared returns the task's state for the operator id, made once by mk: what the
+// inputs of a join share.
+func shared[T any](t *task, id int, mk func() T) T {
+	if v, ok := t.shared[id]; ok {
+		return v.(T)
+	}
+	v := mk()
+	t.shared[id] = v
+	return v
+}
+
+// budget is how many entries an operator may expire, or closed join records emit, per
+// input record beyond what the record itself does: the rest waits for the next
+// record, so that a jump in stream time never makes one record's commit exceed the
+// limits. (Expiring late is harmless: nothing reads expired entries.)
+func (t *task) budget() int { return max(16, t.env.maxRecords/16) }
 
 // fail records the first error that stops the task.
 func (t *task) fail(err error) {
@@ -158,6 +185,7 @@ func (t *task) process(r rawRecord) {
 	t.cur = nil
 	t.punctuateStream()
 	t.env.metrics.RecordsProcessed.Add(1)
+	t.pm.processed.Inc()
 }
 
 // punctuateStream fires the stream-time punctuators due at the current stream time.
@@ -188,6 +216,7 @@ func (t *task) firePunct(p *punctuator, now int64) {
 	}
 	prev := t.cur
 	t.cur, t.outSeq, t.punctTime = nil, 0, now
+	t.pm.punctuations.Inc()
 	if err := p.fn(fromMs(now)); err != nil {
 		t.failf("punctuator: %w", err)
 	}
@@ -198,14 +227,20 @@ func (t *task) firePunct(p *punctuator, now int64) {
 // send queues a record for topic, partitioned by its key's bytes as a Kafka client
 // would (a null key goes to the task's own partition, so reprocessing is stable).
 func (t *task) send(topic string, key, value []byte, ts int64, headers []client.Header) {
+	t.sendBy(topic, key, key, value, ts, headers)
+}
+
+// sendBy is send partitioned by partKey's bytes instead of the key's: a foreign-key
+// join's subscription goes to the foreign key's partition, its key holding both keys.
+func (t *task) sendBy(topic string, partKey, key, value []byte, ts int64, headers []client.Header) {
 	n, err := t.env.partitions(topic)
 	if err != nil {
 		t.failf("send to %s: %w", topic, err)
 		return
 	}
 	part := t.id.Partition % n
-	if key != nil {
-		part = client.KeyPartition(key, n)
+	if partKey != nil {
+		part = client.KeyPartition(partKey, n)
 	}
 	if h := t.env.inputHeader; h != "" {
 		var pos string
@@ -261,8 +296,13 @@ func (t *task) write(w pwrite) {
 	if m == nil {
 		m = map[string]int64{}
 		t.index[w.store] = m
+		t.sorted[w.store] = btreemap.New[string, struct{}](16, strings.Compare)
 	}
-	if prev, ok := m[string(w.key)]; !ok || prev < t.last().w {
+	prev, ok := m[string(w.key)]
+	if !ok {
+		t.sorted[w.store].ReplaceOrInsert(string(w.key), struct{}{})
+	}
+	if !ok || prev < t.last().w {
 		t.openKeys++
 	}
 	m[string(w.key)] = t.wBase + int64(len(t.writes))
@@ -271,44 +311,55 @@ func (t *task) write(w pwrite) {
 }
 
 // rangeStore calls fn for the store's live entries in [lo, hi) in key order, merging
-// uncommitted writes over the local store.
+// uncommitted writes over the local store. It stops as soon as fn returns false: a
+// range costs what it reads, not the store's size.
 func (t *task) rangeStore(st string, lo, hi []byte, fn func(k, v []byte) bool) {
-	var mine []string
-	for k, i := range t.index[st] {
-		if i >= t.wBase && bytes.Compare([]byte(k), lo) >= 0 && (hi == nil || bytes.Compare([]byte(k), hi) < 0) {
-			mine = append(mine, k)
+	var mine []string // uncommitted keys in range, in order
+	if s := t.sorted[st]; s != nil {
+		upper := btreemap.Max[string]()
+		if hi != nil {
+			upper = btreemap.LT(string(hi))
 		}
+		s.AscendFunc(btreemap.GE(string(lo)), upper, func(k string, _ struct{}) bool {
+			mine = append(mine, k)
+			return true
+		})
 	}
-	sort.Strings(mine)
-	type kv struct {
-		k, v []byte
+	i, stopped := 0, false
+	pending := func(k string) bool { // fn on an uncommitted write, unless a delete
+		w := t.writes[t.index[st][k]-t.wBase]
+		if w.del {
+			return true
+		}
+		return fn(w.key, w.value)
 	}
-	var base []kv
-	if err := t.db.Range(st, lo, hi, func(k, v []byte) bool {
-		base = append(base, kv{bytes.Clone(k), bytes.Clone(v)})
+	err := t.db.Range(st, lo, hi, func(k, v []byte) bool {
+		for ; i < len(mine) && mine[i] < string(k); i++ {
+			if !pending(mine[i]) {
+				stopped = true
+				return false
+			}
+		}
+		if i < len(mine) && mine[i] == string(k) {
+			i++
+			if !pending(mine[i-1]) {
+				stopped = true
+				return false
+			}
+			return true
+		}
+		if !fn(k, v) {
+			stopped = true
+			return false
+		}
 		return true
-	}); err != nil {
+	})
+	if err != nil {
 		t.failf("range over store %s: %w", st, err)
 		return
 	}
-	i, j := 0, 0
-	for i < len(mine) || j < len(base) {
-		var k []byte
-		var v []byte
-		live := true
-		switch {
-		case j >= len(base) || i < len(mine) && mine[i] <= string(base[j].k):
-			if j < len(base) && mine[i] == string(base[j].k) {
-				j++
-			}
-			w := t.writes[t.index[st][mine[i]]-t.wBase]
-			k, v, live = w.key, w.value, !w.del
-			i++
-		default:
-			k, v = base[j].k, base[j].v
-			j++
-		}
-		if live && !fn(k, v) {
+	for ; !stopped && i < len(mine); i++ {
+		if !pending(mine[i]) {
 			return
 		}
 	}
@@ -422,6 +473,7 @@ func (t *task) confirmed(u *unit, checkpoints map[string]int64) error {
 	for _, w := range t.writes[:nw] {
 		if i, ok := t.index[w.store][string(w.key)]; ok && i < u.b.w {
 			delete(t.index[w.store], string(w.key))
+			t.sorted[w.store].Delete(string(w.key))
 		}
 	}
 	t.writes = slices.Clone(t.writes[nw:])
@@ -437,6 +489,7 @@ func (t *task) confirmed(u *unit, checkpoints map[string]int64) error {
 func (t *task) waiting() bool { return len(t.cuts) > 1 }
 
 func (t *task) close() error {
+	t.pm.forget()
 	var first error
 	for _, c := range t.closers {
 		if err := c(); err != nil && first == nil {
@@ -450,7 +503,8 @@ func (t *task) close() error {
 type inputPart struct {
 	tp     client.TopicPartition
 	queue  []rawRecord
-	atEnd  bool // nothing more to read now: fetched up to the high watermark
+	atEnd  bool  // nothing more to read now: fetched up to the high watermark
+	hwm    int64 // the high watermark last fetched (-1: none yet)
 	closed bool
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/ctxwait"
 	"github.com/strata-io/strata/streams/store"
 )
 
@@ -32,6 +33,7 @@ type taskRunner struct {
 
 	ident   client.ProducerIdentity
 	nextSeq map[client.TopicPartition]int32
+	parts   []*inputPart // the inputs as the loop holds them (task goroutine)
 	purged  map[client.TopicPartition]int64
 	purgeAt time.Time
 	bg      sync.WaitGroup // purges
@@ -130,8 +132,10 @@ func (r *taskRunner) runTask() (err error) {
 		return err
 	}
 	env := &taskEnv{partitions: a.partitions, inputHeader: a.cfg.InputPositionHeader, deadLetters: a.cfg.DeadLetterTopic,
-		lateTopic: a.cfg.LateRecordTopic, maxRecords: a.cfg.MaxCommitRecords, maxBytes: a.cfg.MaxCommitBytes, metrics: &a.metrics, log: a.log}
+		lateTopic: a.cfg.LateRecordTopic, maxRecords: a.cfg.MaxCommitRecords, maxBytes: a.cfg.MaxCommitBytes, metrics: &a.metrics, log: a.log,
+		prom: a.prom, app: a.topo.App()}
 	t := newTask(a.topo, r.sub, r.id.Partition, db, env)
+	defer t.pm.forget() // the task's series go with it (again, if close ran)
 	start := time.Now()
 	if err := r.restore(t); err != nil {
 		return err
@@ -242,20 +246,9 @@ func retry[T any](ctx context.Context, a *App, what string, f func(context.Conte
 			return v, fmt.Errorf("streams: %s: %w", what, ctx.Err())
 		}
 		a.log.Debug("retrying", "what", what, "err", err)
-		if !sleepCtx(ctx, backoff) {
+		if ctxwait.Sleep(ctx, backoff) != nil {
 			return v, fmt.Errorf("streams: %s: %w", what, ctx.Err())
 		}
 		backoff = min(2*backoff, 2*time.Second)
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

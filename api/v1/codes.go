@@ -68,4 +68,8 @@ const (
 	CodeConnectorExists           = "connector_exists"
 	CodeTaskNotFound              = "task_not_found"
 	CodeConnectorNotStopped       = "connector_not_stopped"
+	CodeSchemaNotFound            = "schema_not_found"
+	CodeInvalidSchema             = "invalid_schema"
+	CodeIncompatibleSchema        = "incompatible_schema"
+	CodeSchemaValidationFailed    = "schema_validation_failed"
 )

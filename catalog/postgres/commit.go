@@ -41,7 +41,7 @@ const commitConnectSQL = `SELECT o_batch, o_code, o_base, o_dup, o_expected, o_g
 
 // commitTxnSQL is the commit of a flush with transactional requests: one statement
 // whose function checks them against their transactions around the commits above
-// (migrations/0130_transactions.sql).
+// (migrations/0135_transactions.sql).
 const commitTxnSQL = `SELECT o_batch, o_code, o_base, o_dup, o_expected, o_grow, o_gvalue FROM strata_commit_txn(
 	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25,
 	$26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36)`

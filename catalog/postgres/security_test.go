@@ -15,3 +15,12 @@ func TestSecurity(t *testing.T) {
 		return openDSN(t, newDatabase(t), catalog.Options{})
 	})
 }
+
+// TestRegistry runs the schema registry's conformance suite, a fresh database per
+// subtest (ids are counted from 1).
+func TestRegistry(t *testing.T) {
+	t.Parallel()
+	catalogtest.RunRegistry(t, func(t *testing.T) catalog.Backend {
+		return openDSN(t, newDatabase(t), catalog.Options{})
+	})
+}

@@ -19,3 +19,15 @@ func TestSecurity(t *testing.T) {
 		return c
 	})
 }
+
+// TestRegistry runs the schema registry's conformance suite, a fresh file per subtest.
+func TestRegistry(t *testing.T) {
+	catalogtest.RunRegistry(t, func(t *testing.T) catalog.Backend {
+		c, err := Open(t.Context(), filepath.Join(t.TempDir(), "catalog.db"), catalog.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	})
+}

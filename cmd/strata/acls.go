@@ -10,14 +10,15 @@ import (
 
 // The ACL verbs (acls list|create|delete), self-contained over the client library.
 // The resource is named as kafka-acls.sh names it: --topic, --group,
-// --transactional-id or --cluster, literally or with --prefixed; --connector names
-// Strata's own type (Kafka has none).
+// --transactional-id or --cluster, literally or with --prefixed; --connector and
+// --subject name Strata's own types (Kafka has none).
 
 // aclFlags name a binding, or a filter of bindings.
 type aclFlags struct {
 	principal, host, operation        string
 	topic, group, transactionalID     string
 	connector                         string
+	subject                           string
 	cluster, prefixed, deny, matching bool
 }
 
@@ -30,6 +31,7 @@ func addACLFlags(c *command, filter bool) *aclFlags {
 	c.fs.StringVar(&f.group, "group", "", "a consumer group `name` (* for every group; a prefix with --prefixed)")
 	c.fs.StringVar(&f.transactionalID, "transactional-id", "", "a transactional `id` (* for every one; a prefix with --prefixed)")
 	c.fs.StringVar(&f.connector, "connector", "", "a connector `name` (* for every connector; a prefix with --prefixed): create, describe (config, status, offsets), alter (reconfigure, pause, resume, stop, restart, offsets), delete")
+	c.fs.StringVar(&f.subject, "subject", "", "a schema registry subject `name` (* for every subject; a prefix with --prefixed): read, write (register), delete, alter-configs and describe-configs (its compatibility level and mode)")
 	c.fs.BoolVar(&f.cluster, "cluster", false, "the cluster: creating topics and connectors (create), managing keys and ACLs (alter, describe), broker configs and timestamps far ahead (alter-configs)")
 	c.fs.BoolVar(&f.prefixed, "prefixed", false, "the name is a prefix: the binding covers every resource whose name starts with it")
 	c.fs.BoolVar(&f.deny, "deny", false, "deny instead of allow (a deny wins over any allow)")
@@ -50,6 +52,7 @@ func (f *aclFlags) resource() (typ, name string, err error) {
 		{f.group != "", "group", f.group},
 		{f.transactionalID != "", "transactional-id", f.transactionalID},
 		{f.connector != "", "connector", f.connector},
+		{f.subject != "", "subject", f.subject},
 		{f.cluster, "cluster", "kafka-cluster"},
 	} {
 		if r.set {
@@ -58,7 +61,7 @@ func (f *aclFlags) resource() (typ, name string, err error) {
 		}
 	}
 	if n > 1 {
-		return "", "", fmt.Errorf("name one resource: --topic, --group, --transactional-id, --connector or --cluster")
+		return "", "", fmt.Errorf("name one resource: --topic, --group, --transactional-id, --connector, --subject or --cluster")
 	}
 	return typ, name, nil
 }
@@ -69,7 +72,7 @@ func (f *aclFlags) binding(cmd string) (client.ACL, error) {
 	case err != nil:
 		return client.ACL{}, usagef(cmd, "%v", err)
 	case typ == "":
-		return client.ACL{}, usagef(cmd, "name the resource: --topic NAME, --group NAME, --transactional-id ID, --connector NAME or --cluster")
+		return client.ACL{}, usagef(cmd, "name the resource: --topic NAME, --group NAME, --transactional-id ID, --connector NAME, --subject NAME or --cluster")
 	case f.principal == "":
 		return client.ACL{}, usagef(cmd, "--principal is required, e.g. --principal User:alice")
 	case f.operation == "":
@@ -113,7 +116,7 @@ func printACLs(e *env, as []client.ACL) error {
 }
 
 func aclsListCommand() (*command, func(context.Context, *env, *command, []string) error) {
-	c := newCommand("acls list", "strata acls list [--principal P] [--topic T|--group G|--transactional-id ID|--connector C|--cluster] [--matching] [--json]",
+	c := newCommand("acls list", "strata acls list [--principal P] [--topic T|--group G|--transactional-id ID|--connector C|--subject S|--cluster] [--matching] [--json]",
 		"Lists the ACL bindings the flags select (all without any). Needs describe on the cluster.")
 	sf := addServerFlags(c)
 	f := addACLFlags(c, true)
@@ -144,7 +147,7 @@ func aclsListCommand() (*command, func(context.Context, *env, *command, []string
 }
 
 func aclsCreateCommand() (*command, func(context.Context, *env, *command, []string) error) {
-	c := newCommand("acls create", "strata acls create --principal User:NAME --operation OP (--topic T|--group G|--transactional-id ID|--connector C|--cluster) [--prefixed] [--deny] [--host H]",
+	c := newCommand("acls create", "strata acls create --principal User:NAME --operation OP (--topic T|--group G|--transactional-id ID|--connector C|--subject S|--cluster) [--prefixed] [--deny] [--host H]",
 		"Allows (or with --deny, denies) a principal an operation on a resource. Needs alter on the\ncluster. Examples:\n  strata acls create --principal User:app --operation write --topic orders\n  strata acls create --principal User:app --operation read --group app- --prefixed\n  strata acls create --principal User:etl --operation all --connector etl- --prefixed")
 	sf := addServerFlags(c)
 	f := addACLFlags(c, false)
@@ -171,7 +174,7 @@ func aclsCreateCommand() (*command, func(context.Context, *env, *command, []stri
 }
 
 func aclsDeleteCommand() (*command, func(context.Context, *env, *command, []string) error) {
-	c := newCommand("acls delete", "strata acls delete [--principal P] [--operation OP] [--topic T|--group G|--transactional-id ID|--connector C|--cluster] [--prefixed] [--deny] [--all]",
+	c := newCommand("acls delete", "strata acls delete [--principal P] [--operation OP] [--topic T|--group G|--transactional-id ID|--connector C|--subject S|--cluster] [--prefixed] [--deny] [--all]",
 		"Deletes the ACL bindings the flags select and prints them. Needs alter on the cluster.")
 	sf := addServerFlags(c)
 	f := addACLFlags(c, true)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -21,7 +20,7 @@ import (
 
 	catopen "github.com/strata-io/strata/catalog/open"
 	"github.com/strata-io/strata/internal/bench"
-	"github.com/strata-io/strata/internal/node"
+	"github.com/strata-io/strata/internal/ctxwait"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/open"
 	"github.com/strata-io/strata/reader"
@@ -225,14 +224,13 @@ func runBench(ctx context.Context, e *env, c *command, f *benchFlags) error {
 
 	// The floor's handles on the same bucket and database the nodes use.
 	if bucketURL != "" {
-		st, err := open.Open(ctx, bucketURL, log)
+		bt, err := open.Parse(bucketURL)
 		if err != nil {
 			return fmt.Errorf("open --bucket: %w", err)
 		}
-		if eb, ok := st.(interface{ EnsureBucket(context.Context) error }); ok && *f.createBucket {
-			if err := eb.EnsureBucket(ctx); err != nil {
-				return fmt.Errorf("create bucket: %w", err)
-			}
+		st, err := bt.Open(ctx, log, open.Options{CreateBucket: *f.createBucket})
+		if err != nil {
+			return fmt.Errorf("open --bucket: %w", err)
 		}
 		cfg.Store = st
 		if *f.deleteData {
@@ -527,10 +525,8 @@ func waitReady(ctx context.Context, base string) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("node at %s not ready after 30s", base)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		if err := ctxwait.Sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
 		}
 	}
 }
@@ -540,7 +536,7 @@ func waitReady(ctx context.Context, base string) error {
 // load generator's (which the profile names by package).
 func startBenchNodeInProcess(ctx context.Context, catalogURL, bucketURL string, nodeArgs []string, create bool, logPath string) (base, kafkaAddr string, stop func(), err error) {
 	c := newCommand("serve", "", "")
-	sf := addServeFlags(c, ":0")
+	sf := addServeFlags(c, "127.0.0.1:0")
 	kf := addKafkaFlags(c, "", false)
 	args := append([]string{"--catalog", catalogURL, "--bucket", bucketURL}, nodeArgs...)
 	if create {
@@ -554,6 +550,8 @@ func startBenchNodeInProcess(ctx context.Context, catalogURL, bucketURL string, 
 	if len(bad) > 0 {
 		return "", "", nil, badFlags("bench", bad)
 	}
+	// The kafka flags ride on the spec: the node opens the listener beside the API.
+	spec.kafka = kf
 	lf, err := os.Create(logPath)
 	if err != nil {
 		return "", "", nil, err
@@ -564,42 +562,16 @@ func startBenchNodeInProcess(ctx context.Context, catalogURL, bucketURL string, 
 		lf.Close()
 		return "", "", nil, err
 	}
-	stopNode := func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = n.Stop(sctx)
-		n.closeCatalog()
-		lf.Close()
-	}
-	var fronts []node.Frontend
-	if kf.listen != "" {
-		spec.kafka = kf
-		kn, err := startKafka(ctx, spec, n)
-		if err != nil {
-			stopNode()
-			return "", "", nil, err
-		}
-		kafkaAddr = kn.addr
-		fronts = append(fronts, kn)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		for _, f := range fronts {
-			f.Stop()
-		}
-		stopNode()
-		return "", "", nil, err
-	}
 	serveCtx, cancelServe := context.WithCancel(context.Background())
 	served := make(chan struct{})
-	go func() { defer close(served); _ = n.Serve(serveCtx, ln, nil, 10*time.Second, fronts...) }()
+	go func() { defer close(served); _ = n.Serve(serveCtx) }()
 	stop = func() {
 		cancelServe()
 		<-served
 		n.closeCatalog()
 		lf.Close()
 	}
-	base = "http://" + ln.Addr().String()
+	base, kafkaAddr = n.URL, n.KafkaAddr
 	if err := waitReady(ctx, base); err != nil {
 		stop()
 		return "", "", nil, err

@@ -10,7 +10,7 @@ import (
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/client"
-	"github.com/strata-io/strata/internal/jepsen"
+	"github.com/strata-io/strata/internal/node/nodetest"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/segment"
@@ -30,10 +30,7 @@ func TestCheckCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := jepsen.StartNode(jepsen.NodeConfig{Catalog: cat, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := nodetest.Start(t, nodetest.On(cat, st))
 	c := client.New(n.URL)
 	if _, err := c.CreateTopic(ctx, "t", 2, nil); err != nil {
 		t.Fatal(err)

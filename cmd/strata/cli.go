@@ -57,7 +57,7 @@ func verbs() []verb {
 		{"torture", tortureCommand},
 		{"bench", benchCommand},
 		{"version", versionCommand},
-	}, connectorVerbs()...)
+	}, append(connectorVerbs(), schemaVerbs()...)...)
 }
 
 // groups are the commands that only hold others, with what they are for.
@@ -66,6 +66,7 @@ var groupAbout = map[string]string{
 	"groups":     "list, describe, reset and delete consumer groups",
 	"keys":       "create, list and revoke API keys kept in the catalog",
 	"acls":       "list, create and delete ACL bindings (who may do what)",
+	"schemas":    "register, get, list and check schemas in the schema registry",
 	"connectors": "run connectors on nodes with the connect role (Kafka Connect's REST API)",
 }
 
@@ -340,6 +341,8 @@ func report(e *env, cmd string, err error) int {
 		return 0
 	case errors.Is(err, errUsageShown):
 		return 2
+	case errors.Is(err, errIncompatible):
+		return 1 // schemas check has said why
 	case errors.As(err, &ue):
 		where := "strata"
 		if cmd != "" {
@@ -381,6 +384,10 @@ Talking to a server (--server, env STRATA_SERVER, default http://127.0.0.1:8080)
   acls create         allow or deny a principal an operation on a resource
   acls delete         delete ACL bindings
   audit               print the audit log of administrative actions
+  schemas register    register a schema under a subject (prints its id and version)
+  schemas get         print a subject's version of a schema, or a schema by id
+  schemas list        list subjects with their latest version and schema id
+  schemas check       check a schema against a subject's versions without registering it
 
 Other:
   check               compare the catalog with the bucket (missing, stray, corrupt objects)

@@ -61,5 +61,6 @@ func (f *connectFlags) config(own []connect.OwnDir) (connect.WorkerConfig, error
 // plugins are the connectors the binary runs: the runtime's file connectors (confined
 // to dirs) and the Postgres change-data-capture source and sink.
 func plugins(dirs connect.FileDirs) *connect.Plugins {
-	return connect.NewPlugins(connect.FileSourceConnector{Dirs: dirs}, connect.FileSinkConnector{Dirs: dirs}, pgcdc.Connector{}, pgsink.Connector{})
+	return connect.NewPlugins(connect.Source(connect.FileSourceConnector{Dirs: dirs}), connect.Sink(connect.FileSinkConnector{Dirs: dirs}),
+		connect.Source(pgcdc.Connector{}), connect.Sink(pgsink.Connector{}))
 }

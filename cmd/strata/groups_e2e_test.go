@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 // Consumer groups end to end: real server processes, and group members in processes of
@@ -338,7 +340,7 @@ func runGroupScenario(t *testing.T, urls []string) {
 	if err := procs[victim].cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitStable(t, c, group, 3, partitions, session+10*time.Second)
+	three := waitStable(t, c, group, 3, partitions, session+10*time.Second)
 	t.Logf("SIGKILL of %s → all partitions reassigned to the survivors in %v (session timeout %v)", victim, time.Since(killed), session)
 	<-procs[victim].done
 	delete(procs, victim)
@@ -354,7 +356,17 @@ func runGroupScenario(t *testing.T, urls []string) {
 		t.Fatal(err)
 	}
 	waitStable(t, c, group, 2, partitions, session+10*time.Second)
-	time.Sleep(300 * time.Millisecond) // the survivors process its partitions meanwhile
+	// The survivors process its partitions meanwhile: a batch of one of them, logged by
+	// another member since the group settled without it.
+	mark := len(log.all())
+	testwait.Until(t, 30*time.Second, "the survivors to process "+paused+"'s partitions", func() bool {
+		for _, e := range log.all()[mark:] {
+			if e.Ev == "batch" && e.M != paused && three[e.P] == paused {
+				return true
+			}
+		}
+		return !slices.Contains(slices.Collect(maps.Values(three)), paused) // it had none
+	})
 	if err := procs[paused].cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}

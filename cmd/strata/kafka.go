@@ -1,19 +1,15 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
+	"log/slog"
 	"net"
-	"os"
 	"strconv"
-	"sync"
-	"syscall"
 	"time"
 
+	"github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/internal/tlsreload"
 	"github.com/strata-io/strata/kafka"
-	"github.com/strata-io/strata/security"
 )
 
 // kafkaFlags configure the Kafka listener of dev and serve (Lambda cannot take TCP).
@@ -97,110 +93,39 @@ func (k *kafkaFlags) validate() []string {
 	return bad
 }
 
-// kafkaNode is a running Kafka listener and its registration.
-type kafkaNode struct {
-	addr string // where it listens
-	stop func() // stops both and waits
-	errc chan error
-}
-
-// Failed and Stop make the listener a node.Frontend, served and stopped beside the
-// HTTP API.
-func (k *kafkaNode) Failed() <-chan error { return k.errc }
-func (k *kafkaNode) Stop()                { k.stop() }
-
-// startKafka listens, registers the node and serves the Kafka protocol until stop. On
-// `strata dev`, a default port already in use turns the listener off with a warning
-// (a second dev server on one machine still runs); anywhere else it is an error.
-func startKafka(ctx context.Context, spec nodeSpec, sn *started) (*kafkaNode, error) {
-	k, cc, log, dev := spec.kafka, sn.cat, sn.log, spec.dev
-	cfg := kafka.Config{
-		MaxFrameBytes:  int32(k.maxFrameBytes),
-		MaxConnections: k.maxConnections,
-		IdleTimeout:    k.idleTimeout,
-		AuthTimeout:    k.authTimeout,
-		// Config's defaults (0) derive them from MaxConnections.
-		MaxUnauthenticated:        k.maxUnauth,
-		MaxUnauthenticatedPerHost: k.unauthHost,
-		SharedAddress:             k.shared,
-		AutoCreateTopics:          k.autoCreate,
-		AccessLogSample:           spec.auth.accessSample,
+// config is the node's Kafka listener the flags describe. On strata dev, a default
+// port already in use turns the listener off with a warning (a second dev server on
+// one machine still runs); anywhere else it fails the start.
+func (k *kafkaFlags) config(spec nodeSpec, log *slog.Logger) (node.KafkaConfig, error) {
+	kc := node.KafkaConfig{
+		Listen: k.listen, Advertise: k.advertise, NodeLease: k.nodeLease,
+		Server: kafka.Config{
+			MaxFrameBytes:  int32(k.maxFrameBytes),
+			MaxConnections: k.maxConnections,
+			IdleTimeout:    k.idleTimeout,
+			AuthTimeout:    k.authTimeout,
+			// Config's defaults (0) derive them from MaxConnections.
+			MaxUnauthenticated:        k.maxUnauth,
+			MaxUnauthenticatedPerHost: k.unauthHost,
+			SharedAddress:             k.shared,
+			AutoCreateTopics:          k.autoCreate,
+			AccessLogSample:           spec.auth.accessSample,
+		},
 	}
-	if sn.Guard != nil {
-		cfg.Auth = sn.Guard
+	if spec.dev && k.listen == k.defaultListen {
+		kc.BusyWarning = "Kafka listener off: its default address is in use (another strata dev?); choose one with --kafka-listen"
 	}
 	if k.tlsCert != "" {
 		// Reloaded when the files change, as the HTTP listener's certificate is.
 		r, err := tlsreload.New(k.tlsCert, k.tlsKey, tlsreload.Options{Log: log})
 		if err != nil {
-			return nil, fmt.Errorf("kafka TLS: %w (check --kafka-tls-cert and --kafka-tls-key)", err)
+			return node.KafkaConfig{}, fmt.Errorf("kafka TLS: %w (check --kafka-tls-cert and --kafka-tls-key)", err)
 		}
 		pool, err := spec.flags.tls.clientCAs()
 		if err != nil {
-			return nil, fmt.Errorf("kafka TLS: %w (check --tls-client-ca)", err)
+			return node.KafkaConfig{}, fmt.Errorf("kafka TLS: %w (check --tls-client-ca)", err)
 		}
-		cfg.TLS = withClientCAs(r.ServerConfig(), pool)
+		kc.Server.TLS = withClientCAs(r.ServerConfig(), pool)
 	}
-	ln, err := net.Listen("tcp", k.listen)
-	if err != nil {
-		if dev && k.listen == k.defaultListen && errors.Is(err, syscall.EADDRINUSE) {
-			log.Warn("Kafka listener off: its default address is in use (another strata dev?); choose one with --kafka-listen", "addr", k.listen)
-			return nil, nil
-		}
-		return nil, fmt.Errorf("kafka: listen on %s: %w (choose another --kafka-listen, or '' to turn Kafka off)", k.listen, err)
-	}
-	advertise := k.advertise
-	if advertise == "" {
-		advertise = defaultAdvertise(ln.Addr())
-	}
-	r, err := kafka.NewRegistrar(cc, advertise, k.nodeLease, log)
-	if err == nil {
-		err = r.Register(ctx)
-	}
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
-	srv, err := kafka.New(cfg, kafka.Deps{Core: sn.Broker, Membership: cc, Self: r, Memory: sn.Memory}, log, sn.Registry)
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	n := &kafkaNode{addr: displayAddr(ln.Addr()), errc: make(chan error, 2)}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := srv.Serve(runCtx, ln); err != nil {
-			n.errc <- err
-		}
-	})
-	wg.Go(func() { _ = r.Run(runCtx) }) // deregisters when runCtx ends
-	n.stop = func() { cancel(); wg.Wait() }
-	log.Info("serving Kafka protocol", "addr", n.addr, "advertised", advertise, "node_id", r.Node().ID, "sasl", cfg.Auth != nil, "tls", cfg.TLS != nil)
-	if keys := spec.auth.security.StaticKeys; len(keys) > 0 {
-		ids := make([]string, len(keys))
-		for i, key := range keys {
-			ids[i] = security.StaticKeyID(key)
-		}
-		log.Info("Kafka SASL/PLAIN: the username of a key is its id (catalog keys: key-…; the --api-keys keys: these)", "key_ids", ids)
-	}
-	return n, nil
-}
-
-// defaultAdvertise is the address clients are told when --kafka-advertise is not
-// given: the listen address, with this machine's host name in place of a wildcard
-// host. Loopback stays an IPv4 literal: librdkafka may resolve "localhost" to ::1.
-func defaultAdvertise(a net.Addr) string {
-	host, port, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		if h, err := os.Hostname(); err == nil && h != "" {
-			host = h
-		} else {
-			host = "127.0.0.1"
-		}
-	}
-	return net.JoinHostPort(host, port)
+	return kc, nil
 }

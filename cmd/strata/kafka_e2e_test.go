@@ -14,6 +14,7 @@ import (
 
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 // kcatBrokers runs `kcat -L -J` against addr and returns "id=host:port" per broker and
@@ -132,8 +133,9 @@ func TestKafkaTwoServeNodes(t *testing.T) {
 	beforeA, beforeB := kafkaRequests(t, a.url, "Produce"), kafkaRequests(t, b.url, "Produce")
 	stop := make(chan struct{})
 	lp := startLoad(t, ka, "load", stop)
-	time.Sleep(2 * time.Second)
-	if kafkaRequests(t, a.url, "Produce") <= beforeA || kafkaRequests(t, b.url, "Produce") <= beforeB {
+	if !testwait.Within(30*time.Second, func() bool {
+		return kafkaRequests(t, a.url, "Produce") > beforeA && kafkaRequests(t, b.url, "Produce") > beforeB
+	}) {
 		t.Fatalf("a producer bootstrapped at %s did not produce to both nodes", ka)
 	}
 
@@ -170,7 +172,7 @@ func TestKafkaTwoServeNodes(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // the load runs on through B a while before it stops
 	close(stop)
 	drained := make(chan struct{})
 	go func() { lp.wg.Wait(); close(drained) }()

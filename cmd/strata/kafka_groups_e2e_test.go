@@ -18,6 +18,7 @@ import (
 
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 // Consumer groups through kcat's balanced consumer (librdkafka 2.0.2, `kcat -G`):
@@ -136,17 +137,6 @@ func (m *kcatMember) leave(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func splitsAll(a, b []int32, n int) bool {
 	all := append(slices.Clone(a), b...)
 	slices.Sort(all)
@@ -187,11 +177,11 @@ func kcatGroupScenario(t *testing.T, httpURL, bootstrapA, bootstrapB, topic stri
 	kcatProduce(t, bootstrapA, topic, parts, 0, 40)
 	group := topic + "-group"
 	a := startKcatMember(t, bootstrapA, group, topic)
-	waitFor(t, 30*time.Second, "a assigned all 4", func() bool { return len(a.partitions()) == parts })
+	testwait.Until(t, 30*time.Second, "a assigned all 4", func() bool { return len(a.partitions()) == parts })
 	b := startKcatMember(t, bootstrapB, group, topic)
-	waitFor(t, 60*time.Second, "a and b split the partitions", func() bool { return splitsAll(a.partitions(), b.partitions(), parts) })
+	testwait.Until(t, 60*time.Second, "a and b split the partitions", func() bool { return splitsAll(a.partitions(), b.partitions(), parts) })
 	kcatProduce(t, bootstrapA, topic, parts, 40, 80)
-	waitFor(t, 30*time.Second, "a and b consumed everything", func() bool {
+	testwait.Until(t, 30*time.Second, "a and b consumed everything", func() bool {
 		got := a.values()
 		for v := range b.values() {
 			got[v] = true
@@ -199,9 +189,9 @@ func kcatGroupScenario(t *testing.T, httpURL, bootstrapA, bootstrapB, topic stri
 		return hasValues(got, 0, 80)
 	})
 	b.leave(t)
-	waitFor(t, 60*time.Second, "a assigned all 4 after b left", func() bool { return len(a.partitions()) == parts })
+	testwait.Until(t, 60*time.Second, "a assigned all 4 after b left", func() bool { return len(a.partitions()) == parts })
 	kcatProduce(t, bootstrapA, topic, parts, 80, 100)
-	waitFor(t, 30*time.Second, "a consumed what came after", func() bool { return hasValues(a.values(), 80, 100) })
+	testwait.Until(t, 30*time.Second, "a consumed what came after", func() bool { return hasValues(a.values(), 80, 100) })
 	a.leave(t)
 	var offs struct {
 		Offsets []struct {

@@ -102,6 +102,8 @@ func kcatOffsetsForTimes(t *testing.T, bootstrap, topic string) {
 	produce := func(tag string) {
 		kcat(t, strings.Join(kcatLines(tag, 10), "\n")+"\n", "-b", bootstrap, "-P", "-t", topic, "-p", "0", "-K", ":")
 	}
+	// Record timestamps are milliseconds of the producer's clock: the pauses put
+	// between a millisecond apart from both produces, whatever the clock's granularity.
 	produce("before")
 	time.Sleep(50 * time.Millisecond)
 	between := time.Now().UnixMilli()

@@ -229,7 +229,7 @@ func TestLambdaHandlerPostgresMinIO(t *testing.T) {
 	if len(before) != 2 {
 		t.Fatalf("objects before compaction: %v, want the two writer segments", before)
 	}
-	time.Sleep(catalog.SettleAge(3*time.Second) + 500*time.Millisecond)
+	time.Sleep(catalog.SettleAge(3*time.Second) + 500*time.Millisecond) // waits out the settle age: no pass compacts before it
 	sched, _ := json.Marshal(events.CloudWatchEvent{Version: "0", ID: "cdc73f9d-aea9-11e3-9d5a-835b769c0d9c", DetailType: "Scheduled Event",
 		Source: "aws.events", AccountID: "123456789012", Region: "eu-west-1", Time: time.Now(),
 		Resources: []string{"arn:aws:events:eu-west-1:123456789012:rule/strata-compactor"}, Detail: json.RawMessage(`{}`)})

@@ -9,12 +9,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/strata-io/strata/internal/kafkatest"
 	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 const bootstrapKey = "bootstrap-key-0123456789abcdef0123"
@@ -52,7 +55,9 @@ func untilStatus(t *testing.T, nodes []string, key string, want int, since time.
 }
 
 // openStream opens GET path with key, answering a channel that receives how its
-// reading ended (an error for a cut connection).
+// reading ended (an error for a cut connection). It returns once the node serves the
+// request: an SSE stream has answered its headers, a long poll (which answers its
+// headers only when it ends) shows in the node's gauge of long polls being served.
 func openStream(t *testing.T, base, key, path string, headers ...string) <-chan error {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -62,7 +67,7 @@ func openStream(t *testing.T, base, key, path string, headers ...string) <-chan 
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	done := make(chan error, 1)
+	done, answered := make(chan error, 1), make(chan struct{})
 	go func() {
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -74,16 +79,53 @@ func openStream(t *testing.T, base, key, path string, headers ...string) <-chan 
 			done <- fmt.Errorf("status %d", resp.StatusCode)
 			return
 		}
+		close(answered)
 		_, err = io.Copy(io.Discard, bufio.NewReader(resp.Body))
 		done <- err
 	}()
-	time.Sleep(300 * time.Millisecond) // the request reaches the node and waits
+	sse := slices.Contains(headers, "text/event-stream")
+	served := testwait.Within(30*time.Second, func() bool {
+		select {
+		case <-answered:
+			return true
+		default:
+		}
+		return len(done) > 0 || !sse && metricValue(t, base, `strata_http_reads_active{kind="long_polls"}`) > 0
+	})
+	if !served {
+		t.Fatalf("GET %s: not served within 30s", path)
+	}
 	select {
 	case err := <-done:
 		t.Fatalf("GET %s ended at once: %v", path, err)
 	default:
 	}
 	return done
+}
+
+// metricValue is the value of the sample named line (with its labels) on base's
+// /metrics (read with the bootstrap key: metrics are not public here), 0 when it is
+// absent.
+func metricValue(t *testing.T, base, line string) float64 {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+bootstrapKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s/metrics: HTTP %d %s", base, resp.StatusCode, b)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, line+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
 }
 
 func cutWithin(t *testing.T, what string, done <-chan error, since time.Time, limit time.Duration) {
@@ -177,7 +219,7 @@ func TestKeyLifecycleTwoServeNodes(t *testing.T) {
 	expires := time.Now().Add(3 * time.Second)
 	untilStatus(t, nodes, exp.Secret, http.StatusOK, time.Now(), time.Second)
 	sseExp := openStream(t, b, exp.Secret, "/v1/topics/lifecycle/partitions/0/records?offset=0", "Accept", "text/event-stream")
-	time.Sleep(time.Until(expires))
+	time.Sleep(time.Until(expires)) // the expiry the test set; the cut is timed from it
 	cutWithin(t, "the expiring key's SSE stream on B", sseExp, expires, time.Second)
 	t.Logf("both nodes refuse the expired key %v after its expiry", untilStatus(t, nodes, exp.Secret, http.StatusUnauthorized, expires, time.Second))
 

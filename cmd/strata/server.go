@@ -23,7 +23,6 @@ import (
 	"github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/internal/redact"
 	"github.com/strata-io/strata/objstore"
-	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/objstore/open"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
@@ -258,7 +257,11 @@ type nodeSpec struct {
 	// connect runs the connector runtime (worker and REST API).
 	connect bool
 	catalog func(ctx context.Context, opts catalog.Options) (catalog.Backend, error)
-	store   func(ctx context.Context, log *slog.Logger) (objstore.Store, error)
+	// The object store: bucketURL (--bucket), parsed at start, or bucket (dev's
+	// directory); createBucket creates a missing S3 bucket at start.
+	bucketURL    string
+	bucket       open.Target
+	createBucket bool
 	// describe names the catalog and bucket in the start-up log (passwords redacted).
 	catalogName, bucketName string
 	// warnings are logged at start-up: what works but is not safe.
@@ -321,10 +324,7 @@ on loopback; with another --listen address, set --api-keys (it warns otherwise).
 		objDir := filepath.Join(*data, "objects")
 		spec := nodeSpec{
 			flags: nf, writer: true, reader: true, compactor: true, connect: true, kafka: kf, dev: true,
-			catalog: cat.Open,
-			store: func(ctx context.Context, log *slog.Logger) (objstore.Store, error) {
-				return fs.New(objDir)
-			},
+			catalog: cat.Open, bucket: open.Dir(objDir),
 			catalogName: cat.String(), bucketName: objDir,
 			ownDirs: []connect.OwnDir{{Path: *data, What: "the dev data directory (--data)"}},
 			auth:    authCfg,
@@ -421,21 +421,8 @@ func (sf *serveFlags) spec() (nodeSpec, []string) {
 	if *sf.bucket == "" {
 		bad = append(bad, "--bucket is required: e.g. --bucket s3://my-bucket/strata (MinIO: add ?endpoint=http://127.0.0.1:9000&path_style=true), or set STRATA_BUCKET")
 	} else {
-		b := *sf.bucket
-		spec.bucketName = redact.String(b)
-		create := *sf.createBucket
-		spec.store = func(ctx context.Context, log *slog.Logger) (objstore.Store, error) {
-			st, err := open.Open(ctx, b, log)
-			if err != nil || !create {
-				return st, err
-			}
-			if eb, ok := st.(interface{ EnsureBucket(context.Context) error }); ok {
-				if err := eb.EnsureBucket(ctx); err != nil {
-					return nil, fmt.Errorf("create bucket: %w", err)
-				}
-			}
-			return st, nil
-		}
+		spec.bucketName, spec.createBucket = redact.String(*sf.bucket), *sf.createBucket
+		spec.bucketURL = *sf.bucket
 	}
 	var authBad []string
 	spec.auth, authBad = sf.auth.config(*nf.tls.clientCA != "")
@@ -479,7 +466,6 @@ func parseRoles(s string) (map[string]bool, error) {
 type started struct {
 	*node.Node
 	log          *slog.Logger
-	cat          catalog.Backend
 	closeCatalog func()
 }
 
@@ -491,54 +477,20 @@ func runNode(ctx context.Context, e *env, spec nodeSpec) error {
 		return err
 	}
 	defer n.closeCatalog()
-	nf := spec.flags
-	tlsCfg, err := nf.tls.serverConfig(n.log)
-	if err != nil {
-		stopCtx, cancel := context.WithTimeout(context.Background(), nf.shutdownTimeout)
-		defer cancel()
-		_ = n.Stop(stopCtx)
-		return err
-	}
-	ln, err := net.Listen("tcp", nf.listen)
-	if err != nil {
-		stopCtx, cancel := context.WithTimeout(context.Background(), nf.shutdownTimeout)
-		defer cancel()
-		_ = n.Stop(stopCtx)
-		return fmt.Errorf("listen on %s: %w (choose another --listen, or stop what uses it)", nf.listen, err)
-	}
-	var kn *kafkaNode
-	if spec.kafka != nil && spec.kafka.listen != "" {
-		if kn, err = startKafka(ctx, spec, n); err != nil {
-			ln.Close()
-			stopCtx, cancel := context.WithTimeout(context.Background(), nf.shutdownTimeout)
-			defer cancel()
-			_ = n.Stop(stopCtx)
-			return err
-		}
-	}
-	base := "http://" + displayAddr(ln.Addr())
-	if tlsCfg != nil {
-		base = "https://" + displayAddr(ln.Addr())
-	}
-	n.log.Info("serving HTTP API", "url", base)
-	if w := keylessWarning(spec.auth, ln.Addr()); w != "" {
+	if w := keylessWarning(spec.auth, n.HTTPAddr()); w != "" {
 		n.log.Warn(w)
 	}
 	if spec.banner != nil {
-		spec.banner(e.stdout, base)
-		if kn != nil {
-			fmt.Fprintf(e.stdout, "Kafka clients: bootstrap %s (e.g. kcat -b %s -L)\n\n", kn.addr, kn.addr)
+		spec.banner(e.stdout, n.URL)
+		if n.KafkaAddr != "" {
+			fmt.Fprintf(e.stdout, "Kafka clients: bootstrap %s (e.g. kcat -b %s -L)\n\n", n.KafkaAddr, n.KafkaAddr)
 		}
 	}
-	var fronts []node.Frontend
-	if kn != nil {
-		fronts = append(fronts, kn)
-	}
-	return n.Serve(ctx, ln, tlsCfg, nf.shutdownTimeout, fronts...)
+	return n.Serve(ctx)
 }
 
-// startNode opens the store and the catalog and starts the node (internal/node). On
-// error nothing is left running.
+// startNode opens the store and the catalog and starts the node (internal/node) with
+// its listeners. On error nothing is left running.
 func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 	nf := spec.flags
 	log := nf.logger(e.stderr)
@@ -550,13 +502,20 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 
 	// The store first: opening it only parses its URL (unless --create-bucket), so a
 	// typo there is reported before the catalog runs its migrations.
-	store, err := spec.store(ctx, log)
+	bucket := spec.bucket
+	if spec.bucketURL != "" {
+		var err error
+		if bucket, err = open.Parse(spec.bucketURL); err != nil {
+			return nil, fmt.Errorf("%w (check --bucket)", err)
+		}
+	}
+	store, err := bucket.Open(ctx, log, open.Options{CreateBucket: spec.createBucket})
 	if err != nil {
 		return nil, fmt.Errorf("%w (check --bucket)", err)
 	}
 	own := append(spec.ownDirs, connect.OwnDir{Path: nf.cacheDir, What: "the block cache's disk tier (--cache-dir)"})
-	if fsStore, ok := store.(*fs.Store); ok {
-		own = append(own, connect.OwnDir{Path: fsStore.Root(), What: "the object store's directory (--bucket)"})
+	if dir := bucket.Dir(); dir != "" {
+		own = append(own, connect.OwnDir{Path: dir, What: "the object store's directory (--bucket)"})
 	}
 	connectCfg, err := nf.connect.config(own)
 	if err != nil {
@@ -577,6 +536,30 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 	inForce := membudget.SetProcessLimit(nf.mem.limit, e.getenv)
 	log.Info("memory", "limit", nf.mem.limit, "from", nf.mem.source, "gomemlimit", inForce, "budget", nf.mem.budget,
 		"cache_bytes", int64(nf.cacheBytes), "buffer_bytes", int64(nf.bufferBytes))
+	cfg, err := spec.nodeConfig(cat, store, connectCfg, log)
+	if err != nil {
+		closeCatalog()
+		return nil, err
+	}
+	n, err := node.Start(ctx, cfg)
+	if err != nil {
+		closeCatalog()
+		var le *node.ListenError
+		if errors.As(err, &le) {
+			if le.Front == "Kafka" {
+				return nil, fmt.Errorf("%w (choose another --kafka-listen, or '' to turn Kafka off)", err)
+			}
+			return nil, fmt.Errorf("%w (choose another --listen, or stop what uses it)", err)
+		}
+		return nil, err
+	}
+	return &started{Node: n, log: log, closeCatalog: closeCatalog}, nil
+}
+
+// nodeConfig is the node the flags describe, over the catalog and the store opened from
+// them: the one place where flags become a node's configuration.
+func (spec nodeSpec) nodeConfig(cat catalog.Backend, store objstore.Store, connectCfg connect.WorkerConfig, log *slog.Logger) (node.Config, error) {
+	nf := spec.flags
 	apiCfg := spec.api
 	apiCfg.MaxFetches, apiCfg.MaxLongPolls, apiCfg.MaxStreams = nf.maxFetches, nf.maxLongPolls, nf.maxStreams
 	apiCfg.Auth.PublicMetrics, apiCfg.AccessLogSample = spec.auth.publicMetrics, spec.auth.accessSample
@@ -588,7 +571,7 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 		// before they are read beyond it (api/admission.go).
 		apiCfg.MaxInflightProduceBytes = int64(nf.bufferBytes)
 	}
-	n, err := node.Start(node.Config{
+	cfg := node.Config{
 		Catalog: cat, Store: store,
 		Writer: spec.writer, WriterConfig: nf.writerConfig(),
 		Reader: spec.reader, ReaderConfig: nf.readerConfig(),
@@ -596,25 +579,23 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 		Connect: spec.connect, ConnectConfig: connectCfg,
 		API: apiCfg, Lambda: spec.lambda, Log: log,
 		MemoryBudget: nf.mem.budget, StallTimeout: nf.stallTimeout,
-		Broker:   broker.Config{MaxTimestampAfterMs: nf.maxTimestampAfterMs, MaxWait: spec.maxWait, TxnMaxTimeout: nf.txnMaxTimeout},
-		Security: spec.auth.security,
-	})
-	if err != nil {
-		closeCatalog()
-		return nil, err
+		Broker:          broker.Config{MaxTimestampAfterMs: nf.maxTimestampAfterMs, MaxWait: spec.maxWait, TxnMaxTimeout: nf.txnMaxTimeout},
+		Security:        spec.auth.security,
+		ShutdownTimeout: nf.shutdownTimeout,
 	}
-	return &started{Node: n, log: log, cat: cat, closeCatalog: closeCatalog}, nil
-}
-
-// displayAddr turns a listener address into one a browser or curl can use: a wildcard
-// host becomes 127.0.0.1.
-func displayAddr(a net.Addr) string {
-	host, port, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
+	if spec.lambda {
+		// Invocations reach the API's handler: no listener (--listen, --tls-* unused).
+		return cfg, nil
 	}
-	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
-		host = "127.0.0.1"
+	var err error
+	cfg.HTTP.Listen = nf.listen
+	if cfg.HTTP.TLS, err = nf.tls.serverConfig(log); err != nil {
+		return node.Config{}, err
 	}
-	return net.JoinHostPort(host, port)
+	if spec.kafka != nil && spec.kafka.listen != "" {
+		if cfg.Kafka, err = spec.kafka.config(spec, log); err != nil {
+			return node.Config{}, err
+		}
+	}
+	return cfg, nil
 }

@@ -30,7 +30,6 @@ const Class = "io.strata.connect.postgres.PostgresCdcSourceConnector"
 type Connector struct{}
 
 func (Connector) Class() string   { return Class }
-func (Connector) Type() string    { return "source" }
 func (Connector) Version() string { return "1.0" }
 
 // Config keys.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/connect"
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // streamState is where the stream is, beyond the last batch handed out.
@@ -170,7 +171,7 @@ func (t *task) reconnect(ctx context.Context) error {
 		delay = 0 // not a loss just now: no pause
 	}
 	for {
-		if delay > 0 && !sleep(ctx, delay) {
+		if delay > 0 && ctxwait.Sleep(ctx, delay) != nil {
 			return nil
 		}
 		err := t.connectStream(ctx)
@@ -186,17 +187,6 @@ func (t *task) reconnect(ctx context.Context) error {
 			t.meta.Close(context.WithoutCancel(ctx)) // it may be as dead as the stream
 		}
 		delay = min(max(2*delay, 200*time.Millisecond), 5*time.Second)
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-tm.C:
-		return true
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 )
 
 // Topics are the topics the connector writes, <prefix>.<schema>.<table> for each table
-// captured (connect.TopicsWriter: the core checks write on them when the config is
+// captured (connect.SourceConnector.Topics: the core checks write on them when the config is
 // stored). A config it cannot read names none: validation refuses it anyway.
 func (Connector) Topics(cfg map[string]string) []string {
 	prefix := strings.TrimSpace(cfg[cfgPrefix])
@@ -22,4 +22,4 @@ func (Connector) Topics(cfg map[string]string) []string {
 	return out
 }
 
-var _ connect.TopicsWriter = Connector{}
+var _ connect.SourceConnector = Connector{}

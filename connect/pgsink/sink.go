@@ -33,9 +33,14 @@ const Class = "io.strata.connect.postgres.PostgresSinkConnector"
 // Connector is the sink plugin.
 type Connector struct{}
 
+var _ connect.SinkConnector = Connector{}
+
 func (Connector) Class() string   { return Class }
-func (Connector) Type() string    { return "sink" }
 func (Connector) Version() string { return "1.0" }
+
+// ValidateConfig has nothing to check across the keys: a table that does not exist is
+// found by the task.
+func (Connector) ValidateConfig(map[string]string) map[string]string { return nil }
 
 const (
 	cfgURL     = "connection.url"

@@ -17,6 +17,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/examples/retail/retail"
 	"github.com/strata-io/strata/streams"
@@ -51,7 +54,7 @@ func run() error {
 		maxCommit  = flag.Int("max-commit-records", 0, "records (outputs and changelog) per commit; 0: the library's default (5,000)")
 		fetchMax   = flag.Int("fetch-max-records", 0, "records per fetch; 0: the library's default (1,000)")
 		deadLetter = flag.String("dead-letter-topic", "", "send input records that fail to decode to this `topic` (created if missing) instead of stopping")
-		metrics    = flag.String("metrics-addr", "", "serve the runtime's counters as JSON at http://`ADDR`/metrics")
+		metrics    = flag.String("metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics and the counters and task states as JSON at /status")
 		logLevel   = flag.String("log-level", "info", "debug, info, warn or error")
 	)
 	flag.Parse()
@@ -82,16 +85,20 @@ func run() error {
 			}
 		}
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a, err := streams.New(retail.Build(*app, retail.Options{Tick: *tick, Instance: *instance}), streams.Config{
 		Client: c, StateDir: *stateDir, InstanceID: *instance, Guarantee: g, CommitInterval: *interval,
 		SessionTimeout: *session, InputPositionHeader: "strata-input", Logger: log,
-		MaxCommitRecords: *maxCommit, FetchMaxRecords: *fetchMax, DeadLetterTopic: *deadLetter,
+		MaxCommitRecords: *maxCommit, FetchMaxRecords: *fetchMax, DeadLetterTopic: *deadLetter, Registerer: reg,
 	})
 	if err != nil {
 		return err
 	}
 	if *metrics != "" {
-		srv := &http.Server{Addr: *metrics, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			tasks := map[string]string{}
 			for id, s := range a.TaskStates() {
@@ -101,7 +108,8 @@ func run() error {
 				Metrics streams.MetricsSnapshot `json:"metrics"`
 				Tasks   map[string]string       `json:"tasks"`
 			}{a.Metrics(), tasks})
-		})}
+		})
+		srv := &http.Server{Addr: *metrics, Handler: mux}
 		go func() {
 			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("metrics server", "err", err)

@@ -2,22 +2,19 @@ package bench
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"encoding/xml"
 	"io"
 	"math"
-	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/internal/node"
-	"github.com/strata-io/strata/objstore/fs"
+	"github.com/strata-io/strata/internal/node/nodetest"
+	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/segment"
 	"github.com/strata-io/strata/writer"
@@ -134,34 +131,13 @@ func TestBodiesStamp(t *testing.T) {
 // stack is a node in this process: the API over a real writer and reader, a SQLite
 // catalog and a filesystem store, assembled as `strata dev` assembles them (minus the
 // compactor).
-func stack(t *testing.T) (url string, store *fs.Store, catPath string) {
+func stack(t *testing.T) (url string, store objstore.Store, catPath string) {
 	t.Helper()
-	dir := t.TempDir()
-	catPath = filepath.Join(dir, "catalog.db")
-	cat, err := sqlite.Open(t.Context(), catPath, catalog.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
-	store, err = fs.New(filepath.Join(dir, "objects"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Start(node.Config{
-		Catalog: cat, Store: store,
-		Writer: true, WriterConfig: writer.Config{Linger: 20 * time.Millisecond, BufferBytes: 16 << 20},
-		Reader: true, ReaderConfig: reader.Config{CacheBytes: 64 << 20},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(n.API.Handler())
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		_ = n.Stop(context.Background())
-	})
-	return srv.URL, store, catPath
+	n := nodetest.Start(t, nodetest.Mutate(func(c *node.Config) {
+		c.WriterConfig = writer.Config{Linger: 20 * time.Millisecond, BufferBytes: 16 << 20}
+		c.ReaderConfig = reader.Config{CacheBytes: 64 << 20}
+	}))
+	return n.URL, n.Store, filepath.Join(n.Dir, "catalog.db")
 }
 
 // TestRun runs the whole bench, briefly, against a node in this process and checks

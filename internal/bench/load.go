@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // A request body is built once and re-sent: rebuilding 500 records per request would
@@ -219,10 +220,10 @@ func closedLoop(ctx context.Context, s *sender, producers int, bodies []*body, s
 					c.bytes.Add(b.bytes)
 				case errors.Is(err, errBackPressure):
 					c.rejected.Add(1)
-					sleep(ctx, wait)
+					_ = ctxwait.Sleep(ctx, wait)
 				case ctx.Err() == nil:
 					c.fail(err)
-					sleep(ctx, 100*time.Millisecond)
+					_ = ctxwait.Sleep(ctx, 100*time.Millisecond)
 				}
 			}
 		})
@@ -249,12 +250,8 @@ func openLoop(ctx context.Context, s *sender, bodies []*body, partitions int, ra
 	start := time.Now()
 	for k := 0; ; k++ {
 		at := start.Add(time.Duration(k) * interval)
-		if d := time.Until(at); d > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(d):
-			}
+		if ctxwait.Sleep(ctx, time.Until(at)) != nil {
+			return
 		}
 		var b *body
 		select {
@@ -277,7 +274,7 @@ func openLoop(ctx context.Context, s *sender, bodies []*body, partitions int, ra
 					return
 				case errors.Is(err, errBackPressure):
 					c.rejected.Add(1)
-					sleep(ctx, wait)
+					_ = ctxwait.Sleep(ctx, wait)
 				default:
 					if ctx.Err() == nil {
 						c.fail(err)
@@ -286,15 +283,6 @@ func openLoop(ctx context.Context, s *sender, bodies []*body, partitions int, ra
 				}
 			}
 		})
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }
 

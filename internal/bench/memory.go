@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // Memory: a node's resident memory, heap and collector CPU in each produce phase, and
@@ -129,7 +130,7 @@ func (b *runner) slowReaderPhase(ctx context.Context) (*SlowReaders, error) {
 			return nil, fmt.Errorf("bench: slow readers: %w", err)
 		}
 	}
-	sleep(pctx, 500*time.Millisecond) // their answers are being made and stuck
+	_ = ctxwait.Sleep(pctx, 500*time.Millisecond) // their answers are being made and stuck
 	start := time.Now()
 	var lat []time.Duration
 	for pctx.Err() == nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // The measured phases of a run, in the order run calls them: produce at maximum load
@@ -179,7 +180,7 @@ func (b *runner) produceHalf(ctx context.Context, rate float64) (Produce, Latenc
 		openLoop(ctx, s, pool, cfg.Partitions, rate, maxInflight, &c, ack)
 	})
 	// The last records' events are on their way: give them a moment.
-	sleep(ctx, 500*time.Millisecond+cfg.Linger)
+	_ = ctxwait.Sleep(ctx, 500*time.Millisecond+cfg.Linger)
 	stopTails()
 	twg.Wait()
 	close(tailErrs)

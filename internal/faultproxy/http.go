@@ -24,6 +24,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // Fault says how the HTTP proxy misbehaves. Its effects apply in field order to the
@@ -140,12 +142,8 @@ func (p *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.injected.Add(1)
-	if f.Latency > 0 {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-time.After(f.Latency):
-		}
+	if f.Latency > 0 && ctxwait.Sleep(r.Context(), f.Latency) != nil {
+		return
 	}
 	if f.Status != 0 {
 		_, _ = io.Copy(io.Discard, r.Body)

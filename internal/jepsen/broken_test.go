@@ -122,7 +122,7 @@ func runBroken(t *testing.T, com func(catalog.Catalog) Committer, store func(obj
 		if com != nil {
 			cfg.Committer = com(cat)
 		}
-		n, err := StartNode(cfg)
+		n, err := StartNode(ctx, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

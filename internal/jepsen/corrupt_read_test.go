@@ -29,7 +29,7 @@ func TestCorruptReadAnswers503(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := fault.New(raw)
-	n, err := StartNode(NodeConfig{Catalog: cat, Store: st})
+	n, err := StartNode(ctx, NodeConfig{Catalog: cat, Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,9 @@ type Fault interface {
 	Name() string
 	Start(ctx context.Context) (string, error)
 	Stop(ctx context.Context) error
+	// Restarts says that healing it restarts processes, which are waited for until
+	// they are ready: it heals after every other fault (HealOrder).
+	Restarts() bool
 }
 
 // Schedule runs faults against a workload: Quiet without faults, then Active with
@@ -92,8 +95,7 @@ func HealOrder(faults []Fault) []Fault {
 	out := slices.Clone(faults)
 	slices.Reverse(out)
 	slices.SortStableFunc(out, func(a, b Fault) int {
-		_, ka := a.(*KillFault)
-		_, kb := b.(*KillFault)
+		ka, kb := a.Restarts(), b.Restarts()
 		switch {
 		case ka == kb:
 			return 0
@@ -111,7 +113,8 @@ type KillFault struct {
 	victim *Proc
 }
 
-func (f *KillFault) Name() string { return "kill" }
+func (f *KillFault) Name() string   { return "kill" }
+func (f *KillFault) Restarts() bool { return true }
 
 func (f *KillFault) Start(context.Context) (string, error) {
 	f.victim = f.Procs[rand.IntN(len(f.Procs))]
@@ -137,7 +140,8 @@ type PauseFault struct {
 	victim *Proc
 }
 
-func (f *PauseFault) Name() string { return "pause" }
+func (f *PauseFault) Name() string   { return "pause" }
+func (f *PauseFault) Restarts() bool { return false }
 
 func (f *PauseFault) Start(context.Context) (string, error) {
 	f.victim = f.Procs[rand.IntN(len(f.Procs))]
@@ -183,7 +187,8 @@ type StoreFault struct {
 	n     int
 }
 
-func (f *StoreFault) Name() string { return "store" }
+func (f *StoreFault) Name() string   { return "store" }
+func (f *StoreFault) Restarts() bool { return false }
 
 func (f *StoreFault) Start(context.Context) (string, error) {
 	w, r := storeWrites[f.n%len(storeWrites)], storeReads[f.n%len(storeReads)]
@@ -231,7 +236,8 @@ type ProxyFault struct {
 	n     int
 }
 
-func (f *ProxyFault) Name() string { return "s3proxy" }
+func (f *ProxyFault) Name() string   { return "s3proxy" }
+func (f *ProxyFault) Restarts() bool { return false }
 
 func (f *ProxyFault) Start(context.Context) (string, error) {
 	w, r := proxyWrites[f.n%len(proxyWrites)], proxyReads[f.n%len(proxyReads)]
@@ -252,7 +258,8 @@ type PGRestartFault struct {
 	down bool
 }
 
-func (f *PGRestartFault) Name() string { return "pg-restart" }
+func (f *PGRestartFault) Name() string   { return "pg-restart" }
+func (f *PGRestartFault) Restarts() bool { return false }
 
 func (f *PGRestartFault) Start(ctx context.Context) (string, error) {
 	// Marked down first, and not cut short by the end of the run: a stop that was
@@ -287,7 +294,8 @@ type PGCutFault struct {
 	Rate  float64 // default 0.3
 }
 
-func (f *PGCutFault) Name() string { return "pg-cut" }
+func (f *PGCutFault) Name() string   { return "pg-cut" }
+func (f *PGCutFault) Restarts() bool { return false }
 
 func (f *PGCutFault) Start(context.Context) (string, error) {
 	r := f.Rate
@@ -311,7 +319,8 @@ type FuncFault struct {
 	mu        sync.Mutex
 }
 
-func (f *FuncFault) Name() string { return f.FaultName }
+func (f *FuncFault) Name() string   { return f.FaultName }
+func (f *FuncFault) Restarts() bool { return false }
 
 func (f *FuncFault) Start(ctx context.Context) (string, error) {
 	f.mu.Lock()

@@ -254,7 +254,7 @@ func (su *setup) inProcess(ctx context.Context) (*target, error) {
 	fs := fault.New(su.direct)
 	tg := &target{}
 	for range 2 {
-		n, err := StartNode(NodeConfig{Catalog: cat, Store: fs, CommitTimeout: 3 * time.Second, Log: su.log})
+		n, err := StartNode(ctx, NodeConfig{Catalog: cat, Store: fs, CommitTimeout: 3 * time.Second, Log: su.log})
 		if err != nil {
 			return nil, err
 		}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 func TestReserveRelease(t *testing.T) {
@@ -63,7 +65,7 @@ func TestReserveWaitsInTurn(t *testing.T) {
 	}
 	got := make(chan error, 1)
 	go func() { got <- b.Reserve(context.Background(), 60, time.Minute, UseProduce) }()
-	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.waiters.Len() == 1 })
+	testwait.Until(t, 5*time.Second, "the reservation to wait", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.waiters.Len() == 1 })
 	if b.TryReserve(5, UseFetch) {
 		t.Fatal("a small reservation overtook a waiting one")
 	}
@@ -71,7 +73,7 @@ func TestReserveWaitsInTurn(t *testing.T) {
 	select {
 	case err := <-got:
 		t.Fatalf("granted before there was room: %v", err)
-	case <-time.After(20 * time.Millisecond):
+	case <-time.After(100 * time.Millisecond): // an absence: a grant would come at once
 	}
 	b.Release(70)
 	if err := <-got; err != nil {
@@ -86,7 +88,11 @@ func TestReserveContext(t *testing.T) {
 	b := New(10, nil)
 	b.TryReserve(10, UseFetch)
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(10 * time.Millisecond); cancel() }()
+	go func() {
+		// Cancelled while it waits (or, if that never shows, after all).
+		testwait.Within(5*time.Second, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.waiters.Len() == 1 })
+		cancel()
+	}()
 	if err := b.Reserve(ctx, 5, time.Minute, UseFetch); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled wait: %v", err)
 	}
@@ -123,7 +129,7 @@ func TestNeverExceeds(t *testing.T) {
 					for m := maxInUse.Load(); v > m && !maxInUse.CompareAndSwap(m, v); m = maxInUse.Load() {
 					}
 					if r.IntN(4) == 0 {
-						time.Sleep(time.Duration(r.IntN(200)) * time.Microsecond)
+						time.Sleep(time.Duration(r.IntN(200)) * time.Microsecond) // held a while
 					}
 					inUse.Add(-n)
 				}
@@ -206,16 +212,5 @@ func TestDefaultLimit(t *testing.T) {
 	}
 	if got := BudgetFor(1000); got != 600 {
 		t.Fatalf("budget of 1000: %d", got)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 // One owner's bytes still arriving stop at its share of what the standing reservations
@@ -49,7 +51,7 @@ func TestOwnerShare(t *testing.T) {
 	got := make(chan error, 1)
 	waiting := b.NewHold()
 	go func() { got <- waiting.ReserveInbound(context.Background(), "User:a", 200, time.Minute, UseProduce) }()
-	waitFor(t, func() bool { return testutil.ToFloat64(b.m.share.WithLabelValues("produce")) == 2 })
+	testwait.Until(t, 5*time.Second, "the reservation to wait for User:a's share", func() bool { return testutil.ToFloat64(b.m.share.WithLabelValues("produce")) == 2 })
 	big.Arrived()
 	if err := <-got; err != nil {
 		t.Fatal(err)

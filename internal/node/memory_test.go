@@ -51,22 +51,19 @@ func startMemNode(t *testing.T, budget int64, stall time.Duration, apiCfg api.Co
 	for _, o := range opts {
 		o(&cfg)
 	}
-	n, err := Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	cfg.HTTP.Listen, cfg.ShutdownTimeout = "127.0.0.1:0", 10*time.Second
+	n, err := Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- n.Serve(ctx, ln, nil, 10*time.Second) }()
+	go func() { served <- n.Serve(ctx) }()
 	t.Cleanup(func() {
 		stop()
 		<-served
 	})
-	return &memNode{Node: n, url: "http://" + ln.Addr().String()}
+	return &memNode{Node: n, url: n.URL}
 }
 
 // settle waits for the budget to come back to its idle level and checks it never went

@@ -1,19 +1,20 @@
 // Package node assembles a Strata node from its configuration: the one place where the
 // concrete types meet — a catalog backend, an object store, the roles (writer, reader,
-// compactor), the broker core and the HTTP API — and where the node's lifetime is
+// compactor, connect), the broker core and the front ends (the HTTP API and the Kafka
+// listener with its registration in the catalog) — and where the node's lifetime is
 // ordered (roles started before serving; on shutdown, requests finish, then the writer
-// drains). `strata serve`, `strata dev` and `strata lambda`, the reliability harness and
-// the test stacks all start their nodes here, so they run what production runs.
+// drains). `strata serve`, `strata dev` and `strata lambda` start their nodes here from
+// their flags; the reliability harness and every test start theirs through
+// internal/node/inproc and internal/node/nodetest, so all of them run what production
+// runs.
 package node
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"regexp"
 	"sync"
 	"time"
@@ -27,10 +28,10 @@ import (
 	"github.com/strata-io/strata/compactor"
 	"github.com/strata-io/strata/connect"
 	"github.com/strata-io/strata/internal/membudget"
-	"github.com/strata-io/strata/internal/stallconn"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/metered"
 	"github.com/strata-io/strata/reader"
+	"github.com/strata-io/strata/registry/rest"
 	"github.com/strata-io/strata/security"
 	"github.com/strata-io/strata/writer"
 )
@@ -71,10 +72,20 @@ type Config struct {
 	// the core and the Kafka listener (Node.Guard) share.
 	Security security.Config
 
+	// HTTP is where Serve serves the API; Kafka, the Kafka listener (none without an
+	// address). Start opens both listeners, so their addresses are known (port 0 picks
+	// a free one) before the node serves.
+	HTTP  HTTPConfig
+	Kafka KafkaConfig
+	// ShutdownTimeout bounds Serve's shutdown: requests in flight, the front ends, the
+	// writer's drain and the other roles. 0: 30s.
+	ShutdownTimeout time.Duration
+
 	// Lambda: the node answers Lambda invocations, between which nothing runs, so no
 	// role may depend on a background loop: the reader does not listen for commit
 	// notifications (long-polls poll), and the compactor is built but not run — the
-	// caller runs a pass per scheduled event (Node.Compactor.Pass).
+	// caller runs a pass per scheduled event (Node.Compactor.Pass). It opens no
+	// listener: invocations reach Node.API's handler.
 	Lambda bool
 
 	// MemoryBudget is the bytes the node accounts its large allocations against
@@ -94,7 +105,8 @@ type Config struct {
 	Log      *slog.Logger
 }
 
-// Node is a started node: its roles run and its API is built, not yet served.
+// Node is a started node: its roles run, its listeners are open and its front ends
+// other than the HTTP API (the Kafka listener) serve; Serve serves the API.
 type Node struct {
 	API    *api.API
 	Broker *broker.Broker
@@ -108,16 +120,28 @@ type Node struct {
 	// Store is the metered store the roles use.
 	Store    objstore.Store
 	Registry *prometheus.Registry
-	// Memory is the node's memory budget (nil without Config.MemoryBudget): a front
-	// end built beside the API — the Kafka listener — reserves its frames there.
+	// Memory is the node's memory budget (nil without Config.MemoryBudget), shared by
+	// the API and the Kafka listener.
 	Memory *membudget.Budget
+	// URL is the HTTP API's base URL (http:// or https://; a wildcard host shown as
+	// 127.0.0.1), "" without an HTTP listener.
+	URL string
+	// KafkaAddr is where the Kafka listener listens (a wildcard host shown as
+	// 127.0.0.1), "" without one; KafkaNodeID is the node's id in the catalog's
+	// registry of Kafka brokers.
+	KafkaAddr   string
+	KafkaNodeID int32
 
-	cfg  Config
-	apiD api.Deps
-	log  *slog.Logger
-	errs chan error
-	stop context.CancelFunc
-	wg   sync.WaitGroup
+	cfg    Config
+	apiD   api.Deps
+	log    *slog.Logger
+	errs   chan error
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+	httpLn net.Listener
+	// fronts are the front ends served beside the HTTP API (the Kafka listener),
+	// stopped with it, before the roles.
+	fronts []*front
 	// The connect worker stops first, while the writer still takes its tasks' last
 	// commits.
 	stopConnect context.CancelFunc
@@ -136,10 +160,14 @@ var gcCPU = collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/c
 // bucket is reachable and the credentials work, without writing anything.
 const readyProbeKey = "strata-readyz-probe"
 
-// Start builds the node and starts its roles. On error nothing is left running.
-func Start(cfg Config) (*Node, error) {
-	if cfg.Catalog == nil || cfg.Store == nil {
-		return nil, errors.New("node: a catalog and a store are required")
+// Start builds the node, starts its roles and opens its listeners: the HTTP API's
+// (served by Serve) and the Kafka listener's, registered in the catalog and serving at
+// once. It may block for seconds — the first load of keys and ACLs, the registration —
+// within ctx, which bounds only the start: the node runs until Serve ends or Stop. On
+// error nothing is left running.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	log := cfg.Log
 	if log == nil {
@@ -172,17 +200,13 @@ func Start(cfg Config) (*Node, error) {
 		}()
 	}
 
-	if cfg.Connect && (!cfg.Writer || !cfg.Reader || cfg.Lambda) {
-		stop()
-		return nil, errors.New("node: the connect role calls the core in-process: run it with the writer and reader roles, not on Lambda")
-	}
 	if cfg.MemoryBudget > 0 {
 		n.Memory = membudget.New(cfg.MemoryBudget, reg)
 	}
 	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat, Connect: cat, Security: cat, Classic: cat,
-		Transactions: cat}
+		Registry: cat, Transactions: cat}
 	if cfg.Security.Enabled() {
-		if err := n.startGuard(cfg, start); err != nil {
+		if err := n.startGuard(ctx, cfg, start); err != nil {
 			n.Stop(context.Background())
 			return nil, err
 		}
@@ -242,18 +266,39 @@ func Start(cfg Config) (*Node, error) {
 		Ready:      readiness(cat, raw),
 		Memory:     n.Memory,
 	}
+	n.apiD.Mounts = registryMounts(n.Broker, log)
 	if cfg.Connect {
 		n.startConnect(cat, log)
 	}
 	n.API = api.New(cfg.API, n.apiD)
+	if err := n.listen(ctx); err != nil {
+		n.Stop(context.Background())
+		return nil, err
+	}
 	return n, nil
+}
+
+// check refuses a configuration no node can run, saying why.
+func (c Config) check() error {
+	switch {
+	case c.Catalog == nil || c.Store == nil:
+		return errors.New("node: a catalog and a store are required")
+	case c.Connect && (!c.Writer || !c.Reader || c.Lambda):
+		return errors.New("node: the connect role calls the core in-process: run it with the writer and reader roles, not on Lambda")
+	case c.Kafka.Listen != "" && (!c.Writer || !c.Reader):
+		// Kafka clients produce and fetch on whichever node Metadata names.
+		return errors.New("node: the Kafka listener produces and fetches in-process: run it with the writer and reader roles")
+	case c.Lambda && (c.HTTP.Listen != "" || c.Kafka.Listen != ""):
+		return errors.New("node: a Lambda node answers invocations and opens no listener")
+	}
+	return nil
 }
 
 // startGuard builds the guard and loads the keys and ACLs once before the node serves
 // (a catalog that does not answer yet is retried by the guard's loop; until then only
 // the static keys work). On Lambda, where nothing runs between invocations, the guard
 // refreshes when used instead.
-func (n *Node) startGuard(cfg Config, start func(string, func(context.Context) error)) error {
+func (n *Node) startGuard(ctx context.Context, cfg Config, start func(string, func(context.Context) error)) error {
 	sc := cfg.Security
 	if sc.Log == nil {
 		sc.Log = n.log
@@ -262,7 +307,7 @@ func (n *Node) startGuard(cfg Config, start func(string, func(context.Context) e
 		return fmt.Errorf("node: security: %w", err)
 	}
 	n.Guard = security.New(sc, cfg.Catalog)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := n.Guard.Refresh(ctx); err != nil {
 		n.log.Warn("could not load keys and ACLs yet: only the static keys work until the catalog answers", "err", err)
@@ -273,14 +318,6 @@ func (n *Node) startGuard(cfg Config, start func(string, func(context.Context) e
 	return nil
 }
 
-// Frontend is a front end served beside the HTTP API (the Kafka listener).
-type Frontend interface {
-	// Failed reports the front end's failure while it serves.
-	Failed() <-chan error
-	// Stop stops accepting, lets the requests in flight be answered, and returns.
-	Stop()
-}
-
 // startConnect starts the connect worker under a context of its own, and mounts the
 // REST API.
 func (n *Node) startConnect(cat catalog.Backend, log *slog.Logger) {
@@ -289,8 +326,8 @@ func (n *Node) startConnect(cat catalog.Backend, log *slog.Logger) {
 	n.Connect = connect.NewWorker(cat, n.Broker, wc)
 	rest := connect.NewREST(n.Broker, connect.RESTConfig{Plugins: wc.Plugins, Providers: wc.Providers, Worker: n.Connect.ID(), Principal: api.Principal, Log: log})
 	conns, plugins := rest.Connectors(), rest.Plugins()
-	n.apiD.Mounts = []api.Mount{{Path: "/connectors", Handler: conns}, {Path: "/v1/connectors", Handler: conns},
-		{Path: "/connector-plugins", Handler: plugins}, {Path: "/v1/connector-plugins", Handler: plugins}}
+	n.apiD.Mounts = append(n.apiD.Mounts, []api.Mount{{Path: "/connectors", Handler: conns}, {Path: "/v1/connectors", Handler: conns},
+		{Path: "/connector-plugins", Handler: plugins}, {Path: "/v1/connector-plugins", Handler: plugins}}...)
 	ctx, stop := context.WithCancel(context.Background())
 	n.stopConnect, n.connectDone = stop, make(chan struct{})
 	go func() {
@@ -300,6 +337,17 @@ func (n *Node) startConnect(cat catalog.Backend, log *slog.Logger) {
 			n.fail(fmt.Errorf("connect: stopped unexpectedly: %v", err))
 		}
 	}()
+}
+
+// registryMounts serves the schema registry's REST API at the root paths registry
+// clients expect.
+func registryMounts(core *broker.Broker, log *slog.Logger) []api.Mount {
+	h := rest.New(core, rest.Config{Principal: api.Principal, Log: log})
+	var ms []api.Mount
+	for _, p := range rest.Prefixes {
+		ms = append(ms, api.Mount{Path: p, Handler: h.Routes(p)})
+	}
+	return ms
 }
 
 // readiness is the node's /readyz check: the catalog and the bucket, asked at once,
@@ -345,108 +393,4 @@ func (n *Node) fail(err error) {
 	default:
 		n.log.Error("a role failed while the node was already failing", "err", err)
 	}
-}
-
-// Stop stops the roles — the writer drains its buffer first — and waits for them until
-// ctx ends. It may be called more than once.
-func (n *Node) Stop(ctx context.Context) error {
-	n.once.Do(func() {
-		go func() {
-			if n.stopConnect != nil {
-				n.stopConnect()
-				<-n.connectDone
-			}
-			n.stop()
-			n.wg.Wait()
-			close(n.ended)
-		}()
-	})
-	select {
-	case <-n.ended:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("node: the roles did not stop in time: %w", ctx.Err())
-	}
-}
-
-// Serve serves the API on ln until ctx ends, the server fails or a role fails, then
-// shuts down in order: stop accepting, let requests in flight finish (the writer still
-// runs, so produces get their answers), end long polls and tails a moment in (they
-// never finish by themselves), drain the writer, stop the other roles. The whole
-// shutdown takes at most shutdownTimeout. With tlsCfg it serves HTTPS only (its
-// certificate comes from tlsCfg, which may reload it). It returns why it stopped, nil
-// for ctx.
-//
-// Other front ends (the Kafka listener) are served beside it: a failure of one stops the
-// node as a role's would, and each is stopped together with the HTTP server, before the
-// roles, so that their requests in flight are answered while the writer still runs.
-func (n *Node) Serve(ctx context.Context, ln net.Listener, tlsCfg *tls.Config, shutdownTimeout time.Duration, fronts ...Frontend) error {
-	baseCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelRequests()
-	ln = stallconn.Listen(ln, n.cfg.StallTimeout)
-	frontErr := make(chan error, len(fronts))
-	watchCtx, stopWatching := context.WithCancel(ctx)
-	defer stopWatching()
-	for _, f := range fronts {
-		go func() {
-			select {
-			case err := <-f.Failed():
-				frontErr <- err
-			case <-watchCtx.Done():
-			}
-		}()
-	}
-	// Before a request is authenticated, only its headers are read, within
-	// ReadHeaderTimeout (the TLS handshake too); its body is read only once it is (the
-	// API answers 401 without reading it, and closes the connection), within the API's
-	// body timeout (--body-timeout, from the handler's start), which is why there is no
-	// ReadTimeout here.
-	srv := &http.Server{
-		Handler:           n.API.Handler(),
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
-		TLSConfig:         tlsCfg,
-	}
-	serveErr := make(chan error, 1)
-	if tlsCfg != nil {
-		go func() { serveErr <- srv.ServeTLS(ln, "", "") }()
-	} else {
-		go func() { serveErr <- srv.Serve(ln) }()
-	}
-
-	var failure error
-	select {
-	case <-ctx.Done():
-		n.log.Info("shutting down: signal received")
-	case err := <-serveErr:
-		failure = fmt.Errorf("serve HTTP: %w", err)
-	case err := <-frontErr:
-		failure = err
-		n.log.Error("shutting down: a front end failed", "err", err)
-	case err := <-n.errs:
-		failure = err
-		n.log.Error("shutting down: a role failed", "err", err)
-	}
-
-	shCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	grace := time.AfterFunc(min(2*time.Second, shutdownTimeout/4), cancelRequests)
-	var fwg sync.WaitGroup
-	for _, f := range fronts {
-		fwg.Go(f.Stop)
-	}
-	if err := srv.Shutdown(shCtx); err != nil {
-		n.log.Warn("HTTP shutdown incomplete: closing remaining connections", "err", err)
-		_ = srv.Close()
-	}
-	grace.Stop()
-	cancelRequests()
-	fwg.Wait()
-	if err := n.Stop(shCtx); err != nil {
-		return errors.Join(failure, fmt.Errorf("roles did not stop within the shutdown timeout %s", shutdownTimeout))
-	}
-	n.log.Info("stopped")
-	return failure
 }

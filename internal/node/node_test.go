@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/compactor"
 	"github.com/strata-io/strata/internal/batchtest"
+	"github.com/strata-io/strata/internal/testwait"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/writer"
 )
@@ -54,18 +54,15 @@ func post(url, body string) (int, string, error) {
 func TestServeDrains(t *testing.T) {
 	cfg := newConfig(t)
 	cfg.WriterConfig = writer.Config{Linger: 700 * time.Millisecond}
-	n, err := Start(cfg)
+	cfg.HTTP.Listen, cfg.ShutdownTimeout = "127.0.0.1:0", 10*time.Second
+	n, err := Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + ln.Addr().String()
+	url := n.URL
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- n.Serve(ctx, ln, nil, 10*time.Second) }()
+	go func() { served <- n.Serve(ctx) }()
 
 	resp, err := http.Get(url + "/readyz")
 	if err != nil || resp.StatusCode != 200 {
@@ -82,7 +79,19 @@ func TestServeDrains(t *testing.T) {
 		s, b, err := post(url+"/v1/topics/t/records", `{"records":[{"value":1}]}`)
 		done <- answer{s, b, err}
 	}()
-	time.Sleep(200 * time.Millisecond) // the produce waits for its linger
+	// Stop once the produce waits for its linger (700 ms) in the writer's buffer.
+	testwait.Until(t, 10*time.Second, "the produce in the writer's buffer", func() bool {
+		mfs, err := n.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "strata_writer_requests_total" {
+				return mf.GetMetric()[0].GetCounter().GetValue() == 1
+			}
+		}
+		return false
+	})
 	stop()
 	a := <-done
 	if a.err != nil || a.status != 200 || !strings.Contains(a.body, `"offset":0`) {
@@ -106,7 +115,7 @@ func TestServeDrains(t *testing.T) {
 func TestLambda(t *testing.T) {
 	cfg := newConfig(t)
 	cfg.Lambda = true
-	n, err := Start(cfg)
+	n, err := Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,12 +133,12 @@ func TestLambda(t *testing.T) {
 }
 
 func TestStartNeedsCatalogAndStore(t *testing.T) {
-	if _, err := Start(Config{}); err == nil {
+	if _, err := Start(t.Context(), Config{}); err == nil {
 		t.Fatal("a node without a catalog or a store started")
 	}
 	cfg := newConfig(t)
 	cfg.CompactorConfig = compactor.Config{Interval: 50 * time.Millisecond}
-	if _, err := Start(cfg); err == nil {
+	if _, err := Start(t.Context(), cfg); err == nil {
 		t.Fatal("a node with an invalid compactor configuration started")
 	}
 }
@@ -143,7 +152,7 @@ func TestBrokerWiring(t *testing.T) {
 	cfg := newConfig(t)
 	cfg.WriterConfig = writer.Config{Linger: 700 * time.Millisecond}
 	cfg.Registry = prometheus.NewRegistry()
-	n, err := Start(cfg)
+	n, err := Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

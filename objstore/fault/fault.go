@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/strata-io/strata/internal/ctxwait"
 	"github.com/strata-io/strata/objstore"
 )
 
@@ -191,12 +192,8 @@ func (s *Store) enter(ctx context.Context, op Op, key string) (f *Fault, proceed
 		return nil, true, nil
 	}
 	if f.Latency > 0 {
-		t := time.NewTimer(f.Latency)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, false, ctx.Err()
-		case <-t.C:
+		if err := ctxwait.Sleep(ctx, f.Latency); err != nil {
+			return nil, false, err
 		}
 	}
 	if f.Err != nil && !f.LoseResponse {

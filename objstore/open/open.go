@@ -29,24 +29,57 @@ import (
 	"github.com/strata-io/strata/objstore/s3"
 )
 
-// Open returns the store rawURL names. It does not contact S3; use EnsureBucket on the
-// result (a *s3.Store) where creating the bucket is wanted.
+// Open returns the store rawURL names. It does not contact S3 (Parse, then
+// Target.Open with Options.CreateBucket, creates the bucket where that is wanted).
 func Open(ctx context.Context, rawURL string, log *slog.Logger) (objstore.Store, error) {
-	t, err := parse(rawURL)
+	t, err := Parse(rawURL)
 	if err != nil {
 		return nil, err
 	}
+	return t.Open(ctx, log, Options{})
+}
+
+// Target is what a bucket URL names: a directory (the filesystem store) or an S3
+// bucket and prefix. It says which, so a caller needs no look at the store it opens.
+type Target struct{ t target }
+
+// Parse checks rawURL and says what it names, opening nothing.
+func Parse(rawURL string) (Target, error) {
+	t, err := parse(rawURL)
+	return Target{t}, err
+}
+
+// Dir is the filesystem store in dir, taken as a path (never a URL).
+func Dir(dir string) Target { return Target{target{dir: filepath.Clean(dir)}} }
+
+// Dir is the filesystem store's directory, "" for S3.
+func (t Target) Dir() string { return t.t.dir }
+
+// Options are how a target is opened.
+type Options struct {
+	// CreateBucket creates an S3 bucket that is missing (MinIO, development); it needs
+	// the s3:CreateBucket permission. A directory is always created.
+	CreateBucket bool
+}
+
+// Open opens the store. Only with Options.CreateBucket does it contact S3.
+func (t Target) Open(ctx context.Context, log *slog.Logger, o Options) (objstore.Store, error) {
 	// Checked one by one so a failure returns a nil interface, not a typed nil.
-	if t.dir != "" {
-		st, err := fs.New(t.dir)
+	if t.t.dir != "" {
+		st, err := fs.New(t.t.dir)
 		if err != nil {
 			return nil, err
 		}
 		return st, nil
 	}
-	st, err := s3.New(ctx, t.s3, log)
+	st, err := s3.New(ctx, t.t.s3, log)
 	if err != nil {
 		return nil, err
+	}
+	if o.CreateBucket {
+		if err := st.EnsureBucket(ctx); err != nil {
+			return nil, fmt.Errorf("create bucket: %w", err)
+		}
 	}
 	return st, nil
 }

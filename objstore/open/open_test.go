@@ -1,6 +1,7 @@
 package open
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -97,5 +98,28 @@ func TestOpen(t *testing.T) {
 	}
 	if _, err := Open(t.Context(), "ftp://x", nil); err == nil {
 		t.Error("Open(ftp://x) succeeded")
+	}
+}
+
+// TestTargetDir: a target says whether it is a directory, and which, before anything
+// is opened; a path given as a directory is never read as a URL.
+func TestTargetDir(t *testing.T) {
+	for url, want := range map[string]string{
+		"file:///var/lib/strata": "/var/lib/strata",
+		"./objects":              "objects",
+		"s3://strata/x":          "",
+	} {
+		tg, err := Parse(url)
+		if err != nil || tg.Dir() != want {
+			t.Errorf("Parse(%q).Dir() = %q, %v; want %q", url, tg.Dir(), err, want)
+		}
+	}
+	if got := Dir("data/objects?v=1").Dir(); got != "data/objects?v=1" {
+		t.Errorf("Dir(a path with a query mark).Dir() = %q", got)
+	}
+	dir := filepath.Join(t.TempDir(), "made")
+	st, err := Dir(dir).Open(t.Context(), nil, Options{CreateBucket: true})
+	if f, ok := st.(*fs.Store); err != nil || !ok || f.Root() != dir {
+		t.Errorf("Dir(%s).Open = %T %v, want *fs.Store there", dir, st, err)
 	}
 }

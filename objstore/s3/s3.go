@@ -37,6 +37,7 @@ import (
 	"github.com/aws/smithy-go/logging"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/strata-io/strata/internal/ctxwait"
 	"github.com/strata-io/strata/objstore"
 )
 
@@ -243,7 +244,8 @@ func (s *Store) PutParts(ctx context.Context, key string, parts [][]byte) error 
 			// Another put of this key (perhaps our own first attempt) is still in flight:
 			// wait for it to settle as 200 or 412.
 			s.log.Debug("put conflicts with one in flight: retrying", "key", key, "after", backoff)
-			if err := sleep(ctx, backoff); err != nil {
+			// Jitter spreads out puts that collided together.
+			if err := ctxwait.Sleep(ctx, backoff/2+rand.N(backoff)); err != nil {
 				return fmt.Errorf("s3: put %s: waiting for a conflicting put: %w", key, err)
 			}
 			backoff = min(2*backoff, time.Second)
@@ -311,18 +313,6 @@ func (s *Store) holds(ctx context.Context, key string, parts [][]byte, sum strin
 		return false, err
 	}
 	return objstore.PartsEqual(parts, got), nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	// Jitter spreads out puts that collided together.
-	t := time.NewTimer(d/2 + rand.N(d))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // Get returns the whole content of key.

@@ -2,15 +2,19 @@ package store
 
 import (
 	"bytes"
-	"slices"
+	"strings"
 	"sync"
+
+	"github.com/RaduBerinde/btreemap"
 )
 
 // Memory is a DB held in memory: nothing survives the process, so a task using it
-// restores its stores from the changelog's start.
+// restores its stores from the changelog's start. Each store is a B-tree, so a range
+// costs what it returns, not the store's size (joins and windows range on every
+// record).
 type Memory struct {
 	mu     sync.RWMutex
-	data   map[string]map[string][]byte
+	data   map[string]*btreemap.BTreeMap[string, []byte]
 	checks map[string]int64
 	closed bool
 }
@@ -19,7 +23,7 @@ var _ DB = (*Memory)(nil)
 
 // NewMemory returns an empty in-memory DB.
 func NewMemory() *Memory {
-	return &Memory{data: map[string]map[string][]byte{}, checks: map[string]int64{}}
+	return &Memory{data: map[string]*btreemap.BTreeMap[string, []byte]{}, checks: map[string]int64{}}
 }
 
 func (m *Memory) Get(store string, key []byte) ([]byte, bool, error) {
@@ -28,32 +32,50 @@ func (m *Memory) Get(store string, key []byte) ([]byte, bool, error) {
 	if m.closed {
 		return nil, false, ErrClosed
 	}
-	v, ok := m.data[store][string(key)]
+	s := m.data[store]
+	if s == nil {
+		return nil, false, nil
+	}
+	_, v, ok := s.Get(string(key))
 	return bytes.Clone(v), ok, nil
 }
 
+// rangeChunk is how many entries Range copies under the lock at a time: fn runs
+// without it, so it may read (or, between chunks, write) the DB.
+const rangeChunk = 256
+
 func (m *Memory) Range(store string, lo, hi []byte, fn func(key, value []byte) bool) error {
-	m.mu.RLock()
-	if m.closed {
-		m.mu.RUnlock()
-		return ErrClosed
-	}
 	type kv struct{ k, v []byte }
-	var sel []kv
-	for k, v := range m.data[store] {
-		kb := []byte(k)
-		if bytes.Compare(kb, lo) >= 0 && (hi == nil || bytes.Compare(kb, hi) < 0) {
-			sel = append(sel, kv{kb, bytes.Clone(v)})
-		}
+	from := btreemap.GE(string(lo))
+	upper := btreemap.Max[string]()
+	if hi != nil {
+		upper = btreemap.LT(string(hi))
 	}
-	m.mu.RUnlock()
-	slices.SortFunc(sel, func(a, b kv) int { return bytes.Compare(a.k, b.k) })
-	for _, e := range sel {
-		if !fn(e.k, e.v) {
-			break
+	buf := make([]kv, 0, rangeChunk)
+	for {
+		m.mu.RLock()
+		if m.closed {
+			m.mu.RUnlock()
+			return ErrClosed
 		}
+		buf = buf[:0]
+		if s := m.data[store]; s != nil {
+			s.AscendFunc(from, upper, func(k string, v []byte) bool {
+				buf = append(buf, kv{[]byte(k), bytes.Clone(v)})
+				return len(buf) < rangeChunk
+			})
+		}
+		m.mu.RUnlock()
+		for _, e := range buf {
+			if !fn(e.k, e.v) {
+				return nil
+			}
+		}
+		if len(buf) < rangeChunk {
+			return nil
+		}
+		from = btreemap.GT(string(buf[len(buf)-1].k))
 	}
-	return nil
 }
 
 func (m *Memory) Apply(writes []Write, checkpoints map[string]int64) error {
@@ -65,13 +87,13 @@ func (m *Memory) Apply(writes []Write, checkpoints map[string]int64) error {
 	for _, w := range writes {
 		s := m.data[w.Store]
 		if s == nil {
-			s = map[string][]byte{}
+			s = btreemap.New[string, []byte](32, strings.Compare)
 			m.data[w.Store] = s
 		}
 		if w.Delete {
-			delete(s, string(w.Key))
+			s.Delete(string(w.Key))
 		} else {
-			s[string(w.Key)] = bytes.Clone(w.Value)
+			s.ReplaceOrInsert(string(w.Key), bytes.Clone(w.Value))
 		}
 	}
 	for s, off := range checkpoints {

@@ -15,10 +15,17 @@ import (
 // again after a restart restores only the changelog records after its checkpoints.
 //
 // Keys: 'd' + uint16 length of the store name + name + key for entries, 'c' + name
-// for checkpoints, so no store's keys can run into another's.
+// for checkpoints, so no store's keys can run into another's. A Pebble belongs to one
+// task and is used from its goroutine only (Range keeps an iterator between calls).
 type Pebble struct {
 	db     *pebble.DB
 	closed atomic.Bool
+	// it is an iterator kept between Range calls until the next write: opening one
+	// costs more than most ranges a join or window reads (a seek per record), and an
+	// iterator sees the DB as it was when opened. busy: a Range is using it (a Range
+	// inside another's fn opens its own).
+	it   *pebble.Iterator
+	busy bool
 }
 
 var _ DB = (*Pebble)(nil)
@@ -29,7 +36,11 @@ func OpenPebble(dir string, log *slog.Logger) (*Pebble, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{log.With("component", "pebble", "dir", dir)}})
+	// A task's state is small and hot; what costs is reading it back: a block cache
+	// that holds it, and a memtable large enough that it is rarely flushed.
+	cache := pebble.NewCache(32 << 20)
+	defer cache.Unref()
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{log.With("component", "pebble", "dir", dir)}, Cache: cache, MemTableSize: 16 << 20})
 	if err != nil {
 		return nil, fmt.Errorf("store: open pebble in %s: %w", dir, err)
 	}
@@ -77,35 +88,71 @@ func (p *Pebble) Range(store string, lo, hi []byte, fn func(key, value []byte) b
 		return ErrClosed
 	}
 	pre := dataPrefix(store)
-	opts := &pebble.IterOptions{LowerBound: append(bytes.Clone(pre), lo...)}
+	lower, upper := append(bytes.Clone(pre), lo...), prefixEnd(pre)
 	if hi != nil {
-		opts.UpperBound = append(bytes.Clone(pre), hi...)
+		upper = append(bytes.Clone(pre), hi...)
+	}
+	it := p.it
+	nested := p.busy
+	if it == nil || nested {
+		var err error
+		if it, err = p.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper}); err != nil {
+			return fmt.Errorf("store: range over %s: %w", store, err)
+		}
+		if !nested {
+			p.it = it
+		}
 	} else {
-		opts.UpperBound = prefixEnd(pre)
+		it.SetBounds(lower, upper)
 	}
-	it, err := p.db.NewIter(opts)
-	if err != nil {
-		return fmt.Errorf("store: range over %s: %w", store, err)
+	if !nested {
+		p.busy = true
+		defer func() { p.busy = false }()
 	}
+	var rerr error
 	for ok := it.First(); ok; ok = it.Next() {
 		v, err := it.ValueAndErr()
 		if err != nil {
-			it.Close()
-			return fmt.Errorf("store: range over %s: %w", store, err)
+			rerr = err
+			break
 		}
 		if !fn(it.Key()[len(pre):], v) {
 			break
 		}
 	}
-	if err := it.Close(); err != nil {
-		return fmt.Errorf("store: range over %s: %w", store, err)
+	if rerr == nil {
+		rerr = it.Error()
+	}
+	if nested || rerr != nil {
+		if err := it.Close(); err != nil && rerr == nil {
+			rerr = err
+		}
+		if !nested {
+			p.it = nil
+		}
+	}
+	if rerr != nil {
+		return fmt.Errorf("store: range over %s: %w", store, rerr)
 	}
 	return nil
+}
+
+// dropIter closes the kept iterator: the DB is about to change.
+func (p *Pebble) dropIter() error {
+	if p.it == nil {
+		return nil
+	}
+	err := p.it.Close()
+	p.it = nil
+	return err
 }
 
 func (p *Pebble) Apply(writes []Write, checkpoints map[string]int64) error {
 	if p.closed.Load() {
 		return ErrClosed
+	}
+	if err := p.dropIter(); err != nil {
+		return fmt.Errorf("store: close an iterator: %w", err)
 	}
 	b := p.db.NewBatch()
 	defer b.Close()
@@ -159,6 +206,9 @@ func (p *Pebble) Wipe(store string) error {
 	if p.closed.Load() {
 		return ErrClosed
 	}
+	if err := p.dropIter(); err != nil {
+		return fmt.Errorf("store: close an iterator: %w", err)
+	}
 	pre := dataPrefix(store)
 	b := p.db.NewBatch()
 	defer b.Close()
@@ -178,6 +228,7 @@ func (p *Pebble) Close() error {
 	if p.closed.Swap(true) {
 		return nil
 	}
+	_ = p.dropIter()
 	if err := p.db.Close(); err != nil {
 		return fmt.Errorf("store: close pebble: %w", err)
 	}

@@ -34,3 +34,33 @@ func TestPebbleLocked(t *testing.T) {
 		t.Fatal("second open of a locked directory succeeded")
 	}
 }
+
+func directOpener(open func(t *testing.T) store.DB) storetest.OpenKV {
+	return func(t *testing.T) (store.KV, func()) {
+		db := open(t)
+		t.Cleanup(func() { db.Close() })
+		return store.Direct(db, "s"), nil
+	}
+}
+
+func openMemory(*testing.T) store.DB { return store.NewMemory() }
+
+func openPebble(t *testing.T) store.DB {
+	db, err := store.OpenPebble(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// The window and session layout on both DBs, written directly.
+func TestTimedLayout(t *testing.T) {
+	t.Run("memory", func(t *testing.T) {
+		storetest.RunKV(t, directOpener(openMemory))
+		storetest.RunTimed(t, directOpener(openMemory))
+	})
+	t.Run("pebble", func(t *testing.T) {
+		storetest.RunKV(t, directOpener(openPebble))
+		storetest.RunTimed(t, directOpener(openPebble))
+	})
+}

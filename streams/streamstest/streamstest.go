@@ -11,6 +11,7 @@ import (
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/streams"
 	"github.com/strata-io/strata/streams/serde"
+	"github.com/strata-io/strata/streams/store"
 	"github.com/strata-io/strata/streams/window"
 )
 
@@ -138,7 +139,51 @@ func GetWindow[K, V any](d *Driver, storeName string, ks serde.Serde[K], vs serd
 	return lookup(d, storeName, streams.WindowKey(start, kb), vs)
 }
 
+// GetTable reads the committed value of k in a table read from a topic, made from a
+// stream or by a join (their stores keep each value's timestamp).
+func GetTable[K, V any](d *Driver, storeName string, ks serde.Serde[K], vs serde.Serde[V], k K) (V, bool) {
+	d.t.Helper()
+	kb, err := ks.Encode(k)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return lookupStamped(d, storeName, kb, vs)
+}
+
+// GetSliding reads a sliding windowed aggregation's committed value for k in the
+// window starting at start.
+func GetSliding[K, V any](d *Driver, storeName string, ks serde.Serde[K], vs serde.Serde[V], k K, start time.Time) (V, bool) {
+	d.t.Helper()
+	kb, err := ks.Encode(k)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return lookupStamped(d, storeName, store.EntryKey(kb, start.UnixMilli(), 0), vs)
+}
+
+// GetSession reads a session aggregation's committed value for k's session from
+// first to last (its first and last records' times).
+func GetSession[K, V any](d *Driver, storeName string, ks serde.Serde[K], vs serde.Serde[V], k K, first, last time.Time) (V, bool) {
+	d.t.Helper()
+	kb, err := ks.Encode(k)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return lookup(d, storeName, store.EntryKey(kb, last.UnixMilli(), first.UnixMilli()), vs)
+}
+
+// lookupStamped is lookup of a value stored after its 8-byte timestamp.
+func lookupStamped[V any](d *Driver, storeName string, key []byte, vs serde.Serde[V]) (V, bool) {
+	d.t.Helper()
+	return lookupWith(d, storeName, key, vs, 8)
+}
+
 func lookup[V any](d *Driver, storeName string, key []byte, vs serde.Serde[V]) (V, bool) {
+	d.t.Helper()
+	return lookupWith(d, storeName, key, vs, 0)
+}
+
+func lookupWith[V any](d *Driver, storeName string, key []byte, vs serde.Serde[V], skip int) (V, bool) {
 	d.t.Helper()
 	var zero V
 	entries, err := d.Entries(storeName)
@@ -149,7 +194,10 @@ func lookup[V any](d *Driver, storeName string, key []byte, vs serde.Serde[V]) (
 	if !ok {
 		return zero, false
 	}
-	v, err := vs.Decode(raw)
+	if len(raw) < skip {
+		d.t.Fatalf("store %s: value %x has no timestamp", storeName, raw)
+	}
+	v, err := vs.Decode(raw[skip:])
 	if err != nil {
 		d.t.Fatal(err)
 	}

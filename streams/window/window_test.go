@@ -52,3 +52,37 @@ func TestValidate(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestValidatePart2(t *testing.T) {
+	for name, err := range map[string]error{
+		"sliding 0":     Sliding(0, time.Second).Validate(),
+		"sliding grace": Sliding(time.Second, -1).Validate(),
+		"session 0":     Session(0, 0).Validate(),
+		"session grace": Session(time.Second, -1).Validate(),
+		"zero session":  SessionSpec{}.Validate(),
+		"join negative": JoinBeforeAfter(-time.Second, time.Second, 0).Validate(),
+		"join grace":    Join(time.Second, -1).Validate(),
+		"zero join":     JoinSpec{}.Validate(),
+	} {
+		if err == nil {
+			t.Errorf("%s validated", name)
+		}
+	}
+	for name, err := range map[string]error{
+		"sliding":        Sliding(time.Second, 0).Validate(),
+		"session":        Session(time.Second, 0).Validate(),
+		"join":           Join(time.Second, 0).Validate(),
+		"join zero-wide": JoinBeforeAfter(0, 0, 0).Validate(),
+	} {
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	s := Sliding(5*time.Second, time.Second)
+	if !s.IsSliding() || s.TimeDifference() != 5000 || s.Size() != 5001 || s.Grace() != 1000 {
+		t.Errorf("sliding spec %+v", s)
+	}
+	if got := Session(10*time.Second, 5*time.Second).CloseTime(40_000); got != 25_000 {
+		t.Errorf("session close time %d, want 25000", got)
+	}
+}

@@ -3,7 +3,6 @@ package badinput
 import (
 	"flag"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
@@ -125,8 +124,6 @@ func TestDetailProblems(t *testing.T) {
 // real listener (the raw cases write to the socket), configured as startServer's.
 func startSQLiteServer(t *testing.T) *server {
 	t.Helper()
-	n, _, st := startNode(t, writer.Config{Linger: 5 * time.Millisecond}, api.Config{BodyTimeout: 2 * time.Second})
-	srv := httptest.NewServer(n.API.Handler())
-	t.Cleanup(srv.Close)
-	return &server{url: srv.URL, store: st, cli: client.New(srv.URL)}
+	n := startNode(t, writer.Config{Linger: 5 * time.Millisecond}, api.Config{BodyTimeout: 2 * time.Second})
+	return &server{url: n.URL, store: n.Store, cli: client.New(n.URL)}
 }

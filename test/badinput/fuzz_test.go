@@ -6,9 +6,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -18,11 +18,10 @@ import (
 
 	"github.com/strata-io/strata/api"
 	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/internal/node"
-	"github.com/strata-io/strata/objstore"
-	"github.com/strata-io/strata/objstore/fs"
+	"github.com/strata-io/strata/internal/node/nodetest"
+	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
 )
 
@@ -33,41 +32,25 @@ import (
 // back unchanged. (api's FuzzProduceParse covers the produce body decoder alone.)
 
 // startNode starts an in-process node on SQLite and the filesystem store under a
-// temporary directory, with every role, stopped when the test ends.
-func startNode(tb testing.TB, wcfg writer.Config, acfg api.Config) (*node.Node, *sqlite.Catalog, objstore.Store) {
+// temporary directory, with the writer and the reader, stopped when the test ends.
+func startNode(tb testing.TB, wcfg writer.Config, acfg api.Config) *nodetest.Node {
 	tb.Helper()
-	dir := tb.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	cat, err := sqlite.Open(ctx, filepath.Join(dir, "catalog.db"), catalog.Options{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	st, err := fs.New(filepath.Join(dir, "objects"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	n, err := node.Start(node.Config{Catalog: cat, Store: st, Writer: true, WriterConfig: wcfg, Reader: true, API: acfg})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		cancel()
-		_ = n.Stop(context.Background())
-		_ = cat.Close()
-	})
-	return n, cat, st
+	return nodetest.Start(tb, nodetest.Log(slog.New(slog.DiscardHandler)), nodetest.Mutate(func(c *node.Config) {
+		c.WriterConfig, c.ReaderConfig, c.API = wcfg, reader.Config{}, acfg
+	}))
 }
 
 // stack is an in-process node's handler.
 type stack struct {
 	h   http.Handler
-	cat *sqlite.Catalog
+	cat catalog.Backend
 }
 
 func newStack(tb testing.TB) *stack {
 	tb.Helper()
-	n, cat, _ := startNode(tb, writer.Config{Linger: time.Millisecond}, api.Config{})
+	n := startNode(tb, writer.Config{Linger: time.Millisecond}, api.Config{})
 	ctx := context.Background()
+	cat := n.Catalog
 	s := &stack{h: n.API.Handler(), cat: cat}
 	for _, tp := range []struct {
 		name    string

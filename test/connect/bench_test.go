@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 // BenchmarkFileSource measures a file source's throughput into a one-partition topic on
@@ -115,7 +116,11 @@ func runLag(b *testing.B, c *cluster, w *worker, name, poll, flush string) []int
 		"connector.class": "FileSink", "directory": out, "topics": name, "offset.flush.interval.ms": flush}}, 201, nil)
 	rest(b, w.url, "POST", "/connectors", map[string]any{"name": name + "-src", "config": map[string]string{
 		"connector.class": "FileSource", "file": in, "topic": name, "poll.interval.ms": poll}}, 201, nil)
-	time.Sleep(2 * time.Second) // both tasks running
+	testwait.Until(b, time.Minute, "both tasks running", func() bool {
+		src, _ := taskStatus(b, w.url, name+"-src")
+		sink, _ := taskStatus(b, w.url, name+"-sink")
+		return src == "RUNNING" && sink == "RUNNING"
+	})
 	app := startAppender(b, []string{in}, 10, 10*time.Millisecond)
 	seen := map[string]bool{}
 	var lags []int64

@@ -6,10 +6,13 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 // BenchmarkCDCStream measures the CDC source's streaming rate into a one-partition
@@ -30,16 +33,18 @@ func BenchmarkCDCStream(b *testing.B) {
 	w := c.start("bench")
 	createTopic(b, w.url, "cdc.public.items", 1)
 	rest(b, w.url, "POST", "/connectors", map[string]any{"name": "cdc", "config": cdcConfig(dsn, "items", "cdc_items", "max.batch.size", "5000")}, 201, nil)
-	time.Sleep(2 * time.Second)
+	// Paused only once streaming, so that the rows inserted meanwhile are streamed on
+	// its resume, not read by its snapshot.
+	testwait.Until(b, time.Minute, "the CDC task streaming", func() bool { return strings.Contains(w.out.String(), "postgres source: streaming") })
 	rest(b, w.url, "PUT", "/connectors/cdc/pause", nil, 202, nil)
-	time.Sleep(2 * time.Second)
+	testwait.Until(b, time.Minute, "the CDC task paused", func() bool { st, _ := taskStatus(b, w.url, "cdc"); return st == "PAUSED" })
 	for i := 0; i < n; i += 100 {
 		mustExec(b, db, `INSERT INTO items SELECT g, g % 97, 'row ' || g FROM generate_series($1::bigint, $2::bigint) g`, i+1, i+100)
 	}
 	b.ResetTimer()
 	start := time.Now()
 	rest(b, w.url, "PUT", "/connectors/cdc/resume", nil, 202, nil)
-	waitFor(b, 10*time.Minute, "the rows streamed", func() bool { return highWatermark(b, w.url, "cdc.public.items") >= int64(n) })
+	testwait.Until(b, 10*time.Minute, "the rows streamed", func() bool { return highWatermark(b, w.url, "cdc.public.items") >= int64(n) })
 	d := time.Since(start)
 	b.ReportMetric(float64(n)/d.Seconds(), "changes/s")
 	b.Logf("streaming: %d row changes (transactions of 100) in %s: %.0f changes/s", n, d.Round(time.Millisecond), float64(n)/d.Seconds())
@@ -47,7 +52,7 @@ func BenchmarkCDCStream(b *testing.B) {
 	createTopic(b, w.url, "snap.public.items", 1)
 	start = time.Now()
 	rest(b, w.url, "POST", "/connectors", map[string]any{"name": "snap", "config": cdcConfig(dsn, "items", "snap_items", "topic.prefix", "snap", "max.batch.size", "5000")}, 201, nil)
-	waitFor(b, 10*time.Minute, "the snapshot", func() bool { return highWatermark(b, w.url, "snap.public.items") >= int64(n) })
+	testwait.Until(b, 10*time.Minute, "the snapshot", func() bool { return highWatermark(b, w.url, "snap.public.items") >= int64(n) })
 	d = time.Since(start)
 	b.ReportMetric(float64(n)/d.Seconds(), "snapshot-rows/s")
 	b.Logf("snapshot: %d rows in %s: %.0f rows/s", n, d.Round(time.Millisecond), float64(n)/d.Seconds())
@@ -70,11 +75,15 @@ func BenchmarkCDCLag(b *testing.B) {
 	rest(b, w.url, "POST", "/connectors", map[string]any{"name": "cdc", "config": cdcConfig(dsn, "ev", "cdc_ev")}, 201, nil)
 	rest(b, w.url, "POST", "/connectors", map[string]any{"name": "sink", "config": map[string]string{
 		"connector.class": "PostgresSink", "connection.url": dstDSN, "topics": "cdc.public.ev", "table.name.format": "ev"}}, 201, nil)
-	time.Sleep(3 * time.Second)
+	testwait.Until(b, time.Minute, "both tasks running", func() bool {
+		st, _ := taskStatus(b, w.url, "sink")
+		return st == "RUNNING" && strings.Contains(w.out.String(), "postgres source: streaming")
+	})
 	b.ResetTimer()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var topicLag []time.Duration
+	var seen atomic.Int64 // len(topicLag), for this goroutine to read
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -95,6 +104,7 @@ func BenchmarkCDCLag(b *testing.B) {
 				if json.Unmarshal(r.Value, &v) == nil && v.After.At != "" {
 					if at, err := time.Parse(time.RFC3339Nano, v.After.At); err == nil {
 						topicLag = append(topicLag, now.Sub(at))
+						seen.Add(1)
 					}
 				}
 			}
@@ -109,12 +119,14 @@ func BenchmarkCDCLag(b *testing.B) {
 		mustExec(b, db, `INSERT INTO ev VALUES ($1, to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))`, i)
 	}
 	tick.Stop()
-	waitFor(b, time.Minute, "the sink table", func() bool {
+	testwait.Until(b, time.Minute, "the sink table", func() bool {
 		var n int
 		_ = dst.QueryRow(context.Background(), `SELECT count(*) FROM ev`).Scan(&n)
 		return n >= rate*secs
 	})
-	time.Sleep(time.Second)
+	// The reader is a poll behind: it has seen every record once it has caught up
+	// (checked below, after it stops).
+	testwait.Within(30*time.Second, func() bool { return seen.Load() >= rate*secs })
 	cancel()
 	<-done
 	var p50, p99 float64

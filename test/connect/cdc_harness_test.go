@@ -131,18 +131,6 @@ func highWatermark(t testing.TB, base, topic string) int64 {
 	return res.HighWatermark
 }
 
-// waitFor polls cond until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 // reduceByKey applies change events in order: the state a compacted topic keeps.
 func reduceByKey(recs []cdcRecord) map[string]string {
 	state := map[string]string{}

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 // generator inserts 1–max rows per transaction into ledger until stopped.
@@ -198,7 +199,7 @@ func TestCDCKills(t *testing.T) {
 	}
 	w = c.start("w")
 	// The kills below are after the snapshot: wait for epoch 2 to be whole.
-	waitFor(t, 2*time.Minute, "the second snapshot epoch", func() bool {
+	testwait.Until(t, 2*time.Minute, "the second snapshot epoch", func() bool {
 		n := 0
 		for _, r := range readCDC(t, w.url, "cdc.public.ledger") {
 			if r.op == "r" && r.epoch == 2 {
@@ -210,14 +211,14 @@ func TestCDCKills(t *testing.T) {
 
 	gen := startGenerator(t, dsn, 500, seed)
 	for k := range kills {
-		time.Sleep(500*time.Millisecond + time.Duration(rng.Int64N(int64(2*time.Second))))
+		time.Sleep(500*time.Millisecond + time.Duration(rng.Int64N(int64(2*time.Second)))) // a kill at a random moment
 		w.kill()
 		t.Logf("kill %d", k+1)
 		w = c.start("w")
 	}
 	w = crashAt(t, c, w, "source.after_poll", 1+rng.IntN(4))
 	w = crashAt(t, c, w, "source.after_commit", 1+rng.IntN(4))
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the generator runs on under the restarted worker before it stops
 	gen.halt(t)
 	ids := ledgerIDs(t, db)
 	t.Logf("%d transactions, %d rows", gen.txns, len(ids))
@@ -226,7 +227,7 @@ func TestCDCKills(t *testing.T) {
 	defer func() {
 		t.Logf("%d of %d rows in the topic after %s", n, len(ids), time.Since(start).Round(time.Millisecond))
 	}()
-	waitFor(t, 3*time.Minute, "every row in the topic", func() bool {
+	testwait.Until(t, 3*time.Minute, "every row in the topic", func() bool {
 		recs = readCDC(t, w.url, "cdc.public.ledger")
 		n = 0
 		for _, r := range recs {
@@ -236,14 +237,14 @@ func TestCDCKills(t *testing.T) {
 		}
 		return n >= len(ids)
 	})
-	time.Sleep(2 * time.Second) // a duplicate would come now
+	time.Sleep(2 * time.Second) // an absence: a duplicate would come now (two heartbeats)
 	recs = readCDC(t, w.url, "cdc.public.ledger")
 	if missing := checkLedger(t, recs, ids, pre, 2); missing > 0 {
 		t.Fatalf("%d rows missing", missing)
 	}
 	// The slot was acknowledged to what the catalog holds: nothing beyond.
 	var lag int64
-	waitFor(t, 30*time.Second, "the slot acknowledged to the end of the WAL", func() bool {
+	testwait.Until(t, 30*time.Second, "the slot acknowledged to the end of the WAL", func() bool {
 		if err := db.QueryRow(context.Background(), `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn) FROM pg_replication_slots WHERE slot_name = 'cdc_ledger'`).Scan(&lag); err != nil {
 			t.Fatal(err)
 		}
@@ -270,18 +271,18 @@ func TestCDCPostgresCrash(t *testing.T) {
 	w := c.start("w")
 	createTopic(t, w.url, "cdc.public.ledger", 1)
 	rest(t, w.url, "POST", "/connectors", map[string]any{"name": "cdc", "config": cdcConfig(dsn, "ledger", "cdc_ledger")}, 201, nil)
-	waitFor(t, time.Minute, "the snapshot", func() bool { return highWatermark(t, w.url, "cdc.public.ledger") >= 100 })
+	testwait.Until(t, time.Minute, "the snapshot", func() bool { return highWatermark(t, w.url, "cdc.public.ledger") >= 100 })
 	for round := range 2 {
 		gen := startGenerator(t, dsn, 200, uint64(round))
-		time.Sleep(1500 * time.Millisecond)
+		time.Sleep(1500 * time.Millisecond) // the generator runs a while, so the crash cuts a stream in flight
 		pg.Stop(t, "immediate")
 		<-gen.done // its connection died with the server
 		t.Logf("crash %d after %d generator transactions", round+1, gen.txns)
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // the database stays down a while: the task's reconnects fail
 		pg.Start(t)
 	}
 	gen := startGenerator(t, dsn, 200, 9)
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // a last stretch of changes after the crashes
 	gen.halt(t)
 	db, err = pgx.Connect(context.Background(), dsn)
 	if err != nil {
@@ -290,11 +291,11 @@ func TestCDCPostgresCrash(t *testing.T) {
 	defer db.Close(context.Background())
 	ids := ledgerIDs(t, db)
 	var recs []cdcRecord
-	waitFor(t, 2*time.Minute, "every row in the topic", func() bool {
+	testwait.Until(t, 2*time.Minute, "every row in the topic", func() bool {
 		recs = readCDC(t, w.url, "cdc.public.ledger")
 		return len(recs) >= len(ids)
 	})
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // an absence: a duplicate would come now (two heartbeats)
 	recs = readCDC(t, w.url, "cdc.public.ledger")
 	if missing := checkLedger(t, recs, ids, 100, 1); missing > 0 {
 		t.Fatalf("%d rows missing", missing)
@@ -322,21 +323,21 @@ func TestCDCLargeTransaction(t *testing.T) {
 	w := c.start("w")
 	createTopic(t, w.url, "cdc.public.big", 1)
 	rest(t, w.url, "POST", "/connectors", map[string]any{"name": "cdc", "config": cdcConfig(dsn, "big", "cdc_big", "max.batch.size", "5000")}, 201, nil)
-	waitFor(t, time.Minute, "the task streaming", func() bool {
+	testwait.Until(t, time.Minute, "the task streaming", func() bool {
 		return strings.Contains(w.out.String(), "postgres source: streaming")
 	})
 	mustExec(t, db, `INSERT INTO big SELECT g, 'row ' || g FROM generate_series(1, $1) g`, n)
-	waitFor(t, 5*time.Minute, "a third of the transaction", func() bool { return highWatermark(t, w.url, "cdc.public.big") >= int64(n/3) })
+	testwait.Until(t, 5*time.Minute, "a third of the transaction", func() bool { return highWatermark(t, w.url, "cdc.public.big") >= int64(n/3) })
 	w.kill()
 	w = c.start("w")
-	waitFor(t, 10*time.Minute, "the whole transaction", func() bool { return highWatermark(t, w.url, "cdc.public.big") >= int64(n) })
+	testwait.Until(t, 10*time.Minute, "the whole transaction", func() bool { return highWatermark(t, w.url, "cdc.public.big") >= int64(n) })
 	// The restart resumed inside the transaction: it skipped the changes taken before.
 	m := regexp.MustCompile(`"skip_events":(\d+)`).FindStringSubmatch(w.out.String())
 	if m == nil || m[1] == "0" {
 		t.Fatalf("the restarted task did not resume inside the transaction (skip_events %v)", m)
 	}
 	t.Logf("resumed inside the transaction after %s of its changes", m[1])
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // an absence: a duplicate would come now (two heartbeats)
 	recs := readCDC(t, w.url, "cdc.public.big")
 	if len(recs) != n {
 		t.Fatalf("%d records, want %d", len(recs), n)

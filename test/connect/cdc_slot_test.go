@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 // TestCDCSlotMissing: the connector's slot dropped behind its back while it is
@@ -26,7 +28,7 @@ func TestCDCSlotMissing(t *testing.T) {
 	w := c.start("w")
 	createTopic(t, w.url, "cdc.public.t", 1)
 	rest(t, w.url, "POST", "/connectors", map[string]any{"name": "cdc", "config": cdcConfig(dsn, "t", "cdc_t")}, 201, nil)
-	waitFor(t, time.Minute, "the snapshot", func() bool { return highWatermark(t, w.url, "cdc.public.t") >= 100 })
+	testwait.Until(t, time.Minute, "the snapshot", func() bool { return highWatermark(t, w.url, "cdc.public.t") >= 100 })
 
 	rest(t, w.url, "PUT", "/connectors/cdc/stop", nil, 204, nil)
 	slotCount := func() int {
@@ -36,7 +38,7 @@ func TestCDCSlotMissing(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, 30*time.Second, "the slot released", func() bool {
+	testwait.Until(t, 30*time.Second, "the slot released", func() bool {
 		var active bool
 		_ = db.QueryRow(context.Background(), `SELECT active FROM pg_replication_slots WHERE slot_name = 'cdc_t'`).Scan(&active)
 		return !active
@@ -47,7 +49,7 @@ func TestCDCSlotMissing(t *testing.T) {
 
 	rest(t, w.url, "PUT", "/connectors/cdc/resume", nil, 202, nil)
 	var trace string
-	waitFor(t, 30*time.Second, "the task FAILED", func() bool {
+	testwait.Until(t, 30*time.Second, "the task FAILED", func() bool {
 		var st string
 		st, trace = taskStatus(t, w.url, "cdc")
 		return st == "FAILED"
@@ -55,6 +57,8 @@ func TestCDCSlotMissing(t *testing.T) {
 	if !strings.Contains(trace, "SLOT_MISSING") {
 		t.Fatalf("trace %q does not name SLOT_MISSING", trace)
 	}
+	// An absence: a failed task must not come back and recreate the slot or write.
+	// Two seconds is two of its heartbeats (heartbeat.interval.ms 1000).
 	time.Sleep(2 * time.Second)
 	if n := slotCount(); n != 0 {
 		t.Fatal("the slot was recreated")
@@ -68,7 +72,7 @@ func TestCDCSlotMissing(t *testing.T) {
 	rest(t, w.url, "PATCH", "/connectors/cdc/offsets", map[string]any{"offsets": []any{map[string]any{
 		"partition": map[string]any{"slot": "cdc_t"}, "offset": map[string]any{"phase": "snapshot", "epoch": 1, "lsn": "0/0"}}}}, 200, nil)
 	rest(t, w.url, "PUT", "/connectors/cdc/resume", nil, 202, nil)
-	waitFor(t, time.Minute, "the second snapshot", func() bool { return highWatermark(t, w.url, "cdc.public.t") >= hw+110 })
+	testwait.Until(t, time.Minute, "the second snapshot", func() bool { return highWatermark(t, w.url, "cdc.public.t") >= hw+110 })
 	epoch2 := 0
 	for _, r := range readCDC(t, w.url, "cdc.public.t") {
 		if r.op == "r" && r.epoch == 2 {
@@ -79,7 +83,7 @@ func TestCDCSlotMissing(t *testing.T) {
 		t.Fatalf("epoch 2 snapshot: %d rows (want 110), %d slots", epoch2, slotCount())
 	}
 	mustExec(t, db, `INSERT INTO t VALUES (1000, 'after')`)
-	waitFor(t, 30*time.Second, "streaming after the recovery", func() bool { return highWatermark(t, w.url, "cdc.public.t") >= hw+111 })
+	testwait.Until(t, 30*time.Second, "streaming after the recovery", func() bool { return highWatermark(t, w.url, "cdc.public.t") >= hw+111 })
 }
 
 // TestCDCPipeline: a table copied through Strata — Postgres table → CDC source →
@@ -152,13 +156,13 @@ func TestCDCPipeline(t *testing.T) {
 		}
 	}()
 	for k := range kills {
-		time.Sleep(time.Second + time.Duration(rng.Int64N(int64(2*time.Second))))
+		time.Sleep(time.Second + time.Duration(rng.Int64N(int64(2*time.Second)))) // a kill at a random moment
 		w.kill()
 		t.Logf("kill %d", k+1)
 		w = c.start("w")
 	}
 	w = crashAt(t, c, w, "sink.after_put", 1+rng.IntN(3))
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the workload runs a while on the restarted worker before it stops
 	close(stop)
 	<-done
 	if werr != nil {
@@ -166,7 +170,7 @@ func TestCDCPipeline(t *testing.T) {
 	}
 	want := tableState(t, db, "acct")
 	var diff string
-	waitFor(t, 2*time.Minute, "the sink table equal to the source table", func() bool {
+	testwait.Until(t, 2*time.Minute, "the sink table equal to the source table", func() bool {
 		diff = diffStates(want, tableState(t, dst, "acct"))
 		return diff == ""
 	})
@@ -187,7 +191,7 @@ func TestCDCZombie(t *testing.T) {
 	ws := map[string]*worker{"a": c.start("a"), "b": c.start("b")}
 	createTopic(t, ws["a"].url, "cdc.public.ledger", 1)
 	rest(t, ws["a"].url, "POST", "/connectors", map[string]any{"name": "cdc", "config": cdcConfig(dsn, "ledger", "cdc_ledger")}, 201, nil)
-	waitFor(t, time.Minute, "the snapshot", func() bool { return highWatermark(t, ws["a"].url, "cdc.public.ledger") >= 100 })
+	testwait.Until(t, time.Minute, "the snapshot", func() bool { return highWatermark(t, ws["a"].url, "cdc.public.ledger") >= 100 })
 	owner := func(base string) string {
 		var st status
 		rest(t, base, "GET", "/connectors/cdc/status", nil, 200, &st)
@@ -199,26 +203,26 @@ func TestCDCZombie(t *testing.T) {
 	zombie := owner(ws["a"].url)
 	other := map[string]string{"a": "b", "b": "a"}[zombie]
 	gen := startGenerator(t, dsn, 100, 5)
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the generator runs a while, so the pause catches a stream in flight
 	ws[zombie].signal(syscall.SIGSTOP)
-	waitFor(t, 5*lease, "the task taken over", func() bool { return owner(ws[other].url) == other })
-	time.Sleep(2 * time.Second)
+	testwait.Until(t, 5*lease, "the task taken over", func() bool { return owner(ws[other].url) == other })
+	time.Sleep(2 * time.Second) // the new owner streams a while before the zombie wakes up
 	ws[zombie].signal(syscall.SIGCONT)
 	out := func() string { return ws[zombie].out.String() }
-	waitFor(t, 20*time.Second, "the paused instance refused", func() bool {
+	testwait.Until(t, 20*time.Second, "the paused instance refused", func() bool {
 		return strings.Contains(out(), "stale_generation") || strings.Contains(out(), "fenced")
 	})
 	t.Logf("zombie %s: %d commits refused as a stale generation, %d fenced reads", zombie,
 		strings.Count(out(), "commit refused: this task instance is fenced (stale generation)"), strings.Count(out(), "before taking slot"))
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the generator runs on under the new owner before it stops
 	gen.halt(t)
 	ids := ledgerIDs(t, db)
 	var recs []cdcRecord
-	waitFor(t, 2*time.Minute, "every row in the topic", func() bool {
+	testwait.Until(t, 2*time.Minute, "every row in the topic", func() bool {
 		recs = readCDC(t, ws[other].url, "cdc.public.ledger")
 		return len(recs) >= len(ids)
 	})
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // an absence: a duplicate would come now (two heartbeats)
 	recs = readCDC(t, ws[other].url, "cdc.public.ledger")
 	if missing := checkLedger(t, recs, ids, 100, 1); missing > 0 {
 		t.Fatalf("%d rows missing", missing)

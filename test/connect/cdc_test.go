@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 // TestCDCSnapshotAndChanges: a table with rows before the connector starts, then
@@ -26,7 +28,7 @@ func TestCDCSnapshotAndChanges(t *testing.T) {
 	createTopic(t, w.url, "cdc.public.items", 1)
 	rest(t, w.url, "POST", "/connectors", map[string]any{"name": "cdc", "config": cdcConfig(dsn, "items", "cdc_items")}, 201, nil)
 	// The snapshot first, so that it holds exactly the rows above.
-	waitFor(t, 2*time.Minute, "the snapshot", func() bool { return highWatermark(t, w.url, "cdc.public.items") >= int64(rows) })
+	testwait.Until(t, 2*time.Minute, "the snapshot", func() bool { return highWatermark(t, w.url, "cdc.public.items") >= int64(rows) })
 
 	rng := rand.New(rand.NewPCG(1, 2))
 	live := make([]int64, 0, rows+txns)
@@ -66,8 +68,8 @@ func TestCDCSnapshotAndChanges(t *testing.T) {
 	}
 	want := rows + creates + updates + 2*deletes
 	t.Logf("%d snapshot rows, %d transactions: %d inserts, %d updates, %d deletes; %d records expected", rows, txns, creates, updates, deletes, want)
-	waitFor(t, 5*time.Minute, fmt.Sprintf("%d records", want), func() bool { return highWatermark(t, w.url, "cdc.public.items") >= int64(want) })
-	time.Sleep(time.Second) // anything beyond would be a duplicate
+	testwait.Until(t, 5*time.Minute, fmt.Sprintf("%d records", want), func() bool { return highWatermark(t, w.url, "cdc.public.items") >= int64(want) })
+	time.Sleep(2 * time.Second) // an absence: a duplicate would come now (two heartbeats)
 	recs := readCDC(t, w.url, "cdc.public.items")
 	count := map[string]int{}
 	ids := map[string]bool{}
@@ -92,7 +94,7 @@ func TestCDCSnapshotAndChanges(t *testing.T) {
 			Metrics map[string]any `json:"source_metrics"`
 		} `json:"tasks"`
 	}
-	waitFor(t, 20*time.Second, "slot metrics in the status", func() bool {
+	testwait.Until(t, 20*time.Second, "slot metrics in the status", func() bool {
 		rest(t, w.url, "GET", "/connectors/cdc/status", nil, 200, &st)
 		return len(st.Tasks) == 1 && st.Tasks[0].Metrics["wal_status"] != nil && st.Tasks[0].Metrics["slot_lag_bytes"] != nil
 	})

@@ -36,7 +36,7 @@ func TestKillsExactlyOnce(t *testing.T) {
 		"connector.class": "FileSink", "directory": out, "topics": "lines", "offset.flush.interval.ms": "100", "flush.size": "250"}}, 201, nil)
 
 	for k := range kills {
-		time.Sleep(300*time.Millisecond + time.Duration(rng.Int64N(int64(1500*time.Millisecond))))
+		time.Sleep(300*time.Millisecond + time.Duration(rng.Int64N(int64(1500*time.Millisecond)))) // a kill at a random moment
 		before := app.count()
 		w.kill()
 		t.Logf("kill %d: %d lines written so far", k+1, before)
@@ -53,7 +53,7 @@ func TestKillsExactlyOnce(t *testing.T) {
 		t.Logf("failpoint %s: crashed at its pass %d", fp, n)
 		w = c.start("w")
 	}
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // the load runs a while on the last worker before it stops
 	app.halt()
 	want := app.all()
 	t.Logf("%d lines written", len(want))

@@ -77,7 +77,7 @@ func TestTwoWorkers(t *testing.T) {
 	t.Logf("tasks spread over both workers in %s", took.Round(time.Millisecond))
 
 	// SIGKILL: the tasks move to the survivor within the lease (plus a beat or two).
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the load runs a while on both, so the kill finds work in flight
 	a.kill()
 	killed := time.Now()
 	took = waitSpread(t, b.url, 4*lease, map[string]map[string]int{"src": {"b": 4}, "sink": {"b": 2}})
@@ -89,10 +89,10 @@ func TestTwoWorkers(t *testing.T) {
 	waitSpread(t, b.url, 30*time.Second, spread)
 
 	// SIGSTOP past the lease: b takes a's tasks; SIGCONT: a's commits are refused.
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // work in flight again, for the pause to catch
 	a.signal(syscall.SIGSTOP)
 	waitSpread(t, b.url, 4*lease, map[string]map[string]int{"src": {"b": 4}, "sink": {"b": 2}})
-	time.Sleep(lease / 2)
+	time.Sleep(lease / 2) // b runs a's tasks a while before a wakes up and tries to commit
 	a.signal(syscall.SIGCONT)
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(a.out.String(), "stale_generation") {
@@ -108,7 +108,7 @@ func TestTwoWorkers(t *testing.T) {
 	}
 	waitSpread(t, b.url, 30*time.Second, spread)
 
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the load runs a while over the spread tasks before it stops
 	app.halt()
 	want := app.all()
 	deadline = time.Now().Add(90 * time.Second)

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -260,17 +259,3 @@ type phase struct{ v atomic.Int32 }
 
 func (p *phase) get() int32  { return p.v.Load() }
 func (p *phase) set(v int32) { p.v.Store(v) }
-
-var errTimeout = errors.New("timed out")
-
-// waitFor polls cond every 50ms until it holds or d passes.
-func waitFor(d time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return errTimeout
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return nil
-}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 // The binary under test, built once per package run.
@@ -253,7 +254,7 @@ func TestKillNodeUnderLoad(t *testing.T) {
 		}, l)
 	}()
 
-	if err := waitFor(60*time.Second, func() bool { return l.acked() >= 8*batch }); err != nil {
+	if !testwait.Within(60*time.Second, func() bool { return l.acked() >= 8*batch }) {
 		t.Fatalf("no load before the kill: %d acknowledged", l.acked())
 	}
 	if fc := writerCounts(t, victim.url); fc.commits == 0 {
@@ -265,7 +266,7 @@ func TestKillNodeUnderLoad(t *testing.T) {
 	ph.set(1)
 	<-victim.done
 	atKill := l.acked()
-	if err := waitFor(60*time.Second, func() bool { return l.acked() >= atKill+8*batch }); err != nil {
+	if !testwait.Within(60*time.Second, func() bool { return l.acked() >= atKill+8*batch }) {
 		ph.set(2)
 		<-done
 		t.Fatalf("the survivor did not carry on: %d acknowledged since the kill; answers %v", l.acked()-atKill, l.codeCounts())

@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 // TestPostgresRestartUnderLoad crashes the catalog's Postgres (immediate stop) while
@@ -56,20 +57,20 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 		}, l)
 	}()
 
-	if err := waitFor(30*time.Second, func() bool { return l.acked() >= clients*batch*3 }); err != nil {
+	if !testwait.Within(30*time.Second, func() bool { return l.acked() >= clients*batch*3 }) {
 		t.Fatalf("no load before the restart: %d acknowledged", l.acked())
 	}
 	before := writerCounts(t, s.url)
 	pg.Stop(t, "immediate")
 	ph.set(1)
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // the outage: the load runs against a stopped catalog
 	pg.Start(t)
 	ph.set(2)
 	atRestart := l.acked()
 	t.Logf("catalog restarted with %d records acknowledged", atRestart)
 
 	// Recovery: the node answers again without being restarted.
-	if err := waitFor(90*time.Second, func() bool { return l.acked() >= atRestart+clients*batch*3 }); err != nil {
+	if !testwait.Within(90*time.Second, func() bool { return l.acked() >= atRestart+clients*batch*3 }) {
 		ph.set(3)
 		<-done
 		t.Fatalf("the node did not recover within 90s of the catalog's restart: %d acknowledged since; answers %v", l.acked()-atRestart, l.codeCounts())
@@ -94,11 +95,11 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	// The tail: partition 0 whole, in order, each record once.
 	p0 := partitions(t, s.url, topic)[0]
 	log := readPartition(t, s.url, topic, p0)
-	if err := waitFor(30*time.Second, func() bool {
+	if !testwait.Within(30*time.Second, func() bool {
 		tailMu.Lock()
 		defer tailMu.Unlock()
 		return int64(len(tailed)) >= p0.HighWatermark
-	}); err != nil {
+	}) {
 		tailMu.Lock()
 		t.Errorf("the tail delivered %d records of %d within 30s", len(tailed), p0.HighWatermark)
 		tailMu.Unlock()
@@ -170,10 +171,10 @@ func TestCatalogOutageAnswers(t *testing.T) {
 
 	pg.Start(t)
 	restarted = true
-	if err := waitFor(60*time.Second, func() bool {
+	if !testwait.Within(60*time.Second, func() bool {
 		out, _, _, _ := produceOnce(context.Background(), s.url, topic, produceBody([]map[string]any{{"value": "after"}}))
 		return out == acked
-	}); err != nil {
+	}) {
 		t.Fatal("no produce succeeded within 60s of the catalog's return")
 	}
 	if a := fetch(t, s.url, topic, 0, 0, 10); len(a.Records) < 2 || string(a.Records[0].Value) != `"before"` {

@@ -12,9 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,14 +24,12 @@ import (
 
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/catalog/postgres"
-	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/internal/node"
+	"github.com/strata-io/strata/internal/node/nodetest"
 	"github.com/strata-io/strata/internal/testsvc"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fault"
-	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/objstore/s3"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
@@ -66,7 +62,7 @@ type stackOptions struct {
 }
 
 // stack is one in-process node: every role, assembled and served as cmd/strata's
-// runNode does it (internal/node).
+// runNode does it (internal/node, through nodetest).
 type stack struct {
 	url    string
 	client *client.Client
@@ -74,108 +70,52 @@ type stack struct {
 	raw    objstore.Store // the store under the decorators: what is really stored
 	fault  *fault.Store   // nil unless stackOptions.fault
 	reg    *prometheus.Registry
-	logs   *lockedBuffer
+	logs   *nodetest.Logs
 }
 
 // newStack builds and starts a node; everything it starts is stopped when t ends.
 func newStack(t testing.TB, o stackOptions) *stack {
 	t.Helper()
-	if o.backend == "" {
-		o.backend = embedded
-	}
 	if o.commitTimeout == 0 {
 		o.commitTimeout = 30 * time.Second
 	}
-	logs := &lockedBuffer{}
-	// Registered first so that it runs last: the logs then include the shutdown.
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("node log:\n%s", logs.String())
-		}
-	})
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx := context.Background()
-
-	// The store and the catalog, as runNode opens them (store first).
-	var raw objstore.Store
-	var openCatalog func() (catalog.Backend, error)
-	opts := catalog.Options{CommitTimeout: o.commitTimeout, Logger: log}
-	switch o.backend {
-	case embedded:
-		dir := t.TempDir()
-		st, err := fs.New(filepath.Join(dir, "objects"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw = st
-		openCatalog = func() (catalog.Backend, error) {
-			return sqlite.Open(ctx, filepath.Join(dir, "catalog.db"), opts)
-		}
-	case postgresMinIO:
-		dsn := o.dsn
-		if dsn == "" {
-			dsn = testsvc.PostgresDSN(t)
-		}
-		raw = newMinIOStore(t, log)
-		openCatalog = func() (catalog.Backend, error) { return postgres.Open(ctx, dsn, opts) }
-	default:
-		t.Fatalf("unknown backend %q", o.backend)
-	}
-	cat, err := openCatalog()
-	if err != nil {
-		t.Fatalf("open catalog: %v", err)
-	}
-	t.Cleanup(func() { _ = cat.Close() })
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	s := &stack{cat: cat, raw: raw, reg: reg, logs: logs}
-	decorated := raw
-	if o.fault {
-		s.fault = fault.New(raw)
-		decorated = s.fault
-	}
+	s := &stack{reg: prometheus.NewRegistry()}
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The node as runNode starts it, with the defaults of cmd/strata's flags:
 	// --linger, --max-flush-bytes, --buffer-bytes, --cache-bytes, and a writer commit
 	// timeout a third of the catalog's.
-	n, err := node.Start(node.Config{
-		Catalog: cat, Store: decorated,
-		Writer: true, WriterConfig: writer.Config{
-			Linger:        writer.DefaultLinger,
-			MaxFlushBytes: writer.DefaultMaxFlushBytes,
-			BufferBytes:   writer.DefaultBufferBytes,
-			CommitTimeout: o.commitTimeout / 3,
-		},
-		Reader: true, ReaderConfig: reader.Config{CacheBytes: reader.DefaultCacheBytes},
-		Broker:   broker.Config{TopicCacheTTL: o.topicCacheTTL},
-		Registry: reg, Log: log,
-	})
-	if err != nil {
-		t.Fatal(err)
+	opts := []nodetest.Option{
+		nodetest.CatalogOptions(catalog.Options{CommitTimeout: o.commitTimeout}),
+		nodetest.Mutate(func(c *node.Config) {
+			c.WriterConfig = writer.Config{
+				Linger:        writer.DefaultLinger,
+				MaxFlushBytes: writer.DefaultMaxFlushBytes,
+				BufferBytes:   writer.DefaultBufferBytes,
+				CommitTimeout: o.commitTimeout / 3,
+			}
+			c.ReaderConfig = reader.Config{CacheBytes: reader.DefaultCacheBytes}
+			c.Broker = broker.Config{TopicCacheTTL: o.topicCacheTTL}
+			c.Registry = s.reg
+			c.ShutdownTimeout = 60 * time.Second
+		}),
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	switch o.backend {
+	case "", embedded:
+	case postgresMinIO:
+		opts = append(opts, nodetest.OnServices(o.dsn))
+	default:
+		t.Fatalf("unknown backend %q", o.backend)
 	}
-	serveCtx, stopServing := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- n.Serve(serveCtx, ln, nil, 60*time.Second) }()
-	t.Cleanup(func() {
-		stopServing()
-		if err := <-served; err != nil {
-			t.Errorf("node: %v", err)
-		}
-	})
-	s.url = "http://" + ln.Addr().String()
+	if o.fault {
+		opts = append(opts, nodetest.WrapStore(func(st objstore.Store) objstore.Store {
+			s.fault = fault.New(st)
+			return s.fault
+		}))
+	}
+	n := nodetest.Start(t, opts...)
+	s.url, s.cat, s.raw, s.logs = n.URL, n.Catalog, n.Store, n.Logs
 	s.client = client.New(s.url)
 	return s
-}
-
-// newMinIOStore opens a fresh bucket on the test MinIO.
-func newMinIOStore(t testing.TB, log *slog.Logger) *s3.Store {
-	t.Helper()
-	return openMinIOBucket(t, testsvc.BucketName(), log)
 }
 
 // openMinIOBucket opens (creating it if needed) bucket on the test MinIO, prefix e2e/.

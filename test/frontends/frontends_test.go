@@ -9,12 +9,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,11 +20,8 @@ import (
 
 	v1 "github.com/strata-io/strata/api/v1"
 	"github.com/strata-io/strata/broker"
-	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/internal/node"
-	"github.com/strata-io/strata/kafka"
-	"github.com/strata-io/strata/objstore/fs"
+	"github.com/strata-io/strata/internal/node/nodetest"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
 )
@@ -46,62 +39,14 @@ type stack struct {
 
 func startStack(t *testing.T) *stack {
 	t.Helper()
-	dir := t.TempDir()
-	cat, err := sqlite.Open(t.Context(), filepath.Join(dir, "catalog.db"), catalog.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
-	store, err := fs.New(filepath.Join(dir, "objects"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	n, err := node.Start(node.Config{
-		Catalog: cat, Store: store,
-		Writer: true, WriterConfig: writer.Config{Linger: 5 * time.Millisecond},
-		Reader: true, ReaderConfig: reader.Config{PollInterval: 50 * time.Millisecond},
-		Broker: broker.Config{MaxWait: maxWait},
-		Log:    log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := kafka.NewRegistrar(cat, kln.Addr().String(), 5*time.Second, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Register(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := kafka.New(kafka.Config{}, kafka.Deps{Core: n.Broker, Membership: cat, Self: r}, log, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kctx, stopKafka := context.WithCancel(context.Background())
-	var kwg sync.WaitGroup
-	kwg.Go(func() { _ = srv.Serve(kctx, kln) })
-	kwg.Go(func() { _ = r.Run(kctx) })
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveCtx, stopServing := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	front := &kafkaFront{stop: func() { stopKafka(); kwg.Wait() }, failed: make(chan error)}
-	go func() { served <- n.Serve(serveCtx, ln, nil, 10*time.Second, front) }()
-	t.Cleanup(func() {
-		stopServing()
-		if err := <-served; err != nil {
-			t.Errorf("node: %v", err)
-		}
-	})
-	s := &stack{t: t, url: "http://" + ln.Addr().String(), kafka: kln.Addr().String()}
+	n := nodetest.Start(t, nodetest.Kafka(),
+		nodetest.Mutate(func(c *node.Config) {
+			c.WriterConfig = writer.Config{Linger: 5 * time.Millisecond}
+			c.ReaderConfig = reader.Config{PollInterval: 50 * time.Millisecond}
+			c.Broker = broker.Config{MaxWait: maxWait}
+		}))
+	s := &stack{t: t, url: n.URL, kafka: n.KafkaAddr}
+	var err error
 	s.kcl, err = kgo.NewClient(kgo.SeedBrokers(s.kafka), kgo.RequestRetries(0), kgo.RetryTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -109,14 +54,6 @@ func startStack(t *testing.T) *stack {
 	t.Cleanup(s.kcl.Close)
 	return s
 }
-
-type kafkaFront struct {
-	stop   func()
-	failed chan error
-}
-
-func (k *kafkaFront) Failed() <-chan error { return k.failed }
-func (k *kafkaFront) Stop()                { k.stop() }
 
 // node sends Kafka requests to the one node as they are, not through franz-go's
 // routing to coordinators and leaders.

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,19 +13,17 @@ import (
 
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/connect"
 	"github.com/strata-io/strata/internal/node"
-	"github.com/strata-io/strata/objstore/fs"
+	"github.com/strata-io/strata/internal/node/nodetest"
 	"github.com/strata-io/strata/reader"
-	"github.com/strata-io/strata/security"
 	"github.com/strata-io/strata/writer"
 )
 
 // What a keyed request of the connect role costs in CPU: a Connect REST call and a
 // source task's commit, made as a principal that is not a superuser, on a node with
-// keys required. The file stands alone (it uses only what the code before connector
-// authorization had too), so that the same benchmarks run on both:
+// keys required. It compared the code before connector authorization with the code
+// after (the node it starts is the same on both):
 //
 //	go test -run '^$' -bench BenchmarkConnectKeyed -count 6 ./test/security/
 //
@@ -38,43 +34,25 @@ const benchBootKey = "bench-bootstrap-0123456789abcdef01234"
 
 type benchNode struct {
 	url string
-	n   *node.Node
-	cat *sqlite.Catalog
+	n   *nodetest.Node
+	cat catalog.Backend
 }
 
 // startBenchNode starts a node with keys required; with the connect role when withConnect.
 func startBenchNode(b *testing.B, withConnect bool) *benchNode {
 	b.Helper()
-	dir := b.TempDir()
-	cat, err := sqlite.Open(context.Background(), filepath.Join(dir, "catalog.db"), catalog.Options{})
-	if err != nil {
-		b.Fatal(err)
+	opts := []nodetest.Option{
+		nodetest.Keys(benchBootKey), nodetest.Log(slog.New(slog.DiscardHandler)),
+		nodetest.Mutate(func(c *node.Config) {
+			c.WriterConfig = writer.Config{Linger: time.Millisecond}
+			c.ReaderConfig = reader.Config{PollInterval: 100 * time.Millisecond}
+		}),
 	}
-	b.Cleanup(func() { cat.Close() })
-	store, err := fs.New(filepath.Join(dir, "objects"))
-	if err != nil {
-		b.Fatal(err)
+	if withConnect {
+		opts = append(opts, nodetest.Connect(connect.WorkerConfig{Lease: 2 * time.Second}))
 	}
-	n, err := node.Start(node.Config{
-		Catalog: cat, Store: store,
-		Writer: true, WriterConfig: writer.Config{Linger: time.Millisecond},
-		Reader: true, ReaderConfig: reader.Config{PollInterval: 100 * time.Millisecond},
-		Connect: withConnect, ConnectConfig: connect.WorkerConfig{Lease: 2 * time.Second},
-		Security: security.Config{StaticKeys: []string{benchBootKey}, PollInterval: 50 * time.Millisecond},
-		Log:      slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- n.Serve(ctx, ln, nil, 10*time.Second) }()
-	b.Cleanup(func() { stop(); <-served })
-	return &benchNode{url: "http://" + ln.Addr().String(), n: n, cat: cat}
+	n := nodetest.Start(b, opts...)
+	return &benchNode{url: n.URL, n: n, cat: n.Catalog}
 }
 
 func (bn *benchNode) do(b *testing.B, key, method, path, body string) (int, string) {

@@ -44,9 +44,9 @@ func split(s string) []string {
 
 type genSource struct{}
 
-func (genSource) Class() string   { return genSourceClass }
-func (genSource) Type() string    { return "source" }
-func (genSource) Version() string { return "1.0" }
+func (genSource) Class() string                                      { return genSourceClass }
+func (genSource) Version() string                                    { return "1.0" }
+func (genSource) ValidateConfig(map[string]string) map[string]string { return nil }
 func (genSource) Config() []connect.ConfigKey {
 	return []connect.ConfigKey{
 		{Name: "topic", Type: connect.TypeList, NoDefault: true, Doc: "Topics to write, in turn."},
@@ -61,7 +61,7 @@ func (genSource) TaskConfigs(cfg map[string]string, _ int) ([]map[string]string,
 func (genSource) Topics(cfg map[string]string) []string { return split(cfg["topic"]) }
 func (genSource) NewTask() connect.SourceTask           { return &genTask{} }
 
-var _ connect.TopicsWriter = genSource{}
+var _ connect.SourceConnector = genSource{}
 
 type genTask struct {
 	topics  []string
@@ -110,9 +110,9 @@ func (t *genTask) Stop() error                                          { return
 
 type memSink struct{}
 
-func (memSink) Class() string   { return memSinkClass }
-func (memSink) Type() string    { return "sink" }
-func (memSink) Version() string { return "1.0" }
+func (memSink) Class() string                                      { return memSinkClass }
+func (memSink) Version() string                                    { return "1.0" }
+func (memSink) ValidateConfig(map[string]string) map[string]string { return nil }
 func (memSink) Config() []connect.ConfigKey {
 	return []connect.ConfigKey{{Name: "reject", Type: connect.TypeString, Default: "", Doc: "Refuse records whose value contains this."}}
 }
@@ -169,26 +169,9 @@ func (t *memTask) Stop() error { return nil }
 // prov, when given, are its config providers.
 func startConnectStack(t *testing.T, prov ...connect.Providers) *stack {
 	t.Helper()
-	wc := connect.WorkerConfig{Lease: 2 * time.Second, Plugins: connect.NewPlugins(genSource{}, memSink{})}
+	wc := connect.WorkerConfig{Lease: 2 * time.Second, Plugins: connect.NewPlugins(connect.Source(genSource{}), connect.Sink(memSink{}))}
 	if len(prov) > 0 {
 		wc.Providers = prov[0]
 	}
 	return startStackWith(t, 0, func(c *node.Config) { c.Connect, c.ConnectConfig = true, wc })
-}
-
-// eventually retries check every 20ms until it passes, failing the test with its last
-// error after 30s: a condition with a deadline, never a fixed wait.
-func eventually(t *testing.T, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

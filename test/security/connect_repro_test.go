@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/connect"
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 // The reproductions of issue 27's Connect findings, each on a node with keys required:
@@ -38,7 +40,7 @@ func (s *stack) taskOf(key, name string) map[string]any {
 func (s *stack) waitTask(name, state string) map[string]any {
 	s.t.Helper()
 	var task map[string]any
-	eventually(s.t, name+"'s task to be "+state, func() error {
+	testwait.NoError(s.t, 30*time.Second, name+"'s task to be "+state, func() error {
 		if task = s.taskOf(bootKey, name); task["state"] != state {
 			return fmt.Errorf("task %v", task)
 		}
@@ -187,7 +189,7 @@ func TestConnectorWithoutWrite(t *testing.T) {
 	for i := range 3 {
 		gate("carol-gate") <- fmt.Sprint("before-", i)
 	}
-	eventually(t, "three records in carol-t", func() error {
+	testwait.NoError(t, 30*time.Second, "three records in carol-t", func() error {
 		if hw := s.highWatermark("carol-t"); hw != 3 {
 			return fmt.Errorf("high watermark %d", hw)
 		}
@@ -321,7 +323,7 @@ func TestSinkWithoutGroupReadFails(t *testing.T) {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
 	s.waitTask("erin-sink", "RUNNING")
-	eventually(t, "the sink to commit the three records", func() error {
+	testwait.NoError(t, 30*time.Second, "the sink to commit the three records", func() error {
 		offs := s.must(http.StatusOK, "GET", "/connectors/erin-sink/offsets", "").json(t)["offsets"].([]any)
 		if len(offs) != 1 || offs[0].(map[string]any)["offset"].(map[string]any)["kafka_offset"] != 3.0 {
 			return fmt.Errorf("offsets %v", offs)

@@ -8,8 +8,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/strata-io/strata/acl"
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 // The Connect REST API's ACL matrix, beside the HTTP API's and the Kafka protocol's:
@@ -296,7 +298,7 @@ func TestConnectListingsFiltered(t *testing.T) {
 	s.must(http.StatusCreated, "POST", "/connectors", `{"name":"theirs","config":{"connector.class":"test.GenSource","topic":"theirs-t"}}`)
 	s.must(http.StatusOK, "PATCH", "/connectors/mine-s/offsets",
 		`{"offsets":[{"partition":{"kafka_topic":"mine-t","kafka_partition":0},"offset":{"kafka_offset":1}},{"partition":{"kafka_topic":"theirs-t","kafka_partition":0},"offset":{"kafka_offset":1}}]}`)
-	eventually(t, "mine-a to write both topics", func() error {
+	testwait.NoError(t, 30*time.Second, "mine-a to write both topics", func() error {
 		var m map[string]map[string][]string
 		if err := json.Unmarshal(s.must(http.StatusOK, "GET", "/connectors/mine-a/topics", "").body, &m); err != nil {
 			return err

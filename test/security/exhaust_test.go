@@ -9,8 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/acl"
+	"github.com/strata-io/strata/internal/testwait"
 	"github.com/strata-io/strata/kafka"
 )
 
@@ -92,18 +93,6 @@ func labelled(reg prometheus.Gatherer, name, label, value string) float64 {
 	return 0
 }
 
-// waitUntil polls cond for up to d.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // produceAs produces one record to topic with a franz-go client of key id and secret,
 // connecting from 127.0.0.1.
 func (s *stack) produceAs(ctx context.Context, cl *kgo.Client, topic string) error {
@@ -149,7 +138,7 @@ func TestUnauthenticatedKafkaConnectionsTimeOut(t *testing.T) {
 	}
 	// The first dial: goroutines start in any order, so it is not opened[0].
 	first := slices.MinFunc(opened, func(a, b time.Time) int { return a.Compare(b) })
-	waitUntil(t, 10*time.Second, "the listener holding the 1,000 connections", func() bool {
+	testwait.Until(t, 10*time.Second, "the listener holding the 1,000 connections", func() bool {
 		return s.gauge("strata_kafka_connections") >= n
 	})
 
@@ -242,7 +231,7 @@ func TestUnauthenticatedKafkaShare(t *testing.T) {
 		t.Fatalf("the keyed client beside 20 strangers: %v", err)
 	}
 	// Once the strangers are closed by their auth timeout, a new keyed client gets in.
-	waitUntil(t, timeout+20*time.Second, "the strangers closed", func() bool {
+	testwait.Until(t, timeout+20*time.Second, "the strangers closed", func() bool {
 		return labelled(s.node.Registry, "strata_kafka_connections_closed_total", "reason", "auth_timeout") == 20
 	})
 	if err := s.produceAs(ctx, s.kclient(id, secret), "keyed"); err != nil {
@@ -388,7 +377,7 @@ func TestPrincipalFrameShare(t *testing.T) {
 		}
 		stalled = append(stalled, c)
 	}
-	waitUntil(t, 10*time.Second, "the first frame reserved, the others held back by the share", func() bool {
+	testwait.Until(t, 10*time.Second, "the first frame reserved, the others held back by the share", func() bool {
 		return mem.Arriving("User:stranger") == 99<<20 && labelled(s.node.Registry, "strata_memory_share_waits_total", "use", "kafka") >= 3
 	})
 	if used := mem.Used() - idle; used > 99<<20+8<<20 {
@@ -406,7 +395,7 @@ func TestPrincipalFrameShare(t *testing.T) {
 	for _, c := range stalled {
 		c.Close()
 	}
-	waitUntil(t, 10*time.Second, "the stranger's reservations released", func() bool {
+	testwait.Until(t, 10*time.Second, "the stranger's reservations released", func() bool {
 		return mem.Arriving("User:stranger") == 0
 	})
 	if mem.Peak() > mem.Limit() || mem.Overreleased() != 0 {

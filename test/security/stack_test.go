@@ -4,29 +4,22 @@
 package security_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/api"
 	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/internal/node"
+	"github.com/strata-io/strata/internal/node/nodetest"
 	"github.com/strata-io/strata/kafka"
-	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/reader"
-	"github.com/strata-io/strata/security"
 	"github.com/strata-io/strata/writer"
 )
 
@@ -37,27 +30,9 @@ type stack struct {
 	t     *testing.T
 	url   string
 	kafka string
-	node  *node.Node
+	node  *nodetest.Node
 	cat   catalog.Backend
-	logs  *syncBuffer
-}
-
-// syncBuffer is the node's log, written by many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs  *nodetest.Logs
 }
 
 func startStack(t *testing.T) *stack { return startStackWith(t, 0) }
@@ -83,90 +58,27 @@ type stackOpts struct {
 
 func startStackOpts(t *testing.T, o stackOpts) *stack {
 	t.Helper()
-	accessSample := o.accessSample
-	dir := t.TempDir()
-	cat, err := sqlite.Open(t.Context(), filepath.Join(dir, "catalog.db"), catalog.Options{MaxTimestampAfterMs: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
-	store, err := fs.New(filepath.Join(dir, "objects"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	nc := node.Config{
-		Catalog: cat, Store: store,
-		Writer: true, WriterConfig: writer.Config{Linger: 5 * time.Millisecond},
-		Reader: true, ReaderConfig: reader.Config{PollInterval: 100 * time.Millisecond},
-		Security: security.Config{StaticKeys: []string{bootKey}, PollInterval: 50 * time.Millisecond},
-		API:      api.Config{AccessLogSample: accessSample},
-		Log:      log,
+	opts := []nodetest.Option{
+		nodetest.CatalogOptions(catalog.Options{MaxTimestampAfterMs: -1}),
+		nodetest.Keys(bootKey),
+		nodetest.Kafka(func(c *kafka.Config) {
+			c.AccessLogSample = o.accessSample
+			if o.kafka != nil {
+				o.kafka(c)
+			}
+		}),
+		nodetest.Mutate(func(c *node.Config) {
+			c.WriterConfig = writer.Config{Linger: 5 * time.Millisecond}
+			c.ReaderConfig = reader.Config{PollInterval: 100 * time.Millisecond}
+			c.API = api.Config{AccessLogSample: o.accessSample}
+		}),
 	}
 	if o.memory > 0 {
-		nc.MemoryBudget = o.memory
-		nc.ReaderConfig.CacheBytes = 16 << 20
+		opts = append(opts, nodetest.Memory(o.memory))
 	}
-	for _, m := range o.mutate {
-		m(&nc)
-	}
-	n, err := node.Start(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &stack{t: t, node: n, cat: cat, logs: logs}
-
-	kln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := kafka.NewRegistrar(cat, kln.Addr().String(), 5*time.Second, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Register(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	kcfg := kafka.Config{Auth: n.Guard, AccessLogSample: accessSample}
-	if o.kafka != nil {
-		o.kafka(&kcfg)
-	}
-	srv, err := kafka.New(kcfg, kafka.Deps{Core: n.Broker, Membership: cat, Self: r, Memory: n.Memory}, log, n.Registry)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kctx, stopKafka := context.WithCancel(context.Background())
-	var kwg sync.WaitGroup
-	kwg.Go(func() { _ = srv.Serve(kctx, kln) })
-	kwg.Go(func() { _ = r.Run(kctx) })
-	s.kafka = kln.Addr().String()
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveCtx, stopServing := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	front := &kafkaFront{stop: func() { stopKafka(); kwg.Wait() }, failed: make(chan error)}
-	go func() { served <- n.Serve(serveCtx, ln, nil, 10*time.Second, front) }()
-	t.Cleanup(func() {
-		stopServing()
-		if err := <-served; err != nil {
-			t.Errorf("node: %v", err)
-		}
-	})
-	s.url = "http://" + ln.Addr().String()
-	return s
+	n := nodetest.Start(t, append(opts, nodetest.Mutate(o.mutate...))...)
+	return &stack{t: t, url: n.URL, kafka: n.KafkaAddr, node: n, cat: n.Catalog, logs: n.Logs}
 }
-
-type kafkaFront struct {
-	stop   func()
-	failed chan error
-}
-
-func (k *kafkaFront) Failed() <-chan error { return k.failed }
-func (k *kafkaFront) Stop()                { k.stop() }
 
 // response is an HTTP answer, read whole.
 type response struct {

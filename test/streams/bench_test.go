@@ -14,6 +14,7 @@ import (
 	"github.com/strata-io/strata/examples/retail/retail"
 	"github.com/strata-io/strata/streams"
 	"github.com/strata-io/strata/streams/serde"
+	"github.com/strata-io/strata/streams/window"
 )
 
 // The figures of the closing note, as benchmarks against a real server (one `strata
@@ -233,4 +234,108 @@ func BenchmarkRestore(b *testing.B) {
 			b.ReportMetric(float64(m.RestoredRecords), "records")
 		}
 	})
+}
+
+// BenchmarkJoinAndSessionThroughput: records/s of a stream-stream join (5s windows,
+// every record meeting one partner) and of a session-window aggregation (5s gap,
+// emitted on close), each beside a stateless map in the same run, one instance each,
+// exactly once, default commit settings, Pebble state, over the same inputs (200,000
+// records on two topics of 6 partitions, 1,000 keys; 1,000,000 with STRATA_LONG), all
+// produced before each application starts:
+//
+//	go test -run '^$' -bench JoinAndSession -benchtime=1x ./test/streams
+func BenchmarkJoinAndSessionThroughput(b *testing.B) {
+	n := 200_000
+	if long() {
+		n = 1_000_000
+	}
+	nd := startNode(b)
+	c := client.New(nd.url)
+	createTopics(b, c, 6, "bj-left", "bj-right", "bj-out")
+	recs := map[string][]client.Record{}
+	for i := range n {
+		topic := "bj-left"
+		if i%2 == 1 {
+			topic = "bj-right"
+		}
+		// 100 records a second of nominal time; a left and a right record 10ms apart share
+		// a key, which comes back 20s later: each joins its one partner.
+		recs[topic] = append(recs[topic], client.Record{Key: client.String(fmt.Sprintf("k%03d", (i/2*7919)%1000)),
+			Value: json.RawMessage(fmt.Sprint(i)), Timestamp: genStart.Add(time.Duration(i) * 10 * time.Millisecond)})
+	}
+	start := time.Now()
+	produceAll(b, c, recs)
+	b.Logf("produced %d inputs in %s", n, time.Since(start).Round(time.Millisecond))
+	num := serde.JSON[int64]()
+	topologies := []struct {
+		name  string
+		build func(app string) *streams.Builder
+	}{
+		{"stateless-map", func(app string) *streams.Builder {
+			sb := streams.NewBuilder(app)
+			in := streams.Merge(streams.From(sb, "bj-left", serde.String, num), streams.From(sb, "bj-right", serde.String, num))
+			streams.MapValues(in, func(v int64) int64 { return v + 1 }).To("bj-out", serde.String, num)
+			return sb
+		}},
+		{"stream-stream-join", func(app string) *streams.Builder {
+			sb := streams.NewBuilder(app)
+			l, r := streams.From(sb, "bj-left", serde.String, num), streams.From(sb, "bj-right", serde.String, num)
+			streams.Join(l, r, "join", window.Join(5*time.Second, time.Second), func(_ string, a, b int64) int64 { return a + b }).To("bj-out", serde.String, num)
+			return sb
+		}},
+		{"session-window", func(app string) *streams.Builder {
+			sb := streams.NewBuilder(app)
+			in := streams.Merge(streams.From(sb, "bj-left", serde.String, num), streams.From(sb, "bj-right", serde.String, num))
+			streams.SessionCount(streams.GroupByKey(in), "sessions", window.Session(5*time.Second, time.Second), streams.EmitOnWindowClose).
+				To("bj-out", serde.String, serde.JSON[window.Result[int64]]())
+			return sb
+		}},
+	}
+	run := 0
+	for _, tp := range topologies {
+		b.Run(tp.name, func(b *testing.B) {
+			for range b.N {
+				run++
+				app := fmt.Sprintf("bj-%s-%d", tp.name, run)
+				start := time.Now()
+				_, stop := runApp(b, tp.build(app), streams.Config{Client: c, StateDir: b.TempDir()})
+				stopped := false
+				defer func() { // a failed wait still stops the app before its state directory goes
+					if !stopped {
+						stop()
+					}
+				}()
+				waitDrainedTopics(b, c, app, 10*time.Minute, "bj-left", "bj-right")
+				took := time.Since(start)
+				stop()
+				stopped = true
+				b.ReportMetric(float64(n)/took.Seconds(), "records/s")
+			}
+		})
+	}
+}
+
+// waitDrainedTopics waits until the group has committed the end of every partition
+// of the topics.
+func waitDrainedTopics(t testing.TB, c *client.Client, group string, within time.Duration, topics ...string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		lag, err := c.GroupLag(ctx, group)
+		cancel()
+		done := err == nil && len(lag.Partitions) > 0
+		for _, p := range lag.Partitions {
+			if slices.Contains(topics, p.Topic) && (p.CommittedOffset == nil || *p.CommittedOffset != p.HighWatermark) {
+				done = false
+			}
+		}
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s not drained after %s", group, within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

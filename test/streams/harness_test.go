@@ -38,14 +38,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// binaries builds ./cmd/strata and ./examples/retail once per run.
+// binaries builds ./cmd/strata, ./examples/retail and ./examples/shop once per run.
 func binaries(t testing.TB) (strata, retailBin string) {
 	t.Helper()
 	buildOnce.Do(func() {
 		if binDir, buildErr = os.MkdirTemp("", "strata-streams-bin-"); buildErr != nil {
 			return
 		}
-		for _, pkg := range []string{"cmd/strata", "examples/retail"} {
+		for _, pkg := range []string{"cmd/strata", "examples/retail", "examples/shop"} {
 			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, filepath.Base(pkg)), "github.com/strata-io/strata/"+pkg).CombinedOutput()
 			if err != nil {
 				buildErr = fmt.Errorf("go build ./%s: %v\n%s", pkg, err, out)
@@ -57,6 +57,12 @@ func binaries(t testing.TB) (strata, retailBin string) {
 		t.Fatal(buildErr)
 	}
 	return filepath.Join(binDir, "strata"), filepath.Join(binDir, "retail")
+}
+
+// shopBin is the shop example's binary.
+func shopBin(t testing.TB) string {
+	binaries(t)
+	return filepath.Join(binDir, "shop")
 }
 
 // proc is a child process whose output is kept for failure reports.

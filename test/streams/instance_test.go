@@ -13,10 +13,11 @@ import (
 	"github.com/strata-io/strata/streams"
 )
 
-// instance is one retail application instance that a test kills and restarts under
-// the same id and state directory.
+// instance is one application instance (retail, or the binary bin) that a test kills
+// and restarts under the same id and state directory.
 type instance struct {
 	t        *testing.T
+	bin      string // "": the retail example
 	name     string
 	server   string
 	stateDir string
@@ -34,9 +35,22 @@ func newInstance(t *testing.T, server, name string, args ...string) *instance {
 	return in
 }
 
+// newShopInstance is newInstance of the shop example.
+func newShopInstance(t *testing.T, server, name string, args ...string) *instance {
+	in := &instance{t: t, bin: shopBin(t), name: name, server: server, stateDir: t.TempDir(), args: args,
+		metrics: fmt.Sprintf("127.0.0.1:%d", testsvc.FreePort(t))}
+	in.start()
+	return in
+}
+
 func (in *instance) start() {
 	args := append([]string{"--state-dir", in.stateDir, "--metrics-addr", in.metrics}, in.args...)
-	in.p = retailProc(in.t, in.server, in.name, args...)
+	if in.bin == "" {
+		in.p = retailProc(in.t, in.server, in.name, args...)
+		return
+	}
+	base := []string{"--server", in.server, "--instance", in.name, "--log-level", "info"}
+	in.p = start(in.t, in.name, os.Environ(), in.bin, append(base, args...)...)
 }
 
 // restart kills the instance with SIGKILL and starts it again, wiping its state
@@ -56,7 +70,7 @@ func (in *instance) restart(wipe bool) {
 func (in *instance) snapshot() (streams.MetricsSnapshot, map[string]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+in.metrics+"/metrics", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+in.metrics+"/status", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return streams.MetricsSnapshot{}, nil, err

@@ -68,11 +68,25 @@ func TestRepartitionExactlyOnce(t *testing.T) {
 		}
 		return final["red"] == fmt.Sprint(n/3) && final["green"] == fmt.Sprint(n/3) && final["blue"] == fmt.Sprint(n/3)
 	})
-	time.Sleep(6 * time.Second) // a purge runs at most every 5s per task
+	// A purge runs at most every 5s per task, and deletes below committed offsets.
 	var purges int64
-	for _, a := range apps {
-		purges += a.Metrics().RepartitionPurges
+	deletedBelow := func() (deleted int64) {
+		parts, err := c.Partitions(ctx, "colors-by-color-repartition")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range parts {
+			deleted += p.LogStartOffset
+		}
+		return deleted
 	}
+	waitFor(t, func() bool {
+		purges = 0
+		for _, a := range apps {
+			purges += a.Metrics().RepartitionPurges
+		}
+		return purges > 0 && deletedBelow() > 0
+	})
 	for _, stop := range stops {
 		stop()
 	}

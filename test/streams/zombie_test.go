@@ -22,7 +22,12 @@ func TestZombie(t *testing.T) {
 	b := newInstance(t, nd.url, "zombie-b", args...)
 	a.waitTasks(1, time.Minute)
 	b.waitTasks(1, time.Minute)
-	time.Sleep(500 * time.Millisecond)
+	// Both instances at work (each has committed) before the pause.
+	waitFor(t, func() bool {
+		ma, _, errA := a.snapshot()
+		mb, _, errB := b.snapshot()
+		return errA == nil && errB == nil && ma.Commits > 0 && mb.Commits > 0
+	})
 	if lag := lagOf(t, c, "retail"); lag == 0 {
 		t.Fatal("drained before the pause: the test proves little")
 	}

@@ -21,6 +21,7 @@ func Run(t *testing.T, open Open, persistent bool) {
 	t.Run("Checkpoints", func(t *testing.T) { testCheckpoints(t, open(t, t.TempDir())) })
 	t.Run("Wipe", func(t *testing.T) { testWipe(t, open(t, t.TempDir())) })
 	t.Run("Closed", func(t *testing.T) { testClosed(t, open(t, t.TempDir())) })
+	t.Run("LargeRange", func(t *testing.T) { testLargeRange(t, open(t, t.TempDir())) })
 	if persistent {
 		t.Run("Reopen", func(t *testing.T) { testReopen(t, open) })
 	}
@@ -175,5 +176,30 @@ func testReopen(t *testing.T, open Open) {
 	must(t, err)
 	if cp["s"] != 7 {
 		t.Errorf("checkpoint after reopen %v", cp)
+	}
+}
+
+// A range over more entries than any internal chunk sees them all, in order, and may
+// read the DB from fn.
+func testLargeRange(t *testing.T, db store.DB) {
+	defer db.Close()
+	var ws []store.Write
+	for i := range 1000 {
+		ws = append(ws, put("s", fmt.Sprintf("k%04d", i), fmt.Sprint(i)))
+	}
+	must(t, db.Apply(ws, nil))
+	n := 0
+	must(t, db.Range("s", []byte("k0100"), nil, func(k, v []byte) bool {
+		if want := fmt.Sprintf("k%04d", 100+n); string(k) != want {
+			t.Fatalf("entry %d is %s, want %s", n, k, want)
+		}
+		if _, ok, err := db.Get("s", k); err != nil || !ok {
+			t.Fatalf("get inside range: %v %v", ok, err)
+		}
+		n++
+		return true
+	}))
+	if n != 900 {
+		t.Errorf("range saw %d entries, want 900", n)
 	}
 }
