@@ -17,6 +17,8 @@ type TxnCatalog interface {
 	catalog.Producers
 	catalog.Groups
 	catalog.Transactions
+	// Compaction: the markers' retention (testTxnMarkerRetention).
+	catalog.Compaction
 }
 
 // RunTransactions runs the transaction coordinator's conformance suite
@@ -586,10 +588,7 @@ func testTxnDescribe(t *testing.T, c TxnCatalog) {
 // taking the markers below the log start.
 func testTxnMarkerRetention(t *testing.T, tc TxnCatalog) {
 	ctx := t.Context()
-	c, ok := tc.(CompactionCatalog)
-	if !ok {
-		t.Fatal("the catalog has no compaction interface")
-	}
+	c := tc
 	tp := SeedTopic(t, tc, "out", 1, nil)
 	tid := Name(t, "txn")
 	p := mustInitTxn(t, tc, tid, time.Minute)
