@@ -8,7 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 )
@@ -167,18 +166,7 @@ func (s *Server) findCoordinator(ctx context.Context, r *request, req kmsg.Reque
 	answer := func(key string) kmsg.FindCoordinatorResponseCoordinator {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
-		if in.CoordinatorType != 0 && in.CoordinatorType != 1 { // group, transaction
-			c.ErrorCode, c.NodeID = kerr.InvalidRequest.Code, -1
-			msg := fmt.Sprintf("coordinator type %d: want 0 (group) or 1 (transaction)", in.CoordinatorType)
-			c.ErrorMessage = &msg
-			return c
-		}
-		// As Kafka: finding a coordinator needs describe on its group or transactional id.
-		res := acl.Group(key)
-		if in.CoordinatorType == 1 {
-			res = acl.TransactionalID(key)
-		}
-		if err := s.deps.Core.Authorize(ctx, r.who, acl.OpDescribe, res); err != nil {
+		if err := s.deps.Core.AuthorizeCoordinator(ctx, r.who, broker.CoordinatorKind(in.CoordinatorType), key); err != nil {
 			c.ErrorCode, c.ErrorMessage = s.kafkaError(err)
 			c.NodeID = -1
 			return c
