@@ -41,7 +41,8 @@ func (b *Broker) ConsumerHeartbeat(ctx context.Context, who Principal, hb catalo
 
 // TopicsMatching lists the topics whose whole name matches pattern (KIP-848's
 // SubscribedTopicRegex, in Go's RE2 syntax, which covers what clients send: alternations,
-// classes and quantifiers).
+// classes and quantifiers), the internal ones it matches included (made if need be:
+// internal_topics.go). The pattern is compiled once per call.
 func (b *Broker) TopicsMatching(ctx context.Context, who Principal, pattern string) ([]string, error) {
 	re, err := regexp.Compile("^(?:" + pattern + ")$")
 	if err != nil {
@@ -60,7 +61,7 @@ func (b *Broker) TopicsMatching(ctx context.Context, who Principal, pattern stri
 	if len(out) > 1000 {
 		return nil, newError(CodeInvalidParameter, "subscription pattern %q matches %d topics: at most 1000", pattern, len(out))
 	}
-	return out, nil
+	return b.subscribeInternal(ctx, who, re, out), nil
 }
 
 // TopicNamesByUUID resolves topic ids (unknown ones are left out).

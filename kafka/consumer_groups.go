@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"regexp"
-	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -124,13 +122,6 @@ func (s *Server) heartbeatTopics(ctx context.Context, who broker.Principal, in *
 				code = kerr.InvalidRegularExpression.Code
 			}
 			return code, *msg
-		}
-		if re := *in.SubscribedTopicRegex; !slices.Contains(names, offsetsTopic) && regexp.MustCompile("^(?:"+re+")$").MatchString(offsetsTopic) {
-			// Kafka's coordinator assigns the internal topics a pattern matches: the
-			// offsets topic is made (empty) so that it can be assigned and fetched.
-			if _, err := s.deps.Core.CreateTopic(ctx, who, broker.CreateTopicRequest{Name: offsetsTopic, Partitions: 1}); err == nil || hasCode(err, broker.CodeTopicExists) {
-				names = append(names, offsetsTopic)
-			}
 		}
 		hb.Topics = append(hb.Topics, names...)
 		if hb.Topics == nil {
