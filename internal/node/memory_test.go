@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/api"
+	"github.com/strata-io/strata/internal/testwait"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/security"
 	"github.com/strata-io/strata/writer"
@@ -241,7 +242,9 @@ func TestMemorySlowReaders(t *testing.T) {
 			c.Close()
 		}
 	}()
-	time.Sleep(500 * time.Millisecond) // they are being answered, and not reading
+	testwait.Until(t, 30*time.Second, "the slow readers' answers to be reserved", func() bool { // being answered, and not reading
+		return n.Memory.Used() >= n.Memory.Idle()+32<<20
+	})
 
 	var lat []time.Duration
 	var served int
