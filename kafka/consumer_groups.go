@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -17,10 +16,6 @@ import (
 // catalog's server-side groups, the same groups (and offsets) the HTTP API's members
 // use. What is Kafka's own here: topics named by id, the assignors' names, and
 // "unchanged" fields left null.
-
-// consumerSessionTimeout is a KIP-848 member's session: Kafka's default
-// group.consumer.session.timeout.ms (the protocol does not carry one).
-const consumerSessionTimeout = 45 * time.Second
 
 // serverAssignors maps KIP-848's assignor names to the catalog's.
 var serverAssignors = map[string]string{
@@ -53,7 +48,7 @@ func (s *Server) consumerGroupHeartbeat(ctx context.Context, r *request, req kms
 		_, _ = rand.Read(u[:])
 		memberID = base64.RawURLEncoding.EncodeToString(u[:])
 	}
-	hb := catalog.Heartbeat{Group: in.Group, MemberID: memberID, MemberEpoch: in.MemberEpoch, Topics: in.SubscribedTopicNames, SessionTimeout: consumerSessionTimeout}
+	hb := catalog.Heartbeat{Group: in.Group, MemberID: memberID, MemberEpoch: in.MemberEpoch, Topics: in.SubscribedTopicNames}
 	if hb.MemberEpoch == -2 { // a static member's leave: static membership is not kept
 		hb.MemberEpoch = catalog.LeaveEpoch
 	}
@@ -71,7 +66,7 @@ func (s *Server) consumerGroupHeartbeat(ctx context.Context, r *request, req kms
 		// The catalog's groups need a subscription to join; a member subscribed to
 		// nothing (yet) is answered with no assignment and joins once it has one.
 		resp.MemberID, resp.MemberEpoch = kmsg.StringPtr(memberID), 0
-		resp.HeartbeatIntervalMillis = int32(catalog.HeartbeatInterval(consumerSessionTimeout).Milliseconds())
+		resp.HeartbeatIntervalMillis = int32(catalog.HeartbeatInterval(broker.ConsumerSessionTimeout).Milliseconds())
 		resp.Assignment = &kmsg.ConsumerGroupHeartbeatResponseAssignment{}
 		return resp, nil
 	}
