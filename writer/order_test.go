@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 func TestSeqBefore(t *testing.T) {

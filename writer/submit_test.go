@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // Submit buffers in call order and answers through Wait; SubmitWait, with the buffer

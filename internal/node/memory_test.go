@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/api"
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/security"
 	"github.com/strata-io/strata/writer"

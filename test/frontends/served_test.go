@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	v1 "github.com/strata-io/strata/api/v1"
-	"github.com/strata-io/strata/internal/batchtest"
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/batchtest"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // TestServedBatches: the stored batches come back through either front end with the

@@ -9,7 +9,7 @@ import (
 
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/examples/retail/retail"
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // TestPoisonRecord: a sale whose value does not decode stops the application with an

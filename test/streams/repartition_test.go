@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/streams"
 	"github.com/strata-io/strata/streams/serde"
 )

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/examples/retail/retail"
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // TestZombie: an instance SIGSTOPped past its session loses its tasks to the other;

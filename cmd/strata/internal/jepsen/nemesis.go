@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/internal/ctxwait"
-	"github.com/strata-io/strata/internal/faultproxy"
+	"github.com/strata-io/strata/internal/testkit/faultproxy"
 	"github.com/strata-io/strata/objstore/fault"
 )
 
