@@ -283,13 +283,7 @@ func TestConnectionLimit(t *testing.T) {
 		t.Errorf("refused connections = %v, want 1", n)
 	}
 	a.nc.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for testutil.ToFloat64(ts.metrics.connections) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the closed connection was not released")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 5*time.Second, "the closed connection released", func() bool { return testutil.ToFloat64(ts.metrics.connections) == 1 })
 	d := dial(t, ts.addr)
 	d.roundTrip(kmsg.NewPtrApiVersionsRequest(), 3)
 }
