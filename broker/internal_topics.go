@@ -65,8 +65,11 @@ func (b *Broker) ListedTopics(ctx context.Context, who Principal) ([]catalog.Top
 	return slices.Insert(ts, i, offsetsTopic()), nil
 }
 
-// DescribeTopic is Topic as a client of the Kafka protocol is told it: the offsets topic
-// while no topic has its name; and, when autoCreate is above 0, a topic that does not
+// DescribeTopic is Topic as a client of the Kafka protocol is told it (Metadata): read
+// from the catalog, not the topic cache that produce and fetch trust for a while, since
+// Metadata is what clients learn a deleted topic or a partition count from, on any
+// node, at once (it is asked for rarely: on start, every few minutes, after errors).
+// The offsets topic is answered while no topic has its name; and, when autoCreate is above 0, a topic that does not
 // exist is created with autoCreate partitions, under CreateTopic's rules (its
 // authorization included) — never an internal one. created says it was made by this
 // call; a topic made meanwhile by another node or client is read back.

@@ -43,10 +43,6 @@ func (s *Server) metadata(ctx context.Context, r *request, req kmsg.Request) (km
 		}
 		return resp, nil
 	}
-	// Not through the core's topic cache, which produce and fetch trust for a while:
-	// Metadata is what clients learn a deleted topic or a partition count from, on any
-	// node, at once; it is asked for rarely (on start, every few minutes, after
-	// errors), one catalog read per topic named.
 	autoCreate := int32(0) // the partitions of a topic auto-created; 0: none
 	if s.cfg.AutoCreateTopics && (in.Version < 4 || in.AllowAutoTopicCreation) {
 		autoCreate = s.cfg.AutoCreatePartitions
