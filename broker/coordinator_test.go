@@ -47,3 +47,18 @@ func TestAuthorizeCoordinator(t *testing.T) {
 		t.Errorf("an unknown kind was authorized: %v", auth.asked)
 	}
 }
+
+// TestDescribeNodeConfigs: a node's configs are asked for with describe-configs on the
+// cluster, and none are listed.
+func TestDescribeNodeConfigs(t *testing.T) {
+	e := newEnv(t)
+	ctx, who := context.Background(), Principal{Name: "User:p"}
+	if cs, err := e.b.DescribeNodeConfigs(ctx, who); err != nil || cs == nil || len(cs) != 0 {
+		t.Fatalf("without authorization: %v, %v", cs, err)
+	}
+	e.b.d.Authorizer = &countingAuthorizer{refused: map[acl.Resource]bool{acl.Cluster(): true}, asked: map[acl.Resource]int{}}
+	er := wantCode(t, second(e.b.DescribeNodeConfigs(ctx, who)), CodeForbidden)
+	if er.Details["operation"] != acl.OpDescribeConfigs.String() || er.Details["resource_type"] != acl.Cluster().Type.String() {
+		t.Errorf("details %v", er.Details)
+	}
+}
