@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/binary"
 	"mime"
 	"net/http"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"github.com/strata-io/strata/acl"
 	v1 "github.com/strata-io/strata/api/v1"
 	"github.com/strata-io/strata/broker"
+	"github.com/strata-io/strata/segment"
 )
 
 // The binary record path (docs/design.md "Record encoding": a binary content type
@@ -128,14 +128,9 @@ func (a *API) fetchBinary(w http.ResponseWriter, r *http.Request, topic string, 
 	// Each batch as two writes, its real base offset and the rest as the cache holds
 	// it: large ones go straight to the connection, small ones are gathered by the
 	// server's buffer; nothing is copied into one body first.
-	var base [8]byte
 	for i, b := range res.Batches {
-		binary.BigEndian.PutUint64(base[:], uint64(res.BaseOffsets[i]))
-		if _, err := w.Write(base[:]); err != nil {
+		if err := segment.WriteServed(w, b, res.BaseOffsets[i]); err != nil {
 			return nil // the client went away; nothing to tell it
-		}
-		if _, err := w.Write(b[8:]); err != nil {
-			return nil
 		}
 	}
 	return nil

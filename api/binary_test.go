@@ -20,7 +20,7 @@ import (
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/sqlite"
-	"github.com/strata-io/strata/internal/batchtest"
+	"github.com/strata-io/strata/internal/testkit/batchtest"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/reader"

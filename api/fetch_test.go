@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/segment"
 )
 
@@ -91,15 +92,11 @@ func TestFetchLongPoll(t *testing.T) {
 		body = e.do("GET", "/v1/topics/t/partitions/0/records?offset=0&wait_ms=60000", "").Body.String()
 	}()
 	// Produce once the fetch is waiting at the high watermark.
-	for {
+	testwait.Until(t, 10*time.Second, "the fetch to wait at the high watermark", func() bool {
 		e.c.mu.Lock()
-		n := len(e.c.fetchWaits)
-		e.c.mu.Unlock()
-		if n > 0 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer e.c.mu.Unlock()
+		return len(e.c.fetchWaits) > 0
+	})
 	if rec := e.do("POST", "/v1/topics/t/records", `{"records":[{"value":{"n":1}}]}`); rec.Code != 200 {
 		t.Fatalf("produce: %d %s", rec.Code, rec.Body)
 	}

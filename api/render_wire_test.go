@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	v1 "github.com/strata-io/strata/api/v1"
-	"github.com/strata-io/strata/internal/batchtest"
+	"github.com/strata-io/strata/internal/testkit/batchtest"
 	"github.com/strata-io/strata/segment"
 )
 

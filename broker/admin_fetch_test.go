@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/internal/batchtest"
+	"github.com/strata-io/strata/internal/testkit/batchtest"
+	"github.com/strata-io/strata/reader"
 )
 
 // The core's calls for config changes, partition growth, the multi-partition long-poll,
@@ -133,13 +134,20 @@ func TestFetchPartitions(t *testing.T) {
 	if got[0].Err.(*Error).Code != CodeTopicNotFound || len(got[1].Batches) != 3 {
 		t.Fatalf("unknown topic beside a good one: %+v", got)
 	}
-	// A long-poll at the high watermarks, woken by a commit on either partition.
+	// A long-poll at the high watermarks, woken by a commit on either partition: the
+	// commit comes once the long-poll watches its partitions.
+	watching := make(chan struct{}, 1)
+	b.d.Watcher = signalWatch{b.d.Watcher, watching}
 	done := make(chan []PartitionBatches, 1)
 	go func() {
 		got, _ := b.FetchPartitions(context.Background(), who, PartitionsFetch{Partitions: parts(6, 6), Wait: 10 * time.Second})
 		done <- got
 	}()
-	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-watching:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long-poll did not watch its partitions")
+	}
 	select {
 	case got := <-done:
 		t.Fatalf("the long-poll answered before any commit: %+v", got)
@@ -272,4 +280,19 @@ func TestPreparedBatches(t *testing.T) {
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
 	wantCode(t, second(p.Wait(gone)), CodeCommitOutcomeUnknown)
+}
+
+// signalWatch is a Watcher that says on watching when a fetch has begun to watch.
+type signalWatch struct {
+	Watcher
+	watching chan struct{}
+}
+
+func (s signalWatch) Watch(ps []reader.WatchPartition) *reader.Watch {
+	w := s.Watcher.Watch(ps)
+	select {
+	case s.watching <- struct{}{}:
+	default:
+	}
+	return w
 }

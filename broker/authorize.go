@@ -32,8 +32,7 @@ const AnonymousName = "User:ANONYMOUS"
 // the operation and the resource (details "operation", "resource_type", "resource"),
 // identical whether r exists or not. Every call of the core authorizes what it does; a
 // front end calls Authorize first only where it must decide before it reads a body or
-// looks anything up (the HTTP API before a produce's topic lookup, the Kafka listener
-// for FindCoordinator).
+// looks anything up (the HTTP API before a produce's topic lookup).
 func (b *Broker) Authorize(ctx context.Context, who Principal, op acl.Operation, r acl.Resource) error {
 	if e := b.authorize(ctx, who, op, r); e != nil {
 		return e

@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/internal/batchtest"
 	"github.com/strata-io/strata/internal/cputime"
+	"github.com/strata-io/strata/internal/testkit/batchtest"
 	"github.com/strata-io/strata/segment"
 	"github.com/strata-io/strata/writer"
 )

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"regexp"
+	"time"
 
 	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/catalog"
@@ -11,6 +12,11 @@ import (
 // Consumer-group members of the Kafka protocol (KIP-848's ConsumerGroupHeartbeat): the
 // same server-side groups as the HTTP API's members (groups.go), with what that
 // protocol leaves implicit made explicit here.
+
+// ConsumerSessionTimeout is a KIP-848 member's session: Kafka's default
+// group.consumer.session.timeout.ms (the protocol does not carry one). ConsumerHeartbeat
+// gives it to every heartbeat that names none.
+const ConsumerSessionTimeout = 45 * time.Second
 
 // ConsumerHeartbeat is Heartbeat for a member that may leave its owned partitions
 // unsaid (KIP-848's null Topics: "as last sent"): they are then taken to be what the
@@ -22,6 +28,9 @@ func (b *Broker) ConsumerHeartbeat(ctx context.Context, who Principal, hb catalo
 	}
 	if e := b.authorize(ctx, who, acl.OpRead, acl.Group(hb.Group)); e != nil {
 		return catalog.HeartbeatResult{}, e
+	}
+	if hb.SessionTimeout == 0 {
+		hb.SessionTimeout = ConsumerSessionTimeout
 	}
 	if ownedUnchanged && hb.MemberEpoch > catalog.JoinEpoch {
 		// Only this member's own heartbeat releases what it owns, and a member sends one
@@ -41,7 +50,8 @@ func (b *Broker) ConsumerHeartbeat(ctx context.Context, who Principal, hb catalo
 
 // TopicsMatching lists the topics whose whole name matches pattern (KIP-848's
 // SubscribedTopicRegex, in Go's RE2 syntax, which covers what clients send: alternations,
-// classes and quantifiers).
+// classes and quantifiers), the internal ones it matches included (made if need be:
+// internal_topics.go). The pattern is compiled once per call.
 func (b *Broker) TopicsMatching(ctx context.Context, who Principal, pattern string) ([]string, error) {
 	re, err := regexp.Compile("^(?:" + pattern + ")$")
 	if err != nil {
@@ -60,7 +70,7 @@ func (b *Broker) TopicsMatching(ctx context.Context, who Principal, pattern stri
 	if len(out) > 1000 {
 		return nil, newError(CodeInvalidParameter, "subscription pattern %q matches %d topics: at most 1000", pattern, len(out))
 	}
-	return out, nil
+	return b.subscribeInternal(ctx, who, re, out), nil
 }
 
 // TopicNamesByUUID resolves topic ids (unknown ones are left out).

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strata-io/strata/internal/ctxwait"
 	"github.com/strata-io/strata/reader"
 )
 
@@ -82,10 +83,8 @@ func (b *Broker) FetchPartitions(ctx context.Context, who Principal, req Partiti
 			}
 			continue
 		}
-		select {
-		case <-ctx.Done():
+		if ctxwait.Sleep(ctx, min(watchlessPoll, time.Until(deadline))) != nil {
 			return nil, newError(CodeShuttingDown, "fetch: the request was cancelled")
-		case <-time.After(min(watchlessPoll, time.Until(deadline))):
 		}
 	}
 }

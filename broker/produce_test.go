@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/internal/batchtest"
+	"github.com/strata-io/strata/internal/testkit/batchtest"
 	"github.com/strata-io/strata/segment"
 	"github.com/strata-io/strata/writer"
 )

@@ -7,7 +7,7 @@ import (
 
 	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/internal/batchtest"
+	"github.com/strata-io/strata/internal/testkit/batchtest"
 )
 
 // legacySecurity is the real catalog, with some producer ids made to look as if an

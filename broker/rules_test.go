@@ -11,7 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/strata-io/strata/internal/batchtest"
+	"github.com/strata-io/strata/internal/testkit/batchtest"
 	"github.com/strata-io/strata/segment"
 	"github.com/strata-io/strata/writer"
 )

@@ -10,7 +10,7 @@ import (
 	"github.com/hamba/avro/v2"
 
 	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/internal/batchtest"
+	"github.com/strata-io/strata/internal/testkit/batchtest"
 	"github.com/strata-io/strata/registry"
 )
 

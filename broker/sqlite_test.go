@@ -9,7 +9,7 @@ import (
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/sqlite"
-	"github.com/strata-io/strata/internal/batchtest"
+	"github.com/strata-io/strata/internal/testkit/batchtest"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"

@@ -307,6 +307,16 @@ type ConfigEntry struct {
 	Default bool
 }
 
+// DescribeNodeConfigs lists a node's own configs (Kafka's broker resource): none can be
+// read or set through a client here, so none are listed; asking needs describe-configs
+// on the cluster, as in Kafka, so that a refused caller learns that much and no more.
+func (b *Broker) DescribeNodeConfigs(ctx context.Context, who Principal) ([]ConfigEntry, error) {
+	if e := b.authorize(ctx, who, acl.OpDescribeConfigs, acl.Cluster()); e != nil {
+		return nil, e
+	}
+	return []ConfigEntry{}, nil
+}
+
 // DescribeConfigs lists every supported config of a topic with its effective value,
 // ordered by name.
 func (b *Broker) DescribeConfigs(ctx context.Context, who Principal, name string) ([]ConfigEntry, error) {

@@ -14,7 +14,7 @@ import (
 	"github.com/strata-io/strata/check"
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/internal/node/nodetest"
-	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/objstore/s3"

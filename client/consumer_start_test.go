@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // lookupFailer is a member's transport that refuses the connection for the first n

@@ -15,7 +15,7 @@ import (
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/internal/node/nodetest"
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
 )

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/objstore/fault"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/strata-io/strata/connect"
 	"github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/internal/node/nodetest"
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
 )

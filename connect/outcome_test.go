@@ -13,7 +13,7 @@ import (
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/connect"
 	"github.com/strata-io/strata/internal/node"
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // lossyCommitter commits, then loses the answer of the first source commit it sees, and

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/connect"
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // TestRESTFlow walks Kafka Connect's REST API through a connector's life — create,

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
 )
 
 // repoRoot is the module root, the Docker build context.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -230,7 +231,11 @@ func TestInflightBound(t *testing.T) {
 	for range 8 {
 		corrs = append(corrs, c.send(req, 9))
 	}
-	time.Sleep(300 * time.Millisecond)
+	testwait.Until(t, 10*time.Second, "three requests in flight", func() bool {
+		fc.mu.Lock()
+		defer fc.mu.Unlock()
+		return fc.active >= 3
+	})
 	fc.mu.Lock()
 	peak := fc.peak
 	fc.mu.Unlock()
@@ -278,13 +283,7 @@ func TestConnectionLimit(t *testing.T) {
 		t.Errorf("refused connections = %v, want 1", n)
 	}
 	a.nc.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for testutil.ToFloat64(ts.metrics.connections) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the closed connection was not released")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 5*time.Second, "the closed connection released", func() bool { return testutil.ToFloat64(ts.metrics.connections) == 1 })
 	d := dial(t, ts.addr)
 	d.roundTrip(kmsg.NewPtrApiVersionsRequest(), 3)
 }

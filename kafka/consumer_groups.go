@@ -4,9 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"regexp"
-	"slices"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -19,10 +16,6 @@ import (
 // catalog's server-side groups, the same groups (and offsets) the HTTP API's members
 // use. What is Kafka's own here: topics named by id, the assignors' names, and
 // "unchanged" fields left null.
-
-// consumerSessionTimeout is a KIP-848 member's session: Kafka's default
-// group.consumer.session.timeout.ms (the protocol does not carry one).
-const consumerSessionTimeout = 45 * time.Second
 
 // serverAssignors maps KIP-848's assignor names to the catalog's.
 var serverAssignors = map[string]string{
@@ -55,7 +48,7 @@ func (s *Server) consumerGroupHeartbeat(ctx context.Context, r *request, req kms
 		_, _ = rand.Read(u[:])
 		memberID = base64.RawURLEncoding.EncodeToString(u[:])
 	}
-	hb := catalog.Heartbeat{Group: in.Group, MemberID: memberID, MemberEpoch: in.MemberEpoch, Topics: in.SubscribedTopicNames, SessionTimeout: consumerSessionTimeout}
+	hb := catalog.Heartbeat{Group: in.Group, MemberID: memberID, MemberEpoch: in.MemberEpoch, Topics: in.SubscribedTopicNames}
 	if hb.MemberEpoch == -2 { // a static member's leave: static membership is not kept
 		hb.MemberEpoch = catalog.LeaveEpoch
 	}
@@ -73,7 +66,7 @@ func (s *Server) consumerGroupHeartbeat(ctx context.Context, r *request, req kms
 		// The catalog's groups need a subscription to join; a member subscribed to
 		// nothing (yet) is answered with no assignment and joins once it has one.
 		resp.MemberID, resp.MemberEpoch = kmsg.StringPtr(memberID), 0
-		resp.HeartbeatIntervalMillis = int32(catalog.HeartbeatInterval(consumerSessionTimeout).Milliseconds())
+		resp.HeartbeatIntervalMillis = int32(catalog.HeartbeatInterval(broker.ConsumerSessionTimeout).Milliseconds())
 		resp.Assignment = &kmsg.ConsumerGroupHeartbeatResponseAssignment{}
 		return resp, nil
 	}
@@ -124,13 +117,6 @@ func (s *Server) heartbeatTopics(ctx context.Context, who broker.Principal, in *
 				code = kerr.InvalidRegularExpression.Code
 			}
 			return code, *msg
-		}
-		if re := *in.SubscribedTopicRegex; !slices.Contains(names, offsetsTopic) && regexp.MustCompile("^(?:"+re+")$").MatchString(offsetsTopic) {
-			// Kafka's coordinator assigns the internal topics a pattern matches: the
-			// offsets topic is made (empty) so that it can be assigned and fetched.
-			if _, err := s.deps.Core.CreateTopic(ctx, who, broker.CreateTopicRequest{Name: offsetsTopic, Partitions: 1}); err == nil || hasCode(err, broker.CodeTopicExists) {
-				names = append(names, offsetsTopic)
-			}
 		}
 		hb.Topics = append(hb.Topics, names...)
 		if hb.Topics == nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/kafka"
 )
 
@@ -96,9 +97,9 @@ func TestFranzGoKIP848BesideHTTPMember(t *testing.T) {
 	createTopic(t, n, topic, 4)
 	produceN(t, n, topic, 200)
 	hm := startHTTPMember(t, n, group, "http-1", topic)
-	eventually(t, 10*time.Second, "the HTTP member owns all 4", func() bool { _, own := hm.state(); return len(own) == 4 })
+	testwait.Until(t, 10*time.Second, "the HTTP member owns all 4", func() bool { _, own := hm.state(); return len(own) == 4 })
 	km := startMember(t, n, group, topic, nextGen(), kgo.Balancers(kgo.CooperativeStickyBalancer()))
-	eventually(t, 30*time.Second, "the two members split the partitions", func() bool {
+	testwait.Until(t, 30*time.Second, "the two members split the partitions", func() bool {
 		_, own := hm.state()
 		return split(own, km.owned(), 4)
 	})
@@ -108,7 +109,7 @@ func TestFranzGoKIP848BesideHTTPMember(t *testing.T) {
 	}
 	// The Kafka member consumes and commits its partitions (OffsetCommit v9 at its
 	// member epoch); the HTTP member commits its own over HTTP.
-	eventually(t, 30*time.Second, "the Kafka member consumed its partitions", func() bool { return len(km.received()) == 100 })
+	testwait.Until(t, 30*time.Second, "the Kafka member consumed its partitions", func() bool { return len(km.received()) == 100 })
 	if err := km.cl.CommitUncommittedOffsets(ctxFor(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func TestFranzGoKIP848BesideHTTPMember(t *testing.T) {
 	}
 	// The Kafka member leaves (epoch -1): the HTTP member gets everything.
 	km.close()
-	eventually(t, 20*time.Second, "the HTTP member owns all 4 again", func() bool { _, own := hm.state(); return len(own) == 4 })
+	testwait.Until(t, 20*time.Second, "the HTTP member owns all 4 again", func() bool { _, own := hm.state(); return len(own) == 4 })
 	if info, _ := n.core.DescribeAnyGroup(t.Context(), broker.Anonymous, group); info.Consumer == nil || len(info.Consumer.Members) != 1 || info.Type != catalog.GroupTypeConsumer {
 		t.Fatalf("after the Kafka member left: %+v", info)
 	}

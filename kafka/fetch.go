@@ -114,10 +114,10 @@ func kafkaBatches(batches [][]byte, bases []int64) []byte {
 	out := getBuf(n)
 	for i, b := range batches {
 		start := len(out)
-		out = append(out, b...)
-		raw := out[start:]
-		segment.SetBaseOffset(raw, bases[i])
-		segment.SetLeaderEpoch(raw, 0)
+		out = segment.AppendServed(out, b, bases[i])
+		// The leader epoch is the Kafka protocol's own: Metadata answers every
+		// partition at epoch 0, and the batches say the same.
+		segment.SetLeaderEpoch(out[start:], 0)
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/kafka"
 )
 
@@ -118,7 +119,7 @@ func TestClassicProtocolByHand(t *testing.T) {
 	b := first.MemberID
 	held := make(chan *kmsg.JoinGroupResponse, 1)
 	go func() { held <- r.join(g, b, "consumer") }()
-	eventually(t, 5*time.Second, "a is told to rejoin", func() bool { return r.heartbeat(g, a, 1) == kerr.RebalanceInProgress.Code })
+	testwait.Until(t, 5*time.Second, "a is told to rejoin", func() bool { return r.heartbeat(g, a, 1) == kerr.RebalanceInProgress.Code })
 	ja = r.join(g, a, "consumer")
 	jb := <-held
 	if ja.Generation != 2 || jb.Generation != 2 || ja.LeaderID != a || len(ja.Members) != 2 || len(jb.Members) != 0 {
@@ -172,7 +173,7 @@ func TestClassicProtocolByHand(t *testing.T) {
 	c := r.join(g, "", "consumer").MemberID
 	held = make(chan *kmsg.JoinGroupResponse, 3)
 	go func() { held <- r.join(g, c, "consumer") }()
-	eventually(t, 5*time.Second, "the rebalance for c started", func() bool { return r.heartbeat(g, a, 2) == kerr.RebalanceInProgress.Code })
+	testwait.Until(t, 5*time.Second, "the rebalance for c started", func() bool { return r.heartbeat(g, a, 2) == kerr.RebalanceInProgress.Code })
 	go func() { held <- r.join(g, b, "consumer") }()
 	ja = r.join(g, a, "consumer")
 	<-held

@@ -13,6 +13,7 @@ import (
 
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/kafka"
 )
 
@@ -115,18 +116,6 @@ func (m *member) received() map[string]bool {
 	return out
 }
 
-// eventually polls cond every 50ms until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // produceN produces n records round-robin over the topic's partitions and waits for
 // them.
 func produceN(t *testing.T, n *node, topic string, count int) {
@@ -176,11 +165,11 @@ func TestFranzGoClassicGroups(t *testing.T) {
 			createTopic(t, n, topic, 4)
 			produceN(t, n, topic, 200)
 			a := startMember(t, n, group, topic, kgo.Balancers(tc.balancer))
-			eventually(t, 20*time.Second, "a owns all 4", func() bool { return len(a.owned()) == 4 })
+			testwait.Until(t, 20*time.Second, "a owns all 4", func() bool { return len(a.owned()) == 4 })
 			b := startMember(t, n, group, topic, kgo.Balancers(tc.balancer))
-			eventually(t, 30*time.Second, "a and b split the partitions", func() bool { return split(a.owned(), b.owned(), 4) })
+			testwait.Until(t, 30*time.Second, "a and b split the partitions", func() bool { return split(a.owned(), b.owned(), 4) })
 			produceN(t, n, topic, 200)
-			eventually(t, 30*time.Second, "every record consumed", func() bool {
+			testwait.Until(t, 30*time.Second, "every record consumed", func() bool {
 				got := a.received()
 				for k := range b.received() {
 					got[k] = true
@@ -193,9 +182,9 @@ func TestFranzGoClassicGroups(t *testing.T) {
 				t.Fatalf("describe: %+v %v", info.Classic, err)
 			}
 			b.close()
-			eventually(t, 30*time.Second, "a owns all 4 after b left", func() bool { return len(a.owned()) == 4 })
+			testwait.Until(t, 30*time.Second, "a owns all 4 after b left", func() bool { return len(a.owned()) == 4 })
 			produceN(t, n, topic, 40)
-			eventually(t, 30*time.Second, "a consumes what came after", func() bool {
+			testwait.Until(t, 30*time.Second, "a consumes what came after", func() bool {
 				got := a.received()
 				for k := range b.received() {
 					got[k] = true
@@ -228,7 +217,7 @@ func TestFranzGoStaticMembership(t *testing.T) {
 	createTopic(t, n, topic, 4)
 	a := startMember(t, n, group, topic, kgo.InstanceID("inst-a"), kgo.Balancers(kgo.RangeBalancer()))
 	b := startMember(t, n, group, topic, kgo.InstanceID("inst-b"), kgo.Balancers(kgo.RangeBalancer()))
-	eventually(t, 30*time.Second, "a and b split the partitions", func() bool { return split(a.owned(), b.owned(), 4) })
+	testwait.Until(t, 30*time.Second, "a and b split the partitions", func() bool { return split(a.owned(), b.owned(), 4) })
 	generation := func() int32 {
 		info, err := n.core.DescribeAnyGroup(t.Context(), broker.Anonymous, group)
 		if err != nil || info.Classic == nil {
@@ -236,14 +225,14 @@ func TestFranzGoStaticMembership(t *testing.T) {
 		}
 		return info.Classic.Generation
 	}
-	eventually(t, 10*time.Second, "the group is stable", func() bool {
+	testwait.Until(t, 10*time.Second, "the group is stable", func() bool {
 		info, _ := n.core.DescribeAnyGroup(t.Context(), broker.Anonymous, group)
 		return info.Classic != nil && info.Classic.State == catalog.ClassicStable
 	})
 	gen, aOwns, aRevs := generation(), a.owned(), a.revs
 	b.close() // a static member does not leave: its session keeps its place
 	b2 := startMember(t, n, group, topic, kgo.InstanceID("inst-b"), kgo.Balancers(kgo.RangeBalancer()))
-	eventually(t, 20*time.Second, "the restarted member has b's partitions", func() bool { return len(b2.owned()) == 4-len(aOwns) })
+	testwait.Until(t, 20*time.Second, "the restarted member has b's partitions", func() bool { return len(b2.owned()) == 4-len(aOwns) })
 	time.Sleep(time.Second) // heartbeats of both, in case a rebalance were coming
 	if got := generation(); got != gen {
 		t.Fatalf("generation %d after the static rejoin, want %d (no rebalance)", got, gen)

@@ -18,6 +18,12 @@ import (
 	"github.com/strata-io/strata/catalog"
 )
 
+// The offsets topic's name and id, as the core lists it (broker/internal_topics.go).
+var (
+	offsetsTopic   = broker.OffsetsTopic
+	offsetsTopicID = broker.OffsetsTopicID
+)
+
 // fakeCluster is an in-memory Topics and Membership for unit tests of the listener's
 // logic (the real catalogs are exercised in integration_test.go).
 type fakeCluster struct {

@@ -29,7 +29,7 @@ import (
 	"github.com/strata-io/strata/catalog/sqlite"
 	inode "github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/internal/node/nodetest"
-	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
 	"github.com/strata-io/strata/kafka"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fs"

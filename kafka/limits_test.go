@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/membudget"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/security"
 )
 
@@ -51,18 +52,6 @@ func login(t *testing.T, c *client, name string) {
 	}
 	if r := authenticate(t, c, plain(name, "secret")); r.ErrorCode != 0 {
 		t.Fatalf("authenticate %s: %d", name, r.ErrorCode)
-	}
-}
-
-// poll waits up to 10s for cond.
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -134,7 +123,7 @@ func TestUnauthenticatedShare(t *testing.T) {
 	// Closed connections leave the counts.
 	b2.nc.Close()
 	a2.nc.Close()
-	poll(t, "the closed connections released", func() bool { return testutil.ToFloat64(ts.metrics.connections) == 6 })
+	testwait.Until(t, 10*time.Second, "the closed connections released", func() bool { return testutil.ToFloat64(ts.metrics.connections) == 6 })
 	ts.mu.Lock()
 	unauth, hosts := ts.unauth, len(ts.unauthByHost)
 	ts.mu.Unlock()
@@ -196,7 +185,7 @@ func TestPreAuthFrames(t *testing.T) {
 	if p := ts.preAuth.Peak(); p < 60<<10 || p > PreAuthMaxFrameBytes {
 		t.Fatalf("the pool's peak %d: the frame was not reserved there", p)
 	}
-	poll(t, "the pool released", func() bool { return ts.preAuth.Used() == 0 })
+	testwait.Until(t, 10*time.Second, "the pool released", func() bool { return ts.preAuth.Used() == 0 })
 
 	// One address holds at most one frame of the largest size in the pool: a second
 	// one it declares and stalls waits, and another address is served meanwhile.
@@ -209,7 +198,7 @@ func TestPreAuthFrames(t *testing.T) {
 	for _, c := range two {
 		c.write(binary.BigEndian.AppendUint32(nil, PreAuthMaxFrameBytes))
 	}
-	poll(t, "the second frame of one address held back", func() bool {
+	testwait.Until(t, 10*time.Second, "the second frame of one address held back", func() bool {
 		return ts.preAuth.Used() == PreAuthMaxFrameBytes && counter(t, ts.reg, "strata_memory_share_waits_total", "kafka_preauth") >= 1
 	})
 	login(t, dialFrom(t, "127.0.0.3", ts.addr), "b")
@@ -228,7 +217,7 @@ func TestPreAuthFrames(t *testing.T) {
 	if mem.Peak() < idle+100<<10 {
 		t.Fatalf("peak %d: the authenticated frame was not reserved in the budget", mem.Peak())
 	}
-	poll(t, "the budget back at its idle level", func() bool { return mem.Used() == idle })
+	testwait.Until(t, 10*time.Second, "the budget back at its idle level", func() bool { return mem.Used() == idle })
 	if mem.Overreleased() != 0 || ts.preAuth.Overreleased() != 0 {
 		t.Fatal("released twice")
 	}
@@ -259,8 +248,8 @@ func TestPrincipalFrameShare(t *testing.T) {
 		attacker = append(attacker, c)
 	}
 	// The first frame is reserved; the others wait for the attacker's share.
-	poll(t, "the first frame reserved", func() bool { return mem.Arriving("User:attacker") == 3<<20 })
-	poll(t, "the three others held back by the share", func() bool {
+	testwait.Until(t, 10*time.Second, "the first frame reserved", func() bool { return mem.Arriving("User:attacker") == 3<<20 })
+	testwait.Until(t, 10*time.Second, "the three others held back by the share", func() bool {
 		return counter(t, reg, "strata_memory_share_waits_total", "kafka") >= 3
 	})
 	if mem.Used() != idle+3<<20 {
@@ -272,7 +261,7 @@ func TestPrincipalFrameShare(t *testing.T) {
 		t.Fatalf("the other principal's metadata: %+v", md)
 	}
 	stall(victim)
-	poll(t, "the other principal's frame reserved", func() bool { return mem.Arriving("User:victim") == 3<<20 })
+	testwait.Until(t, 10*time.Second, "the other principal's frame reserved", func() bool { return mem.Arriving("User:victim") == 3<<20 })
 	if a := mem.Arriving("User:attacker"); a > max(share, 3<<20) {
 		t.Fatalf("the attacker holds %d bytes still arriving, above its share %d", a, share)
 	}
@@ -282,7 +271,7 @@ func TestPrincipalFrameShare(t *testing.T) {
 	for _, c := range append(attacker, victim) {
 		c.nc.Close()
 	}
-	poll(t, "the budget back at its idle level", func() bool { return mem.Used() == idle })
+	testwait.Until(t, 10*time.Second, "the budget back at its idle level", func() bool { return mem.Used() == idle })
 	if mem.Arriving("User:attacker") != 0 || mem.Overreleased() != 0 || mem.Peak() > mem.Limit() {
 		t.Fatalf("after: attacker %d, overreleased %d, peak %d", mem.Arriving("User:attacker"), mem.Overreleased(), mem.Peak())
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/membudget"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // A frame is reserved in the node's memory budget before its body is read: with the
@@ -38,13 +39,7 @@ func TestFrameMemory(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no answer once there was room")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for mem.Used() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d bytes still reserved after the answer", mem.Used())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 5*time.Second, "the answer's reservations released", func() bool { return mem.Used() == 0 })
 	if mem.Peak() > mem.Limit() || mem.Overreleased() != 0 {
 		t.Fatalf("peak %d, overreleased %d", mem.Peak(), mem.Overreleased())
 	}

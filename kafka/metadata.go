@@ -8,7 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 )
@@ -33,23 +32,21 @@ func (s *Server) metadata(ctx context.Context, r *request, req kmsg.Request) (km
 
 	// v0: an empty list means every topic; v1+: null means every topic, empty none.
 	if in.Topics == nil || (in.Version == 0 && len(in.Topics) == 0) {
-		ts, err := s.deps.Core.Topics(ctx, r.who)
+		ts, err := s.deps.Core.ListedTopics(ctx, r.who)
 		if err != nil {
 			// No answer rather than an empty one: a client asking for every topic
 			// would take an empty list to mean they were all deleted.
 			return nil, fmt.Errorf("list topics: %w", err)
 		}
-		real := false
 		for _, t := range ts {
 			resp.Topics = append(resp.Topics, topicMetadata(m, t))
-			real = real || t.Name == offsetsTopic
-		}
-		if !real && s.mayDescribeOffsetsTopic(ctx, r.who) {
-			resp.Topics = append(resp.Topics, offsetsTopicMetadata(m))
 		}
 		return resp, nil
 	}
-	autoCreate := s.cfg.AutoCreateTopics && (in.Version < 4 || in.AllowAutoTopicCreation)
+	autoCreate := int32(0) // the partitions of a topic auto-created; 0: none
+	if s.cfg.AutoCreateTopics && (in.Version < 4 || in.AllowAutoTopicCreation) {
+		autoCreate = s.cfg.AutoCreatePartitions
+	}
 	seenName, seenID := map[string]bool{}, map[catalog.UUID]bool{}
 	for _, rt := range in.Topics {
 		var (
@@ -63,11 +60,7 @@ func (s *Server) metadata(ctx context.Context, r *request, req kmsg.Request) (km
 				continue
 			}
 			seenID[id] = true
-			if id == offsetsTopicID && s.mayDescribeOffsetsTopic(ctx, r.who) {
-				resp.Topics = append(resp.Topics, offsetsTopicMetadata(m))
-				continue
-			}
-			if t, err = s.deps.Core.TopicByUUID(ctx, r.who, id); err != nil {
+			if t, err = s.deps.Core.DescribeTopicByUUID(ctx, r.who, id); err != nil {
 				resp.Topics = append(resp.Topics, topicError(nil, rt.TopicID, s.code(err), kerr.UnknownTopicID))
 				continue
 			}
@@ -80,10 +73,10 @@ func (s *Server) metadata(ctx context.Context, r *request, req kmsg.Request) (km
 				continue
 			}
 			seenName[name] = true
-			t, err = s.topicForMetadata(ctx, r.who, name, autoCreate && name != offsetsTopic)
-			if name == offsetsTopic && hasCode(err, broker.CodeTopicNotFound) {
-				resp.Topics = append(resp.Topics, offsetsTopicMetadata(m))
-				continue
+			var created bool
+			t, created, err = s.deps.Core.DescribeTopic(ctx, r.who, name, autoCreate)
+			if created {
+				s.log.Info("auto-created topic", "topic", name, "partitions", t.Partitions)
 			}
 			if err != nil {
 				resp.Topics = append(resp.Topics, topicError(&name, rt.TopicID, s.code(err), kerr.UnknownTopicOrPartition))
@@ -95,29 +88,6 @@ func (s *Server) metadata(ctx context.Context, r *request, req kmsg.Request) (km
 	return resp, nil
 }
 
-// topicForMetadata reads a topic from the catalog, creating it when auto-create
-// applies, under the core's rules for a new topic. Not through the core's topic cache,
-// which produce and fetch trust for a while: Metadata is what clients learn a deleted
-// topic or a partition count from, on any node, at once; it is asked for rarely (on
-// start, every few minutes, after errors), one catalog read per topic named.
-func (s *Server) topicForMetadata(ctx context.Context, who broker.Principal, name string, autoCreate bool) (catalog.Topic, error) {
-	t, err := s.deps.Core.Topic(ctx, who, name)
-	if err == nil {
-		return t, nil
-	}
-	if !autoCreate || !hasCode(err, broker.CodeTopicNotFound) {
-		return catalog.Topic{}, err
-	}
-	t, err = s.deps.Core.CreateTopic(ctx, who, broker.CreateTopicRequest{Name: name, Partitions: s.cfg.AutoCreatePartitions})
-	if hasCode(err, broker.CodeTopicExists) { // another node or client made it meanwhile
-		return s.deps.Core.Topic(ctx, who, name)
-	}
-	if err == nil {
-		s.log.Info("auto-created topic", "topic", name, "partitions", t.Partitions)
-	}
-	return t, err
-}
-
 // hasCode reports whether err is the core's error with code c.
 func hasCode(err error, c broker.Code) bool {
 	var e *broker.Error
@@ -127,7 +97,7 @@ func hasCode(err error, c broker.Code) bool {
 func topicMetadata(m *membership, t catalog.Topic) kmsg.MetadataResponseTopic {
 	rt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
-	rt.Topic, rt.TopicID, rt.IsInternal = &name, t.UUID, name == offsetsTopic
+	rt.Topic, rt.TopicID, rt.IsInternal = &name, t.UUID, broker.InternalTopic(name)
 	rt.Partitions = make([]kmsg.MetadataResponseTopicPartition, t.Partitions)
 	for p := range t.Partitions {
 		rp := kmsg.NewMetadataResponseTopicPartition()
@@ -167,18 +137,7 @@ func (s *Server) findCoordinator(ctx context.Context, r *request, req kmsg.Reque
 	answer := func(key string) kmsg.FindCoordinatorResponseCoordinator {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
-		if in.CoordinatorType != 0 && in.CoordinatorType != 1 { // group, transaction
-			c.ErrorCode, c.NodeID = kerr.InvalidRequest.Code, -1
-			msg := fmt.Sprintf("coordinator type %d: want 0 (group) or 1 (transaction)", in.CoordinatorType)
-			c.ErrorMessage = &msg
-			return c
-		}
-		// As Kafka: finding a coordinator needs describe on its group or transactional id.
-		res := acl.Group(key)
-		if in.CoordinatorType == 1 {
-			res = acl.TransactionalID(key)
-		}
-		if err := s.deps.Core.Authorize(ctx, r.who, acl.OpDescribe, res); err != nil {
+		if err := s.deps.Core.AuthorizeCoordinator(ctx, r.who, broker.CoordinatorKind(in.CoordinatorType), key); err != nil {
 			c.ErrorCode, c.ErrorMessage = s.kafkaError(err)
 			c.NodeID = -1
 			return c

@@ -1,6 +1,7 @@
 package kafka_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -15,7 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/strata-io/strata/internal/batchtest"
+	"github.com/strata-io/strata/internal/testkit/batchtest"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/kafka"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fs"
@@ -212,7 +214,11 @@ func TestProduceFrameNotReusedWhileWriterHoldsIt(t *testing.T) {
 	later := make([]kmsg.ProduceResponseTopicPartition, 4)
 	for i := range later {
 		wg.Go(func() { later[i] = send(fmt.Sprintf("later-%d", i), 30000) })
-		time.Sleep(20 * time.Millisecond) // let each take a frame buffer in turn
+		// Each takes a frame buffer in turn: the next is sent once the writer holds
+		// this one (the first, timed out, is held too).
+		testwait.Until(t, 10*time.Second, fmt.Sprintf("the writer to hold later produce %d", i), func() bool {
+			return writerRequests(t, n.http) >= float64(2+i)
+		})
 	}
 	close(gate.open)
 	wg.Wait()
@@ -237,4 +243,26 @@ func TestProduceFrameNotReusedWhileWriterHoldsIt(t *testing.T) {
 			t.Errorf("%d records of %s, want 64 (all: %v)", counts[tag], tag, counts)
 		}
 	}
+}
+
+// writerRequests reads the node's strata_writer_requests_total: the produce requests
+// its writer has taken into its buffer.
+func writerRequests(t *testing.T, base string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "strata_writer_requests_total "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	return 0
 }

@@ -83,7 +83,9 @@ type Config struct {
 	PreAuthMemoryBytes                            int64
 	MaxUnauthenticated, MaxUnauthenticatedPerHost int
 	// AutoCreateTopics creates topics a Metadata request names, when the client allows
-	// it (allow.auto.create.topics), with AutoCreatePartitions partitions (default 1).
+	// it (allow.auto.create.topics), with AutoCreatePartitions partitions (default
+	// broker.DefaultPartitions, as a topic created without a count): the core's
+	// DescribeTopic makes it, under the rules of every new topic.
 	AutoCreateTopics     bool
 	AutoCreatePartitions int32
 	// SharedAddress, when set (host:port), is advertised as every broker's address:
@@ -118,7 +120,7 @@ func (c Config) withDefaults() Config {
 		c.ShutdownGrace = DefaultShutdownGrace
 	}
 	if c.AutoCreatePartitions <= 0 {
-		c.AutoCreatePartitions = 1
+		c.AutoCreatePartitions = broker.DefaultPartitions
 	}
 	if c.MembershipRefresh <= 0 {
 		c.MembershipRefresh = time.Second

@@ -36,6 +36,18 @@ func (s *Server) createTopics(ctx context.Context, r *request, req kmsg.Request)
 			fail(kerr.InvalidReplicaAssignment.Code, "partitions are not placed on brokers here: give a partition count instead")
 			continue
 		}
+		// -1 is Kafka's spelling of the default count (num.partitions), the core's 0; any
+		// other count is checked as given, so an explicit 0 is refused as the HTTP API
+		// refuses it (and as Kafka does: INVALID_PARTITIONS).
+		partitions := int32(0)
+		if t.NumPartitions != -1 {
+			if err := broker.CheckPartitionCount(t.NumPartitions); err != nil {
+				rt.ErrorCode, rt.ErrorMessage = s.kafkaError(err)
+				resp.Topics = append(resp.Topics, rt)
+				continue
+			}
+			partitions = t.NumPartitions
+		}
 		configs := map[string]string{}
 		for _, c := range t.Configs {
 			if c.Value != nil {
@@ -43,7 +55,7 @@ func (s *Server) createTopics(ctx context.Context, r *request, req kmsg.Request)
 			}
 		}
 		ct, err := s.deps.Core.CreateTopic(ctx, r.who, broker.CreateTopicRequest{
-			Name: t.Topic, Partitions: t.NumPartitions, Configs: configs, ValidateOnly: in.ValidateOnly,
+			Name: t.Topic, Partitions: partitions, Configs: configs, ValidateOnly: in.ValidateOnly,
 		})
 		if err != nil {
 			rt.ErrorCode, rt.ErrorMessage = s.kafkaError(err)

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	strata "github.com/strata-io/strata/client"
-	"github.com/strata-io/strata/internal/batchtest"
+	"github.com/strata-io/strata/internal/testkit/batchtest"
 	"github.com/strata-io/strata/kafka"
 	"github.com/strata-io/strata/segment"
 )

@@ -14,7 +14,7 @@ import (
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/sqlite"
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/segment"
 )

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs `strata bench` (package internal/bench) in one command:
+# Runs `strata bench` (package cmd/strata/internal/bench) in one command:
 #   scripts/bench.sh                embedded node (SQLite + files), nothing else needed
 #   scripts/bench.sh postgres       one node on Postgres + MinIO (started by services.sh)
 #   scripts/bench.sh postgres --nodes 2 --duration 20s   extra flags go to strata bench

@@ -23,7 +23,7 @@ go test -count=1 -timeout 10m -v -run '^TestBadInput$' ./test/badinput | grep -E
 
 # (The nodes' error logs, expected under faults, are left out.)
 set +e
-go test -count=1 -timeout 20m -v -run '^(TestTorture|TestTortureKafka)$' ./internal/jepsen | grep -Ev '^\s+torture_test\.go:[0-9]+: time='
+go test -count=1 -timeout 20m -v -run '^(TestTorture|TestTortureKafka)$' ./cmd/strata/internal/jepsen | grep -Ev '^\s+torture_test\.go:[0-9]+: time='
 status=${PIPESTATUS[0]}
 set -e
 [ "$status" -eq 0 ] || { echo "TestTorture failed"; exit "$status"; }

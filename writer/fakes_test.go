@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/segment"
 )
 
@@ -286,19 +287,6 @@ func metricValue(t testing.TB, c prometheus.Metric) float64 {
 	panic(fmt.Sprintf("unsupported metric %v", &m))
 }
 
-// waitFor polls cond until it holds, failing the test after a generous deadline (the
-// deadline only bounds a broken test; passing runs return as soon as cond holds).
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // harness runs a writer over a memStore and a fakeCatalog.
 type harness struct {
 	w      *Writer
@@ -380,7 +368,7 @@ func (h *harness) enqueueInOrder(t testing.TB, reqs ...Request) []chan outcome {
 	for _, req := range reqs {
 		before := h.entered()
 		chs = append(chs, h.produceAsync(req))
-		waitFor(t, "the request to enter the writer", func() bool { return h.entered() > before })
+		testwait.Until(t, 20*time.Second, "the request to enter the writer", func() bool { return h.entered() > before })
 	}
 	return chs
 }

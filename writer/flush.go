@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/ctxwait"
 	"github.com/strata-io/strata/segment"
 )
 
@@ -362,14 +363,10 @@ func (w *Writer) settle(seg catalog.Segment) ([]catalog.Result, error) {
 		}
 		w.log.Warn("settle commit", "key", seg.Key, "attempt", attempt, "err", err)
 		// Full jitter keeps writers that lost the catalog together from retrying in step.
-		t := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if ctxwait.Sleep(ctx, backoff/2+rand.N(backoff/2+1)) != nil {
 			w.m.settles.WithLabelValues("unknown").Inc()
 			w.log.Error("settle commit: gave up, outcome unknown", "key", seg.Key, "attempts", attempt, "err", err)
 			return nil, fmt.Errorf("%w: settle gave up after %s and %d attempts: %w", ErrOutcomeUnknown, w.cfg.SettleTimeout, attempt, err)
-		case <-t.C:
 		}
 		backoff = min(2*backoff, 2*time.Second)
 	}

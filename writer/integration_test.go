@@ -19,7 +19,7 @@ import (
 	"github.com/strata-io/strata/catalog/postgres"
 	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/internal/murmur2"
-	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fault"
 	"github.com/strata-io/strata/objstore/fs"

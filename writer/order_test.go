@@ -8,8 +8,10 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 func TestSeqBefore(t *testing.T) {
@@ -141,11 +143,11 @@ func TestRequeueAheadOfSequence(t *testing.T) {
 	}
 	ctx := context.Background()
 	ahead := produce(idem(2))
-	waitFor(t, "the request ahead buffered", func() bool { return w.bufferedRequests() == 1 })
+	testwait.Until(t, 20*time.Second, "the request ahead buffered", func() bool { return w.bufferedRequests() == 1 })
 	w.Flush(ctx) // refused as ahead: buffered again, not answered
-	waitFor(t, "the request ahead buffered again", func() bool { return w.bufferedRequests() == 1 })
+	testwait.Until(t, 20*time.Second, "the request ahead buffered again", func() bool { return w.bufferedRequests() == 1 })
 	first := produce(idem(0))
-	waitFor(t, "both buffered", func() bool { return w.bufferedRequests() == 2 })
+	testwait.Until(t, 20*time.Second, "both buffered", func() bool { return w.bufferedRequests() == 2 })
 	w.Flush(ctx)
 	for what, ch := range map[string]chan error{"first": first, "ahead": ahead} {
 		if err := <-ch; err != nil {
@@ -157,7 +159,7 @@ func TestRequeueAheadOfSequence(t *testing.T) {
 	}
 	// Behind the expected sequence: answered at once.
 	stale := produce(idem(0))
-	waitFor(t, "stale buffered", func() bool { return w.bufferedRequests() == 1 })
+	testwait.Until(t, 20*time.Second, "stale buffered", func() bool { return w.bufferedRequests() == 1 })
 	w.Flush(ctx)
 	var se *catalog.SequenceError
 	if err := <-stale; !errors.As(err, &se) || se.Expected != 4 {
@@ -166,7 +168,7 @@ func TestRequeueAheadOfSequence(t *testing.T) {
 	// Ahead, and nothing ever fills the gap: refused after maxRequeues more flushes.
 	lost := produce(idem(9))
 	for i := 0; i <= maxRequeues; i++ {
-		waitFor(t, "gap buffered", func() bool { return w.bufferedRequests() == 1 })
+		testwait.Until(t, 20*time.Second, "gap buffered", func() bool { return w.bufferedRequests() == 1 })
 		w.Flush(ctx)
 	}
 	if err := <-lost; !errors.As(err, &se) || se.Expected != 4 || cat.seen[9] != maxRequeues+1 {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // Submit buffers in call order and answers through Wait; SubmitWait, with the buffer
@@ -26,7 +28,7 @@ func TestSubmitAndSubmitWait(t *testing.T) {
 		}
 		subs = append(subs, s)
 	}
-	waitFor(t, "the put to start", func() bool { puts, _, _ := h.store.counts(); return puts == 1 })
+	testwait.Until(t, 20*time.Second, "the put to start", func() bool { puts, _, _ := h.store.counts(); return puts == 1 })
 	if _, err := h.w.Submit(one); !errors.Is(err, ErrBufferFull) {
 		t.Fatalf("Submit with the buffer full = %v, want ErrBufferFull at once", err)
 	}

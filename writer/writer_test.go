@@ -12,6 +12,7 @@ import (
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/internal/membudget"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/segment"
 )
 
@@ -212,7 +213,7 @@ func TestMemoryBudget(t *testing.T) {
 	for _, c := range chs {
 		mustOK(t, await(t, c))
 	}
-	waitFor(t, "the flush's bytes to be released", func() bool { return mem.Used() == 0 })
+	testwait.Until(t, 20*time.Second, "the flush's bytes to be released", func() bool { return mem.Used() == 0 })
 	if mem.Peak() > mem.Limit() || mem.Overreleased() != 0 {
 		t.Fatalf("peak %d of %d, overreleased %d", mem.Peak(), mem.Limit(), mem.Overreleased())
 	}
@@ -228,7 +229,7 @@ func TestBackPressure(t *testing.T) {
 	h.store.block = func(int) { <-gate }
 
 	chs := h.enqueueInOrder(t, one, one) // the second fills a flush: cut, stuck in Put
-	waitFor(t, "the put to start", func() bool { puts, _, _ := h.store.counts(); return puts == 1 })
+	testwait.Until(t, 20*time.Second, "the put to start", func() bool { puts, _, _ := h.store.counts(); return puts == 1 })
 	start := time.Now()
 	_, err := h.w.Produce(context.Background(), one)
 	if !errors.Is(err, ErrBufferFull) {
@@ -250,7 +251,7 @@ func TestBackPressure(t *testing.T) {
 	}
 	// The bytes are released before the answers: room at once.
 	c := h.produceAsync(one)
-	waitFor(t, "the retry to be buffered", func() bool { return h.w.bufferedRequests() == 1 })
+	testwait.Until(t, 20*time.Second, "the retry to be buffered", func() bool { return h.w.bufferedRequests() == 1 })
 	if err := h.w.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +397,7 @@ func TestCommitUnknownSettled(t *testing.T) {
 			}
 		}
 		c := h.produceAsync(req(rec(1, 1, 0, "", "c")))
-		waitFor(t, "buffered", func() bool { return h.w.bufferedRequests() == 1 })
+		testwait.Until(t, 20*time.Second, "buffered", func() bool { return h.w.bufferedRequests() == 1 })
 		h.w.Flush(context.Background())
 		if got := mustOK(t, await(t, c)).Records[0].Offset; got != 0 {
 			t.Errorf("next request at offset %d, want 0: the aborted flush took none", got)
@@ -651,7 +652,7 @@ func TestWaiterContextEnds(t *testing.T) {
 		_, err := h.w.Produce(ctx, req(rec(1, 1, 0, "", "a")))
 		errc <- err
 	}()
-	waitFor(t, "buffered", func() bool { return h.w.bufferedRequests() == 1 })
+	testwait.Until(t, 20*time.Second, "buffered", func() bool { return h.w.bufferedRequests() == 1 })
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Produce = %v, want context.Canceled", err)
@@ -714,7 +715,7 @@ func TestOnePutOneCommitPerFlush(t *testing.T) {
 				rec(int64(1+i%3), 16, int32(i%16), "", "a"),
 				rec(int64(1+i%3), 16, -1, fmt.Sprint("key", i), "b"))))
 		}
-		waitFor(t, "every request buffered", func() bool { return h.w.bufferedRequests() == n })
+		testwait.Until(t, 20*time.Second, "every request buffered", func() bool { return h.w.bufferedRequests() == n })
 		h.w.Flush(context.Background())
 		for _, c := range chs {
 			mustOK(t, await(t, c))
@@ -805,7 +806,7 @@ func TestFlushWithoutRun(t *testing.T) {
 
 func TestRunTwice(t *testing.T) {
 	h := start(t, Config{}, true)
-	waitFor(t, "Run to start", func() bool {
+	testwait.Until(t, 20*time.Second, "Run to start", func() bool {
 		h.w.mu.Lock()
 		defer h.w.mu.Unlock()
 		return h.w.running

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
 	"github.com/strata-io/strata/internal/tlsreload/tlstest"
 )
 

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // notifyChannel carries commit notifications. Payloads are watermarks
@@ -219,12 +220,8 @@ func (c *Catalog) reconnecting(ctx context.Context, what string, session func(co
 			backoff = listenMinBackoff
 		}
 		c.log.Warn(what+": connection lost, reconnecting", "err", err, "backoff", backoff)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if ctxwait.Sleep(ctx, backoff) != nil {
 			return nil
-		case <-t.C:
 		}
 		backoff = min(2*backoff, listenMaxBackoff)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/catalogtest"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // TestDurabilitySettings reads back what the writer connection runs with: WAL,
@@ -143,7 +144,7 @@ func TestListenEndsOnClose(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- c.Listen(context.Background(), func(catalog.Watermark) {}) }()
-	time.Sleep(10 * time.Millisecond)
+	testwait.Until(t, 5*time.Second, "Listen to subscribe", func() bool { c.hub.mu.Lock(); defer c.hub.mu.Unlock(); return len(c.hub.subs) > 0 })
 	c.Close()
 	select {
 	case err := <-done:

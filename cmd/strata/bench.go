@@ -19,7 +19,7 @@ import (
 	"time"
 
 	catopen "github.com/strata-io/strata/catalog/open"
-	"github.com/strata-io/strata/internal/bench"
+	"github.com/strata-io/strata/cmd/strata/internal/bench"
 	"github.com/strata-io/strata/internal/ctxwait"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/open"

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
 )
 
 // testSecret is a password no run may print.

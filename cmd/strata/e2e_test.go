@@ -22,7 +22,7 @@ import (
 
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/internal/murmur2"
-	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
 )
 
 // devServer is one `strata dev` process.

@@ -22,8 +22,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-io/strata/client"
-	"github.com/strata-io/strata/internal/testsvc"
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // Consumer groups end to end: real server processes, and group members in processes of

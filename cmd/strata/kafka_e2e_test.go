@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
-	"github.com/strata-io/strata/internal/testsvc"
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // kcatBrokers runs `kcat -L -J` against addr and returns "id=host:port" per broker and

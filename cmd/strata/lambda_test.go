@@ -22,7 +22,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
 	"github.com/strata-io/strata/lambda"
 	"github.com/strata-io/strata/lambda/secretstest"
 	"github.com/strata-io/strata/objstore"

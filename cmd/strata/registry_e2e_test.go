@@ -20,7 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/strata-io/strata/client"
-	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
 )
 
 // The schema registry end to end: franz-go's pkg/sr client and serde against the

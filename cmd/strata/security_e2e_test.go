@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-io/strata/internal/kafkatest"
-	"github.com/strata-io/strata/internal/testsvc"
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/kafkatest"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 const bootstrapKey = "bootstrap-key-0123456789abcdef0123"

@@ -12,14 +12,14 @@ import (
 	"time"
 
 	catopen "github.com/strata-io/strata/catalog/open"
-	"github.com/strata-io/strata/internal/jepsen"
-	"github.com/strata-io/strata/internal/privatepg"
+	"github.com/strata-io/strata/cmd/strata/internal/jepsen"
 	"github.com/strata-io/strata/internal/redact"
+	"github.com/strata-io/strata/internal/testkit/privatepg"
 )
 
 func tortureCommand() (*command, func(context.Context, *env, *command, []string) error) {
 	c := newCommand("torture", "strata torture [--duration 10m] [--classes kill,pause,...] --postgres DSN --s3-endpoint URL",
-		`Runs the reliability harness (package internal/jepsen): for each fault class, a fresh cluster of
+		`Runs the reliability harness (package cmd/strata/internal/jepsen): for each fault class, a fresh cluster of
 'strata serve' processes (this binary), a fresh catalog and bucket, a workload of producers and
 consumers whose every operation is recorded, faults injected in windows for --duration, then
 healing, a final read of everything and a check of the history. Prints a table per class: records

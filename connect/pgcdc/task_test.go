@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-io/strata/connect"
-	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
 )
 
 // fakeContext is a source context whose offsets are what the test committed.

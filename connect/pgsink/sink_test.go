@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-io/strata/connect"
-	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
 )
 
 type sinkContext struct{}

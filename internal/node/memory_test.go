@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/api"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/security"
 	"github.com/strata-io/strata/writer"
@@ -71,13 +72,7 @@ func startMemNode(t *testing.T, budget int64, stall time.Duration, apiCfg api.Co
 func (n *memNode) settle(t *testing.T) {
 	t.Helper()
 	m := n.Memory
-	deadline := time.Now().Add(20 * time.Second)
-	for m.Used() != m.Idle() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the budget did not return to its idle level: %d reserved, idle %d", m.Used(), m.Idle())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Until(t, 20*time.Second, "the budget to return to its idle level", func() bool { return m.Used() == m.Idle() })
 	if m.Peak() > m.Limit() || m.Overreleased() != 0 {
 		t.Fatalf("peak %d of a %d budget, %d bytes released twice", m.Peak(), m.Limit(), m.Overreleased())
 	}
@@ -241,7 +236,9 @@ func TestMemorySlowReaders(t *testing.T) {
 			c.Close()
 		}
 	}()
-	time.Sleep(500 * time.Millisecond) // they are being answered, and not reading
+	testwait.Until(t, 30*time.Second, "the slow readers' answers to be reserved", func() bool { // being answered, and not reading
+		return n.Memory.Used() >= n.Memory.Idle()+32<<20
+	})
 
 	var lat []time.Duration
 	var served int
@@ -336,19 +333,13 @@ func metrics(t *testing.T, url string) string {
 // waitGauge waits until /metrics shows line.
 func waitGauge(t *testing.T, url, line string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Until(t, 10*time.Second, "/metrics to show "+line, func() bool {
 		resp, err := http.Get(url + "/metrics")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if strings.Contains(string(b), line) {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/metrics never showed %s", line)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return strings.Contains(string(b), line)
+	})
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/sqlite"
 	"github.com/strata-io/strata/compactor"
-	"github.com/strata-io/strata/internal/batchtest"
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/batchtest"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/objstore/fs"
 	"github.com/strata-io/strata/writer"
 )

@@ -29,8 +29,8 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
-	"github.com/strata-io/strata/internal/jepsen"
-	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/s3"
 )
@@ -123,11 +123,17 @@ func startServer(t *testing.T) *server {
 			t.Logf("server logged errors:\n%s", out.String())
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := jepsen.WaitReady(ctx, []string{"http://" + addr}); err != nil {
-		t.Fatalf("server not ready: %v", err)
-	}
+	testwait.NoError(t, time.Minute, "the server to be ready", func() error {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/readyz: HTTP %d", resp.StatusCode)
+		}
+		return nil
+	})
 	return &server{url: "http://" + addr, store: st, cli: client.New("http://" + addr)}
 }
 

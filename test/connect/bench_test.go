@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // BenchmarkFileSource measures a file source's throughput into a one-partition topic on

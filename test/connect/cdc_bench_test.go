@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // BenchmarkCDCStream measures the CDC source's streaming rate into a one-partition

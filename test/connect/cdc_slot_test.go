@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // TestCDCSlotMissing: the connector's slot dropped behind its back while it is

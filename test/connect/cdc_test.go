@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // TestCDCSnapshotAndChanges: a table with rows before the connector starts, then

@@ -1,5 +1,5 @@
 // Package connect holds the connect runtime's process tests: real `strata serve --roles
-// writer,reader,connect` processes on Postgres and MinIO (internal/testsvc), killed with
+// writer,reader,connect` processes on Postgres and MinIO (internal/testkit/testsvc), killed with
 // SIGKILL at random moments and at each failure point, paused with SIGSTOP past their
 // leases, while a file source feeds a topic that a file sink writes out. STRATA_LONG=1
 // runs the full kill counts.
@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
-	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
 )
 
 func long() bool { return os.Getenv("STRATA_LONG") != "" }

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-io/strata/internal/testsvc"
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // The binary under test, built once per package run.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
-	"github.com/strata-io/strata/internal/testsvc"
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // TestPostgresRestartUnderLoad crashes the catalog's Postgres (immediate stop) while

@@ -22,6 +22,7 @@ import (
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/internal/node/nodetest"
+	"github.com/strata-io/strata/kafka"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
 )
@@ -37,9 +38,9 @@ type stack struct {
 	kcl   *kgo.Client
 }
 
-func startStack(t *testing.T) *stack {
+func startStack(t *testing.T, kafkaConfig ...func(*kafka.Config)) *stack {
 	t.Helper()
-	n := nodetest.Start(t, nodetest.Kafka(),
+	n := nodetest.Start(t, nodetest.Kafka(kafkaConfig...),
 		nodetest.Mutate(func(c *node.Config) {
 			c.WriterConfig = writer.Config{Linger: 5 * time.Millisecond}
 			c.ReaderConfig = reader.Config{PollInterval: 50 * time.Millisecond}

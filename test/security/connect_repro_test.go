@@ -15,7 +15,7 @@ import (
 
 	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/connect"
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // The reproductions of issue 27's Connect findings, each on a node with keys required:

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/acl"
-	"github.com/strata-io/strata/internal/testwait"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // The Connect REST API's ACL matrix, beside the HTTP API's and the Kafka protocol's:

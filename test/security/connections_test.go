@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strata-io/strata/acl"
-	"github.com/strata-io/strata/internal/kafkatest"
+	"github.com/strata-io/strata/internal/testkit/kafkatest"
 )
 
 // TestSASLUsernameNotTheKeys: a key's secret under another key's id (or an unknown id)

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/strata-io/strata/acl"
-	"github.com/strata-io/strata/internal/batchtest"
+	"github.com/strata-io/strata/internal/testkit/batchtest"
 )
 
 // kclient is a franz-go client authenticated by SASL/PLAIN as key id and secret.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/api"
-	"github.com/strata-io/strata/internal/batchtest"
+	"github.com/strata-io/strata/internal/testkit/batchtest"
 )
 
 // wantNotOwner checks the refusal of another principal's producer id: 403 forbidden,

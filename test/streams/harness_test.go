@@ -19,7 +19,7 @@ import (
 
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/examples/retail/retail"
-	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
 )
 
 func long() bool { return os.Getenv("STRATA_LONG") != "" }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
 	"github.com/strata-io/strata/streams"
 )
 

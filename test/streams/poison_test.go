@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/examples/retail/retail"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // TestPoisonRecord: a sale whose value does not decode stops the application with an
@@ -39,7 +40,7 @@ func TestPoisonRecord(t *testing.T) {
 	}
 
 	dl := retailProc(t, nd.url, "poison-dl", "--app", "poison-dl", "--dead-letter-topic", "retail-dead")
-	waitFor(t, func() bool { return len(readAll(t, c, retail.Reorders)) == 1 })
+	testwait.Until(t, time.Minute, "the reorder past the poison record", func() bool { return len(readAll(t, c, retail.Reorders)) == 1 })
 	dl.stop(30 * time.Second)
 	dead := readAll(t, c, "retail-dead")
 	if len(dead) != 1 {

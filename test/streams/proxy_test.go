@@ -9,7 +9,7 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
 )
 
 // verdict is what the proxy does with one request.

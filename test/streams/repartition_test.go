@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/streams"
 	"github.com/strata-io/strata/streams/serde"
 )
@@ -60,7 +61,7 @@ func TestRepartitionExactlyOnce(t *testing.T) {
 			t.Logf("final counts %v; metrics %+v %+v", final, apps[0].Metrics(), apps[1].Metrics())
 		}
 	}()
-	waitFor(t, func() bool {
+	testwait.Until(t, time.Minute, "the final counts of every color", func() bool {
 		for _, r := range readAll(t, c, "color-counts") {
 			k, _ := r.KeyBytes()
 			v, _ := r.ValueBytes()
@@ -80,7 +81,7 @@ func TestRepartitionExactlyOnce(t *testing.T) {
 		}
 		return deleted
 	}
-	waitFor(t, func() bool {
+	testwait.Until(t, time.Minute, "a repartition purge that deleted records", func() bool {
 		purges = 0
 		for _, a := range apps {
 			purges += a.Metrics().RepartitionPurges

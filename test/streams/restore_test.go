@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/streams"
 	"github.com/strata-io/strata/streams/serde"
 )
@@ -108,7 +109,7 @@ func TestRestore(t *testing.T) {
 	if _, err := c.Produce(ctx, "restore-in", []client.Record{{Key: client.String("k0000007"), Value: client.String("x")}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return len(readAll(t, c, "restore-out")) == 1 })
+	testwait.Until(t, time.Minute, "the count of the record produced after the restore", func() bool { return len(readAll(t, c, "restore-out")) == 1 })
 	if v, _ := readAll(t, c, "restore-out")[0].ValueBytes(); string(v) != "1007->1008" {
 		t.Errorf("count of k0000007 went %s, want 1007->1008 (the restored value plus one)", v)
 	}
@@ -127,16 +128,5 @@ func TestRestore(t *testing.T) {
 	stop()
 	if m.RestoredRecords != n+1 {
 		t.Errorf("wiped again: restored %d records, want %d", m.RestoredRecords, n+1)
-	}
-}
-
-func waitFor(t testing.TB, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within a minute")
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

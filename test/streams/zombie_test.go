@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/examples/retail/retail"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // TestZombie: an instance SIGSTOPped past its session loses its tasks to the other;
@@ -23,7 +24,7 @@ func TestZombie(t *testing.T) {
 	a.waitTasks(1, time.Minute)
 	b.waitTasks(1, time.Minute)
 	// Both instances at work (each has committed) before the pause.
-	waitFor(t, func() bool {
+	testwait.Until(t, time.Minute, "both instances to commit", func() bool {
 		ma, _, errA := a.snapshot()
 		mb, _, errB := b.snapshot()
 		return errA == nil && errB == nil && ma.Commits > 0 && mb.Commits > 0

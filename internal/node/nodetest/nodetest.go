@@ -1,7 +1,7 @@
 // Package nodetest starts a real node for a test: internal/node's, assembled as strata
 // serve assembles it and served on loopback (internal/node/inproc), over an embedded
 // catalog and store (SQLite and the filesystem, in a temporary directory) or over the
-// test services (Postgres and MinIO, through internal/testsvc: under CI a missing
+// test services (Postgres and MinIO, through internal/testkit/testsvc: under CI a missing
 // service fails the test). Options say what the test needs of it — roles, keys
 // required, a memory budget, the Kafka listener, the connect role — and anything
 // else is a mutator of the node's configuration. Everything started is stopped when
@@ -23,7 +23,7 @@ import (
 	"github.com/strata-io/strata/connect"
 	"github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/internal/node/inproc"
-	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
 	"github.com/strata-io/strata/kafka"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/fs"

@@ -19,7 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/strata-io/strata/internal/privatepg"
+	"github.com/strata-io/strata/internal/testkit/privatepg"
 )
 
 // Require returns the value of env var name, or skips (fails under CI) when unset.

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/strata-io/strata/internal/privatepg"
-	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testkit/privatepg"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
 )
 
 // As root (as in a container, and in CI), a parent the postgres user cannot enter — a

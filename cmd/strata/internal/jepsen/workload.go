@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // WorkloadConfig says what the workload runs. Zero values take the defaults shown.
@@ -143,10 +144,8 @@ func (w *Workload) Setup(ctx context.Context) error {
 		if err == nil || client.HasCode(err, "topic_exists") {
 			return w.setupTxn(ctx)
 		}
-		select {
-		case <-ctx.Done():
+		if ctxwait.Sleep(ctx, 200*time.Millisecond) != nil {
 			return fmt.Errorf("jepsen: create topic %s: %w", w.cfg.Topic, err)
-		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
@@ -377,7 +376,7 @@ func (w *Workload) produce(ctx context.Context, name string, idempotent bool) {
 				}
 			}
 		}
-		sleep(ctx, w.cfg.Interval)
+		ctxwait.Sleep(ctx, w.cfg.Interval)
 	}
 }
 
@@ -414,7 +413,7 @@ func (w *Workload) sendIdempotent(ctx context.Context, body []byte) (answer, int
 			last.outcome = Unknown
 			return last, attempts
 		}
-		sleep(w.resolve, 100*time.Millisecond)
+		ctxwait.Sleep(w.resolve, 100*time.Millisecond)
 	}
 }
 
@@ -424,7 +423,7 @@ func (w *Workload) initProducer(ctx context.Context) (int64, int16, error) {
 	req, _ := http.NewRequestWithContext(rctx, http.MethodPost, BalancedURL+"/v1/producers", nil)
 	resp, err := w.hc.Do(req)
 	if err != nil {
-		sleep(ctx, 200*time.Millisecond)
+		ctxwait.Sleep(ctx, 200*time.Millisecond)
 		return 0, 0, err
 	}
 	defer resp.Body.Close()
@@ -433,7 +432,7 @@ func (w *Workload) initProducer(ctx context.Context) (int64, int16, error) {
 		Epoch int16 `json:"epoch"`
 	}
 	if resp.StatusCode != http.StatusOK {
-		sleep(ctx, 200*time.Millisecond)
+		ctxwait.Sleep(ctx, 200*time.Millisecond)
 		return 0, 0, fmt.Errorf("init producer: HTTP %d", resp.StatusCode)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
@@ -448,7 +447,7 @@ func (w *Workload) consume(ctx context.Context, name string, p int32) {
 	for ctx.Err() == nil {
 		next, err := w.poll(ctx, name, ReadAssign, p, offset, 500*time.Millisecond)
 		if err != nil {
-			sleep(ctx, 100*time.Millisecond)
+			ctxwait.Sleep(ctx, 100*time.Millisecond)
 			continue
 		}
 		offset = next
@@ -463,7 +462,7 @@ func (w *Workload) reread(ctx context.Context, name string) {
 		parts, err := w.cli.Partitions(pctx, w.cfg.Topic)
 		cancel()
 		if err != nil || int(p) >= len(parts) || parts[p].HighWatermark == parts[p].LogStartOffset {
-			sleep(ctx, 200*time.Millisecond)
+			ctxwait.Sleep(ctx, 200*time.Millisecond)
 			continue
 		}
 		lo, hi := parts[p].LogStartOffset, parts[p].HighWatermark
@@ -475,7 +474,7 @@ func (w *Workload) reread(ctx context.Context, name string) {
 			}
 			offset = next
 		}
-		sleep(ctx, 50*time.Millisecond)
+		ctxwait.Sleep(ctx, 50*time.Millisecond)
 	}
 }
 
@@ -536,7 +535,7 @@ func (w *Workload) member(ctx context.Context, name string) {
 		switch {
 		case err != nil && ctx.Err() == nil:
 			w.cfg.Log.Info("group member stopped; rejoining", "member", name, "err", err)
-			sleep(ctx, 500*time.Millisecond)
+			ctxwait.Sleep(ctx, 500*time.Millisecond)
 		case err != nil:
 			// Stopped (after the faults were healed) while something still kept it from
 			// progress: worth seeing beside the anomalies.
@@ -551,7 +550,7 @@ func (w *Workload) observeGroup(ctx context.Context) {
 		for _, g := range w.groups() {
 			w.recordGroupOffsets(ctx, g, false)
 		}
-		sleep(ctx, time.Second)
+		ctxwait.Sleep(ctx, time.Second)
 	}
 }
 
@@ -591,7 +590,7 @@ func (w *Workload) Final(parent context.Context) {
 			if err := w.recordGroupOffsets(ctx, g, true); err == nil {
 				break
 			}
-			sleep(ctx, 200*time.Millisecond)
+			ctxwait.Sleep(ctx, 200*time.Millisecond)
 		}
 	}
 	w.hist.mu.Lock()
@@ -608,7 +607,7 @@ func (w *Workload) finalPartition(parent context.Context, p int32) {
 		parts, err := w.cli.Partitions(ctx, w.cfg.Topic)
 		if err != nil || int(p) >= len(parts) {
 			lastErr = errors.Join(err, fmt.Errorf("partitions: %d answered", len(parts)))
-			sleep(ctx, 200*time.Millisecond)
+			ctxwait.Sleep(ctx, 200*time.Millisecond)
 			continue
 		}
 		f.LogStart, f.HWM = parts[p].LogStartOffset, parts[p].HighWatermark
@@ -619,12 +618,12 @@ func (w *Workload) finalPartition(parent context.Context, p int32) {
 		next, err := w.poll(ctx, "final", ReadFinal, p, offset, 0)
 		if err != nil {
 			lastErr = err
-			sleep(ctx, 200*time.Millisecond)
+			ctxwait.Sleep(ctx, 200*time.Millisecond)
 			continue
 		}
 		if next <= offset {
 			lastErr = fmt.Errorf("fetch at %d below the high watermark %d answered next offset %d", offset, f.HWM, next)
-			sleep(ctx, 200*time.Millisecond)
+			ctxwait.Sleep(ctx, 200*time.Millisecond)
 			continue
 		}
 		offset = next
@@ -636,13 +635,4 @@ func (w *Workload) finalPartition(parent context.Context, p int32) {
 		f.Err = fmt.Sprintf("read to %d of %d: %v", offset, f.HWM, ctx.Err())
 	}
 	w.hist.AddFinal(f)
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

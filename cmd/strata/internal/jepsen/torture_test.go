@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
 )
 
 // The short version runs each class for -jepsen.duration (CI); the long version is the

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // Balancer is an http.RoundTripper that sends each request to a node picked at
@@ -110,10 +112,8 @@ func WaitReady(ctx context.Context, nodes []string) error {
 					break
 				}
 			}
-			select {
-			case <-ctx.Done():
-				return errors.Join(ctx.Err(), err)
-			case <-time.After(100 * time.Millisecond):
+			if cerr := ctxwait.Sleep(ctx, 100*time.Millisecond); cerr != nil {
+				return errors.Join(cerr, err)
 			}
 		}
 	}

@@ -10,7 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/strata-io/strata/internal/faultproxy"
+	"github.com/strata-io/strata/internal/ctxwait"
+	"github.com/strata-io/strata/internal/testkit/faultproxy"
 	"github.com/strata-io/strata/objstore/fault"
 )
 
@@ -47,7 +48,7 @@ func (s Schedule) Run(ctx context.Context, h *History) error {
 	}
 	var errs []error
 	for i := 0; ctx.Err() == nil; i++ {
-		sleep(ctx, s.Quiet)
+		ctxwait.Sleep(ctx, s.Quiet)
 		if ctx.Err() != nil {
 			break
 		}
@@ -68,7 +69,7 @@ func (s Schedule) Run(ctx context.Context, h *History) error {
 			}
 			h.AddEvent(f.Name(), "start: "+what)
 		}
-		sleep(ctx, s.Active)
+		ctxwait.Sleep(ctx, s.Active)
 		// Healing must happen even when the run is over, each fault with its own time:
 		// one that cannot heal must not leave the others no time to.
 		for _, f := range HealOrder(started) {

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // The transactional workload: Kafka's consume-transform-produce loop, exactly once.
@@ -85,7 +86,7 @@ func (w *Workload) transact(ctx context.Context, name string) {
 		sess.Close()
 		if err != nil {
 			w.hist.AddEvent("workload", fmt.Sprintf("transactor %s starts over: %v", name, err))
-			sleep(ctx, 500*time.Millisecond)
+			ctxwait.Sleep(ctx, 500*time.Millisecond)
 		}
 	}
 }
@@ -213,7 +214,7 @@ func (w *Workload) finalTxn(parent context.Context) {
 			parts, err := w.cli.Partitions(ctx, topic)
 			if err != nil || int(p) >= len(parts) {
 				lastErr = errors.Join(err, fmt.Errorf("partitions: %d answered", len(parts)))
-				sleep(ctx, 200*time.Millisecond)
+				ctxwait.Sleep(ctx, 200*time.Millisecond)
 				continue
 			}
 			pi := parts[p]
@@ -227,7 +228,7 @@ func (w *Workload) finalTxn(parent context.Context) {
 			}
 			if offset >= pi.LastStableOffset {
 				lastErr = fmt.Errorf("an open transaction holds the last stable offset at %d (high watermark %d)", pi.LastStableOffset, pi.HighWatermark)
-				sleep(ctx, 200*time.Millisecond)
+				ctxwait.Sleep(ctx, 200*time.Millisecond)
 				continue
 			}
 			fctx, fcancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
@@ -237,14 +238,14 @@ func (w *Workload) finalTxn(parent context.Context) {
 			if err != nil {
 				rd.Err, lastErr = err.Error(), err
 				w.hist.AddTxnRead(rd)
-				sleep(ctx, 200*time.Millisecond)
+				ctxwait.Sleep(ctx, 200*time.Millisecond)
 				continue
 			}
 			rd.Next, rd.HWM, rd.Records = res.NextOffset, res.HighWatermark, readRecords(res.Records)
 			w.hist.AddTxnRead(rd)
 			if res.NextOffset <= offset {
 				lastErr = fmt.Errorf("fetch at %d below the last stable offset %d answered next offset %d", offset, pi.LastStableOffset, res.NextOffset)
-				sleep(ctx, 200*time.Millisecond)
+				ctxwait.Sleep(ctx, 200*time.Millisecond)
 				continue
 			}
 			offset = res.NextOffset

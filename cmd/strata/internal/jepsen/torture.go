@@ -18,7 +18,7 @@ import (
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/postgres"
 	"github.com/strata-io/strata/check"
-	"github.com/strata-io/strata/internal/faultproxy"
+	"github.com/strata-io/strata/internal/testkit/faultproxy"
 	"github.com/strata-io/strata/objstore/fault"
 	"github.com/strata-io/strata/objstore/s3"
 )

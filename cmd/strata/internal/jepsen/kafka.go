@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strata-io/strata/internal/ctxwait"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -142,7 +143,7 @@ func (w *Workload) kafkaProduce(ctx context.Context, name string) {
 		case <-w.resolve.Done():
 			return
 		}
-		sleep(ctx, w.cfg.Interval)
+		ctxwait.Sleep(ctx, w.cfg.Interval)
 	}
 }
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/strata-io/strata/internal/privatepg"
 	"github.com/strata-io/strata/internal/redact"
+	"github.com/strata-io/strata/internal/testkit/privatepg"
 )
 
 // PrivatePostgres is a Postgres of the run's own (package privatepg), which the
