@@ -11,7 +11,10 @@ import (
 // method that calls it).
 type pgEngine struct{ c *Catalog }
 
-var _ engine.SwapBackend = pgEngine{}
+var (
+	_ engine.SwapBackend    = pgEngine{}
+	_ engine.ClassicBackend = pgEngine{}
+)
 
 func (c *Catalog) engine() pgEngine { return pgEngine{c} }
 

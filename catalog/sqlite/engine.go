@@ -11,7 +11,10 @@ import (
 // (each script's statements sit beside the method that calls it).
 type sqliteEngine struct{ c *Catalog }
 
-var _ engine.SwapBackend = sqliteEngine{}
+var (
+	_ engine.SwapBackend    = sqliteEngine{}
+	_ engine.ClassicBackend = sqliteEngine{}
+)
 
 func (c *Catalog) engine() sqliteEngine { return sqliteEngine{c} }
 

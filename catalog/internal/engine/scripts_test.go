@@ -99,16 +99,11 @@ var stillInBoth = map[string]string{
 	"Commit": "twin by design",
 	"Settle": "twin by design",
 	// Still to move into the engine over statement interfaces (issue 28).
-	"Heartbeat":            "to move: group heartbeat (engine.ApplyHeartbeat over a group load/write)",
-	"CommitOffsets":        "to move: offset commit (engine.CheckCommit over a group load/write)",
-	"ResetOffsets":         "to move: offset reset (engine.CheckCommit over a group load/write)",
-	"InitProducer":         "to move: idempotent producer init",
-	"RegisterNode":         "to move: node registration",
-	"ClassicHeartbeat":     "to move: classic step",
-	"JoinGroup":            "to move: classic step",
-	"SyncGroup":            "to move: classic step",
-	"LeaveGroup":           "to move: classic step",
-	"CommitClassicOffsets": "to move: classic step",
+	"Heartbeat":     "to move: group heartbeat (engine.ApplyHeartbeat over a group load/write)",
+	"CommitOffsets": "to move: offset commit (engine.CheckCommit over a group load/write)",
+	"ResetOffsets":  "to move: offset reset (engine.CheckCommit over a group load/write)",
+	"InitProducer":  "to move: idempotent producer init",
+	"RegisterNode":  "to move: node registration",
 }
 
 // TestNoScriptInBothBackends fails when a transaction script exists in both backends:
