@@ -14,6 +14,7 @@ type pgEngine struct{ c *Catalog }
 var (
 	_ engine.SwapBackend    = pgEngine{}
 	_ engine.ClassicBackend = pgEngine{}
+	_ engine.RegistryDB     = pgEngine{}
 )
 
 func (c *Catalog) engine() pgEngine { return pgEngine{c} }
@@ -23,3 +24,7 @@ func (pgEngine) Name() string { return "postgres" }
 
 // CommitTimeout is the catalog's commit timeout.
 func (e pgEngine) CommitTimeout() time.Duration { return e.c.commitTimeout }
+
+// registry is the schema registry's methods, written once (engine.Registry); Catalog
+// embeds it under this unexported name.
+type registry = engine.Registry

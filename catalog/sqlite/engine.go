@@ -14,6 +14,7 @@ type sqliteEngine struct{ c *Catalog }
 var (
 	_ engine.SwapBackend    = sqliteEngine{}
 	_ engine.ClassicBackend = sqliteEngine{}
+	_ engine.RegistryDB     = sqliteEngine{}
 )
 
 func (c *Catalog) engine() sqliteEngine { return sqliteEngine{c} }
@@ -23,3 +24,7 @@ func (sqliteEngine) Name() string { return "sqlite" }
 
 // CommitTimeout is the catalog's commit timeout.
 func (e sqliteEngine) CommitTimeout() time.Duration { return e.c.opts.CommitTimeout }
+
+// registry is the schema registry's methods, written once (engine.Registry); Catalog
+// embeds it under this unexported name.
+type registry = engine.Registry
