@@ -15,6 +15,7 @@ var (
 	_ engine.SwapBackend    = pgEngine{}
 	_ engine.ClassicBackend = pgEngine{}
 	_ engine.RegistryDB     = pgEngine{}
+	_ engine.NodeBackend    = pgEngine{}
 )
 
 func (c *Catalog) engine() pgEngine { return pgEngine{c} }

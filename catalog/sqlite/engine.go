@@ -15,6 +15,7 @@ var (
 	_ engine.SwapBackend    = sqliteEngine{}
 	_ engine.ClassicBackend = sqliteEngine{}
 	_ engine.RegistryDB     = sqliteEngine{}
+	_ engine.NodeBackend    = sqliteEngine{}
 )
 
 func (c *Catalog) engine() sqliteEngine { return sqliteEngine{c} }

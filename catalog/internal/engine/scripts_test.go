@@ -103,7 +103,6 @@ var stillInBoth = map[string]string{
 	"CommitOffsets": "to move: offset commit (engine.CheckCommit over a group load/write)",
 	"ResetOffsets":  "to move: offset reset (engine.CheckCommit over a group load/write)",
 	"InitProducer":  "to move: idempotent producer init",
-	"RegisterNode":  "to move: node registration",
 }
 
 // TestNoScriptInBothBackends fails when a transaction script exists in both backends:
