@@ -12,10 +12,11 @@ import (
 type pgEngine struct{ c *Catalog }
 
 var (
-	_ engine.SwapBackend    = pgEngine{}
-	_ engine.ClassicBackend = pgEngine{}
-	_ engine.RegistryDB     = pgEngine{}
-	_ engine.NodeBackend    = pgEngine{}
+	_ engine.SwapBackend     = pgEngine{}
+	_ engine.ClassicBackend  = pgEngine{}
+	_ engine.RegistryDB      = pgEngine{}
+	_ engine.NodeBackend     = pgEngine{}
+	_ engine.ProducerBackend = pgEngine{}
 )
 
 func (c *Catalog) engine() pgEngine { return pgEngine{c} }

@@ -12,10 +12,11 @@ import (
 type sqliteEngine struct{ c *Catalog }
 
 var (
-	_ engine.SwapBackend    = sqliteEngine{}
-	_ engine.ClassicBackend = sqliteEngine{}
-	_ engine.RegistryDB     = sqliteEngine{}
-	_ engine.NodeBackend    = sqliteEngine{}
+	_ engine.SwapBackend     = sqliteEngine{}
+	_ engine.ClassicBackend  = sqliteEngine{}
+	_ engine.RegistryDB      = sqliteEngine{}
+	_ engine.NodeBackend     = sqliteEngine{}
+	_ engine.ProducerBackend = sqliteEngine{}
 )
 
 func (c *Catalog) engine() sqliteEngine { return sqliteEngine{c} }

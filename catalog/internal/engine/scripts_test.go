@@ -102,7 +102,6 @@ var stillInBoth = map[string]string{
 	"Heartbeat":     "to move: group heartbeat (engine.ApplyHeartbeat over a group load/write)",
 	"CommitOffsets": "to move: offset commit (engine.CheckCommit over a group load/write)",
 	"ResetOffsets":  "to move: offset reset (engine.CheckCommit over a group load/write)",
-	"InitProducer":  "to move: idempotent producer init",
 }
 
 // TestNoScriptInBothBackends fails when a transaction script exists in both backends:
