@@ -17,6 +17,7 @@ var (
 	_ engine.RegistryDB      = pgEngine{}
 	_ engine.NodeBackend     = pgEngine{}
 	_ engine.ProducerBackend = pgEngine{}
+	_ engine.GroupBackend    = pgEngine{}
 )
 
 func (c *Catalog) engine() pgEngine { return pgEngine{c} }

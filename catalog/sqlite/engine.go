@@ -17,6 +17,7 @@ var (
 	_ engine.RegistryDB      = sqliteEngine{}
 	_ engine.NodeBackend     = sqliteEngine{}
 	_ engine.ProducerBackend = sqliteEngine{}
+	_ engine.GroupBackend    = sqliteEngine{}
 )
 
 func (c *Catalog) engine() sqliteEngine { return sqliteEngine{c} }

@@ -98,10 +98,6 @@ var stillInBoth = map[string]string{
 	// shared rules are the plan and the key's time checked before either.
 	"Commit": "twin by design",
 	"Settle": "twin by design",
-	// Still to move into the engine over statement interfaces (issue 28).
-	"Heartbeat":     "to move: group heartbeat (engine.ApplyHeartbeat over a group load/write)",
-	"CommitOffsets": "to move: offset commit (engine.CheckCommit over a group load/write)",
-	"ResetOffsets":  "to move: offset reset (engine.CheckCommit over a group load/write)",
 }
 
 // TestNoScriptInBothBackends fails when a transaction script exists in both backends:
