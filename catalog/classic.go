@@ -65,7 +65,7 @@ var (
 )
 
 // ClassicGroups is the classic-group part of the catalog, implemented by both backends
-// and proved by catalogtest.RunClassic. Every call runs in one transaction under the
+// and proved by catalogtest (its "classic" suite). Every call runs in one transaction under the
 // group's lock, first applying the timed transitions that are due (Advance), which are
 // kept even when the call itself is refused; a refused call changes nothing else.
 type ClassicGroups interface {

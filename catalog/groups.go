@@ -19,7 +19,7 @@ import (
 
 // Groups is the consumer-group part of the catalog, implemented by both backends beside
 // Catalog (kept apart from Catalog so that implementations without groups still compile)
-// and proved by catalogtest.RunGroups.
+// and proved by catalogtest (its "groups" suite).
 //
 // Every lease time is the database clock's. Errors are the Err* sentinels below,
 // wrapped, or ErrTopicNotFound / ErrPartitionOutOfRange for offsets of partitions that do

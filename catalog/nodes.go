@@ -13,7 +13,7 @@ import (
 // UUID. Kafka clients need brokers with ids and addresses; Strata has no leaders, so
 // each node registers itself with a lease on the database clock, renews it, and every
 // node answers Metadata from the same list of live nodes. Implemented by both backends
-// and proved by catalogtest.RunCluster.
+// and proved by catalogtest (its "cluster" suite).
 type Cluster interface {
 	// RegisterNode gives the node at addr (host:port, as clients should reach it) an id
 	// and a lease of ttl on the database clock. The id is chosen under a lock, so nodes

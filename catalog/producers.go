@@ -13,7 +13,7 @@ import (
 )
 
 // Producers is the producer part of the catalog, implemented by both backends beside
-// Catalog and proved by catalogtest.RunProducers.
+// Catalog and proved by catalogtest (its "producers" suite).
 type Producers interface {
 	// InitProducer hands out a producer identity. Without a transactional id it is a
 	// new id at epoch 0, unless current names a producer without a transactional id at

@@ -14,7 +14,7 @@ import (
 // twice; the same schema (by fingerprint) under several subjects has one id. Every write
 // takes one lock first (the registry_state row), so registrations serialise and a
 // compatibility check sees every version that can be committed before it. The rules
-// the backends share are the Plan* functions below. Proved by catalogtest.RunRegistry.
+// the backends share are the Plan* functions below. Proved by catalogtest (its "registry" suite).
 type Registry interface {
 	// RegisterSchema registers s under its subject in one transaction: when a version
 	// of the subject (not deleted) already holds a schema with s.Fingerprint, it answers

@@ -14,7 +14,7 @@ import (
 // (their secrets only as SHA-256 digests), ACL bindings, and the audit log of
 // administrative actions. Every change to keys or ACLs bumps one version in the same
 // transaction and notifies (WatchSecurity), so each node's cached view follows within
-// its poll interval at worst. Proved by catalogtest.RunSecurity.
+// its poll interval at worst. Proved by catalogtest (its "security" suite).
 type Security interface {
 	// CreateKey stores k (ID, Principal, Digest and ExpiresAt set by the caller;
 	// CreatedAt is the database clock's). An ID or digest already stored: ErrKeyExists.

@@ -2,8 +2,13 @@
 // Postgres), and helpers for tests that need a catalog with data in it.
 //
 //	func TestConformance(t *testing.T) {
-//		catalogtest.Run(t, func(t *testing.T) catalog.Catalog { return openFresh(t) })
+//		catalogtest.Run(t, func(t *testing.T, s catalogtest.Store, opts catalog.Options) catalog.Backend {
+//			return openOn(t, storeFor(t, s), opts)
+//		})
 //	}
+//
+// Run is the one entry point: it runs every suite (run.go), so a backend cannot miss one
+// and a new suite reaches both backends by being listed there.
 //
 // The suite asserts the documented behaviour of catalog.Catalog with known answers:
 // offsets and byte ranges worked out by hand, not by the code under test.
@@ -35,22 +40,10 @@ func DefaultOptions() Options { return Options{Committers: 8, CommitsEach: 1000,
 // ShortOptions is the suite under -short: 8 × 100.
 func ShortOptions() Options { return Options{Committers: 8, CommitsEach: 100, Partitions: 16} }
 
-// Run runs the whole suite, with DefaultOptions, or ShortOptions under -short.
-//
-// open returns a catalog for one subtest and arranges its Close with t.Cleanup. It must
-// use catalog.DefaultCommitTimeout (or any timeout between 10 seconds and an hour). The
-// catalog may be fresh or shared between subtests: the suite names its topics uniquely
-// and assumes nothing about other topics.
-func Run(t *testing.T, open func(t *testing.T) catalog.Catalog) {
-	o := DefaultOptions()
-	if testing.Short() {
-		o = ShortOptions()
-	}
-	RunWith(t, open, o)
-}
-
-// RunWith runs the whole suite sized by o.
-func RunWith(t *testing.T, open func(t *testing.T) catalog.Catalog, o Options) {
+// runCatalog runs the suite of catalog.Catalog, sized by o. open returns a catalog for
+// one subtest; it may be fresh or shared between subtests: the suite names its topics
+// uniquely and assumes nothing about other topics.
+func runCatalog(t *testing.T, open func(t *testing.T) catalog.Catalog, o Options) {
 	for _, tc := range []struct {
 		name string
 		fn   func(t *testing.T, c catalog.Catalog)

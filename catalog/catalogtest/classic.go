@@ -20,10 +20,10 @@ type ClassicCatalog interface {
 	catalog.ClassicGroups
 }
 
-// RunClassic runs the classic-group conformance suite. open returns a catalog for a
+// runClassic runs the classic-group conformance suite. open returns a catalog for a
 // subtest and arranges its Close; calls within one subtest return catalogs on the same
 // database, as several nodes would use.
-func RunClassic(t *testing.T, open func(t *testing.T) ClassicCatalog) {
+func runClassic(t *testing.T, open func(t *testing.T) ClassicCatalog) {
 	for _, tc := range []struct {
 		name string
 		fn   func(t *testing.T, open func(t *testing.T) ClassicCatalog)

@@ -17,12 +17,12 @@ type ClusterCatalog interface {
 	catalog.Cluster
 }
 
-// RunCluster runs the conformance suite of catalog.Cluster: node registry, cluster id,
+// runCluster runs the conformance suite of catalog.Cluster: node registry, cluster id,
 // topic UUIDs. open returns a catalog for a subtest and arranges its Close with
 // t.Cleanup; the node registry is one per database, so every subtest needs a fresh
 // database, and calls within one subtest must return catalogs on that same database
 // (as several nodes would have).
-func RunCluster(t *testing.T, open func(t *testing.T) ClusterCatalog) {
+func runCluster(t *testing.T, open func(t *testing.T) ClusterCatalog) {
 	for _, tc := range []struct {
 		name string
 		fn   func(t *testing.T, open func(t *testing.T) ClusterCatalog)

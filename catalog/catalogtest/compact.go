@@ -19,16 +19,16 @@ type CompactionCatalog interface {
 	catalog.Compaction
 }
 
-// CompactionCommitTimeout is the commit timeout RunCompaction's open must use: rows
+// CompactionCommitTimeout is the commit timeout runCompaction's open must use: rows
 // settle (catalog.SettleAge: twice this) soon after their commit, so the suite can wait
 // for it, yet a commit slowed by a loaded machine is not refused as too late.
 const CompactionCommitTimeout = 1500 * time.Millisecond
 
-// RunCompaction is the conformance suite of catalog.Compaction. open returns a catalog
+// runCompaction is the conformance suite of catalog.Compaction. open returns a catalog
 // for one subtest, opened with catalog.Options{CommitTimeout: CompactionCommitTimeout},
 // and arranges its Close; it may be shared between subtests (the suite names its
 // topics uniquely) but must not be used by any other compactor.
-func RunCompaction(t *testing.T, open func(t *testing.T) CompactionCatalog) {
+func runCompaction(t *testing.T, open func(t *testing.T) CompactionCatalog) {
 	for _, tc := range []struct {
 		name string
 		fn   func(t *testing.T, c CompactionCatalog)

@@ -20,10 +20,10 @@ type ConnectCatalog interface {
 	catalog.Groups
 }
 
-// RunConnect runs the connector conformance suite. open returns a fresh catalog (its own
+// runConnect runs the connector conformance suite. open returns a fresh catalog (its own
 // database) for each subtest: workers share out every task in the catalog, so subtests
 // must not see each other's.
-func RunConnect(t *testing.T, open func(t *testing.T) ConnectCatalog) {
+func runConnect(t *testing.T, open func(t *testing.T) ConnectCatalog) {
 	for _, tc := range []struct {
 		name string
 		fn   func(t *testing.T, c ConnectCatalog)

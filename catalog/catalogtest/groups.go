@@ -18,11 +18,11 @@ type GroupCatalog interface {
 	catalog.Groups
 }
 
-// RunGroups runs the consumer-group conformance suite. open returns a catalog for a
+// runGroups runs the consumer-group conformance suite. open returns a catalog for a
 // subtest and arranges its Close with t.Cleanup; calls within one subtest must return
 // catalogs on the same database (the concurrency test spreads members over several, as
 // several nodes would be). Every subtest names its groups and topics uniquely.
-func RunGroups(t *testing.T, open func(t *testing.T) GroupCatalog) {
+func runGroups(t *testing.T, open func(t *testing.T) GroupCatalog) {
 	for _, tc := range []struct {
 		name string
 		fn   func(t *testing.T, c GroupCatalog)

@@ -22,12 +22,12 @@ type ProducerCatalog interface {
 	catalog.Groups
 }
 
-// RunProducers runs the idempotent-producer and single-request-transaction conformance
+// runProducers runs the idempotent-producer and single-request-transaction conformance
 // suite. open returns a catalog opened with opts (the suite sets ProducerExpiry for the
 // expiry test, and leaves the rest zero) and arranges its Close with t.Cleanup; calls
 // within one subtest must return catalogs on the same database. Every subtest names its
 // topics, groups and transactional ids uniquely.
-func RunProducers(t *testing.T, open func(t *testing.T, opts catalog.Options) ProducerCatalog) {
+func runProducers(t *testing.T, open func(t *testing.T, opts catalog.Options) ProducerCatalog) {
 	def := func(t *testing.T) ProducerCatalog { return open(t, catalog.Options{}) }
 	for _, tc := range []struct {
 		name string

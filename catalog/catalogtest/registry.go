@@ -10,9 +10,9 @@ import (
 	"github.com/strata-io/strata/catalog"
 )
 
-// RunRegistry runs the conformance suite of catalog.Registry. open returns a fresh
+// runRegistry runs the conformance suite of catalog.Registry. open returns a fresh
 // catalog for each subtest (ids and subjects are counted whole).
-func RunRegistry(t *testing.T, open func(t *testing.T) catalog.Backend) {
+func runRegistry(t *testing.T, open func(t *testing.T) catalog.Backend) {
 	for _, tc := range []struct {
 		name string
 		fn   func(t *testing.T, c catalog.Backend)

@@ -11,10 +11,10 @@ import (
 	"github.com/strata-io/strata/catalog"
 )
 
-// RunSecurity runs the conformance suite of catalog.Security, with the audit records
+// runSecurity runs the conformance suite of catalog.Security, with the audit records
 // the administrative methods of the other interfaces write. open returns a fresh
 // catalog for each subtest (audit and ACLs are counted whole).
-func RunSecurity(t *testing.T, open func(t *testing.T) catalog.Backend) {
+func runSecurity(t *testing.T, open func(t *testing.T) catalog.Backend) {
 	for _, tc := range []struct {
 		name string
 		fn   func(t *testing.T, c catalog.Backend)

@@ -21,10 +21,10 @@ type TxnCatalog interface {
 	catalog.Compaction
 }
 
-// RunTransactions runs the transaction coordinator's conformance suite
+// runTransactions runs the transaction coordinator's conformance suite
 // (docs/design.md "Transactions"). open returns a catalog for one subtest; every
 // subtest names its topics, groups and transactional ids uniquely.
-func RunTransactions(t *testing.T, open func(t *testing.T) TxnCatalog) {
+func runTransactions(t *testing.T, open func(t *testing.T) TxnCatalog) {
 	for _, tc := range []struct {
 		name string
 		fn   func(t *testing.T, c TxnCatalog)

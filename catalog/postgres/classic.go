@@ -225,163 +225,80 @@ func queueClassicWrites(b *pgx.Batch, before, after *engine.ClassicGroup, ch eng
 	}
 }
 
-// classicStep runs one classic step in one transaction: the group is read under its
-// lock (created first when create is set), the due transitions applied, then step,
-// whose own writes it queues in w. When step fails, only the transitions are written
-// (nothing at all when there were none), and step's error is returned.
-func (c *Catalog) classicStep(ctx context.Context, name string, create bool, more func(b *pgx.Batch),
-	step func(g *engine.ClassicGroup, now time.Time, w *pgx.Batch) error) (*engine.ClassicGroup, time.Time, error) {
+// ClassicTx runs one classic step (engine.ClassicBackend) in two round trips: the group
+// created when asked, locked and read, with the topics' high watermarks, after BEGIN;
+// then the writes with the COMMIT.
+func (e pgEngine) ClassicTx(ctx context.Context, load engine.ClassicLoad, decide func(*engine.ClassicView) (*engine.ClassicWrites, error)) error {
 	var (
-		r       *classicRead
-		after   *engine.ClassicGroup
-		notify  bool
-		stepErr error
+		r      *classicRead
+		topics = map[string]engine.TopicMeta{}
+		hws    = map[catalog.TopicPartition]int64{}
+		notify bool
 	)
-	err := c.twoTrips(ctx, func(b *pgx.Batch) {
-		r = queueClassicRead(b, name, create, "FOR UPDATE")
-		if more != nil {
-			more(b)
+	err := e.c.twoTrips(ctx, func(b *pgx.Batch) {
+		r = queueClassicRead(b, load.Group, load.Create, "FOR UPDATE")
+		if len(load.Topics) > 0 {
+			queueHighWatermarks(b, load.Topics, topics, hws)
 		}
 	}, func(b *pgx.Batch) error {
 		g, err := r.done()
 		if err != nil {
 			return err
 		}
-		before := g.Clone()
-		g.Advance(r.now)
-		advanced := g.Clone()
-		w := &pgx.Batch{}
-		if stepErr = step(g, r.now, w); stepErr != nil {
-			g, w = advanced, &pgx.Batch{}
-		}
-		after = g
-		if !r.found {
-			return stepErr // nothing to write to a group that does not exist
-		}
-		ch := engine.DiffClassic(before, g)
-		if stepErr != nil && !ch.GroupChanged && len(ch.UpsertMembers)+len(ch.DeleteMembers) == 0 {
-			return stepErr
-		}
-		b.QueuedQueries = append(b.QueuedQueries, w.QueuedQueries...)
-		queueClassicWrites(b, before, g, ch, !r.classicFound && g.Type == catalog.GroupTypeClassic)
-		notify = ch.Notify
-		return nil
-	})
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	if notify {
-		c.notify.addGroup(name)
-	}
-	if stepErr != nil {
-		return after, r.now, stepErr
-	}
-	return after, r.now, nil
-}
-
-// JoinGroup runs one JoinGroup (see catalog.ClassicGroups).
-func (c *Catalog) JoinGroup(ctx context.Context, j catalog.ClassicJoin) (catalog.ClassicJoinResult, error) {
-	if err := catalog.ValidateClassicJoin(j); err != nil {
-		return catalog.ClassicJoinResult{}, fmt.Errorf("postgres: join group %s: %w", j.Group, err)
-	}
-	var res catalog.ClassicJoinResult
-	_, _, err := c.classicStep(ctx, j.Group, true, nil, func(g *engine.ClassicGroup, now time.Time, _ *pgx.Batch) error {
-		if g.Type != catalog.GroupTypeClassic {
-			t, err := catalog.CheckGroupType(g.Name, g.Type, g.OtherLive, catalog.GroupTypeClassic)
-			if err != nil {
-				return err
-			}
-			g.Type = t
-		}
-		var err error
-		res, err = g.Join(now, j)
-		return err
-	})
-	if err != nil {
-		return catalog.ClassicJoinResult{}, fmt.Errorf("postgres: join group %s: %w", j.Group, err)
-	}
-	return res, nil
-}
-
-// SyncGroup runs one SyncGroup.
-func (c *Catalog) SyncGroup(ctx context.Context, s catalog.ClassicSync) (catalog.ClassicSyncResult, error) {
-	if err := catalog.ValidateClassicSync(s); err != nil {
-		return catalog.ClassicSyncResult{}, fmt.Errorf("postgres: sync group %s: %w", s.Group, err)
-	}
-	var res catalog.ClassicSyncResult
-	_, _, err := c.classicStep(ctx, s.Group, false, nil, func(g *engine.ClassicGroup, now time.Time, _ *pgx.Batch) error {
-		var err error
-		res, err = g.Sync(now, s)
-		return err
-	})
-	if err != nil {
-		return catalog.ClassicSyncResult{}, fmt.Errorf("postgres: sync group %s: %w", s.Group, err)
-	}
-	return res, nil
-}
-
-// ClassicHeartbeat runs one Heartbeat.
-func (c *Catalog) ClassicHeartbeat(ctx context.Context, h catalog.ClassicHeartbeat) (bool, error) {
-	var rebalancing bool
-	_, _, err := c.classicStep(ctx, h.Group, false, nil, func(g *engine.ClassicGroup, now time.Time, _ *pgx.Batch) error {
-		var err error
-		rebalancing, err = g.Heartbeat(now, h)
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("postgres: heartbeat %s/%s: %w", h.Group, h.MemberID, err)
-	}
-	return rebalancing, nil
-}
-
-// LeaveGroup runs one LeaveGroup.
-func (c *Catalog) LeaveGroup(ctx context.Context, group string, members []catalog.ClassicLeaver) ([]error, error) {
-	var errs []error
-	_, _, err := c.classicStep(ctx, group, false, nil, func(g *engine.ClassicGroup, now time.Time, _ *pgx.Batch) error {
-		errs = g.Leave(now, members)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: leave group %s: %w", group, err)
-	}
-	return errs, nil
-}
-
-// CommitClassicOffsets commits a classic member's offsets at its generation.
-func (c *Catalog) CommitClassicOffsets(ctx context.Context, cc catalog.ClassicCommit) error {
-	oc := catalog.OffsetCommit{Group: cc.Group, Offsets: cc.Offsets}
-	if err := catalog.ValidateOffsetCommit(oc); err != nil {
-		return fmt.Errorf("postgres: commit offsets of group %s: %w", cc.Group, err)
-	}
-	names := make([]string, len(cc.Offsets))
-	for i, o := range cc.Offsets {
-		names[i] = o.Topic
-	}
-	topics := map[string]engine.TopicMeta{}
-	hws := map[catalog.TopicPartition]int64{}
-	_, _, err := c.classicStep(ctx, cc.Group, false, func(b *pgx.Batch) {
-		queueHighWatermarks(b, names, topics, hws)
-	}, func(g *engine.ClassicGroup, now time.Time, w *pgx.Batch) error {
-		if g.Type != catalog.GroupTypeClassic {
-			return catalog.ErrNotClassicGroup
-		}
-		if err := g.CheckCommit(now, cc); err != nil {
-			return err
-		}
-		tps, err := engine.CheckOffsetCommit(engine.NewGroupState(cc.Group, "", now), now, oc, true, topics, hws)
+		w, err := decide(&engine.ClassicView{Now: r.now, Group: g, Found: r.found, ClassicFound: r.classicFound,
+			Topics: topics, HighWatermarks: hws})
 		if err != nil {
 			return err
 		}
-		if cc.CheckOnly {
-			return engine.ErrCheckedOnly
+		if w == nil {
+			return errNothingToWrite
 		}
-		queueOffsets(w, cc.Group, tps, cc.Offsets, &cc.MemberID, &cc.Generation)
+		if o := w.Offsets; o != nil {
+			queueOffsets(b, load.Group, o.TPs, o.Offsets, &o.MemberID, &o.Generation)
+		}
+		queueClassicWrites(b, w.Before, w.After, w.Changes, w.NewClassicRow)
+		notify = w.Changes.Notify
 		return nil
 	})
-	if err != nil && !errors.Is(err, engine.ErrCheckedOnly) {
-		return fmt.Errorf("postgres: commit offsets of group %s: %w", cc.Group, err)
+	if errors.Is(err, errNothingToWrite) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if notify {
+		e.c.notify.addGroup(load.Group)
 	}
 	return nil
+}
+
+// errNothingToWrite rolls back a transaction that found nothing to write.
+var errNothingToWrite = errors.New("nothing to write")
+
+// JoinGroup runs one JoinGroup (engine.JoinGroup).
+func (c *Catalog) JoinGroup(ctx context.Context, j catalog.ClassicJoin) (catalog.ClassicJoinResult, error) {
+	return engine.JoinGroup(ctx, c.engine(), j)
+}
+
+// SyncGroup runs one SyncGroup (engine.SyncGroup).
+func (c *Catalog) SyncGroup(ctx context.Context, s catalog.ClassicSync) (catalog.ClassicSyncResult, error) {
+	return engine.SyncGroup(ctx, c.engine(), s)
+}
+
+// ClassicHeartbeat runs one Heartbeat (engine.ClassicHeartbeat).
+func (c *Catalog) ClassicHeartbeat(ctx context.Context, h catalog.ClassicHeartbeat) (bool, error) {
+	return engine.ClassicHeartbeat(ctx, c.engine(), h)
+}
+
+// LeaveGroup runs one LeaveGroup (engine.LeaveGroup).
+func (c *Catalog) LeaveGroup(ctx context.Context, group string, members []catalog.ClassicLeaver) ([]error, error) {
+	return engine.LeaveGroup(ctx, c.engine(), group, members)
+}
+
+// CommitClassicOffsets commits a classic member's offsets at its generation
+// (engine.CommitClassicOffsets).
+func (c *Catalog) CommitClassicOffsets(ctx context.Context, cc catalog.ClassicCommit) error {
+	return engine.CommitClassicOffsets(ctx, c.engine(), cc)
 }
 
 // queueHighWatermarks queues the read of the live topics among names and their
@@ -466,18 +383,9 @@ func (c *Catalog) readClassic(ctx context.Context, group string) (*engine.Classi
 	return g, now, nil
 }
 
-// tickClassic applies the due transitions of a group.
+// tickClassic applies the due transitions of a group (engine.TickClassic).
 func (c *Catalog) tickClassic(ctx context.Context, group string) (*engine.ClassicGroup, time.Time, error) {
-	g, now, err := c.classicStep(ctx, group, false, nil, func(g *engine.ClassicGroup, _ time.Time, _ *pgx.Batch) error {
-		if g.Type != catalog.GroupTypeClassic {
-			return catalog.ErrNotClassicGroup
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("postgres: tick classic group %s: %w", group, err)
-	}
-	return g, now, nil
+	return engine.TickClassic(ctx, c.engine(), group)
 }
 
 // PollJoin answers a held JoinGroup (see catalog.ClassicGroups).

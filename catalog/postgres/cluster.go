@@ -18,45 +18,51 @@ var _ catalog.Cluster = (*Catalog)(nil)
 // registrations, so nodes starting at once never choose the same id ("strata nodes").
 const nodesLockID int64 = 0x737472617461_6e
 
-// RegisterNode takes an id for the node at addr (engine.ChooseNodeID) under the
-// registration lock, with a new token and a lease of ttl on the database clock.
+// RegisterNode takes an id for the node at addr (engine.RegisterNode; pgNodes below
+// holds its statements).
 func (c *Catalog) RegisterNode(ctx context.Context, addr string, ttl time.Duration) (catalog.NodeLease, error) {
-	if err := engine.ValidateNodeLease(addr, ttl); err != nil {
-		return catalog.NodeLease{}, fmt.Errorf("postgres: register node %s: %w", addr, err)
+	return engine.RegisterNode(ctx, c.engine(), addr, ttl)
+}
+
+// NodeTx runs a registration in one transaction (engine.NodeBackend).
+func (e pgEngine) NodeTx(ctx context.Context, fn func(engine.NodeStmts) error) error {
+	return pgx.BeginFunc(ctx, e.c.pool, func(tx pgx.Tx) error { return fn(pgNodes{tx}) })
+}
+
+// pgNodes is a registration's statements (engine.NodeStmts).
+type pgNodes struct{ tx pgx.Tx }
+
+// LockNodes takes the transaction-scoped advisory lock nodesLockID.
+func (q pgNodes) LockNodes(ctx context.Context) (time.Time, error) {
+	if _, err := q.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, nodesLockID); err != nil {
+		return time.Time{}, err
 	}
-	var l catalog.NodeLease
-	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, nodesLockID); err != nil {
-			return err
-		}
-		var now time.Time
-		if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `SELECT id, addr, lease_until FROM kafka_nodes`)
-		if err != nil {
-			return err
-		}
-		nodes, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (engine.NodeRow, error) {
-			var n engine.NodeRow
-			err := r.Scan(&n.ID, &n.Addr, &n.LeaseUntil)
-			return n, err
-		})
-		if err != nil {
-			return err
-		}
-		l = catalog.NodeLease{Node: catalog.Node{ID: engine.ChooseNodeID(nodes, addr, now), Addr: addr}, Token: engine.NewNodeToken()}
-		return tx.QueryRow(ctx, `
-			INSERT INTO kafka_nodes (id, addr, token, lease_until)
-			VALUES ($1, $2, $3, clock_timestamp() + $4 * interval '1 microsecond')
-			ON CONFLICT (id) DO UPDATE SET addr = excluded.addr, token = excluded.token, lease_until = excluded.lease_until
-			RETURNING lease_until`, l.ID, addr, l.Token, ttl.Microseconds()).Scan(&l.LeaseUntil)
-	})
+	var now time.Time
+	err := q.tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
+	return now, err
+}
+
+func (q pgNodes) Nodes(ctx context.Context) ([]engine.NodeRow, error) {
+	rows, err := q.tx.Query(ctx, `SELECT id, addr, lease_until FROM kafka_nodes`)
 	if err != nil {
-		return catalog.NodeLease{}, fmt.Errorf("postgres: register node %s: %w", addr, err)
+		return nil, err
 	}
-	l.LeaseUntil = l.LeaseUntil.UTC()
-	return l, nil
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (engine.NodeRow, error) {
+		var n engine.NodeRow
+		err := r.Scan(&n.ID, &n.Addr, &n.LeaseUntil)
+		return n, err
+	})
+}
+
+// PutNode leases from clock_timestamp() (now is the lock's reading, a moment earlier).
+func (q pgNodes) PutNode(ctx context.Context, id int32, addr string, token int64, _ time.Time, ttl time.Duration) (time.Time, error) {
+	var until time.Time
+	err := q.tx.QueryRow(ctx, `
+		INSERT INTO kafka_nodes (id, addr, token, lease_until)
+		VALUES ($1, $2, $3, clock_timestamp() + $4 * interval '1 microsecond')
+		ON CONFLICT (id) DO UPDATE SET addr = excluded.addr, token = excluded.token, lease_until = excluded.lease_until
+		RETURNING lease_until`, id, addr, token, ttl.Microseconds()).Scan(&until)
+	return until, err
 }
 
 // RenewNode extends a lease that is still this registration's.

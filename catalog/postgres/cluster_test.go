@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -10,31 +9,6 @@ import (
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/catalogtest"
 )
-
-// TestCluster runs the cluster conformance suite, a fresh database per subtest (the
-// node registry is one per database).
-func TestCluster(t *testing.T) {
-	t.Parallel()
-	var (
-		mu  sync.Mutex
-		dsn = map[*testing.T]string{}
-	)
-	// The lock is released by defer: newDatabase fails the test with t.Fatal (no
-	// Postgres under CI), which would otherwise leave it held and hang the next subtest.
-	dsnOf := func(t *testing.T) string {
-		mu.Lock()
-		defer mu.Unlock()
-		d, ok := dsn[t]
-		if !ok {
-			d = newDatabase(t)
-			dsn[t] = d
-		}
-		return d
-	}
-	catalogtest.RunCluster(t, func(t *testing.T) catalogtest.ClusterCatalog {
-		return openDSN(t, dsnOf(t), catalog.Options{})
-	})
-}
 
 // TestMigrationGivesTopicsUUIDs: topics made before migration 0060 each get their own
 // UUID when it runs.

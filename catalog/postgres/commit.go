@@ -14,7 +14,7 @@ import (
 	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
-// SQLSTATEs raised by strata_commit (migrations/0030_producers.sql).
+// SQLSTATEs raised by strata_commit (functions/strata_commit.sql).
 const (
 	stateTooLate          = "SR001"
 	stateFenced           = "SR002"
@@ -28,20 +28,20 @@ const commitSQL = `SELECT o_batch, o_code, o_base, o_dup, o_expected, NULL::int,
 	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}')`
 
 // commitGroupsSQL is the commit of a flush that commits group offsets: one statement
-// too, whose function checks the groups in SQL (migrations/0040_group_commit.sql).
+// too, whose function checks the groups in SQL (functions/strata_commit_groups.sql).
 const commitGroupsSQL = `SELECT o_batch, o_code, o_base, o_dup, o_expected, o_grow, o_gvalue FROM strata_commit_groups(
 	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)`
 
 // commitConnectSQL is the commit of a flush that commits connector source offsets (with
 // or without group offsets): one statement, whose function checks the tasks' fences in
-// SQL around the commit above (migrations/0080_connect.sql).
+// SQL around the commit above (functions/strata_commit_connect.sql).
 const commitConnectSQL = `SELECT o_batch, o_code, o_base, o_dup, o_expected, o_grow, o_gvalue FROM strata_commit_connect(
 	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25,
 	$26, $27, $28, $29, $30, $31, $32, $33)`
 
 // commitTxnSQL is the commit of a flush with transactional requests: one statement
 // whose function checks them against their transactions around the commits above
-// (migrations/0135_transactions.sql).
+// (functions/strata_commit_txn.sql).
 const commitTxnSQL = `SELECT o_batch, o_code, o_base, o_dup, o_expected, o_grow, o_gvalue FROM strata_commit_txn(
 	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25,
 	$26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36)`

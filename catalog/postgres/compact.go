@@ -282,18 +282,25 @@ func (c *Catalog) CompactionChunks(ctx context.Context, topicID int64, partition
 	return out, nil
 }
 
-// checkLease fails with ErrCompactionConflict unless l still holds its partition; the
-// row is share-locked until the transaction ends, so the lease cannot be taken over
-// while a write made under it commits.
-func checkLease(ctx context.Context, tx pgx.Tx, l catalog.PartitionLease) error {
+// leaseHeld answers whether l still holds its partition; the row is share-locked until
+// the transaction ends, so the lease cannot be taken over while a write made under it
+// commits.
+func leaseHeld(ctx context.Context, tx pgx.Tx, l catalog.PartitionLease) (bool, error) {
 	var n int
 	err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM compactor_partitions
 		WHERE topic_id = $1 AND partition = $2 AND holder = $3 AND token = $4 FOR SHARE) x`,
 		l.TopicID, l.Partition, l.Holder, l.Token).Scan(&n)
+	return n == 1, err
+}
+
+// checkLease fails with ErrCompactionConflict unless l still holds its partition
+// (leaseHeld).
+func checkLease(ctx context.Context, tx pgx.Tx, l catalog.PartitionLease) error {
+	held, err := leaseHeld(ctx, tx, l)
 	if err != nil {
 		return fmt.Errorf("check lease: %w", err)
 	}
-	if n != 1 {
+	if !held {
 		return fmt.Errorf("lease token %d of %s lost: %w", l.Token, l.Holder, catalog.ErrCompactionConflict)
 	}
 	return nil
@@ -319,126 +326,104 @@ func markDeleting(ctx context.Context, tx pgx.Tx, ids []int64) error {
 }
 
 // SwapChunks replaces s.Old with s.New over a new object, as a compare-and-swap in one
-// transaction.
+// transaction (the script is engine.SwapChunks; pgSwap below holds its statements).
 func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
-	if err := engine.CheckSwap(&s); err != nil {
-		return err
-	}
-	keyTime, _ := engine.KeyTime(s.Key) // checked by Check
-	l := s.Lease
-	first, last := s.Old[0].BaseOffset, s.Old[len(s.Old)-1].LastOffset
-	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		var (
-			now      time.Time
-			logStart int64
-		)
-		// The partition row first (lock order), which also orders this swap after any
-		// commit or log start advance in flight on the partition.
-		err := tx.QueryRow(ctx, `SELECT clock_timestamp(), log_start_offset FROM partitions
-			WHERE topic_id = $1 AND partition = $2 FOR UPDATE`, l.TopicID, l.Partition).Scan(&now, &logStart)
-		if err != nil {
-			return fmt.Errorf("lock partition: %w", err)
-		}
-		if err := engine.CheckCommitTime(keyTime, now, c.commitTimeout); err != nil {
-			return err
-		}
-		if err := checkLease(ctx, tx, l); err != nil {
-			return err
-		}
-		if logStart != s.LogStart {
-			return fmt.Errorf("log start moved from %d to %d: %w", s.LogStart, logStart, catalog.ErrCompactionConflict)
-		}
-		rows, err := tx.Query(ctx, `SELECT c.segment_id, c.base_offset, c.last_offset, s.key, s.size, c.pos, c.len, c.real_offsets,
+	return engine.SwapChunks(ctx, c.engine(), s)
+}
+
+// SwapTx runs a swap's statements in one transaction (engine.SwapBackend).
+func (e pgEngine) SwapTx(ctx context.Context, fn func(engine.SwapStmts) error) error {
+	return pgx.BeginFunc(ctx, e.c.pool, func(tx pgx.Tx) error { return fn(pgSwap{tx}) })
+}
+
+// pgSwap is the swap's statements (engine.SwapStmts) in a transaction.
+type pgSwap struct{ tx pgx.Tx }
+
+func (q pgSwap) LockPartition(ctx context.Context, tp catalog.TopicPartition) (now time.Time, logStart int64, err error) {
+	err = q.tx.QueryRow(ctx, `SELECT clock_timestamp(), log_start_offset FROM partitions
+		WHERE topic_id = $1 AND partition = $2 FOR UPDATE`, tp.TopicID, tp.Partition).Scan(&now, &logStart)
+	return now, logStart, err
+}
+
+func (q pgSwap) LeaseHeld(ctx context.Context, l catalog.PartitionLease) (bool, error) {
+	return leaseHeld(ctx, q.tx, l)
+}
+
+func (q pgSwap) RangeRows(ctx context.Context, tp catalog.TopicPartition, first, last int64, settle time.Duration) ([]engine.SwapOldRow, error) {
+	rows, err := q.tx.Query(ctx, `SELECT c.segment_id, c.base_offset, c.last_offset, s.key, s.size, c.pos, c.len, c.real_offsets,
 			s.created_at < clock_timestamp() - $5::bigint * interval '1 millisecond', `+appendTimeSQL+`
-			FROM chunks c JOIN segments s ON s.id = c.segment_id
-			WHERE c.topic_id = $1 AND c.partition = $2 AND c.last_offset >= $3 AND c.base_offset <= $4
-			ORDER BY c.last_offset`, l.TopicID, l.Partition, first, last, c.settleMS())
-		if err != nil {
-			return fmt.Errorf("read rows: %w", err)
-		}
-		var (
-			found           []catalog.Chunk
-			appended        []int64
-			segIDs          []int64
-			seen            = map[int64]bool{}
-			unsettle        bool
-			oldBytes        int64
-			segID, appendAt int64 // of the row read
-			settled         bool
-			ch              = catalog.Chunk{TopicID: l.TopicID, Partition: l.Partition}
-		)
-		_, err = pgx.ForEachRow(rows, []any{&segID, &ch.BaseOffset, &ch.LastOffset, &ch.SegmentKey, &ch.SegmentSize,
-			&ch.Pos, &ch.Len, &ch.RealOffsets, &settled, &appendAt}, func() error {
-			found = append(found, ch)
-			appended = append(appended, appendAt)
-			if !seen[segID] {
-				seen[segID] = true
-				segIDs = append(segIDs, segID)
-			}
-			unsettle = unsettle || !settled
-			if ch.LastOffset >= logStart {
-				oldBytes += ch.Len
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("read rows: %w", err)
-		}
-		if err := engine.CheckSwapOld(&s, found); err != nil {
-			return err
-		}
-		if unsettle {
-			return fmt.Errorf("a replaced row's segment is younger than %s: %w", catalog.SettleAge(c.commitTimeout), catalog.ErrCompactionConflict)
-		}
-		prev := catalog.NoTimestamp
-		err = tx.QueryRow(ctx, `SELECT running_max_timestamp FROM chunks
-			WHERE topic_id = $1 AND partition = $2 AND last_offset < $3
-			ORDER BY last_offset DESC LIMIT 1`, l.TopicID, l.Partition, first).Scan(&prev)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("previous row: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM chunks WHERE topic_id = $1 AND partition = $2 AND last_offset >= $3 AND base_offset <= $4`,
-			l.TopicID, l.Partition, first, last); err != nil {
-			return fmt.Errorf("delete rows: %w", err)
-		}
-		var newID int64
-		err = tx.QueryRow(ctx, `INSERT INTO segments (key, size, state) VALUES ($1, $2, 'live')
-			ON CONFLICT (key) DO NOTHING RETURNING id`, s.Key, s.Size).Scan(&newID)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("key %s already has a row (fenced by the sweep?): %w", s.Key, catalog.ErrCompactionConflict)
-		}
-		if err != nil {
-			return fmt.Errorf("insert segment: %w", err)
-		}
-		rowsNew := engine.SwapRunningMax(&s, prev)
-		var (
-			base, lastOff, pos, ln, mts, run = make([]int64, len(rowsNew)), make([]int64, len(rowsNew)), make([]int64, len(rowsNew)),
-				make([]int64, len(rowsNew)), make([]int64, len(rowsNew)), make([]int64, len(rowsNew))
-			newBytes int64
-		)
-		for i, r := range rowsNew {
-			base[i], lastOff[i], pos[i], ln[i], mts[i], run[i] = r.BaseOffset, r.LastOffset, r.Pos, r.Len, r.MaxTimestamp, r.RunningMaxTimestamp
-			if r.LastOffset >= logStart {
-				newBytes += r.Len
-			}
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO chunks (topic_id, partition, base_offset, last_offset, segment_id, pos, len,
-				max_timestamp, running_max_timestamp, real_offsets, append_time)
-			SELECT $1, $2, u.b, u.l, $3, u.p, u.n, u.m, u.r, true, u.a
-			FROM unnest($4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[]) AS u(b, l, p, n, m, r, a)`,
-			l.TopicID, l.Partition, newID, base, lastOff, pos, ln, mts, run, engine.SwapAppendTimes(&s, appended)); err != nil {
-			return fmt.Errorf("insert rows: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE partitions SET bytes = bytes + $1 WHERE topic_id = $2 AND partition = $3`,
-			newBytes-oldBytes, l.TopicID, l.Partition); err != nil {
-			return fmt.Errorf("update bytes: %w", err)
-		}
-		return markDeleting(ctx, tx, segIDs)
-	})
+		FROM chunks c JOIN segments s ON s.id = c.segment_id
+		WHERE c.topic_id = $1 AND c.partition = $2 AND c.last_offset >= $3 AND c.base_offset <= $4
+		ORDER BY c.last_offset`, tp.TopicID, tp.Partition, first, last, settle.Milliseconds())
 	if err != nil {
-		return fmt.Errorf("postgres: swap topic id %d partition %d offsets [%d, %d] into %s: %w", l.TopicID, l.Partition, first, last, s.Key, err)
+		return nil, err
 	}
-	return nil
+	var (
+		out []engine.SwapOldRow
+		r   = engine.SwapOldRow{Chunk: catalog.Chunk{TopicID: tp.TopicID, Partition: tp.Partition}}
+	)
+	_, err = pgx.ForEachRow(rows, []any{&r.SegmentID, &r.BaseOffset, &r.LastOffset, &r.SegmentKey, &r.SegmentSize,
+		&r.Pos, &r.Len, &r.RealOffsets, &r.Settled, &r.AppendTime}, func() error {
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+func (q pgSwap) PrevRunningMax(ctx context.Context, tp catalog.TopicPartition, first int64) (int64, error) {
+	prev := catalog.NoTimestamp
+	err := q.tx.QueryRow(ctx, `SELECT running_max_timestamp FROM chunks
+		WHERE topic_id = $1 AND partition = $2 AND last_offset < $3
+		ORDER BY last_offset DESC LIMIT 1`, tp.TopicID, tp.Partition, first).Scan(&prev)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return catalog.NoTimestamp, nil
+	}
+	return prev, err
+}
+
+func (q pgSwap) DeleteRange(ctx context.Context, tp catalog.TopicPartition, first, last int64) error {
+	_, err := q.tx.Exec(ctx, `DELETE FROM chunks WHERE topic_id = $1 AND partition = $2 AND last_offset >= $3 AND base_offset <= $4`,
+		tp.TopicID, tp.Partition, first, last)
+	return err
+}
+
+// InsertSegment inserts the row; created_at is the column's default (the database
+// clock), not now.
+func (q pgSwap) InsertSegment(ctx context.Context, key string, size int64, _ time.Time) (int64, bool, error) {
+	var id int64
+	err := q.tx.QueryRow(ctx, `INSERT INTO segments (key, size, state) VALUES ($1, $2, 'live')
+		ON CONFLICT (key) DO NOTHING RETURNING id`, key, size).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	return id, err == nil, err
+}
+
+func (q pgSwap) InsertChunks(ctx context.Context, segID int64, rows []catalog.ChunkRow, appendTimes []int64) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	n := len(rows)
+	base, last, pos, ln, mts, run := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	for i, r := range rows {
+		base[i], last[i], pos[i], ln[i], mts[i], run[i] = r.BaseOffset, r.LastOffset, r.Pos, r.Len, r.MaxTimestamp, r.RunningMaxTimestamp
+	}
+	_, err := q.tx.Exec(ctx, `INSERT INTO chunks (topic_id, partition, base_offset, last_offset, segment_id, pos, len,
+			max_timestamp, running_max_timestamp, real_offsets, append_time)
+		SELECT $1, $2, u.b, u.l, $3, u.p, u.n, u.m, u.r, true, u.a
+		FROM unnest($4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[]) AS u(b, l, p, n, m, r, a)`,
+		rows[0].TopicID, rows[0].Partition, segID, base, last, pos, ln, mts, run, appendTimes)
+	return err
+}
+
+func (q pgSwap) AddBytes(ctx context.Context, tp catalog.TopicPartition, delta int64) error {
+	_, err := q.tx.Exec(ctx, `UPDATE partitions SET bytes = bytes + $1 WHERE topic_id = $2 AND partition = $3`,
+		delta, tp.TopicID, tp.Partition)
+	return err
+}
+
+func (q pgSwap) MarkDeleting(ctx context.Context, ids []int64, _ time.Time) error {
+	return markDeleting(ctx, q.tx, ids)
 }
 
 // DeleteRecords advances a partition's log start offset (never backwards).

@@ -8,17 +8,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/catalog/catalogtest"
 )
-
-// TestCompaction runs the compaction conformance suite; each subtest has a database of
-// its own, since the suite leases partitions across the whole catalog.
-func TestCompaction(t *testing.T) {
-	t.Parallel()
-	catalogtest.RunCompaction(t, func(t *testing.T) catalogtest.CompactionCatalog {
-		return openDSN(t, newDatabase(t), catalog.Options{CommitTimeout: catalogtest.CompactionCommitTimeout})
-	})
-}
 
 // TestDueQueryUsesIndex seeds a million partitions — a tenth due, a third due later, the
 // rest idle; a lease row for every tenth — and checks that the compactor's due query

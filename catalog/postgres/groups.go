@@ -274,102 +274,76 @@ func compareInt(a, b int64) int {
 	return 0
 }
 
-// Heartbeat runs one member's heartbeat (see catalog.Groups).
+// Heartbeat runs one member's heartbeat (engine.Heartbeat).
 func (c *Catalog) Heartbeat(ctx context.Context, hb catalog.Heartbeat) (catalog.HeartbeatResult, error) {
-	if err := catalog.ValidateHeartbeat(hb); err != nil {
-		return catalog.HeartbeatResult{}, fmt.Errorf("postgres: heartbeat %s/%s: %w", hb.Group, hb.MemberID, err)
-	}
-	var (
-		res catalog.HeartbeatResult
-		r   *groupRead
-	)
-	err := c.twoTrips(ctx, func(b *pgx.Batch) {
-		r = queueGroupRead(b, hb.Group, "FOR UPDATE", hb.MemberEpoch == catalog.JoinEpoch, hb.Assignor, true, hb.Topics)
-	}, func(b *pgx.Batch) error {
-		r.done()
-		if !r.found {
-			return fmt.Errorf("%w: %s", catalog.ErrGroupNotFound, hb.Group)
-		}
-		before := r.st.Clone()
-		var err error
-		if res, err = engine.ApplyHeartbeat(r.st, r.now, hb, r.topics); err != nil {
-			return err
-		}
-		queueGroupWrites(b, before, r.st)
-		return nil
-	})
-	if err != nil {
-		return catalog.HeartbeatResult{}, fmt.Errorf("postgres: heartbeat %s/%s: %w", hb.Group, hb.MemberID, err)
-	}
-	return res, nil
+	return engine.Heartbeat(ctx, c.engine(), hb)
 }
 
-// CommitOffsets stores committed offsets (engine.CheckCommit).
+// CommitOffsets stores committed offsets (engine.CommitOffsets).
 func (c *Catalog) CommitOffsets(ctx context.Context, oc catalog.OffsetCommit) error {
-	return c.commitOffsets(ctx, "commit", oc)
+	return engine.CommitOffsets(ctx, c.engine(), "commit", oc)
 }
 
 // ResetOffsets sets offsets while the group has no live members: a commit from outside
 // the group.
 func (c *Catalog) ResetOffsets(ctx context.Context, group string, offsets []catalog.CommitOffset) error {
-	return c.commitOffsets(ctx, "reset", catalog.OffsetCommit{Group: group, Offsets: offsets})
+	return engine.CommitOffsets(ctx, c.engine(), "reset", catalog.OffsetCommit{Group: group, Offsets: offsets})
 }
 
-// commitOffsets checks and stores oc in two round trips (twoTrips): what (commit,
-// reset) names the call in its error.
-func (c *Catalog) commitOffsets(ctx context.Context, what string, oc catalog.OffsetCommit) error {
-	// A member's commit shares the lock with other commits; one from outside the group
-	// takes it exclusively (and creates the group), so no member can join between its
-	// check and its write.
+// GroupTx runs one group call (engine.GroupBackend) in two round trips (twoTrips): the
+// group created when asked, locked and read, with the topics asked for, after BEGIN;
+// then the audit record and the writes with the COMMIT.
+func (e pgEngine) GroupTx(ctx context.Context, load engine.GroupLoad, decide func(*engine.GroupView) (*engine.GroupWrites, error)) error {
 	lock := "FOR SHARE"
-	if oc.MemberID == "" {
+	if load.Exclusive {
 		lock = "FOR UPDATE"
-	}
-	names, err := engine.CommitTopics(oc)
-	if err != nil {
-		return fmt.Errorf("postgres: %s offsets of group %s: %w", what, oc.Group, err)
 	}
 	var r *groupRead
 	topics := map[string]engine.TopicMeta{}
 	hws := map[catalog.TopicPartition]int64{}
-	err = c.twoTrips(ctx, func(b *pgx.Batch) {
-		r = queueGroupRead(b, oc.Group, lock, oc.MemberID == "", "", false, nil)
-		b.Queue(`SELECT t.id, t.name, t.partitions, p.partition, p.high_watermark
-			FROM topics t JOIN partitions p ON p.topic_id = t.id
-			WHERE t.deleted_at IS NULL AND t.name = ANY($1::text[])`, names).Query(func(rows pgx.Rows) error {
-			var (
-				t  engine.TopicMeta
-				p  int32
-				hw int64
-			)
-			_, err := pgx.ForEachRow(rows, []any{&t.ID, &t.Name, &t.Partitions, &p, &hw}, func() error {
-				topics[t.Name] = t
-				hws[catalog.TopicPartition{TopicID: t.ID, Partition: p}] = hw
-				return nil
+	return e.c.twoTrips(ctx, func(b *pgx.Batch) {
+		r = queueGroupRead(b, load.Group, lock, load.Create, load.Assignor, load.SubscribedTopics, load.ExtraTopics)
+		if len(load.CommitTopics) > 0 {
+			b.Queue(`SELECT t.id, t.name, t.partitions, p.partition, p.high_watermark
+				FROM topics t JOIN partitions p ON p.topic_id = t.id
+				WHERE t.deleted_at IS NULL AND t.name = ANY($1::text[])`, load.CommitTopics).Query(func(rows pgx.Rows) error {
+				var (
+					t  engine.TopicMeta
+					p  int32
+					hw int64
+				)
+				_, err := pgx.ForEachRow(rows, []any{&t.ID, &t.Name, &t.Partitions, &p, &hw}, func() error {
+					topics[t.Name] = t
+					hws[catalog.TopicPartition{TopicID: t.ID, Partition: p}] = hw
+					return nil
+				})
+				return err
 			})
-			return err
-		})
+		}
 	}, func(b *pgx.Batch) error {
 		r.done()
-		rows, err := engine.CheckCommit(r.st, r.now, oc, true, topics, hws)
+		v := &engine.GroupView{Now: r.now, State: r.st, Topics: r.topics, HighWatermarks: hws}
+		if len(load.CommitTopics) > 0 {
+			v.Topics = topics
+		}
+		w, err := decide(v)
 		if err != nil {
 			return err
 		}
-		if oc.CheckOnly {
-			return engine.ErrCheckedOnly
-		}
 		queueAudit(ctx, b) // a reset's (security.go)
-		queueOffsetRows(b, oc, rows)
+		if w.Before != nil {
+			queueGroupWrites(b, w.Before, w.After)
+		}
+		if len(w.Offsets) > 0 {
+			queueOffsetRows(b, w.Offsets)
+		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, engine.ErrCheckedOnly) {
-		return fmt.Errorf("postgres: %s offsets of group %s: %w", what, oc.Group, err)
-	}
-	return nil
 }
 
-// queueOffsetRows queues the upsert of an offset commit's rows, in their order.
-func queueOffsetRows(b *pgx.Batch, oc catalog.OffsetCommit, rows []engine.GroupOffsetRow) {
+// queueOffsetRows queues the upsert of an offset commit's rows (one group's, one
+// member's or none), in their order.
+func queueOffsetRows(b *pgx.Batch, rows []engine.GroupOffsetRow) {
 	ids := make([]int64, len(rows))
 	parts := make([]int32, len(rows))
 	offs := make([]int64, len(rows))
@@ -379,8 +353,8 @@ func queueOffsetRows(b *pgx.Batch, oc catalog.OffsetCommit, rows []engine.GroupO
 	}
 	var member *string
 	var epoch *int32
-	if oc.MemberID != "" {
-		member, epoch = &oc.MemberID, &oc.MemberEpoch
+	if rows[0].MemberID != "" {
+		member, epoch = &rows[0].MemberID, &rows[0].MemberEpoch
 	}
 	b.Queue(`INSERT INTO group_offsets
 		(group_name, topic_id, partition, committed_offset, metadata, member_id, member_epoch, committed_at)
@@ -390,7 +364,7 @@ func queueOffsetRows(b *pgx.Batch, oc catalog.OffsetCommit, rows []engine.GroupO
 			committed_offset = excluded.committed_offset, metadata = excluded.metadata,
 			member_id = excluded.member_id, member_epoch = excluded.member_epoch,
 			committed_at = excluded.committed_at`,
-		oc.Group, ids, parts, offs, metas, member, epoch)
+		rows[0].Group, ids, parts, offs, metas, member, epoch)
 }
 
 // GroupOffsets lists a group's committed offsets of live topics.

@@ -17,6 +17,15 @@ import (
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
+// The plpgsql functions live one file each in functions/, applied after the migrations
+// at every start (applyFunctions), so a function's live body is in one place: a change
+// to it is a change to its file, not a new migration that copies the body whole. The
+// migrations that defined them before (0002 to 0135) stay as they were merged, so a
+// database at any version upgrades through them and ends with the files' bodies.
+//
+//go:embed functions/*.sql
+var functionFS embed.FS
+
 // migrateLockID is the pg_advisory_lock key that serialises migrations across nodes
 // (an arbitrary constant: "strata" in ASCII).
 const migrateLockID int64 = 0x737472617461
@@ -114,8 +123,65 @@ func migrate(ctx context.Context, cfg *pgx.ConnConfig, log *slog.Logger) error {
 		}
 		log.Info("applied migration", "version", m.version, "name", m.name)
 	}
+	if err := applyFunctions(ctx, conn, ms, log); err != nil {
+		return err
+	}
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, migrateLockID); err != nil {
 		return fmt.Errorf("postgres: migrate: release advisory lock: %w", err)
 	}
 	return nil
+}
+
+// function is one file of functions/.
+type function struct {
+	name string // the file's name without .sql: the function's
+	sql  string
+}
+
+// functions lists the embedded functions/*.sql in name order.
+func functions() ([]function, error) {
+	files, err := fs.Glob(functionFS, "functions/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]function, 0, len(files))
+	for _, f := range files {
+		b, err := functionFS.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, function{name: strings.TrimSuffix(strings.TrimPrefix(f, "functions/"), ".sql"), sql: string(b)})
+	}
+	return out, nil
+}
+
+// applyFunctions runs every functions/ file (CREATE OR REPLACE FUNCTION) in one
+// transaction, under the migration lock the caller holds, unless the catalog has
+// migrations this binary does not know: then it belongs to a newer release, whose
+// functions a node of this one must not put back to its own (a change to a function
+// ships with a migration, so the newer release always has one more; see
+// TestFunctionChangesShipWithAMigration).
+func applyFunctions(ctx context.Context, conn *pgx.Conn, ms []migration, log *slog.Logger) error {
+	fns, err := functions()
+	if err != nil {
+		return fmt.Errorf("postgres: functions: %w", err)
+	}
+	var dbMax int
+	if err := conn.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&dbMax); err != nil {
+		return fmt.Errorf("postgres: functions: read schema_migrations: %w", err)
+	}
+	if known := ms[len(ms)-1].version; dbMax > known {
+		log.Warn("catalog is at a newer migration than this binary knows; leaving its functions as they are",
+			"catalog_version", dbMax, "binary_version", known)
+		return nil
+	}
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		for _, f := range fns {
+			// Simple protocol: the file is one statement with a dollar-quoted body.
+			if _, err := tx.Exec(ctx, f.sql, pgx.QueryExecModeSimpleProtocol); err != nil {
+				return fmt.Errorf("postgres: apply functions/%s.sql: %w", f.name, err)
+			}
+		}
+		return nil
+	})
 }

@@ -33,6 +33,8 @@ type Catalog struct {
 	maxTimestampAfterMs int64
 
 	closeOnce sync.Once
+
+	registry // catalog.Registry, the engine's (set by OpenConfig)
 }
 
 // Open connects to the database at dsn, applies the embedded migrations (under an
@@ -79,6 +81,7 @@ func OpenConfig(ctx context.Context, cfg *pgxpool.Config, opts catalog.Options) 
 		log:            log,
 	}
 	c.maxTimestampAfterMs = opts.MaxTimestampAfterMs
+	c.registry = registry{DB: pgEngine{c}}
 	c.notify = startNotifier(pool, log)
 	return c, nil
 }

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -31,59 +30,43 @@ const expireSQL = `WITH gone AS (
 	DELETE FROM producer_state WHERE producer_id IN (SELECT id FROM gone))
 DELETE FROM transactions WHERE producer_id IN (SELECT id FROM gone)`
 
-// InitProducer hands out a producer identity (see catalog.Producers), and forgets the
-// producers idle past the expiry on the way.
+// InitProducer hands out a producer identity (engine.InitProducer; pgProducers below
+// holds its statements).
 func (c *Catalog) InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer, owner string) (catalog.Producer, error) {
-	p, err := c.initProducer(ctx, transactionalID, current, owner)
-	if err != nil {
-		if transactionalID == "" {
-			return catalog.Producer{}, fmt.Errorf("postgres: init producer: %w", err)
-		}
-		return catalog.Producer{}, fmt.Errorf("postgres: init producer %q: %w", transactionalID, err)
-	}
-	return p, nil
+	return engine.InitProducer(ctx, c.engine(), c, transactionalID, current, owner)
 }
 
-func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog.Producer, owner string) (catalog.Producer, error) {
-	if tid != "" {
-		if err := catalog.ValidateTransactionalID(tid); err != nil {
-			return catalog.Producer{}, err
-		}
+// ExpireProducers runs expireSQL (engine.ProducerBackend).
+func (e pgEngine) ExpireProducers(ctx context.Context) error {
+	_, err := e.c.pool.Exec(ctx, expireSQL, e.c.producerExpiry.Milliseconds())
+	return err
+}
+
+// ProducerTx runs an init in one transaction (engine.ProducerBackend).
+func (e pgEngine) ProducerTx(ctx context.Context, fn func(engine.ProducerStmts) error) error {
+	return pgx.BeginFunc(ctx, e.c.pool, func(tx pgx.Tx) error { return fn(pgProducers{tx}) })
+}
+
+// pgProducers is an init's statements (engine.ProducerStmts).
+type pgProducers struct{ tx pgx.Tx }
+
+// ProducerRow locks the row FOR UPDATE: it waits for commits holding it, as a
+// transactional bump does.
+func (q pgProducers) ProducerRow(ctx context.Context, id int64) (epoch int16, transactional, found bool, err error) {
+	err = q.tx.QueryRow(ctx, `SELECT epoch, transactional_id IS NOT NULL FROM producers WHERE id = $1 FOR UPDATE`, id).Scan(&epoch, &transactional)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, false, nil
 	}
-	if _, err := c.pool.Exec(ctx, expireSQL, c.producerExpiry.Milliseconds()); err != nil {
-		return catalog.Producer{}, fmt.Errorf("expire idle producers: %w", err)
-	}
-	if tid != "" {
-		// A transactional id is the coordinator's (engine.InitTxnProducer: an ongoing
-		// transaction is aborted, the epoch bumped).
-		return engine.InitTxnProducer(ctx, c, catalog.InitTxn{TransactionalID: tid, Timeout: catalog.DefaultTxnTimeout, Current: current, Owner: owner})
-	}
-	if tid == "" && current != nil {
-		// KIP-360: the producer keeps its id at the next epoch when
-		// engine.NextIdempotentEpoch allows. FOR UPDATE waits for commits holding the
-		// row, as a transactional bump does.
-		var p catalog.Producer
-		err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-			var (
-				epoch int16
-				txnal bool
-			)
-			err := tx.QueryRow(ctx, `SELECT epoch, transactional_id IS NOT NULL FROM producers WHERE id = $1 FOR UPDATE`, current.ID).Scan(&epoch, &txnal)
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
-			next, ok := engine.NextIdempotentEpoch(*current, err == nil, txnal, epoch)
-			if !ok {
-				p.Epoch = 0
-				return tx.QueryRow(ctx, `INSERT INTO producers (epoch, principal) VALUES (0, $1) RETURNING id`, owner).Scan(&p.ID)
-			}
-			p = catalog.Producer{ID: current.ID, Epoch: next}
-			_, err = tx.Exec(ctx, `UPDATE producers SET epoch = $2, last_used_at = clock_timestamp() WHERE id = $1`, p.ID, next)
-			return err
-		})
-		return p, err
-	}
-	var p catalog.Producer
-	err := c.pool.QueryRow(ctx, `INSERT INTO producers (epoch, principal) VALUES (0, $1) RETURNING id`, owner).Scan(&p.ID)
-	return p, err
+	return epoch, transactional, err == nil, err
+}
+
+func (q pgProducers) NewProducer(ctx context.Context, owner string) (int64, error) {
+	var id int64
+	err := q.tx.QueryRow(ctx, `INSERT INTO producers (epoch, principal) VALUES (0, $1) RETURNING id`, owner).Scan(&id)
+	return id, err
+}
+
+func (q pgProducers) BumpProducer(ctx context.Context, id int64, epoch int16) error {
+	_, err := q.tx.Exec(ctx, `UPDATE producers SET epoch = $2, last_used_at = clock_timestamp() WHERE id = $1`, id, epoch)
+	return err
 }

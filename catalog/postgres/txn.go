@@ -16,7 +16,7 @@ import (
 // Kafka transactions: each coordinator call is the engine's script (engine/txn.go) over
 // TxnTx, one transaction in two round trips (twoTrips): the locks, in the lock order, and
 // every read pipelined after BEGIN; then the writes pipelined with the COMMIT. The flush
-// commit's check is strata_commit_txn (migrations/0135_transactions.sql).
+// commit's check is strata_commit_txn (functions/strata_commit_txn.sql).
 
 var (
 	_ catalog.Transactions = (*Catalog)(nil)

@@ -231,165 +231,41 @@ func writeClassic(ctx context.Context, tx *sql.Tx, before, after *engine.Classic
 	return nil
 }
 
-// classicStep runs one classic step in one immediate transaction: the group is read
-// (created first when create is set), the due transitions applied, then step, which
-// may write more through tx. When step fails, only the transitions are kept (nothing at
-// all when there were none), and step's error is returned.
-func (c *Catalog) classicStep(ctx context.Context, name string, create bool,
-	step func(g *engine.ClassicGroup, now time.Time, tx *sql.Tx) error) (*engine.ClassicGroup, time.Time, error) {
-	tx, err := c.w.BeginTx(ctx, nil)
+// ClassicTx runs one classic step (engine.ClassicBackend) in one immediate transaction.
+func (e sqliteEngine) ClassicTx(ctx context.Context, load engine.ClassicLoad, decide func(*engine.ClassicView) (*engine.ClassicWrites, error)) error {
+	tx, err := e.c.w.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, time.Time{}, err
+		return err
 	}
 	defer tx.Rollback()
 	now, err := scanNow(tx.QueryRowContext(ctx, nowSQL))
 	if err != nil {
-		return nil, time.Time{}, err
+		return err
 	}
-	if create {
+	if load.Create {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO groups (name, assignor, epoch, created_at, type) VALUES (?, ?, 0, ?, 'classic')
-			ON CONFLICT (name) DO NOTHING`, name, catalog.DefaultAssignor, now.UnixMilli()); err != nil {
-			return nil, time.Time{}, err
+			ON CONFLICT (name) DO NOTHING`, load.Group, catalog.DefaultAssignor, now.UnixMilli()); err != nil {
+			return err
 		}
 	}
-	g, found, classicFound, err := loadClassic(ctx, tx, name, now)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	before := g.Clone()
-	g.Advance(now)
-	advanced := g.Clone()
-	sp := "SAVEPOINT classic_step"
-	if _, err := tx.ExecContext(ctx, sp); err != nil {
-		return nil, time.Time{}, err
-	}
-	stepErr := step(g, now, tx)
-	if stepErr != nil {
-		if _, err := tx.ExecContext(ctx, "ROLLBACK TO classic_step"); err != nil {
-			return nil, time.Time{}, err
-		}
-		g = advanced
-	}
-	if !found {
-		return g, now, stepErr
-	}
-	ch := engine.DiffClassic(before, g)
-	if stepErr != nil && !ch.GroupChanged && len(ch.UpsertMembers)+len(ch.DeleteMembers) == 0 {
-		return g, now, stepErr
-	}
-	if err := writeClassic(ctx, tx, before, g, ch, !classicFound && g.Type == catalog.GroupTypeClassic); err != nil {
-		return nil, time.Time{}, err
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, time.Time{}, fmt.Errorf("commit: %w", err)
-	}
-	if ch.Notify {
-		c.groupHub.publish(name)
-	}
-	return g, now, stepErr
-}
-
-// JoinGroup runs one JoinGroup (see catalog.ClassicGroups).
-func (c *Catalog) JoinGroup(ctx context.Context, j catalog.ClassicJoin) (catalog.ClassicJoinResult, error) {
-	if err := catalog.ValidateClassicJoin(j); err != nil {
-		return catalog.ClassicJoinResult{}, fmt.Errorf("sqlite: join group %s: %w", j.Group, err)
-	}
-	var res catalog.ClassicJoinResult
-	_, _, err := c.classicStep(ctx, j.Group, true, func(g *engine.ClassicGroup, now time.Time, _ *sql.Tx) error {
-		if g.Type != catalog.GroupTypeClassic {
-			t, err := catalog.CheckGroupType(g.Name, g.Type, g.OtherLive, catalog.GroupTypeClassic)
-			if err != nil {
-				return err
-			}
-			g.Type = t
-		}
-		var err error
-		res, err = g.Join(now, j)
+	v := &engine.ClassicView{Now: now}
+	if v.Group, v.Found, v.ClassicFound, err = loadClassic(ctx, tx, load.Group, now); err != nil {
 		return err
-	})
-	if err != nil {
-		return catalog.ClassicJoinResult{}, fmt.Errorf("sqlite: join group %s: %w", j.Group, err)
 	}
-	return res, nil
-}
-
-// SyncGroup runs one SyncGroup.
-func (c *Catalog) SyncGroup(ctx context.Context, s catalog.ClassicSync) (catalog.ClassicSyncResult, error) {
-	if err := catalog.ValidateClassicSync(s); err != nil {
-		return catalog.ClassicSyncResult{}, fmt.Errorf("sqlite: sync group %s: %w", s.Group, err)
-	}
-	var res catalog.ClassicSyncResult
-	_, _, err := c.classicStep(ctx, s.Group, false, func(g *engine.ClassicGroup, now time.Time, _ *sql.Tx) error {
-		var err error
-		res, err = g.Sync(now, s)
-		return err
-	})
-	if err != nil {
-		return catalog.ClassicSyncResult{}, fmt.Errorf("sqlite: sync group %s: %w", s.Group, err)
-	}
-	return res, nil
-}
-
-// ClassicHeartbeat runs one Heartbeat.
-func (c *Catalog) ClassicHeartbeat(ctx context.Context, h catalog.ClassicHeartbeat) (bool, error) {
-	var rebalancing bool
-	_, _, err := c.classicStep(ctx, h.Group, false, func(g *engine.ClassicGroup, now time.Time, _ *sql.Tx) error {
-		var err error
-		rebalancing, err = g.Heartbeat(now, h)
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("sqlite: heartbeat %s/%s: %w", h.Group, h.MemberID, err)
-	}
-	return rebalancing, nil
-}
-
-// LeaveGroup runs one LeaveGroup.
-func (c *Catalog) LeaveGroup(ctx context.Context, group string, members []catalog.ClassicLeaver) ([]error, error) {
-	var errs []error
-	_, _, err := c.classicStep(ctx, group, false, func(g *engine.ClassicGroup, now time.Time, _ *sql.Tx) error {
-		errs = g.Leave(now, members)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: leave group %s: %w", group, err)
-	}
-	return errs, nil
-}
-
-// CommitClassicOffsets commits a classic member's offsets at its generation.
-func (c *Catalog) CommitClassicOffsets(ctx context.Context, cc catalog.ClassicCommit) error {
-	oc := catalog.OffsetCommit{Group: cc.Group, Offsets: cc.Offsets}
-	if err := catalog.ValidateOffsetCommit(oc); err != nil {
-		return fmt.Errorf("sqlite: commit offsets of group %s: %w", cc.Group, err)
-	}
-	_, _, err := c.classicStep(ctx, cc.Group, false, func(g *engine.ClassicGroup, now time.Time, tx *sql.Tx) error {
-		if g.Type != catalog.GroupTypeClassic {
-			return catalog.ErrNotClassicGroup
-		}
-		if err := g.CheckCommit(now, cc); err != nil {
+	if len(load.Topics) > 0 {
+		if v.Topics, err = loadTopics(ctx, tx, load.Topics); err != nil {
 			return err
 		}
-		names := make([]string, len(cc.Offsets))
-		for i, o := range cc.Offsets {
-			names[i] = o.Topic
-		}
-		topics, err := loadTopics(ctx, tx, names)
-		if err != nil {
+		if v.HighWatermarks, err = loadHighWatermarks(ctx, tx, v.Topics); err != nil {
 			return err
 		}
-		hws, err := loadHighWatermarks(ctx, tx, topics)
-		if err != nil {
-			return err
-		}
-		tps, err := engine.CheckOffsetCommit(engine.NewGroupState(cc.Group, "", now), now, oc, true, topics, hws)
-		if err != nil {
-			return err
-		}
-		if cc.CheckOnly {
-			return engine.ErrCheckedOnly
-		}
-		for i, o := range cc.Offsets {
+	}
+	w, err := decide(v)
+	if err != nil || w == nil {
+		return err // rolled back: nothing to write
+	}
+	if o := w.Offsets; o != nil {
+		for i, off := range o.Offsets {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO group_offsets
 				(group_name, topic_id, partition, committed_offset, metadata, member_id, member_epoch, committed_at)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?)
@@ -397,16 +273,47 @@ func (c *Catalog) CommitClassicOffsets(ctx context.Context, cc catalog.ClassicCo
 					committed_offset = excluded.committed_offset, metadata = excluded.metadata,
 					member_id = excluded.member_id, member_epoch = excluded.member_epoch,
 					committed_at = excluded.committed_at`,
-				cc.Group, tps[i].TopicID, tps[i].Partition, o.Offset, o.Metadata, cc.MemberID, cc.Generation, now.UnixMilli()); err != nil {
+				load.Group, o.TPs[i].TopicID, o.TPs[i].Partition, off.Offset, off.Metadata, o.MemberID, o.Generation, now.UnixMilli()); err != nil {
 				return err
 			}
 		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, engine.ErrCheckedOnly) {
-		return fmt.Errorf("sqlite: commit offsets of group %s: %w", cc.Group, err)
+	}
+	if err := writeClassic(ctx, tx, w.Before, w.After, w.Changes, w.NewClassicRow); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	if w.Changes.Notify {
+		e.c.groupHub.publish(load.Group)
 	}
 	return nil
+}
+
+// JoinGroup runs one JoinGroup (engine.JoinGroup).
+func (c *Catalog) JoinGroup(ctx context.Context, j catalog.ClassicJoin) (catalog.ClassicJoinResult, error) {
+	return engine.JoinGroup(ctx, c.engine(), j)
+}
+
+// SyncGroup runs one SyncGroup (engine.SyncGroup).
+func (c *Catalog) SyncGroup(ctx context.Context, s catalog.ClassicSync) (catalog.ClassicSyncResult, error) {
+	return engine.SyncGroup(ctx, c.engine(), s)
+}
+
+// ClassicHeartbeat runs one Heartbeat (engine.ClassicHeartbeat).
+func (c *Catalog) ClassicHeartbeat(ctx context.Context, h catalog.ClassicHeartbeat) (bool, error) {
+	return engine.ClassicHeartbeat(ctx, c.engine(), h)
+}
+
+// LeaveGroup runs one LeaveGroup (engine.LeaveGroup).
+func (c *Catalog) LeaveGroup(ctx context.Context, group string, members []catalog.ClassicLeaver) ([]error, error) {
+	return engine.LeaveGroup(ctx, c.engine(), group, members)
+}
+
+// CommitClassicOffsets commits a classic member's offsets at its generation
+// (engine.CommitClassicOffsets).
+func (c *Catalog) CommitClassicOffsets(ctx context.Context, cc catalog.ClassicCommit) error {
+	return engine.CommitClassicOffsets(ctx, c.engine(), cc)
 }
 
 // readClassic reads a classic group in one snapshot, without a lock.
@@ -442,16 +349,7 @@ func (c *Catalog) readClassicTx(ctx context.Context, group string) (*engine.Clas
 
 // tickClassic applies the due transitions of a group.
 func (c *Catalog) tickClassic(ctx context.Context, group string) (*engine.ClassicGroup, time.Time, error) {
-	g, now, err := c.classicStep(ctx, group, false, func(g *engine.ClassicGroup, _ time.Time, _ *sql.Tx) error {
-		if g.Type != catalog.GroupTypeClassic {
-			return catalog.ErrNotClassicGroup
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("sqlite: tick classic group %s: %w", group, err)
-	}
-	return g, now, nil
+	return engine.TickClassic(ctx, c.engine(), group)
 }
 
 // PollJoin answers a held JoinGroup (see catalog.ClassicGroups).

@@ -13,34 +13,40 @@ import (
 
 var _ catalog.Cluster = (*Catalog)(nil)
 
-// RegisterNode takes an id for the node at addr (engine.ChooseNodeID) in an immediate
-// transaction, which excludes every other registration, with a new token and a lease of
-// ttl on the database clock.
+// RegisterNode takes an id for the node at addr (engine.RegisterNode; sqliteNodes below
+// holds its statements).
 func (c *Catalog) RegisterNode(ctx context.Context, addr string, ttl time.Duration) (catalog.NodeLease, error) {
-	if err := engine.ValidateNodeLease(addr, ttl); err != nil {
-		return catalog.NodeLease{}, fmt.Errorf("sqlite: register node %s: %w", addr, err)
-	}
-	l, err := c.registerNode(ctx, addr, ttl)
-	if err != nil {
-		return catalog.NodeLease{}, fmt.Errorf("sqlite: register node %s: %w", addr, err)
-	}
-	return l, nil
+	return engine.RegisterNode(ctx, c.engine(), addr, ttl)
 }
 
-func (c *Catalog) registerNode(ctx context.Context, addr string, ttl time.Duration) (catalog.NodeLease, error) {
-	tx, err := c.w.BeginTx(ctx, nil)
+// NodeTx runs a registration in one immediate transaction, which excludes every other
+// registration (engine.NodeBackend).
+func (e sqliteEngine) NodeTx(ctx context.Context, fn func(engine.NodeStmts) error) error {
+	tx, err := e.c.w.BeginTx(ctx, nil)
 	if err != nil {
-		return catalog.NodeLease{}, err
+		return err
 	}
 	defer tx.Rollback()
-	now, err := scanNow(tx.QueryRowContext(ctx, nowSQL))
-	if err != nil {
-		return catalog.NodeLease{}, err
+	if err := fn(sqliteNodes{tx}); err != nil {
+		return err
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT id, addr, lease_until FROM kafka_nodes`)
+	return tx.Commit()
+}
+
+// sqliteNodes is a registration's statements (engine.NodeStmts).
+type sqliteNodes struct{ tx *sql.Tx }
+
+// LockNodes reads the clock: the immediate transaction already holds the file's lock.
+func (q sqliteNodes) LockNodes(ctx context.Context) (time.Time, error) {
+	return scanNow(q.tx.QueryRowContext(ctx, nowSQL))
+}
+
+func (q sqliteNodes) Nodes(ctx context.Context) ([]engine.NodeRow, error) {
+	rows, err := q.tx.QueryContext(ctx, `SELECT id, addr, lease_until FROM kafka_nodes`)
 	if err != nil {
-		return catalog.NodeLease{}, err
+		return nil, err
 	}
+	defer rows.Close()
 	var nodes []engine.NodeRow
 	for rows.Next() {
 		var (
@@ -48,30 +54,23 @@ func (c *Catalog) registerNode(ctx context.Context, addr string, ttl time.Durati
 			until int64
 		)
 		if err := rows.Scan(&n.ID, &n.Addr, &until); err != nil {
-			rows.Close()
-			return catalog.NodeLease{}, err
+			return nil, err
 		}
 		n.LeaseUntil = time.UnixMilli(until).UTC()
 		nodes = append(nodes, n)
 	}
-	if err := rows.Close(); err != nil {
-		return catalog.NodeLease{}, err
-	}
-	l := catalog.NodeLease{
-		Node:  catalog.Node{ID: engine.ChooseNodeID(nodes, addr, now), Addr: addr, LeaseUntil: now.Add(ttl)},
-		Token: engine.NewNodeToken(),
-	}
-	if _, err := tx.ExecContext(ctx, `
+	return nodes, rows.Err()
+}
+
+func (q sqliteNodes) PutNode(ctx context.Context, id int32, addr string, token int64, now time.Time, ttl time.Duration) (time.Time, error) {
+	until := now.Add(ttl).UnixMilli()
+	if _, err := q.tx.ExecContext(ctx, `
 		INSERT INTO kafka_nodes (id, addr, token, lease_until) VALUES (?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET addr = excluded.addr, token = excluded.token, lease_until = excluded.lease_until`,
-		l.ID, addr, l.Token, l.LeaseUntil.UnixMilli()); err != nil {
-		return catalog.NodeLease{}, err
+		id, addr, token, until); err != nil {
+		return time.Time{}, err
 	}
-	if err := tx.Commit(); err != nil {
-		return catalog.NodeLease{}, err
-	}
-	l.LeaseUntil = time.UnixMilli(l.LeaseUntil.UnixMilli()).UTC() // as stored
-	return l, nil
+	return time.UnixMilli(until).UTC(), nil // as stored
 }
 
 // RenewNode extends a lease that is still this registration's.

@@ -9,25 +9,6 @@ import (
 	"github.com/strata-io/strata/catalog/catalogtest"
 )
 
-// TestCluster runs the cluster conformance suite, a fresh file per subtest; catalogs
-// opened within one subtest share it, as processes on one file would.
-func TestCluster(t *testing.T) {
-	paths := map[*testing.T]string{}
-	catalogtest.RunCluster(t, func(t *testing.T) catalogtest.ClusterCatalog {
-		p, ok := paths[t]
-		if !ok {
-			p = filepath.Join(t.TempDir(), "catalog.db")
-			paths[t] = p
-		}
-		c, err := Open(t.Context(), p, catalog.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	})
-}
-
 // TestMigrationGivesTopicsUUIDs: topics made before migration 0060 each get their own
 // UUID when it runs.
 func TestMigrationGivesTopicsUUIDs(t *testing.T) {

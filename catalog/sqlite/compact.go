@@ -322,15 +322,21 @@ func (c *Catalog) CompactionChunks(ctx context.Context, topicID int64, partition
 	return out, nil
 }
 
-// checkLease fails with ErrCompactionConflict unless l still holds its partition.
-func checkLease(ctx context.Context, tx *sql.Tx, l catalog.PartitionLease) error {
+// leaseHeld answers whether l still holds its partition.
+func leaseHeld(ctx context.Context, tx *sql.Tx, l catalog.PartitionLease) (bool, error) {
 	var n int
 	err := tx.QueryRowContext(ctx, `SELECT count(*) FROM compactor_partitions
 		WHERE topic_id = ? AND partition = ? AND holder = ? AND token = ?`, l.TopicID, l.Partition, l.Holder, l.Token).Scan(&n)
+	return n == 1, err
+}
+
+// checkLease fails with ErrCompactionConflict unless l still holds its partition.
+func checkLease(ctx context.Context, tx *sql.Tx, l catalog.PartitionLease) error {
+	held, err := leaseHeld(ctx, tx, l)
 	if err != nil {
 		return err
 	}
-	if n != 1 {
+	if !held {
 		return fmt.Errorf("lease token %d of %s lost: %w", l.Token, l.Holder, catalog.ErrCompactionConflict)
 	}
 	return nil
@@ -338,8 +344,8 @@ func checkLease(ctx context.Context, tx *sql.Tx, l catalog.PartitionLease) error
 
 // markDeleting turns the given segments 'deleting' when no chunk row refers to them any
 // more.
-func markDeleting(ctx context.Context, tx *sql.Tx, now time.Time, ids map[int64]bool) error {
-	for id := range ids {
+func markDeleting(ctx context.Context, tx *sql.Tx, now time.Time, ids []int64) error {
+	for _, id := range ids {
 		if _, err := tx.ExecContext(ctx, `UPDATE segments SET state = 'deleting', marked_at = ?1
 			WHERE id = ?2 AND state = 'live' AND NOT EXISTS (SELECT 1 FROM chunks WHERE segment_id = ?2)`, ms(now), id); err != nil {
 			return fmt.Errorf("mark segment %d deleting: %w", id, err)
@@ -348,120 +354,109 @@ func markDeleting(ctx context.Context, tx *sql.Tx, now time.Time, ids map[int64]
 	return nil
 }
 
-// SwapChunks replaces s.Old with s.New over a new object, as a compare-and-swap.
+// SwapChunks replaces s.Old with s.New over a new object, as a compare-and-swap (the
+// script is engine.SwapChunks; sqliteSwap below holds its statements).
 func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
-	if err := engine.CheckSwap(&s); err != nil {
-		return err
-	}
-	keyTime, _ := engine.KeyTime(s.Key) // checked by Check
-	err := c.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
-		if err := engine.CheckCommitTime(keyTime, now, c.opts.CommitTimeout); err != nil {
-			return err
-		}
-		if err := checkLease(ctx, tx, s.Lease); err != nil {
-			return err
-		}
-		l := s.Lease
-		var logStart int64
-		if err := tx.QueryRowContext(ctx, `SELECT log_start_offset FROM partitions WHERE topic_id = ? AND partition = ?`,
-			l.TopicID, l.Partition).Scan(&logStart); err != nil {
-			return fmt.Errorf("partition: %w", err)
-		}
-		if logStart != s.LogStart {
-			return fmt.Errorf("log start moved from %d to %d: %w", s.LogStart, logStart, catalog.ErrCompactionConflict)
-		}
-		first, last := s.Old[0].BaseOffset, s.Old[len(s.Old)-1].LastOffset
-		rows, err := tx.QueryContext(ctx, `SELECT c.id, c.segment_id, c.base_offset, c.last_offset, s.key, s.size, c.pos, c.len,
+	return engine.SwapChunks(ctx, c.engine(), s)
+}
+
+// SwapTx runs a swap's statements in one immediate transaction (engine.SwapBackend).
+func (e sqliteEngine) SwapTx(ctx context.Context, fn func(engine.SwapStmts) error) error {
+	return e.c.writeTx(ctx, func(tx *sql.Tx, now time.Time) error { return fn(sqliteSwap{tx, now}) })
+}
+
+// sqliteSwap is the swap's statements (engine.SwapStmts). The one writer holds the
+// whole file, so reads need no locks; now is the clock writeTx read.
+type sqliteSwap struct {
+	tx  *sql.Tx
+	now time.Time
+}
+
+func (q sqliteSwap) LockPartition(ctx context.Context, tp catalog.TopicPartition) (time.Time, int64, error) {
+	var logStart int64
+	err := q.tx.QueryRowContext(ctx, `SELECT log_start_offset FROM partitions WHERE topic_id = ? AND partition = ?`,
+		tp.TopicID, tp.Partition).Scan(&logStart)
+	return q.now, logStart, err
+}
+
+func (q sqliteSwap) LeaseHeld(ctx context.Context, l catalog.PartitionLease) (bool, error) {
+	return leaseHeld(ctx, q.tx, l)
+}
+
+func (q sqliteSwap) RangeRows(ctx context.Context, tp catalog.TopicPartition, first, last int64, settle time.Duration) ([]engine.SwapOldRow, error) {
+	rows, err := q.tx.QueryContext(ctx, `SELECT c.segment_id, c.base_offset, c.last_offset, s.key, s.size, c.pos, c.len,
 			c.real_offsets, s.created_at, `+appendTimeSQL+`
-			FROM chunks c JOIN segments s ON s.id = c.segment_id
-			WHERE c.topic_id = ?1 AND c.partition = ?2 AND c.last_offset >= ?3 AND c.base_offset <= ?4
-			ORDER BY c.last_offset`, l.TopicID, l.Partition, first, last)
-		if err != nil {
-			return fmt.Errorf("read rows: %w", err)
-		}
-		var (
-			found    []catalog.Chunk
-			appended []int64
-			chunkIDs []int64
-			segIDs   = map[int64]bool{}
-			settled  = ms(now.Add(-catalog.SettleAge(c.opts.CommitTimeout)))
-			unsettle bool
-			oldBytes int64
-		)
-		for rows.Next() {
-			ch := catalog.Chunk{TopicID: l.TopicID, Partition: l.Partition}
-			var id, segID, created, appendAt int64
-			if err := rows.Scan(&id, &segID, &ch.BaseOffset, &ch.LastOffset, &ch.SegmentKey, &ch.SegmentSize, &ch.Pos, &ch.Len,
-				&ch.RealOffsets, &created, &appendAt); err != nil {
-				rows.Close()
-				return fmt.Errorf("read rows: %w", err)
-			}
-			found = append(found, ch)
-			appended = append(appended, appendAt)
-			chunkIDs = append(chunkIDs, id)
-			segIDs[segID] = true
-			unsettle = unsettle || created >= settled
-			if ch.LastOffset >= logStart {
-				oldBytes += ch.Len
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read rows: %w", err)
-		}
-		if err := engine.CheckSwapOld(&s, found); err != nil {
-			return err
-		}
-		if unsettle {
-			return fmt.Errorf("a replaced row's segment is younger than %s: %w", catalog.SettleAge(c.opts.CommitTimeout), catalog.ErrCompactionConflict)
-		}
-		prev := catalog.NoTimestamp
-		err = tx.QueryRowContext(ctx, `SELECT running_max_timestamp FROM chunks WHERE topic_id = ? AND partition = ? AND last_offset < ?
-			ORDER BY last_offset DESC LIMIT 1`, l.TopicID, l.Partition, first).Scan(&prev)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("previous row: %w", err)
-		}
-		for _, id := range chunkIDs {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM chunks WHERE id = ?`, id); err != nil {
-				return fmt.Errorf("delete row: %w", err)
-			}
-		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO segments (key, size, state, created_at) VALUES (?, ?, 'live', ?)
-			ON CONFLICT (key) DO NOTHING`, s.Key, s.Size, ms(now))
-		if err != nil {
-			return fmt.Errorf("insert segment: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return fmt.Errorf("key %s already has a row (fenced by the sweep?): %w", s.Key, catalog.ErrCompactionConflict)
-		}
-		segID, err := res.LastInsertId()
-		if err != nil {
-			return fmt.Errorf("insert segment: %w", err)
-		}
-		var newBytes int64
-		appendTimes := engine.SwapAppendTimes(&s, appended)
-		for i, ch := range engine.SwapRunningMax(&s, prev) {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO chunks (topic_id, partition, base_offset, last_offset, segment_id, pos, len,
-				max_timestamp, running_max_timestamp, real_offsets, append_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)`,
-				ch.TopicID, ch.Partition, ch.BaseOffset, ch.LastOffset, segID, ch.Pos, ch.Len, ch.MaxTimestamp, ch.RunningMaxTimestamp,
-				appendTimes[i]); err != nil {
-				return fmt.Errorf("insert row [%d, %d]: %w", ch.BaseOffset, ch.LastOffset, err)
-			}
-			if ch.LastOffset >= logStart {
-				newBytes += ch.Len
-			}
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE partitions SET bytes = bytes + ? WHERE topic_id = ? AND partition = ?`,
-			newBytes-oldBytes, l.TopicID, l.Partition); err != nil {
-			return fmt.Errorf("update bytes: %w", err)
-		}
-		return markDeleting(ctx, tx, now, segIDs)
-	})
+		FROM chunks c JOIN segments s ON s.id = c.segment_id
+		WHERE c.topic_id = ?1 AND c.partition = ?2 AND c.last_offset >= ?3 AND c.base_offset <= ?4
+		ORDER BY c.last_offset`, tp.TopicID, tp.Partition, first, last)
 	if err != nil {
-		return fmt.Errorf("sqlite: swap topic id %d partition %d offsets [%d, %d] into %s: %w", s.Lease.TopicID, s.Lease.Partition,
-			s.Old[0].BaseOffset, s.Old[len(s.Old)-1].LastOffset, s.Key, err)
+		return nil, err
+	}
+	defer rows.Close()
+	settled := ms(q.now.Add(-settle))
+	var out []engine.SwapOldRow
+	for rows.Next() {
+		r := engine.SwapOldRow{Chunk: catalog.Chunk{TopicID: tp.TopicID, Partition: tp.Partition}}
+		var created int64
+		if err := rows.Scan(&r.SegmentID, &r.BaseOffset, &r.LastOffset, &r.SegmentKey, &r.SegmentSize, &r.Pos, &r.Len,
+			&r.RealOffsets, &created, &r.AppendTime); err != nil {
+			return nil, err
+		}
+		r.Settled = created < settled
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func (q sqliteSwap) PrevRunningMax(ctx context.Context, tp catalog.TopicPartition, first int64) (int64, error) {
+	prev := catalog.NoTimestamp
+	err := q.tx.QueryRowContext(ctx, `SELECT running_max_timestamp FROM chunks WHERE topic_id = ? AND partition = ? AND last_offset < ?
+		ORDER BY last_offset DESC LIMIT 1`, tp.TopicID, tp.Partition, first).Scan(&prev)
+	if errors.Is(err, sql.ErrNoRows) {
+		return catalog.NoTimestamp, nil
+	}
+	return prev, err
+}
+
+func (q sqliteSwap) DeleteRange(ctx context.Context, tp catalog.TopicPartition, first, last int64) error {
+	_, err := q.tx.ExecContext(ctx, `DELETE FROM chunks WHERE topic_id = ? AND partition = ? AND last_offset >= ? AND base_offset <= ?`,
+		tp.TopicID, tp.Partition, first, last)
+	return err
+}
+
+func (q sqliteSwap) InsertSegment(ctx context.Context, key string, size int64, now time.Time) (int64, bool, error) {
+	res, err := q.tx.ExecContext(ctx, `INSERT INTO segments (key, size, state, created_at) VALUES (?, ?, 'live', ?)
+		ON CONFLICT (key) DO NOTHING`, key, size, ms(now))
+	if err != nil {
+		return 0, false, err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return 0, false, nil
+	}
+	id, err := res.LastInsertId()
+	return id, err == nil, err
+}
+
+func (q sqliteSwap) InsertChunks(ctx context.Context, segID int64, rows []catalog.ChunkRow, appendTimes []int64) error {
+	for i, ch := range rows {
+		if _, err := q.tx.ExecContext(ctx, `INSERT INTO chunks (topic_id, partition, base_offset, last_offset, segment_id, pos, len,
+			max_timestamp, running_max_timestamp, real_offsets, append_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)`,
+			ch.TopicID, ch.Partition, ch.BaseOffset, ch.LastOffset, segID, ch.Pos, ch.Len, ch.MaxTimestamp, ch.RunningMaxTimestamp,
+			appendTimes[i]); err != nil {
+			return fmt.Errorf("row [%d, %d]: %w", ch.BaseOffset, ch.LastOffset, err)
+		}
 	}
 	return nil
+}
+
+func (q sqliteSwap) AddBytes(ctx context.Context, tp catalog.TopicPartition, delta int64) error {
+	_, err := q.tx.ExecContext(ctx, `UPDATE partitions SET bytes = bytes + ? WHERE topic_id = ? AND partition = ?`,
+		delta, tp.TopicID, tp.Partition)
+	return err
+}
+
+func (q sqliteSwap) MarkDeleting(ctx context.Context, ids []int64, now time.Time) error {
+	return markDeleting(ctx, q.tx, now, ids)
 }
 
 // DeleteRecords advances a partition's log start offset (never backwards).
@@ -526,14 +521,20 @@ func (c *Catalog) DropChunks(ctx context.Context, l catalog.PartitionLease) (dro
 		if err != nil {
 			return err
 		}
-		segIDs := map[int64]bool{}
+		var (
+			segIDs []int64
+			seen   = map[int64]bool{}
+		)
 		for rows.Next() {
 			var id int64
 			if err := rows.Scan(&id); err != nil {
 				rows.Close()
 				return err
 			}
-			segIDs[id] = true
+			if !seen[id] {
+				seen[id] = true
+				segIDs = append(segIDs, id)
+			}
 			dropped++
 		}
 		rows.Close()

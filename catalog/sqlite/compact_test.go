@@ -1,25 +1,10 @@
 package sqlite
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/catalog/catalogtest"
 )
-
-func TestCompaction(t *testing.T) {
-	catalogtest.RunCompaction(t, func(t *testing.T) catalogtest.CompactionCatalog {
-		c, err := Open(t.Context(), filepath.Join(t.TempDir(), "catalog.db"), catalog.Options{CommitTimeout: catalogtest.CompactionCommitTimeout})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	})
-}
 
 // TestDueQueryPlans seeds a million partitions — a tenth due, a third due later, the
 // rest idle; a lease row for every tenth — and checks that the compactor's due query

@@ -210,86 +210,77 @@ func writeGroup(ctx context.Context, tx *sql.Tx, before, after *engine.GroupStat
 	return nil
 }
 
-// Heartbeat runs one member's heartbeat (see catalog.Groups).
+// Heartbeat runs one member's heartbeat (engine.Heartbeat).
 func (c *Catalog) Heartbeat(ctx context.Context, hb catalog.Heartbeat) (catalog.HeartbeatResult, error) {
-	if err := catalog.ValidateHeartbeat(hb); err != nil {
-		return catalog.HeartbeatResult{}, fmt.Errorf("sqlite: heartbeat %s/%s: %w", hb.Group, hb.MemberID, err)
-	}
-	fail := func(err error) (catalog.HeartbeatResult, error) {
-		return catalog.HeartbeatResult{}, fmt.Errorf("sqlite: heartbeat %s/%s: %w", hb.Group, hb.MemberID, err)
-	}
-	var res catalog.HeartbeatResult
-	err := c.groupTx(ctx, hb.Group, func(tx *sql.Tx, now time.Time, st *engine.GroupState, found bool) error {
-		if !found {
-			if hb.MemberEpoch != catalog.JoinEpoch {
-				return fmt.Errorf("%w: %s", catalog.ErrGroupNotFound, hb.Group)
-			}
-			st = engine.NewGroupState(hb.Group, hb.Assignor, now)
-			if _, err := tx.ExecContext(ctx, `INSERT INTO groups (name, assignor, epoch, created_at) VALUES (?, ?, 0, ?)`,
-				st.Name, st.Assignor, now.UnixMilli()); err != nil {
-				return err
-			}
-		}
-		before := st.Clone()
-		topics, err := loadTopics(ctx, tx, st.SubscribedTopics(hb.Topics))
-		if err != nil {
-			return err
-		}
-		if res, err = engine.ApplyHeartbeat(st, now, hb, topics); err != nil {
-			return err
-		}
-		return writeGroup(ctx, tx, before, st)
-	})
-	if err != nil {
-		return fail(err)
-	}
-	return res, nil
+	return engine.Heartbeat(ctx, c.engine(), hb)
 }
 
-// CommitOffsets stores committed offsets (engine.CheckCommit).
+// CommitOffsets stores committed offsets (engine.CommitOffsets).
 func (c *Catalog) CommitOffsets(ctx context.Context, oc catalog.OffsetCommit) error {
-	return c.commitOffsets(ctx, "commit", oc)
+	return engine.CommitOffsets(ctx, c.engine(), "commit", oc)
 }
 
 // ResetOffsets sets offsets while the group has no live members: a commit from outside
 // the group.
 func (c *Catalog) ResetOffsets(ctx context.Context, group string, offsets []catalog.CommitOffset) error {
-	return c.commitOffsets(ctx, "reset", catalog.OffsetCommit{Group: group, Offsets: offsets})
+	return engine.CommitOffsets(ctx, c.engine(), "reset", catalog.OffsetCommit{Group: group, Offsets: offsets})
 }
 
-// commitOffsets checks and stores oc in one transaction: what (commit, reset) names the
-// call in its error.
-func (c *Catalog) commitOffsets(ctx context.Context, what string, oc catalog.OffsetCommit) error {
-	fail := func(err error) error { return fmt.Errorf("sqlite: %s offsets of group %s: %w", what, oc.Group, err) }
-	names, err := engine.CommitTopics(oc)
-	if err != nil {
-		return fail(err)
-	}
-	err = c.groupTx(ctx, oc.Group, func(tx *sql.Tx, now time.Time, st *engine.GroupState, found bool) error {
-		if !found {
-			st = nil // none: engine.CheckCommit creates it or refuses
+// GroupTx runs one group call (engine.GroupBackend) in one immediate transaction; the
+// one writer holds the whole file, so the lock load asks for is implied.
+func (e sqliteEngine) GroupTx(ctx context.Context, load engine.GroupLoad, decide func(*engine.GroupView) (*engine.GroupWrites, error)) error {
+	return e.c.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+		// The audit record of an administrative call (a reset) commits with it
+		// (security.go); other calls carry none.
+		if err := writeAudit(ctx, tx); err != nil {
+			return err
 		}
-		topics, err := loadTopics(ctx, tx, names)
+		if load.Create {
+			assignor := load.Assignor
+			if assignor == "" {
+				assignor = catalog.DefaultAssignor
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO groups (name, assignor, epoch, created_at) VALUES (?, ?, 0, ?)
+				ON CONFLICT (name) DO NOTHING`, load.Group, assignor, now.UnixMilli()); err != nil {
+				return err
+			}
+		}
+		st, found, err := loadGroup(ctx, tx, load.Group)
 		if err != nil {
 			return err
 		}
-		hws, err := loadHighWatermarks(ctx, tx, topics)
+		v := &engine.GroupView{Now: now}
+		if found {
+			v.State = st
+		}
+		if load.SubscribedTopics {
+			names := load.ExtraTopics
+			if v.State != nil {
+				names = v.State.SubscribedTopics(load.ExtraTopics)
+			}
+			if v.Topics, err = loadTopics(ctx, tx, names); err != nil {
+				return err
+			}
+		}
+		if len(load.CommitTopics) > 0 {
+			if v.Topics, err = loadTopics(ctx, tx, load.CommitTopics); err != nil {
+				return err
+			}
+			if v.HighWatermarks, err = loadHighWatermarks(ctx, tx, v.Topics); err != nil {
+				return err
+			}
+		}
+		w, err := decide(v)
 		if err != nil {
 			return err
 		}
-		rows, err := engine.CheckCommit(st, now, oc, true, topics, hws)
-		if err != nil {
-			return err
+		if w.Before != nil {
+			if err := writeGroup(ctx, tx, w.Before, w.After); err != nil {
+				return err
+			}
 		}
-		if oc.CheckOnly {
-			return engine.ErrCheckedOnly
-		}
-		return writeGroupOffsets(ctx, tx, rows, now)
+		return writeGroupOffsets(ctx, tx, w.Offsets, now)
 	})
-	if err != nil && !errors.Is(err, engine.ErrCheckedOnly) {
-		return fail(err)
-	}
-	return nil
 }
 
 // GroupOffsets lists a group's committed offsets of live topics.

@@ -17,103 +17,50 @@ import (
 
 var _ catalog.Producers = (*Catalog)(nil)
 
-// InitProducer hands out a producer identity (see catalog.Producers), and forgets the
-// producers idle past the expiry on the way.
+// InitProducer hands out a producer identity (engine.InitProducer; sqliteProducers
+// below holds its statements).
 func (c *Catalog) InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer, owner string) (catalog.Producer, error) {
-	p, err := c.initProducer(ctx, transactionalID, current, owner)
-	if err != nil {
-		if transactionalID == "" {
-			return catalog.Producer{}, fmt.Errorf("sqlite: init producer: %w", err)
-		}
-		return catalog.Producer{}, fmt.Errorf("sqlite: init producer %q: %w", transactionalID, err)
-	}
-	return p, nil
+	return engine.InitProducer(ctx, c.engine(), c, transactionalID, current, owner)
 }
 
-func (c *Catalog) initProducer(ctx context.Context, tid string, current *catalog.Producer, owner string) (catalog.Producer, error) {
-	if tid != "" {
-		if err := catalog.ValidateTransactionalID(tid); err != nil {
-			return catalog.Producer{}, err
-		}
-		// A transactional id is the coordinator's (engine.InitTxnProducer: an ongoing
-		// transaction is aborted, the epoch bumped), after the expiry pass.
-		if err := c.expire(ctx); err != nil {
-			return catalog.Producer{}, err
-		}
-		return engine.InitTxnProducer(ctx, c, catalog.InitTxn{TransactionalID: tid, Timeout: catalog.DefaultTxnTimeout, Current: current, Owner: owner})
-	}
-	tx, err := c.w.BeginTx(ctx, nil)
-	if err != nil {
-		return catalog.Producer{}, err
-	}
-	defer tx.Rollback()
-	now, err := scanNow(tx.QueryRowContext(ctx, nowSQL))
-	if err != nil {
-		return catalog.Producer{}, err
-	}
-	if err := expireProducers(ctx, tx, now, c.opts.ProducerExpiry); err != nil {
-		return catalog.Producer{}, fmt.Errorf("expire idle producers: %w", err)
-	}
-	ms := now.UnixMilli()
-	insert := func(tid sql.NullString) (catalog.Producer, error) {
-		var id int64
-		err := tx.QueryRowContext(ctx, `INSERT INTO producers (transactional_id, epoch, created_at, last_used_at, principal)
-			VALUES (?, 0, ?, ?, ?) RETURNING id`, tid, ms, ms, owner).Scan(&id)
-		return catalog.Producer{ID: id}, err
-	}
-	var p catalog.Producer
-	switch {
-	case tid == "" && current != nil:
-		p, err = bumpIdempotent(ctx, tx, *current, ms)
-		if err == nil && p.ID < 0 {
-			p, err = insert(sql.NullString{})
-		}
-	default:
-		p, err = insert(sql.NullString{})
-	}
-	if err != nil {
-		return catalog.Producer{}, err
-	}
-	if err := tx.Commit(); err != nil {
-		return catalog.Producer{}, fmt.Errorf("commit: %w", err)
-	}
-	return p, nil
+// ExpireProducers runs the expiry pass in a transaction of its own
+// (engine.ProducerBackend).
+func (e sqliteEngine) ExpireProducers(ctx context.Context) error {
+	return e.c.writeTx(ctx, func(tx *sql.Tx, now time.Time) error {
+		return expireProducers(ctx, tx, now, e.c.opts.ProducerExpiry)
+	})
 }
 
-// expire runs the expiry pass in a transaction of its own.
-func (c *Catalog) expire(ctx context.Context) error {
-	tx, err := c.w.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	now, err := scanNow(tx.QueryRowContext(ctx, nowSQL))
-	if err != nil {
-		return err
-	}
-	if err := expireProducers(ctx, tx, now, c.opts.ProducerExpiry); err != nil {
-		return fmt.Errorf("expire idle producers: %w", err)
-	}
-	return tx.Commit()
+// ProducerTx runs an init in one immediate transaction (engine.ProducerBackend).
+func (e sqliteEngine) ProducerTx(ctx context.Context, fn func(engine.ProducerStmts) error) error {
+	return e.c.writeTx(ctx, func(tx *sql.Tx, now time.Time) error { return fn(sqliteProducers{tx, now.UnixMilli()}) })
 }
 
-// bumpIdempotent moves a producer without a transactional id to its next epoch when
-// engine.NextIdempotentEpoch allows; otherwise it answers id -1 (hand out a new id).
-func bumpIdempotent(ctx context.Context, tx *sql.Tx, current catalog.Producer, ms int64) (catalog.Producer, error) {
-	var (
-		epoch int16
-		txnal bool
-	)
-	err := tx.QueryRowContext(ctx, `SELECT epoch, transactional_id IS NOT NULL FROM producers WHERE id = ?`, current.ID).Scan(&epoch, &txnal)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return catalog.Producer{}, err
+// sqliteProducers is an init's statements (engine.ProducerStmts); ms is the clock
+// writeTx read.
+type sqliteProducers struct {
+	tx *sql.Tx
+	ms int64
+}
+
+func (q sqliteProducers) ProducerRow(ctx context.Context, id int64) (epoch int16, transactional, found bool, err error) {
+	err = q.tx.QueryRowContext(ctx, `SELECT epoch, transactional_id IS NOT NULL FROM producers WHERE id = ?`, id).Scan(&epoch, &transactional)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, false, nil
 	}
-	next, ok := engine.NextIdempotentEpoch(current, err == nil, txnal, epoch)
-	if !ok {
-		return catalog.Producer{ID: -1}, nil
-	}
-	_, err = tx.ExecContext(ctx, `UPDATE producers SET epoch = ?, last_used_at = ? WHERE id = ?`, next, ms, current.ID)
-	return catalog.Producer{ID: current.ID, Epoch: next}, err
+	return epoch, transactional, err == nil, err
+}
+
+func (q sqliteProducers) NewProducer(ctx context.Context, owner string) (int64, error) {
+	var id int64
+	err := q.tx.QueryRowContext(ctx, `INSERT INTO producers (transactional_id, epoch, created_at, last_used_at, principal)
+		VALUES (NULL, 0, ?, ?, ?) RETURNING id`, q.ms, q.ms, owner).Scan(&id)
+	return id, err
+}
+
+func (q sqliteProducers) BumpProducer(ctx context.Context, id int64, epoch int16) error {
+	_, err := q.tx.ExecContext(ctx, `UPDATE producers SET epoch = ?, last_used_at = ? WHERE id = ?`, epoch, q.ms, id)
+	return err
 }
 
 // expireProducers deletes the producers idle past expiry, with their state. One writer

@@ -49,6 +49,8 @@ type Catalog struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	registry // catalog.Registry, the engine's (set by Open)
 }
 
 // Open opens (creating if needed) the catalog in the file at path and applies the
@@ -104,7 +106,9 @@ func Open(ctx context.Context, path string, opts catalog.Options) (*Catalog, err
 		return nil, fmt.Errorf("sqlite: open %s: read pool: %w", path, err)
 	}
 	log := opts.Logger.With("component", "catalog", "backend", "sqlite")
-	return &Catalog{w: w, r: r, path: path, opts: opts, log: log, hub: newHub(log), st: st}, nil
+	c := &Catalog{w: w, r: r, path: path, opts: opts, log: log, hub: newHub(log), st: st}
+	c.registry = registry{DB: sqliteEngine{c}}
+	return c, nil
 }
 
 // Close closes both pools and ends every Listen.

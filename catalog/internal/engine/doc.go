@@ -6,6 +6,15 @@
 // paging (inventory.go). A backend loads rows in a transaction, runs these functions on
 // them, and writes back what they answer, so that the backends differ only in SQL.
 //
+// The transaction scripts are here too: a call that runs more than one statement is one
+// function over a small interface the backend implements — its write transaction and
+// its statements, no rule — SwapChunks over SwapStmts (swap.go), the coordinator's calls
+// over TxnBackend (txn.go), Heartbeat and CommitOffsets over GroupBackend
+// (group_step.go), the classic steps over ClassicBackend (classic_step.go),
+// InitProducer over ProducerStmts (producer_init.go), RegisterNode over NodeStmts
+// (nodes.go) and the schema registry over RegistryDB (registry.go). A backend's method
+// is then one call; TestNoScriptInBothBackends fails when a script is written in both.
+//
 // Why internal, and why here: callers (the broker, the roles, the front ends) see the
 // catalog package — its types, interfaces and request checks — and nothing of how a
 // backend reaches its answers; the backends (catalog/postgres, catalog/sqlite) and the

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
@@ -84,4 +85,52 @@ func NewNodeToken() int64 {
 func NewClusterID() string {
 	u := catalog.NewUUID()
 	return base64.RawURLEncoding.EncodeToString(u[:])
+}
+
+// NodeStmts are the statements of a node registration, in one write transaction that
+// no other registration runs beside.
+type NodeStmts interface {
+	// LockNodes takes the registry's lock (where registrations could otherwise run at
+	// once) and answers the database clock.
+	LockNodes(ctx context.Context) (time.Time, error)
+	// Nodes reads every node row.
+	Nodes(ctx context.Context) ([]NodeRow, error)
+	// PutNode writes node id's row with a lease of ttl from now on the database clock
+	// and answers the lease's end as stored.
+	PutNode(ctx context.Context, id int32, addr string, token int64, now time.Time, ttl time.Duration) (time.Time, error)
+}
+
+// NodeBackend runs node registrations.
+type NodeBackend interface {
+	// Name is the backend's name, for errors ("postgres", "sqlite").
+	Name() string
+	// NodeTx runs fn in a write transaction and commits it when fn returns nil.
+	NodeTx(ctx context.Context, fn func(NodeStmts) error) error
+}
+
+// RegisterNode takes an id for the node at addr (ChooseNodeID) with a new token and a
+// lease of ttl on the database clock (catalog.Cluster.RegisterNode).
+func RegisterNode(ctx context.Context, db NodeBackend, addr string, ttl time.Duration) (catalog.NodeLease, error) {
+	if err := ValidateNodeLease(addr, ttl); err != nil {
+		return catalog.NodeLease{}, fmt.Errorf("%s: register node %s: %w", db.Name(), addr, err)
+	}
+	var l catalog.NodeLease
+	err := db.NodeTx(ctx, func(q NodeStmts) error {
+		now, err := q.LockNodes(ctx)
+		if err != nil {
+			return err
+		}
+		nodes, err := q.Nodes(ctx)
+		if err != nil {
+			return err
+		}
+		l = catalog.NodeLease{Node: catalog.Node{ID: ChooseNodeID(nodes, addr, now), Addr: addr}, Token: NewNodeToken()}
+		l.LeaseUntil, err = q.PutNode(ctx, l.ID, addr, l.Token, now, ttl)
+		return err
+	})
+	if err != nil {
+		return catalog.NodeLease{}, fmt.Errorf("%s: register node %s: %w", db.Name(), addr, err)
+	}
+	l.LeaseUntil = l.LeaseUntil.UTC()
+	return l, nil
 }

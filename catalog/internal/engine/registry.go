@@ -30,6 +30,8 @@ type RegistryQuerier interface {
 
 // RegistryDB is what a backend gives the registry.
 type RegistryDB interface {
+	// Name is the backend's name, for errors ("postgres", "sqlite").
+	Name() string
 	// WriteTx runs fn in a write transaction, commits it when fn returns nil, and
 	// writes the audit record ctx carries first (catalog.WithAudit).
 	WriteTx(ctx context.Context, fn func(q RegistryQuerier) error) error
@@ -37,8 +39,16 @@ type RegistryDB interface {
 	Reader() RegistryQuerier
 }
 
-// Registry implements catalog.Registry over db.
+// Registry implements catalog.Registry over DB; a backend embeds it, so its methods are
+// the backend's, written once.
 type Registry struct{ DB RegistryDB }
+
+func (r Registry) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %s: %w", r.DB.Name(), op, err)
+}
 
 const versionColumns = `v.subject, v.version, v.deleted, s.id, s.schema_type, s.schema_text, s.refs, s.fingerprint`
 
@@ -98,8 +108,8 @@ func lock(ctx context.Context, q RegistryQuerier) (int64, error) {
 	return ids[0], nil
 }
 
-// RegisterSchema implements catalog.Registry.
-func (r Registry) RegisterSchema(ctx context.Context, s catalog.NewSchema, check func(live []catalog.SubjectSchema) error) (out catalog.SubjectSchema, created bool, err error) {
+// registerSchema is RegisterSchema without the backend's name on its errors.
+func (r Registry) registerSchema(ctx context.Context, s catalog.NewSchema, check func(live []catalog.SubjectSchema) error) (out catalog.SubjectSchema, created bool, err error) {
 	refs, err := json.Marshal(nonNil(s.References))
 	if err != nil {
 		return out, false, err
@@ -194,8 +204,8 @@ func nonNil(refs []catalog.SchemaReference) []catalog.SchemaReference {
 	return refs
 }
 
-// SchemaByID implements catalog.Registry.
-func (r Registry) SchemaByID(ctx context.Context, id int64) (catalog.Schema, error) {
+// schemaByID is SchemaByID without the backend's name on its errors.
+func (r Registry) schemaByID(ctx context.Context, id int64) (catalog.Schema, error) {
 	rows, err := scanVersions(r.DB.Reader().Query(ctx, `SELECT `+versionColumns+` FROM registry_versions v JOIN registry_schemas s ON s.id = v.schema_id
 		WHERE s.id = $1 LIMIT 1`, id))
 	if err != nil {
@@ -207,14 +217,14 @@ func (r Registry) SchemaByID(ctx context.Context, id int64) (catalog.Schema, err
 	return rows[0].Schema, nil
 }
 
-// SchemaUsages implements catalog.Registry.
-func (r Registry) SchemaUsages(ctx context.Context, id int64, deleted bool) ([]catalog.SubjectSchema, error) {
+// schemaUsages is SchemaUsages without the backend's name on its errors.
+func (r Registry) schemaUsages(ctx context.Context, id int64, deleted bool) ([]catalog.SubjectSchema, error) {
 	return scanVersions(r.DB.Reader().Query(ctx, `SELECT `+versionColumns+` FROM registry_versions v JOIN registry_schemas s ON s.id = v.schema_id
 		WHERE s.id = $1 AND ($2 OR NOT v.deleted) ORDER BY v.subject, v.version`, id, deleted))
 }
 
-// Subjects implements catalog.Registry.
-func (r Registry) Subjects(ctx context.Context, deleted bool) ([]string, error) {
+// subjects is Subjects without the backend's name on its errors.
+func (r Registry) subjects(ctx context.Context, deleted bool) ([]string, error) {
 	rows, err := r.DB.Reader().Query(ctx, `SELECT DISTINCT subject FROM registry_versions WHERE $1 OR NOT deleted ORDER BY subject`, deleted)
 	if err != nil {
 		return nil, err
@@ -231,8 +241,8 @@ func (r Registry) Subjects(ctx context.Context, deleted bool) ([]string, error) 
 	return out, rows.Err()
 }
 
-// SubjectSchemas implements catalog.Registry.
-func (r Registry) SubjectSchemas(ctx context.Context, subject string, deleted bool) ([]catalog.SubjectSchema, error) {
+// subjectSchemas is SubjectSchemas without the backend's name on its errors.
+func (r Registry) subjectSchemas(ctx context.Context, subject string, deleted bool) ([]catalog.SubjectSchema, error) {
 	return subjectRows(ctx, r.DB.Reader(), subject, deleted)
 }
 
@@ -245,8 +255,8 @@ func referenced(ctx context.Context, q RegistryQuerier, subject string, version 
 	return len(ids) > 0, err
 }
 
-// DeleteSchemaVersion implements catalog.Registry.
-func (r Registry) DeleteSchemaVersion(ctx context.Context, subject string, version int32, permanent bool) error {
+// deleteSchemaVersion is DeleteSchemaVersion without the backend's name on its errors.
+func (r Registry) deleteSchemaVersion(ctx context.Context, subject string, version int32, permanent bool) error {
 	return r.DB.WriteTx(ctx, func(q RegistryQuerier) error {
 		if _, err := lock(ctx, q); err != nil {
 			return err
@@ -271,8 +281,8 @@ func (r Registry) DeleteSchemaVersion(ctx context.Context, subject string, versi
 	})
 }
 
-// DeleteSubject implements catalog.Registry.
-func (r Registry) DeleteSubject(ctx context.Context, subject string, permanent bool) (versions []int32, err error) {
+// deleteSubject is DeleteSubject without the backend's name on its errors.
+func (r Registry) deleteSubject(ctx context.Context, subject string, permanent bool) (versions []int32, err error) {
 	err = r.DB.WriteTx(ctx, func(q RegistryQuerier) error {
 		if _, err := lock(ctx, q); err != nil {
 			return err
@@ -301,8 +311,8 @@ func (r Registry) DeleteSubject(ctx context.Context, subject string, permanent b
 	return versions, err
 }
 
-// ReferencedBy implements catalog.Registry.
-func (r Registry) ReferencedBy(ctx context.Context, subject string, version int32) ([]int64, error) {
+// referencedBy is ReferencedBy without the backend's name on its errors.
+func (r Registry) referencedBy(ctx context.Context, subject string, version int32) ([]int64, error) {
 	ids, err := scanInts[int64](r.DB.Reader().Query(ctx, `SELECT DISTINCT r.schema_id FROM registry_refs r
 		WHERE r.subject = $1 AND r.version = $2
 		  AND EXISTS (SELECT 1 FROM registry_versions v WHERE v.schema_id = r.schema_id AND NOT v.deleted)
@@ -328,13 +338,13 @@ func readConfig(ctx context.Context, q RegistryQuerier, subject string) (catalog
 	return c, rows.Err()
 }
 
-// RegistryConfig implements catalog.Registry.
-func (r Registry) RegistryConfig(ctx context.Context, subject string) (catalog.RegistryConfig, error) {
+// registryConfig is RegistryConfig without the backend's name on its errors.
+func (r Registry) registryConfig(ctx context.Context, subject string) (catalog.RegistryConfig, error) {
 	return readConfig(ctx, r.DB.Reader(), subject)
 }
 
-// SetRegistryConfig implements catalog.Registry.
-func (r Registry) SetRegistryConfig(ctx context.Context, subject string, cfg catalog.RegistryConfig) (out catalog.RegistryConfig, err error) {
+// setRegistryConfig is SetRegistryConfig without the backend's name on its errors.
+func (r Registry) setRegistryConfig(ctx context.Context, subject string, cfg catalog.RegistryConfig) (out catalog.RegistryConfig, err error) {
 	err = r.DB.WriteTx(ctx, func(q RegistryQuerier) error {
 		if _, err := lock(ctx, q); err != nil {
 			return err
@@ -365,8 +375,8 @@ func writeConfig(ctx context.Context, q RegistryQuerier, subject string, c catal
 	return err
 }
 
-// DeleteRegistryConfig implements catalog.Registry.
-func (r Registry) DeleteRegistryConfig(ctx context.Context, subject string, compatibility, mode bool) (before catalog.RegistryConfig, err error) {
+// deleteRegistryConfig is DeleteRegistryConfig without the backend's name on its errors.
+func (r Registry) deleteRegistryConfig(ctx context.Context, subject string, compatibility, mode bool) (before catalog.RegistryConfig, err error) {
 	err = r.DB.WriteTx(ctx, func(q RegistryQuerier) error {
 		if _, err := lock(ctx, q); err != nil {
 			return err
@@ -394,3 +404,71 @@ func SQLitePlaceholders(sql string) string {
 }
 
 var _ catalog.Registry = Registry{}
+
+// The methods of catalog.Registry: each runs its script and names the backend and the
+// operation on its errors.
+
+// RegisterSchema implements catalog.Registry.
+func (r Registry) RegisterSchema(ctx context.Context, s catalog.NewSchema, check func(live []catalog.SubjectSchema) error) (catalog.SubjectSchema, bool, error) {
+	v, created, err := r.registerSchema(ctx, s, check)
+	return v, created, r.wrap("register schema under "+s.Subject, err)
+}
+
+// SchemaByID implements catalog.Registry.
+func (r Registry) SchemaByID(ctx context.Context, id int64) (catalog.Schema, error) {
+	v, err := r.schemaByID(ctx, id)
+	return v, r.wrap("schema by id", err)
+}
+
+// SchemaUsages implements catalog.Registry.
+func (r Registry) SchemaUsages(ctx context.Context, id int64, deleted bool) ([]catalog.SubjectSchema, error) {
+	v, err := r.schemaUsages(ctx, id, deleted)
+	return v, r.wrap("schema usages", err)
+}
+
+// Subjects implements catalog.Registry.
+func (r Registry) Subjects(ctx context.Context, deleted bool) ([]string, error) {
+	v, err := r.subjects(ctx, deleted)
+	return v, r.wrap("subjects", err)
+}
+
+// SubjectSchemas implements catalog.Registry.
+func (r Registry) SubjectSchemas(ctx context.Context, subject string, deleted bool) ([]catalog.SubjectSchema, error) {
+	v, err := r.subjectSchemas(ctx, subject, deleted)
+	return v, r.wrap("versions of "+subject, err)
+}
+
+// DeleteSchemaVersion implements catalog.Registry.
+func (r Registry) DeleteSchemaVersion(ctx context.Context, subject string, version int32, permanent bool) error {
+	return r.wrap("delete a version of "+subject, r.deleteSchemaVersion(ctx, subject, version, permanent))
+}
+
+// DeleteSubject implements catalog.Registry.
+func (r Registry) DeleteSubject(ctx context.Context, subject string, permanent bool) ([]int32, error) {
+	v, err := r.deleteSubject(ctx, subject, permanent)
+	return v, r.wrap("delete subject "+subject, err)
+}
+
+// ReferencedBy implements catalog.Registry.
+func (r Registry) ReferencedBy(ctx context.Context, subject string, version int32) ([]int64, error) {
+	v, err := r.referencedBy(ctx, subject, version)
+	return v, r.wrap("references to "+subject, err)
+}
+
+// RegistryConfig implements catalog.Registry.
+func (r Registry) RegistryConfig(ctx context.Context, subject string) (catalog.RegistryConfig, error) {
+	v, err := r.registryConfig(ctx, subject)
+	return v, r.wrap("registry config", err)
+}
+
+// SetRegistryConfig implements catalog.Registry.
+func (r Registry) SetRegistryConfig(ctx context.Context, subject string, cfg catalog.RegistryConfig) (catalog.RegistryConfig, error) {
+	v, err := r.setRegistryConfig(ctx, subject, cfg)
+	return v, r.wrap("set registry config", err)
+}
+
+// DeleteRegistryConfig implements catalog.Registry.
+func (r Registry) DeleteRegistryConfig(ctx context.Context, subject string, compatibility, mode bool) (catalog.RegistryConfig, error) {
+	v, err := r.deleteRegistryConfig(ctx, subject, compatibility, mode)
+	return v, r.wrap("delete registry config", err)
+}
