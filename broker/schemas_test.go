@@ -76,3 +76,52 @@ func TestValidateJSONSchemaValues(t *testing.T) {
 		"missing required": registry.AppendFrame(nil, id, []byte(`{}`)),
 	})
 }
+
+func TestValidateProtobufValues(t *testing.T) {
+	// With a reference: the linked descriptor decodes the referenced message too.
+	b, cat := newRealCore(t)
+	b.d.Registry = cat
+	ctx := t.Context()
+	if _, err := b.RegisterSchema(ctx, Anonymous, "line", SchemaRequest{Type: registry.TypeProtobuf, Schema: "syntax = \"proto3\";\npackage shop;\nmessage Line { string sku = 1; }"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cat.CreateTopic(ctx, "pb", 1, map[string]string{"confluent.value.schema.validation": "true"}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := b.RegisterSchema(ctx, Anonymous, "pb-value", SchemaRequest{Type: registry.TypeProtobuf,
+		Schema:     "syntax = \"proto3\";\npackage shop;\nimport \"line.proto\";\nmessage Order { int64 id = 1; repeated Line lines = 2; }\nmessage Other { bool b = 1; }",
+		References: []catalog.SchemaReference{{Name: "line.proto", Subject: "line", Version: 1}}})
+	if err != nil {
+		t.Fatalf("register with a reference: %v", err)
+	}
+	id := int32(v.ID)
+	// Order{id: 7, lines: [{sku: "a"}]}, framed with message index [0].
+	order := []byte{0x08, 7, 0x12, 3, 0x0a, 1, 'a'}
+	valid := registry.AppendFrame(nil, id, append([]byte{0}, order...))
+	testFramedValidation(t, b, "pb", valid, map[string][]byte{
+		"unframed":                []byte{0, 0x08, 7},
+		"no message index":        registry.AppendFrame(nil, id, nil),
+		"message index past":      registry.AppendFrame(nil, id, append(registry.AppendMessageIndexes(nil, []int{2}), order...)),
+		"referenced not UTF-8":    registry.AppendFrame(nil, id, []byte{0, 0x12, 3, 0x0a, 1, 0xff}),
+		"truncated":               registry.AppendFrame(nil, id, append([]byte{0}, order[:5]...)),
+		"the other message's bad": registry.AppendFrame(nil, id, append(registry.AppendMessageIndexes(nil, []int{1}), 0x08, 0x80)),
+	})
+}
+
+// TestRegisterRefusals: schemas of each type that do not parse are 42201.
+func TestRegisterRefusals(t *testing.T) {
+	b, cat := newRealCore(t)
+	b.d.Registry = cat
+	for _, req := range []SchemaRequest{
+		{Type: registry.TypeJSON, Schema: `{"type":`},
+		{Type: registry.TypeJSON, Schema: `{"$ref":"https://example.com/x.json"}`},
+		{Type: registry.TypeProtobuf, Schema: `syntax = "proto3"; message A { B b = 1; }`},
+		{Type: registry.TypeProtobuf, Schema: `syntax = "proto3"; import "x.proto"; message A {}`},
+		{Type: "XML", Schema: `<a/>`},
+	} {
+		_, err := b.RegisterSchema(t.Context(), Anonymous, "s", req)
+		if e := wantCode(t, err, CodeInvalidSchema); e != nil && RegistryCode(e) != RegInvalidSchema {
+			t.Errorf("%s %s: registry code %d, want %d", req.Type, req.Schema, RegistryCode(e), RegInvalidSchema)
+		}
+	}
+}
