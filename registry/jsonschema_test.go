@@ -134,6 +134,14 @@ func TestJSONSchemaParse(t *testing.T) {
 	if err := s.Validate([]byte(`{"addr":{}}`)); err == nil {
 		t.Error("the reference's required property not enforced")
 	}
+	// Under an absolute "$id", a relative reference resolves against it.
+	withID, err := Parse(TypeJSON, `{"$id":"https://example.com/schemas/order.json","type":"object","properties":{"addr":{"$ref":"address.json"}}}`, []Resolved{addr})
+	if err != nil {
+		t.Fatalf("with an $id: %v", err)
+	}
+	if err := withID.Validate([]byte(`{"addr":{}}`)); err == nil {
+		t.Error("under an $id, the reference's required property not enforced")
+	}
 	// Compatibility through the reference: the new version's referenced schema is the same.
 	if msgs := Check(Backward, s, []Prior{{1, s}}); len(msgs) > 0 {
 		t.Errorf("a schema against itself: %v", msgs)
