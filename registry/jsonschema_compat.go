@@ -107,6 +107,9 @@ func kind(s any) string {
 		}
 		return jsFalse
 	case map[string]any:
+		if typedEnum(v) {
+			return jsCombined
+		}
 		if _, ok := v["enum"]; ok {
 			return jsEnum
 		}
@@ -133,7 +136,7 @@ func kind(s any) string {
 		for k, kd := range map[string]string{
 			"properties": jsObject, "required": jsObject, "additionalProperties": jsObject, "patternProperties": jsObject,
 			"minProperties": jsObject, "maxProperties": jsObject, "dependencies": jsObject,
-			"items": jsArray, "minItems": jsArray, "maxItems": jsArray, "uniqueItems": jsArray,
+			"items": jsArray, "additionalItems": jsArray, "minItems": jsArray, "maxItems": jsArray, "uniqueItems": jsArray,
 			"minLength": jsString, "maxLength": jsString, "pattern": jsString,
 			"minimum": jsNumber, "maximum": jsNumber, "exclusiveMinimum": jsNumber, "exclusiveMaximum": jsNumber, "multipleOf": jsNumber,
 		} {
@@ -146,6 +149,15 @@ func kind(s any) string {
 	return jsEmpty
 }
 
+// typedEnum: an enum (or const) beside a type, which Confluent's model reads as the
+// product of the two (allOf).
+func typedEnum(m map[string]any) bool {
+	_, e := m["enum"]
+	_, c := m["const"]
+	_, t := m["type"]
+	return (e || c) && t
+}
+
 // combined answers a combined schema's criterion and branches.
 func combined(s any) (string, []any) {
 	m := s.(map[string]any)
@@ -153,6 +165,18 @@ func combined(s any) (string, []any) {
 		if bs, ok := m[k].([]any); ok {
 			return k, dedupe(bs)
 		}
+	}
+	if typedEnum(m) {
+		typed := make(map[string]any, len(m))
+		values := map[string]any{}
+		for k, v := range m {
+			if k == "enum" || k == "const" {
+				values[k] = v
+			} else {
+				typed[k] = v
+			}
+		}
+		return "allOf", []any{typed, values}
 	}
 	ts := m["type"].([]any)
 	out := make([]any, 0, len(ts))
@@ -213,8 +237,13 @@ func (cx *jsonCompat) compare(path string, orig, upd any) {
 			}
 		}
 	} else if ko == jsCombined && ku != jsCombined {
-		if _, bs := combined(orig); len(bs) == 1 && cx.try(path, bs[0], upd) {
-			return
+		crit, bs := combined(orig)
+		if len(bs) == 1 || crit == "allOf" {
+			for _, b := range bs {
+				if cx.try(path, b, upd) {
+					return // the update keeps a branch of the original's product
+				}
+			}
 		}
 	}
 	if ko != ku {
@@ -345,7 +374,7 @@ func (cx *jsonCompat) combined(path string, orig, upd any) {
 	oc, obs := combined(orig)
 	uc, ubs := combined(upd)
 	if oc != uc {
-		ok := uc == "anyOf" || (uc == "oneOf" && len(obs) == 1) || (uc == "allOf" && len(obs) == 1 && len(ubs) == 1)
+		ok := uc == "anyOf" || (len(obs) == 1 && len(ubs) == 1) || (len(obs) == 1 && uc == "oneOf") || (len(ubs) == 1 && oc == "allOf")
 		if !ok {
 			cx.bad(path, "combined type changed from "+oc+" to "+uc)
 			return
@@ -354,8 +383,8 @@ func (cx *jsonCompat) combined(path string, orig, upd any) {
 	switch {
 	case len(obs) < len(ubs) && uc == "allOf":
 		cx.bad(path, "allOf extended: the new schema requires more")
-	case len(obs) > len(ubs) && uc != "allOf":
-		cx.bad(path, uc+" narrowed: a branch is gone")
+	case len(obs) > len(ubs) && oc != "allOf":
+		cx.bad(path, oc+" narrowed: a branch is gone")
 	}
 	edges := make([][]int, len(obs))
 	for i, o := range obs {
@@ -487,32 +516,82 @@ func (cx *jsonCompat) object(path string, om, um map[string]any) {
 }
 
 func (cx *jsonCompat) array(path string, om, um map[string]any) {
+	oi, ui := om["items"], um["items"]
+	ot, oTuple := oi.([]any)
+	ut, uTuple := ui.([]any)
+	// One schema for every item.
+	switch {
+	case oTuple || uTuple || ui == nil:
+		if !oTuple && oi != nil && ui == nil {
+			break // removed: anything goes
+		}
+		if !uTuple && ui != nil {
+			cx.bad(path+"/items", "items schema added")
+		}
+	case oi == nil:
+		cx.bad(path+"/items", "items schema added")
+	default:
+		cx.compare(path+"/items", oi, ui)
+	}
+	// Tuples, position by position, under the content models of additionalItems.
+	for i := range min(len(ot), len(ut)) {
+		cx.compare(fmt.Sprintf("%s/items/%d", path, i), ot[i], ut[i])
+	}
+	for i := len(ut); i < len(ot); i++ { // removed from the update's tuple
+		p := fmt.Sprintf("%s/items/%d", path, i)
+		switch {
+		case openItems(um):
+		case additionalItemsSchema(um) != nil:
+			if !cx.try(p, ot[i], additionalItemsSchema(um)) {
+				cx.bad(p, "tuple item removed, and the new schema's additionalItems does not cover it")
+			}
+		case ot[i] != false:
+			cx.bad(p, "tuple item removed from a closed content model")
+		}
+	}
+	for i := len(ot); i < len(ut); i++ { // added to the update's tuple
+		p := fmt.Sprintf("%s/items/%d", path, i)
+		switch {
+		case openItems(om):
+			if kind(ut[i]) != jsEmpty {
+				cx.bad(p, "tuple item added to an open content model (the old schema let it hold anything)")
+			}
+		case additionalItemsSchema(om) != nil:
+			if !cx.try(p, additionalItemsSchema(om), ut[i]) {
+				cx.bad(p, "tuple item added, and the old schema's additionalItems does not cover it")
+			}
+		}
+	}
+	p := path + "/additionalItems"
+	if om["additionalItems"] != false && um["additionalItems"] == false {
+		cx.bad(p, "additional items removed")
+	} else if om["additionalItems"] != false || um["additionalItems"] != false {
+		os, us := additionalItemsSchema(om), additionalItemsSchema(um)
+		switch {
+		case os == nil && us != nil && om["additionalItems"] != false:
+			cx.bad(p, "additional items narrowed to a schema")
+		case os != nil && us != nil:
+			cx.compare(p, os, us)
+		}
+	}
 	cx.bound(path, "maxItems", om, um, true)
 	cx.bound(path, "minItems", om, um, false)
 	if om["uniqueItems"] != true && um["uniqueItems"] == true {
 		cx.bad(path+"/uniqueItems", "uniqueItems added")
 	}
-	oi, ui := om["items"], um["items"]
-	ot, oTuple := oi.([]any)
-	ut, uTuple := ui.([]any)
-	switch {
-	case ui == nil:
-	case oi == nil:
-		if kind(ui) != jsEmpty {
-			cx.bad(path+"/items", "items narrowed to a schema")
-		}
-	case oTuple && uTuple:
-		if len(ot) != len(ut) {
-			cx.bad(path+"/items", "tuple items added or removed")
-		}
-		for i := range min(len(ot), len(ut)) {
-			cx.compare(fmt.Sprintf("%s/items/%d", path, i), ot[i], ut[i])
-		}
-	case !oTuple && !uTuple:
-		cx.compare(path+"/items", oi, ui)
-	default:
-		cx.bad(path+"/items", "items changed between a schema and a tuple")
+}
+
+// additionalItemsSchema is additionalItems when it is a schema (an object).
+func additionalItemsSchema(m map[string]any) any {
+	if s, ok := m["additionalItems"].(map[string]any); ok {
+		return s
 	}
+	return nil
+}
+
+// openItems: any item may follow the tuple, holding anything.
+func openItems(m map[string]any) bool {
+	return m["additionalItems"] != false && additionalItemsSchema(m) == nil
 }
 
 func hasDefault(s any) bool {

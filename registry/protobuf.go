@@ -219,30 +219,34 @@ func (cx *protoCompat) message(path string, om, um protoreflect.MessageDescripto
 	}
 	cx.seen[key] = true
 	of, uf := om.Fields(), um.Fields()
-	// Fields moved into a oneof: one may be (a field becomes the oneof's only
-	// former member); several, or one joining members that were already a oneof's,
-	// break readers that expect both set.
+	// Fields moved into a oneof: a oneof of the new schema whose members come from
+	// more than one place of the old (top-level fields, or another oneof) makes values
+	// exclusive that a writer could set together.
 	for i := range um.Oneofs().Len() {
 		uo := um.Oneofs().Get(i)
 		if uo.IsSynthetic() {
 			continue
 		}
-		moved, existing := 0, 0
+		origins := map[string]bool{}
+		topLevel := 0
 		for j := range uo.Fields().Len() {
 			o := of.ByNumber(uo.Fields().Get(j).Number())
 			switch {
-			case o == nil:
-			case realOneof(o) == nil:
-				moved++
+			case o == nil: // a new field
+			case realOneof(o) != nil:
+				origins["oneof "+string(realOneof(o).Name())] = true
 			default:
-				existing++
+				origins[fmt.Sprint("field ", o.Number())] = true
+				topLevel++
 			}
 		}
 		p := path + "/" + string(uo.Name())
-		if moved > 1 {
-			cx.bad(p, "several fields moved into oneof "+string(uo.Name()))
-		} else if moved == 1 && existing > 0 {
-			cx.bad(p, "a field moved into the existing oneof "+string(uo.Name()))
+		if len(origins) > 1 {
+			if topLevel > 1 {
+				cx.bad(p, "several fields moved into oneof "+string(uo.Name()))
+			} else {
+				cx.bad(p, "a field moved into oneof "+string(uo.Name())+" beside fields of another")
+			}
 		}
 	}
 	for i := range of.Len() {
@@ -304,8 +308,15 @@ func (cx *protoCompat) field(path string, o, u protoreflect.FieldDescriptor) {
 	}
 	switch ok {
 	case "scalar":
-		if g, h := scalarGroup(o.Kind()), scalarGroup(u.Kind()); g != h {
+		g, h := scalarGroup(o.Kind()), scalarGroup(u.Kind())
+		if g != h {
 			cx.bad(path, fmt.Sprintf("field %s changed type from %s to %s", o.Name(), o.Kind(), u.Kind()))
+			return
+		}
+		// A number's label (optional, required, repeated, where both spell one) may
+		// not change: packed and unpacked encodings differ. Strings and bytes may.
+		if ol, ul := label(o), label(u); ol != "" && ul != "" && ol != ul && g != "string or bytes" {
+			cx.bad(path, fmt.Sprintf("field %s changed label from %s to %s", o.Name(), ol, ul))
 		}
 	case "map":
 		cx.field(path+"/key", o.MapKey(), u.MapKey())
@@ -322,6 +333,23 @@ func (cx *protoCompat) field(path string, o, u protoreflect.FieldDescriptor) {
 			cx.bad(path, fmt.Sprintf("field %s's type %s changed incompatibly", o.Name(), localName(om)))
 		}
 	}
+}
+
+// label is the label a field's declaration spells: repeated, required, optional (an
+// explicit proto3 optional, or proto2's), or "" (proto3's implicit presence, a oneof
+// member, a map field's key and value).
+func label(f protoreflect.FieldDescriptor) string {
+	switch {
+	case f.Cardinality() == protoreflect.Repeated:
+		return "repeated"
+	case f.Cardinality() == protoreflect.Required:
+		return "required"
+	case realOneof(f) != nil || f.ContainingMessage().IsMapEntry():
+		return ""
+	case f.HasOptionalKeyword() || f.ParentFile().Syntax() == protoreflect.Proto2:
+		return "optional"
+	}
+	return ""
 }
 
 // localName is a message's full name without its file's package.
