@@ -98,6 +98,71 @@ func (f *jsonSchemaFormat) lookup(ref string) any {
 	return doc
 }
 
+// draft2020 reads the 2019-09 and 2020-12 spellings of what draft-07 says otherwise,
+// as draft-07's: prefixItems and items (a tuple and what follows it), dependentRequired
+// and dependentSchemas (dependencies), unevaluatedProperties and unevaluatedItems
+// where additionalProperties and additionalItems are absent. Other schemas pass as
+// they are.
+func draft2020(s any) any {
+	m, ok := s.(map[string]any)
+	if !ok {
+		return s
+	}
+	var out map[string]any
+	set := func(k string, v any) {
+		if out == nil {
+			out = make(map[string]any, len(m))
+			for k, v := range m {
+				out[k] = v
+			}
+		}
+		if v == nil {
+			delete(out, k)
+		} else {
+			out[k] = v
+		}
+	}
+	if p, ok := m["prefixItems"].([]any); ok {
+		set("additionalItems", m["items"])
+		set("items", p)
+		set("prefixItems", nil)
+	}
+	if _, ok := m["additionalProperties"]; !ok && m["unevaluatedProperties"] != nil {
+		set("additionalProperties", m["unevaluatedProperties"])
+	}
+	cur := m
+	if out != nil {
+		cur = out
+	}
+	if _, ok := cur["additionalItems"]; !ok && m["unevaluatedItems"] != nil {
+		set("additionalItems", m["unevaluatedItems"])
+	}
+	for _, k := range []string{"dependentRequired", "dependentSchemas"} {
+		if d, ok := m[k].(map[string]any); ok {
+			deps := map[string]any{}
+			if out != nil {
+				if old, ok := out["dependencies"].(map[string]any); ok {
+					for k, v := range old {
+						deps[k] = v
+					}
+				}
+			} else if old, ok := m["dependencies"].(map[string]any); ok {
+				for k, v := range old {
+					deps[k] = v
+				}
+			}
+			for k, v := range d {
+				deps[k] = v
+			}
+			set("dependencies", deps)
+		}
+	}
+	if out == nil {
+		return m
+	}
+	return out
+}
+
 // kind sorts a schema; a "type" array is a combined anyOf of one schema per type.
 func kind(s any) string {
 	switch v := s.(type) {
@@ -136,7 +201,8 @@ func kind(s any) string {
 		for k, kd := range map[string]string{
 			"properties": jsObject, "required": jsObject, "additionalProperties": jsObject, "patternProperties": jsObject,
 			"minProperties": jsObject, "maxProperties": jsObject, "dependencies": jsObject,
-			"items": jsArray, "additionalItems": jsArray, "minItems": jsArray, "maxItems": jsArray, "uniqueItems": jsArray,
+			"dependentRequired": jsObject, "dependentSchemas": jsObject, "unevaluatedProperties": jsObject,
+			"items": jsArray, "additionalItems": jsArray, "prefixItems": jsArray, "minItems": jsArray, "maxItems": jsArray, "uniqueItems": jsArray,
 			"minLength": jsString, "maxLength": jsString, "pattern": jsString,
 			"minimum": jsNumber, "maximum": jsNumber, "exclusiveMinimum": jsNumber, "exclusiveMaximum": jsNumber, "multipleOf": jsNumber,
 		} {
@@ -226,6 +292,8 @@ func (cx *jsonCompat) compare(path string, orig, upd any) {
 		}
 		return
 	}
+	po, pu := ptr(orig), ptr(upd)
+	orig, upd = draft2020(orig), draft2020(upd)
 	ko, ku := kind(orig), kind(upd)
 	if ko != jsCombined && ku == jsCombined {
 		crit, bs := combined(upd)
@@ -253,7 +321,7 @@ func (cx *jsonCompat) compare(path string, orig, upd any) {
 		cx.bad(path, fmt.Sprintf("type changed from %s to %s", ko, ku))
 		return
 	}
-	key := [2]uintptr{ptr(orig), ptr(upd)}
+	key := [2]uintptr{po, pu}
 	if key[0] != 0 && key[1] != 0 {
 		if cx.seen[key] {
 			return
@@ -576,6 +644,8 @@ func (cx *jsonCompat) array(path string, om, um map[string]any) {
 	}
 	cx.bound(path, "maxItems", om, um, true)
 	cx.bound(path, "minItems", om, um, false)
+	cx.bound(path, "maxContains", om, um, true)
+	cx.bound(path, "minContains", om, um, false)
 	if om["uniqueItems"] != true && um["uniqueItems"] == true {
 		cx.bad(path+"/uniqueItems", "uniqueItems added")
 	}
