@@ -20,8 +20,9 @@ import (
 // bounds, enums, objects under Confluent's content models (open: any property may
 // appear; closed: additionalProperties false; partially open: patternProperties or an
 // additionalProperties schema), arrays' items and bounds, allOf/anyOf/oneOf (branches
-// matched one to one) and not. What it does not model — tuple items, if/then/else,
-// dependentSchemas beyond draft-07's dependencies — compares as unchanged.
+// matched one to one) and not; 2019-09 and 2020-12 spellings are read as draft-07's.
+// What it does not model — if/then/else, Confluent's rule metadata — compares as
+// unchanged. TestConfluentDiffExamples checks it against Confluent's own examples.
 //
 // References: a reference's name is the URL (or a path relative to the schema's own
 // base, mem://schema/) that "$ref" names; nothing is ever loaded from a file or the

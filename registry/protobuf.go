@@ -25,8 +25,9 @@ import (
 // removed message, a field whose kind (scalar, message, map) or scalar group (the
 // wire-compatible groups: int32/int64/uint32/uint64/bool/enums; sint32/sint64;
 // string/bytes; fixed32/sfixed32; fixed64/sfixed64; float; double) changes, a field
-// whose message type is another, a required field added or removed, a oneof field
-// removed, and several fields moved into one oneof.
+// whose message type is another, a number whose label (optional, required, repeated)
+// changes, a required field added or removed, a oneof field removed, and a oneof
+// gathering fields from more than one place of the old schema.
 
 // protoRoot is the name the schema itself is compiled under (its references are
 // imported by their own names).
