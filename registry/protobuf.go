@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/bufbuild/protocompile"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -36,6 +37,16 @@ const protoRoot = "strata-registry-schema.proto"
 type protoSchema struct {
 	fd   protoreflect.FileDescriptor
 	text string
+	pool sync.Pool
+}
+
+func (p *protoSchema) pooled(md protoreflect.MessageDescriptor) *dynamicpb.Message {
+	if m, ok := p.pool.Get().(*dynamicpb.Message); ok {
+		if m.Descriptor() == md {
+			return m
+		}
+	}
+	return dynamicpb.NewMessage(md)
 }
 
 func parseProtobuf(text string, refs []Resolved) (*protoSchema, error) {
@@ -162,7 +173,9 @@ func (p *protoSchema) validate(payload []byte) error {
 	}
 	// Required fields must be set and strings valid UTF-8 (proto3); unknown fields
 	// pass, as protobuf readers keep them.
-	if err := proto.Unmarshal(body, dynamicpb.NewMessage(md)); err != nil {
+	m := p.pooled(md)
+	defer p.pool.Put(m)
+	if err := proto.Unmarshal(body, m); err != nil {
 		return fmt.Errorf("%w as %s: %v", errProto, md.FullName(), err)
 	}
 	return nil
