@@ -58,6 +58,17 @@ func parseJSONSchema(text string, refs []Resolved) (*jsonSchemaFormat, error) {
 	default:
 		return nil, fmt.Errorf("%w: a JSON schema is an object or a boolean", ErrInvalidSchema)
 	}
+	nodes := countJSONNodes(doc)
+	for _, r := range flattenRefs(refs, 0) {
+		if d, err := jsonschema.UnmarshalJSON(strings.NewReader(r.Text)); err == nil {
+			nodes += countJSONNodes(d)
+		}
+	}
+	if nodes > maxJSONSchemaNodes {
+		// The compiler's work grows with the square of the subschemas: a schema of
+		// tens of thousands would hold a node for minutes.
+		return nil, fmt.Errorf("%w: the schema and its references hold %d objects; at most %d", ErrInvalidSchema, nodes, maxJSONSchemaNodes)
+	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft7)
 	c.UseLoader(noLoader{})
@@ -134,6 +145,42 @@ func (f *jsonSchemaFormat) addRefs(c *jsonschema.Compiler, refs []Resolved, dept
 		}
 	}
 	return nil
+}
+
+// maxJSONSchemaNodes bounds the objects and booleans (the possible subschemas) of a
+// JSON schema with its references.
+const maxJSONSchemaNodes = 10000
+
+func countJSONNodes(v any) int {
+	switch x := v.(type) {
+	case map[string]any:
+		n := 1
+		for _, e := range x {
+			n += countJSONNodes(e)
+		}
+		return n
+	case []any:
+		n := 0
+		for _, e := range x {
+			n += countJSONNodes(e)
+		}
+		return n
+	case bool:
+		return 1
+	}
+	return 0
+}
+
+// flattenRefs lists references with theirs (bounded as addRefs bounds them).
+func flattenRefs(refs []Resolved, depth int) []Resolved {
+	if depth > maxRefDepth {
+		return nil
+	}
+	out := append([]Resolved(nil), refs...)
+	for _, r := range refs {
+		out = append(out, flattenRefs(r.Refs, depth+1)...)
+	}
+	return out
 }
 
 func (f *jsonSchemaFormat) canonical() string  { return f.text }

@@ -15,8 +15,12 @@ import (
 // reads compares writer (Confluent's original) with f (the update).
 func (f *jsonSchemaFormat) reads(writer format) []string {
 	w := writer.(*jsonSchemaFormat)
-	cx := &jsonCompat{orig: w, upd: f, seen: map[[2]uintptr]bool{}}
+	cx := &jsonCompat{orig: w, upd: f, seen: map[[2]uintptr]bool{}, memo: map[[2]uintptr]memoEntry{}, split: map[uintptr]splitEntry{}, budget: new(int)}
+	*cx.budget = maxJSONCompares
 	cx.compare("#", w.doc, f.doc)
+	if *cx.budget < 0 {
+		return []string{fmt.Sprintf("#: the schemas are too intricate to compare (more than %d comparisons of subschemas)", maxJSONCompares)}
+	}
 	return cx.problems
 }
 
@@ -26,8 +30,26 @@ type jsonCompat struct {
 	orig, upd *jsonSchemaFormat
 	problems  []string
 	seen      map[[2]uintptr]bool
-	depth     int
+	// memo holds what trying a pair of subschemas answered: matching the branches of
+	// nested unions would otherwise compare the same pairs again and again.
+	memo  map[[2]uintptr]memoEntry
+	split map[uintptr]splitEntry
+	depth int
+	// budget is the comparisons left, shared by every sub-comparison: a schema built to
+	// make the check explode is refused (as incompatible) rather than checked forever.
+	budget *int
 }
+
+// memoEntry is a memoized answer, holding the pair it is about: a subschema made
+// during the check (a "type" array's branch) then stays alive, so its address is not
+// reused for another while the check runs.
+type memoEntry struct {
+	ok   bool
+	o, u any
+}
+
+// maxJSONCompares bounds the subschema comparisons of one check.
+const maxJSONCompares = 200000
 
 func (cx *jsonCompat) bad(path, what string) {
 	cx.problems = append(cx.problems, path+": "+what)
@@ -35,9 +57,18 @@ func (cx *jsonCompat) bad(path, what string) {
 
 // try compares in a scratch context: whether orig and upd are compatible.
 func (cx *jsonCompat) try(path string, orig, upd any) bool {
-	sub := &jsonCompat{orig: cx.orig, upd: cx.upd, seen: cx.seen, depth: cx.depth}
+	key := [2]uintptr{ptr(orig), ptr(upd)}
+	memo := key[0] != 0 && key[1] != 0
+	if e, done := cx.memo[key]; memo && done {
+		return e.ok
+	}
+	sub := &jsonCompat{orig: cx.orig, upd: cx.upd, seen: cx.seen, memo: cx.memo, split: cx.split, depth: cx.depth, budget: cx.budget}
 	sub.compare(path, orig, upd)
-	return len(sub.problems) == 0
+	ok := len(sub.problems) == 0
+	if memo {
+		cx.memo[key] = memoEntry{ok: ok, o: orig, u: upd}
+	}
+	return ok
 }
 
 // The kinds of schema, as Confluent's (everit's) model sorts them.
@@ -224,6 +255,27 @@ func typedEnum(m map[string]any) bool {
 	return (e || c) && t
 }
 
+// branches is combined(s), once per schema of a check (the duplicates are found by
+// deep comparison, which is not cheap on large schemas).
+func (cx *jsonCompat) branches(s any) (string, []any) {
+	p := ptr(s)
+	if e, ok := cx.split[p]; ok && p != 0 {
+		return e.crit, e.bs
+	}
+	crit, bs := combined(s)
+	if p != 0 {
+		cx.split[p] = splitEntry{s: s, crit: crit, bs: bs}
+	}
+	return crit, bs
+}
+
+// splitEntry is a combined schema's branches, holding the schema (see memoEntry).
+type splitEntry struct {
+	s    any
+	crit string
+	bs   []any
+}
+
 // combined answers a combined schema's criterion and branches.
 func combined(s any) (string, []any) {
 	m := s.(map[string]any)
@@ -280,7 +332,7 @@ func ptr(s any) uintptr {
 
 // compare records what makes data valid under orig invalid under upd.
 func (cx *jsonCompat) compare(path string, orig, upd any) {
-	if cx.depth > 64 {
+	if *cx.budget--; *cx.budget < 0 || cx.depth > 64 {
 		return
 	}
 	cx.depth++
@@ -296,7 +348,7 @@ func (cx *jsonCompat) compare(path string, orig, upd any) {
 	orig, upd = draft2020(orig), draft2020(upd)
 	ko, ku := kind(orig), kind(upd)
 	if ko != jsCombined && ku == jsCombined {
-		crit, bs := combined(upd)
+		crit, bs := cx.branches(upd)
 		if len(bs) == 1 || crit != "allOf" {
 			for i, b := range bs {
 				if cx.try(fmt.Sprintf("%s/%s/%d", path, crit, i), orig, b) {
@@ -305,7 +357,7 @@ func (cx *jsonCompat) compare(path string, orig, upd any) {
 			}
 		}
 	} else if ko == jsCombined && ku != jsCombined {
-		crit, bs := combined(orig)
+		crit, bs := cx.branches(orig)
 		if len(bs) == 1 || crit == "allOf" {
 			for _, b := range bs {
 				if cx.try(path, b, upd) {
@@ -439,8 +491,8 @@ func jsonText(v any) string {
 // branches must match one to one (each original branch compatible with its own
 // update branch) as far as the smaller side goes.
 func (cx *jsonCompat) combined(path string, orig, upd any) {
-	oc, obs := combined(orig)
-	uc, ubs := combined(upd)
+	oc, obs := cx.branches(orig)
+	uc, ubs := cx.branches(upd)
 	if oc != uc {
 		ok := uc == "anyOf" || (len(obs) == 1 && len(ubs) == 1) || (len(obs) == 1 && uc == "oneOf") || (len(ubs) == 1 && oc == "allOf")
 		if !ok {

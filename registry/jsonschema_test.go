@@ -162,3 +162,25 @@ func TestValidateJSONSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONSchemaCompareBounded: nested unions built to make the branch matching
+// explode are refused with a reason, not checked for hours; a schema with more
+// subschemas than the compiler handles in reasonable time is refused as invalid.
+func TestJSONSchemaCompareBounded(t *testing.T) {
+	nested := func(leaf string) string {
+		s := leaf
+		for range 9 { // two branches that differ (so that neither collapses) and null
+			s = `{"anyOf":[{"description":"a","anyOf":[` + s + `]},{"description":"b","anyOf":[` + s + `]},{"type":"null"}]}`
+		}
+		return s
+	}
+	old, nw := mustParseJSON(t, nested(`{"type":"string"}`)), mustParseJSON(t, nested(`{"type":"string","maxLength":1}`))
+	msgs := Check(Backward, nw, []Prior{{1, old}})
+	if len(msgs) == 0 || !strings.Contains(strings.Join(msgs, " "), "too intricate") {
+		t.Fatalf("%.300v", msgs)
+	}
+	huge := `{"anyOf":[` + strings.Repeat(`{},`, maxJSONSchemaNodes) + `{}]}`
+	if _, err := Parse(TypeJSON, huge, nil); !errors.Is(err, ErrInvalidSchema) {
+		t.Fatalf("a schema of %d subschemas: %v", maxJSONSchemaNodes+1, err)
+	}
+}
