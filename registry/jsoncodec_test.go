@@ -79,3 +79,36 @@ func TestJSONSchemaAndProtobufJSON(t *testing.T) {
 		t.Errorf("protobuf unknown field: %v", err)
 	}
 }
+
+// FuzzEncodeJSON: any body sent as JSON to an Avro, JSON Schema or Protobuf schema is
+// encoded or refused, never a panic; what is encoded validates.
+func FuzzEncodeJSON(f *testing.F) {
+	avroS, err := Parse(TypeAvro, orderSchema, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	jsonS, err := Parse(TypeJSON, `{"type":"object","properties":{"id":{"type":"integer"},"tags":{"type":"array","items":{"type":"string"}}}}`, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	protoS, err := Parse(TypeProtobuf, "syntax = \"proto3\";\nmessage O { int64 id = 1; repeated string tags = 2; map<string, O> sub = 3; }", nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte(`{"id":7,"note":{"string":"hi"},"color":"GREEN","tags":["a"],"attrs":{"x":1},"hash":"abcd","ok":true,"price":2.5}`))
+	f.Add([]byte(`{"id":"1","tags":["a"],"sub":{"k":{"id":2}}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, s := range []*Schema{avroS, jsonS, protoS} {
+			enc, err := s.EncodeJSON(b)
+			if err != nil {
+				continue
+			}
+			if err := s.Validate(enc); err != nil {
+				t.Fatalf("%s: %q encoded to bytes that do not validate: %v", s.Type(), b, err)
+			}
+			if _, err := s.DecodeJSON(enc); err != nil {
+				t.Fatalf("%s: %q encoded to bytes that do not decode: %v", s.Type(), b, err)
+			}
+		}
+	})
+}
