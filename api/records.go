@@ -27,6 +27,10 @@ func (rs *recordsResource) Routes() chi.Router {
 // durable and committed.
 func (rs *recordsResource) produce(w http.ResponseWriter, r *http.Request) *problem {
 	if isRecordBatchBody(r) { // Kafka v2 record batches instead of JSON (binary.go)
+		if r.URL.Query().Has(v1.ParamSchema) {
+			return newProblem(CodeInvalidParameter, "schema applies to JSON bodies: record batches are stored as sent (validated, when the topic validates)").
+				with("parameter", v1.ParamSchema)
+		}
 		return rs.produceBinary(w, r)
 	}
 	a := rs.a

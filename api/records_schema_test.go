@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hamba/avro/v2"
@@ -109,6 +111,11 @@ func TestProduceFetchWithSchema(t *testing.T) {
 	wantProblem(t, e.do("POST", "/v1/topics/ev/records?schema=newest", `{"records":[{"value":1,"partition":0}]}`), 400, CodeInvalidParameter)
 	wantProblem(t, e.do("POST", "/v1/topics/ev/records?schema=0", `{"records":[{"value":1,"partition":0}]}`), 400, CodeInvalidParameter)
 	wantProblem(t, e.do("GET", "/v1/topics/ev/partitions/0/records?format=xml", ""), 400, CodeInvalidParameter)
+	binary := httptest.NewRequest("POST", "/v1/topics/ev/records?partition=0&schema=latest", strings.NewReader("x"))
+	binary.Header.Set("Content-Type", RecordBatchContentType)
+	rr := httptest.NewRecorder()
+	e.h.ServeHTTP(rr, binary)
+	wantProblem(t, rr, 400, CodeInvalidParameter)
 	e.createTopic("bare", 1, nil)
 	wantProblem(t, e.do("POST", "/v1/topics/bare/records?schema=latest", `{"records":[{"value":1,"partition":0}]}`), 404, CodeSchemaNotFound)
 	decodeBody(t, e.do("GET", "/v1/topics/ev/partitions/0/records?offset=0", ""), &raw)
