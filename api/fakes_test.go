@@ -85,13 +85,15 @@ type testDeps struct {
 	Memory     *membudget.Budget
 	// MaxWait caps fetch long-polls in the core (broker.Config.MaxWait).
 	MaxWait time.Duration
+	// Registry is the schema registry's catalog (nil: none).
+	Registry broker.SchemaRegistry
 }
 
 // newAPI builds the core over d and the API over the core. A fake catalog with
 // InitProducer or DeleteRecords serves those too (a test-only discovery: a node takes
 // them from its catalog.Backend), as does a reader with FetchRawShared.
 func newAPI(cfg Config, d testDeps) *API {
-	bd := broker.Deps{Catalog: d.Catalog, Writer: d.Writer, Reader: d.Reader, Groups: d.Groups, Now: d.Now}
+	bd := broker.Deps{Catalog: d.Catalog, Writer: d.Writer, Reader: d.Reader, Groups: d.Groups, Now: d.Now, Registry: d.Registry}
 	if p, ok := d.Catalog.(broker.Producers); ok {
 		bd.Producers = p
 	}

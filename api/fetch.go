@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/acl"
+	v1 "github.com/strata-io/strata/api/v1"
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/segment"
@@ -24,6 +25,10 @@ type fetchParams struct {
 	// isolation is read_committed unless the client asks for read_uncommitted: an HTTP
 	// reader sees no record of an open or aborted transaction by default.
 	isolation broker.Isolation
+	// decodeSchemas (?format=json): values framed for the schema registry are decoded
+	// to JSON by the core (broker.DecodeValues), the rest shown as the json format
+	// shows bytes.
+	decodeSchemas bool
 }
 
 // fetchOrTail serves GET /v1/topics/{topic}/partitions/{partition}/records: a fetch
@@ -64,6 +69,11 @@ func (a *API) fetchOrTail(w http.ResponseWriter, r *http.Request) *problem {
 	res, err := a.core.Fetch(r.Context(), principal(r), fp.request(r, ti.Name, part, offset))
 	if err != nil {
 		return a.problemFor(r, err)
+	}
+	if fp.decodeSchemas {
+		if _, err := a.core.DecodeValues(r.Context(), principal(r), res.Records); err != nil {
+			return a.problemFor(r, err)
+		}
 	}
 	// The rendered answer is reserved before it is made, beside the records the
 	// reader reserved; all of it until the answer is written (serve releases the hold).
@@ -116,14 +126,19 @@ func (a *API) parseFetchParams(r *http.Request, ti broker.TopicInfo) (fetchParam
 		return fp, newProblem(CodeInvalidParameter, "isolation %q: use read_committed (the default) or read_uncommitted", truncate(s, 32)).with("parameter", "isolation")
 	}
 	var b64 bool
-	switch s := q.Get("format"); s {
+	switch s := q.Get(v1.ParamFormat); s {
 	case "":
-	case "base64":
+	case v1.FormatBase64:
 		b64 = true
+	case v1.FormatJSON:
+		fp.decodeSchemas = true
 	default:
-		return fp, newProblem(CodeInvalidParameter, "format %q: the only alternative format is base64", truncate(s, 32)).with("parameter", "format")
+		return fp, newProblem(CodeInvalidParameter, "format %q: use base64, or json to decode values framed for the schema registry", truncate(s, 32)).with("parameter", "format")
 	}
 	fp.render = newRenderOpts(ti.Config, b64)
+	if fp.decodeSchemas {
+		fp.render.valueFormat = formatJSON
+	}
 	return fp, nil
 }
 

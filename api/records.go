@@ -7,6 +7,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/strata-io/strata/acl"
+	v1 "github.com/strata-io/strata/api/v1"
 	"github.com/strata-io/strata/broker"
 )
 
@@ -26,6 +27,10 @@ func (rs *recordsResource) Routes() chi.Router {
 // durable and committed.
 func (rs *recordsResource) produce(w http.ResponseWriter, r *http.Request) *problem {
 	if isRecordBatchBody(r) { // Kafka v2 record batches instead of JSON (binary.go)
+		if r.URL.Query().Has(v1.ParamSchema) {
+			return newProblem(CodeInvalidParameter, "schema applies to JSON bodies: record batches are stored as sent (validated, when the topic validates)").
+				with("parameter", v1.ParamSchema)
+		}
 		return rs.produceBinary(w, r)
 	}
 	a := rs.a
@@ -57,14 +62,29 @@ func (rs *recordsResource) produce(w http.ResponseWriter, r *http.Request) *prob
 	if err != nil {
 		return a.problemFor(r, err)
 	}
+	sel, withSchema, p := valueSchemaParam(r)
+	if p != nil {
+		return p
+	}
+	cfg := &ti.Config
+	if withSchema { // values are JSON, whatever value.format says
+		c := ti.Config
+		c.ValueFormat = formatJSON
+		cfg = &c
+	}
 	recs := getRecords(len(req.Records))
 	defer putRecords(recs)
 	creq.Records = *recs
 	for i := range req.Records {
-		if p := decodeRecord(i, &req.Records[i], &ti.Config, &creq.Records[i]); p != nil {
+		if p := decodeRecord(i, &req.Records[i], cfg, &creq.Records[i]); p != nil {
 			return p
 		}
 		creq.Records[i].Topic = name
+	}
+	if withSchema {
+		if err := a.core.EncodeValues(r.Context(), principal(r), name, sel, creq.Records); err != nil {
+			return a.problemFor(r, err)
+		}
 	}
 	res, err := a.core.Produce(produceContext(r), principal(r), creq)
 	if err != nil {
@@ -99,4 +119,18 @@ func writeOffsets(w http.ResponseWriter, res broker.ProduceResult, topicOf func(
 	}
 	out = append(out, ']')
 	writeJSONBytes(w, http.StatusOK, appendDuplicate(out, res.Duplicate))
+}
+
+// valueSchemaParam reads ?schema= of a JSON produce: "latest" or a schema id, the
+// schema the values (JSON) are encoded to (the core's rule: broker.EncodeValues).
+func valueSchemaParam(r *http.Request) (broker.ValueSchema, bool, *problem) {
+	s := r.URL.Query().Get(v1.ParamSchema)
+	if s == "" {
+		return broker.ValueSchema{}, false, nil
+	}
+	sel, ok := broker.ParseValueSchema(s)
+	if !ok {
+		return sel, false, newProblem(CodeInvalidParameter, "schema %q: use latest or a schema id (a positive integer)", truncate(s, 32)).with("parameter", v1.ParamSchema)
+	}
+	return sel, true, nil
 }

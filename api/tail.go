@@ -78,6 +78,9 @@ func (a *API) tail(w http.ResponseWriter, r *http.Request, topic string, part in
 		if ctx.Err() != nil {
 			return nil // the client went away
 		}
+		if err == nil && fp.decodeSchemas {
+			_, err = a.core.DecodeValues(ctx, principal(r), res.Records)
+		}
 		if err == nil && mem.Reserve(ctx, int64(tailEventsSize(&res)), a.cfg.MemoryWait, membudget.UseFetch) != nil {
 			err = &broker.Error{Code: broker.CodeMemoryExhausted}
 		}

@@ -20,9 +20,9 @@ import (
 // and enum indexes in range, strings valid UTF-8).
 
 type avroSchema struct {
-	s         avro.Schema
-	canonical string
-	name      string // full name of a named top-level type, for the record strategies
+	s    avro.Schema
+	text string
+	name string // full name of a named top-level type, for the record strategies
 }
 
 func parseAvro(text string, refs []Resolved) (*avroSchema, error) {
@@ -38,7 +38,7 @@ func parseAvro(text string, refs []Resolved) (*avroSchema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidSchema, err)
 	}
-	out := &avroSchema{s: s, canonical: string(canon)}
+	out := &avroSchema{s: s, text: string(canon)}
 	if n, ok := s.(avro.NamedSchema); ok {
 		out.name = n.FullName()
 	}
@@ -65,9 +65,16 @@ func addAvroRefs(cache *avro.SchemaCache, refs []Resolved, depth int) error {
 	return nil
 }
 
-// avroCompatible checks that data written with writer can be read with reader.
-func avroCompatible(reader, writer *avroSchema) error {
-	return avro.NewSchemaCompatibility().Compatible(reader.s, writer.s)
+func (a *avroSchema) canonical() string             { return a.text }
+func (a *avroSchema) recordName() string            { return a.name }
+func (a *avroSchema) validate(payload []byte) error { return validateAvro(a.s, payload) }
+
+// reads checks, with Avro's own checker, that data written with writer reads with a.
+func (a *avroSchema) reads(writer format) []string {
+	if err := avro.NewSchemaCompatibility().Compatible(a.s, writer.(*avroSchema).s); err != nil {
+		return []string{err.Error()}
+	}
+	return nil
 }
 
 // errAvro is the decoder's refusal; the message says where.

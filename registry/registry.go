@@ -6,8 +6,11 @@
 // no catalog backend: Confluent's REST API over the core is registry/rest; the state is
 // the catalog's (catalog.Registry).
 //
-// Formats: Avro (hamba/avro). Protobuf and JSON Schema are not supported yet: they are
-// refused as invalid schemas (42201), saying so.
+// Formats, one implementation of the format interface each: Avro (avro.go, hamba/avro),
+// JSON Schema (jsonschema.go, santhosh-tekuri/jsonschema for validation, compatibility
+// written here) and Protobuf (protobuf.go, bufbuild/protocompile for parsing and
+// linking, google.golang.org/protobuf's dynamicpb for validation, compatibility written
+// here).
 package registry
 
 import (
@@ -28,7 +31,7 @@ const (
 )
 
 // Types lists the schema types this registry parses (GET /schemas/types).
-func Types() []string { return []string{TypeAvro} }
+func Types() []string { return []string{TypeAvro, TypeJSON, TypeProtobuf} }
 
 // ErrInvalidSchema: a schema that does not parse, or names what cannot be resolved.
 var ErrInvalidSchema = errors.New("invalid schema")
@@ -47,10 +50,24 @@ type Resolved struct {
 	Refs []Resolved
 }
 
+// format is what each schema type implements.
+type format interface {
+	// canonical is the schema's canonical text: what GET answers and what identifies it.
+	canonical() string
+	// recordName is the full name of the schema's top-level record (message, title),
+	// which the record name strategies put in the subject; "" when it has none.
+	recordName() string
+	// validate checks that payload (a record's bytes after the id) is one value.
+	validate(payload []byte) error
+	// reads answers why data written with writer (a schema of the same type) cannot be
+	// read with this schema: nil when it can.
+	reads(writer format) []string
+}
+
 // Schema is a parsed schema.
 type Schema struct {
-	typ  string
-	avro *avroSchema
+	typ string
+	f   format
 }
 
 // Parse parses text as a schema of typ ("" is Avro) with its references resolved.
@@ -61,32 +78,39 @@ func Parse(typ, text string, refs []Resolved) (*Schema, error) {
 	if len(text) > MaxSchemaBytes {
 		return nil, fmt.Errorf("%w: the schema is %d bytes; at most %d", ErrInvalidSchema, len(text), MaxSchemaBytes)
 	}
+	var (
+		f   format
+		err error
+	)
 	switch typ {
 	case TypeAvro:
-		a, err := parseAvro(text, refs)
-		if err != nil {
-			return nil, err
-		}
-		return &Schema{typ: typ, avro: a}, nil
-	case TypeProtobuf, TypeJSON:
-		return nil, fmt.Errorf("%w: schema type %s is not supported by this registry yet (supported: %s)", ErrInvalidSchema, typ, strings.Join(Types(), ", "))
+		f, err = parseAvro(text, refs)
+	case TypeJSON:
+		f, err = parseJSONSchema(text, refs)
+	case TypeProtobuf:
+		f, err = parseProtobuf(text, refs)
+	default:
+		return nil, fmt.Errorf("%w: unknown schema type %q (supported: %s)", ErrInvalidSchema, typ, strings.Join(Types(), ", "))
 	}
-	return nil, fmt.Errorf("%w: unknown schema type %q (supported: %s)", ErrInvalidSchema, typ, strings.Join(Types(), ", "))
+	if err != nil {
+		return nil, err
+	}
+	return &Schema{typ: typ, f: f}, nil
 }
 
 // Type is the schema's type.
 func (s *Schema) Type() string { return s.typ }
 
 // Canonical is the schema's canonical text: what GET answers and what identifies it.
-func (s *Schema) Canonical() string { return s.avro.canonical }
+func (s *Schema) Canonical() string { return s.f.canonical() }
 
 // RecordName is the full name of the schema's top-level record (or other named type),
 // which the record name strategies put in the subject; "" when it has none.
-func (s *Schema) RecordName() string { return s.avro.name }
+func (s *Schema) RecordName() string { return s.f.recordName() }
 
 // Validate checks that payload (a record's value after the framing) is one value of s.
 func (s *Schema) Validate(payload []byte) error {
-	return validateAvro(s.avro.s, payload)
+	return s.f.validate(payload)
 }
 
 // Fingerprint identifies a schema with its references: equal fingerprints, one id.
@@ -160,13 +184,13 @@ func Check(level Level, candidate *Schema, prior []Prior) []string {
 			problems = append(problems, fmt.Sprintf("the new schema is %s, version %d is %s", candidate.typ, p.Version, p.Schema.typ))
 		} else {
 			if base == Backward || base == Full {
-				if err := avroCompatible(candidate.avro, p.Schema.avro); err != nil {
-					problems = append(problems, "backward: the new schema cannot read data written with version "+fmt.Sprint(p.Version)+": "+err.Error())
+				for _, why := range candidate.f.reads(p.Schema.f) {
+					problems = append(problems, "backward: the new schema cannot read data written with version "+fmt.Sprint(p.Version)+": "+why)
 				}
 			}
 			if base == Forward || base == Full {
-				if err := avroCompatible(p.Schema.avro, candidate.avro); err != nil {
-					problems = append(problems, "forward: version "+fmt.Sprint(p.Version)+" cannot read data written with the new schema: "+err.Error())
+				for _, why := range p.Schema.f.reads(candidate.f) {
+					problems = append(problems, "forward: version "+fmt.Sprint(p.Version)+" cannot read data written with the new schema: "+why)
 				}
 			}
 		}

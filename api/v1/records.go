@@ -17,6 +17,21 @@ type ProduceRequest struct {
 	Producer *Producer `json:"producer,omitempty"`
 }
 
+// Query parameters of the records routes that involve the schema registry.
+const (
+	// ParamSchema, on POST /v1/topics/{topic}/records with a JSON body: the values are
+	// JSON, whatever the topic's value.format, encoded to a schema of the topic's value
+	// subject and framed for the registry (magic byte 0, the 4-byte id): SchemaLatest,
+	// or a schema id registered under the subject.
+	ParamSchema  = "schema"
+	SchemaLatest = "latest"
+	// ParamFormat, on a fetch or tail: FormatBase64 shows every key, value and header
+	// value as base64; FormatJSON decodes values framed for the registry to JSON.
+	ParamFormat  = "format"
+	FormatBase64 = "base64"
+	FormatJSON   = "json"
+)
+
 // ProduceRecord is one record of a produce request. Every field is raw JSON, read by
 // the server: Key and Value by the topic's key.format and value.format (any JSON for
 // json, a string for string, base64 for binary; null or absent: a null key, a
@@ -81,7 +96,9 @@ type FetchResponse struct {
 type Record struct {
 	Offset    int64     `json:"offset"`
 	Timestamp Timestamp `json:"timestamp"`
-	// Key and Value are rendered by the topic's formats; null: a null key, a tombstone.
+	// Key and Value are rendered by the topic's formats (with ?format=json, a value
+	// framed for the schema registry as its decoded JSON); null: a null key, a
+	// tombstone.
 	Key json.RawMessage `json:"key"`
 	// KeyEncoding is "base64" when the stored key does not fit key.format (or the fetch
 	// asked for ?format=base64 — then unmarked) and is shown as base64.

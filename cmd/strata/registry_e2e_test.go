@@ -137,6 +137,7 @@ func TestRegistryDev(t *testing.T) {
 	addr, kafkaAddr := freeAddr(t), freeAddr(t)
 	s, _ := startStrata(t, bin, nil, addr, "dev", "--data", t.TempDir(), "--listen", addr, "--kafka-listen", kafkaAddr, "--log-level", "warn")
 	srRoundTrip(t, s.url, s.url)
+	srOtherFormats(t, s.url, s.url, kafkaAddr)
 	testValidation(t, s.url, kafkaAddr)
 	s.stop(t)
 }
@@ -165,6 +166,7 @@ func TestRegistryTwoServeNodes(t *testing.T) {
 	a, _ := serve()
 	b, kb := serve()
 	srRoundTrip(t, a.url, b.url)
+	srOtherFormats(t, a.url, b.url, kb)
 	testValidation(t, b.url, kb)
 }
 
@@ -259,5 +261,127 @@ func testValidation(t *testing.T, httpURL, kafkaAddr string) {
 	}
 	if len(got) != 2 || !bytes.Equal(got[0], valid) || !bytes.Equal(got[1], valid) {
 		t.Fatalf("the valid batch came back as %x, want %x twice", got, valid)
+	}
+}
+
+// srOtherFormats: JSON Schema and Protobuf through franz-go's client — registered on a
+// with a reference, served by b, evolved under BACKWARD with Confluent's answers — then
+// a Protobuf topic validating its values over Kafka (b's listener), and JSON sent over
+// HTTP with ?schema=latest, stored framed, read back with ?format=json.
+func srOtherFormats(t *testing.T, a, b, kafkaAddr string) {
+	ctx := t.Context()
+	ca, err := sr.NewClient(sr.URLs(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := sr.NewClient(sr.URLs(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// JSON Schema: adding an optional property to a closed content model is backward
+	// compatible in Confluent's registry; changing a property's type is not.
+	js1 := `{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"],"additionalProperties":false}`
+	js2 := `{"type":"object","properties":{"id":{"type":"integer"},"note":{"type":"string"}},"required":["id"],"additionalProperties":false}`
+	jsBad := `{"type":"object","properties":{"id":{"type":"string"},"note":{"type":"string"}},"required":["id"],"additionalProperties":false}`
+	v1, err := ca.CreateSchema(ctx, "events-value", sr.Schema{Schema: js1, Type: sr.TypeJSON})
+	if err != nil {
+		t.Fatalf("register JSON Schema: %v", err)
+	}
+	if got, err := cb.SchemaByID(ctx, v1.ID); err != nil || got.Type != sr.TypeJSON {
+		t.Fatalf("JSON Schema %d through the other node: %+v %v", v1.ID, got, err)
+	}
+	if _, err := ca.CreateSchema(ctx, "events-value", sr.Schema{Schema: js2, Type: sr.TypeJSON}); err != nil {
+		t.Fatalf("a closed model gains an optional property: %v", err)
+	}
+	var re *sr.ResponseError
+	if _, err := ca.CreateSchema(ctx, "events-value", sr.Schema{Schema: jsBad, Type: sr.TypeJSON}); !errors.As(err, &re) || re.ErrorCode != 409 {
+		t.Fatalf("a property's type changed: %v, want 409", err)
+	}
+	if _, err := ca.CreateSchema(ctx, "bad-json", sr.Schema{Schema: `{"type":`, Type: sr.TypeJSON}); !errors.As(err, &re) || re.ErrorCode != 42201 {
+		t.Fatalf("an unparsable JSON schema: %v, want 42201", err)
+	}
+
+	// Protobuf with a reference (an import by its name).
+	line := "syntax = \"proto3\";\npackage shop;\nmessage Line { string sku = 1; int32 qty = 2; }"
+	if _, err := ca.CreateSchema(ctx, "line", sr.Schema{Schema: line, Type: sr.TypeProtobuf}); err != nil {
+		t.Fatalf("register line.proto: %v", err)
+	}
+	refs := []sr.SchemaReference{{Name: "line.proto", Subject: "line", Version: 1}}
+	pb1 := "syntax = \"proto3\";\npackage shop;\nimport \"line.proto\";\nmessage Basket { int64 id = 1; repeated Line lines = 2; }"
+	pb2 := "syntax = \"proto3\";\npackage shop;\nimport \"line.proto\";\nmessage Basket { int64 id = 1; repeated Line lines = 2; string note = 3; }"
+	pbBad := "syntax = \"proto3\";\npackage shop;\nimport \"line.proto\";\nmessage Basket { string id = 1; repeated Line lines = 2; }"
+	if _, err := cb.CreateSchema(ctx, "baskets-value", sr.Schema{Schema: pb1, Type: sr.TypeProtobuf}); !errors.As(err, &re) || re.ErrorCode != 42201 {
+		t.Fatalf("an import without its reference: %v, want 42201", err)
+	}
+	p1, err := ca.CreateSchema(ctx, "baskets-value", sr.Schema{Schema: pb1, Type: sr.TypeProtobuf, References: refs})
+	if err != nil {
+		t.Fatalf("register Protobuf with a reference: %v", err)
+	}
+	if _, err := cb.CreateSchema(ctx, "baskets-value", sr.Schema{Schema: pb2, Type: sr.TypeProtobuf, References: refs}); err != nil {
+		t.Fatalf("a Protobuf field added: %v", err)
+	}
+	if _, err := cb.CreateSchema(ctx, "baskets-value", sr.Schema{Schema: pbBad, Type: sr.TypeProtobuf, References: refs}); !errors.As(err, &re) || re.ErrorCode != 409 {
+		t.Fatalf("int64 to string: %v, want 409", err)
+	}
+	if rb, err := cb.SchemaReferences(ctx, "line", 1); err != nil || len(rb) != 2 {
+		t.Fatalf("referenced by: %+v %v", rb, err)
+	}
+
+	// A Protobuf topic validating values over Kafka: Basket{id: 5, lines: [{sku: "a"}]}
+	// framed with message index [0] passes; bytes that do not decode are refused.
+	c := client.New(b)
+	if _, err := c.CreateTopic(ctx, "baskets", 1, map[string]string{"confluent.value.schema.validation": "true"}); err != nil {
+		t.Fatal(err)
+	}
+	frame := func(id int, payload ...byte) []byte {
+		return append([]byte{0, byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id), 0}, payload...)
+	}
+	good := frame(p1.ID, 0x08, 5, 0x12, 3, 0x0a, 1, 'a')
+	kc, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.DefaultProduceTopic("baskets"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0), kgo.RecordRetries(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	if err := kc.ProduceSync(ctx, &kgo.Record{Value: frame(p1.ID, 0x12, 3, 0x0a, 1, 0xff)}).FirstErr(); !errors.Is(err, kerr.InvalidRecord) {
+		t.Fatalf("a Basket whose Line.sku is not UTF-8: %v, want INVALID_RECORD", err)
+	}
+	if err := kc.ProduceSync(ctx, &kgo.Record{Value: good}).FirstErr(); err != nil {
+		t.Fatalf("a valid Basket: %v", err)
+	}
+
+	// JSON over HTTP, encoded to the latest Protobuf schema and decoded back.
+	resp, err := http.Post(b+"/v1/topics/baskets/records?schema=latest", "application/json",
+		strings.NewReader(`{"records":[{"value":{"id":"6","lines":[{"sku":"b","qty":2}],"note":"hi"},"partition":0}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("JSON produce with ?schema=latest: %d %s", resp.StatusCode, body)
+	}
+	resp, err = http.Get(b + "/v1/topics/baskets/partitions/0/records?offset=0&format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fetched struct {
+		Records []struct {
+			Value json.RawMessage `json:"value"`
+		} `json:"records"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&fetched)
+	resp.Body.Close()
+	if err != nil || len(fetched.Records) != 2 {
+		t.Fatalf("fetch ?format=json: %+v %v", fetched, err)
+	}
+	var got []string
+	for _, r := range fetched.Records {
+		var compact bytes.Buffer
+		_ = json.Compact(&compact, r.Value)
+		got = append(got, compact.String())
+	}
+	if want := `[{"id":"5","lines":[{"sku":"a"}]} {"id":"6","lines":[{"sku":"b","qty":2}],"note":"hi"}]`; fmt.Sprint(got) != want {
+		t.Fatalf("decoded %v, want %s", got, want)
 	}
 }

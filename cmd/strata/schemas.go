@@ -46,7 +46,7 @@ func addSchemaFlags(c *command) *schemaFlags {
 	f := &schemaFlags{}
 	c.fs.StringVar(&f.file, "file", "", "read the schema from `path` (- for stdin)")
 	c.fs.StringVar(&f.text, "schema", "", "the schema `text` itself")
-	c.fs.StringVar(&f.typ, "type", "AVRO", "the schema's `type`: AVRO (PROTOBUF and JSON are refused until supported)")
+	c.fs.StringVar(&f.typ, "type", "AVRO", "the schema's `type`: AVRO, JSON (JSON Schema) or PROTOBUF")
 	return f
 }
 
@@ -117,7 +117,7 @@ func registryErr(cmd string, err error) error {
 }
 
 func schemasRegisterCommand() (*command, func(context.Context, *env, *command, []string) error) {
-	c := newCommand("schemas register", "strata schemas register SUBJECT (--file PATH | --schema TEXT) [--type AVRO] [--json]",
+	c := newCommand("schemas register", "strata schemas register SUBJECT (--file PATH | --schema TEXT) [--type AVRO|JSON|PROTOBUF] [--json]",
 		"Registers a schema under a subject (TOPIC-value for a topic's values) and prints its id and\nversion. Registering a schema the subject holds answers its id again; one that breaks the\nsubject's compatibility level is refused with the reasons.")
 	sf := addServerFlags(c)
 	f := addSchemaFlags(c)
@@ -258,7 +258,7 @@ func typeName(t sr.SchemaType) string {
 var errIncompatible = errors.New("incompatible")
 
 func schemasCheckCommand() (*command, func(context.Context, *env, *command, []string) error) {
-	c := newCommand("schemas check", "strata schemas check SUBJECT (--file PATH | --schema TEXT) [--type AVRO] [--version N|latest|all]",
+	c := newCommand("schemas check", "strata schemas check SUBJECT (--file PATH | --schema TEXT) [--type AVRO|JSON|PROTOBUF] [--version N|latest|all]",
 		"Checks whether a schema may be registered under a subject, against its latest version (or\none, or all) under the subject's compatibility level, without registering it. Prints\n\"compatible\", or \"incompatible\" and the reasons and exits with status 1.")
 	sf := addServerFlags(c)
 	f := addSchemaFlags(c)
