@@ -131,6 +131,10 @@ type Deps struct {
 type Mount struct {
 	Path    string
 	Handler http.Handler
+	// Public serves the mount without authentication even when keys are required:
+	// static files that hold no data (the web console's), whose every data call is an
+	// API call of its own, authenticated as any other. Only at the root, not under /v1.
+	Public bool
 }
 
 // API serves HTTP API v1.
