@@ -1,6 +1,6 @@
 // DOM helpers. Everything the console shows is built with createElement and text
 // nodes: record contents and names are untrusted and never parsed as HTML (nothing here
-// sets innerHTML), and the page's Content-Security-Policy forbids inline scripts and
+// assigns markup), and the page's Content-Security-Policy forbids inline scripts and
 // styles besides.
 
 // h builds an element: attrs sets attributes (on* keys add listeners; class, for and
