@@ -1,0 +1,331 @@
+package ui_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/node/nodetest"
+	"github.com/strata-io/strata/internal/testsvc"
+)
+
+// browserBudget bounds a browser test, start of Chromium included.
+const browserBudget = 60 * time.Second
+
+// chromium finds Debian's chromium (scripts/test.sh installs it under CI), or skips —
+// under CI, fails: CI must run the browser tests.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("STRATA_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	testsvc.Unavailable(t, "no chromium on PATH: apt-get install chromium (scripts/test.sh does under CI), or set STRATA_CHROMIUM")
+	return ""
+}
+
+// page is a headless Chromium tab with what the page did that a test must see: the
+// dialogs it opened and its uncaught exceptions.
+type tab struct {
+	ctx     context.Context
+	mu      sync.Mutex
+	dialogs []string
+	errors  []string
+}
+
+func newTab(t *testing.T) *tab {
+	t.Helper()
+	path := chromium(t)
+	ctx, cancel := context.WithTimeout(t.Context(), browserBudget)
+	t.Cleanup(cancel)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 900))
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(acancel)
+	cctx, ccancel := chromedp.NewContext(actx)
+	t.Cleanup(ccancel)
+	tb := &tab{ctx: cctx}
+	if err := chromedp.Do(cctx); err != nil { // starts the browser
+		t.Fatalf("start chromium %s: %v", path, err)
+	}
+	err := chromedp.Listen(cctx, func(ev any) {
+		tb.mu.Lock()
+		defer tb.mu.Unlock()
+		switch ev := ev.(type) {
+		case *page.EventJavascriptDialogOpening:
+			tb.dialogs = append(tb.dialogs, ev.Message)
+			// Dismissed from outside the listener's loop (a dialog blocks the page).
+			go chromedp.Call(cctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
+		case *runtime.EventExceptionThrown:
+			d := ev.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil {
+				msg += " " + d.Exception.Description
+			}
+			tb.errors = append(tb.errors, msg)
+		}
+	})
+	if err != nil {
+		t.Fatalf("listen to the page: %v", err)
+	}
+	t.Cleanup(func() {
+		tb.mu.Lock()
+		defer tb.mu.Unlock()
+		if len(tb.errors) > 0 {
+			t.Errorf("the page threw: %v", tb.errors)
+		}
+	})
+	return tb
+}
+
+// run runs actions, failing the test with what it was doing.
+func (tb *tab) run(t *testing.T, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(tb.ctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// text returns the text of the first element matching sel, once it is there.
+func (tb *tab) text(t *testing.T, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(tb.ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("read %s: %v", sel, err)
+	}
+	return s
+}
+
+// eval evaluates a JavaScript expression.
+func eval[T any](t *testing.T, tb *tab, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(tb.ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// waitJS waits until a JavaScript expression is true (the page's own polling of the
+// DOM, bounded by the test's budget).
+func waitJS(expr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond))(ctx, t)
+		return err
+	})
+}
+
+// screenshot saves the page as PNG (in STRATA_UI_SCREENSHOTS, or the test's temporary
+// directory) and checks that it is not blank.
+func (tb *tab) screenshot(t *testing.T, name string) {
+	t.Helper()
+	buf, err := chromedp.Run(tb.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	img, err := png.Decode(bytes.NewReader(buf))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	colors := map[uint32]bool{}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y += 4 {
+		for x := b.Min.X; x < b.Max.X; x += 4 {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			colors[r>>8<<16|g>>8<<8|bl>>8] = true
+		}
+	}
+	if len(colors) < 8 {
+		t.Fatalf("screenshot %s is blank: %d colours", name, len(colors))
+	}
+	dir := os.Getenv("STRATA_UI_SCREENSHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func jsString(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// TestConsoleInBrowser drives the console in headless Chromium against a real node:
+// the topics list and a topic's partitions show what was produced through the API; a
+// deep link to the record browser at an offset and at a time shows those records; a
+// record that is HTML shows as text and runs nothing; the live tail shows a record
+// produced after it started; the produce form produces; a topic created in the UI is
+// there in the API, and a bad name shows the API's error and creates nothing; a
+// group's lag shows, falls to 0 when it commits, and resets from the UI.
+func TestConsoleInBrowser(t *testing.T) {
+	tb := newTab(t)
+	n := nodetest.Start(t)
+	ctx := t.Context()
+	c := client.New(n.URL)
+	if _, err := c.CreateTopic(ctx, "orders", 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	p0 := int32(0)
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+	var recs []client.Record
+	for i := range 40 {
+		recs = append(recs, client.Record{Partition: &p0, Key: json.RawMessage(fmt.Sprintf(`"k%d"`, i)), Value: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)),
+			Timestamp: base.Add(time.Duration(i) * time.Minute), Headers: []client.Header{{Key: "source", Value: []byte("test")}}})
+	}
+	const evil = `<img src=x onerror=alert(1)>`
+	recs = append(recs, client.Record{Partition: &p0, Key: json.RawMessage(`"evil"`), Value: json.RawMessage(jsString(evil))})
+	if _, err := c.Produce(ctx, "orders", recs); err != nil {
+		t.Fatal(err)
+	}
+
+	// The first page load, timed by the browser itself (Navigation Timing).
+	tb.run(t, "open the topics page", chromedp.Navigate(n.URL+"/ui/topics"), chromedp.WaitVisible(chromedp.CSS(`#topics a[href="/ui/topics/orders"]`)))
+	tb.run(t, "wait for the sizes", waitJS(`document.querySelector('#topics tbody tr')?.textContent.includes('41')`))
+	load := eval[float64](t, tb, `(() => { const e = performance.getEntriesByType('navigation')[0]; return e.loadEventEnd - e.startTime })()`)
+	t.Logf("first load of /ui/topics: %.1f ms (navigation start to load event)", load)
+	tb.screenshot(t, "topics")
+
+	tb.run(t, "follow the link to the topic", chromedp.Click(chromedp.CSS(`#topics a[href="/ui/topics/orders"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#partitions tbody tr`)))
+	if got := tb.text(t, `#partitions tbody tr:first-child`); !strings.Contains(got, "41") {
+		t.Fatalf("partition 0's row: %q, want its high watermark 41", got)
+	}
+	rows := eval[int](t, tb, `document.querySelectorAll('#partitions tbody tr').length`)
+	if rows != 2 {
+		t.Fatalf("%d partition rows, want 2", rows)
+	}
+	tb.screenshot(t, "topic")
+
+	// A deep link, loaded from scratch: the record browser at offset 10.
+	tb.run(t, "open a deep link", chromedp.Navigate(n.URL+"/ui/topics/orders/partitions/0?offset=10&size=20"),
+		chromedp.WaitVisible(chromedp.CSS(`#records tbody tr[data-offset="10"]`)))
+	rows = eval[int](t, tb, `document.querySelectorAll('#records tbody tr').length`)
+	if rows != 20 {
+		t.Fatalf("%d record rows, want a page of 20", rows)
+	}
+	if got := tb.text(t, `#records tbody tr[data-offset="10"]`); !strings.Contains(got, "k10") || !strings.Contains(got, `"n": 10`) || !strings.Contains(got, "source") {
+		t.Fatalf("offset 10's row: %q", got)
+	}
+	tb.run(t, "page to newer records", chromedp.Click(chromedp.CSS(`.pager a[rel="next"]`)), chromedp.WaitVisible(chromedp.CSS(`#records tbody tr[data-offset="30"]`)))
+	tb.run(t, "page back to older ones", chromedp.Click(chromedp.CSS(`.pager a[rel="prev"]`)), chromedp.WaitVisible(chromedp.CSS(`#records tbody tr[data-offset="10"]`)))
+	tb.screenshot(t, "records")
+
+	// By time: the first record at or after minute 25 is offset 25, marked.
+	at := base.Add(25 * time.Minute).UTC().Format(time.RFC3339)
+	tb.run(t, "open the browser at a time", chromedp.Navigate(n.URL+"/ui/topics/orders/partitions/0?timestamp="+at),
+		chromedp.WaitVisible(chromedp.CSS(`#records tbody tr.mark`)))
+	marked := eval[string](t, tb, `document.querySelector('#records tbody tr.mark').dataset.offset`)
+	if marked != "25" {
+		t.Fatalf("the record at %s is offset %s, want 25", at, marked)
+	}
+
+	// The untrusted record: its value is text; no element, no dialog.
+	tb.run(t, "open the HTML record", chromedp.Navigate(n.URL+"/ui/topics/orders/partitions/0?offset=40"),
+		chromedp.WaitVisible(chromedp.CSS(`#records tbody tr[data-offset="40"]`)))
+	if got := tb.text(t, `#records tbody tr[data-offset="40"] td.value`); got != evil {
+		t.Fatalf("the HTML record shows as %q, want the text %q", got, evil)
+	}
+	imgs := eval[int](t, tb, `document.querySelectorAll('img').length`)
+	tb.mu.Lock()
+	dialogs := tb.dialogs
+	tb.mu.Unlock()
+	if imgs != 0 || len(dialogs) != 0 {
+		t.Fatalf("the HTML record ran: %d img elements, dialogs %v", imgs, dialogs)
+	}
+
+	// An offset past the end: the API's error, in the page.
+	tb.run(t, "open an offset out of range", chromedp.Navigate(n.URL+"/ui/topics/orders/partitions/0?offset=5000"),
+		chromedp.WaitVisible(chromedp.CSS(`#browse-status .problem`)))
+	if got := tb.text(t, `#browse-status .problem`); !strings.Contains(got, "offset_out_of_range") || !strings.Contains(got, "use an offset from") {
+		t.Fatalf("offset out of range shows %q", got)
+	}
+
+	// The live tail, started by the user, shows a record produced after it started.
+	tb.run(t, "start the live tail", chromedp.Navigate(n.URL+"/ui/topics/orders/partitions/0"),
+		chromedp.WaitVisible(chromedp.CSS(`#tail-toggle`)), chromedp.Click(chromedp.CSS(`#tail-toggle`)),
+		waitJS(`document.querySelector('#tail-status')?.textContent.includes('tailing')`))
+	start := time.Now()
+	if _, err := c.Produce(ctx, "orders", []client.Record{{Partition: &p0, Key: json.RawMessage(`"live"`), Value: json.RawMessage(`"arrived live"`)}}); err != nil {
+		t.Fatal(err)
+	}
+	tb.run(t, "see the live record", waitJS(`document.querySelector('#tail')?.textContent.includes('arrived live')`))
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("the live tail showed the record after %v, want within 2s", d)
+	}
+	t.Logf("live tail: the record showed %v after the produce was sent", time.Since(start).Round(time.Millisecond))
+	tb.run(t, "stop the live tail", chromedp.Click(chromedp.CSS(`#tail-toggle`)), waitJS(`document.querySelector('#tail-toggle')?.getAttribute('aria-pressed') === 'false'`))
+
+	// The produce form.
+	tb.run(t, "produce from the form", chromedp.SendKeys(chromedp.CSS(`#produce input[name="key"]`), "from-ui"),
+		chromedp.SendKeys(chromedp.CSS(`#produce textarea[name="value"]`), `{"made":"in the browser"}`),
+		chromedp.Click(chromedp.CSS(`#produce button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#produce-result .ok`)))
+	fr, err := c.Fetch(ctx, "orders", 0, client.FetchOptions{Offset: 42, MaxRecords: 1})
+	if err != nil || len(fr.Records) != 1 || string(fr.Records[0].Key) != `"from-ui"` || string(fr.Records[0].Value) != `{"made":"in the browser"}` {
+		t.Fatalf("the form's record at offset 42: %+v, %v", fr.Records, err)
+	}
+
+	// A topic created in the UI is in the API; a bad name shows the API's error and
+	// creates nothing.
+	tb.run(t, "create a topic with a bad name", chromedp.Navigate(n.URL+"/ui/topics"), chromedp.WaitVisible(chromedp.CSS(`form input[name="name"]`)),
+		chromedp.SendKeys(chromedp.CSS(`form input[name="name"]`), "bad name!"), chromedp.Click(chromedp.CSS(`form button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`form .problem`)))
+	if got := tb.text(t, `form .problem`); !strings.Contains(got, "invalid_topic_name") {
+		t.Fatalf("a bad topic name shows %q", got)
+	}
+	tb.run(t, "create a topic with a bad config", chromedp.SetValue(chromedp.CSS(`form input[name="name"]`), "made-in-ui"),
+		chromedp.SendKeys(chromedp.CSS(`form textarea[name="configs"]`), "retention.ms=soon"), chromedp.Click(chromedp.CSS(`form button[type="submit"]`)),
+		waitJS(`document.querySelector('form .problem')?.textContent.includes('invalid_config')`))
+	if ts, err := c.ListTopics(ctx); err != nil || len(ts) != 1 {
+		t.Fatalf("after bad input the topics are %v (%v), want orders alone", ts, err)
+	}
+	tb.run(t, "create a topic", chromedp.SetValue(chromedp.CSS(`form textarea[name="configs"]`), "retention.ms=3600000"),
+		chromedp.Click(chromedp.CSS(`form button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS(`#partitions`)))
+	if tp, err := c.Topic(ctx, "made-in-ui"); err != nil || tp.Configs["retention.ms"] != "3600000" {
+		t.Fatalf("the topic made in the UI: %+v, %v", tp, err)
+	}
+
+	// A group's lag: committed at 10 of 43, then caught up; then reset in the UI.
+	if err := c.CommitOffsets(ctx, "readers", "", 0, []client.GroupOffset{{Topic: "orders", Partition: 0, Offset: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	tb.run(t, "open the group", chromedp.Navigate(n.URL+"/ui/groups/readers"), chromedp.WaitVisible(chromedp.CSS(`#total-lag`)))
+	if got := tb.text(t, `#total-lag`); got != "33" {
+		t.Fatalf("total lag %q, want 33", got)
+	}
+	tb.screenshot(t, "group")
+	tb.run(t, "see the group on the topic's page", chromedp.Navigate(n.URL+"/ui/topics/orders"),
+		waitJS(`document.querySelector('#groups')?.textContent.includes('readers')`))
+	if err := c.CommitOffsets(ctx, "readers", "", 0, []client.GroupOffset{{Topic: "orders", Partition: 0, Offset: 43}}); err != nil {
+		t.Fatal(err)
+	}
+	tb.run(t, "see the lag fall to 0", chromedp.Navigate(n.URL+"/ui/groups/readers"), waitJS(`document.querySelector('#total-lag')?.textContent === '0'`))
+	tb.run(t, "reset the offsets to earliest", chromedp.SetValue(chromedp.CSS(`#reset select[aria-label="Reset to"]`), "earliest"),
+		chromedp.Click(chromedp.CSS(`#reset button[type="submit"]`)), waitJS(`document.querySelector('#total-lag')?.textContent === '43'`))
+	if lag, err := c.GroupLag(ctx, "readers"); err != nil || lag.TotalLag != 43 {
+		t.Fatalf("after the reset in the UI the lag is %+v (%v), want 43", lag, err)
+	}
+	tb.run(t, "open the groups list", chromedp.Navigate(n.URL+"/ui/groups"), waitJS(`document.querySelector('#groups')?.textContent.includes('43')`))
+	tb.screenshot(t, "groups")
+	tb.run(t, "open the overview", chromedp.Navigate(n.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS(`#charts figure`)), waitJS(`document.querySelector('#nodes')?.textContent.includes('writer')`))
+	tb.screenshot(t, "overview")
+}
+
+func ptr[T any](v T) *T { return &v }
