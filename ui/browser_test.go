@@ -324,7 +324,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	tb.run(t, "open the groups list", chromedp.Navigate(n.URL+"/ui/groups"), waitJS(`document.querySelector('#groups')?.textContent.includes('43')`))
 	tb.screenshot(t, "groups")
-	tb.run(t, "open the overview", chromedp.Navigate(n.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS(`#charts figure`)), waitJS(`document.querySelector('#nodes')?.textContent.includes('writer')`))
+	tb.run(t, "open the overview", chromedp.Navigate(n.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS(`#charts figure`)), waitJS(`document.querySelector('#nodes')?.textContent.includes('writer')`),
+		waitJS(`[...document.querySelectorAll('#charts polyline')].some((p) => p.getAttribute('points').includes(' '))`))
 	tb.screenshot(t, "overview")
 }
 

@@ -24,9 +24,8 @@ export default {
       history.push([Date.now(), lag.total_lag]);
       const W = 320, H = 90, t0 = history[0][0], span = Math.max(1, Date.now() - t0);
       const max = Math.max(1, ...history.map((x) => x[1]));
-      replace(lagChart, h('figure', { class: 'chart' }, h('figcaption', null, h('b', null, 'Total lag while this page is open')),
-        s('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'lag over time' },
-          s('text', { x: 2, y: 10, class: 'scale' }, `max ${fmtInt(max)}`),
+      replace(lagChart, h('figure', { class: 'chart' }, h('figcaption', null, h('b', null, 'Total lag while this page is open'), ' ', h('span', { class: 'muted' }, `(max ${fmtInt(max)})`)),
+        s('svg', { viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: 'none', role: 'img', 'aria-label': 'lag over time' },
           s('polyline', { class: 'line s0', points: history.map(([t, v]) => `${((t - t0) / span * W).toFixed(1)},${(H - 4 - v / max * (H - 14)).toFixed(1)}`).join(' ') }))));
     };
     drawLag(g);

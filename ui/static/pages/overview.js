@@ -88,10 +88,10 @@ function chart(title, unit, lines) {
   const last = (l) => { const d = l.data.filter((p) => p[1] !== null); return d.length ? d[d.length - 1][1] : null; };
   const fmt = (v) => v === null ? '—' : v >= 100 ? fmtInt(Math.round(v)) : v.toFixed(v >= 10 ? 1 : 2);
   return h('figure', { class: 'chart' },
-    h('figcaption', null, h('b', null, title), ' ', lines.map((l, i) => h('span', { class: 'series s' + i }, `${l.name} ${fmt(last(l))} ${unit}`))),
-    s('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': title },
+    h('figcaption', null, h('b', null, title), ' ', lines.map((l, i) => h('span', { class: 'series s' + i }, `${l.name} ${fmt(last(l))} ${unit}`)),
+      h('span', { class: 'muted' }, pts.length ? `(max ${fmt(max)})` : '(collecting…)')),
+    s('svg', { viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: 'none', role: 'img', 'aria-label': title },
       s('line', { x1: 0, x2: W, y1: H - 4, y2: H - 4, class: 'axis' }),
-      s('text', { x: 2, y: 10, class: 'scale' }, `max ${fmt(max)}`),
       lines.map((l, i) => s('polyline', { class: 'line s' + i, points: l.data.filter((p) => p[1] !== null).map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(' ') }))));
 }
 
