@@ -24,8 +24,8 @@ import (
 	"github.com/strata-io/strata/internal/redact"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/open"
-	"github.com/strata-io/strata/ui"
 	"github.com/strata-io/strata/reader"
+	"github.com/strata-io/strata/ui"
 	"github.com/strata-io/strata/writer"
 )
 
