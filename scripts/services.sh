@@ -4,8 +4,7 @@
 # Postgres change-data-capture tests capture from (separate, so that a replication slot a
 # test leaves behind can never pin the catalog's WAL) — and MinIO (built once from the
 # pinned module and cached), installs kcat (and, under CI, chromium) when missing, then
-# prints the environment the
-# tests read. Idempotent: running services are reused.
+# prints the environment the tests read. Idempotent: running services are reused.
 #
 #   eval "$(scripts/services.sh)"
 set -euo pipefail
