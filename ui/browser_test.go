@@ -176,7 +176,7 @@ func jsString(s string) string { b, _ := json.Marshal(s); return string(b) }
 // group's lag shows, falls to 0 when it commits, and resets from the UI.
 func TestConsoleInBrowser(t *testing.T) {
 	tb := newTab(t)
-	n := nodetest.Start(t)
+	n := nodetest.Start(t, nodetest.Kafka())
 	ctx := t.Context()
 	c := client.New(n.URL)
 	if _, err := c.CreateTopic(ctx, "orders", 2, nil); err != nil {
@@ -324,7 +324,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	tb.run(t, "open the groups list", chromedp.Navigate(n.URL+"/ui/groups"), waitJS(`document.querySelector('#groups')?.textContent.includes('43')`))
 	tb.screenshot(t, "groups")
-	tb.run(t, "open the overview", chromedp.Navigate(n.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS(`#charts figure`)), waitJS(`document.querySelector('#nodes')?.textContent.includes('writer')`),
+	tb.run(t, "open the overview", chromedp.Navigate(n.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS(`#charts figure`)), waitJS(`document.querySelector('#this-node')?.textContent.includes('writer')`),
+		waitJS(`document.querySelector('#nodes')?.textContent.includes(`+jsString(n.KafkaAddr)+`)`),
 		waitJS(`[...document.querySelectorAll('#charts polyline')].some((p) => p.getAttribute('points').includes(' '))`))
 	tb.screenshot(t, "overview")
 }

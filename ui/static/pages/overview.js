@@ -1,9 +1,10 @@
-// /ui/: this node and its roles, and charts of its own metrics over the last minutes —
+// /ui/: the cluster's live nodes (the registry, GET /v1/nodes), this node and its roles,
+// and charts of this node's own metrics over the last minutes —
 // produce and fetch rates, produce latency percentiles, object PUTs and catalog commits
 // per second, the block cache's hit ratio. The node's /metrics is read every few
 // seconds while the page is open; the history is kept in the tab (sessionStorage), so
 // it survives moving between pages and reloads.
-import { h, s, replace, table, fmtInt } from '../dom.js';
+import { h, s, replace, table, fmtInt, fmtTime } from '../dom.js';
 import { metrics, get } from '../api.js';
 
 const STORE = 'strata.metrics';
@@ -106,10 +107,12 @@ export default {
   navHref: '/ui/',
   async render({ main, signal, onCleanup, showError }) {
     const nodeBox = h('div', { id: 'node' });
+    const registry = h('div', { id: 'registry' }, h('p', { class: 'muted' }, 'Reading the registry…'));
     const charts = h('div', { class: 'charts', id: 'charts' });
     const err = h('div');
     const summary = h('div', { id: 'summary' });
-    replace(main, h('h1', null, 'Overview'), nodeBox, summary, h('h2', null, 'This node, last 10 minutes'), err, charts);
+    replace(main, h('h1', null, 'Overview'), summary, h('h2', null, 'Nodes'), registry,
+      h('h2', null, 'This node'), nodeBox, h('h3', null, 'Last 10 minutes'), err, charts);
 
     let hist = load();
     let roles = [];
@@ -123,7 +126,7 @@ export default {
         replace(err);
       } catch (e) { if (e.name !== 'AbortError') showError(err, e); return; }
       const sr = series(hist);
-      replace(nodeBox, table(['Node', 'Roles (from its metrics)', 'Samples'], [[location.host, roles.join(', ') || '—', `${hist.length} every ${EVERY / 1000} s`]], { id: 'nodes' }));
+      replace(nodeBox, table(['HTTP address', 'Roles (from its metrics)', 'Samples'], [[location.host, roles.join(', ') || '—', `${hist.length} every ${EVERY / 1000} s`]], { id: 'this-node' }));
       replace(charts,
         chart('Produce requests', '/s', [{ name: 'produce', data: sr.produce }]),
         chart('Records written', '/s', [{ name: 'records', data: sr.records }]),
@@ -135,6 +138,11 @@ export default {
     await tick();
     const timer = setInterval(tick, EVERY);
     onCleanup(() => clearInterval(timer));
+    try {
+      const { nodes } = await get('/v1/nodes', { signal });
+      replace(registry, nodes.length ? table(['Node id', 'Kafka address', 'Lease until'], nodes.map((n) => [String(n.id), n.address, fmtTime(Date.parse(n.lease_until))]), { id: 'nodes' })
+        : h('p', { class: 'muted', id: 'nodes' }, 'No node serves the Kafka protocol, so none is registered.'));
+    } catch (e) { showError(registry, e); }
     try {
       const [{ topics }, { groups }] = await Promise.all([get('/v1/topics', { signal }), get('/v1/groups', { signal })]);
       replace(summary, h('p', null, h('a', { href: '/ui/topics' }, `${topics.length} topic(s)`), ' · ', h('a', { href: '/ui/groups' }, `${groups.length} group(s)`)));
