@@ -21,6 +21,7 @@ import (
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/internal/node/nodetest"
 	"github.com/strata-io/strata/internal/testsvc"
+	"github.com/strata-io/strata/internal/testwait"
 )
 
 // browserBudget bounds a browser test, start of Chromium included.
@@ -331,3 +332,54 @@ func TestConsoleInBrowser(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestConsoleWithKeys: on a node that requires keys, the console refuses without one
+// (the API's 401, and a form that asks for a key); with a key it lists only the topics
+// that key may describe, and shows the API's 403 for one it may not.
+func TestConsoleWithKeys(t *testing.T) {
+	tb := newTab(t)
+	const admin = "console-admin-key-0123456789abcdef"
+	n := nodetest.Start(t, nodetest.Keys(admin))
+	ctx := t.Context()
+	c := client.New(n.URL, client.WithAPIKey(admin))
+	for _, name := range []string{"visible", "hidden"} {
+		if _, err := c.CreateTopic(ctx, name, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k, err := c.CreateKey(ctx, client.NewKey{Principal: "User:alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateACL(ctx, client.ACL{Principal: "User:alice", ResourceType: "topic", ResourceName: "visible", Operation: "describe"}); err != nil {
+		t.Fatal(err)
+	}
+	alice := client.New(n.URL, client.WithAPIKey(k.Secret))
+	testwait.Until(t, 10*time.Second, "alice's key and ACL reach the node", func() bool {
+		ts, err := alice.ListTopics(ctx)
+		return err == nil && len(ts) == 1
+	})
+
+	tb.run(t, "open the topics without a key", chromedp.Navigate(n.URL+"/ui/topics"), chromedp.WaitVisible(chromedp.CSS(`.problem form.keyform`)))
+	if got := tb.text(t, `.problem`); !strings.Contains(got, "401") || !strings.Contains(got, "unauthorized") {
+		t.Fatalf("without a key the page shows %q, want the API's 401", got)
+	}
+	if eval[int](t, tb, `document.querySelectorAll('#topics').length`) != 0 {
+		t.Fatal("topics listed without a key")
+	}
+	tb.screenshot(t, "key")
+	tb.run(t, "give alice's key", chromedp.SendKeys(chromedp.CSS(`form.keyform input[name="key"]`), k.Secret),
+		chromedp.Click(chromedp.CSS(`form.keyform button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS(`#topics`)))
+	if got := tb.text(t, `#topics`); !strings.Contains(got, "visible") || strings.Contains(got, "hidden") {
+		t.Fatalf("alice's topics show %q, want visible alone", got)
+	}
+	if loc := eval[string](t, tb, `location.href`); strings.Contains(loc, k.Secret) {
+		t.Fatalf("the key is in the URL %s", loc)
+	}
+	// A deep link loaded afresh in the same tab keeps the key (sessionStorage).
+	tb.run(t, "open a topic alice may not describe", chromedp.Navigate(n.URL+"/ui/topics/hidden"), chromedp.WaitVisible(chromedp.CSS(`.problem`)))
+	if got := tb.text(t, `.problem`); !strings.Contains(got, "403") || !strings.Contains(got, "forbidden") {
+		t.Fatalf("a topic alice may not describe shows %q, want the API's 403", got)
+	}
+	tb.run(t, "open the topic alice may describe", chromedp.Navigate(n.URL+"/ui/topics/visible"), chromedp.WaitVisible(chromedp.CSS(`#partitions`)))
+}
