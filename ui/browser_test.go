@@ -134,6 +134,15 @@ func waitJS(expr string) chromedp.Action[chromedp.Void] {
 	})
 }
 
+// setValue sets a form field's value as typing would, firing input and change.
+func setValue(sel, value string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool](`(() => { const el = document.querySelector(` + jsString(sel) + `); el.value = ` + jsString(value) +
+			`; el.dispatchEvent(new Event('input', {bubbles: true})); el.dispatchEvent(new Event('change', {bubbles: true})); return true })()`)(ctx, t)
+		return err
+	})
+}
+
 // screenshot saves the page as PNG (in STRATA_UI_SCREENSHOTS, or the test's temporary
 // directory) and checks that it is not blank.
 func (tb *tab) screenshot(t *testing.T, name string) {
@@ -236,6 +245,20 @@ func TestConsoleInBrowser(t *testing.T) {
 	if marked != "25" {
 		t.Fatalf("the record at %s is offset %s, want 25", at, marked)
 	}
+
+	// By key and by text: the node searches, the page shows the matches.
+	tb.run(t, "search by key", chromedp.Navigate(n.URL+"/ui/topics/orders/partitions/0?key=k17"),
+		chromedp.WaitVisible(chromedp.CSS(`#search-status[data-done="true"]`)))
+	if got := eval[[]string](t, tb, `[...document.querySelectorAll('#records tbody tr')].map((r) => r.dataset.offset)`); len(got) != 1 || got[0] != "17" {
+		t.Fatalf("search by key k17 shows offsets %v, want [17]", got)
+	}
+	tb.run(t, "search by text from the form", setValue(`#search select[name="kind"]`, "contains"), setValue(`#search input[name="term"]`, "onerror"),
+		chromedp.Click(chromedp.CSS(`#search button[type="submit"]`)),
+		waitJS(`location.search.includes('contains=onerror') && document.querySelector('#search-status')?.dataset.done === 'true'`))
+	if got := eval[[]string](t, tb, `[...document.querySelectorAll('#records tbody tr')].map((r) => r.dataset.offset)`); len(got) != 1 || got[0] != "40" {
+		t.Fatalf("search by text shows offsets %v, want [40]", got)
+	}
+	tb.screenshot(t, "search")
 
 	// The untrusted record: its value is text; no element, no dialog.
 	tb.run(t, "open the HTML record", chromedp.Navigate(n.URL+"/ui/topics/orders/partitions/0?offset=40"),

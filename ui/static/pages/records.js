@@ -1,5 +1,7 @@
 // /ui/topics/{topic}/partitions/{p}?offset=N or ?timestamp=T: a record browser. Pages
-// of records both ways, a jump to an offset or a time, a live tail the user starts
+// of records both ways, a jump to an offset or a time, a search by key or by text
+// (?key=K or ?contains=T, from offset to end_offset) that the node does — the browser
+// gets only the matches, asking again from where each scan stopped — a live tail the user starts
 // (the page holds no stream open by itself), and a form to produce a record. Record
 // contents are untrusted: they are shown as text only (dom.js never parses HTML).
 import { h, replace, link, fmtInt, fmtTime, enc } from '../dom.js';
@@ -83,6 +85,26 @@ export default {
       },
     }, h('label', null, 'Offset ', offsetIn), h('label', null, 'or time ', timeIn), sizeSel, h('button', { type: 'submit' }, 'Go'));
 
+    const searching = query.has('contains') || query.has('key');
+    const kindSel = h('select', { name: 'kind', 'aria-label': 'Search by' },
+      h('option', { value: 'contains', selected: !query.has('key') }, 'text'), h('option', { value: 'key', selected: query.has('key') }, 'key'));
+    const termIn = h('input', { name: 'term', value: query.get('key') ?? query.get('contains') ?? '', placeholder: 'text or key to find', 'aria-label': 'Search for', size: 24 });
+    const endIn = h('input', { name: 'end_offset', inputmode: 'numeric', value: query.get('end_offset') || '', placeholder: 'to offset (end)', 'aria-label': 'Search up to offset', size: 12 });
+    const searchForm = h('form', {
+      class: 'toolbar', id: 'search',
+      onsubmit: (e) => {
+        e.preventDefault();
+        if (!termIn.value) return;
+        const q = new URLSearchParams();
+        q.set(kindSel.value, termIn.value);
+        if (offsetIn.value.trim()) q.set('offset', offsetIn.value.trim());
+        if (endIn.value.trim()) q.set('end_offset', endIn.value.trim());
+        go(`${here}?${q}`);
+      },
+    }, h('label', null, 'Search by ', kindSel), termIn, h('label', null, 'up to ', endIn),
+    h('button', { type: 'submit' }, 'Search'), searching ? h('a', { href: here }, 'clear') : null,
+    h('span', { class: 'muted small' }, 'done by the node from the offset above (default: the log start)'));
+
     const pager = h('nav', { class: 'pager', 'aria-label': 'Pages of records' });
     const body = h('div', { id: 'browse' });
 
@@ -138,13 +160,45 @@ export default {
     h('label', { class: 'block' }, 'Key ', keyIn), h('label', { class: 'block' }, 'Value ', valueIn), h('label', { class: 'block' }, 'Headers ', headersIn),
     h('button', { type: 'submit' }, 'Produce'), produceErr);
 
+    // runSearch asks the node for matches from the start offset, again from where each
+    // scan stopped, until a page of matches is found or the range is searched whole;
+    // each answer carries only matches. Leaving the page stops it.
+    const runSearch = async () => {
+      const from = query.has('offset') ? query.get('offset') : 'earliest';
+      const filter = query.has('key') ? 'key=' + enc(query.get('key')) : 'contains=' + enc(query.get('contains'));
+      const end = query.get('end_offset');
+      const tbody = h('tbody');
+      replace(body, recordTable('records', tbody));
+      let at = from, found = 0, t0 = performance.now(), calls = 0;
+      for (;;) {
+        let res;
+        try {
+          res = await get(`${base}/records?${filter}&offset=${enc(at)}&max_records=${size - found}${end ? '&end_offset=' + enc(end) : ''}`, { signal });
+        } catch (err) { showError(status, err); return; }
+        calls++;
+        for (const r of res.records) tbody.append(recordRow(r));
+        found += res.records.length;
+        const stop = end ? Math.min(Number(end), res.high_watermark) : res.high_watermark;
+        const done = res.next_offset >= stop;
+        replace(status, h('p', { class: 'muted', id: 'search-status', 'data-done': done || found >= size ? 'true' : 'false' },
+          `${found} match(es) from offset ${from} · searched up to ${fmtInt(res.next_offset)} of ${fmtInt(stop)} · ${calls} request(s), ${((performance.now() - t0) / 1000).toFixed(2)} s`));
+        if (done || found >= size) {
+          replace(pager, done ? null : h('a', { class: 'btn', rel: 'next', href: (() => { const q = new URLSearchParams(query); q.set('offset', res.next_offset); return `${here}?${q}`; })() }, 'More matches →'));
+          return;
+        }
+        at = String(res.next_offset);
+      }
+    };
+
     replace(main,
       h('p', { class: 'crumbs' }, link('/ui/topics', 'Topics'), ' / ', link(`/ui/topics/${enc(topic)}`, topic), ' / '),
       h('h1', null, `${topic} · partition ${part}`),
       pinfo ? h('p', { class: 'muted' }, `log start ${fmtInt(pinfo.log_start_offset)} · high watermark ${fmtInt(pinfo.high_watermark)} · last stable ${fmtInt(pinfo.last_stable_offset)}`) : null,
-      jump, status, pager, body,
+      jump, searchForm, status, pager, body,
       h('section', { class: 'card' }, h('h2', null, 'Live tail'), tailBtn, ' ', tailStatus, recordTable('tail', tailRows)),
       produce);
+
+    if (searching) { await runSearch(); return; }
 
     let res;
     try {
