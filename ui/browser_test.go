@@ -137,7 +137,7 @@ func waitJS(expr string) chromedp.Action[chromedp.Void] {
 // setValue sets a form field's value as typing would, firing input and change.
 func setValue(sel, value string) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-		_, err := chromedp.Evaluate[bool](`(() => { const el = document.querySelector(` + jsString(sel) + `); el.value = ` + jsString(value) +
+		_, err := chromedp.Evaluate[bool](`(() => { const el = document.querySelector(`+jsString(sel)+`); el.value = `+jsString(value)+
 			`; el.dispatchEvent(new Event('input', {bubbles: true})); el.dispatchEvent(new Event('change', {bubbles: true})); return true })()`)(ctx, t)
 		return err
 	})
