@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"image/png"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +19,9 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/connect"
 	"github.com/strata-io/strata/internal/node/nodetest"
 	"github.com/strata-io/strata/internal/testsvc"
 	"github.com/strata-io/strata/internal/testwait"
@@ -405,4 +408,37 @@ func TestConsoleWithKeys(t *testing.T) {
 		t.Fatalf("a topic alice may not describe shows %q, want the API's 403", got)
 	}
 	tb.run(t, "open the topic alice may describe", chromedp.Navigate(n.URL+"/ui/topics/visible"), chromedp.WaitVisible(chromedp.CSS(`#partitions`)))
+}
+
+// TestConsoleConnectors: a failed connector task shows its state and its error trace.
+func TestConsoleConnectors(t *testing.T) {
+	tb := newTab(t)
+	n := nodetest.Start(t, nodetest.Connect(connect.WorkerConfig{}))
+	ctx := t.Context()
+	if _, err := client.New(n.URL).CreateTopic(ctx, "lines", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Stored past the REST API's check (as a connector made before --connect-file-dirs
+	// narrowed): its task fails, saying why.
+	spec := catalog.ConnectorSpec{Name: "outside", Type: catalog.ConnectorSource,
+		Config: map[string]string{"connector.class": "FileSource", "file": "/etc/hostname", "topic": "lines"},
+		Tasks:  []map[string]string{{"task.files": "/etc/hostname"}}}
+	if _, _, err := n.Catalog.PutConnector(ctx, spec, false); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 20*time.Second, "the task to fail", func() bool {
+		resp, err := http.Get(n.URL + "/connectors/outside/status")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var st struct{ Tasks []struct{ State string } }
+		return json.NewDecoder(resp.Body).Decode(&st) == nil && len(st.Tasks) == 1 && st.Tasks[0].State == "FAILED"
+	})
+	tb.run(t, "open the connectors", chromedp.Navigate(n.URL+"/ui/connectors"), chromedp.WaitVisible(chromedp.CSS(`section.connector[data-name="outside"] pre.trace`)))
+	got := tb.text(t, `section.connector[data-name="outside"]`)
+	if !strings.Contains(got, "FAILED") || !strings.Contains(got, "the file connectors are off on this node") {
+		t.Fatalf("the failed connector shows %q", got)
+	}
+	tb.screenshot(t, "connectors")
 }
