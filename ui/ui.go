@@ -17,6 +17,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"mime"
 	"net/http"
@@ -40,8 +41,13 @@ const Prefix = "/ui"
 const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; " +
 	"font-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// versionPlaceholder is replaced in index.html by the assets' version.
-const versionPlaceholder = "{{VERSION}}"
+// versionPlaceholder is replaced in index.html by the assets' version; preloadPlaceholder
+// by a modulepreload link for every module, so the browser fetches them all at once
+// rather than one level of imports at a time.
+const (
+	versionPlaceholder = "{{VERSION}}"
+	preloadPlaceholder = "{{PRELOAD}}"
+)
 
 // Console serves the embedded console.
 type Console struct {
@@ -109,7 +115,14 @@ func load(fsys fs.FS) (*Console, error) {
 	if !ok {
 		return nil, fs.ErrNotExist
 	}
-	c.index = bytes.ReplaceAll(idx.body, []byte(versionPlaceholder), []byte(c.version))
+	var preload bytes.Buffer
+	for _, p := range names {
+		if path.Ext(p) == ".js" && p != "app.js" {
+			fmt.Fprintf(&preload, "<link rel=\"modulepreload\" href=\"%s/assets/%s/%s\">\n", Prefix, versionPlaceholder, p)
+		}
+	}
+	page := bytes.ReplaceAll(idx.body, []byte(preloadPlaceholder), bytes.TrimSuffix(preload.Bytes(), []byte("\n")))
+	c.index = bytes.ReplaceAll(page, []byte(versionPlaceholder), []byte(c.version))
 	return c, nil
 }
 

@@ -43,7 +43,8 @@ func TestPages(t *testing.T) {
 			t.Fatalf("%s: Cache-Control %q", p, cc)
 		}
 		body := w.Body.String()
-		if !strings.Contains(body, "/ui/assets/"+c.Version()+"/app.js") || strings.Contains(body, versionPlaceholder) {
+		if !strings.Contains(body, "/ui/assets/"+c.Version()+"/app.js") || !strings.Contains(body, `<link rel="modulepreload" href="/ui/assets/`+c.Version()+`/pages/records.js">`) ||
+			strings.Contains(body, versionPlaceholder) || strings.Contains(body, preloadPlaceholder) {
 			t.Fatalf("%s: the page does not name this version's assets:\n%s", p, body)
 		}
 	}
