@@ -137,7 +137,7 @@ func waitJS(expr string) chromedp.Action[chromedp.Void] {
 		defer tick.Stop()
 		var last error
 		for {
-			ok, err := chromedp.Evaluate[bool](`!!(` + expr + `)`)(ctx, t)
+			ok, err := chromedp.Evaluate[bool](`!!(`+expr+`)`)(ctx, t)
 			if err == nil && ok {
 				return nil
 			}
