@@ -424,6 +424,35 @@ func TestConsoleWithKeys(t *testing.T) {
 		t.Fatalf("a topic alice may not describe shows %q, want the API's 403", got)
 	}
 	tb.run(t, "open the topic alice may describe", chromedp.Navigate(n.URL+"/ui/topics/visible"), chromedp.WaitVisible(chromedp.CSS(`#partitions`)))
+
+	// Alice may not read the security pages; the administrator makes a key (its secret
+	// shown once) and an ACL there, and sees them in the audit log.
+	tb.run(t, "open security as alice", chromedp.Navigate(n.URL+"/ui/security"), chromedp.WaitVisible(chromedp.CSS(`#keys .problem`)))
+	if got := tb.text(t, `#keys .problem`); !strings.Contains(got, "403") {
+		t.Fatalf("alice's keys section shows %q, want the API's 403", got)
+	}
+	tb.run(t, "forget alice's key and give the administrator's", chromedp.Click(chromedp.CSS(`#keybox button`)),
+		waitJS(`document.querySelector('#keybox')?.textContent.includes('use a key')`), chromedp.Click(chromedp.CSS(`#keybox button`)),
+		chromedp.SendKeys(chromedp.CSS(`form.keyform input[name="key"]`), admin), chromedp.Click(chromedp.CSS(`form.keyform button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#keys table`)))
+	tb.run(t, "create a key", chromedp.SendKeys(chromedp.CSS(`#create-key input[name="principal"]`), "User:bob"),
+		chromedp.Click(chromedp.CSS(`#create-key button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS(`#new-secret pre.secret`)))
+	secret := tb.text(t, `#new-secret pre.secret`)
+	if len(secret) != 64 {
+		t.Fatalf("the new key's secret shows as %q", secret)
+	}
+	testwait.NoError(t, 10*time.Second, "bob's new key works", func() error {
+		_, err := client.New(n.URL, client.WithAPIKey(secret)).ListTopics(ctx)
+		return err
+	})
+	tb.run(t, "add an ACL", setValue(`#create-acl input[aria-label="ACL principal"]`, "User:bob"), setValue(`#create-acl input[aria-label="Resource name"]`, "visible"),
+		setValue(`#create-acl select[aria-label="Operation"]`, "read"), chromedp.Click(chromedp.CSS(`#create-acl button[type="submit"]`)),
+		waitJS(`document.querySelector('#acls')?.textContent.includes('User:bob')`))
+	if acls, err := c.ListACLs(ctx, client.ACLFilter{Principal: "User:bob"}); err != nil || len(acls) != 1 || acls[0].Operation != "read" || acls[0].ResourceName != "visible" {
+		t.Fatalf("bob's ACLs after the form: %+v %v", acls, err)
+	}
+	tb.run(t, "see the audit log", waitJS(`document.querySelector('#audit')?.textContent.includes('User:bob')`))
+	tb.screenshot(t, "security")
 }
 
 // TestConsoleConnectors: a failed connector task shows its state and its error trace.
