@@ -70,6 +70,13 @@ func newTab(t *testing.T) *tab {
 	if err := chromedp.Do(cctx); err != nil { // starts the browser
 		t.Fatalf("start chromium %s: %v", path, err)
 	}
+	// Every document records the Content-Security-Policy violations it sees, which
+	// screenshot checks: the console must need nothing the policy forbids.
+	if _, err := chromedp.Call(cctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
+		Source: `window.__csp = []; document.addEventListener('securitypolicyviolation', (e) => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));`,
+	}); err != nil {
+		t.Fatalf("install the CSP recorder: %v", err)
+	}
 	err := chromedp.Listen(cctx, func(ev any) {
 		tb.mu.Lock()
 		defer tb.mu.Unlock()
@@ -166,6 +173,9 @@ func setValue(sel, value string) chromedp.Action[chromedp.Void] {
 // directory) and checks that it is not blank.
 func (tb *tab) screenshot(t *testing.T, name string) {
 	t.Helper()
+	if v := eval[[]string](t, tb, `window.__csp || ['no recorder']`); len(v) != 0 {
+		t.Fatalf("page %s: Content-Security-Policy violations %v", name, v)
+	}
 	buf, err := chromedp.Run(tb.ctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
