@@ -496,4 +496,20 @@ func TestConsoleConnectors(t *testing.T) {
 		t.Fatalf("the failed connector shows %q", got)
 	}
 	tb.screenshot(t, "connectors")
+
+	tb.run(t, "open the connector", chromedp.Click(chromedp.CSS(`section.connector[data-name="outside"] h2 a`)), chromedp.WaitVisible(chromedp.CSS(`#tasks pre.trace`)))
+	if got := tb.text(t, `#config`); !strings.Contains(got, "FileSource") {
+		t.Fatalf("the connector's config shows %q", got)
+	}
+	tb.screenshot(t, "connector")
+	tb.run(t, "pause it", chromedp.Click(chromedp.CSS(`main button[type="button"]`)), waitJS(`document.querySelector('h1 .state')?.textContent === 'PAUSED'`))
+	resp, err := http.Get(n.URL + "/connectors/outside/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct{ Connector struct{ State string } }
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || st.Connector.State != "PAUSED" {
+		t.Fatalf("after Pause in the UI the connector is %q (%v)", st.Connector.State, err)
+	}
 }

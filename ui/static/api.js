@@ -29,6 +29,8 @@ async function problemOf(res) {
   let p;
   try { p = await res.json(); } catch { p = null; }
   if (!p || typeof p !== 'object') p = { title: res.statusText, detail: `HTTP ${res.status}` };
+  // Kafka Connect's REST API (/v1/connectors) answers {error_code, message}.
+  if (!p.detail && typeof p.message === 'string') { p.detail = p.message; p.title = p.title || res.statusText || 'Error'; }
   p.status = p.status || res.status;
   return new APIError(p);
 }

@@ -8,6 +8,7 @@ import records from './pages/records.js';
 import groups from './pages/groups.js';
 import group from './pages/group.js';
 import connectors from './pages/connectors.js';
+import connector from './pages/connector.js';
 import security from './pages/security.js';
 
-export default [overview, topics, topic, records, groups, group, connectors, security];
+export default [overview, topics, topic, records, groups, group, connectors, connector, security];

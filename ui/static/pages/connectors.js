@@ -1,7 +1,7 @@
 // /ui/connectors: each connector's and task's state, a failed task's error trace, and
 // pause, resume and restart (Kafka Connect's REST API, served under /v1/connectors on
 // nodes that run the connect role).
-import { h, replace, table, enc } from '../dom.js';
+import { h, replace, table, link, enc } from '../dom.js';
 import { get, call } from '../api.js';
 
 export default {
@@ -30,7 +30,7 @@ export default {
         const st = (all[n] && all[n].status) || {};
         const c = st.connector || {};
         return h('section', { class: 'card connector', 'data-name': n },
-          h('h2', null, n, ' ', h('span', { class: 'state state-' + String(c.state || '').toLowerCase() }, c.state || '?')),
+          h('h2', null, link(`/ui/connectors/${enc(n)}`, n), ' ', h('span', { class: 'state state-' + String(c.state || '').toLowerCase() }, c.state || '?')),
           c.trace ? h('pre', { class: 'trace' }, c.trace) : null,
           table(['Task', 'State', 'Worker', 'Error'], (st.tasks || []).map((t) => [String(t.id), t.state, t.worker_id || '—', t.trace ? h('pre', { class: 'trace' }, t.trace) : ''])),
           h('p', null, h('button', { type: 'button', onclick: act(n, 'pause') }, 'Pause'), ' ',
