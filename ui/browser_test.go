@@ -355,6 +355,32 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("the topic made in the UI: %+v, %v", tp, err)
 	}
 
+	// Alter it: a bad value shows the API's error and changes nothing; a good one
+	// changes the config; more partitions; then delete it, behind its typed name.
+	tb.run(t, "set a bad config", chromedp.SendKeys(chromedp.CSS(`#alter textarea`), "retention.ms=soon"),
+		chromedp.Click(chromedp.CSS(`#alter button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS(`#alter .problem`)))
+	if got := tb.text(t, `#alter .problem`); !strings.Contains(got, "invalid_config") || !strings.Contains(got, "retention.ms") {
+		t.Fatalf("a bad config value shows %q", got)
+	}
+	if tp, err := c.Topic(ctx, "made-in-ui"); err != nil || tp.Configs["retention.ms"] != "3600000" {
+		t.Fatalf("after a bad value the topic is %+v, %v", tp, err)
+	}
+	tb.run(t, "set a config", setValue(`#alter textarea`, "retention.ms=7200000"), chromedp.Click(chromedp.CSS(`#alter button[type="submit"]`)),
+		waitJS(`document.querySelector('#configs')?.textContent.includes('7200000')`))
+	tb.run(t, "add partitions", setValue(`#grow input`, "3"), chromedp.Click(chromedp.CSS(`#grow button[type="submit"]`)),
+		waitJS(`document.querySelectorAll('#partitions tbody tr').length === 3`))
+	if tp, err := c.Topic(ctx, "made-in-ui"); err != nil || tp.Configs["retention.ms"] != "7200000" || tp.Partitions != 3 {
+		t.Fatalf("after the changes the topic is %+v, %v", tp, err)
+	}
+	if eval[bool](t, tb, `document.querySelector('#delete button[type="submit"]').disabled`) != true {
+		t.Fatal("delete is enabled before the name is typed")
+	}
+	tb.run(t, "delete it", chromedp.SendKeys(chromedp.CSS(`#delete input`), "made-in-ui"), chromedp.Click(chromedp.CSS(`#delete button[type="submit"]`)),
+		waitJS(`location.pathname === '/ui/topics'`), chromedp.WaitVisible(chromedp.CSS(`#topics`)))
+	if _, err := c.Topic(ctx, "made-in-ui"); err == nil {
+		t.Fatal("the topic deleted in the UI is still there")
+	}
+
 	// A group's lag: committed at 10 of 43, then caught up; then reset in the UI.
 	if err := c.CommitOffsets(ctx, "readers", "", 0, []client.GroupOffset{{Topic: "orders", Partition: 0, Offset: 10}}); err != nil {
 		t.Fatal(err)

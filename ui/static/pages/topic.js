@@ -54,7 +54,7 @@ export default {
     const alterErr = h('div');
     const cfgText = h('textarea', { rows: 3, placeholder: 'retention.ms=3600000\n(key= resets to the default)', 'aria-label': 'Configs to change' });
     const alter = h('form', {
-      class: 'card',
+      class: 'card', id: 'alter',
       onsubmit: async (e) => {
         e.preventDefault();
         replace(alterErr);
@@ -68,7 +68,7 @@ export default {
     const partErr = h('div');
     const count = h('input', { type: 'number', min: t.partitions + 1, value: t.partitions + 1, 'aria-label': 'New partition count' });
     const grow = h('form', {
-      class: 'card',
+      class: 'card', id: 'grow',
       onsubmit: async (e) => {
         e.preventDefault();
         replace(partErr);
@@ -84,7 +84,7 @@ export default {
     const delBtn = h('button', { type: 'submit', class: 'danger', disabled: true }, 'Delete topic');
     confirmName.addEventListener('input', () => { delBtn.disabled = confirmName.value !== topic; });
     const del = h('form', {
-      class: 'card',
+      class: 'card', id: 'delete',
       onsubmit: async (e) => {
         e.preventDefault();
         if (confirmName.value !== topic) return;
