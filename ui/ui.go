@@ -13,6 +13,7 @@ package ui
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -23,6 +24,7 @@ import (
 	"net/http"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 
 	v1 "github.com/strata-io/strata/api/v1"
@@ -58,6 +60,7 @@ type Console struct {
 
 type asset struct {
 	body  []byte
+	gz    []byte // body gzipped once at load, served to browsers that accept it
 	ctype string
 }
 
@@ -108,7 +111,7 @@ func load(fsys fs.FS) (*Console, error) {
 		case ".svg":
 			ct = "image/svg+xml"
 		}
-		c.assets[p] = asset{body: b, ctype: ct}
+		c.assets[p] = asset{body: b, gz: gzipped(b), ctype: ct}
 	}
 	c.version = hex.EncodeToString(h.Sum(nil))[:16]
 	idx, ok := c.assets["index.html"]
@@ -195,6 +198,7 @@ func (c *Console) serveAsset(w http.ResponseWriter, r *http.Request, rest string
 	}
 	h := w.Header()
 	h.Set("Content-Type", a.ctype)
+	h.Set("Vary", "Accept-Encoding")
 	if version == c.version {
 		h.Set("Cache-Control", "public, max-age=31536000, immutable")
 	} else {
@@ -206,10 +210,44 @@ func (c *Console) serveAsset(w http.ResponseWriter, r *http.Request, rest string
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
+	body := a.body
+	if acceptsGzip(r) {
+		h.Set("Content-Encoding", "gzip")
+		body = a.gz
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	if r.Method == http.MethodHead {
 		return
 	}
-	_, _ = w.Write(a.body)
+	_, _ = w.Write(body)
+}
+
+// acceptsGzip says whether the request's Accept-Encoding takes gzip (browsers all do).
+func acceptsGzip(r *http.Request) bool {
+	for _, e := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		name, q, _ := strings.Cut(strings.TrimSpace(e), ";")
+		if strings.EqualFold(strings.TrimSpace(name), "gzip") && strings.ReplaceAll(strings.TrimSpace(q), " ", "") != "q=0" {
+			return true
+		}
+	}
+	return false
+}
+
+func gzipped(b []byte) []byte {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression) // a valid level: no error
+	_, _ = zw.Write(b)                                       // a bytes.Buffer takes every write
+	_ = zw.Close()
+	return buf.Bytes()
+}
+
+// GzipSize is the bytes of the embedded files as served gzipped, each on its own.
+func (c *Console) GzipSize() int {
+	n := 0
+	for _, a := range c.assets {
+		n += len(a.gz)
+	}
+	return n
 }
 
 // problem answers an RFC 9457 problem in the API's shape.
