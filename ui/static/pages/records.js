@@ -86,6 +86,7 @@ export default {
     }, h('label', null, 'Offset ', offsetIn), h('label', null, 'or time ', timeIn), sizeSel, h('button', { type: 'submit' }, 'Go'));
 
     const searching = query.has('contains') || query.has('key');
+    const kfmt = (topicInfo.effective_configs || {})['key.format'] || 'string';
     const kindSel = h('select', { name: 'kind', 'aria-label': 'Search by' },
       h('option', { value: 'contains', selected: !query.has('key') }, 'text'), h('option', { value: 'key', selected: query.has('key') }, 'key'));
     const termIn = h('input', { name: 'term', value: query.get('key') ?? query.get('contains') ?? '', placeholder: 'text or key to find', 'aria-label': 'Search for', size: 24 });
@@ -96,7 +97,11 @@ export default {
         e.preventDefault();
         if (!termIn.value) return;
         const q = new URLSearchParams();
-        q.set(kindSel.value, termIn.value);
+        let term = termIn.value;
+        // A json-keyed topic stores a key as its JSON text: a key typed as plain text
+        // is looked for as the JSON string it would have been produced as.
+        if (kindSel.value === 'key' && kfmt === 'json') { try { JSON.parse(term); } catch { term = JSON.stringify(term); } }
+        q.set(kindSel.value, term);
         if (offsetIn.value.trim()) q.set('offset', offsetIn.value.trim());
         if (endIn.value.trim()) q.set('end_offset', endIn.value.trim());
         go(`${here}?${q}`);
