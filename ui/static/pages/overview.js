@@ -84,13 +84,16 @@ function chart(title, unit, lines) {
   const W = 320, H = 110, now = Date.now();
   const pts = lines.flatMap((l) => l.data).filter((p) => p[1] !== null);
   const max = Math.max(1e-9, ...pts.map((p) => p[1]));
-  const x = (t) => W - ((now - t) / KEEP) * W;
+  // The x axis spans the history there is, up to the window kept.
+  const t0 = Math.min(...lines.flatMap((l) => l.data.map((p) => p[0])), now);
+  const span = Math.max(1, Math.min(KEEP, now - t0));
+  const x = (t) => W - ((now - t) / span) * W;
   const y = (v) => H - 4 - (v / max) * (H - 14);
   const last = (l) => { const d = l.data.filter((p) => p[1] !== null); return d.length ? d[d.length - 1][1] : null; };
   const fmt = (v) => v === null ? '—' : v >= 100 ? fmtInt(Math.round(v)) : v.toFixed(v >= 10 ? 1 : 2);
   return h('figure', { class: 'chart' },
     h('figcaption', null, h('b', null, title), ' ', lines.map((l, i) => h('span', { class: 'series s' + i }, `${l.name} ${fmt(last(l))} ${unit}`)),
-      h('span', { class: 'muted' }, pts.length ? `(max ${fmt(max)})` : '(collecting…)')),
+      h('span', { class: 'muted' }, pts.length ? `(max ${fmt(max)}, last ${Math.round(span / 1000)} s)` : '(collecting…)')),
     s('svg', { viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: 'none', role: 'img', 'aria-label': title },
       s('line', { x1: 0, x2: W, y1: H - 4, y2: H - 4, class: 'axis' }),
       lines.map((l, i) => s('polyline', { class: 'line s' + i, points: l.data.filter((p) => p[1] !== null).map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(' ') }))));
@@ -112,7 +115,7 @@ export default {
     const err = h('div');
     const summary = h('div', { id: 'summary' });
     replace(main, h('h1', null, 'Overview'), summary, h('h2', null, 'Nodes'), registry,
-      h('h2', null, 'This node'), nodeBox, h('h3', null, 'Last 10 minutes'), err, charts);
+      h('h2', null, 'This node'), nodeBox, h('h3', null, 'Its metrics, sampled while this page is open (up to 10 minutes kept)'), err, charts);
 
     let hist = load();
     let roles = [];
