@@ -131,6 +131,10 @@ type Deps struct {
 type Mount struct {
 	Path    string
 	Handler http.Handler
+	// Public serves the mount without authentication even when keys are required:
+	// static files that hold no data (the web console's), whose every data call is an
+	// API call of its own, authenticated as any other. Only at the root, not under /v1.
+	Public bool
 }
 
 // API serves HTTP API v1.
@@ -234,6 +238,7 @@ func (a *API) routes() http.Handler {
 		v1.Mount("/producers", (&producersResource{a}).Routes())
 		v1.Mount("/records", (&transactResource{a}).Routes())
 		(&securityResource{a}).mount(v1)
+		v1.Get("/nodes", a.serve(broker.CapNodes, a.listNodes))
 		for _, m := range a.mounts {
 			if rest, ok := strings.CutPrefix(m.Path, "/v1/"); ok {
 				v1.Mount("/"+rest, m.Handler)

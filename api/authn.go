@@ -115,12 +115,29 @@ var errRevoked = errors.New("the API key was revoked")
 // public). A request authenticated by a catalog key runs under a context that is
 // cancelled if the key is revoked or expires meanwhile (a long poll, an SSE stream);
 // its connection is then cut, not answered.
+// public says whether r is for a public mount (Mount.Public): its path, decoded and
+// as sent (the one the router matches when they differ), both under the mount's.
+func (a *API) public(r *http.Request) bool {
+	under := func(p, prefix string) bool { return p == prefix || strings.HasPrefix(p, prefix+"/") }
+	for _, m := range a.mounts {
+		if m.Public && !strings.HasPrefix(m.Path, "/v1/") && under(r.URL.Path, m.Path) &&
+			(r.URL.RawPath == "" || under(r.URL.RawPath, m.Path)) {
+			return true
+		}
+	}
+	return false
+}
+
 func (a *API) authMiddleware(next http.Handler) http.Handler {
 	auth := a.auth
 	if auth == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.public(r) {
+			next.ServeHTTP(w, dropBody(w, r))
+			return
+		}
 		switch r.URL.Path {
 		case "/healthz", "/readyz":
 			next.ServeHTTP(w, dropBody(w, r))

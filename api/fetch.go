@@ -56,6 +56,13 @@ func (a *API) fetchOrTail(w http.ResponseWriter, r *http.Request) *problem {
 	if p != nil {
 		return p
 	}
+	if q := r.URL.Query(); q.Has("key") || q.Has("contains") || q.Has("end_offset") {
+		if kind == kindStream || wantsRecordBatches(r) {
+			return newProblem(CodeInvalidParameter, "key, contains and end_offset search a range: they apply to a JSON fetch, not a tail or record batches").
+				with("parameter", "key")
+		}
+		return a.search(w, r, ti, part, fp)
+	}
 	if kind == kindStream {
 		return a.tail(w, r, ti.Name, part, fp)
 	}

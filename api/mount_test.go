@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/go-chi/chi/v5"
@@ -36,5 +37,32 @@ func TestMounts(t *testing.T) {
 	a.Handler().ServeHTTP(w, req)
 	if w.Code == http.StatusNotFound {
 		t.Fatalf("/v1/topics: %d", w.Code)
+	}
+}
+
+// TestPublicMount: a public mount (the console's static files) answers without a key
+// when keys are required; the API's routes beside it still refuse, whatever path
+// tricks try to borrow the mount's prefix.
+func TestPublicMount(t *testing.T) {
+	files := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "file "+r.URL.Path) })
+	a := New(Config{Auth: AuthConfig{Keys: []string{testKey1}}}, Deps{Mounts: []Mount{{Path: "/ui", Handler: files, Public: true}}})
+	for _, path := range []string{"/ui", "/ui/", "/ui/topics/orders"} {
+		w := httptest.NewRecorder()
+		a.Handler().ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		if w.Code != 200 || w.Body.String() != "file "+path {
+			t.Fatalf("%s without a key: %d %s", path, w.Code, w.Body)
+		}
+	}
+	for _, path := range []string{"/v1/topics", "/uix", "/ui/../v1/topics", "/ui%2F..%2Fv1/topics", "/v1/ui/x", "/metrics"} {
+		w := httptest.NewRecorder()
+		a.Handler().ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		if w.Code == 200 && !strings.HasPrefix(w.Body.String(), "file /ui/") {
+			t.Fatalf("%s without a key: %d %s", path, w.Code, w.Body)
+		}
+		if strings.HasPrefix(path, "/v1/") || path == "/metrics" || path == "/uix" {
+			if w.Code != http.StatusUnauthorized {
+				t.Fatalf("%s without a key: %d, want 401", path, w.Code)
+			}
+		}
 	}
 }

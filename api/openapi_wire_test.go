@@ -68,6 +68,7 @@ var wireOps = map[string]wireOp{
 	"POST /v1/keys":                                                 op(v1.CreateKeyRequest{}, v1.Key{}),
 	"DELETE /v1/keys/{key}":                                         op(nil, v1.Key{}),
 	"GET /v1/audit":                                                 op(nil, v1.AuditPage{}),
+	"GET /v1/nodes":                                                 op(nil, v1.NodeList{}),
 }
 
 // openSchemas may document members their Go type does not hold: a problem's extension

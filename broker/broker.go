@@ -147,6 +147,8 @@ type Deps struct {
 	// Registry keeps the schema registry (both catalog backends): its calls
 	// (registry.go) and the validation of topics that ask for it (schemas.go) need it.
 	Registry SchemaRegistry
+	// Nodes is the registry of live nodes (both catalog backends), listed by Nodes.
+	Nodes NodeRegistry
 	// Now is the node clock that stamps and bounds CreateTime timestamps; nil: time.Now.
 	Now func() time.Time
 }
@@ -260,6 +262,8 @@ const (
 	CapTransactions
 	// CapRegistry: the schema registry.
 	CapRegistry
+	// CapNodes: the registry of live nodes.
+	CapNodes
 )
 
 // Check answers nil when this node can serve calls that need c, else an *Error with
@@ -329,6 +333,10 @@ func (b *Broker) check(c Capability) *Error {
 	case CapRegistry:
 		if b.d.Registry == nil {
 			return newError(CodeRoleUnavailable, "this node's catalog keeps no schema registry")
+		}
+	case CapNodes:
+		if b.d.Nodes == nil {
+			return newError(CodeRoleUnavailable, "this node's catalog keeps no registry of nodes")
 		}
 	case CapClassicGroups:
 		if b.d.Classic == nil || b.d.Groups == nil || b.d.Catalog == nil {

@@ -3,8 +3,8 @@
 # running) — the catalog's cluster, and a second cluster with wal_level=logical that the
 # Postgres change-data-capture tests capture from (separate, so that a replication slot a
 # test leaves behind can never pin the catalog's WAL) — and MinIO (built once from the
-# pinned module and cached), installs kcat when missing, then prints the environment the
-# tests read. Idempotent: running services are reused.
+# pinned module and cached), installs kcat (and, under CI, chromium) when missing, then
+# prints the environment the tests read. Idempotent: running services are reused.
 #
 #   eval "$(scripts/services.sh)"
 set -euo pipefail
@@ -121,10 +121,26 @@ install_kcat() {
   fi
 }
 
+# Chromium (Debian's) drives the web console's browser tests (ui/browser_test.go): under
+# CI, as root, it is installed when missing — the tests fail under CI without it;
+# elsewhere they skip, saying how to install it.
+install_chromium() {
+  if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then
+    return
+  fi
+  if [ "${CI:-}" = true ] && [ "$(id -u)" = 0 ]; then
+    log "chromium not found: installing chromium"
+    apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >&2
+  else
+    log "chromium not found: the browser tests will skip (apt-get install chromium)"
+  fi
+}
+
 start_postgres
 start_cdc_postgres
 start_minio
 install_kcat
+install_chromium
 cat <<ENV
 export STRATA_TEST_POSTGRES='postgres://$PG_USER:$PG_PASS@127.0.0.1:5432/$PG_DB?sslmode=disable'
 export STRATA_TEST_CDC_POSTGRES='postgres://$PG_USER:$PG_PASS@127.0.0.1:$CDC_PORT/$PG_DB?sslmode=disable'

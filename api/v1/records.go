@@ -83,7 +83,8 @@ type BatchProduceResponse struct {
 // FetchResponse answers GET /v1/topics/{topic}/partitions/{partition}/records.
 type FetchResponse struct {
 	Records []Record `json:"records"`
-	// NextOffset is the offset to fetch next.
+	// NextOffset is the offset to fetch next; for a search (key, contains,
+	// end_offset), the offset after the last record scanned, to search on from.
 	NextOffset    int64 `json:"next_offset"`
 	HighWatermark int64 `json:"high_watermark"`
 	// LastStableOffset is where a read_committed fetch stops (the first offset of the

@@ -94,6 +94,13 @@ func startDev(t *testing.T, bin, data string) *devServer {
 	if !strings.Contains(out.String(), s.url) || !strings.Contains(out.String(), "curl -X POST "+s.url+"/v1/topics") {
 		t.Errorf("the banner does not show the URL and a first command:\n%s", out.String())
 	}
+	if !strings.Contains(out.String(), "Web console: "+s.url+"/ui/\n") {
+		t.Errorf("the banner does not show the console's URL:\n%s", out.String())
+	} else if resp, err := http.Get(s.url + "/ui/"); err != nil || resp.StatusCode != 200 || resp.Header.Get("Content-Security-Policy") == "" {
+		t.Errorf("the console's URL: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	return s
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/open"
 	"github.com/strata-io/strata/reader"
+	"github.com/strata-io/strata/ui"
 	"github.com/strata-io/strata/writer"
 )
 
@@ -329,7 +330,8 @@ on loopback; with another --listen address, set --api-keys (it warns otherwise).
 			ownDirs: []connect.OwnDir{{Path: *data, What: "the dev data directory (--data)"}},
 			auth:    authCfg,
 			banner: func(w io.Writer, base string) {
-				fmt.Fprintf(w, "Strata dev server on %s (data in %s)\n\n", base, *data)
+				fmt.Fprintf(w, "Strata dev server on %s (data in %s)\n", base, *data)
+				fmt.Fprintf(w, "Web console: %s%s/\n\n", base, ui.Prefix)
 				if authCfg.security.Enabled() {
 					fmt.Fprintf(w, "API keys are required: add -H 'Authorization: Bearer KEY' to curl, and set STRATA_API_KEY for strata.\n")
 					fmt.Fprintf(w, "The --api-keys keys act as User:bootstrap: make keys and ACLs for others with strata keys and strata acls.\n\n")

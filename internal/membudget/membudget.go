@@ -414,3 +414,12 @@ func newMetrics(reg prometheus.Registerer, b *Budget, gauges bool) *metrics {
 	}
 	return m
 }
+
+// Sibling is a new, empty hold on h's budget (nil for a nil hold): for a request that
+// reserves a stretch of work at a time and releases each before the next.
+func (h *Hold) Sibling() *Hold {
+	if h == nil {
+		return nil
+	}
+	return &Hold{b: h.b}
+}

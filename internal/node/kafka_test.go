@@ -2,8 +2,10 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	v1 "github.com/strata-io/strata/api/v1"
 	"github.com/strata-io/strata/catalog"
 )
 
@@ -60,6 +63,18 @@ func TestKafkaListener(t *testing.T) {
 	resp, err := req.RequestWith(t.Context(), cl)
 	if err != nil || len(resp.Brokers) != 1 || resp.Brokers[0].NodeID != n.KafkaNodeID {
 		t.Fatalf("metadata: %v %+v, want this node as the one broker", err, resp)
+	}
+	// The HTTP API lists the same registry (the console's overview).
+	hr, err := http.Get(n.URL + "/v1/nodes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes v1.NodeList
+	err = json.NewDecoder(hr.Body).Decode(&nodes)
+	hr.Body.Close()
+	if err != nil || hr.StatusCode != 200 || len(nodes.Nodes) != 1 || nodes.Nodes[0].ID != n.KafkaNodeID || nodes.Nodes[0].Address != n.KafkaAddr ||
+		!nodes.Nodes[0].LeaseUntil.After(time.Now()) {
+		t.Fatalf("GET /v1/nodes: %d %+v %v, want this node at %s", hr.StatusCode, nodes, err, n.KafkaAddr)
 	}
 	stop()
 	if err := <-served; err != nil {

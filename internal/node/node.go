@@ -33,6 +33,7 @@ import (
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/registry/rest"
 	"github.com/strata-io/strata/security"
+	"github.com/strata-io/strata/ui"
 	"github.com/strata-io/strata/writer"
 )
 
@@ -204,7 +205,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.Memory = membudget.New(cfg.MemoryBudget, reg)
 	}
 	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat, Connect: cat, Security: cat, Classic: cat,
-		Registry: cat, Transactions: cat}
+		Registry: cat, Transactions: cat, Nodes: cat}
 	if cfg.Security.Enabled() {
 		if err := n.startGuard(ctx, cfg, start); err != nil {
 			n.Stop(context.Background())
@@ -267,6 +268,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		Memory:     n.Memory,
 	}
 	n.apiD.Mounts = registryMounts(n.Broker, log)
+	// The web console's files are public; each of its data calls is an API call,
+	// authenticated and authorized as any other.
+	n.apiD.Mounts = append(n.apiD.Mounts, api.Mount{Path: ui.Prefix, Handler: ui.New(), Public: true})
 	if cfg.Connect {
 		n.startConnect(cat, log)
 	}

@@ -131,6 +131,7 @@ func routes() []route {
 		{"create key", clusterOp(acl.OpAlter), req("POST", "/v1/keys", `{"principal":"User:made"}`), http.StatusCreated},
 		{"revoke key", clusterOp(acl.OpAlter), revokeOther, http.StatusOK},
 		{"audit log", clusterOp(acl.OpDescribe), req("GET", "/v1/audit", ""), http.StatusOK},
+		{"live nodes", clusterOp(acl.OpDescribe), req("GET", "/v1/nodes", ""), http.StatusOK},
 		{"openapi document", none, req("GET", "/v1/openapi.json", ""), http.StatusOK},
 	}
 }
