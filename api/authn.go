@@ -111,10 +111,6 @@ func bearerToken(r *http.Request) (token string, present bool) {
 // errRevoked cancels the requests of a key revoked while they ran.
 var errRevoked = errors.New("the API key was revoked")
 
-// authMiddleware authenticates every request but the probes (and /metrics when
-// public). A request authenticated by a catalog key runs under a context that is
-// cancelled if the key is revoked or expires meanwhile (a long poll, an SSE stream);
-// its connection is then cut, not answered.
 // public says whether r is for a public mount (Mount.Public): its path, decoded and
 // as sent (the one the router matches when they differ), both under the mount's.
 func (a *API) public(r *http.Request) bool {
@@ -128,6 +124,10 @@ func (a *API) public(r *http.Request) bool {
 	return false
 }
 
+// authMiddleware authenticates every request but the probes, the public mounts (the
+// console's files) and /metrics when public. A request authenticated by a catalog key
+// runs under a context that is cancelled if the key is revoked or expires meanwhile (a
+// long poll, an SSE stream); its connection is then cut, not answered.
 func (a *API) authMiddleware(next http.Handler) http.Handler {
 	auth := a.auth
 	if auth == nil {

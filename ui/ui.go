@@ -26,6 +26,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	v1 "github.com/strata-io/strata/api/v1"
 )
@@ -64,15 +65,18 @@ type asset struct {
 	ctype string
 }
 
-// New loads the embedded files. It panics only if the binary was built without them,
-// which the package's tests rule out.
-func New() *Console {
+// New returns the console over the embedded files, loaded (hashed and gzipped) once
+// per process however many nodes it starts. It panics only if the binary was built
+// without them, which the package's tests rule out.
+func New() *Console { return embedded() }
+
+var embedded = sync.OnceValue(func() *Console {
 	c, err := load(files)
 	if err != nil {
 		panic("ui: " + err.Error())
 	}
 	return c
-}
+})
 
 func load(fsys fs.FS) (*Console, error) {
 	sub, err := fs.Sub(fsys, "static")

@@ -1,5 +1,6 @@
 // /ui/groups/{group}: state, members with their assignments and epochs, committed
-// offsets and lag per partition, total lag over time (kept while the page is open),
+// offsets and lag per partition, total lag over time (sampled every 5 s while the page
+// is open, kept in the tab for 10 minutes),
 // resetting offsets (the API refuses it while the group has members) and deleting.
 import { h, s, replace, table, link, fmtInt, fmtTime, enc } from '../dom.js';
 import { get, call } from '../api.js';
@@ -14,19 +15,25 @@ export default {
     const g = await get(base, { signal });
     const lagBox = h('div', { id: 'lag' });
     const lagChart = h('div', { class: 'charts' });
-    const history = [];
+    // Total lag over time, kept in the tab (sessionStorage) for 10 minutes, so that it
+    // survives leaving the page and coming back.
+    const KEY = 'strata.lag.' + name, KEEP = 10 * 60000;
+    let samples;
+    try { samples = JSON.parse(sessionStorage.getItem(KEY)) || []; } catch { samples = []; }
     const drawLag = (lag) => {
       replace(lagBox, h('p', null, 'Total lag ', h('b', { id: 'total-lag' }, fmtInt(lag.total_lag))),
         table(['Topic', 'Partition', 'Committed', 'Log start', 'High watermark', 'Lag', 'Owner'],
           (lag.partitions || []).map((p) => [link(`/ui/topics/${enc(p.topic)}`, p.topic), String(p.partition),
             p.committed_offset === null ? '—' : link(`/ui/topics/${enc(p.topic)}/partitions/${p.partition}?offset=${p.committed_offset}`, fmtInt(p.committed_offset)),
             fmtInt(p.log_start_offset), fmtInt(p.high_watermark), fmtInt(p.lag), p.owner || '—'])));
-      history.push([Date.now(), lag.total_lag]);
-      const W = 320, H = 90, t0 = history[0][0], span = Math.max(1, Date.now() - t0);
-      const max = Math.max(1, ...history.map((x) => x[1]));
-      replace(lagChart, h('figure', { class: 'chart' }, h('figcaption', null, h('b', null, 'Total lag while this page is open'), ' ', h('span', { class: 'muted' }, `(max ${fmtInt(max)})`)),
+      samples.push([Date.now(), lag.total_lag]);
+      samples = samples.filter(([t]) => t > Date.now() - KEEP);
+      sessionStorage.setItem(KEY, JSON.stringify(samples));
+      const W = 320, H = 90, t0 = samples[0][0], span = Math.max(1, Date.now() - t0);
+      const max = Math.max(1, ...samples.map((x) => x[1]));
+      replace(lagChart, h('figure', { class: 'chart' }, h('figcaption', null, h('b', null, 'Total lag, sampled while this page is open'), ' ', h('span', { class: 'muted' }, `(max ${fmtInt(max)})`)),
         s('svg', { viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: 'none', role: 'img', 'aria-label': 'lag over time' },
-          s('polyline', { class: 'line s0', points: history.map(([t, v]) => `${((t - t0) / span * W).toFixed(1)},${(H - 4 - v / max * (H - 14)).toFixed(1)}`).join(' ') }))));
+          s('polyline', { class: 'line s0', points: samples.map(([t, v]) => `${((t - t0) / span * W).toFixed(1)},${(H - 4 - v / max * (H - 14)).toFixed(1)}`).join(' ') }))));
     };
     drawLag(g);
     const refresh = async () => {
