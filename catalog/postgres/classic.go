@@ -275,32 +275,6 @@ func (e pgEngine) ClassicTx(ctx context.Context, load engine.ClassicLoad, decide
 // errNothingToWrite rolls back a transaction that found nothing to write.
 var errNothingToWrite = errors.New("nothing to write")
 
-// JoinGroup runs one JoinGroup (engine.JoinGroup).
-func (c *Catalog) JoinGroup(ctx context.Context, j catalog.ClassicJoin) (catalog.ClassicJoinResult, error) {
-	return engine.JoinGroup(ctx, c.engine(), j)
-}
-
-// SyncGroup runs one SyncGroup (engine.SyncGroup).
-func (c *Catalog) SyncGroup(ctx context.Context, s catalog.ClassicSync) (catalog.ClassicSyncResult, error) {
-	return engine.SyncGroup(ctx, c.engine(), s)
-}
-
-// ClassicHeartbeat runs one Heartbeat (engine.ClassicHeartbeat).
-func (c *Catalog) ClassicHeartbeat(ctx context.Context, h catalog.ClassicHeartbeat) (bool, error) {
-	return engine.ClassicHeartbeat(ctx, c.engine(), h)
-}
-
-// LeaveGroup runs one LeaveGroup (engine.LeaveGroup).
-func (c *Catalog) LeaveGroup(ctx context.Context, group string, members []catalog.ClassicLeaver) ([]error, error) {
-	return engine.LeaveGroup(ctx, c.engine(), group, members)
-}
-
-// CommitClassicOffsets commits a classic member's offsets at its generation
-// (engine.CommitClassicOffsets).
-func (c *Catalog) CommitClassicOffsets(ctx context.Context, cc catalog.ClassicCommit) error {
-	return engine.CommitClassicOffsets(ctx, c.engine(), cc)
-}
-
 // queueHighWatermarks queues the read of the live topics among names and their
 // partitions' high watermarks, into topics and hws.
 func queueHighWatermarks(b *pgx.Batch, names []string, topics map[string]engine.TopicMeta, hws map[catalog.TopicPartition]int64) {

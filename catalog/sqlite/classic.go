@@ -290,32 +290,6 @@ func (e sqliteEngine) ClassicTx(ctx context.Context, load engine.ClassicLoad, de
 	return nil
 }
 
-// JoinGroup runs one JoinGroup (engine.JoinGroup).
-func (c *Catalog) JoinGroup(ctx context.Context, j catalog.ClassicJoin) (catalog.ClassicJoinResult, error) {
-	return engine.JoinGroup(ctx, c.engine(), j)
-}
-
-// SyncGroup runs one SyncGroup (engine.SyncGroup).
-func (c *Catalog) SyncGroup(ctx context.Context, s catalog.ClassicSync) (catalog.ClassicSyncResult, error) {
-	return engine.SyncGroup(ctx, c.engine(), s)
-}
-
-// ClassicHeartbeat runs one Heartbeat (engine.ClassicHeartbeat).
-func (c *Catalog) ClassicHeartbeat(ctx context.Context, h catalog.ClassicHeartbeat) (bool, error) {
-	return engine.ClassicHeartbeat(ctx, c.engine(), h)
-}
-
-// LeaveGroup runs one LeaveGroup (engine.LeaveGroup).
-func (c *Catalog) LeaveGroup(ctx context.Context, group string, members []catalog.ClassicLeaver) ([]error, error) {
-	return engine.LeaveGroup(ctx, c.engine(), group, members)
-}
-
-// CommitClassicOffsets commits a classic member's offsets at its generation
-// (engine.CommitClassicOffsets).
-func (c *Catalog) CommitClassicOffsets(ctx context.Context, cc catalog.ClassicCommit) error {
-	return engine.CommitClassicOffsets(ctx, c.engine(), cc)
-}
-
 // readClassic reads a classic group in one snapshot, without a lock.
 func (c *Catalog) readClassic(ctx context.Context, group string) (*engine.ClassicGroup, time.Time, error) {
 	g, now, err := c.readClassicTx(ctx, group)
