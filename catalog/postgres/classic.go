@@ -326,8 +326,10 @@ func queueOffsets(b *pgx.Batch, group string, tps []catalog.TopicPartition, offs
 		group, ids, parts, values, metas, member, epoch)
 }
 
-// readClassic reads a classic group in one snapshot, without a lock.
-func (c *Catalog) readClassic(ctx context.Context, group string) (*engine.ClassicGroup, time.Time, error) {
+// ReadClassic reads a classic group in one snapshot, without a lock
+// (engine.ClassicBackend).
+func (e pgEngine) ReadClassic(ctx context.Context, group string) (*engine.ClassicGroup, time.Time, error) {
+	c := e.c
 	var (
 		g   *engine.ClassicGroup
 		now time.Time
@@ -355,30 +357,6 @@ func (c *Catalog) readClassic(ctx context.Context, group string) (*engine.Classi
 		return nil, time.Time{}, fmt.Errorf("postgres: read classic group %s: %w", group, err)
 	}
 	return g, now, nil
-}
-
-// tickClassic applies the due transitions of a group (engine.TickClassic).
-func (c *Catalog) tickClassic(ctx context.Context, group string) (*engine.ClassicGroup, time.Time, error) {
-	return engine.TickClassic(ctx, c.engine(), group)
-}
-
-// PollJoin answers a held JoinGroup (see catalog.ClassicGroups).
-func (c *Catalog) PollJoin(ctx context.Context, group, member, instance string, wait int32) (catalog.ClassicJoinAnswer, catalog.ClassicPoll, error) {
-	return c.classicReads().PollJoin(ctx, group, member, instance, wait)
-}
-
-// PollSync answers a held SyncGroup.
-func (c *Catalog) PollSync(ctx context.Context, group, member, instance string, generation int32) (catalog.ClassicSyncResult, catalog.ClassicPoll, error) {
-	return c.classicReads().PollSync(ctx, group, member, instance, generation)
-}
-
-// DescribeClassicGroup describes a classic group.
-func (c *Catalog) DescribeClassicGroup(ctx context.Context, group string) (catalog.ClassicDescription, error) {
-	return c.classicReads().Describe(ctx, group)
-}
-
-func (c *Catalog) classicReads() engine.ClassicReads {
-	return engine.ClassicReads{Read: c.readClassic, Tick: c.tickClassic}
 }
 
 // GroupKinds lists every group's type (and a classic group's state).

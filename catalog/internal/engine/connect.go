@@ -3,9 +3,10 @@ package engine
 import (
 	"cmp"
 	"fmt"
-	"github.com/strata-io/strata/catalog"
 	"slices"
 	"time"
+
+	"github.com/strata-io/strata/catalog"
 )
 
 // The connector rules a backend runs inside its transactions: the fence check of a

@@ -18,6 +18,7 @@ type Backend interface {
 	NodeBackend
 	TxnBackend
 	RegistryDB
+	InventoryBackend
 }
 
 // Methods are the catalog methods whose transaction scripts are the engine's, run over
@@ -122,4 +123,32 @@ func (m Methods) EndTxn(ctx context.Context, req catalog.EndTxn) (catalog.EndTxn
 		return catalog.EndTxnResult{}, fmt.Errorf("%s: end transaction %q: %w", m.DB.Name(), req.TransactionalID, err)
 	}
 	return res, nil
+}
+
+// classicReads are the held classic calls' reads over DB.
+func (m Methods) classicReads() ClassicReads {
+	return ClassicReads{Read: m.DB.ReadClassic, Tick: func(ctx context.Context, group string) (*ClassicGroup, time.Time, error) {
+		return TickClassic(ctx, m.DB, group)
+	}}
+}
+
+// PollJoin implements catalog.ClassicGroups: a held JoinGroup's answer.
+func (m Methods) PollJoin(ctx context.Context, group, member, instance string, wait int32) (catalog.ClassicJoinAnswer, catalog.ClassicPoll, error) {
+	return m.classicReads().PollJoin(ctx, group, member, instance, wait)
+}
+
+// PollSync implements catalog.ClassicGroups: a held SyncGroup's answer.
+func (m Methods) PollSync(ctx context.Context, group, member, instance string, generation int32) (catalog.ClassicSyncResult, catalog.ClassicPoll, error) {
+	return m.classicReads().PollSync(ctx, group, member, instance, generation)
+}
+
+// DescribeClassicGroup implements catalog.ClassicGroups: a classic group described.
+func (m Methods) DescribeClassicGroup(ctx context.Context, group string) (catalog.ClassicDescription, error) {
+	return m.classicReads().Describe(ctx, group)
+}
+
+// InventorySegments implements catalog.Inventory (InventoryPages): each page of
+// segments read with its chunk rows in one query.
+func (m Methods) InventorySegments(ctx context.Context, fn func(catalog.SegmentRecord) error) error {
+	return InventoryPages(ctx, m.DB.InventoryPage, fn)
 }
