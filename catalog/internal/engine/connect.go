@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -240,4 +241,11 @@ func PlanWorkerBeat(now time.Time, b catalog.WorkerBeat, workers []WorkerRow, ta
 		plan.Claim = append(plan.Claim, c.claimable[:min(len(c.claimable), share-len(c.held))]...)
 	}
 	return plan
+}
+
+// ConnectBackend reads connectors.
+type ConnectBackend interface {
+	// ReadConnectors reads connector name, or every connector when name is empty, in
+	// one snapshot.
+	ReadConnectors(ctx context.Context, name string) ([]catalog.Connector, error)
 }

@@ -19,6 +19,7 @@ type Backend interface {
 	TxnBackend
 	RegistryDB
 	InventoryBackend
+	ConnectBackend
 }
 
 // Methods are the catalog methods whose transaction scripts are the engine's, run over
@@ -151,4 +152,29 @@ func (m Methods) DescribeClassicGroup(ctx context.Context, group string) (catalo
 // segments read with its chunk rows in one query.
 func (m Methods) InventorySegments(ctx context.Context, fn func(catalog.SegmentRecord) error) error {
 	return InventoryPages(ctx, m.DB.InventoryPage, fn)
+}
+
+// Connector implements catalog.Connect: one connector (a name that cannot be one is not
+// found).
+func (m Methods) Connector(ctx context.Context, name string) (catalog.Connector, error) {
+	var cs []catalog.Connector
+	if name == "" || catalog.ValidateConnectorName(name) == nil {
+		var err error
+		if cs, err = m.DB.ReadConnectors(ctx, name); err != nil {
+			return catalog.Connector{}, fmt.Errorf("%s: connector %s: %w", m.DB.Name(), name, err)
+		}
+	}
+	if len(cs) == 0 {
+		return catalog.Connector{}, fmt.Errorf("%s: %w: %s", m.DB.Name(), catalog.ErrConnectorNotFound, name)
+	}
+	return cs[0], nil
+}
+
+// Connectors implements catalog.Connect: every connector.
+func (m Methods) Connectors(ctx context.Context) ([]catalog.Connector, error) {
+	cs, err := m.DB.ReadConnectors(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("%s: connectors: %w", m.DB.Name(), err)
+	}
+	return cs, nil
 }
