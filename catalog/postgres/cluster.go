@@ -18,12 +18,6 @@ var _ catalog.Cluster = (*Catalog)(nil)
 // registrations, so nodes starting at once never choose the same id ("strata nodes").
 const nodesLockID int64 = 0x737472617461_6e
 
-// RegisterNode takes an id for the node at addr (engine.RegisterNode; pgNodes below
-// holds its statements).
-func (c *Catalog) RegisterNode(ctx context.Context, addr string, ttl time.Duration) (catalog.NodeLease, error) {
-	return engine.RegisterNode(ctx, c.engine(), addr, ttl)
-}
-
 // NodeTx runs a registration in one transaction (engine.NodeBackend).
 func (e pgEngine) NodeTx(ctx context.Context, fn func(engine.NodeStmts) error) error {
 	return pgx.BeginFunc(ctx, e.c.pool, func(tx pgx.Tx) error { return fn(pgNodes{tx}) })

@@ -325,12 +325,6 @@ func markDeleting(ctx context.Context, tx pgx.Tx, ids []int64) error {
 	return nil
 }
 
-// SwapChunks replaces s.Old with s.New over a new object, as a compare-and-swap in one
-// transaction (the script is engine.SwapChunks; pgSwap below holds its statements).
-func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
-	return engine.SwapChunks(ctx, c.engine(), s)
-}
-
 // SwapTx runs a swap's statements in one transaction (engine.SwapBackend).
 func (e pgEngine) SwapTx(ctx context.Context, fn func(engine.SwapStmts) error) error {
 	return pgx.BeginFunc(ctx, e.c.pool, func(tx pgx.Tx) error { return fn(pgSwap{tx}) })

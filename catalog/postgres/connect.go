@@ -178,31 +178,10 @@ func (c *Catalog) PutConnector(ctx context.Context, spec catalog.ConnectorSpec, 
 	return out, created, nil
 }
 
-// Connector reads one connector.
-func (c *Catalog) Connector(ctx context.Context, name string) (catalog.Connector, error) {
-	cs, err := c.readConnectors(ctx, name)
-	if err != nil {
-		return catalog.Connector{}, fmt.Errorf("postgres: connector %s: %w", name, err)
-	}
-	if len(cs) == 0 {
-		return catalog.Connector{}, fmt.Errorf("postgres: %w: %s", catalog.ErrConnectorNotFound, name)
-	}
-	return cs[0], nil
-}
-
-// Connectors reads every connector.
-func (c *Catalog) Connectors(ctx context.Context) ([]catalog.Connector, error) {
-	cs, err := c.readConnectors(ctx, "")
-	if err != nil {
-		return nil, fmt.Errorf("postgres: connectors: %w", err)
-	}
-	return cs, nil
-}
-
-func (c *Catalog) readConnectors(ctx context.Context, name string) ([]catalog.Connector, error) {
-	if name != "" && catalog.ValidateConnectorName(name) != nil {
-		return nil, nil
-	}
+// ReadConnectors reads one connector (none when name is not one), or every one when
+// name is empty (engine.ConnectBackend).
+func (e pgEngine) ReadConnectors(ctx context.Context, name string) ([]catalog.Connector, error) {
+	c := e.c
 	var cs []catalog.Connector
 	// One snapshot for the connectors, their tasks and the clock.
 	err := pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {

@@ -6,19 +6,14 @@ import (
 	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
-// pgEngine is what this backend gives the engine's transaction scripts: the write
-// transactions and the statements they run (each script's statements sit beside the
-// method that calls it).
+// pgEngine is what this backend gives the engine's transaction scripts
+// (engine.Backend): the write transactions and the statements they run,
+// each script's statements in the file of its concern (compact.go: SwapTx, groups.go:
+// GroupTx, …). Catalog embeds the methods those scripts implement (scripts, registry),
+// so none is written here twice.
 type pgEngine struct{ c *Catalog }
 
-var (
-	_ engine.SwapBackend     = pgEngine{}
-	_ engine.ClassicBackend  = pgEngine{}
-	_ engine.RegistryDB      = pgEngine{}
-	_ engine.NodeBackend     = pgEngine{}
-	_ engine.ProducerBackend = pgEngine{}
-	_ engine.GroupBackend    = pgEngine{}
-)
+var _ engine.Backend = pgEngine{}
 
 func (c *Catalog) engine() pgEngine { return pgEngine{c} }
 
@@ -31,3 +26,7 @@ func (e pgEngine) CommitTimeout() time.Duration { return e.c.commitTimeout }
 // registry is the schema registry's methods, written once (engine.Registry); Catalog
 // embeds it under this unexported name.
 type registry = engine.Registry
+
+// scripts is the catalog methods whose transaction scripts are the engine's
+// (engine.Methods); Catalog embeds it under this unexported name.
+type scripts = engine.Methods

@@ -274,22 +274,6 @@ func compareInt(a, b int64) int {
 	return 0
 }
 
-// Heartbeat runs one member's heartbeat (engine.Heartbeat).
-func (c *Catalog) Heartbeat(ctx context.Context, hb catalog.Heartbeat) (catalog.HeartbeatResult, error) {
-	return engine.Heartbeat(ctx, c.engine(), hb)
-}
-
-// CommitOffsets stores committed offsets (engine.CommitOffsets).
-func (c *Catalog) CommitOffsets(ctx context.Context, oc catalog.OffsetCommit) error {
-	return engine.CommitOffsets(ctx, c.engine(), "commit", oc)
-}
-
-// ResetOffsets sets offsets while the group has no live members: a commit from outside
-// the group.
-func (c *Catalog) ResetOffsets(ctx context.Context, group string, offsets []catalog.CommitOffset) error {
-	return engine.CommitOffsets(ctx, c.engine(), "reset", catalog.OffsetCommit{Group: group, Offsets: offsets})
-}
-
 // GroupTx runs one group call (engine.GroupBackend) in two round trips (twoTrips): the
 // group created when asked, locked and read, with the topics asked for, after BEGIN;
 // then the audit record and the writes with the COMMIT.

@@ -30,12 +30,6 @@ const expireSQL = `WITH gone AS (
 	DELETE FROM producer_state WHERE producer_id IN (SELECT id FROM gone))
 DELETE FROM transactions WHERE producer_id IN (SELECT id FROM gone)`
 
-// InitProducer hands out a producer identity (engine.InitProducer; pgProducers below
-// holds its statements).
-func (c *Catalog) InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer, owner string) (catalog.Producer, error) {
-	return engine.InitProducer(ctx, c.engine(), c, transactionalID, current, owner)
-}
-
 // ExpireProducers runs expireSQL (engine.ProducerBackend).
 func (e pgEngine) ExpireProducers(ctx context.Context) error {
 	_, err := e.c.pool.Exec(ctx, expireSQL, e.c.producerExpiry.Milliseconds())

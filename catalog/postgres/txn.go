@@ -18,52 +18,7 @@ import (
 // every read pipelined after BEGIN; then the writes pipelined with the COMMIT. The flush
 // commit's check is strata_commit_txn (functions/strata_commit_txn.sql).
 
-var (
-	_ catalog.Transactions = (*Catalog)(nil)
-	_ engine.TxnBackend    = (*Catalog)(nil)
-)
-
-// InitTxnProducer hands a transactional id its identity (see catalog.Transactions).
-func (c *Catalog) InitTxnProducer(ctx context.Context, req catalog.InitTxn) (catalog.Producer, error) {
-	p, err := engine.InitTxnProducer(ctx, c, req)
-	if err != nil {
-		return catalog.Producer{}, fmt.Errorf("postgres: init producer %q: %w", req.TransactionalID, err)
-	}
-	return p, nil
-}
-
-// AddTxnPartitions adds partitions to a transaction (see catalog.Transactions).
-func (c *Catalog) AddTxnPartitions(ctx context.Context, req catalog.TxnPartitions) error {
-	if err := engine.AddTxnPartitions(ctx, c, req); err != nil {
-		return fmt.Errorf("postgres: add partitions to transaction %q: %w", req.TransactionalID, err)
-	}
-	return nil
-}
-
-// AddTxnGroup adds a group to a transaction (see catalog.Transactions).
-func (c *Catalog) AddTxnGroup(ctx context.Context, req catalog.TxnGroup) error {
-	if err := engine.AddTxnGroup(ctx, c, req); err != nil {
-		return fmt.Errorf("postgres: add group %s to transaction %q: %w", req.Group, req.TransactionalID, err)
-	}
-	return nil
-}
-
-// TxnCommitOffsets stores a transaction's pending offsets (see catalog.Transactions).
-func (c *Catalog) TxnCommitOffsets(ctx context.Context, req catalog.TxnOffsetCommit) error {
-	if err := engine.TxnCommitOffsets(ctx, c, req); err != nil {
-		return fmt.Errorf("postgres: transactional offset commit of %q to group %s: %w", req.TransactionalID, req.Group, err)
-	}
-	return nil
-}
-
-// EndTxn commits or aborts a transaction (see catalog.Transactions).
-func (c *Catalog) EndTxn(ctx context.Context, req catalog.EndTxn) (catalog.EndTxnResult, error) {
-	res, err := engine.EndTxn(ctx, c, req)
-	if err != nil {
-		return catalog.EndTxnResult{}, fmt.Errorf("postgres: end transaction %q: %w", req.TransactionalID, err)
-	}
-	return res, nil
-}
+var _ catalog.Transactions = (*Catalog)(nil)
 
 // AbortExpiredTxns aborts transactions past their timeout (see catalog.Transactions).
 func (c *Catalog) AbortExpiredTxns(ctx context.Context, limit int) ([]catalog.TxnDescription, error) {
@@ -90,7 +45,7 @@ func (c *Catalog) AbortExpiredTxns(ctx context.Context, limit int) ([]catalog.Tx
 	}
 	var out []catalog.TxnDescription
 	for _, d := range dues {
-		desc, ok, err := engine.AbortExpiredTxn(ctx, c, d.tid, d.p)
+		desc, ok, err := engine.AbortExpiredTxn(ctx, c.engine(), d.tid, d.p)
 		if err != nil {
 			return out, fmt.Errorf("postgres: abort expired transaction %q: %w", d.tid, err)
 		}
@@ -102,7 +57,8 @@ func (c *Catalog) AbortExpiredTxns(ctx context.Context, limit int) ([]catalog.Tx
 }
 
 // TxnTx runs one coordinator transaction in two round trips (engine.TxnBackend).
-func (c *Catalog) TxnTx(ctx context.Context, load engine.TxnLoad, decide func(*engine.TxnView) (*engine.TxnWrites, error)) error {
+func (e pgEngine) TxnTx(ctx context.Context, load engine.TxnLoad, decide func(*engine.TxnView) (*engine.TxnWrites, error)) error {
+	c := e.c
 	var r *txnRead
 	var marks map[catalog.TopicPartition]int64
 	err := c.twoTrips(ctx, func(b *pgx.Batch) {

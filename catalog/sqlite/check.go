@@ -7,18 +7,13 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
-	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 var _ catalog.Inventory = (*Catalog)(nil)
 
-// InventorySegments implements catalog.Inventory (engine.InventoryPages): each page of
-// segments read with its chunk rows in one query on the read pool.
-func (c *Catalog) InventorySegments(ctx context.Context, fn func(catalog.SegmentRecord) error) error {
-	return engine.InventoryPages(ctx, c.inventoryPage, fn)
-}
-
-func (c *Catalog) inventoryPage(ctx context.Context, after string, limit int, row func(catalog.SegmentRecord, *catalog.Chunk)) error {
+// InventoryPage reads one page of segments with their chunk rows (engine.InventoryBackend).
+func (e sqliteEngine) InventoryPage(ctx context.Context, after string, limit int, row func(catalog.SegmentRecord, *catalog.Chunk)) error {
+	c := e.c
 	rows, err := c.r.QueryContext(ctx, `
 		WITH s AS (
 			SELECT id, key, size, state, created_at, marked_at FROM segments

@@ -290,34 +290,10 @@ func (e sqliteEngine) ClassicTx(ctx context.Context, load engine.ClassicLoad, de
 	return nil
 }
 
-// JoinGroup runs one JoinGroup (engine.JoinGroup).
-func (c *Catalog) JoinGroup(ctx context.Context, j catalog.ClassicJoin) (catalog.ClassicJoinResult, error) {
-	return engine.JoinGroup(ctx, c.engine(), j)
-}
-
-// SyncGroup runs one SyncGroup (engine.SyncGroup).
-func (c *Catalog) SyncGroup(ctx context.Context, s catalog.ClassicSync) (catalog.ClassicSyncResult, error) {
-	return engine.SyncGroup(ctx, c.engine(), s)
-}
-
-// ClassicHeartbeat runs one Heartbeat (engine.ClassicHeartbeat).
-func (c *Catalog) ClassicHeartbeat(ctx context.Context, h catalog.ClassicHeartbeat) (bool, error) {
-	return engine.ClassicHeartbeat(ctx, c.engine(), h)
-}
-
-// LeaveGroup runs one LeaveGroup (engine.LeaveGroup).
-func (c *Catalog) LeaveGroup(ctx context.Context, group string, members []catalog.ClassicLeaver) ([]error, error) {
-	return engine.LeaveGroup(ctx, c.engine(), group, members)
-}
-
-// CommitClassicOffsets commits a classic member's offsets at its generation
-// (engine.CommitClassicOffsets).
-func (c *Catalog) CommitClassicOffsets(ctx context.Context, cc catalog.ClassicCommit) error {
-	return engine.CommitClassicOffsets(ctx, c.engine(), cc)
-}
-
-// readClassic reads a classic group in one snapshot, without a lock.
-func (c *Catalog) readClassic(ctx context.Context, group string) (*engine.ClassicGroup, time.Time, error) {
+// ReadClassic reads a classic group in one snapshot, without a lock
+// (engine.ClassicBackend).
+func (e sqliteEngine) ReadClassic(ctx context.Context, group string) (*engine.ClassicGroup, time.Time, error) {
+	c := e.c
 	g, now, err := c.readClassicTx(ctx, group)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("sqlite: read classic group %s: %w", group, err)
@@ -345,30 +321,6 @@ func (c *Catalog) readClassicTx(ctx context.Context, group string) (*engine.Clas
 		return nil, time.Time{}, fmt.Errorf("%w: %s is a %s group", catalog.ErrNotClassicGroup, group, g.Type)
 	}
 	return g, now, nil
-}
-
-// tickClassic applies the due transitions of a group.
-func (c *Catalog) tickClassic(ctx context.Context, group string) (*engine.ClassicGroup, time.Time, error) {
-	return engine.TickClassic(ctx, c.engine(), group)
-}
-
-// PollJoin answers a held JoinGroup (see catalog.ClassicGroups).
-func (c *Catalog) PollJoin(ctx context.Context, group, member, instance string, wait int32) (catalog.ClassicJoinAnswer, catalog.ClassicPoll, error) {
-	return c.classicReads().PollJoin(ctx, group, member, instance, wait)
-}
-
-// PollSync answers a held SyncGroup.
-func (c *Catalog) PollSync(ctx context.Context, group, member, instance string, generation int32) (catalog.ClassicSyncResult, catalog.ClassicPoll, error) {
-	return c.classicReads().PollSync(ctx, group, member, instance, generation)
-}
-
-// DescribeClassicGroup describes a classic group.
-func (c *Catalog) DescribeClassicGroup(ctx context.Context, group string) (catalog.ClassicDescription, error) {
-	return c.classicReads().Describe(ctx, group)
-}
-
-func (c *Catalog) classicReads() engine.ClassicReads {
-	return engine.ClassicReads{Read: c.readClassic, Tick: c.tickClassic}
 }
 
 // GroupKinds lists every group's type (and a classic group's state).

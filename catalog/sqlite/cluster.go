@@ -13,12 +13,6 @@ import (
 
 var _ catalog.Cluster = (*Catalog)(nil)
 
-// RegisterNode takes an id for the node at addr (engine.RegisterNode; sqliteNodes below
-// holds its statements).
-func (c *Catalog) RegisterNode(ctx context.Context, addr string, ttl time.Duration) (catalog.NodeLease, error) {
-	return engine.RegisterNode(ctx, c.engine(), addr, ttl)
-}
-
 // NodeTx runs a registration in one immediate transaction, which excludes every other
 // registration (engine.NodeBackend).
 func (e sqliteEngine) NodeTx(ctx context.Context, fn func(engine.NodeStmts) error) error {

@@ -354,12 +354,6 @@ func markDeleting(ctx context.Context, tx *sql.Tx, now time.Time, ids []int64) e
 	return nil
 }
 
-// SwapChunks replaces s.Old with s.New over a new object, as a compare-and-swap (the
-// script is engine.SwapChunks; sqliteSwap below holds its statements).
-func (c *Catalog) SwapChunks(ctx context.Context, s catalog.Swap) error {
-	return engine.SwapChunks(ctx, c.engine(), s)
-}
-
 // SwapTx runs a swap's statements in one immediate transaction (engine.SwapBackend).
 func (e sqliteEngine) SwapTx(ctx context.Context, fn func(engine.SwapStmts) error) error {
 	return e.c.writeTx(ctx, func(tx *sql.Tx, now time.Time) error { return fn(sqliteSwap{tx, now}) })

@@ -171,31 +171,10 @@ func (c *Catalog) PutConnector(ctx context.Context, spec catalog.ConnectorSpec, 
 	return out, created, nil
 }
 
-// Connector reads one connector.
-func (c *Catalog) Connector(ctx context.Context, name string) (catalog.Connector, error) {
-	cs, err := c.readConnectors(ctx, name)
-	if err != nil {
-		return catalog.Connector{}, fmt.Errorf("sqlite: connector %s: %w", name, err)
-	}
-	if len(cs) == 0 {
-		return catalog.Connector{}, fmt.Errorf("sqlite: %w: %s", catalog.ErrConnectorNotFound, name)
-	}
-	return cs[0], nil
-}
-
-// Connectors reads every connector.
-func (c *Catalog) Connectors(ctx context.Context) ([]catalog.Connector, error) {
-	cs, err := c.readConnectors(ctx, "")
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: connectors: %w", err)
-	}
-	return cs, nil
-}
-
-func (c *Catalog) readConnectors(ctx context.Context, name string) ([]catalog.Connector, error) {
-	if name != "" && catalog.ValidateConnectorName(name) != nil {
-		return nil, nil
-	}
+// ReadConnectors reads one connector (none when name is not one), or every one when
+// name is empty (engine.ConnectBackend).
+func (e sqliteEngine) ReadConnectors(ctx context.Context, name string) ([]catalog.Connector, error) {
+	c := e.c
 	tx, err := c.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, err

@@ -6,19 +6,14 @@ import (
 	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
-// sqliteEngine is what this backend gives the engine's transaction scripts: the write
-// transactions (immediate, on the one writer connection) and the statements they run
-// (each script's statements sit beside the method that calls it).
+// sqliteEngine is what this backend gives the engine's transaction scripts
+// (engine.Backend): the write transactions (immediate, on the one writer connection) and the statements they run,
+// each script's statements in the file of its concern (compact.go: SwapTx, groups.go:
+// GroupTx, …). Catalog embeds the methods those scripts implement (scripts, registry),
+// so none is written here twice.
 type sqliteEngine struct{ c *Catalog }
 
-var (
-	_ engine.SwapBackend     = sqliteEngine{}
-	_ engine.ClassicBackend  = sqliteEngine{}
-	_ engine.RegistryDB      = sqliteEngine{}
-	_ engine.NodeBackend     = sqliteEngine{}
-	_ engine.ProducerBackend = sqliteEngine{}
-	_ engine.GroupBackend    = sqliteEngine{}
-)
+var _ engine.Backend = sqliteEngine{}
 
 func (c *Catalog) engine() sqliteEngine { return sqliteEngine{c} }
 
@@ -31,3 +26,7 @@ func (e sqliteEngine) CommitTimeout() time.Duration { return e.c.opts.CommitTime
 // registry is the schema registry's methods, written once (engine.Registry); Catalog
 // embeds it under this unexported name.
 type registry = engine.Registry
+
+// scripts is the catalog methods whose transaction scripts are the engine's
+// (engine.Methods); Catalog embeds it under this unexported name.
+type scripts = engine.Methods

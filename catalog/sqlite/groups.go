@@ -210,22 +210,6 @@ func writeGroup(ctx context.Context, tx *sql.Tx, before, after *engine.GroupStat
 	return nil
 }
 
-// Heartbeat runs one member's heartbeat (engine.Heartbeat).
-func (c *Catalog) Heartbeat(ctx context.Context, hb catalog.Heartbeat) (catalog.HeartbeatResult, error) {
-	return engine.Heartbeat(ctx, c.engine(), hb)
-}
-
-// CommitOffsets stores committed offsets (engine.CommitOffsets).
-func (c *Catalog) CommitOffsets(ctx context.Context, oc catalog.OffsetCommit) error {
-	return engine.CommitOffsets(ctx, c.engine(), "commit", oc)
-}
-
-// ResetOffsets sets offsets while the group has no live members: a commit from outside
-// the group.
-func (c *Catalog) ResetOffsets(ctx context.Context, group string, offsets []catalog.CommitOffset) error {
-	return engine.CommitOffsets(ctx, c.engine(), "reset", catalog.OffsetCommit{Group: group, Offsets: offsets})
-}
-
 // GroupTx runs one group call (engine.GroupBackend) in one immediate transaction; the
 // one writer holds the whole file, so the lock load asks for is implied.
 func (e sqliteEngine) GroupTx(ctx context.Context, load engine.GroupLoad, decide func(*engine.GroupView) (*engine.GroupWrites, error)) error {

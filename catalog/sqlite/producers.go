@@ -17,12 +17,6 @@ import (
 
 var _ catalog.Producers = (*Catalog)(nil)
 
-// InitProducer hands out a producer identity (engine.InitProducer; sqliteProducers
-// below holds its statements).
-func (c *Catalog) InitProducer(ctx context.Context, transactionalID string, current *catalog.Producer, owner string) (catalog.Producer, error) {
-	return engine.InitProducer(ctx, c.engine(), c, transactionalID, current, owner)
-}
-
 // ExpireProducers runs the expiry pass in a transaction of its own
 // (engine.ProducerBackend).
 func (e sqliteEngine) ExpireProducers(ctx context.Context) error {

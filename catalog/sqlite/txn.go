@@ -17,52 +17,7 @@ import (
 // over TxnTx, and the flush commit checks transactional requests (txnCheck). One writer
 // connection serialises every write, so "locks" are only the order of reads.
 
-var (
-	_ catalog.Transactions = (*Catalog)(nil)
-	_ engine.TxnBackend    = (*Catalog)(nil)
-)
-
-// InitTxnProducer hands a transactional id its identity (see catalog.Transactions).
-func (c *Catalog) InitTxnProducer(ctx context.Context, req catalog.InitTxn) (catalog.Producer, error) {
-	p, err := engine.InitTxnProducer(ctx, c, req)
-	if err != nil {
-		return catalog.Producer{}, fmt.Errorf("sqlite: init producer %q: %w", req.TransactionalID, err)
-	}
-	return p, nil
-}
-
-// AddTxnPartitions adds partitions to a transaction (see catalog.Transactions).
-func (c *Catalog) AddTxnPartitions(ctx context.Context, req catalog.TxnPartitions) error {
-	if err := engine.AddTxnPartitions(ctx, c, req); err != nil {
-		return fmt.Errorf("sqlite: add partitions to transaction %q: %w", req.TransactionalID, err)
-	}
-	return nil
-}
-
-// AddTxnGroup adds a group to a transaction (see catalog.Transactions).
-func (c *Catalog) AddTxnGroup(ctx context.Context, req catalog.TxnGroup) error {
-	if err := engine.AddTxnGroup(ctx, c, req); err != nil {
-		return fmt.Errorf("sqlite: add group %s to transaction %q: %w", req.Group, req.TransactionalID, err)
-	}
-	return nil
-}
-
-// TxnCommitOffsets stores a transaction's pending offsets (see catalog.Transactions).
-func (c *Catalog) TxnCommitOffsets(ctx context.Context, req catalog.TxnOffsetCommit) error {
-	if err := engine.TxnCommitOffsets(ctx, c, req); err != nil {
-		return fmt.Errorf("sqlite: transactional offset commit of %q to group %s: %w", req.TransactionalID, req.Group, err)
-	}
-	return nil
-}
-
-// EndTxn commits or aborts a transaction (see catalog.Transactions).
-func (c *Catalog) EndTxn(ctx context.Context, req catalog.EndTxn) (catalog.EndTxnResult, error) {
-	res, err := engine.EndTxn(ctx, c, req)
-	if err != nil {
-		return catalog.EndTxnResult{}, fmt.Errorf("sqlite: end transaction %q: %w", req.TransactionalID, err)
-	}
-	return res, nil
-}
+var _ catalog.Transactions = (*Catalog)(nil)
 
 // AbortExpiredTxns aborts transactions past their timeout (see catalog.Transactions).
 func (c *Catalog) AbortExpiredTxns(ctx context.Context, limit int) ([]catalog.TxnDescription, error) {
@@ -92,7 +47,7 @@ func (c *Catalog) AbortExpiredTxns(ctx context.Context, limit int) ([]catalog.Tx
 	}
 	var out []catalog.TxnDescription
 	for _, d := range dues {
-		desc, ok, err := engine.AbortExpiredTxn(ctx, c, d.tid, d.p)
+		desc, ok, err := engine.AbortExpiredTxn(ctx, c.engine(), d.tid, d.p)
 		if err != nil {
 			return out, fmt.Errorf("sqlite: abort expired transaction %q: %w", d.tid, err)
 		}
@@ -107,7 +62,8 @@ func (c *Catalog) AbortExpiredTxns(ctx context.Context, limit int) ([]catalog.Tx
 const nowExpr = `CAST(ROUND(unixepoch('subsec') * 1000) AS INTEGER)`
 
 // TxnTx runs one coordinator transaction (engine.TxnBackend).
-func (c *Catalog) TxnTx(ctx context.Context, load engine.TxnLoad, decide func(*engine.TxnView) (*engine.TxnWrites, error)) error {
+func (e sqliteEngine) TxnTx(ctx context.Context, load engine.TxnLoad, decide func(*engine.TxnView) (*engine.TxnWrites, error)) error {
+	c := e.c
 	tx, err := c.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)

@@ -65,6 +65,9 @@ type ClassicBackend interface {
 	// listeners when w.Changes.Notify; when it answers none (or an error), nothing is
 	// written, not even the inserted group.
 	ClassicTx(ctx context.Context, load ClassicLoad, decide func(*ClassicView) (*ClassicWrites, error)) error
+	// ReadClassic reads a classic group in one snapshot, without a lock
+	// (ClassicReads.Read).
+	ReadClassic(ctx context.Context, group string) (*ClassicGroup, time.Time, error)
 }
 
 // ClassicStep runs one classic step: the due transitions (Advance), then step. When

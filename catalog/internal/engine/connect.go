@@ -2,10 +2,12 @@ package engine
 
 import (
 	"cmp"
+	"context"
 	"fmt"
-	"github.com/strata-io/strata/catalog"
 	"slices"
 	"time"
+
+	"github.com/strata-io/strata/catalog"
 )
 
 // The connector rules a backend runs inside its transactions: the fence check of a
@@ -239,4 +241,11 @@ func PlanWorkerBeat(now time.Time, b catalog.WorkerBeat, workers []WorkerRow, ta
 		plan.Claim = append(plan.Claim, c.claimable[:min(len(c.claimable), share-len(c.held))]...)
 	}
 	return plan
+}
+
+// ConnectBackend reads connectors.
+type ConnectBackend interface {
+	// ReadConnectors reads connector name, or every connector when name is empty, in
+	// one snapshot.
+	ReadConnectors(ctx context.Context, name string) ([]catalog.Connector, error)
 }

@@ -3,11 +3,12 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"github.com/strata-io/strata/catalog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/strata-io/strata/catalog"
 )
 
 func ids(s ...string) []catalog.TaskID {

@@ -42,3 +42,8 @@ func InventoryPages(ctx context.Context, page func(ctx context.Context, after st
 		after = recs[len(recs)-1].Key
 	}
 }
+
+// InventoryBackend reads the inventory's pages (InventoryPages' page).
+type InventoryBackend interface {
+	InventoryPage(ctx context.Context, after string, limit int, row func(catalog.SegmentRecord, *catalog.Chunk)) error
+}

@@ -106,7 +106,8 @@ var stillInBoth = map[string]string{
 // through the package's own helpers). Such a pair is one algorithm written twice; it
 // belongs here, in one function over a small statement interface each backend
 // implements (as engine.SwapChunks over SwapStmts, engine.EndTxn over TxnBackend), so
-// that the backend's method is a single call: one rule, which cannot match two.
+// that the backend holds no method for it (engine.Methods, embedded) or a single call:
+// one rule, which cannot match two.
 func TestNoScriptInBothBackends(t *testing.T) {
 	pg := ruleSteps(t, "../../postgres")
 	sq := ruleSteps(t, "../../sqlite")
