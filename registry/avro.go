@@ -70,8 +70,8 @@ func (a *avroSchema) recordName() string            { return a.name }
 func (a *avroSchema) validate(payload []byte) error { return validateAvro(a.s, payload) }
 
 // reads checks, with Avro's own checker, that data written with writer reads with a.
-func (a *avroSchema) reads(writer format) []string {
-	if err := avro.NewSchemaCompatibility().Compatible(a.s, writer.(*avroSchema).s); err != nil {
+func (a *avroSchema) reads(writer *avroSchema) []string {
+	if err := avro.NewSchemaCompatibility().Compatible(a.s, writer.s); err != nil {
 		return []string{err.Error()}
 	}
 	return nil

@@ -32,8 +32,9 @@ var ErrEncode = errors.New("does not fit the schema")
 // EncodeJSON encodes the JSON text v to s's encoding: the bytes that follow the
 // registry's framing (the id).
 func (s *Schema) EncodeJSON(v []byte) ([]byte, error) {
-	switch f := s.f.(type) {
-	case *avroSchema:
+	switch {
+	case s.avro != nil:
+		f := s.avro
 		doc, err := decodeJSONNumbers(v)
 		if err != nil {
 			return nil, err
@@ -47,7 +48,8 @@ func (s *Schema) EncodeJSON(v []byte) ([]byte, error) {
 			return nil, fmt.Errorf("%w: %v", ErrEncode, err)
 		}
 		return out, nil
-	case *jsonSchemaFormat:
+	case s.json != nil:
+		f := s.json
 		if err := f.validate(v); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrEncode, err)
 		}
@@ -56,7 +58,8 @@ func (s *Schema) EncodeJSON(v []byte) ([]byte, error) {
 			return nil, fmt.Errorf("%w: %v", ErrEncode, err)
 		}
 		return buf.Bytes(), nil
-	case *protoSchema:
+	case s.proto != nil:
+		f := s.proto
 		if f.fd.Messages().Len() == 0 {
 			return nil, fmt.Errorf("%w: the schema has no message", ErrEncode)
 		}
@@ -75,8 +78,9 @@ func (s *Schema) EncodeJSON(v []byte) ([]byte, error) {
 
 // DecodeJSON decodes payload (the bytes after the id) to JSON text.
 func (s *Schema) DecodeJSON(payload []byte) ([]byte, error) {
-	switch f := s.f.(type) {
-	case *avroSchema:
+	switch {
+	case s.avro != nil:
+		f := s.avro
 		if err := f.validate(payload); err != nil {
 			return nil, err
 		}
@@ -85,13 +89,14 @@ func (s *Schema) DecodeJSON(payload []byte) ([]byte, error) {
 			return nil, err
 		}
 		return json.Marshal(jsonFriendly(v))
-	case *jsonSchemaFormat:
+	case s.json != nil:
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, payload); err != nil {
 			return nil, err
 		}
 		return buf.Bytes(), nil
-	case *protoSchema:
+	case s.proto != nil:
+		f := s.proto
 		path, body, err := MessageIndexes(payload)
 		if err != nil {
 			return nil, err

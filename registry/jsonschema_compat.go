@@ -13,8 +13,7 @@ import (
 // JSON Schema compatibility: Confluent's rules, written here (see jsonschema.go).
 
 // reads compares writer (Confluent's original) with f (the update).
-func (f *jsonSchemaFormat) reads(writer format) []string {
-	w := writer.(*jsonSchemaFormat)
+func (f *jsonSchemaFormat) reads(w *jsonSchemaFormat) []string {
 	cx := &jsonCompat{orig: w, upd: f, seen: map[[2]uintptr]bool{}, memo: map[[2]uintptr]memoEntry{}, split: map[uintptr]splitEntry{}, budget: new(int)}
 	*cx.budget = maxJSONCompares
 	cx.compare("#", w.doc, f.doc)

@@ -182,8 +182,7 @@ func (p *protoSchema) validate(payload []byte) error {
 }
 
 // reads compares writer (Confluent's original) with p (the update).
-func (p *protoSchema) reads(writer format) []string {
-	w := writer.(*protoSchema)
+func (p *protoSchema) reads(w *protoSchema) []string {
 	cx := &protoCompat{seen: map[[2]protoreflect.FullName]bool{}}
 	if w.fd.Package() != p.fd.Package() {
 		cx.bad("#", fmt.Sprintf("package changed from %q to %q", w.fd.Package(), p.fd.Package()))

@@ -59,15 +59,30 @@ type format interface {
 	recordName() string
 	// validate checks that payload (a record's bytes after the id) is one value.
 	validate(payload []byte) error
-	// reads answers why data written with writer (a schema of the same type) cannot be
-	// read with this schema: nil when it can.
-	reads(writer format) []string
 }
 
-// Schema is a parsed schema.
+// Schema is a parsed schema: f for what every format does, and the one parsed form of
+// its type for what compares or converts within a type (compatibility, JSON), so no
+// code asks an interface for its dynamic type.
 type Schema struct {
-	typ string
-	f   format
+	typ   string
+	f     format
+	avro  *avroSchema
+	json  *jsonSchemaFormat
+	proto *protoSchema
+}
+
+// reads answers why data written with w (a schema of s's type) cannot be read with s:
+// nil when it can.
+func (s *Schema) reads(w *Schema) []string {
+	switch {
+	case s.avro != nil:
+		return s.avro.reads(w.avro)
+	case s.json != nil:
+		return s.json.reads(w.json)
+	default:
+		return s.proto.reads(w.proto)
+	}
 }
 
 // Parse parses text as a schema of typ ("" is Avro) with its references resolved.
@@ -78,24 +93,25 @@ func Parse(typ, text string, refs []Resolved) (*Schema, error) {
 	if len(text) > MaxSchemaBytes {
 		return nil, fmt.Errorf("%w: the schema is %d bytes; at most %d", ErrInvalidSchema, len(text), MaxSchemaBytes)
 	}
-	var (
-		f   format
-		err error
-	)
+	s := &Schema{typ: typ}
+	var err error
 	switch typ {
 	case TypeAvro:
-		f, err = parseAvro(text, refs)
+		s.avro, err = parseAvro(text, refs)
+		s.f = s.avro
 	case TypeJSON:
-		f, err = parseJSONSchema(text, refs)
+		s.json, err = parseJSONSchema(text, refs)
+		s.f = s.json
 	case TypeProtobuf:
-		f, err = parseProtobuf(text, refs)
+		s.proto, err = parseProtobuf(text, refs)
+		s.f = s.proto
 	default:
 		return nil, fmt.Errorf("%w: unknown schema type %q (supported: %s)", ErrInvalidSchema, typ, strings.Join(Types(), ", "))
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &Schema{typ: typ, f: f}, nil
+	return s, nil
 }
 
 // Type is the schema's type.
@@ -184,12 +200,12 @@ func Check(level Level, candidate *Schema, prior []Prior) []string {
 			problems = append(problems, fmt.Sprintf("the new schema is %s, version %d is %s", candidate.typ, p.Version, p.Schema.typ))
 		} else {
 			if base == Backward || base == Full {
-				for _, why := range candidate.f.reads(p.Schema.f) {
+				for _, why := range candidate.reads(p.Schema) {
 					problems = append(problems, "backward: the new schema cannot read data written with version "+fmt.Sprint(p.Version)+": "+why)
 				}
 			}
 			if base == Forward || base == Full {
-				for _, why := range p.Schema.f.reads(candidate.f) {
+				for _, why := range p.Schema.reads(candidate) {
 					problems = append(problems, "forward: version "+fmt.Sprint(p.Version)+" cannot read data written with the new schema: "+why)
 				}
 			}
