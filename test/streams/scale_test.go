@@ -1,7 +1,6 @@
 package streams
 
 import (
-	"slices"
 	"testing"
 	"time"
 
@@ -18,18 +17,14 @@ func TestScaleOutAndIn(t *testing.T) {
 		n = 1_000_000
 	}
 	nd, c := setup(t, n)
-	// slow's settings, with a session long enough that a starved machine (CI under load) does not
-	// expire members: this test is about epoch bumps, and a session expiry drops tasks by
-	// design. Members that leave here leave on SIGTERM, which needs no session to pass.
-	args := append(slices.Clone(slow), "--session-timeout", "30s")
 	var ins []*instance
 	for _, name := range []string{"scale-a", "scale-b", "scale-c"} {
-		ins = append(ins, newInstance(t, nd.url, name, args...))
+		ins = append(ins, newInstance(t, nd.url, name, slow...))
 	}
 	for _, in := range ins {
 		in.waitTasks(2, time.Minute)
 	}
-	d := newInstance(t, nd.url, "scale-d", args...)
+	d := newInstance(t, nd.url, "scale-d", slow...)
 	d.waitTasks(1, time.Minute)
 	if lag := lagOf(t, c, "retail"); lag == 0 {
 		t.Fatal("drained before the scale-out: the test proves little")
