@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strata-io/strata/internal/testkit/testsvc"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/kafka"
 )
 
@@ -153,20 +154,13 @@ func TestSIGKILLedProducerAborted(t *testing.T) {
 	cmd.Wait()
 
 	r := rawTo(t, n)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.Until(t, 30*time.Second, "the killed producer's transaction aborted", func() bool {
 		hw, lso := stableOffsets(t, r, "t", 0)
-		if hw == 3 && lso == 3 {
-			break // the records and the abort marker
-		}
 		if hw != 2 && hw != 3 || lso != 0 && lso != hw {
 			t.Fatalf("high watermark %d, stable %d: want 2 and 0 while open, 3 and 3 once aborted", hw, lso)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the killed producer's transaction is still open after %s: high watermark %d, stable %d", 30*time.Second, hw, lso)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return hw == 3 && lso == 3 // the records and the abort marker
+	})
 	// The abort came after the timeout: its marker's timestamp (the database clock at
 	// the decision) against the records' (the producer's clock, the same machine's).
 	cl := client(t, kgo.SeedBrokers(n.addr), kgo.ConsumeTopics("t"), kgo.FetchIsolationLevel(kgo.ReadUncommitted()),

@@ -14,6 +14,7 @@ import (
 
 	strata "github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/internal/testkit/batchtest"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/kafka"
 	"github.com/strata-io/strata/segment"
 )
@@ -412,19 +413,13 @@ func TestTransactionTimeout(t *testing.T) {
 	if hw, lso := stableOffsets(t, r, "t", 0); hw != 3 || lso != 0 {
 		t.Fatalf("open: high watermark %d, stable %d; want 3, 0", hw, lso)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testwait.Until(t, 15*time.Second, "the transaction aborted at its timeout", func() bool {
 		if _, err := n.core.ReapTxns(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if hw, lso := stableOffsets(t, r, "t", 0); lso == hw && hw == 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the transaction was not aborted at its timeout")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		hw, lso := stableOffsets(t, r, "t", 0)
+		return lso == hw && hw == 4
+	})
 	if got := consumeValues(t, n.addr, "t", kgo.ReadCommitted(), 1, time.Second); len(got) != 0 {
 		t.Fatalf("read committed after the timeout: %v, want nothing", got)
 	}
