@@ -15,7 +15,7 @@ import (
 func BenchmarkValidate(b *testing.B) {
 	body := strings.Repeat("x", 1000)
 	avroS, _ := Parse(TypeAvro, `{"type":"record","name":"Event","fields":[{"name":"id","type":"long"},{"name":"kind","type":"string"},{"name":"body","type":"string"}]}`, nil)
-	avroP, _ := avro.Marshal(avroS.f.(*avroSchema).s, map[string]any{"id": int64(1), "kind": "order", "body": body})
+	avroP, _ := avro.Marshal(avroS.avro.s, map[string]any{"id": int64(1), "kind": "order", "body": body})
 	jsonS, _ := Parse(TypeJSON, `{"type":"object","properties":{"id":{"type":"integer"},"kind":{"type":"string","maxLength":32},"body":{"type":"string"}},"required":["id","kind","body"],"additionalProperties":false}`, nil)
 	jsonP := []byte(`{"id":1,"kind":"order","body":"` + body + `"}`)
 	protoS, _ := Parse(TypeProtobuf, "syntax = \"proto3\";\nmessage Event { int64 id = 1; string kind = 2; string body = 3; }", nil)

@@ -20,7 +20,7 @@ func TestAvroJSONRoundTrip(t *testing.T) {
 	}
 	// hamba reads back what was meant.
 	var got map[string]any
-	if err := avro.Unmarshal(s.f.(*avroSchema).s, enc, &got); err != nil || got["id"] != int64(7) || got["note"] != "hi" {
+	if err := avro.Unmarshal(s.avro.s, enc, &got); err != nil || got["id"] != int64(7) || got["note"] != "hi" {
 		t.Fatalf("decoded %v %v", got, err)
 	}
 	out, err := s.DecodeJSON(enc)

@@ -61,15 +61,26 @@ type format interface {
 	validate(payload []byte) error
 }
 
-// Schema is a parsed schema: f for what every format does, and the one parsed form of
-// its type for what compares or converts within a type (compatibility, JSON), so no
-// code asks an interface for its dynamic type.
+// Schema is a parsed schema: the one parsed form of its type (exactly one is set), so
+// what compares or converts within a type (compatibility, JSON) takes it as it is and
+// no code asks an interface for its dynamic type.
 type Schema struct {
 	typ   string
-	f     format
 	avro  *avroSchema
 	json  *jsonSchemaFormat
 	proto *protoSchema
+}
+
+// f is the schema's parsed form as a format, for what every format does.
+func (s *Schema) f() format {
+	switch {
+	case s.avro != nil:
+		return s.avro
+	case s.json != nil:
+		return s.json
+	default:
+		return s.proto
+	}
 }
 
 // reads answers why data written with w (a schema of s's type) cannot be read with s:
@@ -98,13 +109,10 @@ func Parse(typ, text string, refs []Resolved) (*Schema, error) {
 	switch typ {
 	case TypeAvro:
 		s.avro, err = parseAvro(text, refs)
-		s.f = s.avro
 	case TypeJSON:
 		s.json, err = parseJSONSchema(text, refs)
-		s.f = s.json
 	case TypeProtobuf:
 		s.proto, err = parseProtobuf(text, refs)
-		s.f = s.proto
 	default:
 		return nil, fmt.Errorf("%w: unknown schema type %q (supported: %s)", ErrInvalidSchema, typ, strings.Join(Types(), ", "))
 	}
@@ -118,15 +126,15 @@ func Parse(typ, text string, refs []Resolved) (*Schema, error) {
 func (s *Schema) Type() string { return s.typ }
 
 // Canonical is the schema's canonical text: what GET answers and what identifies it.
-func (s *Schema) Canonical() string { return s.f.canonical() }
+func (s *Schema) Canonical() string { return s.f().canonical() }
 
 // RecordName is the full name of the schema's top-level record (or other named type),
 // which the record name strategies put in the subject; "" when it has none.
-func (s *Schema) RecordName() string { return s.f.recordName() }
+func (s *Schema) RecordName() string { return s.f().recordName() }
 
 // Validate checks that payload (a record's value after the framing) is one value of s.
 func (s *Schema) Validate(payload []byte) error {
-	return s.f.validate(payload)
+	return s.f().validate(payload)
 }
 
 // Fingerprint identifies a schema with its references: equal fingerprints, one id.

@@ -18,7 +18,7 @@ const orderSchema = `{"type":"record","name":"Order","fields":[
 
 func TestValidateAvro(t *testing.T) {
 	s := mustParse(t, orderSchema)
-	good, err := avro.Marshal(s.f.(*avroSchema).s, map[string]any{
+	good, err := avro.Marshal(s.avro.s, map[string]any{
 		"id": int64(7), "note": "hi", "color": "GREEN", "tags": []any{"a", "b"},
 		"attrs": map[string]any{"x": 1}, "hash": [4]byte{1, 2, 3, 4}, "ok": true, "price": 2.5,
 	})
