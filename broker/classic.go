@@ -268,6 +268,29 @@ func (b *Broker) DescribeAnyGroup(ctx context.Context, who Principal, group stri
 	return GroupInfo{Type: catalog.GroupTypeConsumer, Consumer: &d}, nil
 }
 
+// CheckFetchMember checks the member an offset fetch names (Kafka's OffsetFetch v9):
+// in a consumer group it must be live (CodeUnknownMember) at the epoch it gives
+// (CodeStaleMemberEpoch). No member, a classic group, or a group that cannot be
+// described passes: the fetch's own authorization and lookup answer those.
+func (b *Broker) CheckFetchMember(ctx context.Context, who Principal, group, member string, epoch int32) error {
+	if member == "" {
+		return nil
+	}
+	info, err := b.DescribeAnyGroup(ctx, who, group)
+	if err != nil || info.Consumer == nil {
+		return nil
+	}
+	for _, m := range info.Consumer.Members {
+		if m.ID == member {
+			if m.Epoch != epoch {
+				return newError(CodeStaleMemberEpoch, "member %q of %s is at epoch %d, not %d", member, group, m.Epoch, epoch)
+			}
+			return nil
+		}
+	}
+	return newError(CodeUnknownMember, "%q is not a live member of %s", member, group)
+}
+
 // GroupKinds lists every group's type, and a classic group's state and protocol type.
 func (b *Broker) GroupKinds(ctx context.Context, who Principal) ([]catalog.GroupKind, error) {
 	if e := b.check(CapClassicGroups); e != nil {

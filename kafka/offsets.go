@@ -166,7 +166,7 @@ func (s *Server) offsetFetch(ctx context.Context, r *request, req kmsg.Request) 
 			if g.Topics == nil {
 				topics = nil
 			}
-			code := s.checkFetchMember(ctx, r.who, g.Group, g.MemberID, g.MemberEpoch)
+			code := s.commitCode(s.deps.Core.CheckFetchMember(ctx, r.who, g.Group, deref(g.MemberID), g.MemberEpoch), 9)
 			var rts []kmsg.OffsetFetchResponseTopic
 			if code == 0 {
 				rts, code = s.groupOffsets(ctx, r.who, g.Group, topics)
@@ -223,28 +223,6 @@ func (s *Server) markUnstable(ctx context.Context, who broker.Principal, group s
 		}
 	}
 	return 0
-}
-
-// checkFetchMember checks the member an OffsetFetch names (v9): in a consumer group it
-// must be live at its current epoch (STALE_MEMBER_EPOCH tells a KIP-848 client to
-// heartbeat first). A classic group's member is not checked, as Kafka does not.
-func (s *Server) checkFetchMember(ctx context.Context, who broker.Principal, group string, member *string, epoch int32) int16 {
-	if member == nil || *member == "" {
-		return 0
-	}
-	info, err := s.deps.Core.DescribeAnyGroup(ctx, who, group)
-	if err != nil || info.Consumer == nil {
-		return 0 // no such group (it has no offsets), or a classic one
-	}
-	for _, m := range info.Consumer.Members {
-		if m.ID == *member {
-			if m.Epoch != epoch {
-				return kerr.StaleMemberEpoch.Code
-			}
-			return 0
-		}
-	}
-	return kerr.UnknownMemberID.Code
 }
 
 // groupOffsets answers one group of an OffsetFetch.
