@@ -110,7 +110,7 @@ type ShareAcquire struct {
 	Group      string
 	MemberID   string
 	Partitions []ShareTP // by topic name; sorted by the engine
-	MaxRecords int              // across the partitions, > 0
+	MaxRecords int       // across the partitions, > 0
 	// The group's configs, resolved by the caller.
 	LockDuration  time.Duration
 	DeliveryLimit int
@@ -186,7 +186,7 @@ type ShareGroupDescription struct {
 // SharePartitionState counts a share-partition's in-flight records by state.
 type SharePartitionState struct {
 	ShareTP
-	StartOffset                               int64
+	StartOffset                                 int64
 	Available, Acquired, Acknowledged, Archived int64
 }
 
