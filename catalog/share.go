@@ -28,7 +28,7 @@ type ShareGroups interface {
 	// ShareAcquire acquires, for the member, up to MaxRecords available records of the
 	// partitions, in one catalog transaction that writes nothing when it finds nothing.
 	// The member must be in the group (ErrUnknownMember).
-	ShareAcquire(ctx context.Context, req ShareAcquire) ([]ShareAcquired, error)
+	ShareAcquire(ctx context.Context, req ShareAcquire) (ShareAcquireResult, error)
 	// ShareAcknowledge applies acknowledgements in one catalog transaction. Each
 	// partition is all or nothing: its answer is nil or the reason nothing of it
 	// changed (ErrShareRecordState, ErrShareAckOutOfRange, ErrInvalidShareAck).
@@ -111,19 +111,30 @@ type ShareAcquire struct {
 	MemberID   string
 	Partitions []ShareTP // by topic name; sorted by the engine
 	MaxRecords int       // across the partitions, > 0
-	// The group's configs, resolved by the caller.
+	// MaxLocks bounds each share-partition's in-flight records
+	// (group.share.partition.max.record.locks; 0: DefaultShareMaxLocks).
+	MaxLocks int
+	// Overrides of the group's configs (read in the same transaction) for tests and
+	// tools: 0 and false take the group's.
 	LockDuration  time.Duration
 	DeliveryLimit int
-	MaxLocks      int
-	// ResetEarliest starts a new share-partition at the log start (else at the high
-	// watermark).
 	ResetEarliest bool
 }
 
-// ShareAcquired is one partition's acquisition: its ranges, in offset order.
+// ShareAcquireResult answers ShareAcquire: every partition asked for that exists, and
+// the lock duration the acquisition took.
+type ShareAcquireResult struct {
+	Partitions   []ShareAcquired
+	LockDuration time.Duration
+}
+
+// ShareAcquired is one partition's acquisition: its ranges, in offset order (none when
+// nothing was available), and Next, the first offset never acquired (a long-poll waits
+// for records there).
 type ShareAcquired struct {
 	ShareTP
 	Ranges []AcquiredRange
+	Next   int64
 }
 
 // AcquiredRange is a run of acquired offsets delivered for the same time.
@@ -147,7 +158,8 @@ type ShareAck struct {
 	Group      string
 	MemberID   string
 	Partitions []ShareAckPartition
-	// The group's configs: the lock a renewal sets, the limit a release meets.
+	// Overrides of the group's configs (0: the group's): the lock a renewal sets, the
+	// limit a release meets.
 	LockDuration  time.Duration
 	DeliveryLimit int
 }
@@ -238,4 +250,28 @@ func ValidateShareGroupConfigs(configs map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// ShareSettings are a share group's configs as the rules use them.
+type ShareSettings struct {
+	LockDuration  time.Duration
+	DeliveryLimit int
+	ResetEarliest bool
+	ReadCommitted bool
+}
+
+// ParseShareSettings reads group configs (validated ones; a value it cannot read takes
+// the default). share.auto.offset.reset=by_duration:… starts at the log start.
+func ParseShareSettings(configs map[string]string) ShareSettings {
+	s := ShareSettings{LockDuration: DefaultShareLockDuration, DeliveryLimit: DefaultShareDeliveryLimit}
+	if n, err := strconv.ParseInt(configs[ShareLockDurationMs], 10, 64); err == nil && n > 0 {
+		s.LockDuration = time.Duration(n) * time.Millisecond
+	}
+	if n, err := strconv.Atoi(configs[ShareDeliveryLimit]); err == nil && n > 0 {
+		s.DeliveryLimit = n
+	}
+	r := configs[ShareAutoOffsetReset]
+	s.ResetEarliest = r == "earliest" || strings.HasPrefix(r, "by_duration:")
+	s.ReadCommitted = configs[ShareIsolationLevel] == "read_committed"
+	return s
 }

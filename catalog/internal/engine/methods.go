@@ -186,7 +186,7 @@ func (m Methods) ShareHeartbeat(ctx context.Context, hb catalog.ShareHeartbeat) 
 }
 
 // ShareAcquire implements catalog.ShareGroups (ShareAcquire).
-func (m Methods) ShareAcquire(ctx context.Context, req catalog.ShareAcquire) ([]catalog.ShareAcquired, error) {
+func (m Methods) ShareAcquire(ctx context.Context, req catalog.ShareAcquire) (catalog.ShareAcquireResult, error) {
 	return ShareAcquire(ctx, m.DB, req)
 }
 

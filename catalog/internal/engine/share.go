@@ -281,26 +281,27 @@ func comparePartitionKey(a, b PartitionKey) int {
 }
 
 // ShareAcquire implements catalog.ShareGroups (ShareAcquire).
-func ShareAcquire(ctx context.Context, db ShareBackend, req catalog.ShareAcquire) ([]catalog.ShareAcquired, error) {
+func ShareAcquire(ctx context.Context, db ShareBackend, req catalog.ShareAcquire) (catalog.ShareAcquireResult, error) {
 	if req.MaxRecords <= 0 {
 		req.MaxRecords = 500
-	}
-	if req.LockDuration <= 0 {
-		req.LockDuration = catalog.DefaultShareLockDuration
-	}
-	if req.DeliveryLimit <= 0 {
-		req.DeliveryLimit = catalog.DefaultShareDeliveryLimit
 	}
 	if req.MaxLocks <= 0 {
 		req.MaxLocks = catalog.DefaultShareMaxLocks
 	}
 	var out []catalog.ShareAcquired
+	var lock time.Duration
 	err := shareTx(ctx, db, "share acquire", func(q ShareStmts) error {
 		out = nil
 		now, err := q.Now(ctx)
 		if err != nil {
 			return err
 		}
+		set, err := shareSettings(ctx, q, req.Group, req.LockDuration, req.DeliveryLimit)
+		if err != nil {
+			return err
+		}
+		lock = set.LockDuration
+		req.ResetEarliest = req.ResetEarliest || set.ResetEarliest
 		ms, err := q.ShareMembers(ctx, req.Group)
 		if err != nil {
 			return err
@@ -326,7 +327,7 @@ func ShareAcquire(ctx context.Context, db ShareBackend, req catalog.ShareAcquire
 			return err
 		}
 		nowMs, left := now.UnixMilli(), int64(req.MaxRecords)
-		deadline := nowMs + req.LockDuration.Milliseconds()
+		deadline := nowMs + set.LockDuration.Milliseconds()
 		for _, k := range keys {
 			b := bounds[k]
 			row, found := have[k]
@@ -346,14 +347,16 @@ func ShareAcquire(ctx context.Context, db ShareBackend, req catalog.ShareAcquire
 			if p.clampLogStart(b.LogStart) {
 				changed = true
 			}
-			if p.expire(nowMs, req.DeliveryLimit) {
+			if p.expire(nowMs, set.DeliveryLimit) {
 				changed = true
 			}
 			var got []ShareRange
 			if left > 0 {
 				got = p.acquire(req.MemberID, deadline, left, min(b.HighWatermark, p.Start+int64(req.MaxLocks)))
 			}
+			a := catalog.ShareAcquired{ShareTP: by[k], Next: p.End()}
 			if !changed && len(got) == 0 {
+				out = append(out, a)
 				continue // found nothing: write nothing
 			}
 			p.normalize()
@@ -369,10 +372,7 @@ func ShareAcquire(ctx context.Context, db ShareBackend, req catalog.ShareAcquire
 			} else if err := q.UpdateSharePartition(ctx, req.Group, row); err != nil {
 				return err
 			}
-			if len(got) == 0 {
-				continue
-			}
-			a := catalog.ShareAcquired{ShareTP: by[k]}
+			a.Next = p.End()
 			for _, r := range got {
 				a.Ranges = append(a.Ranges, catalog.AcquiredRange{First: r.First, Last: r.Last, DeliveryCount: r.Count, Deadline: time.UnixMilli(deadline)})
 				left -= r.Last - r.First + 1
@@ -381,21 +381,41 @@ func ShareAcquire(ctx context.Context, db ShareBackend, req catalog.ShareAcquire
 		}
 		return nil
 	})
-	return out, err
+	return catalog.ShareAcquireResult{Partitions: out, LockDuration: lock}, err
+}
+
+// shareSettings reads the group's configs, with the caller's overrides (0: none).
+func shareSettings(ctx context.Context, q ShareStmts, group string, lock time.Duration, limit int) (catalog.ShareSettings, error) {
+	raw, err := q.GroupConfigs(ctx, group)
+	if err != nil {
+		return catalog.ShareSettings{}, err
+	}
+	configs := map[string]string{}
+	if raw != "" {
+		if err := json.Unmarshal([]byte(raw), &configs); err != nil {
+			return catalog.ShareSettings{}, fmt.Errorf("decode group configs: %w", err)
+		}
+	}
+	s := catalog.ParseShareSettings(configs)
+	if lock > 0 {
+		s.LockDuration = lock
+	}
+	if limit > 0 {
+		s.DeliveryLimit = limit
+	}
+	return s, nil
 }
 
 // ShareAcknowledge implements catalog.ShareGroups (ShareAcknowledge).
 func ShareAcknowledge(ctx context.Context, db ShareBackend, req catalog.ShareAck) ([]error, error) {
-	if req.LockDuration <= 0 {
-		req.LockDuration = catalog.DefaultShareLockDuration
-	}
-	if req.DeliveryLimit <= 0 {
-		req.DeliveryLimit = catalog.DefaultShareDeliveryLimit
-	}
 	results := make([]error, len(req.Partitions))
 	err := shareTx(ctx, db, "share acknowledge", func(q ShareStmts) error {
 		clear(results)
 		now, err := q.Now(ctx)
+		if err != nil {
+			return err
+		}
+		set, err := shareSettings(ctx, q, req.Group, req.LockDuration, req.DeliveryLimit)
 		if err != nil {
 			return err
 		}
@@ -435,7 +455,7 @@ func ShareAcknowledge(ctx context.Context, db ShareBackend, req catalog.ShareAck
 				p = &sp
 				parts[ap.ShareTP] = p
 			}
-			if err := p.ack(req.MemberID, now.UnixMilli(), ap.Batches, req.LockDuration, req.DeliveryLimit); err != nil {
+			if err := p.ack(req.MemberID, now.UnixMilli(), ap.Batches, set.LockDuration, set.DeliveryLimit); err != nil {
 				results[i] = err
 				continue
 			}
