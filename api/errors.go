@@ -78,6 +78,9 @@ const (
 	CodeFencedInstanceID          = Code(broker.CodeFencedInstanceID)
 	CodeInvalidSessionTimeout     = Code(broker.CodeInvalidSessionTimeout)
 	CodeGroupSubscribed           = Code(broker.CodeGroupSubscribed)
+	CodeGroupTypeMismatch         = Code(broker.CodeGroupTypeMismatch)
+	CodeInvalidRecordState        = Code(broker.CodeInvalidRecordState)
+	CodeAckOutOfRange             = Code(broker.CodeAckOutOfRange)
 	CodeInvalidTxnState           = Code(broker.CodeInvalidTxnState)
 	CodeInvalidProducerIDMapping  = Code(broker.CodeInvalidProducerIDMapping)
 	CodeInvalidTransactionTimeout = Code(broker.CodeInvalidTransactionTimeout)
@@ -162,6 +165,9 @@ var codeTable = []CodeInfo{
 	{CodeFencedInstanceID, http.StatusConflict, "Static member fenced", false},
 	{CodeInvalidSessionTimeout, http.StatusBadRequest, "Invalid session timeout", false},
 	{CodeGroupSubscribed, http.StatusConflict, "Group subscribed to the topic", false},
+	{CodeGroupTypeMismatch, http.StatusConflict, "Group id of another group type", false},
+	{CodeInvalidRecordState, http.StatusConflict, "Record not held by this member", false},
+	{CodeAckOutOfRange, http.StatusBadRequest, "Acknowledged offsets never acquired", false},
 	{CodeInvalidTxnState, http.StatusConflict, "Invalid transaction state", false},
 	{CodeInvalidProducerIDMapping, http.StatusConflict, "Producer id not the transactional id's", false},
 	{CodeInvalidTransactionTimeout, http.StatusBadRequest, "Invalid transaction timeout", false},

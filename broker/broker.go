@@ -149,6 +149,9 @@ type Deps struct {
 	Registry SchemaRegistry
 	// Nodes is the registry of live nodes (both catalog backends), listed by Nodes.
 	Nodes NodeRegistry
+	// Share keeps share groups (both catalog backends): the share-group calls
+	// (share.go) need it.
+	Share ShareStore
 	// Now is the node clock that stamps and bounds CreateTime timestamps; nil: time.Now.
 	Now func() time.Time
 }
@@ -264,6 +267,8 @@ const (
 	CapRegistry
 	// CapNodes: the registry of live nodes.
 	CapNodes
+	// CapShareGroups: the share-group calls.
+	CapShareGroups
 )
 
 // Check answers nil when this node can serve calls that need c, else an *Error with
@@ -333,6 +338,10 @@ func (b *Broker) check(c Capability) *Error {
 	case CapRegistry:
 		if b.d.Registry == nil {
 			return newError(CodeRoleUnavailable, "this node's catalog keeps no schema registry")
+		}
+	case CapShareGroups:
+		if b.d.Share == nil || b.d.Catalog == nil {
+			return newError(CodeRoleUnavailable, "this node serves no share groups")
 		}
 	case CapNodes:
 		if b.d.Nodes == nil {

@@ -52,6 +52,11 @@ func (b *Broker) JoinGroup(ctx context.Context, who Principal, req JoinGroupRequ
 	if e := b.authorize(ctx, who, acl.OpRead, acl.Group(req.Group)); e != nil {
 		return JoinGroupResult{}, e
 	}
+	if req.MemberID == "" {
+		if e := b.checkNotShareGroup(ctx, req.Group); e != nil {
+			return JoinGroupResult{}, e
+		}
+	}
 	j := catalog.ClassicJoin{
 		Group: req.Group, MemberID: req.MemberID, InstanceID: req.InstanceID, ClientID: req.ClientID,
 		ClientHost: req.ClientHost, SessionTimeout: req.SessionTimeout, RebalanceTimeout: req.RebalanceTimeout,

@@ -86,6 +86,10 @@ const (
 	CodeFencedInstanceID          Code = "fenced_instance_id"
 	CodeInvalidSessionTimeout     Code = "invalid_session_timeout"
 	CodeGroupSubscribed           Code = "group_subscribed_to_topic"
+	// Share groups (share.go).
+	CodeGroupTypeMismatch  Code = "group_type_mismatch"
+	CodeInvalidRecordState Code = "invalid_record_state"
+	CodeAckOutOfRange      Code = "ack_out_of_range"
 )
 
 // retriable lists the codes whose request may succeed later unchanged: the node was
@@ -123,6 +127,7 @@ func Codes() []Code {
 		CodeGroupSubscribed, CodeInvalidTxnState, CodeInvalidProducerIDMapping, CodeInvalidTransactionTimeout,
 		CodeConnectorNotFound, CodeConnectorExists, CodeTaskNotFound, CodeConnectorNotStopped,
 		CodeSchemaNotFound, CodeInvalidSchema, CodeIncompatibleSchema, CodeSchemaValidationFailed,
+		CodeGroupTypeMismatch, CodeInvalidRecordState, CodeAckOutOfRange,
 	}
 }
 

@@ -41,6 +41,11 @@ func (b *Broker) Heartbeat(ctx context.Context, who Principal, hb catalog.Heartb
 	if e := validGroup(hb.Group); e != nil {
 		return catalog.HeartbeatResult{}, e
 	}
+	if hb.MemberEpoch == catalog.JoinEpoch {
+		if e := b.checkNotShareGroup(ctx, hb.Group); e != nil {
+			return catalog.HeartbeatResult{}, e
+		}
+	}
 	res, err := b.d.Groups.Heartbeat(ctx, hb)
 	if err != nil {
 		return catalog.HeartbeatResult{}, groupError("heartbeat", err, onGroup(hb.Group, hb.MemberID))
@@ -202,6 +207,11 @@ func (b *Broker) DeleteGroup(ctx context.Context, who Principal, group string) e
 	}
 	if e := validGroup(group); e != nil {
 		return e
+	}
+	if ok, err := b.IsShareGroup(ctx, group); err != nil {
+		return err
+	} else if ok {
+		return b.DeleteShareGroup(ctx, who, group)
 	}
 	ctx = withAudit(ctx, who, "group.delete", acl.Group(group), nil)
 	if err := b.d.Groups.DeleteGroup(ctx, group); err != nil {

@@ -129,6 +129,15 @@ func (s *Server) apiTable() map[int16]api {
 		{key: 33, min: 0, max: 2, handle: s.alterConfigs},
 		{key: 37, min: 0, max: 3, handle: s.createPartitions},
 		{key: 44, min: 0, max: 1, handle: s.incrementalAlterConfigs},
+		// Share groups (KIP-932, share.go): the stable versions (Kafka 4.1's v1; ShareFetch
+		// and ShareAcknowledge v2, Kafka 4.2's, which franz-go needs).
+		{key: 76, min: 1, max: 1, handle: s.shareGroupHeartbeat},
+		{key: 77, min: 1, max: 1, handle: s.shareGroupDescribe},
+		{key: 78, min: 1, max: 2, handle: s.shareFetch},
+		{key: 79, min: 1, max: 2, handle: s.shareAcknowledge},
+		{key: 90, min: 0, max: 1, handle: s.describeShareGroupOffsets},
+		{key: 91, min: 0, max: 0, handle: s.alterShareGroupOffsets},
+		{key: 92, min: 0, max: 0, handle: s.deleteShareGroupOffsets},
 		{key: 29, min: 0, max: 3, handle: s.describeACLs},
 		{key: 30, min: 0, max: 3, handle: s.createACLs},
 		{key: 31, min: 0, max: 3, handle: s.deleteACLs},

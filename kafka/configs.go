@@ -2,6 +2,8 @@ package kafka
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -16,6 +18,7 @@ import (
 const (
 	resourceTopic  = 2
 	resourceBroker = 4
+	resourceGroup  = 32 // a group id's configs: the share-group configs
 )
 
 // Kafka's names for where a config's value comes from, and for its type.
@@ -78,8 +81,25 @@ func (s *Server) describeConfigs(ctx context.Context, r *request, req kmsg.Reque
 				}
 				rr.Configs = append(rr.Configs, describedConfig(e, in.IncludeSynonyms))
 			}
+		case resourceGroup:
+			configs, explicit, err := s.deps.Core.GroupConfigs(ctx, r.who, res.ResourceName)
+			if err != nil {
+				rr.ErrorCode, rr.ErrorMessage = s.kafkaError(err)
+				break
+			}
+			names := res.ConfigNames
+			if names == nil {
+				names = slices.Sorted(maps.Keys(configs))
+			}
+			for _, n := range names {
+				v, ok := configs[n]
+				if !ok {
+					continue
+				}
+				rr.Configs = append(rr.Configs, describedConfig(broker.ConfigEntry{Name: n, Value: v, Default: !explicit[n]}, in.IncludeSynonyms))
+			}
 		default:
-			msg := "only topic (2) and broker (4) resources have configs here"
+			msg := "only topic (2), broker (4) and group (32) resources have configs here"
 			rr.ErrorCode, rr.ErrorMessage = kerr.InvalidRequest.Code, &msg
 		}
 		resp.Resources = append(resp.Resources, rr)
@@ -143,6 +163,9 @@ func (s *Server) incrementalAlterConfigs(ctx context.Context, r *request, req km
 }
 
 func (s *Server) alterTopicConfigs(ctx context.Context, who broker.Principal, typ kmsg.ConfigResourceType, name string, req broker.AlterConfigsRequest) (int16, *string) {
+	if typ == resourceGroup {
+		return s.kafkaError(s.deps.Core.AlterGroupConfigs(ctx, who, name, req))
+	}
 	if typ != resourceTopic {
 		msg := "only topic configs can be changed here: a node is configured by its flags"
 		return kerr.InvalidRequest.Code, &msg

@@ -63,6 +63,9 @@ var kafkaCodes = map[broker.Code]*kerr.Error{
 	broker.CodeFencedInstanceID:          kerr.FencedInstanceID,
 	broker.CodeInvalidSessionTimeout:     kerr.InvalidSessionTimeout,
 	broker.CodeGroupSubscribed:           kerr.GroupSubscribedToTopic,
+	broker.CodeGroupTypeMismatch:         kerr.GroupIDNotFound, // as Kafka answers a group id of another type
+	broker.CodeInvalidRecordState:        kerr.InvalidRecordState,
+	broker.CodeAckOutOfRange:             kerr.InvalidRequest,
 	broker.CodeInvalidTxnState:           kerr.InvalidTxnState,
 	broker.CodeInvalidProducerIDMapping:  kerr.InvalidProducerIDMapping,
 	broker.CodeInvalidTransactionTimeout: kerr.InvalidTransactionTimeout,

@@ -119,6 +119,21 @@ func (s *Server) listGroups(ctx context.Context, r *request, req kmsg.Request) (
 			resp.Groups = append(resp.Groups, rg)
 		}
 	}
+	if s.deps.Core.Check(broker.CapShareGroups) != nil {
+		return resp, nil
+	}
+	shares, err := s.deps.Core.ShareGroupSummaries(ctx, r.who)
+	if err != nil {
+		resp.ErrorCode = s.groupCode(err)
+		return resp, nil
+	}
+	for _, g := range shares {
+		rg := kmsg.NewListGroupsResponseGroup()
+		rg.Group, rg.ProtocolType, rg.GroupState, rg.GroupType = g.Name, "share", g.State, "share"
+		if matches(in.StatesFilter, rg.GroupState) && matches(in.TypesFilter, rg.GroupType) {
+			resp.Groups = append(resp.Groups, rg)
+		}
+	}
 	return resp, nil
 }
 

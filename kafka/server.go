@@ -194,6 +194,9 @@ type Server struct {
 	// stopping ends when Serve begins to stop: held group requests end with it.
 	stopping  context.Context
 	stopHolds context.CancelFunc
+
+	// shares are this node's share sessions (share.go).
+	shares shareSessions
 }
 
 // New returns a listener; Serve runs it. Metrics go to reg (nil: none).

@@ -27,8 +27,10 @@ EXPECTED_FAIL=""
 # The bounded subset: broker-facing tests that finish in seconds — groups (classic and
 # KIP-848, TestGroupETL's chained consumers included), regex consumption, produce and
 # fetch corner cases, and the transactional chain (TestTxnEtl: consume-transform-produce
-# under read_committed, its KIP-848 cases included).
-CI_RUN='^(TestPing|TestGroupETL|TestTxnEtl|TestGroupSimple|TestIssue325|TestIssue337|TestDirectPartitionPurge|TestIssue434|TestPauseIssue489|TestIssue523|TestIssue648|TestIssue810|TestIssue865|TestClient_ProduceLargeMessages|TestUnknownGroupOffsetFetchPinned|TestConsumeRegex|Test848RegexBrokerResolves)$'
+# under read_committed, its KIP-848 cases included), and share groups (KIP-932: the five
+# share tests, TestShareGroupETL's chained share consumers with releases, rejects and
+# killed members included).
+CI_RUN='^(TestPing|TestGroupETL|TestTxnEtl|TestGroupSimple|TestIssue325|TestIssue337|TestDirectPartitionPurge|TestIssue434|TestPauseIssue489|TestIssue523|TestIssue648|TestIssue810|TestIssue865|TestClient_ProduceLargeMessages|TestUnknownGroupOffsetFetchPinned|TestConsumeRegex|Test848RegexBrokerResolves|TestShareGroup|TestShareGroupAckOnClose|TestShareGroupETL|TestShareGroupOffsetsAdmin|TestConsumeRegexShareSkipsInternal)$'
 case "$mode" in
 full) run=${STRATA_KGO_RUN:-.} ;;
 ci) run=${STRATA_KGO_RUN:-$CI_RUN} ;;

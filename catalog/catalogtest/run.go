@@ -73,6 +73,9 @@ func Run(t *testing.T, open Open) {
 		}},
 		{"security", func(t *testing.T) { runSecurity(t, fresh) }},
 		{"registry", func(t *testing.T) { runRegistry(t, fresh) }},
+		{"share_groups", func(t *testing.T) {
+			runShareGroups(t, func(t *testing.T) ShareCatalog { return shared(t) })
+		}},
 	} {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel() // each suite on stores of its own: most of their time is waiting

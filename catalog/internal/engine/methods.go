@@ -20,6 +20,7 @@ type Backend interface {
 	RegistryDB
 	InventoryBackend
 	ConnectBackend
+	ShareBackend
 }
 
 // Methods are the catalog methods whose transaction scripts are the engine's, run over
@@ -177,4 +178,64 @@ func (m Methods) Connectors(ctx context.Context) ([]catalog.Connector, error) {
 		return nil, fmt.Errorf("%s: connectors: %w", m.DB.Name(), err)
 	}
 	return cs, nil
+}
+
+// ShareHeartbeat implements catalog.ShareGroups (ShareHeartbeat).
+func (m Methods) ShareHeartbeat(ctx context.Context, hb catalog.ShareHeartbeat) (catalog.ShareMember, error) {
+	return ShareHeartbeat(ctx, m.DB, hb)
+}
+
+// ShareAcquire implements catalog.ShareGroups (ShareAcquire).
+func (m Methods) ShareAcquire(ctx context.Context, req catalog.ShareAcquire) (catalog.ShareAcquireResult, error) {
+	return ShareAcquire(ctx, m.DB, req)
+}
+
+// ShareAcknowledge implements catalog.ShareGroups (ShareAcknowledge).
+func (m Methods) ShareAcknowledge(ctx context.Context, req catalog.ShareAck) ([]error, error) {
+	return ShareAcknowledge(ctx, m.DB, req)
+}
+
+// DescribeShareGroup implements catalog.ShareGroups (DescribeShareGroup).
+func (m Methods) DescribeShareGroup(ctx context.Context, group string) (catalog.ShareGroupDescription, error) {
+	return DescribeShareGroup(ctx, m.DB, group)
+}
+
+// ListShareGroups implements catalog.ShareGroups (ListShareGroups).
+func (m Methods) ListShareGroups(ctx context.Context) ([]string, error) {
+	return ListShareGroups(ctx, m.DB)
+}
+
+// DeleteShareGroup implements catalog.ShareGroups (DeleteShareGroup).
+func (m Methods) DeleteShareGroup(ctx context.Context, group string) error {
+	return DeleteShareGroup(ctx, m.DB, group)
+}
+
+// ShareOffsets implements catalog.ShareGroups (ShareOffsets).
+func (m Methods) ShareOffsets(ctx context.Context, group string) ([]catalog.ShareOffset, error) {
+	return ShareOffsets(ctx, m.DB, group)
+}
+
+// AlterShareOffsets implements catalog.ShareGroups (AlterShareOffsets).
+func (m Methods) AlterShareOffsets(ctx context.Context, group string, offsets []catalog.ShareOffset) error {
+	return AlterShareOffsets(ctx, m.DB, group, offsets)
+}
+
+// DeleteShareOffsets implements catalog.ShareGroups (DeleteShareOffsets).
+func (m Methods) DeleteShareOffsets(ctx context.Context, group string, topicIDs []int64) error {
+	return DeleteShareOffsets(ctx, m.DB, group, topicIDs)
+}
+
+// IsShareGroup implements catalog.ShareGroups (IsShareGroup).
+func (m Methods) IsShareGroup(ctx context.Context, group string) (bool, error) {
+	return IsShareGroup(ctx, m.DB, group)
+}
+
+// GroupConfigs implements catalog.ShareGroups (GroupConfigs).
+func (m Methods) GroupConfigs(ctx context.Context, group string) (map[string]string, error) {
+	return GroupConfigs(ctx, m.DB, group)
+}
+
+// SetGroupConfigs implements catalog.ShareGroups (SetGroupConfigs).
+func (m Methods) SetGroupConfigs(ctx context.Context, group string, configs map[string]string) error {
+	return SetGroupConfigs(ctx, m.DB, group, configs)
 }

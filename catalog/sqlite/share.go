@@ -1,0 +1,258 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
+)
+
+// Share groups: the engine's scripts (engine/share.go) over these statements, each call
+// one immediate transaction on the writer connection, which serialises it with every
+// commit; so the share-partition rows need no locks of their own.
+
+var _ catalog.ShareGroups = (*Catalog)(nil)
+
+// ShareTx runs a share-group call in one immediate transaction (engine.ShareBackend).
+func (e sqliteEngine) ShareTx(ctx context.Context, fn func(engine.ShareStmts) error) error {
+	return e.c.writeTx(ctx, func(tx *sql.Tx, now time.Time) error { return fn(sqliteShare{tx, now}) })
+}
+
+// sqliteShare is a share call's statements (engine.ShareStmts); now is the clock
+// writeTx read.
+type sqliteShare struct {
+	tx  *sql.Tx
+	now time.Time
+}
+
+func (q sqliteShare) Now(context.Context) (time.Time, error) { return q.now, nil }
+
+func (q sqliteShare) ShareGroupRow(ctx context.Context, group string) (int32, bool, error) {
+	var epoch int32
+	err := q.tx.QueryRowContext(ctx, `SELECT epoch FROM share_groups WHERE name = ?`, group).Scan(&epoch)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return epoch, err == nil, err
+}
+
+func (q sqliteShare) ConsumerGroupExists(ctx context.Context, group string) (bool, error) {
+	var n int
+	err := q.tx.QueryRowContext(ctx, `SELECT count(*) FROM groups WHERE name = ?`, group).Scan(&n)
+	return n > 0, err
+}
+
+func (q sqliteShare) InsertShareGroup(ctx context.Context, group string) (bool, error) {
+	res, err := q.tx.ExecContext(ctx, `INSERT INTO share_groups (name, epoch, created_at) VALUES (?, 0, ?) ON CONFLICT DO NOTHING`, group, q.now.UnixMilli())
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+func (q sqliteShare) SetShareGroupEpoch(ctx context.Context, group string, epoch int32) error {
+	_, err := q.tx.ExecContext(ctx, `UPDATE share_groups SET epoch = ? WHERE name = ?`, epoch, group)
+	return err
+}
+
+func (q sqliteShare) DeleteShareGroup(ctx context.Context, group string) error {
+	_, err := q.tx.ExecContext(ctx, `DELETE FROM share_groups WHERE name = ?`, group)
+	return err
+}
+
+func (q sqliteShare) ListShareGroups(ctx context.Context) ([]string, error) {
+	rows, err := q.tx.QueryContext(ctx, `SELECT name FROM share_groups ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}
+
+func (q sqliteShare) ShareMembers(ctx context.Context, group string) ([]engine.ShareMemberRow, error) {
+	rows, err := q.tx.QueryContext(ctx, `SELECT member_id, epoch, topics, session_timeout_ms, expires_at
+		FROM share_members WHERE group_name = ? ORDER BY member_id`, group)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []engine.ShareMemberRow
+	for rows.Next() {
+		var (
+			m             engine.ShareMemberRow
+			topics        string
+			session, expi int64
+		)
+		if err := rows.Scan(&m.ID, &m.Epoch, &topics, &session, &expi); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(topics), &m.Topics); err != nil {
+			return nil, err
+		}
+		m.Session, m.ExpiresAt = time.Duration(session)*time.Millisecond, time.UnixMilli(expi)
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+func (q sqliteShare) PutShareMember(ctx context.Context, group string, m engine.ShareMemberRow) error {
+	topics, err := json.Marshal(m.Topics)
+	if err != nil {
+		return err
+	}
+	_, err = q.tx.ExecContext(ctx, `INSERT INTO share_members (group_name, member_id, epoch, topics, session_timeout_ms, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (group_name, member_id) DO UPDATE SET epoch = excluded.epoch,
+		topics = excluded.topics, session_timeout_ms = excluded.session_timeout_ms, expires_at = excluded.expires_at`,
+		group, m.ID, m.Epoch, string(topics), m.Session.Milliseconds(), m.ExpiresAt.UnixMilli())
+	return err
+}
+
+func (q sqliteShare) DeleteShareMember(ctx context.Context, group, id string) error {
+	_, err := q.tx.ExecContext(ctx, `DELETE FROM share_members WHERE group_name = ? AND member_id = ?`, group, id)
+	return err
+}
+
+func (q sqliteShare) Topics(ctx context.Context, names []string) (map[string]engine.TopicMeta, error) {
+	out := map[string]engine.TopicMeta{}
+	for _, n := range names {
+		if _, ok := out[n]; ok {
+			continue
+		}
+		var t engine.TopicMeta
+		err := q.tx.QueryRowContext(ctx, `SELECT id, name, partitions FROM topics WHERE name = ? AND deleted_at IS NULL`, n).Scan(&t.ID, &t.Name, &t.Partitions)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[n] = t
+	}
+	return out, nil
+}
+
+func (q sqliteShare) TopicsByID(ctx context.Context, ids []int64) (map[int64]engine.TopicMeta, error) {
+	out := map[int64]engine.TopicMeta{}
+	for _, id := range ids {
+		if _, ok := out[id]; ok {
+			continue
+		}
+		var t engine.TopicMeta
+		err := q.tx.QueryRowContext(ctx, `SELECT id, name, partitions FROM topics WHERE id = ? AND deleted_at IS NULL`, id).Scan(&t.ID, &t.Name, &t.Partitions)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[id] = t
+	}
+	return out, nil
+}
+
+func (q sqliteShare) SharePartitions(ctx context.Context, group string, keys []engine.PartitionKey, _ bool) ([]engine.SharePartitionRow, error) {
+	scan := func(rows *sql.Rows, out []engine.SharePartitionRow) ([]engine.SharePartitionRow, error) {
+		defer rows.Close()
+		for rows.Next() {
+			var r engine.SharePartitionRow
+			if err := rows.Scan(&r.TopicID, &r.Partition, &r.StartOffset, &r.State); err != nil {
+				return nil, err
+			}
+			out = append(out, r)
+		}
+		return out, rows.Err()
+	}
+	const cols = `SELECT topic_id, partition, start_offset, state FROM share_partitions WHERE group_name = ?`
+	if keys == nil {
+		rows, err := q.tx.QueryContext(ctx, cols+` ORDER BY topic_id, partition`, group)
+		if err != nil {
+			return nil, err
+		}
+		return scan(rows, nil)
+	}
+	var out []engine.SharePartitionRow
+	for _, k := range keys {
+		rows, err := q.tx.QueryContext(ctx, cols+` AND topic_id = ? AND partition = ?`, group, k.TopicID, k.Partition)
+		if err != nil {
+			return nil, err
+		}
+		if out, err = scan(rows, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (q sqliteShare) Bounds(ctx context.Context, keys []engine.PartitionKey) (map[engine.PartitionKey]engine.PartitionBounds, error) {
+	out := map[engine.PartitionKey]engine.PartitionBounds{}
+	for _, k := range keys {
+		var b engine.PartitionBounds
+		err := q.tx.QueryRowContext(ctx, `SELECT log_start_offset, high_watermark FROM partitions WHERE topic_id = ? AND partition = ?`,
+			k.TopicID, k.Partition).Scan(&b.LogStart, &b.HighWatermark)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[k] = b
+	}
+	return out, nil
+}
+
+func (q sqliteShare) InsertSharePartition(ctx context.Context, group string, r engine.SharePartitionRow) (bool, error) {
+	res, err := q.tx.ExecContext(ctx, `INSERT INTO share_partitions (group_name, topic_id, partition, start_offset, state)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, group, r.TopicID, r.Partition, r.StartOffset, r.State)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+func (q sqliteShare) UpdateSharePartition(ctx context.Context, group string, r engine.SharePartitionRow) error {
+	_, err := q.tx.ExecContext(ctx, `UPDATE share_partitions SET start_offset = ?, state = ?
+		WHERE group_name = ? AND topic_id = ? AND partition = ?`, r.StartOffset, r.State, group, r.TopicID, r.Partition)
+	return err
+}
+
+func (q sqliteShare) DeleteSharePartitions(ctx context.Context, group string, topicIDs []int64) error {
+	for _, id := range topicIDs {
+		if _, err := q.tx.ExecContext(ctx, `DELETE FROM share_partitions WHERE group_name = ? AND topic_id = ?`, group, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (q sqliteShare) GroupConfigs(ctx context.Context, group string) (string, error) {
+	var s string
+	err := q.tx.QueryRowContext(ctx, `SELECT configs FROM group_configs WHERE group_name = ?`, group).Scan(&s)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return s, err
+}
+
+func (q sqliteShare) SetGroupConfigs(ctx context.Context, group, configs string) error {
+	if configs == "" {
+		_, err := q.tx.ExecContext(ctx, `DELETE FROM group_configs WHERE group_name = ?`, group)
+		return err
+	}
+	_, err := q.tx.ExecContext(ctx, `INSERT INTO group_configs (group_name, configs) VALUES (?, ?)
+		ON CONFLICT (group_name) DO UPDATE SET configs = excluded.configs`, group, configs)
+	return err
+}
