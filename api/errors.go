@@ -165,9 +165,6 @@ var codeTable = []CodeInfo{
 	{CodeFencedInstanceID, http.StatusConflict, "Static member fenced", false},
 	{CodeInvalidSessionTimeout, http.StatusBadRequest, "Invalid session timeout", false},
 	{CodeGroupSubscribed, http.StatusConflict, "Group subscribed to the topic", false},
-	{CodeGroupTypeMismatch, http.StatusConflict, "Group id of another group type", false},
-	{CodeInvalidRecordState, http.StatusConflict, "Record not held by this member", false},
-	{CodeAckOutOfRange, http.StatusBadRequest, "Acknowledged offsets never acquired", false},
 	{CodeInvalidTxnState, http.StatusConflict, "Invalid transaction state", false},
 	{CodeInvalidProducerIDMapping, http.StatusConflict, "Producer id not the transactional id's", false},
 	{CodeInvalidTransactionTimeout, http.StatusBadRequest, "Invalid transaction timeout", false},
@@ -179,6 +176,9 @@ var codeTable = []CodeInfo{
 	{CodeInvalidSchema, http.StatusUnprocessableEntity, "Schema registry: refused", false},
 	{CodeIncompatibleSchema, http.StatusConflict, "Incompatible schema", false},
 	{CodeSchemaValidationFailed, http.StatusUnprocessableEntity, "Schema validation failed", false},
+	{CodeGroupTypeMismatch, http.StatusConflict, "Group id of another group type", false},
+	{CodeInvalidRecordState, http.StatusConflict, "Record not held by this member", false},
+	{CodeAckOutOfRange, http.StatusBadRequest, "Acknowledged offsets never acquired", false},
 }
 
 var codeIndex = func() map[Code]CodeInfo {

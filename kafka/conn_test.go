@@ -27,6 +27,7 @@ func TestApiVersions(t *testing.T) {
 		22: {0, 5}, 29: {0, 3}, 30: {0, 3}, 31: {0, 3}, 32: {0, 4}, 33: {0, 2}, 37: {0, 3}, 44: {0, 1},
 		11: {0, 9}, 12: {0, 4}, 13: {0, 5}, 14: {0, 5}, 15: {0, 5}, 16: {0, 5}, 42: {0, 2}, 47: {0, 0}, 68: {0, 1}, 69: {0, 1},
 		24: {0, 4}, 25: {0, 4}, 26: {0, 5}, 28: {0, 5}, 65: {0, 0}, 66: {0, 1},
+		76: {1, 1}, 77: {1, 1}, 78: {1, 2}, 79: {1, 2}, 90: {0, 1}, 91: {0, 0}, 92: {0, 0},
 	}
 	for v := int16(0); v <= 3; v++ {
 		resp := c.roundTrip(kmsg.NewPtrApiVersionsRequest(), v).(*kmsg.ApiVersionsResponse)
@@ -99,7 +100,8 @@ func TestClosesOnUnknownAndUnsupported(t *testing.T) {
 		reason string
 	}{
 		{"unknown api key", 9999, 0, "unknown_api"},
-		{"share group heartbeat not served", 76, 1, "unserved_api"},
+		{"share group heartbeat v0 (early access)", 76, 0, "unsupported_version"},
+		{"streams group heartbeat not served", 88, 0, "unserved_api"},
 		{"write txn markers not served", 27, 1, "unserved_api"},
 		{"offset for leader epoch not served", 23, 4, "unserved_api"},
 		{"produce v13", 0, 13, "unsupported_version"},

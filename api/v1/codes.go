@@ -72,4 +72,7 @@ const (
 	CodeInvalidSchema             = "invalid_schema"
 	CodeIncompatibleSchema        = "incompatible_schema"
 	CodeSchemaValidationFailed    = "schema_validation_failed"
+	CodeGroupTypeMismatch         = "group_type_mismatch"
+	CodeInvalidRecordState        = "invalid_record_state"
+	CodeAckOutOfRange             = "ack_out_of_range"
 )
