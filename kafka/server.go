@@ -79,12 +79,12 @@ type Config struct {
 	// half of them), and MaxUnauthenticatedPerHost from one address, or one IPv6 /64
 	// (default a tenth of MaxUnauthenticated, at least 16 or MaxUnauthenticated):
 	// beyond them a new connection is closed at once.
-	AuthTimeout                                   time.Duration
+	AuthTimeout time.Duration
 	// AuthOptional serves SASL (and client certificates) with Auth without requiring
 	// them: a client may log in to act as its principal, or not and act as the
 	// anonymous one; a failed login still closes its connection. The limits above
 	// apply only when authentication is required.
-	AuthOptional bool
+	AuthOptional                                  bool
 	PreAuthMemoryBytes                            int64
 	MaxUnauthenticated, MaxUnauthenticatedPerHost int
 	// AutoCreateTopics creates topics a Metadata request names, when the client allows

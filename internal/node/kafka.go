@@ -58,8 +58,14 @@ func (n *Node) startKafka(ctx context.Context) error {
 	sc := kc.Server
 	// SASL is served whether or not the node requires authentication: a client may
 	// log in as its principal (a SCRAM user, a token's subject), and a failed login
-	// closes its connection either way.
-	sc.Auth, sc.AuthOptional = n.Guard, !n.Guard.Enabled()
+	// closes its connection either way. (An embedder's own Authenticator is kept on a
+	// node without security.)
+	switch {
+	case n.Guard.Enabled():
+		sc.Auth, sc.AuthOptional = n.Guard, false
+	case sc.Auth == nil:
+		sc.Auth, sc.AuthOptional = n.Guard, true
+	}
 	// Built before the node registers, so that a listener that cannot be built leaves
 	// no registration behind (it would be listed until its lease ran out).
 	r, err := kafka.NewRegistrar(n.cfg.Catalog, advertise, kc.NodeLease, n.log)
