@@ -46,6 +46,9 @@ type OAuthConfig struct {
 	Unsecured bool
 	// JWKSRefresh is how often the key set is fetched again. Default 5 minutes.
 	JWKSRefresh time.Duration
+	// JWKSMissInterval spaces the fetches that tokens naming unknown keys trigger, so a
+	// stream of made-up key ids costs the issuer one fetch per interval. Default 10s.
+	JWKSMissInterval time.Duration
 	// HTTPClient fetches JWKSURL. Default: one with a 10 s timeout.
 	HTTPClient *http.Client
 }
@@ -93,15 +96,15 @@ type oauth struct {
 	fetched time.Time
 }
 
-// refetchAfterMiss spaces the key-set fetches that unknown key ids trigger.
-const refetchAfterMiss = 10 * time.Second
-
 func newOAuth(cfg OAuthConfig, log *slog.Logger) *oauth {
 	if cfg.ClockSkew == 0 {
 		cfg.ClockSkew = DefaultClockSkew
 	}
 	if cfg.PrincipalClaim == "" {
 		cfg.PrincipalClaim = "sub"
+	}
+	if cfg.JWKSMissInterval <= 0 {
+		cfg.JWKSMissInterval = 10 * time.Second
 	}
 	if cfg.JWKSRefresh <= 0 {
 		cfg.JWKSRefresh = 5 * time.Minute
@@ -165,7 +168,7 @@ func (o *oauth) prime(ctx context.Context) error {
 
 // key finds the verification key kid names: from the key set, read again when it is
 // older than JWKSRefresh or — at most every refetchAfterMiss — when kid is not in it
-// (the issuer rotated its keys).
+// (the issuer rotated its keys): JWKSMissInterval.
 func (o *oauth) key(ctx context.Context, kid string) (*jose.JSONWebKey, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -193,7 +196,7 @@ func (o *oauth) key(ctx context.Context, kid string) (*jose.JSONWebKey, error) {
 	if k := find(); k != nil {
 		return k, nil
 	}
-	if time.Since(o.fetched) > refetchAfterMiss {
+	if time.Since(o.fetched) > o.cfg.JWKSMissInterval {
 		if err := o.loadKeys(ctx); err != nil {
 			o.log.Warn("OAUTHBEARER key set", "err", err)
 		}
