@@ -71,6 +71,7 @@ const (
 	CodeMemoryExhausted        = Code(broker.CodeMemoryExhausted)
 	CodeForbidden              = Code(broker.CodeForbidden)
 	CodeKeyNotFound            = Code(broker.CodeKeyNotFound)
+	CodeCredentialNotFound     = Code(broker.CodeCredentialNotFound)
 
 	CodeInconsistentGroupProtocol = Code(broker.CodeInconsistentGroupProtocol)
 	CodeIllegalGeneration         = Code(broker.CodeIllegalGeneration)
@@ -148,6 +149,7 @@ var codeTable = []CodeInfo{
 	{CodeInternal, http.StatusInternalServerError, "Internal error", false},
 	{CodeGroupNotFound, http.StatusNotFound, "Group not found", false},
 	{CodeKeyNotFound, http.StatusNotFound, "API key not found", false},
+	{CodeCredentialNotFound, http.StatusNotFound, "SCRAM credential not found", false},
 	{CodeInvalidGroupName, http.StatusBadRequest, "Invalid group name", false},
 	{CodeUnknownMember, http.StatusConflict, "Unknown group member", false},
 	{CodeStaleMemberEpoch, http.StatusConflict, "Stale member epoch", false},

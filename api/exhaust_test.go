@@ -239,3 +239,7 @@ func TestPrincipalBodyShare(t *testing.T) {
 		})
 	}
 }
+
+func (twoPrincipals) ScramCredentials(context.Context) ([]catalog.ScramCredential, error) {
+	return nil, nil
+}

@@ -251,3 +251,7 @@ func benchRoutes(b *testing.B, h http.Handler, body, bb []byte, key string) {
 		})
 	})
 }
+
+func (s *stubSecurity) ScramCredentials(context.Context) ([]catalog.ScramCredential, error) {
+	return nil, nil
+}

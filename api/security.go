@@ -30,6 +30,7 @@ func (rs *securityResource) mount(v1 chi.Router) {
 	v1.Post("/keys", s(rs.createKey))
 	v1.Delete("/keys/{key}", s(rs.revokeKey))
 	v1.Get("/audit", s(rs.audit))
+	rs.mountScram(v1)
 }
 
 func toBinding(b acl.Binding) v1.ACLBinding {

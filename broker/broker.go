@@ -138,6 +138,9 @@ type Deps struct {
 	// Security keeps keys, ACLs and the audit log (both catalog backends); the calls
 	// that manage them need it.
 	Security Security
+	// Scram keeps SCRAM credentials (both catalog backends); the calls that manage
+	// them need it.
+	Scram Scram
 	// Authorizer decides what a principal may do (package security); nil: everything
 	// is allowed, the node has no authentication.
 	Authorizer Authorizer

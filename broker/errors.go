@@ -79,6 +79,8 @@ const (
 	CodeMemoryExhausted        Code = "memory_exhausted"
 	CodeForbidden              Code = "forbidden"
 	CodeKeyNotFound            Code = "key_not_found"
+	// CodeCredentialNotFound: no SCRAM credential of that user and mechanism.
+	CodeCredentialNotFound Code = "credential_not_found"
 	// The classic (Kafka JoinGroup/SyncGroup) group protocol's refusals.
 	CodeInconsistentGroupProtocol Code = "inconsistent_group_protocol"
 	CodeIllegalGeneration         Code = "illegal_generation"
@@ -122,7 +124,7 @@ func Codes() []Code {
 		CodeCatalogUnavailable, CodeRoleUnavailable, CodeInternal, CodeGroupNotFound, CodeInvalidGroupName,
 		CodeUnknownMember, CodeStaleMemberEpoch, CodeNotOwner, CodeGroupNotEmpty, CodeProducerFenced,
 		CodeOutOfOrderSequence, CodeUnknownProducer, CodeInvalidTransactionalID, CodeStaleGeneration,
-		CodeMemoryExhausted, CodeForbidden, CodeKeyNotFound, CodeInconsistentGroupProtocol,
+		CodeMemoryExhausted, CodeForbidden, CodeKeyNotFound, CodeCredentialNotFound, CodeInconsistentGroupProtocol,
 		CodeIllegalGeneration, CodeRebalanceInProgress, CodeFencedInstanceID, CodeInvalidSessionTimeout,
 		CodeGroupSubscribed, CodeInvalidTxnState, CodeInvalidProducerIDMapping, CodeInvalidTransactionTimeout,
 		CodeConnectorNotFound, CodeConnectorExists, CodeTaskNotFound, CodeConnectorNotStopped,

@@ -19,6 +19,7 @@ type Backend interface {
 	Cluster
 	Connect
 	Security
+	Scram
 	Transactions
 	Registry
 	ShareGroups

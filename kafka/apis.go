@@ -141,6 +141,9 @@ func (s *Server) apiTable() map[int16]api {
 		{key: 29, min: 0, max: 3, handle: s.describeACLs},
 		{key: 30, min: 0, max: 3, handle: s.createACLs},
 		{key: 31, min: 0, max: 3, handle: s.deleteACLs},
+		// SCRAM credentials (KIP-554), kept in the catalog (scram.go).
+		{key: 50, min: 0, max: 0, handle: s.describeUserSCRAMCredentials},
+		{key: 51, min: 0, max: 0, handle: s.alterUserSCRAMCredentials},
 	}
 	if s.cfg.Auth != nil {
 		apis = append(apis,

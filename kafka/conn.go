@@ -16,6 +16,7 @@ import (
 
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/internal/membudget"
+	"github.com/strata-io/strata/security"
 )
 
 // conn is one client connection. Its pipeline: the reader goroutine reads a frame,
@@ -51,6 +52,18 @@ type conn struct {
 	host      string // the client's address, for ACLs that name hosts
 	mechanism string // set by a successful SaslHandshake
 	rawToken  bool   // a v0 SaslHandshake: the next frame is a bare SASL token
+	// saslActive: a handshake chose mechanism and its exchange has not ended;
+	// saslMechanism is the mechanism the connection logged in with (a
+	// re-authentication, KIP-368, must use it again); scram is a SCRAM exchange in
+	// progress; oauthErr, an OAUTHBEARER refusal sent as a challenge, to fail the
+	// exchange with on the client's next message.
+	saslActive    bool
+	saslMechanism string
+	scram         *security.ScramLogin
+	oauthErr      error
+	// sessionTimer (guarded by mu) closes the connection when its token expires,
+	// unless it re-authenticates first.
+	sessionTimer *time.Timer
 	// untrack stops the guard from cutting this connection when its key is revoked.
 	untrack func()
 	// With authentication on (limits.go): authTimer (guarded by mu) closes the
@@ -95,7 +108,7 @@ func newConn(ctx context.Context, s *Server, nc net.Conn) *conn {
 		s.metrics.closed.WithLabelValues("idle").Inc()
 		c.close()
 	})
-	if s.cfg.Auth != nil {
+	if s.authRequired() {
 		// Set under mu, which close takes to read it: the timer may fire before this
 		// assignment would otherwise be seen.
 		c.mu.Lock()
@@ -127,6 +140,7 @@ func (c *conn) close() {
 	c.closeOnce.Do(func() {
 		c.idle.Stop()
 		c.stopAuthTimer()
+		c.setSessionExpiry(time.Time{})
 		c.cancel()
 		c.nc.Close()
 	})
@@ -188,7 +202,7 @@ func (c *conn) readLoop() {
 }
 
 // preAuth says whether the connection's next frame comes before authentication.
-func (c *conn) preAuth() bool { return c.s.cfg.Auth != nil && !c.authed }
+func (c *conn) preAuth() bool { return c.s.authRequired() && !c.authed }
 
 // readFrame reads one size-prefixed frame. The size is checked against the limit before
 // anything is allocated; a frame over it, or too short to hold a request header, closes
@@ -323,7 +337,7 @@ func (c *conn) dispatch(sl *slot, frame []byte) bool {
 	if h.version < a.min || h.version > a.max {
 		return c.refuse(sl, "unsupported_version", h, "unsupported API version")
 	}
-	if c.s.cfg.Auth != nil && !c.authed && !a.preAuth {
+	if c.s.authRequired() && !c.authed && !a.preAuth {
 		// As Kafka: a SASL listener expects nothing but the handshake before
 		// authentication.
 		return c.refuse(sl, "unauthenticated", h, "request before SASL authentication")

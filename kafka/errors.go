@@ -57,6 +57,7 @@ var kafkaCodes = map[broker.Code]*kerr.Error{
 	broker.CodeInvalidTransactionalID:    kerr.InvalidRequest,
 	broker.CodeForbidden:                 kerr.TopicAuthorizationFailed, // by resource: see authorizationCodes
 	broker.CodeKeyNotFound:               kerr.InvalidRequest,
+	broker.CodeCredentialNotFound:        kerr.ResourceNotFound,
 	broker.CodeInconsistentGroupProtocol: kerr.InconsistentGroupProtocol,
 	broker.CodeIllegalGeneration:         kerr.IllegalGeneration,
 	broker.CodeRebalanceInProgress:       kerr.RebalanceInProgress,

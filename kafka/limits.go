@@ -39,7 +39,7 @@ func (s *Server) refusalLocked(host string) string {
 	switch {
 	case len(s.conns) >= s.cfg.MaxConnections:
 		return refusedMax
-	case s.cfg.Auth == nil:
+	case !s.authRequired():
 		return ""
 	case s.unauth >= s.cfg.MaxUnauthenticated:
 		return refusedUnauth
@@ -98,3 +98,7 @@ func (c *conn) stopAuthTimer() {
 	}
 	c.mu.Unlock()
 }
+
+// authRequired says whether connections must authenticate before other requests (Auth
+// set, not AuthOptional).
+func (s *Server) authRequired() bool { return s.cfg.Auth != nil && !s.cfg.AuthOptional }

@@ -30,6 +30,13 @@ func (principals) AuthenticatePlain(_ context.Context, user, pass string) (secur
 }
 func (principals) CertPrincipal(*x509.Certificate) (string, error) { return "", ErrAuthFailed }
 func (principals) Track(string, func()) (func(), bool)             { return func() {}, true }
+func (principals) OAuthEnabled() bool                              { return false }
+func (principals) StartScram(context.Context, string) (*security.ScramLogin, error) {
+	return nil, ErrAuthFailed
+}
+func (principals) AuthenticateToken(context.Context, string) (security.Identity, error) {
+	return security.Identity{}, ErrAuthFailed
+}
 
 // dialFrom connects to addr from the loopback address from (127.0.0.0/8 is all
 // loopback on Linux), so that tests can be several hosts.

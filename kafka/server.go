@@ -79,7 +79,12 @@ type Config struct {
 	// half of them), and MaxUnauthenticatedPerHost from one address, or one IPv6 /64
 	// (default a tenth of MaxUnauthenticated, at least 16 or MaxUnauthenticated):
 	// beyond them a new connection is closed at once.
-	AuthTimeout                                   time.Duration
+	AuthTimeout time.Duration
+	// AuthOptional serves SASL (and client certificates) with Auth without requiring
+	// them: a client may log in to act as its principal, or not and act as the
+	// anonymous one; a failed login still closes its connection. The limits above
+	// apply only when authentication is required.
+	AuthOptional                                  bool
 	PreAuthMemoryBytes                            int64
 	MaxUnauthenticated, MaxUnauthenticatedPerHost int
 	// AutoCreateTopics creates topics a Metadata request names, when the client allows
@@ -221,7 +226,7 @@ func New(cfg Config, deps Deps, log *slog.Logger, reg prometheus.Registerer) (*S
 		conns:        map[*conn]struct{}{},
 		unauthByHost: map[string]int{},
 	}
-	if cfg.Auth != nil {
+	if cfg.Auth != nil && !cfg.AuthOptional {
 		// One address may hold one frame of the largest size: filling the pool takes
 		// as many addresses (or IPv6 /64s) as it holds such frames.
 		share := float64(PreAuthMaxFrameBytes) / float64(cfg.PreAuthMemoryBytes)
@@ -308,7 +313,7 @@ func (s *Server) admit(ctx context.Context, nc net.Conn) (*conn, bool) {
 	}
 	c := newConn(ctx, s, nc)
 	s.conns[c] = struct{}{}
-	if s.cfg.Auth != nil {
+	if s.authRequired() {
 		c.addrKey, c.unauthCounted = host, true
 		s.unauth++
 		s.unauthByHost[host]++

@@ -26,11 +26,13 @@ EXPECTED_FAIL=""
 
 # The bounded subset: broker-facing tests that finish in seconds — groups (classic and
 # KIP-848, TestGroupETL's chained consumers included), regex consumption, produce and
-# fetch corner cases, and the transactional chain (TestTxnEtl: consume-transform-produce
-# under read_committed, its KIP-848 cases included), and share groups (KIP-932: the five
+# fetch corner cases, the transactional chain (TestTxnEtl: consume-transform-produce
+# under read_committed, its KIP-848 cases included), share groups (KIP-932: the five
 # share tests, TestShareGroupETL's chained share consumers with releases, rejects and
-# killed members included).
-CI_RUN='^(TestPing|TestGroupETL|TestTxnEtl|TestGroupSimple|TestIssue325|TestIssue337|TestDirectPartitionPurge|TestIssue434|TestPauseIssue489|TestIssue523|TestIssue648|TestIssue810|TestIssue865|TestClient_ProduceLargeMessages|TestUnknownGroupOffsetFetchPinned|TestConsumeRegex|Test848RegexBrokerResolves|TestShareGroup|TestShareGroupAckOnClose|TestShareGroupETL|TestShareGroupOffsetsAdmin|TestConsumeRegexShareSkipsInternal)$'
+# killed members included), and the SASL logins (SCRAM as a user made through
+# AlterUserScramCredentials, OAUTHBEARER with the nodes' --oauth-unsecured development
+# mode).
+CI_RUN='^(TestSCRAMAuth|TestSCRAMAuthBadCredentials|TestOAuthAuth|TestPing|TestGroupETL|TestTxnEtl|TestGroupSimple|TestIssue325|TestIssue337|TestDirectPartitionPurge|TestIssue434|TestPauseIssue489|TestIssue523|TestIssue648|TestIssue810|TestIssue865|TestClient_ProduceLargeMessages|TestUnknownGroupOffsetFetchPinned|TestConsumeRegex|Test848RegexBrokerResolves|TestShareGroup|TestShareGroupAckOnClose|TestShareGroupETL|TestShareGroupOffsetsAdmin|TestConsumeRegexShareSkipsInternal)$'
 case "$mode" in
 full) run=${STRATA_KGO_RUN:-.} ;;
 ci) run=${STRATA_KGO_RUN:-$CI_RUN} ;;
@@ -73,12 +75,24 @@ chmod -R u+w "$work/franz-go"
 echo "franz-go $version: building pkg/kgo's tests and strata" >&2
 (cd "$work/franz-go/pkg/kgo" && go test -c -o "$work/kgo.test" .)
 go build -o "$work/strata" ./cmd/strata
+go build -o "$work/kgo-scram-user" ./scripts/kgo-scram-user
+
+# The SASL tests (TestSCRAMAuth, TestSCRAMAuthBadCredentials, TestOAuthAuth) run against
+# every target: its nodes require no authentication but serve SASL, a SCRAM user is made
+# through Kafka's AlterUserScramCredentials (scram_user), and --oauth-unsecured accepts
+# the tests' unsigned tokens (a development mode, refused with any authentication).
+scram_user=kgo-scram
+scram_password=kgo-scram-password-0123
+scram_setup() { # seeds
+  "$work/kgo-scram-user" -seeds "$1" -user "$scram_user" -password "$scram_password" -mechanism 256 >&2
+}
 
 kgo_test() { # seeds timeout args...
   local seeds=$1 timeout=$2
   shift 2
   (cd "$work/franz-go/pkg/kgo" &&
     KGO_SEEDS=$seeds KGO_TEST_RF=1 KGO_TEST_RECORDS=10000 KGO_LOG_LEVEL=none \
+      KGO_TEST_SCRAM_SEEDS=$seeds KGO_TEST_SCRAM=$scram_user:$scram_password:256 KGO_TEST_OAUTH_SEEDS=$seeds \
       nice -n 10 "$work/kgo.test" -test.v -test.count 1 -test.timeout "$timeout" "$@")
 }
 
@@ -95,9 +109,10 @@ for target in $targets; do
   dev)
     http=$(free_port) kafka=$(free_port)
     "$work/strata" dev --data "$work/dev" --listen "127.0.0.1:$http" --kafka-listen "127.0.0.1:$kafka" \
-      --log-level warn >"$out/dev-node.log" 2>&1 &
+      --oauth-unsecured --log-level warn >"$out/dev-node.log" 2>&1 &
     pids+=($!)
     wait_ready "http://127.0.0.1:$http"
+    scram_setup "127.0.0.1:$kafka"
     run_suite dev "127.0.0.1:$kafka"
     ;;
   serve)
@@ -111,11 +126,12 @@ for target in $targets; do
       http=$(free_port) kafka=$(free_port)
       AWS_ACCESS_KEY_ID=$STRATA_TEST_S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$STRATA_TEST_S3_SECRET_KEY \
         "$work/strata" serve --catalog "$dsn" --bucket "$bucket" --create-bucket --listen "127.0.0.1:$http" \
-        --kafka-listen "127.0.0.1:$kafka" --kafka-auto-create-topics --log-level warn >"$out/serve-node$n.log" 2>&1 &
+        --kafka-listen "127.0.0.1:$kafka" --kafka-auto-create-topics --oauth-unsecured --log-level warn >"$out/serve-node$n.log" 2>&1 &
       pids+=($!)
       wait_ready "http://127.0.0.1:$http"
       seeds=${seeds:+$seeds,}127.0.0.1:$kafka
     done
+    scram_setup "$seeds"
     run_suite serve "$seeds"
     ;;
   *)

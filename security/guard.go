@@ -55,7 +55,10 @@ type Config struct {
 	// PollInterval bounds how stale the cached keys and ACLs may get when notifications
 	// are lost. Default DefaultPollInterval.
 	PollInterval time.Duration
-	Log          *slog.Logger
+	// OAuth accepts JWT access tokens: OAUTHBEARER on the Kafka listener, and
+	// Authorization: Bearer over HTTP. Zero: none.
+	OAuth OAuthConfig
+	Log   *slog.Logger
 }
 
 // Enabled says whether callers must authenticate (and ACLs are enforced).
@@ -68,13 +71,14 @@ func (c Config) Validate() error {
 			return fmt.Errorf("superuser: %w", err)
 		}
 	}
-	return nil
+	return c.OAuth.ValidateOAuth(c.Enabled())
 }
 
 // Catalog is what a Guard reads (catalog.Security has it).
 type Catalog interface {
 	Keys(ctx context.Context) ([]catalog.APIKey, error)
 	ACLs(ctx context.Context) ([]acl.Binding, error)
+	ScramCredentials(ctx context.Context) ([]catalog.ScramCredential, error)
 	SecurityVersion(ctx context.Context) (int64, time.Time, error)
 	WatchSecurity(ctx context.Context, fn func()) error
 }
@@ -96,6 +100,7 @@ type Guard struct {
 	refresh  sync.Mutex // one refresh at a time
 	mu       sync.Mutex
 	tracked  map[string]map[*tracker]struct{} // key id → its connections
+	oauth    *oauth                           // nil: no OAUTHBEARER
 }
 
 // view is one immutable snapshot of the catalog's keys and ACLs.
@@ -104,6 +109,7 @@ type view struct {
 	byDigest map[[sha256.Size]byte]catalog.APIKey // keys not revoked
 	byID     map[string]catalog.APIKey
 	acls     *acl.Set
+	scram    map[scramKey]catalog.ScramCredential
 	// skew is the database clock minus the node clock when it was read: keys expire by
 	// the database clock (docs/design.md "Catalog").
 	skew time.Duration
@@ -136,6 +142,9 @@ func New(cfg Config, cat Catalog) *Guard {
 	for _, s := range cfg.Superusers {
 		g.superusers[s] = true
 	}
+	if cfg.OAuth.Enabled() {
+		g.oauth = newOAuth(cfg.OAuth, g.log)
+	}
 	g.view.Store(&view{acls: acl.NewSet(nil)})
 	return g
 }
@@ -154,15 +163,21 @@ func StaticKeyID(key string) string {
 // Identity is who a credential authenticated.
 type Identity struct {
 	Principal string
-	// KeyID names the key used ("" for a certificate): its connections are cut when it
-	// is revoked.
+	// KeyID names the key used ("" for a certificate or a token; a SCRAM credential's
+	// track id): its connections are cut when it is revoked.
 	KeyID string
+	// Expires, for an OAUTHBEARER token, is when the token expires: a connection it
+	// authenticated must re-authenticate by then or be closed.
+	Expires time.Time
 }
 
 // Authenticate maps a bearer secret to its key's identity. Static keys are compared in
 // constant time against every digest; catalog keys are found by their digest's value
 // (the digest of a secret of 256 random bits gives a timing attacker nothing).
 func (g *Guard) Authenticate(ctx context.Context, secret string) (Identity, error) {
+	if g.oauth != nil && looksLikeJWT(secret) {
+		return g.AuthenticateToken(ctx, secret)
+	}
 	d := sha256.Sum256([]byte(secret))
 	if id, ok := g.staticByDigest(d); ok {
 		return Identity{Principal: BootstrapPrincipal, KeyID: id}, nil
@@ -244,8 +259,7 @@ func (g *Guard) Track(id string, cut func()) (release func(), ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, static := g.static[id]; !static {
-		v := g.view.Load()
-		if k, found := v.byID[id]; !found || !k.Live(v.dbNow()) {
+		if !g.view.Load().live(id) {
 			return func() {}, false
 		}
 	}
@@ -277,7 +291,7 @@ func (g *Guard) cutDead(v *view) {
 		if _, static := g.static[id]; static {
 			continue
 		}
-		if k, ok := v.byID[id]; ok && k.Live(now) {
+		if v.liveAt(id, now) {
 			continue
 		}
 		for t := range set {
@@ -296,6 +310,18 @@ func (g *Guard) cutDead(v *view) {
 }
 
 func (v *view) dbNow() time.Time { return time.Now().Add(v.skew) }
+
+// live says whether the catalog key or SCRAM credential a track id names still
+// authenticates.
+func (v *view) live(id string) bool { return v.liveAt(id, v.dbNow()) }
+
+func (v *view) liveAt(id string, now time.Time) bool {
+	if isScramTrackID(id) {
+		return v.scramLive(id)
+	}
+	k, ok := v.byID[id]
+	return ok && k.Live(now)
+}
 
 // current is the view to answer from: refreshed first when no Run loop keeps it fresh
 // and it is older than the poll interval.
@@ -335,6 +361,11 @@ func (g *Guard) afterMiss(ctx context.Context) *view {
 // Refresh reads keys and ACLs from the catalog now, and cuts the connections of keys
 // no longer live.
 func (g *Guard) Refresh(ctx context.Context) error {
+	if g.oauth != nil {
+		if err := g.oauth.prime(ctx); err != nil {
+			g.log.Warn("OAUTHBEARER: could not read the issuer's key set yet; tokens are refused until it is read", "err", err)
+		}
+	}
 	if g.cat == nil {
 		return nil
 	}
@@ -368,8 +399,15 @@ func (g *Guard) load(ctx context.Context, known int64) error {
 	if err != nil {
 		return err
 	}
+	creds, err := g.cat.ScramCredentials(ctx)
+	if err != nil {
+		return err
+	}
 	v := &view{version: version, byDigest: map[[sha256.Size]byte]catalog.APIKey{}, byID: map[string]catalog.APIKey{},
-		acls: acl.NewSet(bindings), skew: skew, at: time.Now()}
+		acls: acl.NewSet(bindings), scram: make(map[scramKey]catalog.ScramCredential, len(creds)), skew: skew, at: time.Now()}
+	for _, c := range creds {
+		v.scram[scramKey{user: c.User, mech: c.Mechanism}] = c
+	}
 	for _, k := range keys {
 		if k.RevokedAt.IsZero() {
 			v.byDigest[k.Digest] = k

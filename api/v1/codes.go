@@ -44,6 +44,7 @@ const (
 	CodeInternal                  = "internal_error"
 	CodeGroupNotFound             = "group_not_found"
 	CodeKeyNotFound               = "key_not_found"
+	CodeCredentialNotFound        = "credential_not_found"
 	CodeInvalidGroupName          = "invalid_group_name"
 	CodeUnknownMember             = "unknown_member"
 	CodeStaleMemberEpoch          = "stale_member_epoch"

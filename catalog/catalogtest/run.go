@@ -72,6 +72,7 @@ func Run(t *testing.T, open Open) {
 			runConnect(t, func(t *testing.T) ConnectCatalog { return fresh(t) })
 		}},
 		{"security", func(t *testing.T) { runSecurity(t, fresh) }},
+		{"scram", func(t *testing.T) { runScram(t, fresh) }},
 		{"registry", func(t *testing.T) { runRegistry(t, fresh) }},
 		{"share_groups", func(t *testing.T) {
 			runShareGroups(t, func(t *testing.T) ShareCatalog { return shared(t) })

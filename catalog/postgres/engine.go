@@ -30,3 +30,7 @@ type registry = engine.Registry
 // scripts is the catalog methods whose transaction scripts are the engine's
 // (engine.Methods); Catalog embeds it under this unexported name.
 type scripts = engine.Methods
+
+// scram is the SCRAM credentials' methods, written once (engine.Scram); Catalog embeds
+// it under this unexported name.
+type scram = engine.Scram

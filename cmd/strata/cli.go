@@ -49,6 +49,9 @@ func verbs() []verb {
 		{"keys create", keysCreateCommand},
 		{"keys list", keysListCommand},
 		{"keys revoke", keysRevokeCommand},
+		{"scram set", scramSetCommand},
+		{"scram list", scramListCommand},
+		{"scram delete", scramDeleteCommand},
 		{"acls list", aclsListCommand},
 		{"acls create", aclsCreateCommand},
 		{"acls delete", aclsDeleteCommand},
@@ -65,6 +68,7 @@ var groupAbout = map[string]string{
 	"topics":     "create, list, describe, alter and delete topics",
 	"groups":     "list, describe, reset and delete consumer groups",
 	"keys":       "create, list and revoke API keys kept in the catalog",
+	"scram":      "set, list and delete SCRAM credentials (Kafka SASL SCRAM-SHA-256/512 logins)",
 	"acls":       "list, create and delete ACL bindings (who may do what)",
 	"schemas":    "register, get, list and check schemas in the schema registry",
 	"connectors": "run connectors on nodes with the connect role (Kafka Connect's REST API)",
@@ -380,6 +384,9 @@ Talking to a server (--server, env STRATA_SERVER, default http://127.0.0.1:8080)
   keys create         make an API key for a principal (its secret is printed once)
   keys list           list the API keys
   keys revoke         revoke an API key: refused everywhere within a second
+  scram set           set a user's SCRAM credential (Kafka SASL SCRAM-SHA-256/512)
+  scram list          list the users with SCRAM credentials
+  scram delete        delete a SCRAM credential: its connections are closed
   acls list           list ACL bindings
   acls create         allow or deny a principal an operation on a resource
   acls delete         delete ACL bindings

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/strata-io/strata/api"
 	catopen "github.com/strata-io/strata/catalog/open"
@@ -41,6 +42,15 @@ type authFlags struct {
 	superusers     *string
 	principalRules *string
 	accessSample   *float64
+	oauth          oauthFlags
+}
+
+// oauthFlags configure OAuth bearer tokens (OAUTHBEARER on the Kafka listener,
+// Authorization: Bearer over HTTP).
+type oauthFlags struct {
+	jwksURL, jwksFile, issuer, audience, claim *string
+	skew                                       *time.Duration
+	unsecured                                  *bool
 }
 
 func addAuthFlags(c *command, accessSample float64) *authFlags {
@@ -53,6 +63,15 @@ func addAuthFlags(c *command, accessSample float64) *authFlags {
 		superusers:     c.fs.String("superusers", "", "comma-separated `principals` (User:NAME) that may do everything whatever the ACLs say (User:bootstrap, the --api-keys keys' principal, always may)"),
 		principalRules: c.fs.String("tls-principal-rules", "", "how a verified TLS client certificate's subject becomes a principal, as Kafka's ssl.principal.mapping.rules: `RULE:pattern/replacement/[L|U],...,DEFAULT` (default DEFAULT: User: and the whole subject, e.g. User:CN=alice,O=Acme)"),
 		accessSample:   c.fs.Float64("access-log-sample", accessSample, "share of requests written to the access log (a line with principal, operation, resource and status), 0 to 1; refusals (401, 403, Kafka authorization errors) are always logged"),
+		oauth: oauthFlags{
+			jwksURL:   c.fs.String("oauth-jwks-url", "", "`URL` of the OAuth issuer's JSON Web Key Set: JWT access tokens it signs log in over Kafka (SASL OAUTHBEARER) and, with authentication on, over HTTP (Authorization: Bearer); the principal is User: and --oauth-principal-claim"),
+			jwksFile:  c.fs.String("oauth-jwks-file", "", "`file` holding the issuer's JSON Web Key Set, read again when a token names a key it lacks (instead of --oauth-jwks-url)"),
+			issuer:    c.fs.String("oauth-issuer", "", "the `iss` a token must carry (default: any)"),
+			audience:  c.fs.String("oauth-audience", "", "an `aud` a token must carry (default: any)"),
+			claim:     c.fs.String("oauth-principal-claim", "sub", "the token `claim` whose value names the principal (User:VALUE)"),
+			skew:      c.fs.Duration("oauth-clock-skew", security.DefaultClockSkew, "leeway on a token's exp, nbf and iat for clocks that disagree, 0 to 1h"),
+			unsecured: c.fs.Bool("oauth-unsecured", false, "development only: accept Kafka's unsecured OAUTHBEARER tokens (alg none, unsigned, naming any principal); refused together with authentication (--api-keys, --api-keys-file, STRATA_API_KEYS, --auth-required, --tls-client-ca)"),
+		},
 	}
 }
 
@@ -90,8 +109,19 @@ func (f *authFlags) config(clientCA bool) (authConfig, []string) {
 			sc.Superusers = append(sc.Superusers, su)
 		}
 	}
-	if err := sc.Validate(); err != nil {
+	o := f.oauth
+	sc.OAuth = security.OAuthConfig{JWKSURL: *o.jwksURL, JWKSFile: *o.jwksFile, Issuer: *o.issuer, Audience: *o.audience,
+		PrincipalClaim: *o.claim, ClockSkew: *o.skew, Unsecured: *o.unsecured}
+	if sc.OAuth.ClockSkew == 0 {
+		sc.OAuth.ClockSkew = time.Nanosecond // 0 means none, not the default
+	}
+	if err := sc.OAuth.ValidateOAuth(sc.Enabled()); err != nil {
+		bad = append(bad, err.Error())
+	} else if err := sc.Validate(); err != nil {
 		bad = append(bad, fmt.Sprintf("--superusers: %v", err))
+	}
+	if *o.claim == "" {
+		bad = append(bad, "--oauth-principal-claim is empty: name a claim (sub by default)")
 	}
 	if *f.principalRules != "" {
 		if sc.CertRules, err = security.ParseCertRules(*f.principalRules); err != nil {

@@ -30,8 +30,8 @@ type KafkaConfig struct {
 	// failing Start, when its address is already in use (strata dev's default port: a
 	// second dev server on one machine still runs).
 	BusyWarning string
-	// Server configures the listener. Its Auth is the node's guard when
-	// Config.Security is on (the node sets it), and it reserves its frames in the
+	// Server configures the listener. Its Auth is the node's guard, required when
+	// Config.Security is on (the node sets both), and it reserves its frames in the
 	// node's memory budget.
 	Server kafka.Config
 }
@@ -56,8 +56,15 @@ func (n *Node) startKafka(ctx context.Context) error {
 		advertise = defaultAdvertise(ln.Addr())
 	}
 	sc := kc.Server
-	if n.Guard != nil {
-		sc.Auth = n.Guard
+	// SASL is served whether or not the node requires authentication: a client may
+	// log in as its principal (a SCRAM user, a token's subject), and a failed login
+	// closes its connection either way. (An embedder's own Authenticator is kept on a
+	// node without security.)
+	switch {
+	case n.Guard.Enabled():
+		sc.Auth, sc.AuthOptional = n.Guard, false
+	case sc.Auth == nil:
+		sc.Auth, sc.AuthOptional = n.Guard, true
 	}
 	// Built before the node registers, so that a listener that cannot be built leaves
 	// no registration behind (it would be listed until its lease ran out).
@@ -87,7 +94,7 @@ func (n *Node) startKafka(ctx context.Context) error {
 	f.stop = func() { cancel(); wg.Wait() }
 	n.fronts = append(n.fronts, f)
 	n.KafkaAddr, n.KafkaNodeID = displayAddr(ln.Addr()), r.Node().ID
-	n.log.Info("serving Kafka protocol", "addr", n.KafkaAddr, "advertised", advertise, "node_id", n.KafkaNodeID, "sasl", sc.Auth != nil, "tls", sc.TLS != nil)
+	n.log.Info("serving Kafka protocol", "addr", n.KafkaAddr, "advertised", advertise, "node_id", n.KafkaNodeID, "sasl_required", !sc.AuthOptional, "tls", sc.TLS != nil)
 	if keys := n.cfg.Security.StaticKeys; len(keys) > 0 {
 		ids := make([]string, len(keys))
 		for i, key := range keys {

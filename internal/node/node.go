@@ -69,8 +69,10 @@ type Config struct {
 	Broker broker.Config
 	API    api.Config
 	// Security turns authentication and authorization on (security.Config.Enabled):
-	// the node then builds its guard over the catalog's keys and ACLs, which the API,
-	// the core and the Kafka listener (Node.Guard) share.
+	// the API, the core and the Kafka listener then share the node's guard
+	// (Node.Guard) over the catalog's keys, SCRAM credentials and ACLs. Off, the guard
+	// still serves the Kafka listener's SASL logins (PLAIN, SCRAM, and OAUTHBEARER with
+	// Security.OAuth), which are then optional.
 	Security security.Config
 
 	// HTTP is where Serve serves the API; Kafka, the Kafka listener (none without an
@@ -111,7 +113,8 @@ type Config struct {
 type Node struct {
 	API    *api.API
 	Broker *broker.Broker
-	// Guard authenticates and authorizes; nil when Config.Security is off.
+	// Guard authenticates and authorizes (it authorizes only when Config.Security is
+	// on).
 	Guard *security.Guard
 	// The roles, nil when the node does not run them.
 	Writer    *writer.Writer
@@ -205,12 +208,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.Memory = membudget.New(cfg.MemoryBudget, reg)
 	}
 	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat, Connect: cat, Security: cat, Classic: cat,
-		Registry: cat, Transactions: cat, Nodes: cat, Share: cat}
+		Registry: cat, Transactions: cat, Nodes: cat, Share: cat, Scram: cat}
+	if err := n.startGuard(ctx, cfg, start); err != nil {
+		n.Stop(context.Background())
+		return nil, err
+	}
 	if cfg.Security.Enabled() {
-		if err := n.startGuard(ctx, cfg, start); err != nil {
-			n.Stop(context.Background())
-			return nil, err
-		}
 		bd.Authorizer = n.Guard
 		cfg.API.Auth.Authenticator = n.Guard
 	}
@@ -379,7 +382,7 @@ func readiness(cat catalog.Catalog, store objstore.Store) func(context.Context) 
 // NewAPI builds another HTTP API over the same core, metrics and readiness, with its
 // own configuration (Lambda's streaming Function URL beside its buffered one).
 func (n *Node) NewAPI(cfg api.Config) *api.API {
-	if n.Guard != nil && cfg.Auth.Authenticator == nil {
+	if n.Guard.Enabled() && cfg.Auth.Authenticator == nil {
 		cfg.Auth.Authenticator = n.Guard
 	}
 	return api.New(cfg, n.apiD)
