@@ -12,6 +12,7 @@ import (
 
 	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 // securityChannel carries "keys or ACLs changed" notifications (no payload); the
@@ -318,4 +319,9 @@ func (c *Catalog) ProducerOwner(ctx context.Context, id int64) (catalog.Producer
 		o.Unowned = true
 	}
 	return o, nil
+}
+
+// SecurityTx runs the engine's security scripts (quotas) in securityTx.
+func (e pgEngine) SecurityTx(ctx context.Context, fn func(q engine.RegistryQuerier) error) error {
+	return e.c.securityTx(ctx, func(tx pgx.Tx) error { return fn(txQuerier{tx}) })
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 // changes wakes WatchSecurity in this process after a change to keys or ACLs: publish
@@ -309,4 +310,9 @@ func (c *Catalog) ProducerOwner(ctx context.Context, id int64) (catalog.Producer
 		return catalog.ProducerOwner{}, fmt.Errorf("sqlite: producer %d: %w", id, err)
 	}
 	return catalog.ProducerOwner{TransactionalID: tid.String, Principal: principal.String, Unowned: !principal.Valid}, nil
+}
+
+// SecurityTx runs the engine's security scripts (quotas) in securityTx.
+func (e sqliteEngine) SecurityTx(ctx context.Context, fn func(q engine.RegistryQuerier) error) error {
+	return e.c.securityTx(ctx, func(tx *sql.Tx, _ time.Time) error { return fn(sqlQuerier{tx}) })
 }

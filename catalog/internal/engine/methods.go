@@ -20,6 +20,7 @@ type Backend interface {
 	RegistryDB
 	InventoryBackend
 	ConnectBackend
+	QuotaBackend
 }
 
 // Methods are the catalog methods whose transaction scripts are the engine's, run over
