@@ -86,6 +86,11 @@ const (
 	CodeFencedInstanceID          Code = "fenced_instance_id"
 	CodeInvalidSessionTimeout     Code = "invalid_session_timeout"
 	CodeGroupSubscribed           Code = "group_subscribed_to_topic"
+	// Quotas: a caller over its controller_mutation_rate (or, over HTTP, owing more
+	// than the bounded delay for its byte rate) waits Details["retry_after_ms"]; a
+	// creation past its principal's topic_count or connector_count is refused.
+	CodeThrottled     Code = "throttling_quota_exceeded"
+	CodeQuotaExceeded Code = "quota_exceeded"
 )
 
 // retriable lists the codes whose request may succeed later unchanged: the node was
@@ -100,6 +105,7 @@ var retriable = map[Code]bool{
 	CodeCatalogUnavailable:   true,
 	CodeRoleUnavailable:      true,
 	CodeMemoryExhausted:      true,
+	CodeThrottled:            true,
 }
 
 // Retriable reports whether a request refused with c may succeed later unchanged.
@@ -123,6 +129,7 @@ func Codes() []Code {
 		CodeGroupSubscribed, CodeInvalidTxnState, CodeInvalidProducerIDMapping, CodeInvalidTransactionTimeout,
 		CodeConnectorNotFound, CodeConnectorExists, CodeTaskNotFound, CodeConnectorNotStopped,
 		CodeSchemaNotFound, CodeInvalidSchema, CodeIncompatibleSchema, CodeSchemaValidationFailed,
+		CodeThrottled, CodeQuotaExceeded,
 	}
 }
 

@@ -384,7 +384,12 @@ func (e *Enforcer) Owed(kind Kind, principal, clientID string) time.Duration {
 }
 
 // MaxDelay is how long an HTTP answer may be held back for a quota.
-func (e *Enforcer) MaxDelay() time.Duration { return e.cfg.MaxDelay }
+func (e *Enforcer) MaxDelay() time.Duration {
+	if e == nil {
+		return time.Second
+	}
+	return e.cfg.MaxDelay
+}
 
 // Mutate asks to create or delete n partitions: refused (ok false) while the caller's
 // controller mutation rate is over its quota, with the time to wait; else counted —

@@ -72,4 +72,6 @@ const (
 	CodeInvalidSchema             = "invalid_schema"
 	CodeIncompatibleSchema        = "incompatible_schema"
 	CodeSchemaValidationFailed    = "schema_validation_failed"
+	CodeThrottled                 = "throttling_quota_exceeded"
+	CodeQuotaExceeded             = "quota_exceeded"
 )
