@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -88,4 +89,30 @@ func entityFilter(e catalog.QuotaEntity) broker.QuotaFilter {
 		parts[broker.EntityClientID] = e.ClientID
 	}
 	return broker.PartsFilter(parts, true)
+}
+
+// admitQuota refuses, before anything is read or done, a caller that owes more for its
+// byte-rate quota than an answer is held back for (the core decides: 429 with
+// Retry-After).
+func (a *API) admitQuota(r *http.Request, fetch bool) *problem {
+	if err := a.core.AdmitBytes(principal(r), fetch); err != nil {
+		return a.problemFor(r, err)
+	}
+	return nil
+}
+
+// holdForQuota counts n bytes served to the caller and holds its answer back for the
+// throttle time the core answers (bounded), as a Kafka client pauses for its
+// throttle_time_ms; a request that ends meanwhile stops waiting.
+func (a *API) holdForQuota(r *http.Request, fetch bool, n int) {
+	d := a.core.DelayFor(principal(r), fetch, int64(n))
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+	}
 }

@@ -132,6 +132,9 @@ func (s *Server) apiTable() map[int16]api {
 		{key: 29, min: 0, max: 3, handle: s.describeACLs},
 		{key: 30, min: 0, max: 3, handle: s.createACLs},
 		{key: 31, min: 0, max: 3, handle: s.deleteACLs},
+		// Client quotas (quotas.go).
+		{key: 48, min: 0, max: 1, handle: s.describeClientQuotas},
+		{key: 49, min: 0, max: 1, handle: s.alterClientQuotas},
 	}
 	if s.cfg.Auth != nil {
 		apis = append(apis,

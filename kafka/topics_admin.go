@@ -16,6 +16,7 @@ import (
 func (s *Server) createTopics(ctx context.Context, r *request, req kmsg.Request) (kmsg.Response, error) {
 	in := req.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	defer func() { resp.ThrottleMillis = throttleMillis(s.deps.Core.MutationThrottle(r.who)) }() // controller_mutation_rate
 	names := map[string]int{}
 	for _, t := range in.Topics {
 		names[t.Topic]++
@@ -77,6 +78,7 @@ func (s *Server) createTopics(ctx context.Context, r *request, req kmsg.Request)
 func (s *Server) deleteTopics(ctx context.Context, r *request, req kmsg.Request) (kmsg.Response, error) {
 	in := req.(*kmsg.DeleteTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	defer func() { resp.ThrottleMillis = throttleMillis(s.deps.Core.MutationThrottle(r.who)) }() // controller_mutation_rate
 	type target struct {
 		name *string
 		id   catalog.UUID
@@ -123,6 +125,7 @@ func (s *Server) deleteTopics(ctx context.Context, r *request, req kmsg.Request)
 func (s *Server) createPartitions(ctx context.Context, r *request, req kmsg.Request) (kmsg.Response, error) {
 	in := req.(*kmsg.CreatePartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	defer func() { resp.ThrottleMillis = throttleMillis(s.deps.Core.MutationThrottle(r.who)) }() // controller_mutation_rate
 	for _, t := range in.Topics {
 		rt := kmsg.NewCreatePartitionsResponseTopic()
 		rt.Topic = t.Topic
