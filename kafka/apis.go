@@ -67,6 +67,7 @@ func (r *request) endTurn() {
 
 const (
 	produceKey          = 0
+	fetchKey            = 1
 	apiVersionsKey      = 18
 	saslHandshakeKey    = 17
 	saslAuthenticateKey = 36

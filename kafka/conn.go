@@ -380,17 +380,23 @@ func (c *conn) dispatch(sl *slot, frame []byte) bool {
 
 // throttle applies the caller's request_percentage to the handler time d, sets the
 // answer's throttle time to the longest any quota asks, and mutes the connection for
-// it.
+// it — for the byte rates and the request share, as Kafka does; a request refused for
+// controller_mutation_rate (KIP-599) only tells the client when to retry.
 func (c *conn) throttle(rq *request, resp kmsg.Response, d time.Duration) {
 	ms := throttleMillis(c.s.deps.Core.RequestThrottle(rq.who, d))
-	if tr, ok := resp.(kmsg.ThrottleResponse); ok {
-		cur, _ := tr.Throttle()
-		if ms > cur {
-			if st, ok := resp.(kmsg.SetThrottleResponse); ok {
-				st.SetThrottle(ms)
-			}
+	tr, ok := resp.(kmsg.ThrottleResponse)
+	if !ok {
+		c.mute(time.Duration(ms) * time.Millisecond)
+		return
+	}
+	cur, _ := tr.Throttle()
+	if ms > cur {
+		if st, ok := resp.(kmsg.SetThrottleResponse); ok {
+			st.SetThrottle(ms)
 		}
-		ms = max(ms, cur)
+	}
+	if rq.header.key == produceKey || rq.header.key == fetchKey {
+		ms = max(ms, cur) // the byte rates mute; a refused mutation only says when to retry
 	}
 	c.mute(time.Duration(ms) * time.Millisecond)
 }

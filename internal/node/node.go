@@ -30,6 +30,7 @@ import (
 	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/metered"
+	"github.com/strata-io/strata/quota"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/registry/rest"
 	"github.com/strata-io/strata/security"
@@ -72,6 +73,8 @@ type Config struct {
 	// the node then builds its guard over the catalog's keys and ACLs, which the API,
 	// the core and the Kafka listener (Node.Guard) share.
 	Security security.Config
+	// Quota tunes quota enforcement (zero: package quota's defaults).
+	Quota quota.Config
 
 	// HTTP is where Serve serves the API; Kafka, the Kafka listener (none without an
 	// address). Start opens both listeners, so their addresses are known (port 0 picks
@@ -113,6 +116,8 @@ type Node struct {
 	Broker *broker.Broker
 	// Guard authenticates and authorizes; nil when Config.Security is off.
 	Guard *security.Guard
+	// Quotas enforces the catalog's client quotas on this node.
+	Quotas *quota.Enforcer
 	// The roles, nil when the node does not run them.
 	Writer    *writer.Writer
 	Reader    *reader.Reader
@@ -205,7 +210,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.Memory = membudget.New(cfg.MemoryBudget, reg)
 	}
 	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat, Connect: cat, Security: cat, Classic: cat,
-		Registry: cat, Transactions: cat, Nodes: cat}
+		Registry: cat, Transactions: cat, Nodes: cat, QuotaStore: cat}
+	n.startQuotas(ctx, cfg, reg, start)
+	bd.Quotas = n.Quotas
 	if cfg.Security.Enabled() {
 		if err := n.startGuard(ctx, cfg, start); err != nil {
 			n.Stop(context.Background())
@@ -320,6 +327,26 @@ func (n *Node) startGuard(ctx context.Context, cfg Config, start func(string, fu
 		start("security", n.Guard.Run)
 	}
 	return nil
+}
+
+// startQuotas builds the quota enforcer over the catalog and its node registry, loads
+// the quotas once before the node serves, and keeps them fresh (not on Lambda, where
+// nothing runs between invocations: there the quotas are those read at start).
+func (n *Node) startQuotas(ctx context.Context, cfg Config, reg prometheus.Registerer, start func(string, func(context.Context) error)) {
+	qc := cfg.Quota
+	qc.Registerer, qc.Log = reg, n.log
+	if qc.PollInterval == 0 {
+		qc.PollInterval = cfg.Security.PollInterval
+	}
+	n.Quotas = quota.New(qc, cfg.Catalog, cfg.Catalog)
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := n.Quotas.Refresh(rctx); err != nil {
+		n.log.Warn("could not load quotas yet: none are enforced until the catalog answers", "err", err)
+	}
+	if !cfg.Lambda {
+		start("quotas", n.Quotas.Run)
+	}
 }
 
 // startConnect starts the connect worker under a context of its own, and mounts the
