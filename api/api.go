@@ -238,6 +238,7 @@ func (a *API) routes() http.Handler {
 		v1.Mount("/producers", (&producersResource{a}).Routes())
 		v1.Mount("/records", (&transactResource{a}).Routes())
 		(&securityResource{a}).mount(v1)
+		(&quotaResource{a}).mount(v1)
 		v1.Get("/nodes", a.serve(broker.CapNodes, a.listNodes))
 		for _, m := range a.mounts {
 			if rest, ok := strings.CutPrefix(m.Path, "/v1/"); ok {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	v1 "github.com/strata-io/strata/api/v1"
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/security"
 )
@@ -75,11 +76,18 @@ type caller struct {
 // principal is who calls: the principal authMiddleware authenticated, from its host;
 // anonymous on a server without authentication.
 func principal(r *http.Request) broker.Principal {
+	who := broker.Anonymous
 	if c, ok := r.Context().Value(principalKey{}).(*caller); ok {
-		return c.who
+		who = c.who
 	}
-	return broker.Anonymous
+	if id := r.Header.Get(v1.HeaderClientID); id != "" {
+		who.ClientID = id[:min(len(id), maxClientID)]
+	}
+	return who
 }
+
+// maxClientID bounds the client id a request names (quotas may name client ids).
+const maxClientID = 255
 
 // Principal is who a request served under the API's middleware calls (a mounted
 // handler's request too: the connect REST API creates connectors as their caller).

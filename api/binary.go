@@ -75,6 +75,9 @@ func (rs *recordsResource) produceBinary(w http.ResponseWriter, r *http.Request)
 	if !ok {
 		return newProblem(CodeInvalidPartition, "partition %q: a record-batch body is for one partition: name it with ?partition=N", truncate(s, 32)).with("parameter", "partition")
 	}
+	if p := a.admitQuota(r, false); p != nil {
+		return p
+	}
 	body, p := readRawBody(r)
 	if p != nil {
 		return p
@@ -85,6 +88,7 @@ func (rs *recordsResource) produceBinary(w http.ResponseWriter, r *http.Request)
 	if err != nil {
 		return a.problemFor(r, err)
 	}
+	a.holdForQuota(r, false, len(body))
 	out := make([]byte, 0, 96)
 	out = append(out, `{"partition":`...)
 	out = strconv.AppendInt(out, n, 10)
@@ -104,6 +108,9 @@ func (a *API) fetchBinary(w http.ResponseWriter, r *http.Request, topic string, 
 	if err := a.core.Check(broker.CapFetchBatches); err != nil {
 		return a.problemFor(r, err)
 	}
+	if p := a.admitQuota(r, true); p != nil {
+		return p
+	}
 	offset, p := a.startOffset(r, topic, part, r.URL.Query().Get("offset"), "earliest", fp.isolation)
 	if p != nil {
 		return p
@@ -116,6 +123,7 @@ func (a *API) fetchBinary(w http.ResponseWriter, r *http.Request, topic string, 
 	for _, b := range res.Batches {
 		size += len(b)
 	}
+	a.holdForQuota(r, true, size)
 	h := w.Header()
 	h.Set("Content-Type", RecordBatchContentType)
 	h.Set("Cache-Control", "no-store")

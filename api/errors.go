@@ -94,6 +94,8 @@ const (
 	CodeInvalidSchema          = Code(broker.CodeInvalidSchema)
 	CodeIncompatibleSchema     = Code(broker.CodeIncompatibleSchema)
 	CodeSchemaValidationFailed = Code(broker.CodeSchemaValidationFailed)
+	CodeThrottled              = Code(broker.CodeThrottled)
+	CodeQuotaExceeded          = Code(broker.CodeQuotaExceeded)
 )
 
 // CodeInfo is one row of the error table.
@@ -181,6 +183,8 @@ var codeTable = []CodeInfo{
 	{CodeGroupTypeMismatch, http.StatusConflict, "Group id of another group type", false},
 	{CodeInvalidRecordState, http.StatusConflict, "Record not held by this member", false},
 	{CodeAckOutOfRange, http.StatusBadRequest, "Acknowledged offsets never acquired", false},
+	{CodeThrottled, http.StatusTooManyRequests, "Quota exceeded: retry later", true},
+	{CodeQuotaExceeded, http.StatusForbidden, "Quota cap reached", false},
 }
 
 var codeIndex = func() map[Code]CodeInfo {
@@ -235,7 +239,11 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *problem) {
 	h.Set("Content-Type", v1.ContentTypeProblem)
 	h.Set("Cache-Control", "no-store")
 	if info.Retry {
-		h.Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+		secs := int64(retryAfterSeconds)
+		if ms, ok := p.extras["retry_after_ms"].(int64); ok {
+			secs = max((ms+999)/1000, 1) // a quota's own wait, rounded up
+		}
+		h.Set("Retry-After", strconv.FormatInt(secs, 10))
 	}
 	w.WriteHeader(info.Status)
 	_, _ = w.Write(append(problemBody(r, p), '\n'))

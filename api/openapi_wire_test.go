@@ -64,6 +64,8 @@ var wireOps = map[string]wireOp{
 	"GET /v1/acls":                                                  op(nil, v1.ACLList{}),
 	"POST /v1/acls":                                                 op(v1.ACLBinding{}, v1.ACLBinding{}),
 	"DELETE /v1/acls":                                               op(nil, v1.ACLDeleted{}),
+	"GET /v1/quotas":                                                op(nil, v1.QuotaList{}),
+	"PUT /v1/quotas":                                                op(v1.PutQuotasRequest{}, v1.QuotaEntry{}),
 	"GET /v1/keys":                                                  op(nil, v1.KeyList{}),
 	"POST /v1/keys":                                                 op(v1.CreateKeyRequest{}, v1.Key{}),
 	"DELETE /v1/keys/{key}":                                         op(nil, v1.Key{}),

@@ -38,6 +38,9 @@ func (rs *recordsResource) produce(w http.ResponseWriter, r *http.Request) *prob
 	if p := a.authorize(r, acl.OpWrite, acl.Topic(name)); p != nil {
 		return p
 	}
+	if p := a.admitQuota(r, false); p != nil {
+		return p
+	}
 	body, p := readBody(r)
 	if p != nil {
 		return p
@@ -90,6 +93,7 @@ func (rs *recordsResource) produce(w http.ResponseWriter, r *http.Request) *prob
 	if err != nil {
 		return a.problemFor(r, err)
 	}
+	a.holdForQuota(r, false, len(body))
 	writeOffsets(w, res, nil)
 	return nil
 }

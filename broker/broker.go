@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/quota"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
 )
@@ -32,6 +33,9 @@ type Principal struct {
 	// Host is the address the caller connects from (ACLs may name hosts); empty when
 	// unknown.
 	Host string
+	// ClientID is the client id the caller gave (Kafka's request header; the HTTP
+	// API's Strata-Client-Id header), which quotas may name; empty when none.
+	ClientID string
 }
 
 // Anonymous is the principal of a caller that presented no identity: every caller of a
@@ -155,6 +159,11 @@ type Deps struct {
 	// Share keeps share groups (both catalog backends): the share-group calls
 	// (share.go) need it.
 	Share ShareStore
+	// Quotas enforces the client quotas (package quota); nil enforces none.
+	Quotas *quota.Enforcer
+	// QuotaStore keeps the quotas (both catalog backends); their administration needs
+	// it.
+	QuotaStore QuotaStore
 	// Now is the node clock that stamps and bounds CreateTime timestamps; nil: time.Now.
 	Now func() time.Time
 }

@@ -201,7 +201,12 @@ func (b *Broker) PutConnector(ctx context.Context, who Principal, req PutConnect
 	// someone else is refused, not replaced. (One deleted meanwhile is created again by
 	// a caller who had alter on it.)
 	upsert := req.Upsert && (old != nil || canAlter)
-	c, created, err := b.d.Connect.PutConnector(withAudit(ctx, who, action, r, details), spec, upsert)
+	owner := b.d.Quotas.Caps(who.Name)
+	owner.Principal = who.Name // as the connector stores it ("" for the anonymous caller)
+	c, created, err := b.d.Connect.PutConnector(withAudit(catalog.WithOwner(ctx, owner), who, action, r, details), spec, upsert)
+	if errors.Is(err, catalog.ErrCapReached) {
+		return catalog.Connector{}, false, b.capError(who, catalog.QuotaConnectorCount, err)
+	}
 	if errors.Is(err, catalog.ErrConnectorExists) && req.Upsert {
 		if e := b.authorize(ctx, who, acl.OpAlter, r); e != nil {
 			return catalog.Connector{}, false, e

@@ -92,6 +92,11 @@ const (
 	CodeGroupTypeMismatch  Code = "group_type_mismatch"
 	CodeInvalidRecordState Code = "invalid_record_state"
 	CodeAckOutOfRange      Code = "ack_out_of_range"
+	// Quotas: a caller over its controller_mutation_rate (or, over HTTP, owing more
+	// than the bounded delay for its byte rate) waits Details["retry_after_ms"]; a
+	// creation past its principal's topic_count or connector_count is refused.
+	CodeThrottled     Code = "throttling_quota_exceeded"
+	CodeQuotaExceeded Code = "quota_exceeded"
 )
 
 // retriable lists the codes whose request may succeed later unchanged: the node was
@@ -106,6 +111,7 @@ var retriable = map[Code]bool{
 	CodeCatalogUnavailable:   true,
 	CodeRoleUnavailable:      true,
 	CodeMemoryExhausted:      true,
+	CodeThrottled:            true,
 }
 
 // Retriable reports whether a request refused with c may succeed later unchanged.
@@ -130,6 +136,7 @@ func Codes() []Code {
 		CodeConnectorNotFound, CodeConnectorExists, CodeTaskNotFound, CodeConnectorNotStopped,
 		CodeSchemaNotFound, CodeInvalidSchema, CodeIncompatibleSchema, CodeSchemaValidationFailed,
 		CodeGroupTypeMismatch, CodeInvalidRecordState, CodeAckOutOfRange,
+		CodeThrottled, CodeQuotaExceeded,
 	}
 }
 

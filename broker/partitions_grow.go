@@ -29,6 +29,9 @@ func (b *Broker) GrowPartitions(ctx context.Context, who Principal, topic string
 		t.Partitions = count
 		return t, nil
 	}
+	if e := b.mutate(who, count-t.Partitions); e != nil {
+		return catalog.Topic{}, e
+	}
 	return b.UpdateTopic(ctx, who, topic, TopicUpdate{Partitions: count})
 }
 

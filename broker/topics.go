@@ -179,8 +179,14 @@ func (b *Broker) CreateTopic(ctx context.Context, who Principal, req CreateTopic
 		}
 		return catalog.Topic{Name: req.Name, Partitions: req.Partitions, Configs: maps.Clone(req.Configs)}, nil
 	}
-	ctx = withAudit(ctx, who, "topic.create", acl.Topic(req.Name), map[string]any{"partitions": req.Partitions, "configs": req.Configs})
+	if e := b.mutate(who, req.Partitions); e != nil {
+		return catalog.Topic{}, e
+	}
+	ctx = withAudit(b.withOwner(ctx, who), who, "topic.create", acl.Topic(req.Name), map[string]any{"partitions": req.Partitions, "configs": req.Configs})
 	t, err := b.d.Catalog.CreateTopic(ctx, req.Name, req.Partitions, req.Configs)
+	if errors.Is(err, catalog.ErrCapReached) {
+		return catalog.Topic{}, b.capError(who, catalog.QuotaTopicCount, err)
+	}
 	if err != nil {
 		return catalog.Topic{}, catalogError("create topic", err, onTopic(req.Name))
 	}
@@ -234,6 +240,16 @@ func (b *Broker) DeleteTopic(ctx context.Context, who Principal, name string) er
 	}
 	if err := ValidateTopicName(name); err != nil {
 		return err
+	}
+	if b.d.Quotas != nil {
+		// Kafka counts a deletion's partitions; a topic not found is refused below.
+		n := int32(1)
+		if t, err := b.d.Catalog.Topic(ctx, name); err == nil {
+			n = t.Partitions
+		}
+		if e := b.mutate(who, n); e != nil {
+			return e
+		}
 	}
 	err := b.d.Catalog.DeleteTopic(withAudit(ctx, who, "topic.delete", acl.Topic(name), nil), name)
 	b.topics.invalidate(name)

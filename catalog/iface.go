@@ -23,6 +23,7 @@ type Backend interface {
 	Transactions
 	Registry
 	ShareGroups
+	Quotas
 }
 
 // Catalog is the core of the catalog — topics, partitions, the segment commit, chunk

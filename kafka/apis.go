@@ -67,6 +67,7 @@ func (r *request) endTurn() {
 
 const (
 	produceKey          = 0
+	fetchKey            = 1
 	apiVersionsKey      = 18
 	saslHandshakeKey    = 17
 	saslAuthenticateKey = 36
@@ -144,6 +145,9 @@ func (s *Server) apiTable() map[int16]api {
 		// SCRAM credentials (KIP-554), kept in the catalog (scram.go).
 		{key: 50, min: 0, max: 0, handle: s.describeUserSCRAMCredentials},
 		{key: 51, min: 0, max: 0, handle: s.alterUserSCRAMCredentials},
+		// Client quotas (quotas.go).
+		{key: 48, min: 0, max: 1, handle: s.describeClientQuotas},
+		{key: 49, min: 0, max: 1, handle: s.alterClientQuotas},
 	}
 	if s.cfg.Auth != nil {
 		apis = append(apis,

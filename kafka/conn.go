@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -73,6 +74,10 @@ type conn struct {
 	authTimer     *time.Timer
 	addrKey       string
 	unauthCounted bool
+
+	// mutedUntil (unix ns) is when the connection may be read again: a request over a
+	// quota mutes it for its throttle time, as Kafka does (KIP-219).
+	mutedUntil atomic.Int64
 
 	// lastSubmit is closed once the connection's latest Produce has submitted its
 	// batches (request.turn); touched only by the reader goroutine.
@@ -177,6 +182,10 @@ func (c *conn) readLoop() {
 		select {
 		case c.sem <- struct{}{}:
 		case <-c.stopRead:
+			return
+		}
+		if !c.waitUnmuted() {
+			<-c.sem
 			return
 		}
 		preAuth := c.preAuth()
@@ -354,7 +363,7 @@ func (c *conn) dispatch(sl *slot, frame []byte) bool {
 		return c.refuse(sl, "bad_request", h, "request body does not parse")
 	}
 	start := time.Now()
-	rq := &request{conn: c, header: h, who: broker.Principal{Name: c.principal, Host: c.host}, mem: sl.mem}
+	rq := &request{conn: c, header: h, who: broker.Principal{Name: c.principal, Host: c.host, ClientID: deref(h.clientID)}, mem: sl.mem}
 	if h.key == produceKey {
 		rq.turn, rq.submitted = c.lastSubmit, make(chan struct{})
 		c.lastSubmit = rq.submitted
@@ -369,6 +378,9 @@ func (c *conn) dispatch(sl *slot, frame []byte) bool {
 		if resp != nil {
 			resp.SetVersion(h.version)
 		}
+		if !a.preAuth {
+			c.throttle(rq, resp, time.Since(start))
+		}
 		c.logAccess(rq, a, acc, resp, err, time.Since(start))
 		c.complete(sl, h, rq, resp, a, start, err)
 	}
@@ -378,6 +390,71 @@ func (c *conn) dispatch(sl *slot, frame []byte) bool {
 	}
 	go serve()
 	return true
+}
+
+// throttle applies the caller's request_percentage to the handler time d, sets the
+// answer's throttle time to the longest any quota asks, and mutes the connection for
+// it — for the byte rates and the request share, as Kafka does; a request refused for
+// controller_mutation_rate (KIP-599) only tells the client when to retry.
+func (c *conn) throttle(rq *request, resp kmsg.Response, d time.Duration) {
+	ms := throttleMillis(c.s.deps.Core.RequestThrottle(rq.who, d))
+	tr, ok := resp.(kmsg.ThrottleResponse)
+	if !ok {
+		c.mute(time.Duration(ms) * time.Millisecond)
+		return
+	}
+	cur, _ := tr.Throttle()
+	if ms > cur {
+		if st, ok := resp.(kmsg.SetThrottleResponse); ok {
+			st.SetThrottle(ms)
+		}
+	}
+	if rq.header.key == produceKey || rq.header.key == fetchKey {
+		ms = max(ms, cur) // the byte rates mute; a refused mutation only says when to retry
+	}
+	c.mute(time.Duration(ms) * time.Millisecond)
+}
+
+// mute stops reading the connection for d (from now), unless it is muted longer.
+func (c *conn) mute(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	until := time.Now().Add(d).UnixNano()
+	for {
+		cur := c.mutedUntil.Load()
+		if cur >= until || c.mutedUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
+
+// waitUnmuted waits until the connection may be read; false if it ended meanwhile.
+func (c *conn) waitUnmuted() bool {
+	for {
+		wait := time.Until(time.Unix(0, c.mutedUntil.Load()))
+		if wait <= 0 {
+			return true
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-c.stopRead:
+			t.Stop()
+			return false
+		case <-c.ctx.Done():
+			t.Stop()
+			return false
+		}
+	}
+}
+
+// throttleMillis is d as a response's throttle_time_ms, rounded up.
+func throttleMillis(d time.Duration) int32 {
+	if d <= 0 {
+		return 0
+	}
+	return int32(min((d+time.Millisecond-1)/time.Millisecond, 1<<31-1))
 }
 
 // refuse closes the connection after the answers before sl, as Kafka does for requests

@@ -80,6 +80,8 @@ var kafkaCodes = map[broker.Code]*kerr.Error{
 	broker.CodeInvalidSchema:          kerr.InvalidRequest,
 	broker.CodeIncompatibleSchema:     kerr.InvalidRequest,
 	broker.CodeSchemaValidationFailed: kerr.InvalidRecord,
+	broker.CodeThrottled:              kerr.ThrottlingQuotaExceeded,
+	broker.CodeQuotaExceeded:          kerr.PolicyViolation, // Kafka has no count caps: a broker policy refused the creation
 }
 
 // authorizationCodes are the refusals of CodeForbidden by the kind of resource refused.

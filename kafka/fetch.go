@@ -91,6 +91,7 @@ func (s *Server) fetch(ctx context.Context, r *request, req kmsg.Request) (kmsg.
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
+	resp.ThrottleMillis = throttleMillis(s.deps.Core.FetchThrottle(r.who, int64(r.sizeHint)))
 	return resp, nil
 }
 

@@ -83,9 +83,18 @@ func (s *Server) produce(ctx context.Context, r *request, req kmsg.Request) (kms
 		p.logStart = s.logStartFor(ctx, r, p)
 	})
 	r.keepFrame = abandoned.Load()
+	// The quota counts what the client sent, once per request; over it, the answer
+	// says how long to pause and the connection is not read for that long (conn.go).
+	var sent int64
+	for _, p := range parts {
+		sent += int64(len(p.records))
+	}
+	throttle := s.deps.Core.ProduceThrottle(r.who, sent)
 	if in.Acks == 0 {
+		r.conn.mute(throttle)
 		return nil, nil
 	}
+	resp.ThrottleMillis = throttleMillis(throttle)
 	i := 0
 	for _, t := range in.Topics {
 		rt := kmsg.NewProduceResponseTopic()

@@ -16,6 +16,13 @@ import (
 func (s *Server) createTopics(ctx context.Context, r *request, req kmsg.Request) (kmsg.Response, error) {
 	in := req.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	defer func() { // controller_mutation_rate: a refusal says how long to wait
+		for _, t := range resp.Topics {
+			if t.ErrorCode == kerr.ThrottlingQuotaExceeded.Code {
+				resp.ThrottleMillis = throttleMillis(s.deps.Core.MutationThrottle(r.who))
+			}
+		}
+	}()
 	names := map[string]int{}
 	for _, t := range in.Topics {
 		names[t.Topic]++
@@ -77,6 +84,13 @@ func (s *Server) createTopics(ctx context.Context, r *request, req kmsg.Request)
 func (s *Server) deleteTopics(ctx context.Context, r *request, req kmsg.Request) (kmsg.Response, error) {
 	in := req.(*kmsg.DeleteTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	defer func() { // controller_mutation_rate: a refusal says how long to wait
+		for _, t := range resp.Topics {
+			if t.ErrorCode == kerr.ThrottlingQuotaExceeded.Code {
+				resp.ThrottleMillis = throttleMillis(s.deps.Core.MutationThrottle(r.who))
+			}
+		}
+	}()
 	type target struct {
 		name *string
 		id   catalog.UUID
@@ -123,6 +137,13 @@ func (s *Server) deleteTopics(ctx context.Context, r *request, req kmsg.Request)
 func (s *Server) createPartitions(ctx context.Context, r *request, req kmsg.Request) (kmsg.Response, error) {
 	in := req.(*kmsg.CreatePartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	defer func() { // controller_mutation_rate: a refusal says how long to wait
+		for _, t := range resp.Topics {
+			if t.ErrorCode == kerr.ThrottlingQuotaExceeded.Code {
+				resp.ThrottleMillis = throttleMillis(s.deps.Core.MutationThrottle(r.who))
+			}
+		}
+	}()
 	for _, t := range in.Topics {
 		rt := kmsg.NewCreatePartitionsResponseTopic()
 		rt.Topic = t.Topic

@@ -76,4 +76,6 @@ const (
 	CodeGroupTypeMismatch         = "group_type_mismatch"
 	CodeInvalidRecordState        = "invalid_record_state"
 	CodeAckOutOfRange             = "ack_out_of_range"
+	CodeThrottled                 = "throttling_quota_exceeded"
+	CodeQuotaExceeded             = "quota_exceeded"
 )

@@ -128,6 +128,9 @@ func (c *Catalog) PutConnector(ctx context.Context, spec catalog.ConnectorSpec, 
 		if err := writeAudit(ctx, tx); err != nil {
 			return err
 		}
+		if err := engine.CheckOwnerCap(ctx, txQuerier{tx}, engine.OwnedConnector, spec.Name); err != nil {
+			return err
+		}
 		state := spec.TargetState
 		if state == "" {
 			state = catalog.StateRunning

@@ -321,7 +321,8 @@ func (c *Catalog) ProducerOwner(ctx context.Context, id int64) (catalog.Producer
 	return o, nil
 }
 
-// SecurityTx is securityTx for the engine's statements (engine.ScramDB).
+// SecurityTx runs the engine's security scripts (SCRAM credentials, quotas) in
+// securityTx.
 func (e pgEngine) SecurityTx(ctx context.Context, fn func(q engine.RegistryQuerier) error) error {
 	return e.c.securityTx(ctx, func(tx pgx.Tx) error { return fn(txQuerier{tx}) })
 }

@@ -63,6 +63,9 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32
 		if err := writeAudit(ctx, tx); err != nil {
 			return err
 		}
+		if err := engine.CheckOwnerCap(ctx, txQuerier{tx}, engine.OwnedTopic, name); err != nil {
+			return err
+		}
 		t, err = scanTopic(tx.QueryRow(ctx, `
 		WITH t AS (
 			INSERT INTO topics (uuid, name, partitions, configs) VALUES ($5, $1, $2, $3::jsonb)
@@ -72,7 +75,10 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32
 			SELECT t.id, g, $4::bigint FROM t, generate_series(0, $2 - 1) AS g
 		)
 		SELECT `+topicColumns+` FROM t`, name, partitions, configsJSON(configs), retentionArg(cfg), catalog.NewUUID()))
-		return err
+		if err != nil {
+			return err
+		}
+		return engine.RecordTopicOwner(ctx, txQuerier{tx}, t.ID)
 	})
 	if isUniqueViolation(err) {
 		return catalog.Topic{}, fmt.Errorf("postgres: create topic %q: %w", name, catalog.ErrTopicExists)

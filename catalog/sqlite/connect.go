@@ -119,6 +119,9 @@ func (c *Catalog) PutConnector(ctx context.Context, spec catalog.ConnectorSpec, 
 		if err := writeAudit(ctx, tx); err != nil {
 			return err
 		}
+		if err := engine.CheckOwnerCap(ctx, sqlQuerier{tx}, engine.OwnedConnector, spec.Name); err != nil {
+			return err
+		}
 		old, err := loadConnector(ctx, tx, spec.Name)
 		switch {
 		case errors.Is(err, catalog.ErrConnectorNotFound):

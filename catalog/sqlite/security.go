@@ -312,7 +312,8 @@ func (c *Catalog) ProducerOwner(ctx context.Context, id int64) (catalog.Producer
 	return catalog.ProducerOwner{TransactionalID: tid.String, Principal: principal.String, Unowned: !principal.Valid}, nil
 }
 
-// SecurityTx is securityTx for the engine's statements (engine.ScramDB).
+// SecurityTx runs the engine's security scripts (SCRAM credentials, quotas) in
+// securityTx.
 func (e sqliteEngine) SecurityTx(ctx context.Context, fn func(q engine.RegistryQuerier) error) error {
 	return e.c.securityTx(ctx, func(tx *sql.Tx, _ time.Time) error { return fn(sqlQuerier{tx}) })
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
 const topicColumns = `id, uuid, name, partitions, configs, created_at`
@@ -76,6 +77,9 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32
 	if err := writeAudit(ctx, tx); err != nil {
 		return catalog.Topic{}, fmt.Errorf("sqlite: create topic %s: %w", name, err)
 	}
+	if err := engine.CheckOwnerCap(ctx, sqlQuerier{tx}, engine.OwnedTopic, name); err != nil {
+		return catalog.Topic{}, fmt.Errorf("sqlite: create topic %s: %w", name, err)
+	}
 	// The immediate transaction excludes every other writer, so checking first is not a
 	// race.
 	var n int
@@ -93,6 +97,9 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32
 	}
 	if _, err := tx.ExecContext(ctx, insertPartitions, t.ID, 0, partitions); err != nil {
 		return catalog.Topic{}, fmt.Errorf("sqlite: create topic %s: partitions: %w", name, err)
+	}
+	if err := engine.RecordTopicOwner(ctx, sqlQuerier{tx}, t.ID); err != nil {
+		return catalog.Topic{}, fmt.Errorf("sqlite: create topic %s: %w", name, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return catalog.Topic{}, fmt.Errorf("sqlite: create topic %s: commit: %w", name, err)

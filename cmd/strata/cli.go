@@ -55,6 +55,8 @@ func verbs() []verb {
 		{"acls list", aclsListCommand},
 		{"acls create", aclsCreateCommand},
 		{"acls delete", aclsDeleteCommand},
+		{"quotas list", quotasListCommand},
+		{"quotas set", quotasSetCommand},
 		{"audit", auditCommand},
 		{"check", checkCommand},
 		{"torture", tortureCommand},
@@ -70,6 +72,7 @@ var groupAbout = map[string]string{
 	"keys":       "create, list and revoke API keys kept in the catalog",
 	"scram":      "set, list and delete SCRAM credentials (Kafka SASL SCRAM-SHA-256/512 logins)",
 	"acls":       "list, create and delete ACL bindings (who may do what)",
+	"quotas":     "list and set client quotas (byte rates, request share, mutation rate, caps)",
 	"schemas":    "register, get, list and check schemas in the schema registry",
 	"connectors": "run connectors on nodes with the connect role (Kafka Connect's REST API)",
 }
@@ -390,6 +393,8 @@ Talking to a server (--server, env STRATA_SERVER, default http://127.0.0.1:8080)
   acls list           list ACL bindings
   acls create         allow or deny a principal an operation on a resource
   acls delete         delete ACL bindings
+  quotas list         list client quotas
+  quotas set          set or remove an entity's quotas
   audit               print the audit log of administrative actions
   schemas register    register a schema under a subject (prints its id and version)
   schemas get         print a subject's version of a schema, or a schema by id

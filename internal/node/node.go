@@ -30,6 +30,7 @@ import (
 	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/metered"
+	"github.com/strata-io/strata/quota"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/registry/rest"
 	"github.com/strata-io/strata/security"
@@ -74,6 +75,8 @@ type Config struct {
 	// still serves the Kafka listener's SASL logins (PLAIN, SCRAM, and OAUTHBEARER with
 	// Security.OAuth), which are then optional.
 	Security security.Config
+	// Quota tunes quota enforcement (zero: package quota's defaults).
+	Quota quota.Config
 
 	// HTTP is where Serve serves the API; Kafka, the Kafka listener (none without an
 	// address). Start opens both listeners, so their addresses are known (port 0 picks
@@ -116,6 +119,8 @@ type Node struct {
 	// Guard authenticates and authorizes (it authorizes only when Config.Security is
 	// on).
 	Guard *security.Guard
+	// Quotas enforces the catalog's client quotas on this node.
+	Quotas *quota.Enforcer
 	// The roles, nil when the node does not run them.
 	Writer    *writer.Writer
 	Reader    *reader.Reader
@@ -208,11 +213,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.Memory = membudget.New(cfg.MemoryBudget, reg)
 	}
 	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat, Connect: cat, Security: cat, Classic: cat,
-		Registry: cat, Transactions: cat, Nodes: cat, Share: cat, Scram: cat}
+		Registry: cat, Transactions: cat, Nodes: cat, Share: cat, Scram: cat, QuotaStore: cat}
 	if err := n.startGuard(ctx, cfg, start); err != nil {
 		n.Stop(context.Background())
 		return nil, err
 	}
+	n.startQuotas(ctx, cfg, reg, start)
+	bd.Quotas = n.Quotas
 	if cfg.Security.Enabled() {
 		bd.Authorizer = n.Guard
 		cfg.API.Auth.Authenticator = n.Guard
@@ -323,6 +330,26 @@ func (n *Node) startGuard(ctx context.Context, cfg Config, start func(string, fu
 		start("security", n.Guard.Run)
 	}
 	return nil
+}
+
+// startQuotas builds the quota enforcer over the catalog and its node registry, loads
+// the quotas once before the node serves, and keeps them fresh (not on Lambda, where
+// nothing runs between invocations: there the quotas are those read at start).
+func (n *Node) startQuotas(ctx context.Context, cfg Config, reg prometheus.Registerer, start func(string, func(context.Context) error)) {
+	qc := cfg.Quota
+	qc.Registerer, qc.Log = reg, n.log
+	if qc.PollInterval == 0 {
+		qc.PollInterval = cfg.Security.PollInterval
+	}
+	n.Quotas = quota.New(qc, cfg.Catalog, cfg.Catalog)
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := n.Quotas.Refresh(rctx); err != nil {
+		n.log.Warn("could not load quotas yet: none are enforced until the catalog answers", "err", err)
+	}
+	if !cfg.Lambda {
+		start("quotas", n.Quotas.Run)
+	}
 }
 
 // startConnect starts the connect worker under a context of its own, and mounts the

@@ -21,6 +21,7 @@ type Backend interface {
 	InventoryBackend
 	ConnectBackend
 	ShareBackend
+	QuotaBackend
 }
 
 // Methods are the catalog methods whose transaction scripts are the engine's, run over
