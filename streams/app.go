@@ -111,6 +111,9 @@ type App struct {
 	statuses map[TaskID]string
 	hbNow    chan chan struct{} // a commit asks for a heartbeat now; closed when answered
 	running  atomic.Bool
+
+	globals    *globalSet   // the global tables, once restored (nil: none)
+	globalErrs <-chan error // a global table's tailer failed for good
 }
 
 type topicMeta struct {
@@ -168,6 +171,19 @@ func setDefault[T comparable](v *T, d T) {
 	}
 }
 
+// GlobalPositions returns, per partition of a global table's topic, the next offset
+// this instance will apply: every record below it is in the table. Empty before the
+// table is restored.
+func (a *App) GlobalPositions(table string) map[int32]int64 {
+	a.mu.Lock()
+	g := a.globals
+	a.mu.Unlock()
+	if g == nil {
+		return map[int32]int64{}
+	}
+	return g.positions(table)
+}
+
 // Topology is the checked topology the App runs.
 func (a *App) Topology() *Topology { return a.topo }
 
@@ -215,7 +231,23 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.prepare(ctx); err != nil {
 		return err
 	}
-	return a.member(ctx)
+	// Global tables are complete before any task starts, and stay up to date
+	// outside the group until the member has left it.
+	g, err := a.startGlobals(ctx)
+	if err != nil {
+		return err
+	}
+	a.globalErrs = g.failures()
+	if g != nil {
+		a.mu.Lock()
+		a.globals = g.set
+		a.mu.Unlock()
+	}
+	err = a.member(ctx)
+	if cerr := g.close(); cerr != nil && err == nil {
+		err = fmt.Errorf("streams: close the global tables: %w", cerr)
+	}
+	return err
 }
 
 // prepare reads the topics' metadata, checks co-partitioning and creates the internal
@@ -243,6 +275,11 @@ func (a *App) prepare(ctx context.Context) error {
 					return fmt.Errorf("streams: input %w", err)
 				}
 			}
+		}
+	}
+	for _, g := range a.topo.b.globals {
+		if _, err := read(g.topic); err != nil {
+			return fmt.Errorf("streams: global table %w", err)
 		}
 	}
 	counts, err := a.topo.taskCounts(read)

@@ -22,6 +22,7 @@ type Builder struct {
 	stores  map[string]*storeDef
 	parts   map[string]*repartitionDef // by topic
 	names   map[string]string          // stateful names taken, and by what
+	globals []*globalDef               // global tables, in declaration order
 	errs    []error
 }
 

@@ -133,7 +133,7 @@ func (r *taskRunner) runTask() (err error) {
 	}
 	env := &taskEnv{partitions: a.partitions, inputHeader: a.cfg.InputPositionHeader, deadLetters: a.cfg.DeadLetterTopic,
 		lateTopic: a.cfg.LateRecordTopic, maxRecords: a.cfg.MaxCommitRecords, maxBytes: a.cfg.MaxCommitBytes, metrics: &a.metrics, log: a.log,
-		prom: a.prom, app: a.topo.App()}
+		prom: a.prom, app: a.topo.App(), globals: a.globals}
 	t := newTask(a.topo, r.sub, r.id.Partition, db, env)
 	defer t.pm.forget() // the task's series go with it (again, if close ran)
 	start := time.Now()
