@@ -82,6 +82,12 @@ type Config struct {
 	// belong to has closed (they are counted in Metrics either way). Created if
 	// missing.
 	LateRecordTopic string
+	// ApplicationServer is the base URL at which this instance serves QueryHandler
+	// (Kafka Streams' application.server), published with the tasks it runs in the
+	// compacted topic <app>-instances so that any instance can route an interactive
+	// query to the one holding a key. Default "": this instance answers queries of
+	// its own tasks and routes others, but none are routed to it.
+	ApplicationServer string
 	// Logger receives the runtime's log lines. Default: discarded.
 	Logger *slog.Logger
 	// Registerer, when set, receives the runtime's Prometheus metrics, per task
@@ -114,6 +120,7 @@ type App struct {
 
 	globals    *globalSet   // the global tables, once restored (nil: none)
 	globalErrs <-chan error // a global table's tailer failed for good
+	iq         *queries     // interactive queries
 }
 
 type topicMeta struct {
@@ -161,7 +168,7 @@ func New(b *Builder, cfg Config) (*App, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &App{topo: topo, cfg: cfg, c: cfg.Client, prom: newPromMetrics(cfg.Registerer), log: log.With("component", "streams", "app", topo.App(), "instance", cfg.InstanceID),
-		assigned: map[client.TopicPartition]bool{}, statuses: map[TaskID]string{}, hbNow: make(chan chan struct{}, 16)}, nil
+		assigned: map[client.TopicPartition]bool{}, statuses: map[TaskID]string{}, hbNow: make(chan chan struct{}, 16), iq: newQueries()}, nil
 }
 
 func setDefault[T comparable](v *T, d T) {
@@ -243,7 +250,9 @@ func (a *App) Run(ctx context.Context) error {
 		a.globals = g.set
 		a.mu.Unlock()
 	}
+	stopInstances := a.runInstances(ctx)
 	err = a.member(ctx)
+	stopInstances()
 	if cerr := g.close(); cerr != nil && err == nil {
 		err = fmt.Errorf("streams: close the global tables: %w", cerr)
 	}
@@ -286,7 +295,9 @@ func (a *App) prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.mu.Lock()
 	a.counts = counts
+	a.mu.Unlock()
 	for topic := range a.topo.b.sinks {
 		if _, err := read(topic); err != nil {
 			return fmt.Errorf("streams: output %w", err)
@@ -313,6 +324,10 @@ func (a *App) prepare(ctx context.Context) error {
 		for _, src := range s.sources {
 			a.subs = append(a.subs, src.topic)
 		}
+	}
+	// The interactive queries' routing table: the latest record per instance.
+	if err := a.ensureTopic(ctx, a.instancesTopic(), 1, map[string]string{"cleanup.policy": "compact"}); err != nil {
+		return err
 	}
 	for _, t := range []string{a.cfg.DeadLetterTopic, a.cfg.LateRecordTopic} {
 		if t == "" {

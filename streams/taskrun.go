@@ -52,11 +52,12 @@ func (a *App) newRunner(parent context.Context, s *subtopology, p int32) *taskRu
 // revokeOnce asks the task to commit what it processed and end.
 func (r *taskRunner) revokeOnce() {
 	r.revokeMu.Lock()
-	defer r.revokeMu.Unlock()
 	if !r.isRevoke {
 		r.isRevoke = true
 		close(r.revoked)
 	}
+	r.revokeMu.Unlock()
+	r.a.iq.unregister(r) // a task moving is not queryable: its next owner will be
 }
 
 func (r *taskRunner) revoking() bool {
@@ -66,7 +67,22 @@ func (r *taskRunner) revoking() bool {
 }
 
 // lose ends the task at once, dropping its pending work.
-func (r *taskRunner) lose() { r.stop() }
+func (r *taskRunner) lose() {
+	r.stop()
+	r.revokeMu.Lock() // after a queryable that did not see the stop
+	r.revokeMu.Unlock()
+	r.a.iq.unregister(r)
+}
+
+// queryable registers the task for interactive queries unless it is being revoked
+// or lost: under revokeMu, so that revokeOnce and lose unregister it after.
+func (r *taskRunner) queryable(db store.DB) {
+	r.revokeMu.Lock()
+	defer r.revokeMu.Unlock()
+	if !r.isRevoke && r.ctx.Err() == nil {
+		r.a.iq.register(r, db)
+	}
+}
 
 func (r *taskRunner) log() *slogger { return &slogger{r} }
 
@@ -151,6 +167,10 @@ func (r *taskRunner) runTask() (err error) {
 	t.base.streamTime, t.base.hasTime = streamTime, ok
 	a.metrics.TasksRestored.Add(1)
 	r.log().Info("task running", "restore", time.Since(start).Round(time.Millisecond), "positions", fmt.Sprint(positions))
+	// Queryable from now until its revocation begins, it is lost, or it ends (before
+	// its stores close: this defer runs before db.Close's).
+	r.queryable(db)
+	defer a.iq.unregister(r)
 	a.setStatus(r.id, TaskRunning)
 	defer func() {
 		if cerr := t.close(); cerr != nil && err == nil {
