@@ -88,6 +88,11 @@ type Config struct {
 	// query to the one holding a key. Default "": this instance answers queries of
 	// its own tasks and routes others, but none are routed to it.
 	ApplicationServer string
+	// NumStandbyReplicas is how many other instances keep a warm copy of each
+	// stateful task's stores (a standby task tailing its changelogs into their state
+	// directory), so that a task moving there restores only the changelog's tail.
+	// Needs StateDir. Default 0.
+	NumStandbyReplicas int
 	// Logger receives the runtime's log lines. Default: discarded.
 	Logger *slog.Logger
 	// Registerer, when set, receives the runtime's Prometheus metrics, per task
@@ -121,6 +126,7 @@ type App struct {
 	globals    *globalSet   // the global tables, once restored (nil: none)
 	globalErrs <-chan error // a global table's tailer failed for good
 	iq         *queries     // interactive queries
+	sb         *standbys    // standby tasks
 }
 
 type topicMeta struct {
@@ -143,6 +149,9 @@ func New(b *Builder, cfg Config) (*App, error) {
 	}
 	if cfg.CommitInterval < 0 || cfg.SessionTimeout < 0 || cfg.FetchWait < 0 || cfg.MaxCommitRecords < 0 || cfg.MaxCommitBytes < 0 {
 		bad = append(bad, errors.New("streams: durations and limits in Config must not be negative"))
+	}
+	if cfg.NumStandbyReplicas < 0 || cfg.NumStandbyReplicas > 0 && cfg.StateDir == "" {
+		bad = append(bad, fmt.Errorf("streams: Config.NumStandbyReplicas %d: use 0 or more, with a StateDir for the copies", cfg.NumStandbyReplicas))
 	}
 	if cfg.MaxCommitRecords > 10_000 {
 		bad = append(bad, fmt.Errorf("streams: MaxCommitRecords %d: the server takes at most 10,000 records per request", cfg.MaxCommitRecords))
@@ -168,7 +177,7 @@ func New(b *Builder, cfg Config) (*App, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &App{topo: topo, cfg: cfg, c: cfg.Client, prom: newPromMetrics(cfg.Registerer), log: log.With("component", "streams", "app", topo.App(), "instance", cfg.InstanceID),
-		assigned: map[client.TopicPartition]bool{}, statuses: map[TaskID]string{}, hbNow: make(chan chan struct{}, 16), iq: newQueries()}, nil
+		assigned: map[client.TopicPartition]bool{}, statuses: map[TaskID]string{}, hbNow: make(chan chan struct{}, 16), iq: newQueries(), sb: newStandbys()}, nil
 }
 
 func setDefault[T comparable](v *T, d T) {
@@ -251,7 +260,17 @@ func (a *App) Run(ctx context.Context) error {
 		a.mu.Unlock()
 	}
 	stopInstances := a.runInstances(ctx)
+	sctx, stopStandbys := context.WithCancel(ctx)
+	standbysDone := make(chan struct{})
+	go func() {
+		defer close(standbysDone)
+		if a.cfg.NumStandbyReplicas > 0 {
+			a.runStandbys(sctx)
+		}
+	}()
 	err = a.member(ctx)
+	stopStandbys()
+	<-standbysDone
 	stopInstances()
 	if cerr := g.close(); cerr != nil && err == nil {
 		err = fmt.Errorf("streams: close the global tables: %w", cerr)

@@ -100,7 +100,9 @@ func (l *slogger) Warn(msg string, args ...any) {
 func (r *taskRunner) run(exits chan<- taskExit) {
 	a := r.a
 	a.setStatus(r.id, TaskRestoring)
+	a.sb.yield(r.id) // its standby, if any, closes the stores this task opens
 	err := r.runTask()
+	a.sb.release(r.id)
 	r.bg.Wait()
 	a.setStatus(r.id, "")
 	dropped := false
@@ -166,7 +168,9 @@ func (r *taskRunner) runTask() (err error) {
 	t.streamTime, t.hasTime = streamTime, ok
 	t.base.streamTime, t.base.hasTime = streamTime, ok
 	a.metrics.TasksRestored.Add(1)
-	r.log().Info("task running", "restore", time.Since(start).Round(time.Millisecond), "positions", fmt.Sprint(positions))
+	took := time.Since(start)
+	a.sb.restored(r.id, took)
+	r.log().Info("task running", "restore", took.Round(time.Millisecond), "positions", fmt.Sprint(positions))
 	// Queryable from now until its revocation begins, it is lost, or it ends (before
 	// its stores close: this defer runs before db.Close's).
 	r.queryable(db)
