@@ -82,6 +82,17 @@ type Config struct {
 	// belong to has closed (they are counted in Metrics either way). Created if
 	// missing.
 	LateRecordTopic string
+	// ApplicationServer is the base URL at which this instance serves QueryHandler
+	// (Kafka Streams' application.server), published with the tasks it runs in the
+	// compacted topic <app>-instances so that any instance can route an interactive
+	// query to the one holding a key. Default "": this instance answers queries of
+	// its own tasks and routes others, but none are routed to it.
+	ApplicationServer string
+	// NumStandbyReplicas is how many other instances keep a warm copy of each
+	// stateful task's stores (a standby task tailing its changelogs into their state
+	// directory), so that a task moving there restores only the changelog's tail.
+	// Needs StateDir. Default 0.
+	NumStandbyReplicas int
 	// Logger receives the runtime's log lines. Default: discarded.
 	Logger *slog.Logger
 	// Registerer, when set, receives the runtime's Prometheus metrics, per task
@@ -111,6 +122,11 @@ type App struct {
 	statuses map[TaskID]string
 	hbNow    chan chan struct{} // a commit asks for a heartbeat now; closed when answered
 	running  atomic.Bool
+
+	globals    *globalSet   // the global tables, once restored (nil: none)
+	globalErrs <-chan error // a global table's tailer failed for good
+	iq         *queries     // interactive queries
+	sb         *standbys    // standby tasks
 }
 
 type topicMeta struct {
@@ -133,6 +149,9 @@ func New(b *Builder, cfg Config) (*App, error) {
 	}
 	if cfg.CommitInterval < 0 || cfg.SessionTimeout < 0 || cfg.FetchWait < 0 || cfg.MaxCommitRecords < 0 || cfg.MaxCommitBytes < 0 {
 		bad = append(bad, errors.New("streams: durations and limits in Config must not be negative"))
+	}
+	if cfg.NumStandbyReplicas < 0 || cfg.NumStandbyReplicas > 0 && cfg.StateDir == "" {
+		bad = append(bad, fmt.Errorf("streams: Config.NumStandbyReplicas %d: use 0 or more, with a StateDir for the copies", cfg.NumStandbyReplicas))
 	}
 	if cfg.MaxCommitRecords > 10_000 {
 		bad = append(bad, fmt.Errorf("streams: MaxCommitRecords %d: the server takes at most 10,000 records per request", cfg.MaxCommitRecords))
@@ -158,7 +177,7 @@ func New(b *Builder, cfg Config) (*App, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &App{topo: topo, cfg: cfg, c: cfg.Client, prom: newPromMetrics(cfg.Registerer), log: log.With("component", "streams", "app", topo.App(), "instance", cfg.InstanceID),
-		assigned: map[client.TopicPartition]bool{}, statuses: map[TaskID]string{}, hbNow: make(chan chan struct{}, 16)}, nil
+		assigned: map[client.TopicPartition]bool{}, statuses: map[TaskID]string{}, hbNow: make(chan chan struct{}, 16), iq: newQueries(), sb: newStandbys()}, nil
 }
 
 func setDefault[T comparable](v *T, d T) {
@@ -166,6 +185,19 @@ func setDefault[T comparable](v *T, d T) {
 	if *v == zero {
 		*v = d
 	}
+}
+
+// GlobalPositions returns, per partition of a global table's topic, the next offset
+// this instance will apply: every record below it is in the table. Empty before the
+// table is restored.
+func (a *App) GlobalPositions(table string) map[int32]int64 {
+	a.mu.Lock()
+	g := a.globals
+	a.mu.Unlock()
+	if g == nil {
+		return map[int32]int64{}
+	}
+	return g.positions(table)
 }
 
 // Topology is the checked topology the App runs.
@@ -215,7 +247,35 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.prepare(ctx); err != nil {
 		return err
 	}
-	return a.member(ctx)
+	// Global tables are complete before any task starts, and stay up to date
+	// outside the group until the member has left it.
+	g, err := a.startGlobals(ctx)
+	if err != nil {
+		return err
+	}
+	a.globalErrs = g.failures()
+	if g != nil {
+		a.mu.Lock()
+		a.globals = g.set
+		a.mu.Unlock()
+	}
+	stopInstances := a.runInstances(ctx)
+	sctx, stopStandbys := context.WithCancel(ctx)
+	standbysDone := make(chan struct{})
+	go func() {
+		defer close(standbysDone)
+		if a.cfg.NumStandbyReplicas > 0 {
+			a.runStandbys(sctx)
+		}
+	}()
+	err = a.member(ctx)
+	stopStandbys()
+	<-standbysDone
+	stopInstances()
+	if cerr := g.close(); cerr != nil && err == nil {
+		err = fmt.Errorf("streams: close the global tables: %w", cerr)
+	}
+	return err
 }
 
 // prepare reads the topics' metadata, checks co-partitioning and creates the internal
@@ -245,11 +305,18 @@ func (a *App) prepare(ctx context.Context) error {
 			}
 		}
 	}
+	for _, g := range a.topo.b.globals {
+		if _, err := read(g.topic); err != nil {
+			return fmt.Errorf("streams: global table %w", err)
+		}
+	}
 	counts, err := a.topo.taskCounts(read)
 	if err != nil {
 		return err
 	}
+	a.mu.Lock()
 	a.counts = counts
+	a.mu.Unlock()
 	for topic := range a.topo.b.sinks {
 		if _, err := read(topic); err != nil {
 			return fmt.Errorf("streams: output %w", err)
@@ -276,6 +343,10 @@ func (a *App) prepare(ctx context.Context) error {
 		for _, src := range s.sources {
 			a.subs = append(a.subs, src.topic)
 		}
+	}
+	// The interactive queries' routing table: the latest record per instance.
+	if err := a.ensureTopic(ctx, a.instancesTopic(), 1, map[string]string{"cleanup.policy": "compact"}); err != nil {
+		return err
 	}
 	for _, t := range []string{a.cfg.DeadLetterTopic, a.cfg.LateRecordTopic} {
 		if t == "" {

@@ -22,6 +22,7 @@ type Builder struct {
 	stores  map[string]*storeDef
 	parts   map[string]*repartitionDef // by topic
 	names   map[string]string          // stateful names taken, and by what
+	globals []*globalDef               // global tables, in declaration order
 	errs    []error
 }
 
@@ -148,6 +149,7 @@ type storeDef struct {
 	node        int
 	retentionMs int64 // window stores: how long the changelog keeps records; Processor API window and session stores: how long entries are kept
 	sessions    bool  // a Processor API session store
+	stamped     bool  // a table's store: each value after its 8-byte timestamp
 }
 
 // repartitionDef is an internal topic: written by the upstream subtopology (node),

@@ -55,6 +55,7 @@ type Driver struct {
 	logs    map[string][]OutputRecord // changelog topics
 	wall    time.Time
 	metrics Metrics
+	globals *globalSet
 	err     error
 }
 
@@ -67,7 +68,8 @@ func NewDriver(topo *Topology, cfg DriverConfig) (*Driver, error) {
 		cfg.MaxCommitBytes = DefaultMaxCommitBytes
 	}
 	d := &Driver{topo: topo, cfg: cfg, inputs: map[*task][]*inputPart{}, ends: map[client.TopicPartition]int64{},
-		outputs: map[string][]OutputRecord{}, logs: map[string][]OutputRecord{}, wall: cfg.Start}
+		outputs: map[string][]OutputRecord{}, logs: map[string][]OutputRecord{}, wall: cfg.Start,
+		globals: newGlobalSet(store.NewMemory(), topo.b.globals)}
 	counts, err := topo.taskCounts(d.partitions)
 	if err != nil {
 		return nil, err
@@ -75,7 +77,8 @@ func NewDriver(topo *Topology, cfg DriverConfig) (*Driver, error) {
 	d.counts = counts
 	env := &taskEnv{partitions: d.partitions, inputHeader: cfg.InputPositionHeader, deadLetters: cfg.DeadLetterTopic,
 		lateTopic: cfg.LateRecordTopic, maxRecords: cfg.MaxCommitRecords, maxBytes: cfg.MaxCommitBytes,
-		metrics: &d.metrics, log: slog.New(slog.DiscardHandler), app: topo.App(), prom: newPromMetrics(cfg.Registerer)}
+		metrics: &d.metrics, log: slog.New(slog.DiscardHandler), app: topo.App(), prom: newPromMetrics(cfg.Registerer),
+		globals: d.globals}
 	for _, s := range topo.subs {
 		for p := int32(0); p < counts[s.index]; p++ {
 			t := newTask(topo, s, p, store.NewMemory(), env)
@@ -133,6 +136,21 @@ func (d *Driver) Pipe(topic string, partition int32, key, value []byte, ts time.
 	}
 	if partition >= n {
 		return fmt.Errorf("streamstest: %s has %d partitions, not %d", topic, n, partition)
+	}
+	for _, g := range d.globals.defs {
+		if g.topic == topic { // a global table's update: every task sees it at once
+			tp := client.TopicPartition{Topic: topic, Partition: partition}
+			off := d.ends[tp]
+			d.ends[tp]++
+			skipped, err := d.globals.apply(g, partition, []rawRecord{{Topic: topic, Partition: partition, Offset: off, Key: key, Value: value, TS: ms(ts)}}, off+1)
+			if err != nil {
+				return err
+			}
+			if len(skipped) > 0 {
+				d.metrics.PoisonRecords.Add(1)
+			}
+			return nil
+		}
 	}
 	if !d.enqueue(rawRecord{Topic: topic, Partition: partition, Key: key, Value: value, TS: ms(ts), Headers: headers}) {
 		return fmt.Errorf("streamstest: the topology does not read %s", topic)
@@ -286,6 +304,7 @@ func (d *Driver) Close() error {
 	for _, t := range d.tasks {
 		errs = append(errs, t.close(), t.db.Close())
 	}
+	errs = append(errs, d.globals.db.Close())
 	return errors.Join(errs...)
 }
 

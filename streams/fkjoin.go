@@ -89,7 +89,7 @@ func fkJoin[K, V, KO, VO, R any](l Table[K, V], r Table[KO, VO], name string, fk
 	respNode := newPort[K, V](b) // the response source's node
 	b.link(respNode.id, l.changes.id)
 	b.link(tb.changes.id, l.changes.id)
-	b.stores[name] = &storeDef{name: name, kind: kvStore, node: tb.changes.id}
+	b.stores[name] = &storeDef{name: name, kind: kvStore, node: tb.changes.id, stamped: true}
 	// The right side: the right table, the subscriptions.
 	subNode := newPort[KO, VO](b)
 	b.link(subNode.id, r.changes.id)

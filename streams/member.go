@@ -50,6 +50,9 @@ func (a *App) member(ctx context.Context) error {
 		case ex := <-st.exits:
 			failure = a.taskExited(st, ex)
 			continue
+		case err := <-a.globalErrs:
+			failure = err
+			continue
 		}
 		failure = a.heartbeat(ctx, st)
 		for _, w := range waiters {

@@ -84,7 +84,7 @@ func FromTable[K, V any](b *Builder, topic, name string, ks serde.Serde[K], vs s
 	if !b.claim(name, "table "+topic) {
 		return tb
 	}
-	b.stores[name] = &storeDef{name: name, kind: kvStore, node: tb.changes.id}
+	b.stores[name] = &storeDef{name: name, kind: kvStore, node: tb.changes.id, stamped: true}
 	b.sources = append(b.sources, &sourceDef{topic: topic, node: tb.changes.id, entry: func(t *task) func(rawRecord) {
 		m := materialized[K, V]{tb, tb.changes.emitter(t)}
 		return func(r rawRecord) {
@@ -137,7 +137,7 @@ func ToTable[K, V any](s Stream[K, V], name string, with ...Serdes[K, V]) Table[
 		in = repartition(s, name, []Serdes[K, V]{{ks, vs}})
 	}
 	b.link(in.p.id, tb.changes.id)
-	b.stores[name] = &storeDef{name: name, kind: kvStore, node: tb.changes.id}
+	b.stores[name] = &storeDef{name: name, kind: kvStore, node: tb.changes.id, stamped: true}
 	in.p.to(func(t *task) func(Record[K, V]) {
 		m := materialized[K, V]{tb, tb.changes.emitter(t)}
 		return func(r Record[K, V]) {
@@ -213,7 +213,7 @@ func tableJoin[K, L, R, O any](l Table[K, L], r Table[K, R], name string, kind j
 	}
 	b.link(l.changes.id, tb.changes.id)
 	b.link(r.changes.id, tb.changes.id)
-	b.stores[name] = &storeDef{name: name, kind: kvStore, node: tb.changes.id}
+	b.stores[name] = &storeDef{name: name, kind: kvStore, node: tb.changes.id, stamped: true}
 	// On an update of one side: look the other up, recompute the key's result.
 	state := func(t *task) materialized[K, O] {
 		return shared(t, tb.changes.id, func() materialized[K, O] { return materialized[K, O]{tb, tb.changes.emitter(t)} })

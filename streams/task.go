@@ -68,6 +68,7 @@ type taskEnv struct {
 	prom        *promMetrics
 	app         string
 	log         *slog.Logger
+	globals     *globalSet // the instance's global tables (nil: none)
 }
 
 type punctuator struct {

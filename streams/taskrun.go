@@ -52,11 +52,12 @@ func (a *App) newRunner(parent context.Context, s *subtopology, p int32) *taskRu
 // revokeOnce asks the task to commit what it processed and end.
 func (r *taskRunner) revokeOnce() {
 	r.revokeMu.Lock()
-	defer r.revokeMu.Unlock()
 	if !r.isRevoke {
 		r.isRevoke = true
 		close(r.revoked)
 	}
+	r.revokeMu.Unlock()
+	r.a.iq.unregister(r) // a task moving is not queryable: its next owner will be
 }
 
 func (r *taskRunner) revoking() bool {
@@ -66,7 +67,22 @@ func (r *taskRunner) revoking() bool {
 }
 
 // lose ends the task at once, dropping its pending work.
-func (r *taskRunner) lose() { r.stop() }
+func (r *taskRunner) lose() {
+	r.stop()
+	r.revokeMu.Lock() // after a queryable that did not see the stop
+	r.revokeMu.Unlock()
+	r.a.iq.unregister(r)
+}
+
+// queryable registers the task for interactive queries unless it is being revoked
+// or lost: under revokeMu, so that revokeOnce and lose unregister it after.
+func (r *taskRunner) queryable(db store.DB) {
+	r.revokeMu.Lock()
+	defer r.revokeMu.Unlock()
+	if !r.isRevoke && r.ctx.Err() == nil {
+		r.a.iq.register(r, db)
+	}
+}
 
 func (r *taskRunner) log() *slogger { return &slogger{r} }
 
@@ -84,7 +100,9 @@ func (l *slogger) Warn(msg string, args ...any) {
 func (r *taskRunner) run(exits chan<- taskExit) {
 	a := r.a
 	a.setStatus(r.id, TaskRestoring)
+	a.sb.yield(r.id) // its standby, if any, closes the stores this task opens
 	err := r.runTask()
+	a.sb.release(r.id)
 	r.bg.Wait()
 	a.setStatus(r.id, "")
 	dropped := false
@@ -133,7 +151,7 @@ func (r *taskRunner) runTask() (err error) {
 	}
 	env := &taskEnv{partitions: a.partitions, inputHeader: a.cfg.InputPositionHeader, deadLetters: a.cfg.DeadLetterTopic,
 		lateTopic: a.cfg.LateRecordTopic, maxRecords: a.cfg.MaxCommitRecords, maxBytes: a.cfg.MaxCommitBytes, metrics: &a.metrics, log: a.log,
-		prom: a.prom, app: a.topo.App()}
+		prom: a.prom, app: a.topo.App(), globals: a.globals}
 	t := newTask(a.topo, r.sub, r.id.Partition, db, env)
 	defer t.pm.forget() // the task's series go with it (again, if close ran)
 	start := time.Now()
@@ -150,7 +168,13 @@ func (r *taskRunner) runTask() (err error) {
 	t.streamTime, t.hasTime = streamTime, ok
 	t.base.streamTime, t.base.hasTime = streamTime, ok
 	a.metrics.TasksRestored.Add(1)
-	r.log().Info("task running", "restore", time.Since(start).Round(time.Millisecond), "positions", fmt.Sprint(positions))
+	took := time.Since(start)
+	a.sb.restored(r.id, took)
+	r.log().Info("task running", "restore", took.Round(time.Millisecond), "positions", fmt.Sprint(positions))
+	// Queryable from now until its revocation begins, it is lost, or it ends (before
+	// its stores close: this defer runs before db.Close's).
+	r.queryable(db)
+	defer a.iq.unregister(r)
 	a.setStatus(r.id, TaskRunning)
 	defer func() {
 		if cerr := t.close(); cerr != nil && err == nil {

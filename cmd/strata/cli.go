@@ -46,6 +46,7 @@ func verbs() []verb {
 		{"groups describe", groupsDescribeCommand},
 		{"groups reset", groupsResetCommand},
 		{"groups delete", groupsDeleteCommand},
+		{"streams reset", streamsResetCommand},
 		{"keys create", keysCreateCommand},
 		{"keys list", keysListCommand},
 		{"keys revoke", keysRevokeCommand},
@@ -69,6 +70,7 @@ func verbs() []verb {
 var groupAbout = map[string]string{
 	"topics":     "create, list, describe, alter and delete topics",
 	"groups":     "list, describe, reset and delete consumer groups",
+	"streams":    "manage Streams applications (reset one to reprocess its inputs)",
 	"keys":       "create, list and revoke API keys kept in the catalog",
 	"scram":      "set, list and delete SCRAM credentials (Kafka SASL SCRAM-SHA-256/512 logins)",
 	"acls":       "list, create and delete ACL bindings (who may do what)",
@@ -381,6 +383,7 @@ Talking to a server (--server, env STRATA_SERVER, default http://127.0.0.1:8080)
   groups describe     show a group's members, assignments, committed offsets and lag
   groups reset        move a group's committed offsets (no live members)
   groups delete       delete a group and its offsets
+  streams reset       rewind a Streams application to reprocess its inputs (no live instances)
   connectors list     list connectors with their state and tasks
   connectors create   create a connector from --config KEY=VALUE and/or --config-file
   connectors describe show a connector's status, tasks and config

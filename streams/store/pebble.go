@@ -245,3 +245,39 @@ func (l pebbleLogger) Errorf(format string, args ...any) {
 func (l pebbleLogger) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf("pebble: "+format, args...))
 }
+
+// pebbleReader reads a Pebble from another goroutine: Pebble's Get and iterators are
+// safe beside writes; the iterator Range keeps between calls is not, so each range
+// opens its own.
+type pebbleReader struct{ p *Pebble }
+
+func (r pebbleReader) Get(store string, key []byte) ([]byte, bool, error) { return r.p.Get(store, key) }
+
+func (r pebbleReader) Range(store string, lo, hi []byte, fn func(key, value []byte) bool) error {
+	if r.p.closed.Load() {
+		return ErrClosed
+	}
+	pre := dataPrefix(store)
+	lower, upper := append(bytes.Clone(pre), lo...), prefixEnd(pre)
+	if hi != nil {
+		upper = append(bytes.Clone(pre), hi...)
+	}
+	it, err := r.p.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return fmt.Errorf("store: range over %s: %w", store, err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return fmt.Errorf("store: range over %s: %w", store, err)
+		}
+		if !fn(it.Key()[len(pre):], v) {
+			break
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("store: range over %s: %w", store, err)
+	}
+	return nil
+}

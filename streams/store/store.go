@@ -41,3 +41,19 @@ type Write struct {
 
 // ErrClosed is returned by every call after Close.
 var ErrClosed = errors.New("store: closed")
+
+// Reader reads a DB from any goroutine while its owner writes it: each call sees the
+// DB as some Apply left it, never half of one. (A DB itself is used from its task's
+// goroutine only.) Interactive queries read a task's stores through it.
+type Reader interface {
+	Get(store string, key []byte) (value []byte, ok bool, err error)
+	Range(store string, lo, hi []byte, fn func(key, value []byte) bool) error
+}
+
+// ReaderOf returns a Reader of db.
+func ReaderOf(db DB) Reader {
+	if p, ok := db.(*Pebble); ok {
+		return pebbleReader{p}
+	}
+	return db // Memory takes its lock on every call
+}

@@ -1,0 +1,320 @@
+package streams
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/ctxwait"
+	"github.com/strata-io/strata/streams/store"
+)
+
+// Standby tasks (Config.NumStandbyReplicas): warm copies of other instances' stateful
+// tasks, kept in this instance's state directory — where the task itself would keep
+// its stores — by tailing their changelogs. When a task comes here its restore then
+// replays only the changelog after the standby's checkpoint, instead of all of it.
+//
+// Placement here is the instance's own: every few hundred milliseconds it reads the
+// group (live members and who holds each task) and keeps a standby of each stateful
+// task whose top-N members by rendezvous hash, its active holder aside, include it.
+// With the range assignor that puts a warm copy where a task goes when its instance
+// dies whenever the survivors are as many as the replicas (two instances, one
+// replica); with more, a task may land on an instance without its copy. Moving tasks
+// to caught-up standbys first needs the assignor's help (members reporting their
+// changelog offsets in their heartbeats), which this does not yet have.
+
+// standbyTask is one standby's goroutine and its progress.
+type standbyTask struct {
+	cancel    context.CancelFunc
+	done      chan struct{}
+	mu        sync.Mutex
+	remaining int64 // changelog records behind the high watermarks last read (-1: not yet read)
+}
+
+// standbys is an App's standby tasks, and the tasks it runs active (never both).
+type standbys struct {
+	mu       sync.Mutex
+	active   map[TaskID]bool
+	running  map[TaskID]*standbyTask
+	restores map[TaskID]time.Duration // the last restore of each task run here
+}
+
+func newStandbys() *standbys {
+	return &standbys{active: map[TaskID]bool{}, running: map[TaskID]*standbyTask{}, restores: map[TaskID]time.Duration{}}
+}
+
+// yield marks a task active here and stops its standby, waiting until its store is
+// closed: the task is about to open it.
+func (s *standbys) yield(id TaskID) {
+	s.mu.Lock()
+	s.active[id] = true
+	sb := s.running[id]
+	delete(s.running, id)
+	s.mu.Unlock()
+	if sb != nil {
+		sb.cancel()
+		<-sb.done
+	}
+}
+
+// release marks a task no longer active here (its store closed).
+func (s *standbys) release(id TaskID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.active, id)
+}
+
+// restored records how long a task's restore took.
+func (s *standbys) restored(id TaskID, took time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.restores[id] = took
+}
+
+// StandbyLags returns, per standby task this instance keeps, the changelog records it
+// is behind (-1 until it has read the high watermarks).
+func (a *App) StandbyLags() map[TaskID]int64 {
+	a.sb.mu.Lock()
+	defer a.sb.mu.Unlock()
+	out := map[TaskID]int64{}
+	for id, sb := range a.sb.running {
+		sb.mu.Lock()
+		out[id] = sb.remaining
+		sb.mu.Unlock()
+	}
+	return out
+}
+
+// RestoreDurations returns how long the last restore of each task run here took:
+// replaying its changelogs and reading its committed offsets.
+func (a *App) RestoreDurations() map[TaskID]time.Duration {
+	a.sb.mu.Lock()
+	defer a.sb.mu.Unlock()
+	out := make(map[TaskID]time.Duration, len(a.sb.restores))
+	for k, v := range a.sb.restores {
+		out[k] = v
+	}
+	return out
+}
+
+// runStandbys places and runs standby tasks until ctx ends, then stops them all.
+func (a *App) runStandbys(ctx context.Context) {
+	defer func() {
+		a.sb.mu.Lock()
+		all := a.sb.running
+		a.sb.running = map[TaskID]*standbyTask{}
+		a.sb.mu.Unlock()
+		for _, sb := range all {
+			sb.cancel()
+			<-sb.done
+		}
+	}()
+	for {
+		want, err := a.standbyTargets(ctx)
+		if err != nil && ctx.Err() == nil {
+			a.log.Debug("placing standbys", "err", err)
+		}
+		if err == nil {
+			a.reconcileStandbys(ctx, want)
+		}
+		if ctxwait.Sleep(ctx, 500*time.Millisecond) != nil {
+			return
+		}
+	}
+}
+
+// standbyTargets reads the group and returns the stateful tasks this instance should
+// keep standbys of.
+func (a *App) standbyTargets(ctx context.Context) (map[TaskID]*subtopology, error) {
+	gctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
+	g, err := a.c.DescribeGroup(gctx, a.group())
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	var live []string
+	holder := map[client.TopicPartition]string{}
+	for _, m := range g.Members {
+		live = append(live, m.MemberID)
+		for _, tps := range m.Assignment {
+			for _, p := range tps.Partitions {
+				holder[client.TopicPartition{Topic: tps.Topic, Partition: p}] = m.MemberID
+			}
+		}
+	}
+	if !slices.Contains(live, a.cfg.InstanceID) {
+		return nil, fmt.Errorf("not a live member yet")
+	}
+	want := map[TaskID]*subtopology{}
+	for _, s := range a.topo.subs {
+		if len(s.stores) == 0 || len(s.sources) == 0 {
+			continue
+		}
+		for p := range a.counts[s.index] {
+			id := TaskID{s.index, p}
+			active := holder[client.TopicPartition{Topic: s.sources[0].topic, Partition: p}]
+			if slices.Contains(rendezvous(id, live, active, a.cfg.NumStandbyReplicas), a.cfg.InstanceID) {
+				want[id] = s
+			}
+		}
+	}
+	return want, nil
+}
+
+// rendezvous returns the n members with the highest hash of (member, task), the
+// active holder aside: the same answer on every instance reading the same group.
+func rendezvous(id TaskID, members []string, active string, n int) []string {
+	type scored struct {
+		m string
+		h uint64
+	}
+	var all []scored
+	for _, m := range members {
+		if m == active {
+			continue
+		}
+		f := fnv.New64a()
+		_, _ = f.Write([]byte(m + "\x00" + id.String()))
+		all = append(all, scored{m, f.Sum64()})
+	}
+	slices.SortFunc(all, func(x, y scored) int {
+		if x.h != y.h {
+			if x.h > y.h {
+				return -1
+			}
+			return 1
+		}
+		if x.m < y.m {
+			return -1
+		}
+		return 1
+	})
+	out := make([]string, 0, n)
+	for _, s := range all[:min(n, len(all))] {
+		out = append(out, s.m)
+	}
+	return out
+}
+
+// reconcileStandbys starts the standbys wanted that are neither running nor active
+// here, and stops those no longer wanted.
+func (a *App) reconcileStandbys(ctx context.Context, want map[TaskID]*subtopology) {
+	var stop []*standbyTask
+	a.sb.mu.Lock()
+	for id, sb := range a.sb.running {
+		if want[id] == nil {
+			delete(a.sb.running, id)
+			stop = append(stop, sb)
+		}
+	}
+	for id, s := range want {
+		if a.sb.running[id] != nil || a.sb.active[id] {
+			continue
+		}
+		sctx, cancel := context.WithCancel(ctx)
+		sb := &standbyTask{cancel: cancel, done: make(chan struct{}), remaining: -1}
+		a.sb.running[id] = sb
+		go func() {
+			defer close(sb.done)
+			if err := a.standby(sctx, id, s, sb); err != nil && sctx.Err() == nil {
+				a.log.Warn("standby task stopped; starting it again", "task", id.String(), "err", err)
+			}
+			a.sb.mu.Lock() // the next placement starts it again if still wanted
+			if a.sb.running[id] == sb {
+				delete(a.sb.running, id)
+			}
+			a.sb.mu.Unlock()
+		}()
+	}
+	a.sb.mu.Unlock()
+	for _, sb := range stop {
+		sb.cancel()
+		<-sb.done
+	}
+}
+
+// standby keeps task id's stores in its state directory up to date with their
+// changelogs until ctx ends.
+func (a *App) standby(ctx context.Context, id TaskID, s *subtopology, sb *standbyTask) error {
+	dir := filepath.Join(a.cfg.StateDir, a.topo.App(), id.String())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("streams: standby %s: state directory: %w", id, err)
+	}
+	db, err := store.OpenPebble(dir, a.log)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	cps, err := db.Checkpoints()
+	if err != nil {
+		return fmt.Errorf("streams: standby %s: read checkpoints: %w", id, err)
+	}
+	next := map[string]int64{}
+	hwm := map[string]int64{}
+	for _, sd := range s.stores {
+		topic := a.topo.b.changelogTopic(sd.name)
+		ps, err := retry(ctx, a, "read partitions of "+topic, func(ctx context.Context) ([]client.Partition, error) {
+			return a.c.Partitions(ctx, topic)
+		})
+		if err != nil {
+			return err
+		}
+		if int(id.Partition) >= len(ps) {
+			return fmt.Errorf("streams: standby %s: %s has no partition %d", id, topic, id.Partition)
+		}
+		p := ps[id.Partition]
+		next[sd.name], hwm[sd.name] = p.LogStartOffset, p.HighWatermark
+		if cp, ok := cps[sd.name]; ok && cp < p.HighWatermark && cp+1 >= p.LogStartOffset {
+			next[sd.name] = cp + 1
+		} else if err := db.Wipe(sd.name); err != nil {
+			return fmt.Errorf("streams: standby %s: wipe store %s: %w", id, sd.name, err)
+		}
+	}
+	for ctx.Err() == nil {
+		var behind int64
+		for _, sd := range s.stores {
+			tp := client.TopicPartition{Topic: a.topo.b.changelogTopic(sd.name), Partition: id.Partition}
+			wait := time.Duration(0)
+			if next[sd.name] >= hwm[sd.name] {
+				wait = a.cfg.FetchWait / time.Duration(len(s.stores))
+			}
+			fctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout+wait)
+			res, err := a.c.FetchBinary(fctx, tp.Topic, tp.Partition, client.FetchOptions{Offset: next[sd.name], MaxRecords: 10_000, MaxBytes: 8 << 20, Wait: wait})
+			cancel()
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				if client.StatusOf(err) >= 400 && !client.IsRetryable(err) {
+					return fmt.Errorf("streams: standby %s: fetch %s: %w", id, tp, err)
+				}
+				_ = ctxwait.Sleep(ctx, 200*time.Millisecond)
+				continue
+			}
+			writes := make([]store.Write, 0, len(res.Records))
+			last := int64(-1)
+			for _, rec := range res.Records {
+				writes = append(writes, store.Write{Store: sd.name, Key: rec.Key, Value: rec.Value, Delete: rec.Value == nil})
+				last = rec.Offset
+			}
+			if last >= 0 {
+				if err := db.Apply(writes, map[string]int64{sd.name: last}); err != nil {
+					return fmt.Errorf("streams: standby %s: apply: %w", id, err)
+				}
+			}
+			next[sd.name] = max(next[sd.name], res.NextOffset)
+			hwm[sd.name] = res.HighWatermark
+			behind += max(0, hwm[sd.name]-next[sd.name])
+		}
+		sb.mu.Lock()
+		sb.remaining = behind
+		sb.mu.Unlock()
+	}
+	return nil
+}
