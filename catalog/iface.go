@@ -21,6 +21,7 @@ type Backend interface {
 	Security
 	Transactions
 	Registry
+	Tables
 }
 
 // Catalog is the core of the catalog — topics, partitions, the segment commit, chunk

@@ -73,6 +73,7 @@ func Run(t *testing.T, open Open) {
 		}},
 		{"security", func(t *testing.T) { runSecurity(t, fresh) }},
 		{"registry", func(t *testing.T) { runRegistry(t, fresh) }},
+		{"tables", func(t *testing.T) { runTables(t, fresh) }},
 	} {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel() // each suite on stores of its own: most of their time is waiting
