@@ -258,7 +258,7 @@ type nodeSpec struct {
 	// connect runs the connector runtime (worker and REST API).
 	connect bool
 	// tables runs the tables role (table topics; it needs the reader on the node).
-	tables bool
+	tables  bool
 	catalog func(ctx context.Context, opts catalog.Options) (catalog.Backend, error)
 	// The object store: bucketURL (--bucket), parsed at start, or bucket (dev's
 	// directory); createBucket creates a missing S3 bucket at start.
