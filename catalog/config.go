@@ -27,6 +27,11 @@ type Config struct {
 	// KeySubjectStrategy and ValueSubjectStrategy: "topic", "record" or "topic-record"
 	// (Confluent's class names are accepted and stored as given).
 	KeySubjectStrategy, ValueSubjectStrategy string
+	// IcebergEnabled makes the topic also an Iceberg table in its bucket, kept by the
+	// tables role (package tables); IcebergCommitIntervalMs is how often it commits a
+	// snapshot, so how far the table lags the topic under load.
+	IcebergEnabled          bool
+	IcebergCommitIntervalMs int64
 }
 
 type configKey struct {
@@ -118,6 +123,8 @@ var configKeys = map[string]configKey{
 	"confluent.value.schema.validation":     {"false", boolean(func(c *Config, v bool) { c.ValueSchemaValidation = v })},
 	"confluent.key.subject.name.strategy":   {"topic", strategy(func(c *Config, v string) { c.KeySubjectStrategy = v })},
 	"confluent.value.subject.name.strategy": {"topic", strategy(func(c *Config, v string) { c.ValueSubjectStrategy = v })},
+	"iceberg.enabled":                       {"false", boolean(func(c *Config, v bool) { c.IcebergEnabled = v })},
+	"iceberg.commit.interval.ms":            {"60000", intIn(100, 24*60*60*1000, func(c *Config, n int64) { c.IcebergCommitIntervalMs = n })},
 }
 
 // ConfigKeys lists the supported config names, sorted.

@@ -24,6 +24,7 @@ type Backend interface {
 	Registry
 	ShareGroups
 	Quotas
+	Tables
 }
 
 // Catalog is the core of the catalog — topics, partitions, the segment commit, chunk

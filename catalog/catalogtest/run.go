@@ -78,6 +78,7 @@ func Run(t *testing.T, open Open) {
 			runShareGroups(t, func(t *testing.T) ShareCatalog { return shared(t) })
 		}},
 		{"quotas", func(t *testing.T) { runQuotas(t, fresh) }},
+		{"tables", func(t *testing.T) { runTables(t, fresh) }},
 	} {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel() // each suite on stores of its own: most of their time is waiting

@@ -51,6 +51,7 @@ type Catalog struct {
 	closeErr  error
 
 	registry // catalog.Registry, the engine's (set by Open)
+	tables   // catalog.Tables, the engine's (set by Open)
 	scripts  // the methods whose scripts are the engine's (set by Open)
 	scram    // catalog.Scram, the engine's (set by Open)
 }
@@ -110,6 +111,7 @@ func Open(ctx context.Context, path string, opts catalog.Options) (*Catalog, err
 	log := opts.Logger.With("component", "catalog", "backend", "sqlite")
 	c := &Catalog{w: w, r: r, path: path, opts: opts, log: log, hub: newHub(log), st: st}
 	c.registry = registry{DB: sqliteEngine{c}}
+	c.tables = tables{DB: sqliteEngine{c}}
 	c.scripts = scripts{DB: sqliteEngine{c}}
 	c.scram = scram{DB: sqliteEngine{c}}
 	return c, nil

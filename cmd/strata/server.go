@@ -257,6 +257,8 @@ type nodeSpec struct {
 	compactor bool
 	// connect runs the connector runtime (worker and REST API).
 	connect bool
+	// tables runs the tables role (table topics; it needs the reader on the node).
+	tables  bool
 	catalog func(ctx context.Context, opts catalog.Options) (catalog.Backend, error)
 	// The object store: bucketURL (--bucket), parsed at start, or bucket (dev's
 	// directory); createBucket creates a missing S3 bucket at start.
@@ -291,7 +293,7 @@ type nodeSpec struct {
 func devCommand() (*command, func(context.Context, *env, *command, []string) error) {
 	c := newCommand("dev", "strata dev [--data ./strata-data] [--listen 127.0.0.1:8080]",
 		`Runs everything in one process for development: a SQLite catalog at DATA/catalog.db,
-objects under DATA/objects, the writer, reader, compactor and connect roles and the HTTP API. Data survives
+objects under DATA/objects, the writer, reader, compactor, connect and tables roles and the HTTP API. Data survives
 restarts. Ctrl-C shuts down gracefully: requests in flight finish, the writer drains. It listens
 on loopback; with another --listen address, set --api-keys (it warns otherwise).`)
 	data := c.fs.String("data", "./strata-data", "`directory` holding the catalog and the objects (created if missing)")
@@ -324,7 +326,7 @@ on loopback; with another --listen address, set --api-keys (it warns otherwise).
 		}
 		objDir := filepath.Join(*data, "objects")
 		spec := nodeSpec{
-			flags: nf, writer: true, reader: true, compactor: true, connect: true, kafka: kf, dev: true,
+			flags: nf, writer: true, reader: true, compactor: true, connect: true, tables: true, kafka: kf, dev: true,
 			catalog: cat.Open, bucket: open.Dir(objDir),
 			catalogName: cat.String(), bucketName: objDir,
 			ownDirs: []connect.OwnDir{{Path: *data, What: "the dev data directory (--data)"}},
@@ -350,7 +352,7 @@ on loopback; with another --listen address, set --api-keys (it warns otherwise).
 	}
 }
 
-var knownRoles = []string{"writer", "reader", "compactor", "connect"}
+var knownRoles = []string{"writer", "reader", "compactor", "connect", "tables"}
 
 func serveCommand() (*command, func(context.Context, *env, *command, []string) error) {
 	c := newCommand("serve", "strata serve --catalog postgres://... --bucket s3://bucket/prefix [--roles writer,reader] [--listen :8080]",
@@ -390,7 +392,7 @@ type serveFlags struct {
 func addServeFlags(c *command, listen string) *serveFlags {
 	defer c.shared()()
 	return &serveFlags{
-		roles:        c.fs.String("roles", "writer,reader", "comma-separated `roles` to run: writer, reader, compactor, connect (the connector runtime; it needs writer and reader on the node too)"),
+		roles:        c.fs.String("roles", "writer,reader", "comma-separated `roles` to run: writer, reader, compactor, connect (the connector runtime; it needs writer and reader on the node too), tables (topics with iceberg.enabled as Iceberg tables; it needs reader on the node too)"),
 		catalog:      c.fs.String("catalog", "", "catalog `DSN`: postgres://USER:PASSWORD@HOST:5432/DB?sslmode=verify-full, a libpq string (\"host=HOST user=USER dbname=DB sslmode=verify-full\"), or for a single node a SQLite file (sqlite:PATH, or the path of an existing file)"),
 		create:       c.fs.Bool("create", false, "create the SQLite catalog file (and its directory) when --catalog names one that does not exist; without it a missing file is refused, so a typo cannot start an empty catalog"),
 		bucket:       c.fs.String("bucket", "", "object store `URL`: s3://bucket/prefix[?endpoint=http://host:9000&path_style=true&region=R], or file:///dir"),
@@ -408,7 +410,10 @@ func (sf *serveFlags) spec() (nodeSpec, []string) {
 	if err != nil {
 		bad = append(bad, err.Error())
 	}
-	spec := nodeSpec{flags: nf, writer: rs["writer"], reader: rs["reader"], compactor: rs["compactor"], connect: rs["connect"]}
+	spec := nodeSpec{flags: nf, writer: rs["writer"], reader: rs["reader"], compactor: rs["compactor"], connect: rs["connect"], tables: rs["tables"]}
+	if spec.tables && !spec.reader {
+		bad = append(bad, "--roles: tables needs reader on the same node (it reads the topics through it): e.g. --roles writer,reader,tables")
+	}
 	if spec.connect && (!spec.writer || !spec.reader) {
 		bad = append(bad, "--roles: connect needs writer and reader on the same node (its tasks call them in-process): e.g. --roles writer,reader,connect")
 	}
@@ -453,12 +458,12 @@ func parseRoles(s string) (map[string]bool, error) {
 			known = known || r == k
 		}
 		if !known {
-			return nil, fmt.Errorf("--roles: unknown role %q: use a comma-separated list of writer, reader, compactor, connect", r)
+			return nil, fmt.Errorf("--roles: unknown role %q: use a comma-separated list of writer, reader, compactor, connect, tables", r)
 		}
 		rs[r] = true
 	}
 	if len(rs) == 0 {
-		return nil, errors.New("--roles is empty: give at least one of writer, reader, compactor, connect (e.g. --roles writer,reader)")
+		return nil, errors.New("--roles is empty: give at least one of writer, reader, compactor, connect, tables (e.g. --roles writer,reader)")
 	}
 	return rs, nil
 }
@@ -543,6 +548,8 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 		closeCatalog()
 		return nil, err
 	}
+	// Tables live in the bucket, named by its URI; every node serves their catalog.
+	cfg.Tables, cfg.TablesConfig.Location = spec.tables, bucket.URI()
 	n, err := node.Start(ctx, cfg)
 	if err != nil {
 		closeCatalog()

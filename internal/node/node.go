@@ -34,6 +34,7 @@ import (
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/registry/rest"
 	"github.com/strata-io/strata/security"
+	"github.com/strata-io/strata/tables"
 	"github.com/strata-io/strata/ui"
 	"github.com/strata-io/strata/writer"
 )
@@ -66,6 +67,11 @@ type Config struct {
 	// so it needs the writer and reader roles on the node too.
 	Connect       bool
 	ConnectConfig connect.WorkerConfig
+	// Tables runs the tables role (table topics, package tables): it reads through the
+	// reader role, so it needs the reader on the node too. Every node whose
+	// TablesConfig.Location is set serves the Iceberg REST catalog at /iceberg.
+	Tables       bool
+	TablesConfig tables.Config
 
 	Broker broker.Config
 	API    api.Config
@@ -126,6 +132,7 @@ type Node struct {
 	Reader    *reader.Reader
 	Compactor *compactor.Compactor
 	Connect   *connect.Worker
+	Tables    *tables.Role
 	// Store is the metered store the roles use.
 	Store    objstore.Store
 	Registry *prometheus.Registry
@@ -260,6 +267,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	cfg.Broker.Registerer = reg
 	n.Broker = broker.New(cfg.Broker, bd)
+	if err := n.startTables(cat, store, start); err != nil {
+		n.Stop(context.Background())
+		return nil, err
+	}
 	if !cfg.Lambda {
 		// Held classic-group requests wake on the catalog's notifications (they poll
 		// without them).
@@ -278,6 +289,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		Memory:     n.Memory,
 	}
 	n.apiD.Mounts = registryMounts(n.Broker, log)
+	n.apiD.Mounts = append(n.apiD.Mounts, n.tablesMounts(cat, store)...)
 	// The web console's files are public; each of its data calls is an API call,
 	// authenticated and authorized as any other.
 	n.apiD.Mounts = append(n.apiD.Mounts, api.Mount{Path: ui.Prefix, Handler: ui.New(), Public: true})
@@ -299,6 +311,8 @@ func (c Config) check() error {
 		return errors.New("node: a catalog and a store are required")
 	case c.Connect && (!c.Writer || !c.Reader || c.Lambda):
 		return errors.New("node: the connect role calls the core in-process: run it with the writer and reader roles, not on Lambda")
+	case c.Tables && (!c.Reader || c.Lambda):
+		return errors.New("node: the tables role reads through the reader role: run it with the reader role, not on Lambda")
 	case c.Kafka.Listen != "" && (!c.Writer || !c.Reader):
 		// Kafka clients produce and fetch on whichever node Metadata names.
 		return errors.New("node: the Kafka listener produces and fetches in-process: run it with the writer and reader roles")

@@ -55,6 +55,15 @@ func Dir(dir string) Target { return Target{target{dir: filepath.Clean(dir)}} }
 // Dir is the filesystem store's directory, "" for S3.
 func (t Target) Dir() string { return t.t.dir }
 
+// URI names the target as table formats name files in it (Iceberg's locations):
+// file:///dir, or s3://bucket/prefix without the endpoint, credentials or options.
+func (t Target) URI() string {
+	if t.t.dir != "" {
+		return "file://" + filepath.ToSlash(t.t.dir)
+	}
+	return strings.TrimSuffix("s3://"+t.t.s3.Bucket+"/"+strings.Trim(t.t.s3.Prefix, "/"), "/")
+}
+
 // Options are how a target is opened.
 type Options struct {
 	// CreateBucket creates an S3 bucket that is missing (MinIO, development); it needs
