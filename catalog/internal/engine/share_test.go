@@ -118,7 +118,7 @@ func TestShareAcquireNothingWritesNothing(t *testing.T) {
 	ctx := t.Context()
 	k := PartitionKey{1, 0}
 	m := &memShare{now: time.UnixMilli(1_000_000), groups: map[string]int32{}, members: map[string][]ShareMemberRow{},
-		parts: map[PartitionKey]SharePartitionRow{}, bounds: map[PartitionKey]PartitionBounds{k: {0, 3}},
+		parts: map[PartitionKey]SharePartitionRow{}, bounds: map[PartitionKey]PartitionBounds{k: {0, 3, 3}},
 		topics: map[string]TopicMeta{"t": {ID: 1, Name: "t", Partitions: 1}}, configs: map[string]string{}}
 	if _, err := ShareHeartbeat(ctx, m, catalog.ShareHeartbeat{Group: "g", MemberID: "a", Topics: []string{"t"}}); err != nil {
 		t.Fatal(err)
