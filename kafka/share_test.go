@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,7 +13,10 @@ import (
 
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/catalog/postgres"
+	"github.com/strata-io/strata/internal/testkit/testsvc"
 	"github.com/strata-io/strata/kafka"
+	"github.com/strata-io/strata/objstore/fs"
 )
 
 // shareMember drives one share-group member over the wire: its heartbeat and its share
@@ -20,6 +24,7 @@ import (
 type shareMember struct {
 	t       *testing.T
 	cl      *kgo.Client
+	to      kmsg.Requestor // the node its share session is with
 	group   string
 	id      string
 	topicID [16]byte
@@ -52,7 +57,7 @@ func (m *shareMember) fetch(max int32, wait time.Duration) [][3]int64 {
 		t.Partitions = []kmsg.ShareFetchRequestTopicPartition{kmsg.NewShareFetchRequestTopicPartition()}
 		req.Topics = append(req.Topics, t)
 	}
-	resp, err := req.RequestWith(ctx10(m.t), m.cl)
+	resp, err := req.RequestWith(ctx10(m.t), m.to)
 	if err != nil || resp.ErrorCode != 0 {
 		m.t.Fatalf("%s: share fetch: %v, code %d", m.id, err, resp.ErrorCode)
 	}
@@ -87,7 +92,7 @@ func (m *shareMember) ack(first, last int64, typ int8) int16 {
 	p.AcknowledgementBatches = append(p.AcknowledgementBatches, b)
 	t.Partitions = append(t.Partitions, p)
 	req.Topics = append(req.Topics, t)
-	resp, err := req.RequestWith(ctx10(m.t), m.cl)
+	resp, err := req.RequestWith(ctx10(m.t), m.to)
 	if err != nil || resp.ErrorCode != 0 {
 		m.t.Fatalf("%s: share acknowledge: %v, code %d", m.id, err, resp.ErrorCode)
 	}
@@ -116,9 +121,32 @@ func setGroupConfigs(t *testing.T, cl *kgo.Client, group string, kvs ...string) 
 // TestShareGroupAcknowledgements: over the Kafka protocol, bad acknowledgements (never
 // acquired, held by another member, already acknowledged, out of range) answer their
 // codes and change nothing; an expired lock redelivers (and refuses the late holder's
-// acknowledgement); the delivery limit archives.
+// acknowledgement); the delivery limit archives. On SQLite with one node, and on
+// Postgres with the two members' share sessions on two nodes.
 func TestShareGroupAcknowledgements(t *testing.T) {
-	n := startNode(t, openSQLite(t), kafka.Config{})
+	t.Run("sqlite", func(t *testing.T) {
+		n := startNode(t, openSQLite(t), kafka.Config{})
+		testShareAcks(t, n, n)
+	})
+	t.Run("postgres_two_nodes", func(t *testing.T) {
+		dsn := testsvc.PostgresDSN(t)
+		open := func() *postgres.Catalog {
+			c, err := postgres.Open(t.Context(), dsn, catalog.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			return c
+		}
+		store, err := fs.New(filepath.Join(t.TempDir(), "objects"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		testShareAcks(t, startNodeOn(t, open(), store, kafka.Config{}), startNodeOn(t, open(), store, kafka.Config{}))
+	})
+}
+
+func testShareAcks(t *testing.T, n, n2 *node) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.DefaultProduceTopic("q"), kgo.AllowAutoTopicCreation())
 	if err != nil {
 		t.Fatal(err)
@@ -146,8 +174,8 @@ func TestShareGroupAcknowledgements(t *testing.T) {
 	if code := setGroupConfigs(t, cl, g, "share.auto.offset.reset", "earliest", "share.record.lock.duration.ms", "60000", "share.delivery.count.limit", "2"); code != 0 {
 		t.Fatalf("set configs: code %d", code)
 	}
-	a := &shareMember{t: t, cl: cl, group: g, id: "member-a", topicID: td["q"].ID}
-	b := &shareMember{t: t, cl: cl, group: g, id: "member-b", topicID: td["q"].ID}
+	a := &shareMember{t: t, cl: cl, to: cl.Broker(int(n.id)), group: g, id: "member-a", topicID: td["q"].ID}
+	b := &shareMember{t: t, cl: cl, to: cl.Broker(int(n2.id)), group: g, id: "member-b", topicID: td["q"].ID}
 	a.join("q")
 	b.join("q")
 	if got := a.fetch(4, 0); fmt.Sprint(got) != "[[0 3 1]]" {
