@@ -38,7 +38,7 @@ func newRealCore(t testing.TB) (*Broker, *sqlite.Catalog) {
 	go func() { _ = w.Run(ctx); done <- struct{}{} }()
 	go func() { _ = rd.Run(ctx); done <- struct{}{} }()
 	t.Cleanup(func() { stop(); <-done; <-done })
-	b := New(Config{}, Deps{Catalog: cat, Writer: w, Submitter: w, Reader: rd, Batches: rd, Watcher: rd, Producers: cat, Records: cat, Groups: cat, Connect: cat, Classic: cat})
+	b := New(Config{}, Deps{Catalog: cat, Writer: w, Submitter: w, Reader: rd, Batches: rd, Watcher: rd, Producers: cat, Records: cat, Groups: cat, Connect: cat, Classic: cat, Share: cat})
 	return b, cat
 }
 

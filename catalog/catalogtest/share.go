@@ -37,6 +37,7 @@ func runShareGroups(t *testing.T, open func(t *testing.T) ShareCatalog) {
 		{"renew_extends_lock", testShareRenew},
 		{"group_type_exclusive", testShareGroupType},
 		{"configs_before_group", testShareConfigs},
+		{"group_configs_drive_acquisition", testShareConfigsApply},
 		{"offsets_admin_and_delete", testShareOffsetsAdmin},
 		{"unknown_member_refused", testShareUnknownMember},
 	} {
@@ -338,6 +339,33 @@ func testShareConfigs(t *testing.T, c ShareCatalog) {
 	}
 	if got, _ := c.GroupConfigs(t.Context(), g); len(got) != 0 {
 		t.Fatalf("cleared configs: %v", got)
+	}
+}
+
+// testShareConfigsApply: acquire and acknowledge read the group's configs in their
+// transaction: the reset, the delivery limit and the lock duration.
+func testShareConfigsApply(t *testing.T, c ShareCatalog) {
+	tp := SeedTopic(t, c, "share", 1, nil)
+	SeedRecords(t, c, tp.ID, 0, 1, 3)
+	g := Name(t, "sg")
+	if err := c.SetGroupConfigs(t.Context(), g, map[string]string{catalog.ShareAutoOffsetReset: "earliest",
+		catalog.ShareDeliveryLimit: "2", catalog.ShareLockDurationMs: "45000"}); err != nil {
+		t.Fatal(err)
+	}
+	shareJoin(t, c, g, "a", tp.Name)
+	req := catalog.ShareAcquire{Group: g, MemberID: "a", Partitions: []catalog.ShareTP{{Topic: tp.Name}}, MaxRecords: 1}
+	for i := 1; i <= 2; i++ {
+		res, err := c.ShareAcquire(t.Context(), req)
+		if err != nil || len(res.Partitions) != 1 || res.LockDuration != 45*time.Second {
+			t.Fatalf("acquire %d: %+v, %v", i, res, err)
+		}
+		wantRanges(t, fmt.Sprintf("delivery %d from the earliest", i), res.Partitions[0].Ranges, [3]int64{0, 0, int64(i)})
+		if err := ack(c, t.Context(), g, "a", tp.Name, 0, batch(0, 0, catalog.AckRelease)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := sharePartition(t, c, g); s.StartOffset != 1 {
+		t.Fatalf("after two releases at the group's limit 2: %+v, want offset 0 archived", s)
 	}
 }
 

@@ -178,7 +178,9 @@ func (q pgShare) SharePartitions(ctx context.Context, group string, keys []engin
 
 func (q pgShare) Bounds(ctx context.Context, keys []engine.PartitionKey) (map[engine.PartitionKey]engine.PartitionBounds, error) {
 	ids, parts := keyArrays(keys)
-	rows, err := q.tx.Query(ctx, `SELECT p.topic_id, p.partition, p.log_start_offset, p.high_watermark
+	rows, err := q.tx.Query(ctx, `SELECT p.topic_id, p.partition, p.log_start_offset, p.high_watermark,
+		  coalesce((SELECT min(t.first_offset) FROM txn_partitions t WHERE t.topic_id = p.topic_id AND t.partition = p.partition
+		            AND t.first_offset IS NOT NULL), p.high_watermark)
 		FROM partitions p JOIN unnest($1::bigint[], $2::int[]) k (topic_id, partition)
 		  ON p.topic_id = k.topic_id AND p.partition = k.partition`, ids, parts)
 	if err != nil {
@@ -189,7 +191,7 @@ func (q pgShare) Bounds(ctx context.Context, keys []engine.PartitionKey) (map[en
 		k engine.PartitionKey
 		b engine.PartitionBounds
 	)
-	_, err = pgx.ForEachRow(rows, []any{&k.TopicID, &k.Partition, &b.LogStart, &b.HighWatermark}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&k.TopicID, &k.Partition, &b.LogStart, &b.HighWatermark, &b.LastStable}, func() error {
 		out[k] = b
 		return nil
 	})

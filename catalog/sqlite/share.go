@@ -200,8 +200,11 @@ func (q sqliteShare) Bounds(ctx context.Context, keys []engine.PartitionKey) (ma
 	out := map[engine.PartitionKey]engine.PartitionBounds{}
 	for _, k := range keys {
 		var b engine.PartitionBounds
-		err := q.tx.QueryRowContext(ctx, `SELECT log_start_offset, high_watermark FROM partitions WHERE topic_id = ? AND partition = ?`,
-			k.TopicID, k.Partition).Scan(&b.LogStart, &b.HighWatermark)
+		err := q.tx.QueryRowContext(ctx, `SELECT p.log_start_offset, p.high_watermark,
+			coalesce((SELECT min(t.first_offset) FROM txn_partitions t WHERE t.topic_id = p.topic_id AND t.partition = p.partition
+			          AND t.first_offset IS NOT NULL), p.high_watermark)
+			FROM partitions p WHERE p.topic_id = ? AND p.partition = ?`,
+			k.TopicID, k.Partition).Scan(&b.LogStart, &b.HighWatermark, &b.LastStable)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}

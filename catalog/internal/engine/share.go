@@ -41,8 +41,9 @@ type PartitionKey struct {
 	Partition int32
 }
 
-// PartitionBounds are a partition's log start offset and high watermark.
-type PartitionBounds struct{ LogStart, HighWatermark int64 }
+// PartitionBounds are a partition's log start offset, high watermark and last stable
+// offset (the first offset of its earliest open transaction, else the high watermark).
+type PartitionBounds struct{ LogStart, HighWatermark, LastStable int64 }
 
 // ShareStmts are the statements of a share-group call, in one write transaction.
 type ShareStmts interface {
@@ -68,7 +69,8 @@ type ShareStmts interface {
 	// SharePartitions reads the group's share-partitions of keys (nil: all), sorted,
 	// holding their rows when lock is set.
 	SharePartitions(ctx context.Context, group string, keys []PartitionKey, lock bool) ([]SharePartitionRow, error)
-	// Bounds reads the partitions' log start offsets and high watermarks.
+	// Bounds reads the partitions' log start offsets, high watermarks and last stable
+	// offsets.
 	Bounds(ctx context.Context, keys []PartitionKey) (map[PartitionKey]PartitionBounds, error)
 	// InsertSharePartition inserts a row unless one exists, answering whether it did.
 	InsertSharePartition(ctx context.Context, group string, row SharePartitionRow) (bool, error)
@@ -350,9 +352,14 @@ func ShareAcquire(ctx context.Context, db ShareBackend, req catalog.ShareAcquire
 			if p.expire(nowMs, set.DeliveryLimit) {
 				changed = true
 			}
+			// share.isolation.level=read_committed stops at the last stable offset.
+			end := b.HighWatermark
+			if set.ReadCommitted {
+				end = min(end, b.LastStable)
+			}
 			var got []ShareRange
 			if left > 0 {
-				got = p.acquire(req.MemberID, deadline, left, min(b.HighWatermark, p.Start+int64(req.MaxLocks)))
+				got = p.acquire(req.MemberID, deadline, left, min(end, p.Start+int64(req.MaxLocks)))
 			}
 			a := catalog.ShareAcquired{ShareTP: by[k], Next: p.End()}
 			if !changed && len(got) == 0 {
