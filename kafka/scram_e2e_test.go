@@ -2,7 +2,11 @@ package kafka_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,6 +160,43 @@ func TestSCRAMWithFranzGo(t *testing.T) {
 		// (Not Metadata: the client may answer it from its cache.)
 		if _, err := kmsg.NewPtrListGroupsRequest().RequestWith(cctx, aliceCl); !errors.Is(err, kerr.SaslAuthenticationFailed) {
 			t.Fatalf("alice after the deletion: %v, want SASL_AUTHENTICATION_FAILED", err)
+		}
+	})
+	t.Run("over HTTP", func(t *testing.T) {
+		call := func(method, path, body string) (int, map[string]any) {
+			req, err := http.NewRequestWithContext(ctx, method, n.URL+path, strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+bootstrap)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var out map[string]any
+			_ = json.NewDecoder(resp.Body).Decode(&out)
+			return resp.StatusCode, out
+		}
+		if code, out := call("PUT", "/v1/scram-credentials/carol", `{"mechanism":"SCRAM-SHA-256","password":"carol-pw","iterations":4096}`); code != 200 || out["principal"] != "User:carol" {
+			t.Fatalf("PUT: %d %v", code, out)
+		}
+		carol := admin(t, kgo.SeedBrokers(addr), kgo.SASL(scram.Auth{User: "carol", Pass: "carol-pw"}.AsSha256Mechanism()))
+		if _, err := carol.ListTopics(ctx); err != nil {
+			t.Fatalf("carol logs in: %v", err)
+		}
+		if code, out := call("PUT", "/v1/scram-credentials/carol", `{"mechanism":"SCRAM-SHA-256","password":"x","iterations":100}`); code != 400 || out["code"] != "invalid_request" {
+			t.Fatalf("PUT with 100 iterations: %d %v", code, out)
+		}
+		if code, out := call("GET", "/v1/scram-credentials", ""); code != 200 || !strings.Contains(fmt.Sprint(out), "carol") || !strings.Contains(fmt.Sprint(out), "4096") {
+			t.Fatalf("GET after a refused PUT: %d %v", code, out)
+		}
+		if code, out := call("DELETE", "/v1/scram-credentials/carol?mechanism=SCRAM-SHA-256", ""); code != 200 {
+			t.Fatalf("DELETE: %d %v", code, out)
+		}
+		if code, out := call("DELETE", "/v1/scram-credentials/carol?mechanism=SCRAM-SHA-256", ""); code != 404 || out["code"] != "credential_not_found" {
+			t.Fatalf("DELETE again: %d %v", code, out)
 		}
 	})
 }
