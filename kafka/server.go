@@ -42,8 +42,9 @@ const (
 	// largest size allowed before authentication.
 	DefaultPreAuthMemoryBytes = 64 * PreAuthMaxFrameBytes
 	// PreAuthMaxFrameBytes bounds frames on a connection that has not authenticated
-	// (keys on): ApiVersions and the SASL requests are a few hundred bytes, and a
-	// stranger must not make the node set aside 100 MiB.
+	// (keys on): ApiVersions, PLAIN and SCRAM are a few hundred bytes, an OAUTHBEARER
+	// token a few KiB (tens with many group claims: TestOAuthBearerJWKS logs in with
+	// 40 KiB), and a stranger must not make the node set aside 100 MiB.
 	PreAuthMaxFrameBytes = 64 << 10
 )
 
