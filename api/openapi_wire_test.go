@@ -69,6 +69,9 @@ var wireOps = map[string]wireOp{
 	"GET /v1/keys":                                                  op(nil, v1.KeyList{}),
 	"POST /v1/keys":                                                 op(v1.CreateKeyRequest{}, v1.Key{}),
 	"DELETE /v1/keys/{key}":                                         op(nil, v1.Key{}),
+	"GET /v1/scram-credentials":                                     op(nil, v1.ScramUserList{}),
+	"PUT /v1/scram-credentials/{user}":                              op(v1.SetScramCredentialRequest{}, v1.ScramUser{}),
+	"DELETE /v1/scram-credentials/{user}":                           op(nil, v1.ScramUser{}),
 	"GET /v1/audit":                                                 op(nil, v1.AuditPage{}),
 	"GET /v1/nodes":                                                 op(nil, v1.NodeList{}),
 }

@@ -43,8 +43,8 @@ func (rs *securityResource) listScram(w http.ResponseWriter, r *http.Request) *p
 }
 
 func scramMechanism(s, where string) (catalog.ScramMechanism, *problem) {
-	m, ok := catalog.ParseScramMechanism(s)
-	if !ok {
+	m, err := broker.ParseScramMechanism(s)
+	if err != nil {
 		code := CodeInvalidRequest
 		if where == "parameter" {
 			code = CodeInvalidParameter

@@ -139,6 +139,16 @@ func (b *Broker) scramCall(ctx context.Context, who Principal, op acl.Operation)
 	return b.securityCall(ctx, who, op)
 }
 
+// ParseScramMechanism reads a mechanism's name (SCRAM-SHA-256, SCRAM-SHA-512) for a
+// front end; an unknown one is CodeInvalidRequest naming the field "mechanism".
+func ParseScramMechanism(s string) (catalog.ScramMechanism, error) {
+	m, ok := catalog.ParseScramMechanism(s)
+	if !ok {
+		return 0, newError(CodeInvalidRequest, "mechanism %q: SCRAM-SHA-256 or SCRAM-SHA-512", truncate(s, 32)).with("field", "mechanism")
+	}
+	return m, nil
+}
+
 // checkScramTarget refuses a user name or mechanism no credential can have.
 func checkScramTarget(user string, m catalog.ScramMechanism) *Error {
 	if err := catalog.ValidateScramUser(user); err != nil {

@@ -282,7 +282,7 @@ func (c *conn) authenticated(id security.Identity) error {
 	}
 	c.untrack()
 	c.untrack = release
-	c.setSessionExpiry(id.Expires)
+	c.setSessionExpiry(id.Expires, id.Principal)
 	c.authed, c.principal = true, id.Principal
 	c.admitted()
 	return nil
@@ -290,7 +290,7 @@ func (c *conn) authenticated(id security.Identity) error {
 
 // setSessionExpiry closes the connection at expires (zero: never), replacing the
 // deadline of an earlier login.
-func (c *conn) setSessionExpiry(expires time.Time) {
+func (c *conn) setSessionExpiry(expires time.Time, principal string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sessionTimer != nil {
@@ -302,7 +302,7 @@ func (c *conn) setSessionExpiry(expires time.Time) {
 	}
 	c.sessionTimer = time.AfterFunc(time.Until(expires), func() {
 		c.s.metrics.closed.WithLabelValues("session_expired").Inc()
-		c.s.log.Info("closing connection: its token expired without re-authentication", "remote", c.remote, "principal", c.principal)
+		c.s.log.Info("closing connection: its token expired without re-authentication", "remote", c.remote, "principal", principal)
 		c.close()
 	})
 }

@@ -145,7 +145,7 @@ func (c *conn) close() {
 	c.closeOnce.Do(func() {
 		c.idle.Stop()
 		c.stopAuthTimer()
-		c.setSessionExpiry(time.Time{})
+		c.setSessionExpiry(time.Time{}, "")
 		c.cancel()
 		c.nc.Close()
 	})

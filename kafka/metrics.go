@@ -53,7 +53,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"reason"})),
 		closed: prom.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_kafka_connections_closed_total",
-			Help: "Kafka connections closed by the server, by reason (idle; revoked: their key was; auth_timeout: not authenticated within --kafka-auth-timeout).",
+			Help: "Kafka connections closed by the server, by reason (idle; revoked: their key or SCRAM credential was; session_expired: their OAUTHBEARER token expired without re-authentication; auth_timeout: not authenticated within --kafka-auth-timeout).",
 		}, []string{"reason"})),
 		protocol: prom.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_kafka_protocol_errors_total",

@@ -2,11 +2,11 @@
 // requests with franz-go's kmsg, calls the broker core with the connection's principal
 // and encodes the answers (errors.go maps the core's error codes to Kafka's, in one
 // place). It owns the protocol's plumbing — frames, the per-connection pipeline that
-// answers in order, limits, SASL/PLAIN, ApiVersions — and the cluster view Kafka clients
-// need from a cluster without leaders: brokers are the live nodes of the catalog's
-// registry, and a partition's "leader" is a rendezvous hash over them, identical on
-// every node for the same membership. It holds no produce, fetch, offset or topic rule:
-// those belong to the core, shared with the HTTP API.
+// answers in order, limits, SASL (PLAIN, SCRAM, OAUTHBEARER), ApiVersions — and the
+// cluster view Kafka clients need from a cluster without leaders: brokers are the live
+// nodes of the catalog's registry, and a partition's "leader" is a rendezvous hash over
+// them, identical on every node for the same membership. It holds no produce, fetch,
+// offset or topic rule: those belong to the core, shared with the HTTP API.
 package kafka
 
 import (
@@ -42,8 +42,9 @@ const (
 	// largest size allowed before authentication.
 	DefaultPreAuthMemoryBytes = 64 * PreAuthMaxFrameBytes
 	// PreAuthMaxFrameBytes bounds frames on a connection that has not authenticated
-	// (keys on): ApiVersions and the SASL requests are a few hundred bytes, and a
-	// stranger must not make the node set aside 100 MiB.
+	// (keys on): ApiVersions, PLAIN and SCRAM are a few hundred bytes, an OAUTHBEARER
+	// token a few KiB (tens with many group claims: TestOAuthBearerJWKS logs in with
+	// 40 KiB), and a stranger must not make the node set aside 100 MiB.
 	PreAuthMaxFrameBytes = 64 << 10
 )
 

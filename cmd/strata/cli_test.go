@@ -231,6 +231,20 @@ func TestDevValidation(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr, `--listen "nope": want host:port`) {
 		t.Errorf("dev with STRATA_LISTEN=nope: exit %d, %q", code, stderr)
 	}
+	// Unsigned OAUTHBEARER tokens can name any principal: never beside authentication.
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+	}{
+		{nil, []string{"--auth-required"}},
+		{nil, []string{"--api-keys", "0123456789abcdef0123"}},
+		{map[string]string{"STRATA_API_KEYS": "0123456789abcdef0123"}, nil},
+	} {
+		code, _, stderr := runCLI(t, tc.env, "", append([]string{"dev", "--oauth-unsecured"}, tc.args...)...)
+		if code != 2 || !strings.Contains(stderr, "--oauth-unsecured accepts unsigned tokens") {
+			t.Errorf("dev --oauth-unsecured %v (env %v): exit %d, %q", tc.args, tc.env, code, stderr)
+		}
+	}
 }
 
 func TestCatalogFlag(t *testing.T) {

@@ -335,6 +335,9 @@ func (n *Node) startGuard(ctx context.Context, cfg Config, start func(string, fu
 		return fmt.Errorf("node: security: %w", err)
 	}
 	n.Guard = security.New(sc, cfg.Catalog)
+	if sc.OAuth.Unsecured {
+		n.log.Warn("OAUTHBEARER accepts unsecured tokens (--oauth-unsecured): any client can log in as any principal; for development only")
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := n.Guard.Refresh(ctx); err != nil {
