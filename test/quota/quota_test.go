@@ -41,13 +41,13 @@ const bootKey = "bootstrap-0123456789abcdef0123456789"
 var principals = []string{"User:alice", "User:bob", "User:carol", "User:dave", "User:erin", "User:frank"}
 
 type stack struct {
-	t     *testing.T
+	t     testing.TB
 	url   string
 	kafka string
 	node  *nodetest.Node
 }
 
-func start(t *testing.T) *stack {
+func start(t testing.TB) *stack {
 	t.Helper()
 	n := nodetest.Start(t, nodetest.Keys(bootKey), nodetest.Kafka(), nodetest.Mutate(func(c *node.Config) {
 		c.Security.Superusers = principals
