@@ -13,7 +13,7 @@ type clock struct{ t time.Time }
 func (c *clock) now() time.Time { return c.t }
 
 func TestMeterDelay(t *testing.T) {
-	c := &clock{t: time.Unix(1000, 0)}
+	c := &clock{t: time.Unix(1000, 700e6)} // inside a slot: the window starts at the first Add
 	m := NewMeter(Window{Slots: 11, Slot: time.Second})
 	// 3 MiB at once against 1 MiB/s: the caller owes 3 s (nothing elapsed yet).
 	m.Add(c.now(), 3<<20)
