@@ -138,6 +138,26 @@ func (s *stack) setQuota(user string, vals map[string]float64) {
 	}
 }
 
+// removeQuota removes keys of a user through kadm and waits until the node has it.
+func (s *stack) removeQuota(user string, keys ...string) {
+	s.t.Helper()
+	before := s.node.Quotas.Version()
+	e := kadm.AlterClientQuotaEntry{Entity: kadm.ClientQuotaEntity{{Type: "user", Name: &user}}}
+	for _, k := range keys {
+		e.Ops = append(e.Ops, kadm.AlterClientQuotaOp{Key: k, Remove: true})
+	}
+	if _, err := s.admin().AlterClientQuotas(s.t.Context(), []kadm.AlterClientQuotaEntry{e}); err != nil {
+		s.t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Second)
+	for s.node.Quotas.Version() == before {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the quota removal of %s did not reach the node within a second", user)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func (s *stack) createTopic(name string) {
 	s.t.Helper()
 	if r := s.do(bootKey, "POST", "/v1/topics", fmt.Appendf(nil, `{"name":%q,"partitions":1}`, name)); r.status != http.StatusCreated {
