@@ -32,7 +32,7 @@ type Meter struct {
 	total atomic.Int64
 
 	mu    sync.Mutex
-	first int64   // unix ns of the first Add: the window starts no earlier
+	first int64    // unix ns of the first Add: the window starts no earlier
 	slots []sample // ring, by slot index modulo len
 }
 
