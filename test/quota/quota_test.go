@@ -315,6 +315,12 @@ func TestProducerByteRate(t *testing.T) {
 		if hw := s.highWatermark("alice-kafka"); hw != r.records {
 			t.Errorf("the topic holds %d records, %d were acknowledged", hw, r.records)
 		}
+		m := s.do(bootKey, "GET", "/metrics", nil)
+		for _, want := range []string{`strata_quota_bytes_total{kind="produce",principal="User:alice"}`, `strata_quota_throttle_seconds_total{kind="produce",principal="User:alice"}`} {
+			if !bytes.Contains(m.body, []byte(want)) {
+				t.Errorf("/metrics has no %s", want)
+			}
+		}
 	})
 	t.Run("http", func(t *testing.T) {
 		s.t = t
