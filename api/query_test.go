@@ -65,9 +65,10 @@ func TestUnknownQueryParameters(t *testing.T) {
 	}
 	// The routes that take parameters: fetch (offset, max_records, ...), offsets
 	// (timestamp), binary produce (partition), group offsets (topic), listing and
-	// deleting ACLs (the filter), the audit log (since, limit, ...).
-	if checked < 18 || withParams != 7 {
-		t.Errorf("checked %d routes, %d with parameters; want every /v1 route and 7 with parameters", checked, withParams)
+	// deleting ACLs (the filter), the audit log (since, limit, ...), listing quotas
+	// (user, client_id).
+	if checked < 18 || withParams != 8 {
+		t.Errorf("checked %d routes, %d with parameters; want every /v1 route and 8 with parameters", checked, withParams)
 	}
 }
 
