@@ -127,6 +127,13 @@ func TestEnforcerSharesAndDivides(t *testing.T) {
 	if d := e.Record(Produce, "User:d", "", 250); d != time.Second {
 		t.Errorf("User:d on one of two nodes owes %v, want 1s (250 B/s here)", d)
 	}
+	// request_percentage 50: half a second of handler time per second, per node.
+	e.SetLiveNodes(1)
+	e.Set(2, []catalog.QuotaEntry{{Entity: catalog.QuotaEntity{ClientID: "busy"}, Values: map[string]float64{catalog.QuotaRequestPercentage: 50}}})
+	if d := e.Record(Request, "User:q", "busy", int64(time.Second)); d != 2*time.Second {
+		t.Errorf("1 s of handler time under request_percentage 50 owes %v, want 2s", d)
+	}
+	e.Set(3, []catalog.QuotaEntry{{Entity: catalog.QuotaEntity{User: catalog.DefaultEntity}, Values: map[string]float64{catalog.QuotaTopicCount: 3}}})
 	if o := e.Caps("User:z"); o.TopicCap != 3 || o.ConnectCap != -1 {
 		t.Errorf("caps of User:z = %+v, want topic 3 (the default), connector none", o)
 	}
