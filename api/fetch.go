@@ -69,6 +69,9 @@ func (a *API) fetchOrTail(w http.ResponseWriter, r *http.Request) *problem {
 	if wantsRecordBatches(r) { // Kafka v2 record batches instead of JSON (binary.go)
 		return a.fetchBinary(w, r, ti.Name, part, fp)
 	}
+	if p := a.admitQuota(r, true); p != nil {
+		return p
+	}
 	offset, p := a.startOffset(r, ti.Name, part, r.URL.Query().Get("offset"), "earliest", fp.isolation)
 	if p != nil {
 		return p
@@ -88,6 +91,7 @@ func (a *API) fetchOrTail(w http.ResponseWriter, r *http.Request) *problem {
 	if err := hold(r).Reserve(r.Context(), int64(size), a.cfg.MemoryWait, membudget.UseFetch); err != nil {
 		return a.memoryProblem(r, broker.CapFetch, err)
 	}
+	a.holdForQuota(r, true, size)
 	writeJSONBytes(w, http.StatusOK, appendFetchResult(make([]byte, 0, size), &res, fp.render))
 	return nil
 }

@@ -43,6 +43,9 @@ func topicSequences(m map[string]map[string]int64) (map[string]map[int32]int32, 
 
 func (rs *transactResource) produce(w http.ResponseWriter, r *http.Request) *problem {
 	a := rs.a
+	if p := a.admitQuota(r, false); p != nil {
+		return p
+	}
 	req, p := decodeJSON[v1.TransactRequest](r)
 	if p != nil {
 		return p
@@ -96,6 +99,14 @@ func (rs *transactResource) produce(w http.ResponseWriter, r *http.Request) *pro
 	if err != nil {
 		return a.problemFor(r, err)
 	}
+	size := int(r.ContentLength)
+	if size < 0 { // chunked: the records' keys and values
+		size = 0
+		for _, rec := range creq.Records {
+			size += len(rec.Key) + len(rec.Value)
+		}
+	}
+	a.holdForQuota(r, false, size)
 	writeOffsets(w, res, func(i int) string { return req.Records[i].Topic })
 	return nil
 }

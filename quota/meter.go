@@ -32,7 +32,7 @@ type Meter struct {
 	total atomic.Int64
 
 	mu    sync.Mutex
-	first int64   // slot index of the first Add: the window starts no earlier
+	first int64    // unix ns of the first Add: the window starts no earlier
 	slots []sample // ring, by slot index modulo len
 }
 
@@ -50,10 +50,11 @@ func NewMeter(w Window) *Meter {
 // Add counts n at now.
 func (m *Meter) Add(now time.Time, n int64) {
 	m.total.Add(n)
-	idx := now.UnixNano() / int64(m.w.Slot)
+	ns := now.UnixNano()
+	idx := ns / int64(m.w.Slot)
 	m.mu.Lock()
 	if m.first < 0 {
-		m.first = idx
+		m.first = ns
 	}
 	s := &m.slots[idx%int64(len(m.slots))]
 	if s.idx != idx {
@@ -83,7 +84,7 @@ func (m *Meter) Sum(now time.Time) (sum int64, span time.Duration) {
 	if first < 0 {
 		return 0, 0
 	}
-	start := max(oldest, first) * int64(m.w.Slot)
+	start := max(oldest*int64(m.w.Slot), first)
 	return sum, time.Duration(ns - start)
 }
 

@@ -178,6 +178,14 @@ func (e *Enforcer) Set(version int64, entries []catalog.QuotaEntry) {
 // registry).
 func (e *Enforcer) SetLiveNodes(n int) { e.live.Store(int64(max(n, 1))) }
 
+// LiveNodes is the node count quotas are divided by.
+func (e *Enforcer) LiveNodes() int {
+	if e == nil {
+		return 1
+	}
+	return int(e.live.Load())
+}
+
 // Refresh reads the quotas from the catalog now.
 func (e *Enforcer) Refresh(ctx context.Context) error {
 	if e == nil || e.cat == nil {

@@ -13,7 +13,7 @@ type clock struct{ t time.Time }
 func (c *clock) now() time.Time { return c.t }
 
 func TestMeterDelay(t *testing.T) {
-	c := &clock{t: time.Unix(1000, 0)}
+	c := &clock{t: time.Unix(1000, 700e6)} // inside a slot: the window starts at the first Add
 	m := NewMeter(Window{Slots: 11, Slot: time.Second})
 	// 3 MiB at once against 1 MiB/s: the caller owes 3 s (nothing elapsed yet).
 	m.Add(c.now(), 3<<20)
@@ -127,6 +127,13 @@ func TestEnforcerSharesAndDivides(t *testing.T) {
 	if d := e.Record(Produce, "User:d", "", 250); d != time.Second {
 		t.Errorf("User:d on one of two nodes owes %v, want 1s (250 B/s here)", d)
 	}
+	// request_percentage 50: half a second of handler time per second, per node.
+	e.SetLiveNodes(1)
+	e.Set(2, []catalog.QuotaEntry{{Entity: catalog.QuotaEntity{ClientID: "busy"}, Values: map[string]float64{catalog.QuotaRequestPercentage: 50}}})
+	if d := e.Record(Request, "User:q", "busy", int64(time.Second)); d != 2*time.Second {
+		t.Errorf("1 s of handler time under request_percentage 50 owes %v, want 2s", d)
+	}
+	e.Set(3, []catalog.QuotaEntry{{Entity: catalog.QuotaEntity{User: catalog.DefaultEntity}, Values: map[string]float64{catalog.QuotaTopicCount: 3}}})
 	if o := e.Caps("User:z"); o.TopicCap != 3 || o.ConnectCap != -1 {
 		t.Errorf("caps of User:z = %+v, want topic 3 (the default), connector none", o)
 	}

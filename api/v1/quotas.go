@@ -15,7 +15,7 @@ type QuotaEntity struct {
 // (bytes per second), request_percentage, controller_mutation_rate (partitions per
 // second), topic_count and connector_count.
 type QuotaEntry struct {
-	Entity QuotaEntity         `json:"entity"`
+	Entity QuotaEntity        `json:"entity"`
 	Quotas map[string]float64 `json:"quotas"`
 }
 
@@ -28,6 +28,6 @@ type QuotaList struct {
 // those given as null; keys not named are left as they are. It answers the entity's
 // QuotaEntry as it now stands.
 type PutQuotasRequest struct {
-	Entity QuotaEntity          `json:"entity"`
+	Entity QuotaEntity         `json:"entity"`
 	Quotas map[string]*float64 `json:"quotas"`
 }

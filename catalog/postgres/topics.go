@@ -63,10 +63,9 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32
 		if err := writeAudit(ctx, tx); err != nil {
 			return err
 		}
-		if err := engine.CheckOwnerCap(ctx, txQuerier{tx}, engine.OwnedTopic, name); err != nil {
-			return err
-		}
-		t, err = scanTopic(tx.QueryRow(ctx, `
+		return engine.CreateOwnedTopic(ctx, txQuerier{tx}, name, func() (int64, error) {
+			var err error
+			t, err = scanTopic(tx.QueryRow(ctx, `
 		WITH t AS (
 			INSERT INTO topics (uuid, name, partitions, configs) VALUES ($5, $1, $2, $3::jsonb)
 			RETURNING `+topicColumns+`
@@ -75,10 +74,8 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32
 			SELECT t.id, g, $4::bigint FROM t, generate_series(0, $2 - 1) AS g
 		)
 		SELECT `+topicColumns+` FROM t`, name, partitions, configsJSON(configs), retentionArg(cfg), catalog.NewUUID()))
-		if err != nil {
-			return err
-		}
-		return engine.RecordTopicOwner(ctx, txQuerier{tx}, t.ID)
+			return t.ID, err
+		})
 	})
 	if isUniqueViolation(err) {
 		return catalog.Topic{}, fmt.Errorf("postgres: create topic %q: %w", name, catalog.ErrTopicExists)

@@ -77,28 +77,30 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32
 	if err := writeAudit(ctx, tx); err != nil {
 		return catalog.Topic{}, fmt.Errorf("sqlite: create topic %s: %w", name, err)
 	}
-	if err := engine.CheckOwnerCap(ctx, sqlQuerier{tx}, engine.OwnedTopic, name); err != nil {
-		return catalog.Topic{}, fmt.Errorf("sqlite: create topic %s: %w", name, err)
-	}
-	// The immediate transaction excludes every other writer, so checking first is not a
-	// race.
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM topics WHERE name = ? AND deleted_at IS NULL`, name).Scan(&n); err != nil {
-		return catalog.Topic{}, fmt.Errorf("sqlite: create topic %s: %w", name, err)
-	}
-	if n > 0 {
-		return catalog.Topic{}, fmt.Errorf("sqlite: create topic %s: %w", name, catalog.ErrTopicExists)
-	}
-	uuid := catalog.NewUUID()
-	t, err := scanTopic(tx.QueryRowContext(ctx, `INSERT INTO topics (uuid, name, partitions, configs, created_at)
-		VALUES (?, ?, ?, ?, (`+nowSQL+`)) RETURNING `+topicColumns, uuid[:], name, partitions, cfg))
+	var t catalog.Topic
+	err = engine.CreateOwnedTopic(ctx, sqlQuerier{tx}, name, func() (int64, error) {
+		// The immediate transaction excludes every other writer, so checking first is
+		// not a race.
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM topics WHERE name = ? AND deleted_at IS NULL`, name).Scan(&n); err != nil {
+			return 0, err
+		}
+		if n > 0 {
+			return 0, catalog.ErrTopicExists
+		}
+		uuid := catalog.NewUUID()
+		var err error
+		t, err = scanTopic(tx.QueryRowContext(ctx, `INSERT INTO topics (uuid, name, partitions, configs, created_at)
+			VALUES (?, ?, ?, ?, (`+nowSQL+`)) RETURNING `+topicColumns, uuid[:], name, partitions, cfg))
+		if err != nil {
+			return 0, err
+		}
+		if _, err := tx.ExecContext(ctx, insertPartitions, t.ID, 0, partitions); err != nil {
+			return 0, fmt.Errorf("partitions: %w", err)
+		}
+		return t.ID, nil
+	})
 	if err != nil {
-		return catalog.Topic{}, fmt.Errorf("sqlite: create topic %s: %w", name, err)
-	}
-	if _, err := tx.ExecContext(ctx, insertPartitions, t.ID, 0, partitions); err != nil {
-		return catalog.Topic{}, fmt.Errorf("sqlite: create topic %s: partitions: %w", name, err)
-	}
-	if err := engine.RecordTopicOwner(ctx, sqlQuerier{tx}, t.ID); err != nil {
 		return catalog.Topic{}, fmt.Errorf("sqlite: create topic %s: %w", name, err)
 	}
 	if err := tx.Commit(); err != nil {

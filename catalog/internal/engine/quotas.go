@@ -137,15 +137,24 @@ func CheckOwnerCap(ctx context.Context, q RegistryQuerier, kind, name string) er
 	return nil
 }
 
-// RecordTopicOwner records, in a topic's creation transaction, that the owner ctx
-// carries owns it (its topic_count counts it while it lives).
-func RecordTopicOwner(ctx context.Context, q RegistryQuerier, topicID int64) error {
+// CreateOwnedTopic is a topic creation's script inside its transaction: the owner's
+// cap (CheckOwnerCap, under its row lock), then insert — the backend's statements,
+// answering the new topic's id — then the record that the owner ctx carries owns it
+// (its topic_count counts it while it lives).
+func CreateOwnedTopic(ctx context.Context, q RegistryQuerier, name string, insert func() (int64, error)) error {
+	if err := CheckOwnerCap(ctx, q, OwnedTopic, name); err != nil {
+		return err
+	}
+	id, err := insert()
+	if err != nil {
+		return err
+	}
 	o, ok := catalog.OwnerOf(ctx)
 	if !ok {
 		return nil
 	}
-	if _, err := q.Exec(ctx, `INSERT INTO topic_owners (topic_id, principal) VALUES ($1, $2)`, topicID, o.Principal); err != nil {
-		return fmt.Errorf("record the owner of topic %d: %w", topicID, err)
+	if _, err := q.Exec(ctx, `INSERT INTO topic_owners (topic_id, principal) VALUES ($1, $2)`, id, o.Principal); err != nil {
+		return fmt.Errorf("record the owner of topic %d: %w", id, err)
 	}
 	return nil
 }
