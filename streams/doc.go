@@ -20,4 +20,10 @@
 // inputs; its outputs, repartition and changelog records and the offsets of all its
 // input partitions commit in one request, and its local store is written only after
 // that request is confirmed.
+//
+// Global tables (FromGlobalTable, JoinGlobal) are replicated in full to every
+// instance. Interactive queries (App.Get, Range, KeyOwner, QueryHandler) read the
+// running stores from any instance, answering ErrNotAvailable while a task restores
+// or moves. Standby replicas (Config.NumStandbyReplicas) keep warm copies of other
+// instances' tasks. Reset rewinds an application to reprocess its inputs.
 package streams

@@ -55,11 +55,23 @@ func TestStreamsReset(t *testing.T) {
 	c := client.New(nd.url)
 	stringTopics(t, c, 3, "rs-in", "rs-out")
 	rng := rand.New(rand.NewPCG(38, 2))
+	// The first half an hour before the second, for a reset to a time between them.
+	base := time.Now().Add(-2 * time.Hour).Truncate(time.Second)
 	var recs []client.Record
+	secondHalf := map[string]int{} // value → records
 	for i := range 600 {
-		recs = append(recs, client.Record{Key: client.String(fmt.Sprintf("k%d", i)), Value: client.String(fmt.Sprintf("v%02d", rng.IntN(40)))})
+		v := fmt.Sprintf("v%02d", rng.IntN(40))
+		ts := base
+		if i >= 300 {
+			ts = base.Add(time.Hour)
+			secondHalf[v]++
+		}
+		recs = append(recs, client.Record{Key: client.String(fmt.Sprintf("k%d", i)), Value: client.String(v), Timestamp: ts})
 	}
-	produceAll(t, c, map[string][]client.Record{"rs-in": recs})
+	// Two requests, so that the halves are in separate record batches (a time inside
+	// one batch was seen to resolve to the batch's first offset).
+	produceAll(t, c, map[string][]client.Record{"rs-in": recs[:300]})
+	produceAll(t, c, map[string][]client.Record{"rs-in": recs[300:]})
 	stateDir := t.TempDir()
 	cfg := streams.Config{Client: c, StateDir: stateDir, InstanceID: "rs-1", SessionTimeout: 3 * time.Second}
 
@@ -119,5 +131,45 @@ func TestStreamsReset(t *testing.T) {
 	slices.Sort(want)
 	if missing, extra := compare(t, "outputs after the reset", again, want); missing+extra > 0 {
 		t.Fatalf("reprocessing did not give the same outputs again: %d missing, %d extra", missing, extra)
+	}
+
+	// A reset to a time between the halves reprocesses the second half alone, from
+	// empty state: each value counted again from 1.
+	rep, err := streams.Reset(t.Context(), c, streams.ResetOptions{Application: "rs", ToTime: base.Add(30 * time.Minute), StateDir: stateDir})
+	if err != nil {
+		t.Fatalf("reset to a time: %v", err)
+	}
+	t.Logf("reset to %s: %+v", base.Add(30*time.Minute), rep.Inputs)
+	if !slices.Equal(rep.InputTopics, []string{"rs-in"}) || len(rep.Inputs) != 3 {
+		t.Errorf("reset to a time: inputs %v positioned %+v, want rs-in's 3 partitions", rep.InputTopics, rep.Inputs)
+	}
+	_, stop = runBg(t, resetTopology(), cfg)
+	waitAllDrained(t, c, "rs", 2*time.Minute)
+	if err := stop(); err != nil {
+		t.Fatalf("third run: %v", err)
+	}
+	// What the third run added: every output now, less those before it.
+	left := map[string]int{}
+	for _, o := range all {
+		left[o]++
+	}
+	var third []string
+	for _, o := range outputValues(t, c, "rs-out") {
+		if left[o] > 0 {
+			left[o]--
+			continue
+		}
+		third = append(third, o)
+	}
+	var wantThird []string
+	for v, n := range secondHalf {
+		for i := 1; i <= n; i++ {
+			wantThird = append(wantThird, fmt.Sprintf("%s=%d", v, i))
+		}
+	}
+	slices.Sort(third)
+	slices.Sort(wantThird)
+	if missing, extra := compare(t, "outputs after the reset to a time", third, wantThird); missing+extra > 0 {
+		t.Fatalf("reprocessing from a time: %d missing, %d extra", missing, extra)
 	}
 }

@@ -47,7 +47,11 @@ func failover(t *testing.T, c *client.Client, server, app string, standbys int, 
 	}
 	a, _ := runBg(t, standbyTopology(app), cfg(app+"-a", client.New(server, client.WithHTTPClient(&http.Client{Transport: cut}))))
 	b, stopB := runBg(t, standbyTopology(app), cfg(app+"-b", c))
-	waitAllDrained(t, c, app, 5*time.Minute)
+	drain := 5 * time.Minute
+	if long() {
+		drain = 20 * time.Minute
+	}
+	waitAllDrained(t, c, app, drain)
 	var moved []streams.TaskID
 	testwait.Until(t, time.Minute, "each instance running one task", func() bool {
 		moved = moved[:0]
