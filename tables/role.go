@@ -104,6 +104,13 @@ type Role struct {
 	log   *slog.Logger
 	// due is, per topic id, when its next commit is due (this worker's view).
 	due map[int64]time.Time
+	// held are the leases this worker holds, released when Run ends.
+	held map[partKey]catalog.TableLease
+}
+
+type partKey struct {
+	topic     int64
+	partition int32
 }
 
 // New returns the role; Run runs it.
@@ -112,13 +119,16 @@ func New(store Store, cat RoleCatalog, recs Records, cfg Config, log *slog.Logge
 		log = slog.New(slog.DiscardHandler)
 	}
 	cfg = cfg.withDefaults()
-	return &Role{cat: cat, recs: recs, store: store, cfg: cfg, log: log.With("component", "tables", "holder", cfg.Holder), due: map[int64]time.Time{}}
+	return &Role{cat: cat, recs: recs, store: store, cfg: cfg, log: log.With("component", "tables", "holder", cfg.Holder), due: map[int64]time.Time{}, held: map[partKey]catalog.TableLease{}}
 }
 
-// Run converts until ctx ends, then releases its leases.
+// Run converts until ctx ends, then releases its leases, so that another worker takes
+// its partitions at once rather than when the leases expire. Run and Pass are not for
+// concurrent use.
 func (r *Role) Run(ctx context.Context) error {
 	t := time.NewTicker(r.cfg.Poll)
 	defer t.Stop()
+	defer r.release()
 	for {
 		if err := r.Pass(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("tables pass", "err", err)
@@ -128,6 +138,17 @@ func (r *Role) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
+	}
+}
+
+func (r *Role) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for k, l := range r.held {
+		if err := r.cat.ReleaseTableLease(ctx, l); err != nil {
+			r.log.Warn("release table lease", "topic_id", l.TopicID, "partition", l.Partition, "err", err)
+		}
+		delete(r.held, k)
 	}
 }
 
@@ -169,6 +190,9 @@ func (r *Role) Topic(ctx context.Context, t catalog.Topic, cfg catalog.Config, t
 		}
 		if ok {
 			leases = append(leases, l)
+			r.held[partKey{t.ID, p}] = l
+		} else {
+			delete(r.held, partKey{t.ID, p})
 		}
 	}
 	if len(leases) == 0 {

@@ -177,6 +177,7 @@ func TestServeValidation(t *testing.T) {
 		{"nothing given", []string{"serve"}, nil, []string{"2 problems", "--catalog is required", "or set STRATA_CATALOG", "--bucket is required", "or set STRATA_BUCKET"}},
 		{"bad role", append(base, "--roles", "writer,janitor"), nil, []string{`unknown role "janitor"`}},
 		{"empty roles", append(base, "--roles", ","), nil, []string{"--roles is empty"}},
+		{"tables without the reader", append(base, "--roles", "writer,tables"), nil, []string{"--roles: tables needs reader on the same node"}},
 		{"catalog scheme", []string{"serve", "--catalog", "mysql://x/y", "--bucket", "s3://b/p"}, nil, []string{`unsupported scheme "mysql"`}},
 		{"empty sqlite", []string{"serve", "--catalog", "sqlite:", "--bucket", "s3://b/p"}, nil, []string{"names no file"}},
 		{"buffer below flush", append(base, "--max-flush-bytes", "16MiB", "--buffer-bytes", "8MiB"), nil, []string{"--buffer-bytes 8MiB is below --max-flush-bytes 16MiB", "raise --buffer-bytes"}},

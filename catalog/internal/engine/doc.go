@@ -12,7 +12,8 @@
 // over TxnBackend (txn.go), Heartbeat and CommitOffsets over GroupBackend
 // (group_step.go), the classic steps over ClassicBackend (classic_step.go),
 // InitProducer over ProducerStmts (producer_init.go), RegisterNode over NodeStmts
-// (nodes.go) and the schema registry over RegistryDB (registry.go). A backend's method
+// (nodes.go), the schema registry over RegistryDB (registry.go) and the table topics'
+// state over TablesDB (tables.go). A backend's method
 // is then one call; TestNoScriptInBothBackends fails when a script is written in both.
 //
 // Why internal, and why here: callers (the broker, the roles, the front ends) see the
