@@ -66,7 +66,7 @@ func (q *queries) notify() {
 // register makes a restored task queryable.
 func (q *queries) register(r *taskRunner, db store.DB) {
 	q.mu.Lock()
-	q.live[r.id] = &liveTask{r: r, rd: store.ReaderOf(db), open: true}
+	q.live[r.id] = &liveTask{r: r, rd: db.Reader(), open: true}
 	q.mu.Unlock()
 	q.notify()
 }

@@ -115,6 +115,9 @@ func (m *Memory) Checkpoints() (map[string]int64, error) {
 	return out, nil
 }
 
+// Reader is m itself: Memory takes its lock on every call (store.DB).
+func (m *Memory) Reader() Reader { return m }
+
 func (m *Memory) Wipe(store string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

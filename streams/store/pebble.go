@@ -251,6 +251,9 @@ func (l pebbleLogger) Fatalf(format string, args ...any) {
 // opens its own.
 type pebbleReader struct{ p *Pebble }
 
+// Reader reads p from other goroutines (store.DB).
+func (p *Pebble) Reader() Reader { return pebbleReader{p} }
+
 func (r pebbleReader) Get(store string, key []byte) ([]byte, bool, error) { return r.p.Get(store, key) }
 
 func (r pebbleReader) Range(store string, lo, hi []byte, fn func(key, value []byte) bool) error {

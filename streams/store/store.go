@@ -28,6 +28,9 @@ type DB interface {
 	Checkpoints() (map[string]int64, error)
 	// Wipe removes a store's entries and its checkpoint.
 	Wipe(store string) error
+	// Reader reads the DB from other goroutines (interactive queries) while its task
+	// writes it.
+	Reader() Reader
 	Close() error
 }
 
@@ -48,12 +51,4 @@ var ErrClosed = errors.New("store: closed")
 type Reader interface {
 	Get(store string, key []byte) (value []byte, ok bool, err error)
 	Range(store string, lo, hi []byte, fn func(key, value []byte) bool) error
-}
-
-// ReaderOf returns a Reader of db.
-func ReaderOf(db DB) Reader {
-	if p, ok := db.(*Pebble); ok {
-		return pebbleReader{p}
-	}
-	return db // Memory takes its lock on every call
 }
