@@ -176,6 +176,8 @@ func TestFetchPartitions(t *testing.T) {
 	}
 }
 
+// TestOffsetForTimestamp: the first record at or after a time, at record granularity,
+// the same through OffsetForTimestamp, ListOffset and a group's reset.
 func TestOffsetForTimestamp(t *testing.T) {
 	b, _ := newRealCore(t)
 	ctx, who := t.Context(), Anonymous
@@ -215,6 +217,18 @@ func TestOffsetForTimestamp(t *testing.T) {
 		got, err := b.OffsetForTimestamp(ctx, who, "ts", 0, tc.ts)
 		if err != nil || got != (TimestampOffset{Offset: tc.offset, Timestamp: tc.at, Found: tc.found}) {
 			t.Errorf("at %d: %+v %v, want offset %d timestamp %d found %v", tc.ts, got, err, tc.offset, tc.at, tc.found)
+		}
+	}
+	// Positioning by time — a reader's ListOffset and a group's reset — lands on the
+	// same record, not on the first offset of the batch holding it (offsets 0-2 are one
+	// batch: time +15 is offset 1).
+	for _, tc := range []struct{ ts, offset int64 }{{base + 15, 1}, {base + 20, 1}, {base + 31, 3}, {base + 41, 3}, {base + 51, 6}} {
+		if got, err := b.ListOffset(ctx, who, "ts", 0, tc.ts); err != nil || got != tc.offset {
+			t.Errorf("ListOffset at +%d: %d %v, want %d", tc.ts-base, got, err, tc.offset)
+		}
+		got, err := b.ResetOffsets(ctx, who, "g", ResetRequest{Topic: "ts", To: tc.ts, Create: true})
+		if err != nil || len(got) != 1 || got[0].Offset != tc.offset {
+			t.Errorf("group reset to +%d: %+v %v, want offset %d", tc.ts-base, got, err, tc.offset)
 		}
 	}
 	wantCode(t, second(b.OffsetForTimestamp(ctx, who, "ts", 0, -7)), CodeInvalidTimestamp)

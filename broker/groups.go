@@ -295,9 +295,9 @@ func (b *Broker) ResetOffsets(ctx context.Context, who Principal, group string, 
 		case req.To == Latest:
 			o.Offset = pi.HighWatermark
 		default:
-			off, err := b.d.Catalog.OffsetForTime(ctx, t.ID, pi.Partition, req.To)
-			if err != nil {
-				return nil, catalogError(op, err, onPartition(t.Name, pi.Partition))
+			off, e := b.offsetAtTime(ctx, TopicInfo{Topic: t}, pi.Partition, req.To)
+			if e != nil {
+				return nil, e
 			}
 			o.Offset = off
 		}

@@ -73,6 +73,29 @@ func (b *Broker) OffsetForTimestamp(ctx context.Context, who Principal, topic st
 	return to, nil
 }
 
+// offsetAtTime is the offset of a partition's first record at or after ts — where a
+// group is reset to, or a reader positioned, by time — at record granularity as
+// Kafka's ListOffsets answers, on a node that reads batches; at the catalog's chunk
+// granularity (the first offset of the chunk holding that record) on one that does not.
+// With no such record it is the catalog's answer, the high watermark.
+func (b *Broker) offsetAtTime(ctx context.Context, ti TopicInfo, partition int32, ts int64) (int64, *Error) {
+	from, err := b.d.Catalog.OffsetForTime(ctx, ti.ID, partition, ts)
+	if err != nil {
+		return 0, catalogError("offset for time", err, onPartition(ti.Name, partition))
+	}
+	if b.check(CapFetchBatches) != nil {
+		return from, nil
+	}
+	to, e := b.scanForTimestamp(ctx, ti, partition, from, ts)
+	if e != nil {
+		return 0, e
+	}
+	if to.Found {
+		return to.Offset, nil
+	}
+	return from, nil
+}
+
 // scanForTimestamp reads the partition's batches from offset from, skipping by header
 // those whose maximum timestamp is below ts, and decodes the first that is not.
 func (b *Broker) scanForTimestamp(ctx context.Context, ti TopicInfo, partition int32, from, ts int64) (TimestampOffset, *Error) {

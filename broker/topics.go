@@ -433,9 +433,9 @@ func (b *Broker) ListOffsetAt(ctx context.Context, who Principal, topic string, 
 	case at < 0:
 		return 0, newError(CodeInvalidTimestamp, "timestamp %d: use unix milliseconds, or %d (earliest) or %d (latest)", at, Earliest, Latest)
 	}
-	off, err := b.d.Catalog.OffsetForTime(ctx, ti.ID, partition, at)
-	if err != nil {
-		return 0, catalogError("offset for time", err, onPartition(topic, partition))
+	off, e := b.offsetAtTime(ctx, ti, partition, at)
+	if e != nil {
+		return 0, e
 	}
 	return off, nil
 }
