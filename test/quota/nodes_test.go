@@ -7,6 +7,7 @@ import (
 
 	"github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/internal/node/nodetest"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/quota"
 )
 
@@ -22,20 +23,13 @@ func TestQuotasReachEveryNode(t *testing.T) {
 	if r.status != http.StatusOK {
 		t.Fatalf("PUT /v1/quotas: %d %s", r.status, r.body)
 	}
-	for b.Quotas.Caps("User:alice").TopicCap != 7 {
-		if time.Since(set) > time.Second {
-			t.Fatalf("the other node still enforces %+v a second later (version %d → %d)", b.Quotas.Caps("User:alice"), before, b.Quotas.Version())
-		}
-		time.Sleep(2 * time.Millisecond)
+	if !testwait.Within(time.Second-time.Since(set), func() bool { return b.Quotas.Caps("User:alice").TopicCap == 7 }) {
+		t.Fatalf("the other node still enforces %+v a second later (version %d → %d)", b.Quotas.Caps("User:alice"), before, b.Quotas.Version())
 	}
 	t.Logf("the other node enforces the change %v after it was made", time.Since(set).Round(time.Millisecond))
 	// Both nodes registered (their Kafka listeners): each counts two live nodes.
-	deadline := time.Now().Add(15 * time.Second)
-	for b.Quotas.LiveNodes() != 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the node counts %d live nodes, want 2", b.Quotas.LiveNodes())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testwait.Within(15*time.Second, func() bool { return b.Quotas.LiveNodes() == 2 }) {
+		t.Fatalf("the node counts %d live nodes, want 2", b.Quotas.LiveNodes())
 	}
 	// 512 KiB at once against half of 1 MiB/s: about a second owed.
 	if d := b.Quotas.Record(quota.Produce, "User:alice", "", 512<<10); d < 900*time.Millisecond || d > time.Second {

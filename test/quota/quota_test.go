@@ -32,6 +32,7 @@ import (
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/internal/node/nodetest"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/security"
 )
 
@@ -129,12 +130,8 @@ func (s *stack) setQuota(user string, vals map[string]float64) {
 			s.t.Fatalf("alter quotas of %s: %v %s", user, r.Err, r.ErrMessage)
 		}
 	}
-	deadline := time.Now().Add(time.Second)
-	for s.node.Quotas.Version() == before {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("the quota change of %s did not reach the node within a second", user)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testwait.Within(time.Second, func() bool { return s.node.Quotas.Version() != before }) {
+		s.t.Fatalf("the quota change of %s did not reach the node within a second", user)
 	}
 }
 
@@ -149,12 +146,8 @@ func (s *stack) removeQuota(user string, keys ...string) {
 	if _, err := s.admin().AlterClientQuotas(s.t.Context(), []kadm.AlterClientQuotaEntry{e}); err != nil {
 		s.t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Second)
-	for s.node.Quotas.Version() == before {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("the quota removal of %s did not reach the node within a second", user)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testwait.Within(time.Second, func() bool { return s.node.Quotas.Version() != before }) {
+		s.t.Fatalf("the quota removal of %s did not reach the node within a second", user)
 	}
 }
 
