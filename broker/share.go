@@ -90,8 +90,13 @@ func (b *Broker) ShareHeartbeat(ctx context.Context, who Principal, hb catalog.S
 	return res, nil
 }
 
+// DefaultShareMaxRecords is how many records a share fetch acquires when it names no
+// maximum (ShareFetchRequest.MaxRecords ≤ 0), whichever front end asked.
+const DefaultShareMaxRecords = 500
+
 // ShareFetchRequest asks for records of a share group: acknowledgements first, then an
-// acquisition of up to MaxRecords over Partitions, waiting up to Wait for some.
+// acquisition of up to MaxRecords (DefaultShareMaxRecords when ≤ 0) over Partitions,
+// waiting up to Wait for some.
 type ShareFetchRequest struct {
 	Group      string
 	MemberID   string
@@ -174,6 +179,9 @@ func (b *Broker) ShareFetch(ctx context.Context, who Principal, req ShareFetchRe
 	}
 	if e := b.authorize(ctx, who, acl.OpRead, acl.Group(req.Group)); e != nil {
 		return out, e
+	}
+	if req.MaxRecords <= 0 {
+		req.MaxRecords = DefaultShareMaxRecords
 	}
 	if len(req.Acks) > 0 {
 		errs, err := b.ShareAcknowledge(ctx, who, req.Group, req.MemberID, req.Acks)

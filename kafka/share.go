@@ -303,9 +303,6 @@ func (s *Server) shareFetch(ctx context.Context, r *request, req kmsg.Request) (
 	fr := broker.ShareFetchRequest{Group: group, MemberID: member, Partitions: fetchParts, Acks: acks,
 		MaxRecords: int(in.MaxRecords), MaxBytes: int64(in.MaxBytes), Memory: r.mem,
 		Wait: time.Duration(max(in.MaxWaitMillis, 0)) * time.Millisecond}
-	if fr.MaxRecords <= 0 {
-		fr.MaxRecords = 500
-	}
 	res, err := s.deps.Core.ShareFetch(ctx, r.who, fr)
 	if err != nil {
 		if ctx.Err() != nil {
