@@ -126,39 +126,30 @@ func (q sqliteShare) DeleteShareMember(ctx context.Context, group, id string) er
 }
 
 func (q sqliteShare) Topics(ctx context.Context, names []string) (map[string]engine.TopicMeta, error) {
-	out := map[string]engine.TopicMeta{}
-	for _, n := range names {
-		if _, ok := out[n]; ok {
-			continue
-		}
-		var t engine.TopicMeta
-		err := q.tx.QueryRowContext(ctx, `SELECT id, name, partitions FROM topics WHERE name = ? AND deleted_at IS NULL`, n).Scan(&t.ID, &t.Name, &t.Partitions)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		out[n] = t
-	}
-	return out, nil
+	return topicsBy(ctx, q, "name", names)
 }
 
 func (q sqliteShare) TopicsByID(ctx context.Context, ids []int64) (map[int64]engine.TopicMeta, error) {
-	out := map[int64]engine.TopicMeta{}
-	for _, id := range ids {
-		if _, ok := out[id]; ok {
+	return topicsBy(ctx, q, "id", ids)
+}
+
+// topicsBy reads the live topics whose column (name or id) is one of keys; missing ones
+// are left out.
+func topicsBy[K comparable](ctx context.Context, q sqliteShare, column string, keys []K) (map[K]engine.TopicMeta, error) {
+	out := map[K]engine.TopicMeta{}
+	for _, k := range keys {
+		if _, ok := out[k]; ok {
 			continue
 		}
 		var t engine.TopicMeta
-		err := q.tx.QueryRowContext(ctx, `SELECT id, name, partitions FROM topics WHERE id = ? AND deleted_at IS NULL`, id).Scan(&t.ID, &t.Name, &t.Partitions)
+		err := q.tx.QueryRowContext(ctx, `SELECT id, name, partitions FROM topics WHERE `+column+` = ? AND deleted_at IS NULL`, k).Scan(&t.ID, &t.Name, &t.Partitions)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		out[id] = t
+		out[k] = t
 	}
 	return out, nil
 }
