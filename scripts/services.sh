@@ -29,7 +29,18 @@ start_postgres() {
   fi
   local ver
   ver=$(pg_lsclusters -h | awk 'NR==1{print $1}')
-  if ! pg_lsclusters -h | awk '{print $4}' | grep -q online; then
+  # Room for the connections of two test lanes at once (scripts/test.sh), each with
+  # several nodes' pools (the default is 100).
+  local conf=/etc/postgresql/$ver/main/conf.d/strata.conf want="max_connections = 300"
+  if [ "$(cat "$conf" 2>/dev/null)" != "$want" ]; then
+    echo "$want" >"$conf"
+    chown postgres "$conf"
+    if pg_lsclusters -h | awk '$2=="main"{print $4}' | grep -q online; then
+      log "restarting postgres $ver/main for its new settings"
+      pg_ctlcluster --skip-systemctl-redirect "$ver" main restart >&2
+    fi
+  fi
+  if ! pg_lsclusters -h | awk '$2=="main"{print $4}' | grep -q online; then
     log "starting postgres $ver"
     pg_ctlcluster --skip-systemctl-redirect "$ver" main start >&2
   fi
