@@ -67,9 +67,14 @@ func TestOrphanSweep(t *testing.T) {
 			t.Fatalf("settle of a flush never committed: %v, want ErrCommitAborted", err)
 		}
 		committed := e.produce(tp, newGen(9, 10, now.UnixMilli()), 100)
-		// A Strata object under another prefix, and a foreign one: never touched.
-		if err := e.store.Put(e.ctx, "segments/not-a-segment-key", []byte("x")); err != nil {
-			t.Fatal(err)
+		// Strata objects under another prefix — a table topic's Iceberg data and metadata
+		// files (tables/), which no segment row names — and a foreign one under segments/:
+		// never touched.
+		others := []string{"segments/not-a-segment-key", "tables/orders-1/data/00000-0.parquet", "tables/orders-1/metadata/00001.metadata.json"}
+		for _, k := range others {
+			if err := e.store.Put(e.ctx, k, []byte("x")); err != nil {
+				t.Fatal(err)
+			}
 		}
 
 		c := e.compactor(Config{})
@@ -93,8 +98,10 @@ func TestOrphanSweep(t *testing.T) {
 		if len(states) != 0 {
 			t.Fatalf("rows left after the sweep: %v", states)
 		}
-		if !e.exists("segments/not-a-segment-key") {
-			t.Fatal("the sweep deleted an object that is not a segment")
+		for _, k := range others {
+			if !e.exists(k) {
+				t.Fatalf("the sweep deleted %s, which is not a segment", k)
+			}
 		}
 		e.checkPartition(tp.ID, 0, committed)
 		for _, r := range e.rows(tp.ID, 0) {
