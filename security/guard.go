@@ -101,6 +101,7 @@ type Guard struct {
 	mu       sync.Mutex
 	tracked  map[string]map[*tracker]struct{} // key id → its connections
 	oauth    *oauth                           // nil: no OAUTHBEARER
+	watchers map[*func()]struct{}             // WatchSecurity's callers, under mu
 }
 
 // view is one immutable snapshot of the catalog's keys and ACLs.
@@ -417,8 +418,42 @@ func (g *Guard) load(ctx context.Context, known int64) error {
 	g.view.Store(v)
 	g.cutDead(v)
 	if old.version != version {
+		g.mu.Lock()
+		for fn := range g.watchers {
+			(*fn)()
+		}
+		g.mu.Unlock()
+	}
+	if old.version != version {
 		g.log.Debug("keys and ACLs refreshed", "version", version, "keys", len(v.byID), "acls", v.acls.Len())
 	}
+	return nil
+}
+
+// SecurityVersion answers the security version of the guard's view and the database
+// clock as of its last refresh, without asking the catalog. With WatchSecurity it makes
+// the guard the node's one feed of security changes: what else keeps a view of that
+// state (the quota enforcer) follows the guard rather than listen and poll the catalog
+// again.
+func (g *Guard) SecurityVersion(context.Context) (int64, time.Time, error) {
+	v := g.view.Load()
+	return v.version, time.Now().Add(v.skew), nil
+}
+
+// WatchSecurity calls fn after every refresh that finds a new security version, until
+// ctx ends (it returns nil then). fn runs on the refreshing goroutine and must not
+// block.
+func (g *Guard) WatchSecurity(ctx context.Context, fn func()) error {
+	g.mu.Lock()
+	if g.watchers == nil {
+		g.watchers = map[*func()]struct{}{}
+	}
+	g.watchers[&fn] = struct{}{}
+	g.mu.Unlock()
+	<-ctx.Done()
+	g.mu.Lock()
+	delete(g.watchers, &fn)
+	g.mu.Unlock()
 	return nil
 }
 

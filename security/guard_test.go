@@ -14,6 +14,7 @@ import (
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/sqlite"
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 const bootKey = "bootstrap-key-0123456789abcdef"
@@ -321,4 +322,57 @@ func FuzzCertRules(f *testing.F) {
 			t.Fatalf("principal %q", p)
 		}
 	})
+}
+
+// TestGuardFeedsSecurityChanges: the guard answers the security version it holds and
+// calls its watchers when a refresh finds a new one (the quota enforcer's feed), and
+// not when nothing changed.
+func TestGuardFeedsSecurityChanges(t *testing.T) {
+	ctx := t.Context()
+	c := openCatalog(t)
+	g := New(Config{Required: true}, c)
+	if err := g.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	calls := make(chan struct{}, 10)
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- g.WatchSecurity(wctx, func() { calls <- struct{}{} }) }()
+	watchers := func() int {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return len(g.watchers)
+	}
+	testwait.Until(t, 5*time.Second, "WatchSecurity registers its watcher", func() bool { return watchers() == 1 })
+	addKey(t, c, "key-w", "User:w", "watched-secret-0123456789", time.Time{})
+	want, _, err := c.SecurityVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 1 {
+		t.Fatalf("the watcher was called %d times by a refresh that found a new version, want once", len(calls))
+	}
+	got, _, _ := g.SecurityVersion(ctx)
+	if got != want {
+		t.Fatalf("guard's version %d, want the catalog's %d", got, want)
+	}
+	for len(calls) > 0 {
+		<-calls
+	}
+	if err := g.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 0 {
+		t.Fatal("the watcher was called by a refresh that found the same version")
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if left := watchers(); left != 0 {
+		t.Fatalf("%d watchers left after their context ended", left)
+	}
 }

@@ -358,7 +358,7 @@ func (n *Node) startQuotas(ctx context.Context, cfg Config, reg prometheus.Regis
 	if qc.PollInterval == 0 {
 		qc.PollInterval = cfg.Security.PollInterval
 	}
-	n.Quotas = quota.New(qc, cfg.Catalog, cfg.Catalog)
+	n.Quotas = quota.New(qc, quotaFeed{n.Guard, cfg.Catalog}, cfg.Catalog)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := n.Quotas.Refresh(rctx); err != nil {
@@ -367,6 +367,18 @@ func (n *Node) startQuotas(ctx context.Context, cfg Config, reg prometheus.Regis
 	if !cfg.Lambda {
 		start("quotas", n.Quotas.Run)
 	}
+}
+
+// quotaFeed is what the quota enforcer reads: the security version and its changes
+// from the node's guard — one LISTEN connection and one version poll per node, not one
+// per view kept — and the quotas from the catalog.
+type quotaFeed struct {
+	*security.Guard
+	cat catalog.Backend
+}
+
+func (f quotaFeed) QuotaEntries(ctx context.Context) ([]catalog.QuotaEntry, error) {
+	return f.cat.QuotaEntries(ctx)
 }
 
 // startConnect starts the connect worker under a context of its own, and mounts the
