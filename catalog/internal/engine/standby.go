@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"encoding/json"
 	"slices"
 
 	"github.com/strata-io/strata/catalog"
@@ -288,4 +289,14 @@ func memberStandbys(st *GroupState, topics map[string]TopicMeta, id string) []ca
 	}
 	slices.SortFunc(out, comparePartitions)
 	return out
+}
+
+// EncodeTaskLags is a member's lags as the backends store them (group_members.task_lags,
+// JSON): "[]" for none.
+func EncodeTaskLags(lags []catalog.TaskLag) string {
+	if len(lags) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(lags) // plain structs: cannot fail
+	return string(b)
 }
