@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,13 +40,14 @@ type standbys struct {
 	mu       sync.Mutex
 	active   map[TaskID]bool
 	running  map[TaskID]*standbyTask
+	stopping map[TaskID]*standbyTask  // stopped by placement, its store maybe still open
 	restores map[TaskID]time.Duration // the last restore of each task run here
 	want     map[TaskID]bool          // the standbys the last heartbeat named
 	changed  chan struct{}            // want changed (buffered: one pending signal)
 }
 
 func newStandbys() *standbys {
-	return &standbys{active: map[TaskID]bool{}, running: map[TaskID]*standbyTask{}, restores: map[TaskID]time.Duration{},
+	return &standbys{active: map[TaskID]bool{}, running: map[TaskID]*standbyTask{}, stopping: map[TaskID]*standbyTask{}, restores: map[TaskID]time.Duration{},
 		want: map[TaskID]bool{}, changed: make(chan struct{}, 1)}
 }
 
@@ -122,16 +124,19 @@ func (a *App) standbysFrom(named []client.TopicPartitions) map[TaskID]bool {
 }
 
 // yield marks a task active here and stops its standby, waiting until its store is
-// closed: the task is about to open it.
+// closed — also when placement is stopping it already: the task is about to open it.
 func (s *standbys) yield(id TaskID) {
 	s.mu.Lock()
 	s.active[id] = true
-	sb := s.running[id]
+	sb, stopping := s.running[id], s.stopping[id]
 	delete(s.running, id)
 	s.mu.Unlock()
 	if sb != nil {
 		sb.cancel()
 		<-sb.done
+	}
+	if stopping != nil {
+		<-stopping.done
 	}
 }
 
@@ -220,6 +225,7 @@ func (a *App) reconcileStandbys(ctx context.Context, want map[TaskID]*subtopolog
 	for id, sb := range a.sb.running {
 		if want[id] == nil {
 			delete(a.sb.running, id)
+			a.sb.stopping[id] = sb
 			stop = append(stop, sb)
 		}
 	}
@@ -247,6 +253,13 @@ func (a *App) reconcileStandbys(ctx context.Context, want map[TaskID]*subtopolog
 		sb.cancel()
 		<-sb.done
 	}
+	a.sb.mu.Lock()
+	for id, sb := range a.sb.stopping {
+		if slices.Contains(stop, sb) {
+			delete(a.sb.stopping, id)
+		}
+	}
+	a.sb.mu.Unlock()
 }
 
 // standby keeps task id's stores in its state directory up to date with their

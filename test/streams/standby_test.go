@@ -189,6 +189,11 @@ func handover(t *testing.T, c *client.Client, server, app string, standbys int, 
 		})
 	}
 	before := b.Metrics().RestoredRecords + d.Metrics().RestoredRecords
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s: tasks of b %v, c %v; standbys of b %v, c %v", app, b.TaskStates(), d.TaskStates(), b.StandbyLags(), d.StandbyLags())
+		}
+	})
 	cut.cut.Store(true)
 	testwait.Until(t, 2*time.Minute, "the two survivors running all six tasks", func() bool {
 		return len(running(b))+len(running(d)) == 6
