@@ -139,7 +139,7 @@ func TestStandbyFailover(t *testing.T) {
 // the changelog records the two survivors replayed to take over its tasks, and how
 // many of those tasks landed on the instance that kept their standby. Outputs are
 // exactly once across it, with more inputs processed after.
-func handover(t *testing.T, c *client.Client, server, app string, standbys int, more []client.Record, inputs int) (restored int64, warm int) {
+func handover(t *testing.T, c *client.Client, server, app string, standbys int, more []client.Record, inputs int) (restored int64, warm int, took time.Duration) {
 	cut := &cutTransport{rt: http.DefaultTransport}
 	cfg := func(name string, cl *client.Client) streams.Config {
 		return streams.Config{Client: cl, StateDir: t.TempDir(), InstanceID: name, SessionTimeout: 3 * time.Second, RequestTimeout: 3 * time.Second,
@@ -203,6 +203,11 @@ func handover(t *testing.T, c *client.Client, server, app string, standbys int, 
 		if k, ok := keeper[id]; ok && slices.Contains(running(survivors[k]), id) {
 			warm++
 		}
+		for _, x := range survivors {
+			if d, ok := x.RestoreDurations()[id]; ok && slices.Contains(running(x), id) {
+				took = max(took, d)
+			}
+		}
 	}
 	produceAll(t, c, map[string][]client.Record{app + "-in": more})
 	waitAllDrained(t, c, app, 2*time.Minute)
@@ -223,7 +228,7 @@ func handover(t *testing.T, c *client.Client, server, app string, standbys int, 
 	if len(recs) != inputs {
 		t.Errorf("%s: %d outputs for %d inputs, want one each", app, len(recs), inputs)
 	}
-	return restored, warm
+	return restored, warm, took
 }
 
 func handoverTopology(app string) *streams.Builder {
@@ -258,10 +263,10 @@ func TestStandbyWarmHandover(t *testing.T) {
 		more[i] = client.Record{Key: client.String(fmt.Sprintf("key-%07d", i*97%n)), Value: client.String("y")}
 	}
 	produceAll(t, c, map[string][]client.Record{"wh1-in": recs, "wh0-in": recs})
-	warmRestored, warm := handover(t, c, nd.url, "wh1", 1, more, n+len(more))
-	coldRestored, _ := handover(t, c, nd.url, "wh0", 0, more, n+len(more))
-	t.Logf("changelog records replayed to take over a dead instance's 2 of 6 tasks (%d keys): %d with a caught-up standby (%d of 2 tasks moved to it), %d without",
-		n, warmRestored, warm, coldRestored)
+	warmRestored, warm, warmTook := handover(t, c, nd.url, "wh1", 1, more, n+len(more))
+	coldRestored, _, coldTook := handover(t, c, nd.url, "wh0", 0, more, n+len(more))
+	t.Logf("changelog records replayed to take over a dead instance's 2 of 6 tasks (%d keys): %d with a caught-up standby (%d of 2 tasks moved to it; slowest restore %v), %d without (%v)",
+		n, warmRestored, warm, warmTook, coldRestored, coldTook)
 	if warm != 2 {
 		t.Errorf("%d of the dead instance's 2 tasks moved to the instance holding their caught-up standby, want 2", warm)
 	}
