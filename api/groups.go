@@ -58,7 +58,14 @@ func (rs *groupsResource) heartbeat(w http.ResponseWriter, r *http.Request) *pro
 	if req.MemberEpoch == nil {
 		return newProblem(CodeInvalidRequest, "member_epoch is required: 0 joins, -1 leaves, otherwise the epoch the last heartbeat answered").with("field", "member_epoch")
 	}
-	hb := catalog.Heartbeat{Group: group, MemberID: req.MemberID, MemberEpoch: *req.MemberEpoch, Topics: req.Topics, Assignor: req.Assignor}
+	hb := catalog.Heartbeat{Group: group, MemberID: req.MemberID, MemberEpoch: *req.MemberEpoch, Topics: req.Topics, Assignor: req.Assignor,
+		StandbyReplicas: req.StandbyReplicas}
+	if req.TaskLags != nil {
+		hb.TaskLags = make([]catalog.TaskLag, len(req.TaskLags))
+		for i, l := range req.TaskLags {
+			hb.TaskLags[i] = catalog.TaskLag(l)
+		}
+	}
 	if req.SessionTimeoutMs != nil {
 		// Given explicitly, even 0 is checked (in the heartbeat, 0 keeps the member's).
 		hb.SessionTimeout = millis(*req.SessionTimeoutMs)
@@ -77,6 +84,7 @@ func (rs *groupsResource) heartbeat(w http.ResponseWriter, r *http.Request) *pro
 		MemberEpoch:         res.MemberEpoch,
 		Assignment:          toTopicPartitions(res.Assignment),
 		HeartbeatIntervalMs: res.HeartbeatInterval.Milliseconds(),
+		Standbys:            toTopicPartitions(res.Standbys),
 	})
 	return nil
 }

@@ -204,6 +204,8 @@ func TestGroupsHTTPBadInput(t *testing.T) {
 		{"join without topics", "POST", "/v1/groups/g/heartbeat", `{"member_id":"a","member_epoch":0}`, 400, CodeInvalidRequest},
 		{"session timeout zero", "POST", "/v1/groups/g/heartbeat", `{"member_id":"a","member_epoch":0,"topics":["x"],"session_timeout_ms":0}`, 400, CodeInvalidRequest},
 		{"unknown assignor", "POST", "/v1/groups/g/heartbeat", `{"member_id":"a","member_epoch":0,"topics":["x"],"assignor":"best"}`, 400, CodeInvalidRequest},
+		{"too many standby replicas", "POST", "/v1/groups/g/heartbeat", `{"member_id":"a","member_epoch":0,"topics":["x"],"assignor":"streams","standby_replicas":17}`, 400, CodeInvalidRequest},
+		{"negative task lag", "POST", "/v1/groups/g/heartbeat", `{"member_id":"a","member_epoch":0,"topics":["x"],"task_lags":[{"topic":"x","partition":0,"lag":-1}]}`, 400, CodeInvalidRequest},
 		{"epoch below -1", "POST", "/v1/groups/g/heartbeat", `{"member_id":"a","member_epoch":-5}`, 409, CodeStaleMemberEpoch},
 		{"not JSON", "POST", "/v1/groups/g/offsets", `offsets`, 400, CodeInvalidJSON},
 		{"no offsets", "POST", "/v1/groups/g/offsets", `{"offsets":[]}`, 400, CodeInvalidRequest},

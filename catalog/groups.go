@@ -95,7 +95,24 @@ const (
 	// AssignorRoundRobin deals partitions (topic by name, then partition) to members in
 	// turn.
 	AssignorRoundRobin = "roundrobin"
-	DefaultAssignor    = AssignorSticky
+	// AssignorStreams is the Streams assignor (engine/standby.go): a task is partition n
+	// of every topic with the same partition count (co-partitioned, as range), its
+	// active kept where it is, moved first to a member caught up on its state (a warm
+	// standby), and each member told the standby tasks it keeps (Heartbeat.StandbyReplicas
+	// of them per task, never beside the active).
+	AssignorStreams = "streams"
+	DefaultAssignor = AssignorSticky
+)
+
+// Standby bounds.
+const (
+	// AcceptableRecoveryLag is the most changelog records a member may be behind on a
+	// task's state and still count as caught up (Kafka Streams'
+	// acceptable.recovery.lag): a task moves to such a member first.
+	AcceptableRecoveryLag = 10_000
+	// MaxStandbyReplicas bounds Heartbeat.StandbyReplicas.
+	MaxStandbyReplicas = 16
+	maxTaskLags        = 100_000
 )
 
 // Session and metadata bounds.
@@ -132,6 +149,22 @@ type Heartbeat struct {
 	// Assignor chooses the group's assignor; "" keeps the group's. It may change only
 	// while no other member is live.
 	Assignor string
+	// TaskLags reports, per task (named by one partition of its input: partition n of
+	// a topic stands for partition n of every topic with its partition count), how
+	// many changelog records the member's local state of it is behind; tasks left out
+	// it holds no state of. nil keeps the last report. Read by AssignorStreams.
+	TaskLags []TaskLag
+	// StandbyReplicas is how many standby copies of each task the member asks for
+	// (AssignorStreams; the group keeps the largest any live member asks for); set on
+	// join, 0 for none.
+	StandbyReplicas int32
+}
+
+// TaskLag is one task's lag in a heartbeat (Heartbeat.TaskLags).
+type TaskLag struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Lag       int64  `json:"lag"`
 }
 
 // TopicPartitions is a set of partitions of one topic, by name.
@@ -150,6 +183,9 @@ type HeartbeatResult struct {
 	Assignment []TopicPartitions
 	// HeartbeatInterval is when to heartbeat next.
 	HeartbeatInterval time.Duration
+	// Standbys lists the tasks (one partition of each task's topics, as TaskLags names
+	// them) whose state the member should keep warm: AssignorStreams only.
+	Standbys []TopicPartitions
 }
 
 // OffsetCommit commits offsets for a group.
@@ -258,10 +294,10 @@ func validateMemberID(id string) error {
 // validateAssignor accepts the assignor names, and "" (keep or default).
 func validateAssignor(name string) error {
 	switch name {
-	case "", AssignorSticky, AssignorRange, AssignorRoundRobin:
+	case "", AssignorSticky, AssignorRange, AssignorRoundRobin, AssignorStreams:
 		return nil
 	}
-	return fmt.Errorf("%w: assignor %q: use %s, %s or %s", ErrInvalidGroupRequest, TruncateName(name), AssignorSticky, AssignorRange, AssignorRoundRobin)
+	return fmt.Errorf("%w: assignor %q: use %s, %s, %s or %s", ErrInvalidGroupRequest, TruncateName(name), AssignorSticky, AssignorRange, AssignorRoundRobin, AssignorStreams)
 }
 
 // CheckSessionTimeout is the one range of a member's session timeout, whichever
@@ -332,6 +368,17 @@ func ValidateHeartbeat(hb Heartbeat) error {
 	}
 	if err := validateSessionTimeout(hb.SessionTimeout); err != nil {
 		return err
+	}
+	if hb.StandbyReplicas < 0 || hb.StandbyReplicas > MaxStandbyReplicas {
+		return fmt.Errorf("%w: standby_replicas %d: use 0 to %d", ErrInvalidGroupRequest, hb.StandbyReplicas, MaxStandbyReplicas)
+	}
+	if len(hb.TaskLags) > maxTaskLags {
+		return fmt.Errorf("%w: task_lags: %d entries, at most %d", ErrInvalidGroupRequest, len(hb.TaskLags), maxTaskLags)
+	}
+	for _, l := range hb.TaskLags {
+		if l.Partition < 0 || l.Lag < 0 {
+			return fmt.Errorf("%w: task_lags: partition %d of %q with lag %d: both must be 0 or more", ErrInvalidGroupRequest, l.Partition, TruncateName(l.Topic), l.Lag)
+		}
 	}
 	return validateAssignor(hb.Assignor)
 }

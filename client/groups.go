@@ -36,9 +36,18 @@ type HeartbeatRequest struct {
 	Owned       []TopicPartitions
 	// SessionTimeout is the lease; zero keeps it (the server's default on join).
 	SessionTimeout time.Duration
-	// Assignor is "sticky" (the default), "range" or "roundrobin"; "" keeps the group's.
+	// Assignor is "sticky" (the default), "range", "roundrobin" or "streams"; "" keeps
+	// the group's.
 	Assignor string
+	// TaskLags reports the member's per-task state lags (streams assignor); nil keeps
+	// the last report.
+	TaskLags []TaskLag
+	// StandbyReplicas asks on join for standby copies of each task (streams assignor).
+	StandbyReplicas int32
 }
+
+// TaskLag is one task's state lag in a heartbeat.
+type TaskLag = v1.TaskLag
 
 // HeartbeatResponse answers a heartbeat.
 type HeartbeatResponse struct {
@@ -47,11 +56,15 @@ type HeartbeatResponse struct {
 	// is being revoked: stop processing it, commit, and leave it out of the next Owned.
 	Assignment        []TopicPartitions
 	HeartbeatInterval time.Duration
+	// Standbys lists the tasks whose state the member should keep warm (streams
+	// assignor).
+	Standbys []TopicPartitions
 }
 
 // Heartbeat sends one heartbeat for group.
 func (c *Client) Heartbeat(ctx context.Context, group string, req HeartbeatRequest) (HeartbeatResponse, error) {
-	in := v1.HeartbeatRequest{MemberID: req.MemberID, MemberEpoch: &req.MemberEpoch, Topics: req.Topics, Owned: req.Owned, Assignor: req.Assignor}
+	in := v1.HeartbeatRequest{MemberID: req.MemberID, MemberEpoch: &req.MemberEpoch, Topics: req.Topics, Owned: req.Owned, Assignor: req.Assignor,
+		TaskLags: req.TaskLags, StandbyReplicas: req.StandbyReplicas}
 	if ms := req.SessionTimeout.Milliseconds(); ms != 0 {
 		in.SessionTimeoutMs = &ms
 	}
@@ -70,6 +83,7 @@ func (c *Client) Heartbeat(ctx context.Context, group string, req HeartbeatReque
 		MemberEpoch:       out.MemberEpoch,
 		Assignment:        out.Assignment,
 		HeartbeatInterval: time.Duration(out.HeartbeatIntervalMs) * time.Millisecond,
+		Standbys:          out.Standbys,
 	}, nil
 }
 

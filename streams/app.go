@@ -150,8 +150,8 @@ func New(b *Builder, cfg Config) (*App, error) {
 	if cfg.CommitInterval < 0 || cfg.SessionTimeout < 0 || cfg.FetchWait < 0 || cfg.MaxCommitRecords < 0 || cfg.MaxCommitBytes < 0 {
 		bad = append(bad, errors.New("streams: durations and limits in Config must not be negative"))
 	}
-	if cfg.NumStandbyReplicas < 0 || cfg.NumStandbyReplicas > 0 && cfg.StateDir == "" {
-		bad = append(bad, fmt.Errorf("streams: Config.NumStandbyReplicas %d: use 0 or more, with a StateDir for the copies", cfg.NumStandbyReplicas))
+	if cfg.NumStandbyReplicas < 0 || cfg.NumStandbyReplicas > maxStandbyReplicas || cfg.NumStandbyReplicas > 0 && cfg.StateDir == "" {
+		bad = append(bad, fmt.Errorf("streams: Config.NumStandbyReplicas %d: use 0 to %d, with a StateDir for the copies", cfg.NumStandbyReplicas, maxStandbyReplicas))
 	}
 	if cfg.MaxCommitRecords > 10_000 {
 		bad = append(bad, fmt.Errorf("streams: MaxCommitRecords %d: the server takes at most 10,000 records per request", cfg.MaxCommitRecords))
@@ -264,7 +264,7 @@ func (a *App) Run(ctx context.Context) error {
 	standbysDone := make(chan struct{})
 	go func() {
 		defer close(standbysDone)
-		if a.cfg.NumStandbyReplicas > 0 {
+		if a.cfg.StateDir != "" { // the group may ask for standbys though this instance did not
 			a.runStandbys(sctx)
 		}
 	}()

@@ -10,8 +10,9 @@ import (
 	"github.com/strata-io/strata/client"
 )
 
-// The member loop: heartbeats in the group <app> with the range assignor (partition n
-// of every co-partitioned input to one member), starts a task once all its input
+// The member loop: heartbeats in the group <app> with the streams assignor (partition
+// n of every co-partitioned input to one member; standbys placed and tasks moved to
+// warm copies first, standby.go), starts a task once all its input
 // partitions are assigned, revokes it (final commit, then the partitions go back) when
 // any of them is taken away, and drops every task at once when the member is fenced or
 // its session lapses.
@@ -80,9 +81,11 @@ func (a *App) taskExited(st *memberState, ex taskExit) error {
 // heartbeat sends one heartbeat and reconciles the tasks with its answer. A heartbeat
 // the server refuses as invalid (another assignor in use, say) stops the application.
 func (a *App) heartbeat(ctx context.Context, st *memberState) error {
-	req := client.HeartbeatRequest{MemberID: a.cfg.InstanceID, MemberEpoch: st.epoch, Owned: a.owned(st), SessionTimeout: a.cfg.SessionTimeout}
+	req := client.HeartbeatRequest{MemberID: a.cfg.InstanceID, MemberEpoch: st.epoch, Owned: a.owned(st), SessionTimeout: a.cfg.SessionTimeout,
+		TaskLags: a.taskLags(st)}
 	if st.epoch == 0 {
-		req.Topics, req.Assignor, req.Owned = a.subs, "range", nil
+		req.Topics, req.Assignor, req.Owned = a.subs, "streams", nil
+		req.StandbyReplicas = int32(a.cfg.NumStandbyReplicas)
 	}
 	sent := time.Now()
 	hctx, cancel := context.WithTimeout(ctx, min(a.cfg.RequestTimeout, a.cfg.SessionTimeout))
@@ -96,6 +99,7 @@ func (a *App) heartbeat(ctx context.Context, st *memberState) error {
 			st.interval = min(resp.HeartbeatInterval, a.cfg.SessionTimeout/5)
 		}
 		a.reconcile(ctx, st, resp.Assignment)
+		a.sb.setWant(a.standbysFrom(resp.Standbys))
 	case client.HasCode(err, client.CodeUnknownMember) || client.HasCode(err, client.CodeStaleMemberEpoch):
 		a.log.Warn("fenced from the group: dropping every task and joining again", "err", err)
 		a.loseAll(st)

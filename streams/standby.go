@@ -3,7 +3,7 @@ package streams
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,14 +20,12 @@ import (
 // its stores — by tailing their changelogs. When a task comes here its restore then
 // replays only the changelog after the standby's checkpoint, instead of all of it.
 //
-// Placement here is the instance's own: every few hundred milliseconds it reads the
-// group (live members and who holds each task) and keeps a standby of each stateful
-// task whose top-N members by rendezvous hash, its active holder aside, include it.
-// With the range assignor that puts a warm copy where a task goes when its instance
-// dies whenever the survivors are as many as the replicas (two instances, one
-// replica); with more, a task may land on an instance without its copy. Moving tasks
-// to caught-up standbys first needs the assignor's help (members reporting their
-// changelog offsets in their heartbeats), which this does not yet have.
+// Placement is the catalog's (the streams assignor, catalog/internal/engine/standby.go,
+// as KIP-1071 places them): every heartbeat reports how far behind each stateful task's
+// state here is (0 for the tasks run here, a standby's remaining changelog records), the
+// answer names the standbys to keep, and a task whose instance died moves first to one
+// caught up on it (within catalog.AcceptableRecoveryLag records), so its restore reads
+// only the tail. A standby is never placed beside its active.
 
 // standbyTask is one standby's goroutine and its progress.
 type standbyTask struct {
@@ -42,24 +40,103 @@ type standbys struct {
 	mu       sync.Mutex
 	active   map[TaskID]bool
 	running  map[TaskID]*standbyTask
+	stopping map[TaskID]*standbyTask  // stopped by placement, its store maybe still open
 	restores map[TaskID]time.Duration // the last restore of each task run here
+	want     map[TaskID]bool          // the standbys the last heartbeat named
+	changed  chan struct{}            // want changed (buffered: one pending signal)
 }
 
 func newStandbys() *standbys {
-	return &standbys{active: map[TaskID]bool{}, running: map[TaskID]*standbyTask{}, restores: map[TaskID]time.Duration{}}
+	return &standbys{active: map[TaskID]bool{}, running: map[TaskID]*standbyTask{}, stopping: map[TaskID]*standbyTask{}, restores: map[TaskID]time.Duration{},
+		want: map[TaskID]bool{}, changed: make(chan struct{}, 1)}
+}
+
+// setWant records the standbys a heartbeat named, waking runStandbys when they changed.
+func (s *standbys) setWant(want map[TaskID]bool) {
+	s.mu.Lock()
+	same := maps.Equal(s.want, want)
+	s.want = want
+	s.mu.Unlock()
+	if !same {
+		select {
+		case s.changed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// unknownLag is the lag reported for a standby that has not yet read its changelogs'
+// ends: far beyond any acceptable lag, yet a report that it holds state.
+const unknownLag = 1 << 40
+
+// taskLags is this instance's report for a heartbeat: per stateful task it runs (lag
+// 0) or keeps a standby of (its remaining records), named by its first source partition.
+func (a *App) taskLags(st *memberState) []client.TaskLag {
+	lags := map[TaskID]int64{}
+	a.sb.mu.Lock()
+	for id, sb := range a.sb.running {
+		sb.mu.Lock()
+		lags[id] = sb.remaining
+		sb.mu.Unlock()
+		if lags[id] < 0 {
+			lags[id] = unknownLag
+		}
+	}
+	a.sb.mu.Unlock()
+	for id := range st.tasks {
+		lags[id] = 0
+	}
+	out := []client.TaskLag{}
+	for _, s := range a.topo.subs {
+		if len(s.stores) == 0 || len(s.sources) == 0 {
+			continue
+		}
+		for p := range a.counts[s.index] {
+			if l, ok := lags[TaskID{s.index, p}]; ok {
+				out = append(out, client.TaskLag{Topic: s.sources[0].topic, Partition: p, Lag: l})
+			}
+		}
+	}
+	return out
+}
+
+// standbysFrom maps a heartbeat's standbys (tasks named by their source partitions) to
+// this topology's stateful tasks.
+func (a *App) standbysFrom(named []client.TopicPartitions) map[TaskID]bool {
+	set := map[client.TopicPartition]bool{}
+	for _, tps := range named {
+		for _, p := range tps.Partitions {
+			set[client.TopicPartition{Topic: tps.Topic, Partition: p}] = true
+		}
+	}
+	want := map[TaskID]bool{}
+	for _, s := range a.topo.subs {
+		if len(s.stores) == 0 || len(s.sources) == 0 {
+			continue
+		}
+		for p := range a.counts[s.index] {
+			if set[client.TopicPartition{Topic: s.sources[0].topic, Partition: p}] {
+				want[TaskID{s.index, p}] = true
+			}
+		}
+	}
+	return want
 }
 
 // yield marks a task active here and stops its standby, waiting until its store is
-// closed: the task is about to open it.
+// closed — also when placement is stopping it already: the task is about to open it.
 func (s *standbys) yield(id TaskID) {
 	s.mu.Lock()
 	s.active[id] = true
-	sb := s.running[id]
+	sb, stopping := s.running[id], s.stopping[id]
 	delete(s.running, id)
 	s.mu.Unlock()
 	if sb != nil {
 		sb.cancel()
 		<-sb.done
+	}
+	if stopping != nil {
+		<-stopping.done
 	}
 }
 
@@ -103,7 +180,9 @@ func (a *App) RestoreDurations() map[TaskID]time.Duration {
 	return out
 }
 
-// runStandbys places and runs standby tasks until ctx ends, then stops them all.
+// runStandbys runs the standby tasks the heartbeats name until ctx ends, then stops
+// them all. It reconciles when they change, and every second (a standby that failed
+// starts again).
 func (a *App) runStandbys(ctx context.Context) {
 	defer func() {
 		a.sb.mu.Lock()
@@ -115,91 +194,27 @@ func (a *App) runStandbys(ctx context.Context) {
 			<-sb.done
 		}
 	}()
-	for {
-		want, err := a.standbyTargets(ctx)
-		if err != nil && ctx.Err() == nil {
-			a.log.Debug("placing standbys", "err", err)
-		}
-		if err == nil {
-			a.reconcileStandbys(ctx, want)
-		}
-		if ctxwait.Sleep(ctx, 500*time.Millisecond) != nil {
-			return
-		}
-	}
-}
-
-// standbyTargets reads the group and returns the stateful tasks this instance should
-// keep standbys of.
-func (a *App) standbyTargets(ctx context.Context) (map[TaskID]*subtopology, error) {
-	gctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
-	g, err := a.c.DescribeGroup(gctx, a.group())
-	cancel()
-	if err != nil {
-		return nil, err
-	}
-	var live []string
-	holder := map[client.TopicPartition]string{}
-	for _, m := range g.Members {
-		live = append(live, m.MemberID)
-		for _, tps := range m.Assignment {
-			for _, p := range tps.Partitions {
-				holder[client.TopicPartition{Topic: tps.Topic, Partition: p}] = m.MemberID
-			}
-		}
-	}
-	if !slices.Contains(live, a.cfg.InstanceID) {
-		return nil, fmt.Errorf("not a live member yet")
-	}
-	want := map[TaskID]*subtopology{}
+	subs := map[int]*subtopology{}
 	for _, s := range a.topo.subs {
-		if len(s.stores) == 0 || len(s.sources) == 0 {
-			continue
+		subs[s.index] = s
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		a.sb.mu.Lock()
+		want := map[TaskID]*subtopology{}
+		for id := range a.sb.want {
+			want[id] = subs[id.Subtopology]
 		}
-		for p := range a.counts[s.index] {
-			id := TaskID{s.index, p}
-			active := holder[client.TopicPartition{Topic: s.sources[0].topic, Partition: p}]
-			if slices.Contains(rendezvous(id, live, active, a.cfg.NumStandbyReplicas), a.cfg.InstanceID) {
-				want[id] = s
-			}
+		a.sb.mu.Unlock()
+		a.reconcileStandbys(ctx, want)
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.sb.changed:
+		case <-tick.C:
 		}
 	}
-	return want, nil
-}
-
-// rendezvous returns the n members with the highest hash of (member, task), the
-// active holder aside: the same answer on every instance reading the same group.
-func rendezvous(id TaskID, members []string, active string, n int) []string {
-	type scored struct {
-		m string
-		h uint64
-	}
-	var all []scored
-	for _, m := range members {
-		if m == active {
-			continue
-		}
-		f := fnv.New64a()
-		_, _ = f.Write([]byte(m + "\x00" + id.String()))
-		all = append(all, scored{m, f.Sum64()})
-	}
-	slices.SortFunc(all, func(x, y scored) int {
-		if x.h != y.h {
-			if x.h > y.h {
-				return -1
-			}
-			return 1
-		}
-		if x.m < y.m {
-			return -1
-		}
-		return 1
-	})
-	out := make([]string, 0, n)
-	for _, s := range all[:min(n, len(all))] {
-		out = append(out, s.m)
-	}
-	return out
 }
 
 // reconcileStandbys starts the standbys wanted that are neither running nor active
@@ -210,6 +225,7 @@ func (a *App) reconcileStandbys(ctx context.Context, want map[TaskID]*subtopolog
 	for id, sb := range a.sb.running {
 		if want[id] == nil {
 			delete(a.sb.running, id)
+			a.sb.stopping[id] = sb
 			stop = append(stop, sb)
 		}
 	}
@@ -237,6 +253,13 @@ func (a *App) reconcileStandbys(ctx context.Context, want map[TaskID]*subtopolog
 		sb.cancel()
 		<-sb.done
 	}
+	a.sb.mu.Lock()
+	for id, sb := range a.sb.stopping {
+		if slices.Contains(stop, sb) {
+			delete(a.sb.stopping, id)
+		}
+	}
+	a.sb.mu.Unlock()
 }
 
 // standby keeps task id's stores in its state directory up to date with their
@@ -318,3 +341,7 @@ func (a *App) standby(ctx context.Context, id TaskID, s *subtopology, sb *standb
 	}
 	return nil
 }
+
+// maxStandbyReplicas is the most standbys per task the server places
+// (catalog.MaxStandbyReplicas).
+const maxStandbyReplicas = 16

@@ -27,8 +27,22 @@ type HeartbeatRequest struct {
 	// SessionTimeoutMs is the member's lease; omitted keeps it (the server's default
 	// on join).
 	SessionTimeoutMs *int64 `json:"session_timeout_ms,omitempty"`
-	// Assignor is the group's assignor, sticky, range or roundrobin; "" keeps it.
+	// Assignor is the group's assignor, sticky, range, roundrobin or streams; "" keeps
+	// it.
 	Assignor string `json:"assignor,omitempty"`
+	// TaskLags reports, per task, how far the member's local state is behind its
+	// changelogs (the streams assignor's); omitted or null keeps the last report, []
+	// clears it.
+	TaskLags []TaskLag `json:"task_lags"`
+	// StandbyReplicas asks, on join, for standby copies of each task (streams assignor).
+	StandbyReplicas int32 `json:"standby_replicas,omitempty"`
+}
+
+// TaskLag is one task's lag: the task is named by one partition of its topics.
+type TaskLag struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Lag       int64  `json:"lag"`
 }
 
 // HeartbeatResponse answers a heartbeat.
@@ -39,6 +53,8 @@ type HeartbeatResponse struct {
 	// being revoked: stop processing it, commit, then leave it out of owned.
 	Assignment          []TopicPartitions `json:"assignment"`
 	HeartbeatIntervalMs int64             `json:"heartbeat_interval_ms"`
+	// Standbys lists the tasks whose state the member keeps warm (streams assignor).
+	Standbys []TopicPartitions `json:"standbys,omitempty"`
 }
 
 // GroupOffset is a committed offset as the server answers it: the next offset to

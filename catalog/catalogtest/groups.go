@@ -39,6 +39,7 @@ func runGroups(t *testing.T, open func(t *testing.T) GroupCatalog) {
 		{"range_copartitions", testRangeAssignor},
 		{"roundrobin", testRoundRobinAssignor},
 		{"assignor_change", testAssignorChange},
+		{"streams/standbys_and_warm_handover", testStreamsStandbys},
 		{"subscription_change_and_topic_growth", testSubscriptionChange},
 		{"offsets/commit_and_fetch", testOffsets},
 		{"offsets/refusals", testOffsetRefusals},
@@ -65,6 +66,11 @@ type member struct {
 	assignor string
 	epoch    int32
 	owned    []catalog.TopicPartitions
+	// The Streams assignor's: standby replicas asked for on join, the lags reported
+	// (nil: none), and the standbys last answered.
+	replicas int32
+	lags     []catalog.TaskLag
+	standby  []catalog.TopicPartitions
 }
 
 func newMember(c catalog.Groups, group, id string, topics ...string) *member {
@@ -72,9 +78,10 @@ func newMember(c catalog.Groups, group, id string, topics ...string) *member {
 }
 
 func (m *member) heartbeat(ctx context.Context) (catalog.HeartbeatResult, error) {
-	hb := catalog.Heartbeat{Group: m.group, MemberID: m.id, MemberEpoch: m.epoch, Owned: m.owned, SessionTimeout: m.session, Assignor: m.assignor}
+	hb := catalog.Heartbeat{Group: m.group, MemberID: m.id, MemberEpoch: m.epoch, Owned: m.owned, SessionTimeout: m.session, Assignor: m.assignor,
+		TaskLags: m.lags}
 	if m.epoch == catalog.JoinEpoch {
-		hb.Topics = m.topics
+		hb.Topics, hb.StandbyReplicas = m.topics, m.replicas
 	}
 	res, err := m.c.Heartbeat(ctx, hb)
 	if err != nil {
@@ -82,6 +89,7 @@ func (m *member) heartbeat(ctx context.Context) (catalog.HeartbeatResult, error)
 	}
 	m.epoch = res.MemberEpoch
 	m.owned = res.Assignment
+	m.standby = res.Standbys
 	return res, nil
 }
 

@@ -227,6 +227,10 @@ func testInvalidGroupRequests(t *testing.T, c GroupCatalog) {
 		{"session too short", catalog.Heartbeat{Group: g, MemberID: "m", Topics: []string{tp.Name}, SessionTimeout: time.Millisecond}, catalog.ErrInvalidGroupRequest},
 		{"unknown assignor", catalog.Heartbeat{Group: g, MemberID: "m", Topics: []string{tp.Name}, Assignor: "best"}, catalog.ErrInvalidGroupRequest},
 		{"negative owned partition", catalog.Heartbeat{Group: g, MemberID: "m", Topics: []string{tp.Name}, Owned: []catalog.TopicPartitions{{Topic: tp.Name, Partitions: []int32{-1}}}}, catalog.ErrInvalidGroupRequest},
+		{"too many standby replicas", catalog.Heartbeat{Group: g, MemberID: "m", Topics: []string{tp.Name}, Assignor: catalog.AssignorStreams, StandbyReplicas: catalog.MaxStandbyReplicas + 1}, catalog.ErrInvalidGroupRequest},
+		{"negative standby replicas", catalog.Heartbeat{Group: g, MemberID: "m", Topics: []string{tp.Name}, StandbyReplicas: -1}, catalog.ErrInvalidGroupRequest},
+		{"negative task lag", catalog.Heartbeat{Group: g, MemberID: "m", Topics: []string{tp.Name}, TaskLags: []catalog.TaskLag{{Topic: tp.Name, Lag: -1}}}, catalog.ErrInvalidGroupRequest},
+		{"negative task partition", catalog.Heartbeat{Group: g, MemberID: "m", Topics: []string{tp.Name}, TaskLags: []catalog.TaskLag{{Topic: tp.Name, Partition: -1}}}, catalog.ErrInvalidGroupRequest},
 	} {
 		_, err := c.Heartbeat(ctx, tc.hb)
 		wantErr(t, tc.name, err, tc.want)

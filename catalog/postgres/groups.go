@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -28,8 +29,8 @@ var _ catalog.Groups = (*Catalog)(nil)
 const (
 	groupLockSQL   = `SELECT assignor, epoch, created_at, type FROM groups WHERE name = $1`
 	groupNowSQL    = `SELECT clock_timestamp()`
-	groupMembersQL = `SELECT member_id, epoch, prev_epoch, topics, session_timeout_ms, expires_at, joined_at
-		FROM group_members WHERE group_name = $1`
+	groupMembersQL = `SELECT member_id, epoch, prev_epoch, topics, session_timeout_ms, expires_at, joined_at,
+		task_lags, standby_replicas FROM group_members WHERE group_name = $1`
 	groupOwnersSQL = `SELECT topic_id, partition, coalesce(owner, ''), coalesce(target, ''), owner_epoch,
 		coalesce(released_by, '') FROM group_assignments WHERE group_name = $1`
 	// The live topics a heartbeat needs: every member's subscription and the caller's.
@@ -94,9 +95,13 @@ func queueGroupRead(b *pgx.Batch, name, lock string, create bool, assignor strin
 			var (
 				m       engine.GroupMember
 				session int64
+				lags    []byte
 			)
-			if err := rows.Scan(&m.ID, &m.Epoch, &m.PrevEpoch, &m.Topics, &session, &m.ExpiresAt, &m.JoinedAt); err != nil {
+			if err := rows.Scan(&m.ID, &m.Epoch, &m.PrevEpoch, &m.Topics, &session, &m.ExpiresAt, &m.JoinedAt, &lags, &m.StandbyReplicas); err != nil {
 				return err
+			}
+			if err := json.Unmarshal(lags, &m.Lags); err != nil {
+				return fmt.Errorf("member %s: task_lags: %w", m.ID, err)
 			}
 			m.SessionTimeout = time.Duration(session) * time.Millisecond
 			m.ExpiresAt, m.JoinedAt = m.ExpiresAt.UTC(), m.JoinedAt.UTC()
@@ -168,14 +173,18 @@ func queueGroupWrites(b *pgx.Batch, before, after *engine.GroupState) {
 		if topics == nil {
 			topics = []string{}
 		}
+		lags := engine.EncodeTaskLags(m.Lags)
 		b.Queue(`INSERT INTO group_members
-			(group_name, member_id, epoch, prev_epoch, topics, session_timeout_ms, expires_at, joined_at)
-			VALUES ($1, $2, $3, $4, $5::text[], $6, $7, $8)
+			(group_name, member_id, epoch, prev_epoch, topics, session_timeout_ms, expires_at, joined_at,
+			 task_lags, standby_replicas)
+			VALUES ($1, $2, $3, $4, $5::text[], $6, $7, $8, $9::jsonb, $10)
 			ON CONFLICT (group_name, member_id) DO UPDATE SET
 				epoch = excluded.epoch, prev_epoch = excluded.prev_epoch, topics = excluded.topics,
 				session_timeout_ms = excluded.session_timeout_ms, expires_at = excluded.expires_at,
-				joined_at = excluded.joined_at`,
-			name, m.ID, m.Epoch, m.PrevEpoch, topics, m.SessionTimeout.Milliseconds(), m.ExpiresAt, m.JoinedAt)
+				joined_at = excluded.joined_at, task_lags = excluded.task_lags,
+				standby_replicas = excluded.standby_replicas`,
+			name, m.ID, m.Epoch, m.PrevEpoch, topics, m.SessionTimeout.Milliseconds(), m.ExpiresAt, m.JoinedAt,
+			lags, m.StandbyReplicas)
 	}
 	if len(ch.DeleteOwners) > 0 {
 		ids := make([]int64, len(ch.DeleteOwners))

@@ -43,20 +43,24 @@ func loadGroup(ctx context.Context, q rowQueryer, name string) (st *engine.Group
 	st = engine.NewGroupState(name, assignor, time.UnixMilli(created).UTC())
 	st.Epoch, st.Type = epoch, typ
 
-	rows, err := q.QueryContext(ctx, `SELECT member_id, epoch, prev_epoch, topics, session_timeout_ms, expires_at, joined_at
-		FROM group_members WHERE group_name = ?`, name)
+	rows, err := q.QueryContext(ctx, `SELECT member_id, epoch, prev_epoch, topics, session_timeout_ms, expires_at, joined_at,
+		task_lags, standby_replicas FROM group_members WHERE group_name = ?`, name)
 	if err != nil {
 		return nil, false, err
 	}
 	for rows.Next() {
 		var (
 			m                        engine.GroupMember
-			topics                   string
+			topics, lags             string
 			session, expires, joined int64
 		)
-		if err := rows.Scan(&m.ID, &m.Epoch, &m.PrevEpoch, &topics, &session, &expires, &joined); err != nil {
+		if err := rows.Scan(&m.ID, &m.Epoch, &m.PrevEpoch, &topics, &session, &expires, &joined, &lags, &m.StandbyReplicas); err != nil {
 			rows.Close()
 			return nil, false, err
+		}
+		if err := json.Unmarshal([]byte(lags), &m.Lags); err != nil {
+			rows.Close()
+			return nil, false, fmt.Errorf("member %s: task_lags: %w", m.ID, err)
 		}
 		if err := json.Unmarshal([]byte(topics), &m.Topics); err != nil {
 			rows.Close()
@@ -180,14 +184,16 @@ func writeGroup(ctx context.Context, tx *sql.Tx, before, after *engine.GroupStat
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO group_members
-			(group_name, member_id, epoch, prev_epoch, topics, session_timeout_ms, expires_at, joined_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			(group_name, member_id, epoch, prev_epoch, topics, session_timeout_ms, expires_at, joined_at,
+			 task_lags, standby_replicas)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (group_name, member_id) DO UPDATE SET
 				epoch = excluded.epoch, prev_epoch = excluded.prev_epoch, topics = excluded.topics,
 				session_timeout_ms = excluded.session_timeout_ms, expires_at = excluded.expires_at,
-				joined_at = excluded.joined_at`,
+				joined_at = excluded.joined_at, task_lags = excluded.task_lags,
+				standby_replicas = excluded.standby_replicas`,
 			name, m.ID, m.Epoch, m.PrevEpoch, string(topics), m.SessionTimeout.Milliseconds(),
-			m.ExpiresAt.UnixMilli(), m.JoinedAt.UnixMilli()); err != nil {
+			m.ExpiresAt.UnixMilli(), m.JoinedAt.UnixMilli(), engine.EncodeTaskLags(m.Lags), m.StandbyReplicas); err != nil {
 			return err
 		}
 	}

@@ -17,6 +17,7 @@ import (
 type assignMember struct {
 	ID     string
 	Topics []string // sorted
+	Lags   []catalog.TaskLag
 }
 
 // assign computes targets: partition → member id, for the partitions of topics that
@@ -33,6 +34,8 @@ func assign(assignor string, members []assignMember, topics []TopicMeta, current
 		return assignRange(members, topics)
 	case catalog.AssignorRoundRobin:
 		return assignRoundRobin(members, topics)
+	case catalog.AssignorStreams:
+		return assignStreams(members, topics, current)
 	}
 	return assignSticky(members, topics, current)
 }

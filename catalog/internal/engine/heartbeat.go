@@ -49,6 +49,10 @@ type GroupMember struct {
 	SessionTimeout time.Duration
 	ExpiresAt      time.Time
 	JoinedAt       time.Time
+	// Lags is the member's last report of its tasks' state (catalog.Heartbeat.TaskLags)
+	// and StandbyReplicas the standbys it asked for on join: the Streams assignor's.
+	Lags            []catalog.TaskLag
+	StandbyReplicas int32
 }
 
 // Ownership is one partition's row: its owner and its target ("" for none), the
@@ -93,6 +97,7 @@ func (st *GroupState) Clone() *GroupState {
 	for id, m := range st.Members {
 		mc := *m
 		mc.Topics = slices.Clone(m.Topics)
+		mc.Lags = slices.Clone(m.Lags)
 		c.Members[id] = &mc
 	}
 	c.Owners = make(map[catalog.TopicPartition]*Ownership, len(st.Owners))
@@ -187,7 +192,8 @@ func ApplyHeartbeat(st *GroupState, now time.Time, hb catalog.Heartbeat, topics 
 		// A member joining again under its id starts afresh: its client has stopped
 		// processing whatever the old incarnation held.
 		removeMember(st, id)
-		st.Members[id] = &GroupMember{ID: id, Topics: subs, SessionTimeout: session, ExpiresAt: now.Add(session), JoinedAt: now}
+		st.Members[id] = &GroupMember{ID: id, Topics: subs, SessionTimeout: session, ExpiresAt: now.Add(session), JoinedAt: now,
+			Lags: normalizeLags(hb.TaskLags), StandbyReplicas: hb.StandbyReplicas}
 		bump = true
 
 	default:
@@ -207,6 +213,9 @@ func ApplyHeartbeat(st *GroupState, now time.Time, hb catalog.Heartbeat, topics 
 		m.ExpiresAt = now.Add(m.SessionTimeout)
 		if hb.Topics != nil {
 			m.Topics, _ = catalog.NormalizeTopics(hb.Topics)
+		}
+		if hb.TaskLags != nil {
+			m.Lags = normalizeLags(hb.TaskLags)
 		}
 		owned := ownedSet(hb.Owned, topics)
 		for tp, o := range st.Owners {
@@ -249,6 +258,7 @@ func ApplyHeartbeat(st *GroupState, now time.Time, hb catalog.Heartbeat, topics 
 		}
 	}
 	res.Assignment = groupByTopic(mine, names)
+	res.Standbys = groupByTopic(memberStandbys(st, topics, id), names)
 	if pending {
 		// It waits for other members to give partitions back: ask sooner.
 		res.HeartbeatInterval = max(res.HeartbeatInterval/4, 10*time.Millisecond)
@@ -346,20 +356,7 @@ func assignTargets(st *GroupState, topics map[string]TopicMeta) {
 			current[tp] = o.Owner
 		}
 	}
-	members := make([]assignMember, 0, len(st.Members))
-	used := map[string]bool{}
-	for _, m := range st.Members {
-		members = append(members, assignMember{ID: m.ID, Topics: m.Topics})
-		for _, t := range m.Topics {
-			used[t] = true
-		}
-	}
-	var metas []TopicMeta
-	for name := range used {
-		if t, ok := topics[name]; ok {
-			metas = append(metas, t)
-		}
-	}
+	members, metas := assignInputs(st, topics)
 	target := assign(st.Assignor, members, metas, current)
 	for tp, o := range st.Owners {
 		o.Target = target[tp]
@@ -373,6 +370,39 @@ func assignTargets(st *GroupState, topics map[string]TopicMeta) {
 			delete(st.Owners, tp)
 		}
 	}
+}
+
+// assignInputs is st's members and their subscribed live topics as the assignors take
+// them (unordered).
+func assignInputs(st *GroupState, topics map[string]TopicMeta) ([]assignMember, []TopicMeta) {
+	members := make([]assignMember, 0, len(st.Members))
+	used := map[string]bool{}
+	for _, m := range st.Members {
+		members = append(members, assignMember{ID: m.ID, Topics: m.Topics, Lags: m.Lags})
+		for _, t := range m.Topics {
+			used[t] = true
+		}
+	}
+	var metas []TopicMeta
+	for name := range used {
+		if t, ok := topics[name]; ok {
+			metas = append(metas, t)
+		}
+	}
+	return members, metas
+}
+
+// normalizeLags sorts a lag report by topic and partition, keeping the smallest lag of
+// a partition named twice; nil stays nil.
+func normalizeLags(lags []catalog.TaskLag) []catalog.TaskLag {
+	if lags == nil {
+		return nil
+	}
+	out := slices.Clone(lags)
+	slices.SortFunc(out, func(a, b catalog.TaskLag) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Lag, b.Lag))
+	})
+	return slices.CompactFunc(out, func(a, b catalog.TaskLag) bool { return a.Topic == b.Topic && a.Partition == b.Partition })
 }
 
 // OwnerAt returns the live owner of a partition at now, "" when none.
@@ -429,7 +459,8 @@ func DiffGroup(before, after *GroupState) GroupChanges {
 
 func sameMember(a, b *GroupMember) bool {
 	return a.Epoch == b.Epoch && a.PrevEpoch == b.PrevEpoch && slices.Equal(a.Topics, b.Topics) &&
-		a.SessionTimeout == b.SessionTimeout && a.ExpiresAt.Equal(b.ExpiresAt) && a.JoinedAt.Equal(b.JoinedAt)
+		a.SessionTimeout == b.SessionTimeout && a.ExpiresAt.Equal(b.ExpiresAt) && a.JoinedAt.Equal(b.JoinedAt) &&
+		slices.Equal(a.Lags, b.Lags) && a.StandbyReplicas == b.StandbyReplicas
 }
 
 // SubscribedTopics lists the topic names any member of st subscribes to, plus extra,
