@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/segment"
 )
@@ -61,6 +62,18 @@ type Config struct {
 	// while the writer holds them (buffered, encoding, uploading), beside BufferBytes;
 	// when it is spent, Produce fails at once with ErrBufferFull. Nil: not accounted.
 	Memory *membudget.Budget
+	// Committed, when set, is told the partitions' new high watermarks after each
+	// commit, on the commit's goroutine: the node's reader wakes its long-polls and
+	// tails from it at once, instead of after the catalog's notification has gone
+	// out to the catalog and back (under load, a round trip through a busy pool and
+	// the listener's connection). It must not block. The catalog's notification still
+	// goes out, for the other nodes.
+	Committed func([]catalog.Watermark)
+	// Written, when set, is handed each object once its PUT has succeeded and before
+	// its commit, on the flush's goroutine: the node's reader caches it for the tails
+	// and long-polls that will read it the moment it is committed. parts alias request
+	// bodies: it must copy what it keeps before it returns.
+	Written func(key string, parts [][]byte)
 	// Now is the writer's clock: it stamps LogAppendTime records and dates segment
 	// keys. Default time.Now; tests inject their own. Linger uses real time.
 	Now func() time.Time
