@@ -29,7 +29,9 @@ type Config struct {
 	// Linger is how long a request may wait in the buffer before its flush is cut: the
 	// flush interval, counted from the first request of the flush. Longer lingers mean
 	// fewer, larger objects (PUTs and catalog transactions are what the operator pays
-	// for) and more latency. Default 50ms.
+	// for) and more latency. A lingered buffer that no in-flight slot (MaxInflight)
+	// would take yet is not cut: it goes on filling until a slot frees or it is full.
+	// Default 50ms.
 	Linger time.Duration
 	// MaxFlushBytes cuts a flush early when the buffer reaches it, so objects stay
 	// bounded. Sizes are estimated as uncompressed record bytes plus Kafka's record and
