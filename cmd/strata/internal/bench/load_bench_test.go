@@ -84,7 +84,7 @@ func benchDelivery(b *testing.B, url, topic string, follow delivery) {
 	b.ReportMetric(q(0.99), "p99-ms")
 }
 
-func createTopic(b *testing.B, url string) string {
+func createTopic(b testing.TB, url string) string {
 	topic := "tail-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	resp, err := http.Post(url+"/v1/topics", "application/json", bytes.NewReader([]byte(`{"name":"`+topic+`","partitions":1}`)))
 	if err != nil {
@@ -100,7 +100,7 @@ func createTopic(b *testing.B, url string) string {
 
 // produceOne produces one record to partition 0 and returns its offset and the time its
 // answer (the commit) arrived.
-func produceOne(b *testing.B, url, topic string) (int64, time.Time) {
+func produceOne(b testing.TB, url, topic string) (int64, time.Time) {
 	resp, err := http.Post(url+"/v1/topics/"+topic+"/records", "application/json",
 		bytes.NewReader([]byte(`{"records":[{"partition":0,"value":"v"}]}`)))
 	if err != nil {
