@@ -47,6 +47,30 @@ func BenchmarkCommitToSSE(b *testing.B) {
 	}
 }
 
+// BenchmarkCommitToSSELoaded is BenchmarkCommitToSSE on Postgres and MinIO with the
+// bench's half-load producer running beside it (binary, 10,000 records/s of 1 KiB over
+// 8 partitions of another topic, 50 ms linger): each probe record shares its flush, so
+// its tail reads it out of an object of megabytes, as the bench's tails do.
+// Commit-to-delivery is measured per record from its own answer, free of the ack's
+// noise that the bench's e2e-minus-ack figure carries.
+func BenchmarkCommitToSSELoaded(b *testing.B) {
+	n := loadNode(b)
+	r := loadRunner(b, n, Config{Tails: 1, RecordSize: 1024, BatchRecords: 100, Duration: 10 * time.Minute})
+	ctx, cancel := context.WithCancel(b.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := r.produceHalf(ctx, 10_000)
+		done <- err
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	topic := createTopic(b, n.URL)
+	b.Run("sse", func(b *testing.B) { benchDelivery(b, n.URL, topic, sseDelivery) })
+	b.Run("long-poll", func(b *testing.B) { benchDelivery(b, n.URL, topic, longPollDelivery) })
+}
+
 // delivery follows partition 0 of topic from offset and sends the arrival time of each
 // record on got, in order, until ctx ends.
 type delivery func(ctx context.Context, url, topic string, offset int64, got chan<- time.Time) error
