@@ -53,6 +53,7 @@ type fakeCluster struct {
 	rawRequests   int             // accepted requests that came as raw batches
 	fetchWaits    []time.Duration
 	panicOnTopics bool
+	markers       map[tp]map[int64]bool // offsets taken by transaction markers: no record
 }
 
 // The core's interfaces, under the names the API's tests knew them by.
@@ -345,6 +346,25 @@ func (c *fakeCluster) appendRaw(topic string, partition int32, recs ...segment.D
 	c.changed = make(chan struct{})
 }
 
+// appendMarker takes the next offset of a partition with a transaction marker, which a
+// fetch skips (no record, next_offset past it), as the real reader does.
+func (c *fakeCluster) appendMarker(topic string, partition int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := tp{c.topics[topic].ID, partition}
+	off := c.logStart[k] + int64(len(c.logs[k]))
+	if c.markers == nil {
+		c.markers = map[tp]map[int64]bool{}
+	}
+	if c.markers[k] == nil {
+		c.markers[k] = map[int64]bool{}
+	}
+	c.markers[k][off] = true
+	c.logs[k] = append(c.logs[k], segment.DecodedRecord{Offset: off})
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
 // Fetch waits up to f.Wait for data at the high watermark, like the real reader.
 func (c *fakeCluster) Fetch(ctx context.Context, f reader.Fetch) (reader.Result, error) {
 	var timer <-chan time.Time
@@ -375,6 +395,21 @@ func (c *fakeCluster) Fetch(ctx context.Context, f reader.Fetch) (reader.Result,
 			recs := log[f.Offset-start:]
 			if len(recs) > n {
 				recs = recs[:n]
+			}
+			if m := c.markers[k]; m[f.Offset] {
+				// Markers answer alone, as the real reader's skipped control batches.
+				i := 0
+				for i < len(recs) && m[f.Offset+int64(i)] {
+					i++
+				}
+				c.mu.Unlock()
+				return reader.Result{NextOffset: f.Offset + int64(i), HighWatermark: hw, LastStableOffset: hw, LogStartOffset: start}, nil
+			}
+			for i := range recs {
+				if c.markers[k][f.Offset+int64(i)] {
+					recs = recs[:i]
+					break
+				}
 			}
 			c.mu.Unlock()
 			return reader.Result{Records: append([]segment.DecodedRecord(nil), recs...), NextOffset: f.Offset + int64(len(recs)),

@@ -102,13 +102,17 @@ func (a *API) tail(w http.ResponseWriter, r *http.Request, topic string, part in
 			return nil
 		}
 		if len(res.Records) == 0 {
+			if res.NextOffset > offset {
+				// Past a transaction marker, an aborted batch or a gap compacted away: no
+				// record, but progress, so look again at once — a record committed after
+				// a marker must not wait out the heartbeat interval.
+				offset = res.NextOffset
+				continue
+			}
 			// A reader that answers before the wait is up must not make this loop spin:
 			// idle time is paced here, whatever the reader does.
 			if ctxwait.Sleep(ctx, wait-time.Since(started)) != nil {
 				return nil
-			}
-			if res.NextOffset > offset {
-				offset = res.NextOffset // skipped a gap (compacted away)
 			}
 			if !sendEvents(w, rc, []byte(": heartbeat\n\n")) {
 				return nil

@@ -267,3 +267,24 @@ func TestStreamCapBeforeCatalog(t *testing.T) {
 	cancel()
 	ts.waitHandlersDone(t)
 }
+
+// A fetch that answers with no record but moves past a transaction marker (or a
+// compacted gap) is followed at once by the next: the tail does not sit out its
+// heartbeat interval before showing the record committed after the marker.
+func TestTailPastMarkerAtOnce(t *testing.T) {
+	e := newEnv(t, Config{HeartbeatInterval: time.Hour})
+	e.createTopic("t", 1, nil)
+	produceN(t, e, "t", 0, 1)
+	e.c.appendMarker("t", 0)
+	produceN(t, e, "t", 2, 1)
+	ts := newTailServer(t, e)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, br := ts.open(t, ctx, "/v1/topics/t/partitions/0/records?offset=0")
+	wantRecordEvent(t, nextRecordEvent(t, br), 0)
+	// Without the fix the tail slept the hour's heartbeat interval here and the read
+	// failed when ctx ended.
+	wantRecordEvent(t, nextRecordEvent(t, br), 2)
+	cancel()
+	ts.waitHandlersDone(t)
+}

@@ -427,3 +427,38 @@ func (c *footerCache) put(key string, ft segment.Footer) {
 		c.size -= fe.size
 	}
 }
+
+// offer caches obj (laid out as parts, end to end) whole, block by block, copied: the
+// writer of this node hands over each object it has just put, so that its tails and
+// long-polls read what was just committed without a GET. Blocks cached or loading
+// already are left alone.
+func (c *blockCache) offer(obj string, parts [][]byte) {
+	var size int64
+	for _, p := range parts {
+		size += int64(len(p))
+	}
+	if size == 0 || size > c.max/2 {
+		return // it would push out most of the cache
+	}
+	part, at := 0, 0 // the next byte to copy: parts[part][at]
+	for idx := int64(0); idx*c.blockSize < size; idx++ {
+		n := min(c.blockSize, size-idx*c.blockSize)
+		block := make([]byte, 0, n)
+		for int64(len(block)) < n {
+			k := min(int(n)-len(block), len(parts[part])-at)
+			block = append(block, parts[part][at:at+k]...)
+			if at += k; at == len(parts[part]) {
+				part, at = part+1, 0
+			}
+		}
+		k := blockKey{obj, idx}
+		c.mu.Lock()
+		_, have := c.items[k]
+		_, loading := c.loading[k]
+		if !have && !loading {
+			c.insert(k, block)
+		}
+		c.m.cacheBytes.Set(float64(c.size))
+		c.mu.Unlock()
+	}
+}

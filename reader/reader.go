@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -51,6 +52,8 @@ type Reader struct {
 
 	mu      sync.Mutex
 	waiters map[partKey]map[*waiter]struct{}
+	// lastWaiter is when a long-poll last waited (unix ns; 0: never), for Written.
+	lastWaiter atomic.Int64
 }
 
 type partKey struct {
@@ -182,6 +185,7 @@ func (r *Reader) wakeAll() {
 
 func (r *Reader) addWaiter(k partKey, offset int64) *waiter {
 	w := &waiter{key: k, offset: offset, wake: make(chan string, 1)}
+	r.lastWaiter.Store(time.Now().UnixNano())
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ws := r.waiters[k]

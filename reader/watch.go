@@ -26,6 +26,7 @@ type Watch struct {
 // commit landing between that look and Wait still wakes it; Stop it when done.
 func (r *Reader) Watch(ps []WatchPartition) *Watch {
 	w := &Watch{r: r, wake: make(chan string, 1)}
+	r.lastWaiter.Store(time.Now().UnixNano())
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range ps {
@@ -70,3 +71,18 @@ func (w *Watch) Stop() {
 		w.r.removeWaiter(wt)
 	}
 }
+
+// Written is told of an object this node's writer has just put, before its commit
+// (writer.Config.Written): while long-polls or tails read this node at the high
+// watermark (one waited in the last tailWindow), its bytes go into the block cache, so
+// that they read what is about to be committed without a GET. Otherwise it costs
+// nothing: fetches from behind the high watermark read through the cache as ever.
+func (r *Reader) Written(key string, parts [][]byte) {
+	if last := r.lastWaiter.Load(); last != 0 && time.Since(time.Unix(0, last)) < tailWindow {
+		r.cache.offer(key, parts)
+	}
+}
+
+// tailWindow is how long after the last long-poll Written still caches objects: a
+// tail busy sending a batch is not waiting at the moment of a flush, but will be.
+const tailWindow = 10 * time.Second

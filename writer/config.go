@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/segment"
 )
@@ -28,7 +29,9 @@ type Config struct {
 	// Linger is how long a request may wait in the buffer before its flush is cut: the
 	// flush interval, counted from the first request of the flush. Longer lingers mean
 	// fewer, larger objects (PUTs and catalog transactions are what the operator pays
-	// for) and more latency. Default 50ms.
+	// for) and more latency. A lingered buffer that no in-flight slot (MaxInflight)
+	// would take yet is not cut: it goes on filling until a slot frees or it is full.
+	// Default 50ms.
 	Linger time.Duration
 	// MaxFlushBytes cuts a flush early when the buffer reaches it, so objects stay
 	// bounded. Sizes are estimated as uncompressed record bytes plus Kafka's record and
@@ -61,6 +64,18 @@ type Config struct {
 	// while the writer holds them (buffered, encoding, uploading), beside BufferBytes;
 	// when it is spent, Produce fails at once with ErrBufferFull. Nil: not accounted.
 	Memory *membudget.Budget
+	// Committed, when set, is told the partitions' new high watermarks after each
+	// commit, on the commit's goroutine: the node's reader wakes its long-polls and
+	// tails from it at once, instead of after the catalog's notification has gone
+	// out to the catalog and back (under load, a round trip through a busy pool and
+	// the listener's connection). It must not block. The catalog's notification still
+	// goes out, for the other nodes.
+	Committed func([]catalog.Watermark)
+	// Written, when set, is handed each object once its PUT has succeeded and before
+	// its commit, on the flush's goroutine: the node's reader caches it for the tails
+	// and long-polls that will read it the moment it is committed. parts alias request
+	// bodies: it must copy what it keeps before it returns.
+	Written func(key string, parts [][]byte)
 	// Now is the writer's clock: it stamps LogAppendTime records and dates segment
 	// keys. Default time.Now; tests inject their own. Linger uses real time.
 	Now func() time.Time

@@ -85,6 +85,9 @@ func (w *Writer) flush(f *flush) {
 		return
 	}
 	w.m.puts.WithLabelValues("ok").Inc()
+	if w.cfg.Written != nil {
+		w.cfg.Written(key, obj)
+	}
 
 	seg := catalog.Segment{Key: key, Size: size, Requests: make([]catalog.Request, len(lay.reqs))}
 	for k, p := range lay.reqs {
@@ -297,6 +300,7 @@ func (w *Writer) commit(lay layout, seg catalog.Segment) {
 	switch {
 	case err == nil:
 		w.m.commits.WithLabelValues("ok").Inc()
+		w.committed(seg, results)
 		w.answer(lay, results, false)
 		return
 	case errors.Is(err, catalog.ErrCommitTooLate):
@@ -331,7 +335,38 @@ func (w *Writer) commit(lay layout, seg catalog.Segment) {
 		failAll(lay.reqs, fmt.Errorf("%w: commit %s: %v; %w", ErrCommit, seg.Key, err, serr))
 		return
 	}
+	w.committed(seg, results)
 	w.answer(lay, results, true)
+}
+
+// committed tells Config.Committed the high watermarks seg's new batches moved, before
+// the requests are answered: a reader on this node may then see a record no later
+// than its producer sees the answer.
+func (w *Writer) committed(seg catalog.Segment, results []catalog.Result) {
+	if w.cfg.Committed == nil {
+		return
+	}
+	var hw []catalog.Watermark
+	at := map[catalog.TopicPartition]int{}
+	for k, r := range seg.Requests {
+		res := results[k]
+		if res.Err != nil || res.Duplicate || len(res.BaseOffsets) != len(r.Batches) {
+			continue
+		}
+		for i, b := range r.Batches {
+			end := res.BaseOffsets[i] + int64(b.Records)
+			tp := catalog.TopicPartition{TopicID: b.TopicID, Partition: b.Partition}
+			if j, ok := at[tp]; ok {
+				hw[j].HighWatermark = max(hw[j].HighWatermark, end)
+				continue
+			}
+			at[tp] = len(hw)
+			hw = append(hw, catalog.Watermark{TopicID: b.TopicID, Partition: b.Partition, HighWatermark: end})
+		}
+	}
+	if len(hw) > 0 {
+		w.cfg.Committed(hw)
+	}
 }
 
 // settle retries Settle with backoff until it gives a definite answer (results, or

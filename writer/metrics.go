@@ -34,7 +34,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		flushBytes: prom.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "strata_writer_flush_bytes",
 			Help:    "Size of the segment object of each flush, in bytes.",
-			Buckets: prometheus.ExponentialBuckets(1<<10, 4, 10), // 1 KiB .. 256 MiB
+			Buckets: flushBytesBuckets(),
 		})),
 		flushRecords: prom.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "strata_writer_flush_records",
@@ -81,4 +81,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.rejected.WithLabelValues(r)
 	}
 	return m
+}
+
+// flushBytesBuckets are 1 KiB to 256 KiB by fours, then every MiB to 16 MiB (flush
+// sizes near --max-flush-bytes must be told apart: 5 MiB from 8 MiB), then 32 MiB to
+// 256 MiB by twos.
+func flushBytesBuckets() []float64 {
+	b := prometheus.ExponentialBuckets(1<<10, 4, 5)
+	b = append(b, prometheus.LinearBuckets(1<<20, 1<<20, 16)...)
+	return append(b, prometheus.ExponentialBuckets(32<<20, 2, 4)...)
 }

@@ -129,6 +129,26 @@ func New(store segmentStore, cat committer, cfg Config, log *slog.Logger, reg pr
 	}
 }
 
+// lingerCut is the flush rule for a buffer that is not full (a full one is cut as it
+// fills, in enqueue): it leaves once its oldest request has waited linger and a flush
+// slot is free to take it at once. Lingered with every slot busy, it is not cut: it
+// could not leave before a slot frees anyway, and meanwhile it goes on filling toward
+// MaxFlushBytes instead of queueing as one small flush behind the others (under load
+// that made flushes average well below MaxFlushBytes: more PUTs and commits per GiB).
+// wait > 0 is how long until it has lingered.
+func lingerCut(waited, linger time.Duration, slotFree bool) (cut bool, wait time.Duration) {
+	if waited < linger {
+		return false, linger - waited
+	}
+	return slotFree, 0
+}
+
+// slotFreeLocked says whether a flush cut now would start at once: nothing cut waits
+// for a slot, and one is free.
+func (w *Writer) slotFreeLocked() bool {
+	return len(w.cut) == 0 && w.inflight < w.cfg.MaxInflight
+}
+
 // Run cuts a flush whenever the oldest buffered request has waited Linger, until ctx
 // ends. Then it stops accepting requests (ErrClosed), flushes everything buffered,
 // answers every waiter, waits for its goroutines and returns nil. Without Run, requests
@@ -148,12 +168,15 @@ func (w *Writer) Run(ctx context.Context) error {
 	for {
 		w.mu.Lock()
 		if len(w.buf) > 0 {
-			if wait := w.cfg.Linger - time.Since(w.bufFirst); wait > 0 {
-				timer.Reset(wait)
-			} else {
+			cut, wait := lingerCut(time.Since(w.bufFirst), w.cfg.Linger, w.slotFreeLocked())
+			switch {
+			case cut:
 				w.cutLocked()
 				w.dispatchLocked()
+			case wait > 0:
+				timer.Reset(wait)
 			}
+			// Neither: lingered, but no slot would take it; process kicks when one frees.
 		}
 		w.mu.Unlock()
 		select {
@@ -564,6 +587,13 @@ func (w *Writer) process(f *flush) {
 	w.inflight--
 	w.dispatchLocked()
 	w.roomLocked()
+	if len(w.buf) > 0 {
+		// A slot may have freed for a lingered buffer: Run decides.
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
 	w.mu.Unlock()
 	w.m.buffered.Sub(float64(f.bytes))
 	for _, p := range f.reqs {

@@ -17,6 +17,7 @@ import (
 	"net"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -231,13 +232,34 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		bd.Authorizer = n.Guard
 		cfg.API.Auth.Authenticator = n.Guard
 	}
+	var localReader atomic.Pointer[reader.Reader]
 	if cfg.Writer {
 		cfg.WriterConfig.Memory = n.Memory
 		var com Committer = cat
 		if cfg.Committer != nil {
 			com = cfg.Committer
 		}
-		n.Writer = writer.New(store, com, cfg.WriterConfig, log, reg)
+		wcfg := cfg.WriterConfig
+		if cfg.Reader && wcfg.Committed == nil {
+			// This node's tails and long-polls learn of its own commits at once; the
+			// catalog's notification, a round trip later, serves the other nodes. The
+			// reader is built below, after the writer has started.
+			wcfg.Committed = func(ws []catalog.Watermark) {
+				if r := localReader.Load(); r != nil {
+					for _, w := range ws {
+						r.Notify(w)
+					}
+				}
+			}
+		}
+		if cfg.Reader && wcfg.Written == nil {
+			wcfg.Written = func(key string, parts [][]byte) {
+				if r := localReader.Load(); r != nil {
+					r.Written(key, parts)
+				}
+			}
+		}
+		n.Writer = writer.New(store, com, wcfg, log, reg)
 		bd.Writer, bd.Submitter = n.Writer, n.Writer
 		start("writer", n.Writer.Run)
 	}
@@ -250,6 +272,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		cfg.ReaderConfig.Memory = n.Memory
 		n.Reader = reader.New(store, cat, cfg.ReaderConfig, log, reg)
+		localReader.Store(n.Reader)
 		bd.Reader, bd.Batches, bd.Watcher = n.Reader, n.Reader, n.Reader
 		if !cfg.Lambda {
 			start("reader", n.Reader.Run)

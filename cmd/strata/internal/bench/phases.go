@@ -71,6 +71,10 @@ func (b *runner) phase(ctx context.Context, name string, p *Produce, c *counters
 	if p.Flushes > 0 {
 		p.CommitsPerFlush = commits / p.Flushes
 		p.MeanFlushBytes = d.get("strata_writer_flush_bytes_sum") / d.get("strata_writer_flush_bytes_count")
+		p.FlushBytes = &SizePercentiles{
+			P10: d.quantile("strata_writer_flush_bytes", "", 0.1), P50: d.quantile("strata_writer_flush_bytes", "", 0.5),
+			P90: d.quantile("strata_writer_flush_bytes", "", 0.9), P99: d.quantile("strata_writer_flush_bytes", "", 0.99),
+		}
 	}
 	for _, st := range writerStages {
 		if v := d.quantile("strata_writer_flush_seconds", `stage="`+st+`"`, 0.99); v > 0 {

@@ -51,6 +51,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 			p.Name, p.RecordsPS, p.MiBps, p.Ack.P50, p.Ack.P99, p.Ack.P999, p.PutsPerGiB, p.CommitsPerFlush,
 			sizeString(roundSize(int64(p.MeanFlushBytes))), p.CPUSecPerGiB, sizeString(roundSize(int64(p.PeakRSS))),
 			sizeString(roundSize(int64(p.PeakHeap))), 100*p.GCShare, p.Rejected)
+		if fb := p.FlushBytes; fb != nil {
+			fmt.Fprintf(tw, "    flush sizes: p10 %s  p50 %s  p90 %s  p99 %s (max %s)\n", sizeString(roundSize(int64(fb.P10))), sizeString(roundSize(int64(fb.P50))),
+				sizeString(roundSize(int64(fb.P90))), sizeString(roundSize(int64(fb.P99))), sizeString(r.Settings.MaxFlushBytes))
+		}
 		if p.Failed > 0 {
 			fmt.Fprintf(tw, "    %d requests failed; first: %s\n", p.Failed, p.FirstError)
 		}
@@ -243,10 +247,14 @@ type Produce struct {
 	PutsPerGiB      float64 `json:"puts_per_gib"`
 	CommitsPerFlush float64 `json:"catalog_commits_per_flush"`
 	MeanFlushBytes  float64 `json:"mean_flush_bytes"`
-	CPUSeconds      float64 `json:"node_cpu_seconds"`
-	CPUSecPerGiB    float64 `json:"node_cpu_seconds_per_gib"`
-	PeakRSS         float64 `json:"node_peak_rss_bytes"`
-	PeakHeap        float64 `json:"node_peak_heap_bytes"`
+	// FlushBytes are percentiles of the flush (object) size over the phase, from the
+	// nodes' strata_writer_flush_bytes histogram (interpolated within its 1 MiB
+	// buckets): how close flushes come to --max-flush-bytes.
+	FlushBytes   *SizePercentiles `json:"flush_bytes_percentiles,omitempty"`
+	CPUSeconds   float64          `json:"node_cpu_seconds"`
+	CPUSecPerGiB float64          `json:"node_cpu_seconds_per_gib"`
+	PeakRSS      float64          `json:"node_peak_rss_bytes"`
+	PeakHeap     float64          `json:"node_peak_heap_bytes"`
 	// GCCPUSeconds is the collector's CPU time over the phase; GCShare its share of
 	// the node's CPU.
 	GCCPUSeconds float64 `json:"node_gc_cpu_seconds"`
@@ -254,6 +262,14 @@ type Produce struct {
 	// StageP99 is the writer's p99 per flush stage over the phase, in ms, from the
 	// nodes' strata_writer_flush_seconds histogram: where produce-ack latency goes.
 	StageP99 map[string]float64 `json:"writer_stage_p99_ms,omitempty"`
+}
+
+// SizePercentiles are percentiles of a size, in bytes.
+type SizePercentiles struct {
+	P10 float64 `json:"p10"`
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
 }
 
 // Fetch is one fetch phase's result.
