@@ -472,10 +472,19 @@ func ShareAcknowledge(ctx context.Context, db ShareBackend, req catalog.ShareAck
 				return err
 			}
 		}
+		if req.AllOrNothing && slices.ContainsFunc(results, func(e error) bool { return e != nil }) {
+			return errShareAckRefused // roll back what was applied
+		}
 		return nil
 	})
+	if errors.Is(err, errShareAckRefused) {
+		return results, nil
+	}
 	return results, err
 }
+
+// errShareAckRefused rolls back an all-or-nothing acknowledgement with a refusal.
+var errShareAckRefused = errors.New("an acknowledgement was refused")
 
 // DescribeShareGroup implements catalog.ShareGroups (DescribeShareGroup).
 func DescribeShareGroup(ctx context.Context, db ShareBackend, group string) (catalog.ShareGroupDescription, error) {
