@@ -55,6 +55,8 @@ type ShareRecordsResult struct {
 type ShareRecordsPartition struct {
 	catalog.ShareTP
 	AcquisitionID string
+	// Config is the topic's (its key and value formats show the records).
+	Config catalog.Config
 	// LockDeadline is when the records return to the group unless acknowledged or
 	// renewed (the catalog's clock).
 	LockDeadline time.Time
@@ -149,13 +151,16 @@ func (b *Broker) ShareRecords(ctx context.Context, who Principal, req ShareRecor
 	if e := validShareMemberID(req.MemberID); e != nil {
 		return out, e
 	}
+	configs := map[string]catalog.Config{}
 	for _, t := range req.Topics {
 		if e := b.authorize(ctx, who, acl.OpRead, acl.Topic(t)); e != nil {
 			return out, e
 		}
-		if _, e := b.lookupTopic(ctx, t); e != nil {
+		ti, e := b.lookupTopic(ctx, t)
+		if e != nil {
 			return out, e
 		}
+		configs[t] = ti.Config
 	}
 	if req.MaxRecords == 0 {
 		req.MaxRecords = DefaultShareMaxRecords
@@ -196,6 +201,7 @@ func (b *Broker) ShareRecords(ctx context.Context, who Principal, req ShareRecor
 		if err != nil {
 			return out, err
 		}
+		p.Config = configs[tp.Topic]
 		out.Partitions = append(out.Partitions, p)
 	}
 	return out, nil
@@ -353,4 +359,81 @@ func acquisitionBatches(i int, acq acquisition, ranges []ShareAckRange) ([]catal
 		}
 	}
 	return out, nil
+}
+
+// ResetShareOffsets resolves a reset of a share group's start offsets on one topic
+// (earliest, latest, a time or an offset, as a consumer group's) and stores them while
+// the group has no live members, dropping what was in flight there (AlterShareOffsets'
+// rules and ACLs). Without Create a group that does not exist is CodeGroupNotFound.
+func (b *Broker) ResetShareOffsets(ctx context.Context, who Principal, group string, req ResetRequest) ([]catalog.ShareOffset, error) {
+	const op = "reset share offsets"
+	if e := b.checkShare(); e != nil {
+		return nil, e
+	}
+	if e := b.authorize(ctx, who, acl.OpRead, acl.Group(group)); e != nil {
+		return nil, e
+	}
+	if e := validGroup(group); e != nil {
+		return nil, e
+	}
+	switch {
+	case req.ToOffset && req.To < 0:
+		return nil, newError(CodeInvalidOffset, "offset is required with \"to\":\"offset\" and must not be negative")
+	case !req.ToOffset && req.To < Earliest:
+		return nil, newError(CodeInvalidTimestamp, "timestamp %d: use unix milliseconds", req.To)
+	}
+	if e := b.authorize(ctx, who, acl.OpRead, acl.Topic(req.Topic)); e != nil {
+		return nil, e
+	}
+	t, err := b.topic(ctx, op, req.Topic)
+	if err != nil {
+		return nil, err
+	}
+	if !req.Create {
+		ok, err := b.IsShareGroup(ctx, group)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, newError(CodeGroupNotFound, "share group %q does not exist", group).
+				hint(`to position a new share group before its first member, reset with "create": true`)
+		}
+	}
+	parts, err := b.d.Catalog.Partitions(ctx, t.ID)
+	if err != nil {
+		return nil, catalogError(op, err, onTopic(t.Name))
+	}
+	want := map[int32]bool{}
+	for _, p := range req.Partitions {
+		if p < 0 || p >= t.Partitions {
+			return nil, newError(CodePartitionOutOfRange, "topic %s has %d partitions, not %d", t.Name, t.Partitions, p)
+		}
+		want[p] = true
+	}
+	var offs []catalog.ShareOffset
+	for _, pi := range parts {
+		if len(want) > 0 && !want[pi.Partition] {
+			continue
+		}
+		o := catalog.ShareOffset{ShareTP: catalog.ShareTP{Topic: t.Name, Partition: pi.Partition}, TopicID: t.ID}
+		switch {
+		case req.ToOffset:
+			o.StartOffset = req.To
+		case req.To == Earliest:
+			o.StartOffset = pi.LogStartOffset
+		case req.To == Latest:
+			o.StartOffset = pi.HighWatermark
+		default:
+			off, e := b.offsetAtTime(ctx, TopicInfo{Topic: t}, pi.Partition, req.To)
+			if e != nil {
+				return nil, e
+			}
+			o.StartOffset = off
+		}
+		offs = append(offs, o)
+	}
+	if err := b.AlterShareOffsets(ctx, who, group, offs); err != nil {
+		return nil, err
+	}
+	return offs, nil
 }
