@@ -167,12 +167,6 @@ func appendShareRecords(dst []byte, res *broker.ShareRecordsResult) []byte {
 	return append(dst, "]}\n"...)
 }
 
-// ackTypes maps the acknowledgement types' names.
-var ackTypes = map[string]int8{
-	v1.AckAccept: catalog.AckAccept, v1.AckRelease: catalog.AckRelease,
-	v1.AckReject: catalog.AckReject, v1.AckRenew: catalog.AckRenew,
-}
-
 func (rs *shareGroupsResource) acks(w http.ResponseWriter, r *http.Request) *problem {
 	req, p := decodeJSON[v1.ShareAckRequest](r)
 	if p != nil {
@@ -186,15 +180,11 @@ func (rs *shareGroupsResource) acks(w http.ResponseWriter, r *http.Request) *pro
 			if rg.First == nil {
 				return newProblem(CodeInvalidRequest, "%s.first is required", field).with("field", field+".first")
 			}
-			t, ok := ackTypes[rg.Type]
-			if !ok {
-				return newProblem(CodeInvalidRequest, "%s.type %q: want accept, release, reject or renew", field, rg.Type).with("field", field+".type")
-			}
 			last := *rg.First
 			if rg.Last != nil {
 				last = *rg.Last
 			}
-			acks[i].Ranges = append(acks[i].Ranges, broker.ShareAckRange{First: *rg.First, Last: last, Type: t})
+			acks[i].Ranges = append(acks[i].Ranges, broker.ShareAckRange{First: *rg.First, Last: last, Type: rg.Type})
 		}
 	}
 	if err := rs.a.core.ShareAckAcquisitions(r.Context(), principal(r), groupParam(r), req.MemberID, acks); err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/strata-io/strata/acl"
@@ -69,11 +68,16 @@ type ShareRecord struct {
 	DeliveryCount int16
 }
 
-// ShareAckRange acknowledges offsets First to Last of an acquisition with one type
-// (catalog.AckAccept, AckRelease, AckReject or AckRenew).
+// ShareAckRange acknowledges offsets First to Last of an acquisition with one type:
+// "accept", "release", "reject" or "renew".
 type ShareAckRange struct {
 	First, Last int64
-	Type        int8
+	Type        string
+}
+
+// shareAckTypes are the acknowledgement types by name.
+var shareAckTypes = map[string]int8{
+	"accept": catalog.AckAccept, "release": catalog.AckRelease, "reject": catalog.AckReject, "renew": catalog.AckRenew,
 }
 
 // ShareAcquisitionAck acknowledges records of one acquisition.
@@ -337,8 +341,10 @@ func acquisitionBatches(i int, acq acquisition, ranges []ShareAckRange) ([]catal
 			return nil, newError(CodeInvalidRequest, "%s: offsets %d-%d: first must be 0 or more and not past last", field, r.First, r.Last).with("field", field)
 		case r.First <= prev:
 			return nil, newError(CodeInvalidRequest, "%s: offsets %d-%d overlap or precede the range before", field, r.First, r.Last).with("field", field)
-		case !slices.Contains([]int8{catalog.AckAccept, catalog.AckRelease, catalog.AckReject, catalog.AckRenew}, r.Type):
-			return nil, newError(CodeInvalidRequest, "%s: type: want accept, release, reject or renew", field).with("field", field)
+		}
+		typ, ok := shareAckTypes[r.Type]
+		if !ok {
+			return nil, newError(CodeInvalidRequest, "%s.type %q: want accept, release, reject or renew", field, r.Type).with("field", field+".type")
 		}
 		prev = r.Last
 		covered := r.First
@@ -350,7 +356,7 @@ func acquisitionBatches(i int, acq acquisition, ranges []ShareAckRange) ([]catal
 			if lo != covered {
 				break
 			}
-			out = append(out, catalog.AckBatch{First: lo, Last: hi, Types: []int8{r.Type}, DeliveryCount: int16(a[2])})
+			out = append(out, catalog.AckBatch{First: lo, Last: hi, Types: []int8{typ}, DeliveryCount: int16(a[2])})
 			covered = hi + 1
 		}
 		if covered <= r.Last {
