@@ -125,6 +125,9 @@ func testShareGroupHTTP(t *testing.T, s shareNode) {
 	if r := a1.Records[0]; r.Offset != 0 || string(r.Value) != `"a"` || r.DeliveryCount != 1 {
 		t.Fatalf("first record: %+v", r)
 	}
+	// The next acquisitions hold their records for a minute: the refusals below must
+	// meet records still held, however slow the machine.
+	s.want("PUT", "/v1/share-groups/g", `{"configs":{"share.auto.offset.reset":"earliest","share.record.lock.duration.ms":"60000"}}`, 200, "")
 	// Not acknowledged: once the lock passes (the catalog's clock) the same member
 	// acquires them again, at delivery 2.
 	var a2 v1.ShareAcquisition
