@@ -79,6 +79,7 @@ var wireOps = map[string]wireOp{
 	"DELETE /v1/share-groups/{group}":                               op(nil), // 204, no body
 	"POST /v1/share-groups/{group}/records":                         op(v1.ShareRecordsRequest{}, v1.ShareRecordsResponse{}),
 	"POST /v1/share-groups/{group}/acks":                            op(v1.ShareAckRequest{}), // 204, no body
+	"DELETE /v1/share-groups/{group}/members/{member}":              op(nil),                  // 204, no body
 	"POST /v1/share-groups/{group}/offsets:reset":                   op(v1.ResetOffsetsRequest{}, v1.GroupOffsets{}),
 }
 

@@ -29,6 +29,7 @@ func (rs *shareGroupsResource) Routes() chi.Router {
 		r.Post("/records", h(rs.records))
 		r.Post("/acks", h(rs.acks))
 		r.Post("/offsets:reset", h(rs.reset))
+		r.Delete("/members/{member}", h(rs.leave))
 	})
 	return r
 }
@@ -215,5 +216,14 @@ func (rs *shareGroupsResource) reset(w http.ResponseWriter, r *http.Request) *pr
 		out.Offsets = append(out.Offsets, v1.GroupOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.StartOffset})
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// leave takes a member out of the group, releasing what it holds.
+func (rs *shareGroupsResource) leave(w http.ResponseWriter, r *http.Request) *problem {
+	if err := rs.a.core.LeaveShareGroup(r.Context(), principal(r), groupParam(r), chi.URLParam(r, "member")); err != nil {
+		return rs.a.problemFor(r, err)
+	}
+	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

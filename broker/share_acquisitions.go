@@ -443,3 +443,24 @@ func (b *Broker) ResetShareOffsets(ctx context.Context, who Principal, group str
 	}
 	return offs, nil
 }
+
+// LeaveShareGroup takes an HTTP member out of a share group, releasing what it holds
+// (read on the group). A member that is not there is no error: it left already.
+func (b *Broker) LeaveShareGroup(ctx context.Context, who Principal, group, member string) error {
+	if e := b.checkShare(); e != nil {
+		return e
+	}
+	if e := b.authorize(ctx, who, acl.OpRead, acl.Group(group)); e != nil {
+		return e
+	}
+	if e := validGroup(group); e != nil {
+		return e
+	}
+	if e := validShareMemberID(member); e != nil {
+		return e
+	}
+	if _, err := b.d.Share.ShareHeartbeat(ctx, catalog.ShareHeartbeat{Group: group, MemberID: member, MemberEpoch: catalog.LeaveEpoch}); err != nil {
+		return shareError("leave share group", err, group)
+	}
+	return nil
+}

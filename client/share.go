@@ -129,3 +129,9 @@ func (c *Client) ResetShareOffsets(ctx context.Context, group string, r OffsetRe
 	}
 	return out.Offsets, nil
 }
+
+// LeaveShareGroup takes a member out of a share group, releasing the records it holds
+// for other members at once.
+func (c *Client) LeaveShareGroup(ctx context.Context, group, memberID string) error {
+	return c.do(ctx, "leave share group "+group, http.MethodDelete, nil, nil, nil, "v1", "share-groups", group, "members", memberID)
+}

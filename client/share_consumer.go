@@ -90,8 +90,9 @@ func (sc *ShareConsumer) MemberID() string {
 }
 
 // Run acquires and handles records until ctx is done (then nil) or the server refuses
-// the member for good (its error).
+// the member for good (its error); either way the member then leaves the group.
 func (sc *ShareConsumer) Run(ctx context.Context, h ShareHandler) error {
+	defer sc.leave(ctx)
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		res, err := sc.c.AcquireShareRecords(ctx, sc.cfg.Group, ShareAcquireRequest{MemberID: sc.MemberID(),
@@ -119,6 +120,20 @@ func (sc *ShareConsumer) Run(ctx context.Context, h ShareHandler) error {
 		}
 	}
 	return nil
+}
+
+// leave takes the member out of the group, so that what it still holds goes to other
+// members at once (and a reset need not wait for its session to lapse).
+func (sc *ShareConsumer) leave(ctx context.Context) {
+	member := sc.MemberID()
+	if member == "" {
+		return
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sc.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := sc.c.LeaveShareGroup(lctx, sc.cfg.Group, member); err != nil {
+		sc.log.Warn("share consumer: leaving the group failed; its session lapses instead", "group", sc.cfg.Group, "error", err)
+	}
 }
 
 // outcome is a record's acknowledgement type.
