@@ -217,6 +217,18 @@ func testShareGroupHTTP(t *testing.T, s shareNode) {
 	}
 	// Reset to the earliest (no live members needed: refused while there are).
 	s.want("POST", "/v1/share-groups/g/offsets:reset", `{"topic":"q","to":"earliest"}`, 409, v1.CodeGroupNotEmpty)
+	// Both members leave; then the reset goes ahead, and the records come back.
+	s.want("DELETE", "/v1/share-groups/g/members/"+m, nil, 204, "")
+	s.want("DELETE", "/v1/share-groups/g/members/"+m2, nil, 204, "")
+	s.want("DELETE", "/v1/share-groups/g/members/"+m2, nil, 204, "") // left already: no error
+	s.want("DELETE", "/v1/share-groups/g/members/a%20b", nil, 400, v1.CodeInvalidRequest)
+	s.want("POST", "/v1/share-groups/g/offsets:reset", `{"topic":"q","to":"earliest"}`, 200, "")
+	if p := s.partitions(); p[0].StartOffset != 0 || p[0].Lag != 2 {
+		t.Fatalf("after the reset: %+v, want start 0, lag 2", p)
+	}
+	if got := s.acquire(v1.ShareRecordsRequest{Topics: []string{"q"}}); len(got.Partitions) != 1 || len(got.Partitions[0].Records) != 2 {
+		t.Fatalf("after the reset: acquired %+v, want records 0-1 again", got.Partitions)
+	}
 	if !strings.HasPrefix(m, "http-") {
 		t.Errorf("member id %q: want the server's http- prefix", m)
 	}
