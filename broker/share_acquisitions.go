@@ -227,7 +227,7 @@ func (b *Broker) shareRecords(ctx context.Context, who Principal, group, member 
 	first, last := a.Ranges[0].First, a.Ranges[len(a.Ranges)-1].Last
 	ri := 0
 	var gaps []catalog.AckBatch
-	next := first // the first offset not yet seen
+	next := first             // the first offset not yet seen
 	gap := func(upTo int64) { // offsets next..upTo-1 held no record
 		for _, r := range a.Ranges {
 			lo, hi := max(r.First, next), min(r.Last, upTo-1)
