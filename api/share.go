@@ -11,6 +11,7 @@ import (
 	v1 "github.com/strata-io/strata/api/v1"
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/membudget"
 )
 
 // shareGroupsResource is /v1/share-groups: share groups (docs/design.md "Share
@@ -122,11 +123,24 @@ func (rs *shareGroupsResource) records(w http.ResponseWriter, r *http.Request) *
 	}
 	defer release()
 	res, err := rs.a.core.ShareRecords(r.Context(), principal(r), broker.ShareRecordsRequest{Group: groupParam(r),
-		MemberID: req.MemberID, Topics: req.Topics, MaxRecords: req.MaxRecords, Wait: millis(req.WaitMs)})
+		MemberID: req.MemberID, Topics: req.Topics, MaxRecords: req.MaxRecords, Wait: millis(req.WaitMs), Memory: hold(r)})
 	if err != nil {
 		return rs.a.problemFor(r, err)
 	}
-	writeJSONBytes(w, http.StatusOK, appendShareRecords(nil, &res))
+	// As a fetch's: the rendered answer is reserved beside the records read, until it
+	// is written.
+	size := 96
+	for _, p := range res.Partitions {
+		size += 160 + len(p.AcquisitionID)
+		for i := range p.Records {
+			size += 24 + recordJSONSize(&p.Records[i].DecodedRecord)
+		}
+	}
+	if err := hold(r).Reserve(r.Context(), int64(size), rs.a.cfg.MemoryWait, membudget.UseFetch); err != nil {
+		return rs.a.memoryProblem(r, broker.CapFetch, err)
+	}
+	rs.a.holdForQuota(r, true, size)
+	writeJSONBytes(w, http.StatusOK, appendShareRecords(make([]byte, 0, size), &res))
 	return nil
 }
 
