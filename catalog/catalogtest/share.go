@@ -429,6 +429,22 @@ func testShareUnknownMember(t *testing.T, c ShareCatalog) {
 	if _, err := c.ShareHeartbeat(t.Context(), catalog.ShareHeartbeat{Group: g, MemberID: "b", MemberEpoch: m.Epoch}); err != nil {
 		t.Fatalf("heartbeat at its epoch: %v", err)
 	}
+	// A live member joining again with the same subscription (an HTTP member's every
+	// acquire) keeps its epoch and the group's; another subscription is a change.
+	before, err := c.DescribeShareGroup(t.Context(), g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := shareJoin(t, c, g, "b", tp.Name); again.Epoch != m.Epoch {
+		t.Fatalf("rejoin with the same topics: epoch %d, want %d kept", again.Epoch, m.Epoch)
+	}
+	if after, err := c.DescribeShareGroup(t.Context(), g); err != nil || after.Epoch != before.Epoch {
+		t.Fatalf("rejoin with the same topics moved the group epoch %d → %d (%v)", before.Epoch, after.Epoch, err)
+	}
+	other := SeedTopic(t, c, "share-other", 1, nil)
+	if moved := shareJoin(t, c, g, "b", tp.Name, other.Name); moved.Epoch == m.Epoch {
+		t.Fatalf("rejoin with another subscription kept epoch %d", m.Epoch)
+	}
 }
 
 // testShareConcurrent: members on several catalogs (nodes) acquire and accept at once;
