@@ -235,6 +235,7 @@ func (a *API) routes() http.Handler {
 		// Beside the topics mount: chi matches this longer path first (records_delete.go).
 		v1.Post("/topics/{topic}/partitions/{partition}/records:delete", a.serve(broker.CapDeleteRecords, a.deleteRecords))
 		v1.Mount("/groups", (&groupsResource{a}).Routes())
+		v1.Mount("/share-groups", (&shareGroupsResource{a}).Routes())
 		v1.Mount("/producers", (&producersResource{a}).Routes())
 		v1.Mount("/records", (&transactResource{a}).Routes())
 		(&securityResource{a}).mount(v1)

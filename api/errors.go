@@ -82,6 +82,7 @@ const (
 	CodeGroupTypeMismatch         = Code(broker.CodeGroupTypeMismatch)
 	CodeInvalidRecordState        = Code(broker.CodeInvalidRecordState)
 	CodeAckOutOfRange             = Code(broker.CodeAckOutOfRange)
+	CodeAcquisitionNotHeld        = Code(broker.CodeAcquisitionNotHeld)
 	CodeInvalidTxnState           = Code(broker.CodeInvalidTxnState)
 	CodeInvalidProducerIDMapping  = Code(broker.CodeInvalidProducerIDMapping)
 	CodeInvalidTransactionTimeout = Code(broker.CodeInvalidTransactionTimeout)
@@ -183,6 +184,7 @@ var codeTable = []CodeInfo{
 	{CodeGroupTypeMismatch, http.StatusConflict, "Group id of another group type", false},
 	{CodeInvalidRecordState, http.StatusConflict, "Record not held by this member", false},
 	{CodeAckOutOfRange, http.StatusBadRequest, "Acknowledged offsets never acquired", false},
+	{CodeAcquisitionNotHeld, http.StatusConflict, "Acquisition no longer holds the records", false},
 	{CodeThrottled, http.StatusTooManyRequests, "Quota exceeded: retry later", true},
 	{CodeQuotaExceeded, http.StatusForbidden, "Quota cap reached", false},
 }

@@ -245,6 +245,20 @@ func (rs *groupsResource) reset(w http.ResponseWriter, r *http.Request) *problem
 	if p != nil {
 		return p
 	}
+	cr, p := toResetRequest(req)
+	if p != nil {
+		return p
+	}
+	offs, err := rs.a.core.ResetOffsets(r.Context(), principal(r), group, cr)
+	if err != nil {
+		return rs.a.problemFor(r, err)
+	}
+	writeJSON(w, http.StatusOK, v1.GroupOffsets{Group: group, Offsets: fromCommitOffsets(offs)})
+	return nil
+}
+
+// toResetRequest reads a reset's target (a group's or a share group's).
+func toResetRequest(req v1.ResetOffsetsRequest) (broker.ResetRequest, *problem) {
 	cr := broker.ResetRequest{Topic: req.Topic, Partitions: req.Partitions, Create: req.Create}
 	switch req.To {
 	case "earliest":
@@ -260,24 +274,19 @@ func (rs *groupsResource) reset(w http.ResponseWriter, r *http.Request) *problem
 		case json.Unmarshal(req.Timestamp, &s) == nil:
 			v, ok := parseTime(s)
 			if !ok {
-				return newProblem(CodeInvalidTimestamp, "timestamp %q: use unix milliseconds or RFC 3339", truncate(s, 40))
+				return cr, newProblem(CodeInvalidTimestamp, "timestamp %q: use unix milliseconds or RFC 3339", truncate(s, 40))
 			}
 			cr.To = v
 		default:
-			return newProblem(CodeInvalidTimestamp, "timestamp is required with \"to\":\"timestamp\": unix milliseconds or RFC 3339")
+			return cr, newProblem(CodeInvalidTimestamp, "timestamp is required with \"to\":\"timestamp\": unix milliseconds or RFC 3339")
 		}
 	case "offset":
 		if req.Offset == nil {
-			return newProblem(CodeInvalidOffset, "offset is required with \"to\":\"offset\" and must not be negative")
+			return cr, newProblem(CodeInvalidOffset, "offset is required with \"to\":\"offset\" and must not be negative")
 		}
 		cr.To, cr.ToOffset = *req.Offset, true
 	default:
-		return newProblem(CodeInvalidRequest, "to %q: use earliest, latest, timestamp or offset", truncate(req.To, 40)).with("field", "to")
+		return cr, newProblem(CodeInvalidRequest, "to %q: use earliest, latest, timestamp or offset", truncate(req.To, 40)).with("field", "to")
 	}
-	offs, err := rs.a.core.ResetOffsets(r.Context(), principal(r), group, cr)
-	if err != nil {
-		return rs.a.problemFor(r, err)
-	}
-	writeJSON(w, http.StatusOK, v1.GroupOffsets{Group: group, Offsets: fromCommitOffsets(offs)})
-	return nil
+	return cr, nil
 }

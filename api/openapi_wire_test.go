@@ -74,6 +74,13 @@ var wireOps = map[string]wireOp{
 	"DELETE /v1/scram-credentials/{user}":                           op(nil, v1.ScramUser{}),
 	"GET /v1/audit":                                                 op(nil, v1.AuditPage{}),
 	"GET /v1/nodes":                                                 op(nil, v1.NodeList{}),
+	"GET /v1/share-groups/{group}":                                  op(nil, v1.ShareGroup{}),
+	"PUT /v1/share-groups/{group}":                                  op(v1.ShareGroupConfigs{}, v1.ShareGroupConfigs{}),
+	"DELETE /v1/share-groups/{group}":                               op(nil), // 204, no body
+	"POST /v1/share-groups/{group}/records":                         op(v1.ShareRecordsRequest{}, v1.ShareRecordsResponse{}),
+	"POST /v1/share-groups/{group}/acks":                            op(v1.ShareAckRequest{}), // 204, no body
+	"DELETE /v1/share-groups/{group}/members/{member}":              op(nil),                  // 204, no body
+	"POST /v1/share-groups/{group}/offsets:reset":                   op(v1.ResetOffsetsRequest{}, v1.GroupOffsets{}),
 }
 
 // openSchemas may document members their Go type does not hold: a problem's extension

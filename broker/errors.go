@@ -92,6 +92,9 @@ const (
 	CodeGroupTypeMismatch  Code = "group_type_mismatch"
 	CodeInvalidRecordState Code = "invalid_record_state"
 	CodeAckOutOfRange      Code = "ack_out_of_range"
+	// CodeAcquisitionNotHeld: an HTTP acknowledgement's acquisition no longer holds its
+	// records (lock passed, delivered again, acknowledged already) or is another's.
+	CodeAcquisitionNotHeld Code = "acquisition_not_held"
 	// Quotas: a caller over its controller_mutation_rate (or, over HTTP, owing more
 	// than the bounded delay for its byte rate) waits Details["retry_after_ms"]; a
 	// creation past its principal's topic_count or connector_count is refused.
@@ -135,7 +138,7 @@ func Codes() []Code {
 		CodeGroupSubscribed, CodeInvalidTxnState, CodeInvalidProducerIDMapping, CodeInvalidTransactionTimeout,
 		CodeConnectorNotFound, CodeConnectorExists, CodeTaskNotFound, CodeConnectorNotStopped,
 		CodeSchemaNotFound, CodeInvalidSchema, CodeIncompatibleSchema, CodeSchemaValidationFailed,
-		CodeGroupTypeMismatch, CodeInvalidRecordState, CodeAckOutOfRange,
+		CodeGroupTypeMismatch, CodeInvalidRecordState, CodeAckOutOfRange, CodeAcquisitionNotHeld,
 		CodeThrottled, CodeQuotaExceeded,
 	}
 }

@@ -39,6 +39,8 @@ func shareError(op string, err error, group string) *Error {
 	switch {
 	case errors.Is(err, catalog.ErrGroupTypeMismatch):
 		return newError(CodeGroupTypeMismatch, "group %q is a consumer group, not a share group (or the reverse): use another group id", group).cause(err)
+	case errors.Is(err, catalog.ErrShareAcquisitionStale):
+		return newError(CodeAcquisitionNotHeld, "%s", say(err, catalog.ErrShareAcquisitionStale, "the acquisition no longer holds the records")).cause(err)
 	case errors.Is(err, catalog.ErrShareRecordState):
 		return newError(CodeInvalidRecordState, "%s", say(err, catalog.ErrShareRecordState, "a record acknowledged is not held by this member")).cause(err)
 	case errors.Is(err, catalog.ErrShareAckOutOfRange):
@@ -190,10 +192,30 @@ func (b *Broker) ShareFetch(ctx context.Context, who Principal, req ShareFetchRe
 		}
 		out.AckErrs = errs
 	}
+	acquired, refused, lock, err := b.shareAcquire(ctx, who, req)
+	if err != nil {
+		return out, err
+	}
+	out.LockDuration = lock
+	for _, tp := range req.Partitions {
+		p := SharePartitionFetch{ShareTP: tp, Err: refused[tp]}
+		if a, ok := acquired[tp]; ok && p.Err == nil {
+			p.Ranges = a.Ranges
+			p.BatchesFetch, p.Err = b.shareBatches(ctx, who, tp, a.Ranges, req.MaxBytes, req.Memory)
+		}
+		out.Partitions = append(out.Partitions, p)
+	}
+	return out, nil
+}
+
+// shareAcquire acquires records for a member over req.Partitions, long-polling up to
+// req.Wait when none are available: the acquisitions by partition, and the partitions
+// refused (not readable by who, or not there) with their errors.
+func (b *Broker) shareAcquire(ctx context.Context, who Principal, req ShareFetchRequest) (acquired map[catalog.ShareTP]catalog.ShareAcquired, refused map[catalog.ShareTP]error, lock time.Duration, err error) {
 	// Partitions the member may not read, or that do not exist, answer their error
 	// and are not acquired.
 	var ask []catalog.ShareTP
-	refused := map[catalog.ShareTP]error{}
+	refused = map[catalog.ShareTP]error{}
 	topicIDs := map[string]int64{}
 	for _, tp := range req.Partitions {
 		if e := b.authorize(ctx, who, acl.OpRead, acl.Topic(tp.Topic)); e != nil {
@@ -208,7 +230,7 @@ func (b *Broker) ShareFetch(ctx context.Context, who Principal, req ShareFetchRe
 		topicIDs[tp.Topic] = ti.ID
 		ask = append(ask, tp)
 	}
-	acquired := map[catalog.ShareTP]catalog.ShareAcquired{}
+	acquired = map[catalog.ShareTP]catalog.ShareAcquired{}
 	if len(ask) > 0 {
 		deadline := time.Now().Add(min(max(req.Wait, 0), b.maxWait))
 		var w *reader.Watch
@@ -216,9 +238,9 @@ func (b *Broker) ShareFetch(ctx context.Context, who Principal, req ShareFetchRe
 			res, err := b.d.Share.ShareAcquire(ctx, catalog.ShareAcquire{Group: req.Group, MemberID: req.MemberID,
 				Partitions: ask, MaxRecords: req.MaxRecords})
 			if err != nil {
-				return out, shareError("share fetch", err, req.Group)
+				return nil, nil, 0, shareError("share fetch", err, req.Group)
 			}
-			out.LockDuration = res.LockDuration
+			lock = res.LockDuration
 			got := false
 			for _, a := range res.Partitions {
 				if len(a.Ranges) > 0 {
@@ -239,22 +261,14 @@ func (b *Broker) ShareFetch(ctx context.Context, who Principal, req ShareFetchRe
 			}
 			if w != nil {
 				if _, err := w.Wait(ctx, deadline); err != nil {
-					return out, newError(CodeShuttingDown, "share fetch: the request was cancelled")
+					return nil, nil, 0, newError(CodeShuttingDown, "share fetch: the request was cancelled")
 				}
 			} else if err := ctxwait.Sleep(ctx, min(watchlessPoll, time.Until(deadline))); err != nil {
-				return out, newError(CodeShuttingDown, "share fetch: the request was cancelled")
+				return nil, nil, 0, newError(CodeShuttingDown, "share fetch: the request was cancelled")
 			}
 		}
 	}
-	for _, tp := range req.Partitions {
-		p := SharePartitionFetch{ShareTP: tp, Err: refused[tp]}
-		if a, ok := acquired[tp]; ok && p.Err == nil {
-			p.Ranges = a.Ranges
-			p.BatchesFetch, p.Err = b.shareBatches(ctx, who, tp, a.Ranges, req.MaxBytes, req.Memory)
-		}
-		out.Partitions = append(out.Partitions, p)
-	}
-	return out, nil
+	return acquired, refused, lock, nil
 }
 
 // shareBatches reads the stored batches covering ranges (from the first acquired

@@ -71,6 +71,11 @@ var (
 	// ErrInvalidShareAck: an acknowledgement is malformed (ranges out of order, types
 	// unknown or not one per offset).
 	ErrInvalidShareAck = errors.New("invalid acknowledgement")
+	// ErrShareAcquisitionStale: an acknowledgement that names its acquisition (an
+	// AckBatch with a DeliveryCount, as HTTP's acquisition ids carry) finds the records
+	// no longer held under it: the lock expired, they were delivered again (even to
+	// the same member), or they were acknowledged already.
+	ErrShareAcquisitionStale = errors.New("the acquisition no longer holds the records")
 )
 
 // Share-group defaults (Kafka's).
@@ -162,6 +167,10 @@ type ShareAck struct {
 	// limit a release meets.
 	LockDuration  time.Duration
 	DeliveryLimit int
+	// AllOrNothing applies the acknowledgements only if every partition's is accepted:
+	// otherwise nothing changes and the answers say which were refused (HTTP's, one
+	// request one outcome).
+	AllOrNothing bool
 }
 
 // ShareAckPartition acknowledges ranges of one partition.
@@ -175,6 +184,11 @@ type ShareAckPartition struct {
 type AckBatch struct {
 	First, Last int64
 	Types       []int8
+	// DeliveryCount, when not 0, names the acquisition acknowledged: every offset must
+	// still be held by the member at this delivery count (each acquisition of a record
+	// counts one more), else ErrShareAcquisitionStale. 0: whatever the member holds
+	// now (Kafka's rule).
+	DeliveryCount int16
 }
 
 // ShareOffset is a share-partition's start offset.

@@ -67,6 +67,7 @@ var kafkaCodes = map[broker.Code]*kerr.Error{
 	broker.CodeGroupTypeMismatch:         kerr.GroupIDNotFound, // as Kafka answers a group id of another type
 	broker.CodeInvalidRecordState:        kerr.InvalidRecordState,
 	broker.CodeAckOutOfRange:             kerr.InvalidRequest,
+	broker.CodeAcquisitionNotHeld:        kerr.InvalidRecordState, // HTTP only: Kafka acknowledges what the member holds now
 	broker.CodeInvalidTxnState:           kerr.InvalidTxnState,
 	broker.CodeInvalidProducerIDMapping:  kerr.InvalidProducerIDMapping,
 	broker.CodeInvalidTransactionTimeout: kerr.InvalidTransactionTimeout,

@@ -76,6 +76,7 @@ const (
 	CodeGroupTypeMismatch         = "group_type_mismatch"
 	CodeInvalidRecordState        = "invalid_record_state"
 	CodeAckOutOfRange             = "ack_out_of_range"
+	CodeAcquisitionNotHeld        = "acquisition_not_held"
 	CodeThrottled                 = "throttling_quota_exceeded"
 	CodeQuotaExceeded             = "quota_exceeded"
 )

@@ -2,6 +2,7 @@ package catalogtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -40,6 +41,7 @@ func runShareGroups(t *testing.T, open func(t *testing.T) ShareCatalog) {
 		{"group_configs_drive_acquisition", testShareConfigsApply},
 		{"offsets_admin_and_delete", testShareOffsetsAdmin},
 		{"unknown_member_refused", testShareUnknownMember},
+		{"acquisition_tied_acks", testShareAcquisitionAcks},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
 	}
@@ -427,6 +429,22 @@ func testShareUnknownMember(t *testing.T, c ShareCatalog) {
 	if _, err := c.ShareHeartbeat(t.Context(), catalog.ShareHeartbeat{Group: g, MemberID: "b", MemberEpoch: m.Epoch}); err != nil {
 		t.Fatalf("heartbeat at its epoch: %v", err)
 	}
+	// A live member joining again with the same subscription (an HTTP member's every
+	// acquire) keeps its epoch and the group's; another subscription is a change.
+	before, err := c.DescribeShareGroup(t.Context(), g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := shareJoin(t, c, g, "b", tp.Name); again.Epoch != m.Epoch {
+		t.Fatalf("rejoin with the same topics: epoch %d, want %d kept", again.Epoch, m.Epoch)
+	}
+	if after, err := c.DescribeShareGroup(t.Context(), g); err != nil || after.Epoch != before.Epoch {
+		t.Fatalf("rejoin with the same topics moved the group epoch %d → %d (%v)", before.Epoch, after.Epoch, err)
+	}
+	other := SeedTopic(t, c, "share-other", 1, nil)
+	if moved := shareJoin(t, c, g, "b", tp.Name, other.Name); moved.Epoch == m.Epoch {
+		t.Fatalf("rejoin with another subscription kept epoch %d", m.Epoch)
+	}
 }
 
 // testShareConcurrent: members on several catalogs (nodes) acquire and accept at once;
@@ -521,4 +539,52 @@ func testShareConcurrent(t *testing.T, open func(t *testing.T) ShareCatalog) {
 	if len(accepted) != records {
 		t.Fatalf("%d records accepted, want %d", len(accepted), records)
 	}
+}
+
+// testShareAcquisitionAcks: an acknowledgement naming its acquisition (its delivery
+// count, as HTTP's acquisition ids carry) is refused once the records were acquired
+// again, even by the same member; an all-or-nothing acknowledgement with one refused
+// partition changes nothing.
+func testShareAcquisitionAcks(t *testing.T, c ShareCatalog) {
+	tp, g := shareSetup(t, c, 1, 2, "a")
+	const lock = 500 * time.Millisecond
+	wantRanges(t, "first", acquire(t, c, g, "a", tp.Name, acquireOpt{lock: lock, max: 2}), [3]int64{0, 1, 1})
+	// The same member acquires the same records again once the lock has passed.
+	var again []catalog.AcquiredRange
+	deadline := time.Now().Add(30 * time.Second)
+	for len(again) == 0 || again[0].First != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("records never redelivered after their lock expired")
+		}
+		again = acquire(t, c, g, "a", tp.Name, acquireOpt{lock: time.Minute, max: 2})
+	}
+	wantRanges(t, "again", again, [3]int64{0, 1, 2})
+	stale := catalog.AckBatch{First: 0, Last: 1, Types: []int8{catalog.AckAccept}, DeliveryCount: 1}
+	before := sharePartition(t, c, g)
+	wantErr(t, "the first acquisition's ack", ack(c, t.Context(), g, "a", tp.Name, 0, stale), catalog.ErrShareAcquisitionStale)
+	if after := sharePartition(t, c, g); after != before {
+		t.Fatalf("a stale ack changed the share-partition: %+v, was %+v", after, before)
+	}
+	// All or nothing: the current acquisition's accept and a refused one on the same
+	// call: neither applies.
+	cur := catalog.AckBatch{First: 0, Last: 1, Types: []int8{catalog.AckAccept}, DeliveryCount: 2}
+	res, err := c.ShareAcknowledge(t.Context(), catalog.ShareAck{Group: g, MemberID: "a", AllOrNothing: true,
+		Partitions: []catalog.ShareAckPartition{
+			{ShareTP: catalog.ShareTP{Topic: tp.Name, Partition: 0}, Batches: []catalog.AckBatch{cur}},
+			{ShareTP: catalog.ShareTP{Topic: tp.Name, Partition: 0}, Batches: []catalog.AckBatch{{First: 3, Last: 3, Types: []int8{catalog.AckAccept}, DeliveryCount: 1}}},
+		}})
+	if err != nil || res[0] != nil || !errors.Is(res[1], catalog.ErrShareAckOutOfRange) {
+		t.Fatalf("all-or-nothing ack: %v, %v; want the second refused as out of range", res, err)
+	}
+	if after := sharePartition(t, c, g); after != before {
+		t.Fatalf("a refused all-or-nothing ack changed the share-partition: %+v, was %+v", after, before)
+	}
+	if err := ack(c, t.Context(), g, "a", tp.Name, 0, cur); err != nil {
+		t.Fatalf("the current acquisition's ack: %v", err)
+	}
+	if s := sharePartition(t, c, g); s.StartOffset != 2 {
+		t.Fatalf("after the current ack: %+v, want start 2", s)
+	}
+	// Once accepted, the same acquisition's ack again is refused as stale.
+	wantErr(t, "acknowledged already", ack(c, t.Context(), g, "a", tp.Name, 0, cur), catalog.ErrShareAcquisitionStale)
 }

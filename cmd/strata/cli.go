@@ -63,13 +63,14 @@ func verbs() []verb {
 		{"torture", tortureCommand},
 		{"bench", benchCommand},
 		{"version", versionCommand},
-	}, append(connectorVerbs(), schemaVerbs()...)...)
+	}, append(append(connectorVerbs(), schemaVerbs()...), shareVerbs()...)...)
 }
 
 // groups are the commands that only hold others, with what they are for.
 var groupAbout = map[string]string{
 	"topics":     "create, list, describe, alter and delete topics",
 	"groups":     "list, describe, reset and delete consumer groups",
+	"share":      "consume from, describe and reset share groups (queues: each record to one member)",
 	"streams":    "manage Streams applications (reset one to reprocess its inputs)",
 	"keys":       "create, list and revoke API keys kept in the catalog",
 	"scram":      "set, list and delete SCRAM credentials (Kafka SASL SCRAM-SHA-256/512 logins)",
@@ -383,6 +384,9 @@ Talking to a server (--server, env STRATA_SERVER, default http://127.0.0.1:8080)
   groups describe     show a group's members, assignments, committed offsets and lag
   groups reset        move a group's committed offsets (no live members)
   groups delete       delete a group and its offsets
+  share consume       print records a share group acquires, accepting each (queue semantics)
+  share describe      show a share group's members, start offsets, records in flight and lag
+  share reset         move a share group's start offsets (no live members)
   streams reset       rewind a Streams application to reprocess its inputs (no live instances)
   connectors list     list connectors with their state and tasks
   connectors create   create a connector from --config KEY=VALUE and/or --config-file

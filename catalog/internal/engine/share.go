@@ -185,10 +185,15 @@ func ShareHeartbeat(ctx context.Context, db ShareBackend, hb catalog.ShareHeartb
 				return err
 			}
 			return bump()
+		case hb.MemberEpoch == catalog.JoinEpoch && cur != nil && (hb.Topics == nil || slices.Equal(sortedTopics(hb.Topics), cur.Topics)):
+			// A live member joining again with the same subscription (an HTTP member's
+			// every acquire, a Kafka client that lost a heartbeat's answer) keeps its
+			// epoch: nothing about the group changed but its session.
+			m := *cur
+			m.Session, m.ExpiresAt = hb.SessionTimeout, now.Add(hb.SessionTimeout)
+			out = catalog.ShareMember{ID: m.ID, Epoch: m.Epoch, Topics: m.Topics}
+			return q.PutShareMember(ctx, hb.Group, m)
 		case hb.MemberEpoch == catalog.JoinEpoch:
-			if hb.Topics == nil && cur != nil {
-				hb.Topics = cur.Topics
-			}
 			if err := bump(); err != nil {
 				return err
 			}
@@ -472,10 +477,19 @@ func ShareAcknowledge(ctx context.Context, db ShareBackend, req catalog.ShareAck
 				return err
 			}
 		}
+		if req.AllOrNothing && slices.ContainsFunc(results, func(e error) bool { return e != nil }) {
+			return errShareAckRefused // roll back what was applied
+		}
 		return nil
 	})
+	if errors.Is(err, errShareAckRefused) {
+		return results, nil
+	}
 	return results, err
 }
+
+// errShareAckRefused rolls back an all-or-nothing acknowledgement with a refusal.
+var errShareAckRefused = errors.New("an acknowledgement was refused")
 
 // DescribeShareGroup implements catalog.ShareGroups (DescribeShareGroup).
 func DescribeShareGroup(ctx context.Context, db ShareBackend, group string) (catalog.ShareGroupDescription, error) {

@@ -236,6 +236,9 @@ func (p *SharePart) ack(member string, nowMs int64, batches []catalog.AckBatch, 
 			return fmt.Errorf("%w: offsets %d-%d (in flight: %d-%d)", catalog.ErrShareAckOutOfRange, b.First, b.Last, q.Start, end-1)
 		}
 		if b.First < q.Start {
+			if b.DeliveryCount != 0 {
+				return fmt.Errorf("%w: offset %d is already done (start offset %d)", catalog.ErrShareAcquisitionStale, b.First, q.Start)
+			}
 			return fmt.Errorf("%w: offset %d is already done (start offset %d)", catalog.ErrShareRecordState, b.First, q.Start)
 		}
 		for off := b.First; off <= b.Last; off++ {
@@ -255,6 +258,9 @@ func (p *SharePart) ack(member string, nowMs int64, batches []catalog.AckBatch, 
 				r := &q.Ranges[i]
 				if r.Last < off || r.First > last {
 					continue
+				}
+				if b.DeliveryCount != 0 && (r.State != RangeAcquired || r.Member != member || r.Deadline <= nowMs || r.Count != b.DeliveryCount) {
+					return fmt.Errorf("%w: offset %d (delivery %d)", catalog.ErrShareAcquisitionStale, max(r.First, off), b.DeliveryCount)
 				}
 				if r.State != RangeAcquired || r.Member != member || r.Deadline <= nowMs {
 					return fmt.Errorf("%w: offset %d", catalog.ErrShareRecordState, max(r.First, off))
