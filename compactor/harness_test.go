@@ -358,25 +358,29 @@ func waitSettled() { time.Sleep(catalog.SettleAge(testCommitTimeout) + 300*time.
 // passUntilQuiet runs passes until one swaps nothing in, and returns how many ran.
 func (e *env) passUntilQuiet(c *Compactor) int {
 	e.t.Helper()
-	quiet := 0
-	for i := 1; i <= 30; i++ {
+	var quietSince time.Time
+	for i := 1; i <= 40; i++ {
 		before := testutil.ToFloat64(c.m.merges)
 		if err := c.Pass(e.ctx); err != nil {
 			e.t.Fatalf("pass %d: %v", i, err)
 		}
-		// Two quiet passes in a row, with nothing left due: on a loaded machine one pass
-		// may find rows not settled yet, or a lease still held (a release that failed
-		// leaves it until its TTL), and merge nothing although work remains.
+		// Quiet passes, with nothing left due, for longer than rows take to settle: on a
+		// loaded machine a pass may find rows not settled yet — the partition is then due
+		// only once they are, which the backlog does not count until then — or a lease
+		// still held (a release that failed leaves it until its TTL), and merge nothing
+		// although work remains.
 		if testutil.ToFloat64(c.m.merges) == before && testutil.ToFloat64(c.m.due) == 0 {
-			if quiet++; quiet == 2 {
+			if quietSince.IsZero() {
+				quietSince = time.Now()
+			} else if time.Since(quietSince) > catalog.SettleAge(testCommitTimeout) {
 				return i
 			}
 			time.Sleep(500 * time.Millisecond)
 		} else {
-			quiet = 0
+			quietSince = time.Time{}
 		}
 	}
-	e.t.Fatal("compaction never went quiet after 30 passes")
+	e.t.Fatal("compaction never went quiet after 40 passes")
 	return 0
 }
 
