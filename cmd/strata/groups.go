@@ -172,6 +172,29 @@ func (l *int32List) Set(v string) error {
 	return nil
 }
 
+// offsetReset is the reset a command's --topic, --to, --partition and --create flags
+// ask for (groups reset and share reset take the same ones).
+func offsetReset(cmd, topic, to string, parts []int32, create bool) (client.OffsetReset, error) {
+	r := client.OffsetReset{Topic: topic, Partitions: parts, Create: create}
+	switch to {
+	case "":
+		return r, usagef(cmd, "--to is required: earliest, latest, an offset or an RFC 3339 time")
+	case "earliest", "beginning":
+		r.To = "earliest"
+	case "latest", "end":
+		r.To = "latest"
+	default:
+		if n, err := strconv.ParseInt(to, 10, 64); err == nil && n >= 0 {
+			r.To, r.Offset = "offset", n
+		} else if t, err := time.Parse(time.RFC3339Nano, to); err == nil {
+			r.To, r.Timestamp = "timestamp", t
+		} else {
+			return r, usagef(cmd, "--to %q: want earliest, latest, an offset (e.g. 42) or an RFC 3339 time (e.g. 2026-01-02T15:04:05Z)", to)
+		}
+	}
+	return r, nil
+}
+
 func groupsResetCommand() (*command, func(context.Context, *env, *command, []string) error) {
 	c := newCommand("groups reset", "strata groups reset GROUP --topic T --to earliest|latest|OFFSET|TIME [--partition P ...] [--create]",
 		"Moves a group's committed offsets of one topic: to the log start, to the end, to an\noffset, or to the first record at or after an RFC 3339 time. Only while the group\nhas no live members (stop its consumers first). A group that does not exist is\nrefused, unless --create positions it before its first consumer.")
@@ -189,22 +212,9 @@ func groupsResetCommand() (*command, func(context.Context, *env, *command, []str
 		if *topic == "" {
 			return usagef(c.name, "--topic is required")
 		}
-		r := client.OffsetReset{Topic: *topic, Partitions: parts.vals, Create: *create}
-		switch *to {
-		case "":
-			return usagef(c.name, "--to is required: earliest, latest, an offset or an RFC 3339 time")
-		case "earliest", "beginning":
-			r.To = "earliest"
-		case "latest", "end":
-			r.To = "latest"
-		default:
-			if n, err := strconv.ParseInt(*to, 10, 64); err == nil && n >= 0 {
-				r.To, r.Offset = "offset", n
-			} else if t, err := time.Parse(time.RFC3339Nano, *to); err == nil {
-				r.To, r.Timestamp = "timestamp", t
-			} else {
-				return usagef(c.name, "--to %q: want earliest, latest, an offset (e.g. 42) or an RFC 3339 time (e.g. 2026-01-02T15:04:05Z)", *to)
-			}
+		r, err := offsetReset(c.name, *topic, *to, parts.vals, *create)
+		if err != nil {
+			return err
 		}
 		cl, err := sf.client(c.name)
 		if err != nil {

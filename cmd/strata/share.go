@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -170,22 +169,9 @@ func shareResetCommand() (*command, func(context.Context, *env, *command, []stri
 		if *topic == "" {
 			return usagef(c.name, "--topic is required")
 		}
-		r := client.OffsetReset{Topic: *topic, Partitions: parts.vals, Create: *create}
-		switch *to {
-		case "":
-			return usagef(c.name, "--to is required: earliest, latest, an offset or an RFC 3339 time")
-		case "earliest", "beginning":
-			r.To = "earliest"
-		case "latest", "end":
-			r.To = "latest"
-		default:
-			if n, err := strconv.ParseInt(*to, 10, 64); err == nil && n >= 0 {
-				r.To, r.Offset = "offset", n
-			} else if t, err := time.Parse(time.RFC3339Nano, *to); err == nil {
-				r.To, r.Timestamp = "timestamp", t
-			} else {
-				return usagef(c.name, "--to %q: want earliest, latest, an offset (e.g. 42) or an RFC 3339 time (e.g. 2026-01-02T15:04:05Z)", *to)
-			}
+		r, err := offsetReset(c.name, *topic, *to, parts.vals, *create)
+		if err != nil {
+			return err
 		}
 		cl, err := sf.client(c.name)
 		if err != nil {
