@@ -234,6 +234,52 @@ type ResetRequest struct {
 	Create bool
 }
 
+// resetTarget is where a reset puts one partition.
+type resetTarget struct {
+	partition int32
+	offset    int64
+}
+
+// resetTargets resolves req on each partition of t it names (every partition when it
+// names none) from their current state: the log start, the end, an offset, or the
+// first record at or after a time. Consumer-group and share-group resets both use it.
+func (b *Broker) resetTargets(ctx context.Context, op string, t catalog.Topic, req ResetRequest) ([]resetTarget, error) {
+	parts, err := b.d.Catalog.Partitions(ctx, t.ID)
+	if err != nil {
+		return nil, catalogError(op, err, onTopic(t.Name))
+	}
+	want := map[int32]bool{}
+	for _, p := range req.Partitions {
+		if p < 0 || p >= t.Partitions {
+			return nil, newError(CodePartitionOutOfRange, "topic %s has %d partitions, not %d", t.Name, t.Partitions, p)
+		}
+		want[p] = true
+	}
+	var out []resetTarget
+	for _, pi := range parts {
+		if len(want) > 0 && !want[pi.Partition] {
+			continue
+		}
+		o := resetTarget{partition: pi.Partition}
+		switch {
+		case req.ToOffset:
+			o.offset = req.To
+		case req.To == Earliest:
+			o.offset = pi.LogStartOffset
+		case req.To == Latest:
+			o.offset = pi.HighWatermark
+		default:
+			off, e := b.offsetAtTime(ctx, TopicInfo{Topic: t}, pi.Partition, req.To)
+			if e != nil {
+				return nil, e
+			}
+			o.offset = off
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
 // ResetOffsets resolves a reset into offsets from the partitions' current state and
 // stores them while the group has no live members (the catalog checks that again when
 // it writes). It answers the offsets stored. A group that does not exist is refused
@@ -270,38 +316,13 @@ func (b *Broker) ResetOffsets(ctx context.Context, who Principal, group string, 
 			return nil, e
 		}
 	}
-	parts, err := b.d.Catalog.Partitions(ctx, t.ID)
+	targets, err := b.resetTargets(ctx, op, t, req)
 	if err != nil {
-		return nil, catalogError(op, err, onTopic(t.Name))
+		return nil, err
 	}
-	want := map[int32]bool{}
-	for _, p := range req.Partitions {
-		if p < 0 || p >= t.Partitions {
-			return nil, newError(CodePartitionOutOfRange, "topic %s has %d partitions, not %d", t.Name, t.Partitions, p)
-		}
-		want[p] = true
-	}
-	var offs []catalog.CommitOffset
-	for _, pi := range parts {
-		if len(want) > 0 && !want[pi.Partition] {
-			continue
-		}
-		o := catalog.CommitOffset{Topic: t.Name, Partition: pi.Partition}
-		switch {
-		case req.ToOffset:
-			o.Offset = req.To
-		case req.To == Earliest:
-			o.Offset = pi.LogStartOffset
-		case req.To == Latest:
-			o.Offset = pi.HighWatermark
-		default:
-			off, e := b.offsetAtTime(ctx, TopicInfo{Topic: t}, pi.Partition, req.To)
-			if e != nil {
-				return nil, e
-			}
-			o.Offset = off
-		}
-		offs = append(offs, o)
+	offs := make([]catalog.CommitOffset, 0, len(targets))
+	for _, o := range targets {
+		offs = append(offs, catalog.CommitOffset{Topic: t.Name, Partition: o.partition, Offset: o.offset})
 	}
 	to := map[string]any{"topic": req.Topic, "partitions": len(offs)}
 	switch {

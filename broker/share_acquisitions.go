@@ -405,38 +405,13 @@ func (b *Broker) ResetShareOffsets(ctx context.Context, who Principal, group str
 				hint(`to position a new share group before its first member, reset with "create": true`)
 		}
 	}
-	parts, err := b.d.Catalog.Partitions(ctx, t.ID)
+	targets, err := b.resetTargets(ctx, op, t, req)
 	if err != nil {
-		return nil, catalogError(op, err, onTopic(t.Name))
+		return nil, err
 	}
-	want := map[int32]bool{}
-	for _, p := range req.Partitions {
-		if p < 0 || p >= t.Partitions {
-			return nil, newError(CodePartitionOutOfRange, "topic %s has %d partitions, not %d", t.Name, t.Partitions, p)
-		}
-		want[p] = true
-	}
-	var offs []catalog.ShareOffset
-	for _, pi := range parts {
-		if len(want) > 0 && !want[pi.Partition] {
-			continue
-		}
-		o := catalog.ShareOffset{ShareTP: catalog.ShareTP{Topic: t.Name, Partition: pi.Partition}, TopicID: t.ID}
-		switch {
-		case req.ToOffset:
-			o.StartOffset = req.To
-		case req.To == Earliest:
-			o.StartOffset = pi.LogStartOffset
-		case req.To == Latest:
-			o.StartOffset = pi.HighWatermark
-		default:
-			off, e := b.offsetAtTime(ctx, TopicInfo{Topic: t}, pi.Partition, req.To)
-			if e != nil {
-				return nil, e
-			}
-			o.StartOffset = off
-		}
-		offs = append(offs, o)
+	offs := make([]catalog.ShareOffset, 0, len(targets))
+	for _, o := range targets {
+		offs = append(offs, catalog.ShareOffset{ShareTP: catalog.ShareTP{Topic: t.Name, Partition: o.partition}, TopicID: t.ID, StartOffset: o.offset})
 	}
 	if err := b.AlterShareOffsets(ctx, who, group, offs); err != nil {
 		return nil, err
