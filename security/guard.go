@@ -23,6 +23,7 @@ import (
 	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // BootstrapPrincipal is the principal of the keys given by flag (--api-keys): the
@@ -342,21 +343,46 @@ func (g *Guard) current(ctx context.Context) *view {
 // version read per interval at most.
 const missInterval = 100 * time.Millisecond
 
-// afterMiss is the view to look an unknown key up in again: refreshed if the catalog's
-// version moved (the key may be new), at most once per missInterval.
+// afterMiss is the view to look an unknown key up in again: one refreshed (if the
+// catalog's version moved: the key may be new) by a look that began after the miss.
+// Looks are at most one per missInterval; a miss inside the interval waits for the
+// next look rather than answer from a view that may predate its key — a credential made
+// just after another caller's miss must still work at once — so a stream of wrong keys
+// waits up to an interval each and costs the catalog a version read per interval.
 func (g *Guard) afterMiss(ctx context.Context) *view {
-	v := g.view.Load()
-	last := g.lastMiss.Load()
-	now := time.Now().UnixNano()
-	if g.cat == nil || now-last < int64(missInterval) || !g.lastMiss.CompareAndSwap(last, now) {
-		return v
+	if g.cat == nil {
+		return g.view.Load()
 	}
-	g.refresh.Lock()
-	defer g.refresh.Unlock()
-	if err := g.load(ctx, v.version); err != nil {
-		g.log.Warn("refresh keys and ACLs", "err", err)
+	missed := time.Now().UnixNano()
+	for {
+		last := g.lastMiss.Load()
+		if last >= missed {
+			// A look began after this miss: wait for it to end.
+			g.refresh.Lock()
+			g.refresh.Unlock()
+			return g.view.Load()
+		}
+		now := time.Now().UnixNano()
+		if wait := time.Duration(last + int64(missInterval) - now); wait > 0 {
+			if ctxwait.Sleep(ctx, wait) != nil {
+				return g.view.Load()
+			}
+			continue
+		}
+		// The look is claimed under the refresh lock, so a caller that sees the claim
+		// and waits on the lock waits for the look itself.
+		g.refresh.Lock()
+		if !g.lastMiss.CompareAndSwap(last, time.Now().UnixNano()) {
+			g.refresh.Unlock()
+			continue
+		}
+		err := g.load(ctx, g.view.Load().version)
+		g.refresh.Unlock()
+		if err != nil {
+			g.log.Warn("refresh keys and ACLs", "err", err)
+		}
+		return g.view.Load()
 	}
-	return g.view.Load()
 }
 
 // Refresh reads keys and ACLs from the catalog now, and cuts the connections of keys
