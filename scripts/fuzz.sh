@@ -61,6 +61,12 @@ for p in $(go list ./...); do
   printf '%d %s %s %03d %s\n' "$(wc -w <<<"$targets")" "$p" "$dir" "$n" "$targets"
 done | sort -rn | cut -d' ' -f2- >"$work/packages"
 
+# First, alone, the package that imports nearly everything (its fuzzing build compiles
+# every dependency instrumented, apart from the tests' builds): the other packages' builds
+# then find those in the cache, instead of two builds side by side compiling the same
+# dependencies at once on a cold cache.
+go test -c -fuzz=. -o "$work/warm.test" ./test/badinput
+
 status=0
 xargs -P "$jobs" -L 1 bash -c 'pkg "$@"' _ <"$work/packages" || status=$?
 for failed in "$work"/*.failed; do
