@@ -172,11 +172,30 @@ func (l *int32List) Set(v string) error {
 	return nil
 }
 
-// offsetReset is the reset a command's --topic, --to, --partition and --create flags
-// ask for (groups reset and share reset take the same ones).
-func offsetReset(cmd, topic, to string, parts []int32, create bool) (client.OffsetReset, error) {
-	r := client.OffsetReset{Topic: topic, Partitions: parts, Create: create}
-	switch to {
+// resetFlags are the flags of a reset (groups reset and share reset take the same ones).
+type resetFlags struct {
+	topic, to *string
+	parts     int32List
+	create    *bool
+}
+
+func addResetFlags(c *command, topicHelp, createHelp string) *resetFlags {
+	f := &resetFlags{
+		topic: c.fs.String("topic", "", topicHelp),
+		to:    c.fs.String("to", "", "`earliest`, latest, an offset, or an RFC 3339 time"),
+	}
+	c.fs.Var(&f.parts, "partition", "a partition `number` to reset (repeat or comma-separate; default all)")
+	f.create = c.fs.Bool("create", false, createHelp)
+	return f
+}
+
+// request is the reset the flags ask for.
+func (f *resetFlags) request(cmd string) (client.OffsetReset, error) {
+	r := client.OffsetReset{Topic: *f.topic, Partitions: f.parts.vals, Create: *f.create}
+	if r.Topic == "" {
+		return r, usagef(cmd, "--topic is required")
+	}
+	switch to := *f.to; to {
 	case "":
 		return r, usagef(cmd, "--to is required: earliest, latest, an offset or an RFC 3339 time")
 	case "earliest", "beginning":
@@ -199,20 +218,13 @@ func groupsResetCommand() (*command, func(context.Context, *env, *command, []str
 	c := newCommand("groups reset", "strata groups reset GROUP --topic T --to earliest|latest|OFFSET|TIME [--partition P ...] [--create]",
 		"Moves a group's committed offsets of one topic: to the log start, to the end, to an\noffset, or to the first record at or after an RFC 3339 time. Only while the group\nhas no live members (stop its consumers first). A group that does not exist is\nrefused, unless --create positions it before its first consumer.")
 	sf := addServerFlags(c)
-	topic := c.fs.String("topic", "", "the `topic` whose offsets move")
-	to := c.fs.String("to", "", "`earliest`, latest, an offset, or an RFC 3339 time")
-	var parts int32List
-	c.fs.Var(&parts, "partition", "a partition `number` to reset (repeat or comma-separate; default all)")
-	create := c.fs.Bool("create", false, "create the group when it does not exist yet (without it, a mistyped name is refused rather than made a new group)")
+	rf := addResetFlags(c, "the `topic` whose offsets move", "create the group when it does not exist yet (without it, a mistyped name is refused rather than made a new group)")
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
 		name, err := oneGroup(c.name, args)
 		if err != nil {
 			return err
 		}
-		if *topic == "" {
-			return usagef(c.name, "--topic is required")
-		}
-		r, err := offsetReset(c.name, *topic, *to, parts.vals, *create)
+		r, err := rf.request(c.name)
 		if err != nil {
 			return err
 		}

@@ -156,20 +156,13 @@ func shareResetCommand() (*command, func(context.Context, *env, *command, []stri
 	c := newCommand("share reset", "strata share reset GROUP --topic T --to earliest|latest|OFFSET|TIME [--partition P ...] [--create]",
 		"Moves a share group's start offsets of one topic — to the log start, to the end, to an\noffset, or to the first record at or after an RFC 3339 time — dropping what was in\nflight there. Only while the group has no live members. A group that does not exist\nis refused, unless --create positions it before its first member.")
 	sf := addServerFlags(c)
-	topic := c.fs.String("topic", "", "the `topic` whose start offsets move")
-	to := c.fs.String("to", "", "`earliest`, latest, an offset, or an RFC 3339 time")
-	var parts int32List
-	c.fs.Var(&parts, "partition", "a partition `number` to reset (repeat or comma-separate; default all)")
-	create := c.fs.Bool("create", false, "create the share group when it does not exist yet")
+	rf := addResetFlags(c, "the `topic` whose start offsets move", "create the share group when it does not exist yet")
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
 		name, err := oneGroup(c.name, args)
 		if err != nil {
 			return err
 		}
-		if *topic == "" {
-			return usagef(c.name, "--topic is required")
-		}
-		r, err := offsetReset(c.name, *topic, *to, parts.vals, *create)
+		r, err := rf.request(c.name)
 		if err != nil {
 			return err
 		}
