@@ -59,15 +59,23 @@ func tablesRole(location string, mutate ...func(*tables.Config)) nodetest.Option
 
 // embedded is strata dev's shape: one node on SQLite and files.
 func embedded(t *testing.T, opts ...nodetest.Option) cluster {
+	return embeddedWith(t, nil, opts...)
+}
+
+func embeddedWith(t *testing.T, mutate func(*tables.Config), opts ...nodetest.Option) cluster {
 	dir := t.TempDir()
 	loc := "file://" + filepath.Join(dir, "objects")
-	n := nodetest.Start(t, append([]nodetest.Option{nodetest.InDir(dir), tablesRole(loc)}, opts...)...)
+	var ms []func(*tables.Config)
+	if mutate != nil {
+		ms = append(ms, mutate)
+	}
+	n := nodetest.Start(t, append([]nodetest.Option{nodetest.InDir(dir), tablesRole(loc, ms...)}, opts...)...)
 	return cluster{nodes: []*nodetest.Node{n}, location: loc, props: iceberg.Properties{}}
 }
 
 // services is two strata serve nodes, both running the tables role, on one Postgres
 // database and one MinIO bucket.
-func services(t *testing.T) cluster {
+func services(t *testing.T, mutate ...func(*tables.Config)) cluster {
 	ctx := context.Background()
 	m := testsvc.MinIO(t)
 	bucket := testsvc.BucketName()
@@ -91,7 +99,7 @@ func services(t *testing.T) cluster {
 		icebergio.S3ForceVirtualAddressing: "false",
 	}}
 	for range 2 {
-		c.nodes = append(c.nodes, nodetest.Start(t, nodetest.On(cat, st), tablesRole(loc)))
+		c.nodes = append(c.nodes, nodetest.Start(t, nodetest.On(cat, st), tablesRole(loc, mutate...)))
 	}
 	return c
 }

@@ -20,6 +20,8 @@ type Store interface {
 	Put(ctx context.Context, key string, body []byte) error
 	Get(ctx context.Context, key string) ([]byte, error)
 	Delete(ctx context.Context, key string) error
+	// List is for the orphan sweep (Role.Maintain).
+	List(ctx context.Context, prefix string, fn func(objstore.Info) error) error
 }
 
 // fileIO is iceberg-go's file system over the node's own object store: a table's

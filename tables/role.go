@@ -53,6 +53,19 @@ type Config struct {
 	// the next. 0: the defaults.
 	MaxRecords int
 	MaxBytes   int64
+
+	// Maintenance (Role.Maintain), run by the worker holding a table's partition 0
+	// every MaintainInterval (0: DefaultMaintainInterval; below 0: never). Data files
+	// under three quarters of TargetFileBytes are merged towards it once at least
+	// MinInputFiles of them share a day; snapshots older than SnapshotMaxAge are
+	// expired, keeping the last MinSnapshots; files no metadata references are
+	// deleted once older than OrphanGrace. 0: the defaults.
+	MaintainInterval time.Duration
+	TargetFileBytes  int64
+	MinInputFiles    int
+	SnapshotMaxAge   time.Duration
+	MinSnapshots     int
+	OrphanGrace      time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -67,6 +80,24 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBytes <= 0 {
 		c.MaxBytes = DefaultMaxBytes
+	}
+	if c.MaintainInterval == 0 {
+		c.MaintainInterval = DefaultMaintainInterval
+	}
+	if c.TargetFileBytes <= 0 {
+		c.TargetFileBytes = DefaultTargetFileBytes
+	}
+	if c.MinInputFiles <= 0 {
+		c.MinInputFiles = DefaultMinInputFiles
+	}
+	if c.SnapshotMaxAge <= 0 {
+		c.SnapshotMaxAge = DefaultSnapshotMaxAge
+	}
+	if c.MinSnapshots <= 0 {
+		c.MinSnapshots = DefaultMinSnapshots
+	}
+	if c.OrphanGrace <= 0 {
+		c.OrphanGrace = DefaultOrphanGrace
 	}
 	if c.Holder == "" {
 		var b [8]byte
@@ -106,6 +137,9 @@ type Role struct {
 	due map[int64]time.Time
 	// held are the leases this worker holds, released when Run ends.
 	held map[partKey]catalog.TableLease
+	// maintained is, per topic id whose partition 0 this worker holds, when the
+	// table's next maintenance is due.
+	maintained map[int64]time.Time
 }
 
 type partKey struct {
@@ -119,7 +153,7 @@ func New(store Store, cat RoleCatalog, recs Records, cfg Config, log *slog.Logge
 		log = slog.New(slog.DiscardHandler)
 	}
 	cfg = cfg.withDefaults()
-	return &Role{cat: cat, recs: recs, store: store, cfg: cfg, log: log.With("component", "tables", "holder", cfg.Holder), due: map[int64]time.Time{}, held: map[partKey]catalog.TableLease{}}
+	return &Role{cat: cat, recs: recs, store: store, cfg: cfg, log: log.With("component", "tables", "holder", cfg.Holder), due: map[int64]time.Time{}, held: map[partKey]catalog.TableLease{}, maintained: map[int64]time.Time{}}
 }
 
 // Run converts until ctx ends, then releases its leases, so that another worker takes
@@ -173,6 +207,11 @@ func (r *Role) Pass(ctx context.Context) error {
 		r.due[t.ID] = now.Add(interval)
 		if _, err := r.Topic(ctx, t, cfg, max(r.cfg.LeaseTTL, 3*interval)); err != nil {
 			errs = append(errs, fmt.Errorf("topic %s: %w", t.Name, err))
+		}
+		if r.maintainDue(t, now) {
+			if _, err := r.Maintain(ctx, t); err != nil && !errors.Is(err, catalog.ErrTableConflict) {
+				errs = append(errs, fmt.Errorf("maintain topic %s: %w", t.Name, err))
+			}
 		}
 	}
 	return errors.Join(errs...)

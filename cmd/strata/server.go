@@ -26,6 +26,7 @@ import (
 	"github.com/strata-io/strata/objstore/open"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/ui"
+	"github.com/strata-io/strata/tables"
 	"github.com/strata-io/strata/writer"
 )
 
@@ -45,6 +46,10 @@ type nodeFlags struct {
 	compactInterval time.Duration
 	gracePeriod     time.Duration
 	sweepInterval   time.Duration
+	// The tables role's maintenance.
+	tablesMaintain    time.Duration
+	tablesSnapshotAge time.Duration
+	tablesOrphanGrace time.Duration
 	logLevel        oneOfFlag
 	logFormat       oneOfFlag
 	tls             *tlsFlags
@@ -108,6 +113,9 @@ func addNodeFlags(c *command, listen, logFormat string) *nodeFlags {
 	c.fs.DurationVar(&n.gracePeriod, "grace-period", compactor.DefaultGracePeriod, "compactor role: how long an object no row refers to stays readable before it is deleted; longer than any fetch")
 	c.fs.DurationVar(&n.sweepInterval, "sweep-interval", compactor.DefaultSweepInterval, "compactor role: how often the orphan sweep lists the bucket (shared by all compactors)")
 	c.fs.IntVar(&n.compactBatch, "compact-batch", compactor.DefaultMaxPartitions, "compactor role: the most partitions one pass works on, most overdue first (partitions with nothing due are never visited)")
+	c.fs.DurationVar(&n.tablesMaintain, "tables-maintain-interval", tables.DefaultMaintainInterval, "tables role: how often a table's small data files are merged, its old snapshots expired and its orphan files deleted (by the node holding its partition 0); 0 never")
+	c.fs.DurationVar(&n.tablesSnapshotAge, "tables-snapshot-max-age", tables.DefaultSnapshotMaxAge, "tables role: how long a table keeps a snapshot to time-travel to (the last one always stays); older ones expire with the files only they reference")
+	c.fs.DurationVar(&n.tablesOrphanGrace, "tables-orphan-grace", tables.DefaultOrphanGrace, "tables role: how old a file under a table's location that no metadata references must be before it is deleted; longer than any commit takes")
 	c.fs.Int64Var(&n.maxTimestampAfterMs, "max-timestamp-after-ms", catalog.DefaultMaxTimestampAfterMs, "the largest message.timestamp.after.max.ms a topic may set without the alter-configs permission on the cluster (with authentication off, at all), -1 for no limit")
 	c.fs.DurationVar(&n.txnMaxTimeout, "transaction-max-timeout", broker.DefaultTxnMaxTimeout, "the longest transaction timeout a Kafka producer may ask for (Kafka's transaction.max.timeout.ms); a transaction open longer than its timeout is aborted")
 	c.fs.Var(&n.logLevel, "log-level", "log `level`: debug, info, warn, error")
@@ -168,6 +176,9 @@ func (n *nodeFlags) validate() []string {
 	}
 	if n.shutdownTimeout < time.Second {
 		bad = append(bad, fmt.Sprintf("--shutdown-timeout %s: want at least 1s (default 30s)", n.shutdownTimeout))
+	}
+	if n.tablesMaintain < 0 || n.tablesSnapshotAge < time.Minute || n.tablesOrphanGrace < time.Minute {
+		bad = append(bad, fmt.Sprintf("--tables-maintain-interval %s, --tables-snapshot-max-age %s, --tables-orphan-grace %s: want 0 (never) or more for the first, at least 1m for the others", n.tablesMaintain, n.tablesSnapshotAge, n.tablesOrphanGrace))
 	}
 	bad = append(bad, n.tls.validate()...)
 	bad = append(bad, n.connect.validate()...)
@@ -550,6 +561,10 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 	}
 	// Tables live in the bucket, named by its URI; every node serves their catalog.
 	cfg.Tables, cfg.TablesConfig.Location = spec.tables, bucket.URI()
+	cfg.TablesConfig.MaintainInterval, cfg.TablesConfig.SnapshotMaxAge, cfg.TablesConfig.OrphanGrace = nf.tablesMaintain, nf.tablesSnapshotAge, nf.tablesOrphanGrace
+	if nf.tablesMaintain == 0 {
+		cfg.TablesConfig.MaintainInterval = -1
+	}
 	n, err := node.Start(ctx, cfg)
 	if err != nil {
 		closeCatalog()

@@ -1,0 +1,190 @@
+package tables
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	"github.com/apache/iceberg-go/table/compaction"
+
+	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/objstore"
+)
+
+// Defaults of Config's maintenance fields. The snapshot ones are Iceberg's own
+// (history.expire.max-snapshot-age-ms, history.expire.min-snapshots-to-keep).
+const (
+	DefaultMaintainInterval = 10 * time.Minute
+	DefaultTargetFileBytes  = 128 << 20
+	DefaultMinInputFiles    = 5
+	DefaultSnapshotMaxAge   = 5 * 24 * time.Hour
+	DefaultMinSnapshots     = 1
+	DefaultOrphanGrace      = 24 * time.Hour
+)
+
+// MaintainProperty is the snapshot summary property a maintenance snapshot carries
+// ("rewrite"): it adds no offsets, so SummaryOffsets is absent from it.
+const MaintainProperty = "strata.maintenance"
+
+// Maintained is what one maintenance pass did to a table.
+type Maintained struct {
+	// FilesRewritten small data files were merged into FilesAdded.
+	FilesRewritten, FilesAdded int
+	// SnapshotsExpired were removed from the table's history (their files no other
+	// snapshot references deleted with them).
+	SnapshotsExpired int
+	// OrphansDeleted are files under the table's location that no metadata
+	// references, older than Config.OrphanGrace: left by a worker that crashed
+	// between writing and committing, or metadata files the log dropped.
+	OrphansDeleted int
+}
+
+// maintainDue answers whether t's table is due for maintenance by this worker: it
+// holds the lease of the topic's partition 0 (one maintainer per table, moving with
+// that lease) and its interval has passed since it took the lease or last ran.
+func (r *Role) maintainDue(t catalog.Topic, now time.Time) bool {
+	if r.cfg.MaintainInterval < 0 {
+		return false
+	}
+	if _, ok := r.held[partKey{t.ID, 0}]; !ok {
+		delete(r.maintained, t.ID)
+		return false
+	}
+	next, ok := r.maintained[t.ID]
+	if !ok {
+		// Not at once on taking the lease: a worker restarting in a loop would
+		// otherwise rewrite and list the table on every start.
+		r.maintained[t.ID] = now.Add(r.cfg.MaintainInterval)
+		return false
+	}
+	if now.Before(next) {
+		return false
+	}
+	r.maintained[t.ID] = now.Add(r.cfg.MaintainInterval)
+	return true
+}
+
+// Maintain merges t's small data files, expires its old snapshots and deletes its
+// orphan files, in that order, each step its own commit. Each commit moves the
+// table from the metadata it read, as a data commit does, so a data commit landing
+// meanwhile refuses it (ErrTableConflict) and nothing changes: rows are never added
+// or lost by maintenance, and the next pass tries again. Rows keep their offsets;
+// the partitions' next offsets do not move.
+func (r *Role) Maintain(ctx context.Context, t catalog.Topic) (Maintained, error) {
+	var m Maintained
+	cfg, err := catalog.ParseConfig(t.Configs)
+	if err != nil {
+		return m, err
+	}
+	fio := &fileIO{ctx: ctx, store: r.store, base: strings.TrimSuffix(r.cfg.Location, "/")}
+	tbl, state, err := r.load(ctx, t, cfg, fio)
+	if err != nil {
+		return m, err
+	}
+	if tbl.CurrentSnapshot() == nil {
+		return m, nil
+	}
+
+	// Small files: a topic's commits each add a file per partition and day, at
+	// most one commit interval's records apiece.
+	ccfg := compaction.Config{
+		TargetFileSizeBytes: r.cfg.TargetFileBytes, MinFileSizeBytes: r.cfg.TargetFileBytes * 3 / 4,
+		MaxFileSizeBytes: r.cfg.TargetFileBytes * 9 / 5, MinInputFiles: uint(r.cfg.MinInputFiles),
+		DeleteFileThreshold: 5, DeleteRatioThreshold: compaction.DefaultDeleteRatioThreshold, PackingLookback: compaction.DefaultPackingLookback,
+	}
+	plan, err := compaction.Analyze(ctx, tbl, ccfg)
+	if err != nil {
+		return m, fmt.Errorf("plan the merge of small files: %w", err)
+	}
+	if len(plan.Groups) > 0 {
+		groups := make([]table.CompactionTaskGroup, len(plan.Groups))
+		for i, g := range plan.Groups {
+			groups[i] = table.CompactionTaskGroup{PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes}
+		}
+		txn := r.maintainTable(fio, t, tbl, state).NewTransaction()
+		res, err := txn.RewriteDataFiles(ctx, groups, table.RewriteDataFilesOptions{SnapshotProps: iceberg.Properties{MaintainProperty: "rewrite"}})
+		if err != nil {
+			return m, fmt.Errorf("merge small files: %w", err)
+		}
+		if _, err := txn.Commit(ctx); err != nil {
+			return m, fmt.Errorf("commit the merge of small files: %w", err)
+		}
+		m.FilesRewritten, m.FilesAdded = res.RemovedDataFiles, res.AddedDataFiles
+		if tbl, state, err = r.load(ctx, t, cfg, fio); err != nil {
+			return m, err
+		}
+	}
+
+	// Old snapshots, and the files only they reference (iceberg-go deletes those
+	// after the commit lands, never before).
+	before := len(tbl.Metadata().Snapshots())
+	txn := r.maintainTable(fio, t, tbl, state).NewTransaction()
+	if err := txn.ExpireSnapshots(table.WithOlderThan(r.cfg.SnapshotMaxAge), table.WithRetainLast(r.cfg.MinSnapshots)); err != nil {
+		return m, fmt.Errorf("expire snapshots: %w", err)
+	}
+	if after, err := txn.StagedTable(); err == nil && len(after.Metadata().Snapshots()) < before {
+		if _, err := txn.Commit(ctx); err != nil {
+			return m, fmt.Errorf("commit the expiry of snapshots: %w", err)
+		}
+		m.SnapshotsExpired = before - len(after.Metadata().Snapshots())
+		if tbl, _, err = r.load(ctx, t, cfg, fio); err != nil {
+			return m, err
+		}
+	}
+
+	// Orphans: only files older than the grace period, so that a commit in flight
+	// (its files written, its catalog step not yet taken) keeps its files.
+	res, err := tbl.DeleteOrphanFiles(ctx, table.WithFilesOlderThan(r.cfg.OrphanGrace))
+	if err != nil {
+		return m, fmt.Errorf("delete orphan files: %w", err)
+	}
+	m.OrphansDeleted = len(res.DeletedFiles)
+	if m != (Maintained{}) {
+		r.log.Info("table maintained", "topic", t.Name, "files_rewritten", m.FilesRewritten, "files_added", m.FilesAdded,
+			"snapshots_expired", m.SnapshotsExpired, "orphans_deleted", m.OrphansDeleted)
+	}
+	return m, nil
+}
+
+// maintainTable is tbl committing through the catalog as a data commit does, with
+// no offsets: the commit carries no ranges, so it needs no partition lease, only
+// that the table has not moved since state.
+func (r *Role) maintainTable(fio *fileIO, t catalog.Topic, tbl *table.Table, state catalog.TableState) *table.Table {
+	cio := &commitIO{r: r, fio: fio, topicID: t.ID, prev: state.MetadataLocation, base: tbl.Metadata()}
+	return table.New(tbl.Identifier(), tbl.Metadata(), state.MetadataLocation, fio.fsF(), cio)
+}
+
+// WalkDir lists the objects under root (a URI under the bucket) for the orphan
+// sweep, with each object's size and last-modified time.
+func (f *fileIO) WalkDir(root string, fn fs.WalkDirFunc) error {
+	k, err := f.key(strings.TrimSuffix(root, "/") + "/x")
+	if err != nil {
+		return err
+	}
+	prefix := strings.TrimSuffix(k, "x")
+	err = f.store.List(f.ctx, prefix, func(i objstore.Info) error {
+		return fn(f.base+"/"+i.Key, listed{i}, nil)
+	})
+	if errors.Is(err, fs.SkipAll) {
+		return nil
+	}
+	return err
+}
+
+// listed is an object as a directory entry.
+type listed struct{ o objstore.Info }
+
+func (l listed) Name() string               { return path.Base(l.o.Key) }
+func (l listed) IsDir() bool                { return false }
+func (l listed) Type() fs.FileMode          { return 0 }
+func (l listed) Info() (fs.FileInfo, error) { return l, nil }
+func (l listed) Size() int64                { return l.o.Size }
+func (l listed) Mode() fs.FileMode          { return 0o444 }
+func (l listed) ModTime() time.Time         { return l.o.Modified }
+func (l listed) Sys() any                   { return nil }

@@ -1,0 +1,160 @@
+package tables_test
+
+import (
+	"context"
+	"maps"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/strata-io/strata/internal/testkit/testwait"
+	"github.com/strata-io/strata/objstore"
+	"github.com/strata-io/strata/tables"
+)
+
+// noMaintenance keeps the nodes' own roles from maintaining the tables, so that a
+// test's worker does it when the test says.
+func noMaintenance(c *tables.Config) { c.MaintainInterval = -1 }
+
+// dataFiles is how many data files tbl's current snapshot reads.
+func dataFiles(t *testing.T, tbl *table.Table) int {
+	t.Helper()
+	tasks, err := tbl.Scan().PlanFiles(context.Background())
+	if err != nil {
+		t.Fatalf("plan files: %v", err)
+	}
+	return len(tasks)
+}
+
+// objects lists the keys under the table's location in the store.
+func objects(t *testing.T, st objstore.Store, prefix string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	if err := st.List(context.Background(), prefix, func(i objstore.Info) error { out[i.Key] = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// maintenance: a table made of many small commits is merged, its old snapshots
+// expire with the files only they held, and a file no metadata references is
+// deleted only once older than the grace period — with every row still there once.
+func maintenance(t *testing.T, c cluster) {
+	ctx := context.Background()
+	n := c.nodes[0]
+	createTableTopic(t, n.Broker, "small")
+	cat := restCatalog(t, n, c.props)
+	produced := map[[2]int64]want{}
+	const rounds = 4
+	for range rounds {
+		maps.Copy(produced, produce(t, n.Broker, "small", 300))
+		waitRows(t, cat, "small", len(produced))
+	}
+	tbl := waitRows(t, cat, "small", len(produced))
+	filesBefore, snapsBefore := dataFiles(t, tbl), len(tbl.Metadata().Snapshots())
+	if filesBefore < 2*3 || snapsBefore < rounds {
+		t.Fatalf("setup: %d data files in %d snapshots, want many small ones", filesBefore, snapsBefore)
+	}
+	topic, err := n.Catalog.Topic(ctx, "small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := "tables/small-" + strconv.FormatInt(topic.ID, 10) + "/"
+	orphan := prefix + "data/left-by-a-crashed-worker.parquet"
+	if err := n.Store.Put(ctx, orphan, []byte("not referenced")); err != nil {
+		t.Fatal(err)
+	}
+	worker := func(grace time.Duration) *tables.Role {
+		return tables.New(n.Store, n.Catalog, n.Reader, tables.Config{Location: c.location, Holder: "maintainer",
+			TargetFileBytes: 1 << 20, MinInputFiles: 2, SnapshotMaxAge: time.Millisecond, MinSnapshots: 1, OrphanGrace: grace}, nil)
+	}
+
+	// A grace period longer than the orphan's age: merged and expired, orphan kept.
+	m, err := worker(time.Hour).Maintain(ctx, topic)
+	if err != nil {
+		t.Fatalf("maintain: %v", err)
+	}
+	tbl = waitRows(t, cat, "small", len(produced))
+	filesAfter := dataFiles(t, tbl)
+	t.Logf("before: %d data files, %d snapshots; maintained: %+v; after: %d data files, %d snapshots",
+		filesBefore, snapsBefore, m, filesAfter, len(tbl.Metadata().Snapshots()))
+	if m.FilesRewritten != filesBefore || filesAfter >= filesBefore || filesAfter > 3 || m.FilesAdded != filesAfter {
+		t.Fatalf("merge: %+v, %d → %d data files, want every one of the %d merged into at most one per day", m, filesBefore, filesAfter, filesBefore)
+	}
+	if got := len(tbl.Metadata().Snapshots()); got != 1 || m.SnapshotsExpired != snapsBefore {
+		t.Fatalf("expiry: %d snapshots left (%d expired), want 1 (the merge's; %d expired)", got, m.SnapshotsExpired, snapsBefore)
+	}
+	checkRows(t, tbl, produced)
+	parquet := 0
+	for k := range objects(t, n.Store, prefix) {
+		if strings.HasSuffix(k, ".parquet") && k != orphan {
+			parquet++
+		}
+	}
+	if parquet != filesAfter {
+		t.Fatalf("%d data files in the store, want the current snapshot's %d: the expired snapshots' files stayed", parquet, filesAfter)
+	}
+	if !objects(t, n.Store, prefix)[orphan] || m.OrphansDeleted != 0 {
+		t.Fatalf("an unreferenced file younger than the grace period was deleted (%+v)", m)
+	}
+
+	// Past its grace, the orphan goes, and only it: the table still reads whole.
+	m, err = worker(time.Millisecond).Maintain(ctx, topic)
+	if err != nil {
+		t.Fatalf("maintain: %v", err)
+	}
+	if objects(t, n.Store, prefix)[orphan] || m.OrphansDeleted < 1 {
+		t.Fatalf("the orphan stayed (%+v)", m)
+	}
+	tbl = waitRows(t, cat, "small", len(produced))
+	checkRows(t, tbl, produced)
+
+	// New records after maintenance convert on top of it, each once.
+	maps.Copy(produced, produce(t, n.Broker, "small", 300))
+	checkRows(t, waitRows(t, cat, "small", len(produced)), produced)
+	st, err := n.Catalog.TableState(ctx, topic.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(3) {
+		parts, err := n.Catalog.Partitions(ctx, topic.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.NextOffset(p) != parts[p].HighWatermark {
+			t.Fatalf("partition %d: the table's next offset %d, the log's %d", p, st.NextOffset(p), parts[p].HighWatermark)
+		}
+	}
+}
+
+// TestMaintenanceEmbedded and TestMaintenanceServices: Role.Maintain on strata dev's
+// shape and on Postgres and MinIO.
+func TestMaintenanceEmbedded(t *testing.T) { maintenance(t, embeddedWith(t, noMaintenance)) }
+func TestMaintenanceServices(t *testing.T) { maintenance(t, services(t, noMaintenance)) }
+
+// TestMaintainedByTheRole: the worker holding a table's partition 0 maintains it on
+// its own, every MaintainInterval.
+func TestMaintainedByTheRole(t *testing.T) {
+	c := embeddedWith(t, func(c *tables.Config) {
+		c.MaintainInterval, c.TargetFileBytes, c.MinInputFiles, c.SnapshotMaxAge = 50*time.Millisecond, 1<<20, 2, time.Millisecond
+	})
+	n := c.nodes[0]
+	createTableTopic(t, n.Broker, "kept")
+	cat := restCatalog(t, n, c.props)
+	produced := map[[2]int64]want{}
+	for range 3 {
+		maps.Copy(produced, produce(t, n.Broker, "kept", 300))
+		waitRows(t, cat, "kept", len(produced))
+	}
+	var tbl *table.Table
+	testwait.Until(t, time.Minute, "the table merged to one file per day and one snapshot", func() bool {
+		var err error
+		tbl, err = cat.LoadTable(context.Background(), table.Identifier{tables.Namespace, "kept"})
+		return err == nil && dataFiles(t, tbl) <= 3 && len(tbl.Metadata().Snapshots()) == 1
+	})
+	checkRows(t, tbl, produced)
+}
+
