@@ -157,4 +157,3 @@ func TestMaintainedByTheRole(t *testing.T) {
 	})
 	checkRows(t, tbl, produced)
 }
-

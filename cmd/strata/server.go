@@ -25,8 +25,8 @@ import (
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/open"
 	"github.com/strata-io/strata/reader"
-	"github.com/strata-io/strata/ui"
 	"github.com/strata-io/strata/tables"
+	"github.com/strata-io/strata/ui"
 	"github.com/strata-io/strata/writer"
 )
 
@@ -50,10 +50,10 @@ type nodeFlags struct {
 	tablesMaintain    time.Duration
 	tablesSnapshotAge time.Duration
 	tablesOrphanGrace time.Duration
-	logLevel        oneOfFlag
-	logFormat       oneOfFlag
-	tls             *tlsFlags
-	connect         *connectFlags
+	logLevel          oneOfFlag
+	logFormat         oneOfFlag
+	tls               *tlsFlags
+	connect           *connectFlags
 
 	// compactBatch: the compactor role's partitions per pass. maxTimestampAfterMs: the
 	// largest message.timestamp.after.max.ms a topic may set (catalog.CheckConfigLimits).
