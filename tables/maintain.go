@@ -139,12 +139,27 @@ func (r *Role) Maintain(ctx context.Context, t catalog.Topic) (Maintained, error
 	}
 
 	// Orphans: only files older than the grace period, so that a commit in flight
-	// (its files written, its catalog step not yet taken) keeps its files.
-	res, err := tbl.DeleteOrphanFiles(ctx, table.WithFilesOlderThan(r.cfg.OrphanGrace))
+	// (its files written, its catalog step not yet taken) keeps its files; and only
+	// when the table has not moved since the references were read, or a commit that
+	// landed meanwhile would lose its new metadata file.
+	orphans, err := tbl.PlanOrphanFiles(ctx, table.WithFilesOlderThan(r.cfg.OrphanGrace))
 	if err != nil {
-		return m, fmt.Errorf("delete orphan files: %w", err)
+		return m, fmt.Errorf("find orphan files: %w", err)
 	}
-	m.OrphansDeleted = len(res.DeletedFiles)
+	if len(orphans.Files()) > 0 {
+		now, err := r.cat.TableState(ctx, t.ID)
+		if err != nil {
+			return m, err
+		}
+		if now.MetadataLocation != tbl.MetadataLocation() {
+			return m, fmt.Errorf("%w: the table moved while its orphans were listed", catalog.ErrTableConflict)
+		}
+		res, err := tbl.ExecuteOrphanCleanup(ctx, orphans)
+		if err != nil {
+			return m, fmt.Errorf("delete orphan files: %w", err)
+		}
+		m.OrphansDeleted = len(res.DeletedFiles)
+	}
 	if m != (Maintained{}) {
 		r.log.Info("table maintained", "topic", t.Name, "files_rewritten", m.FilesRewritten, "files_added", m.FilesAdded,
 			"snapshots_expired", m.SnapshotsExpired, "orphans_deleted", m.OrphansDeleted)

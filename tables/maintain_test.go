@@ -2,16 +2,20 @@ package tables_test
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/objstore"
+	"github.com/strata-io/strata/objstore/fault"
 	"github.com/strata-io/strata/tables"
 )
 
@@ -155,5 +159,103 @@ func TestMaintainedByTheRole(t *testing.T) {
 		tbl, err = cat.LoadTable(context.Background(), table.Identifier{tables.Namespace, "kept"})
 		return err == nil && dataFiles(t, tbl) <= 3 && len(tbl.Metadata().Snapshots()) == 1
 	})
+	checkRows(t, tbl, produced)
+}
+
+// TestMaintenanceRacesCommits: maintenance passes run over and over while records
+// arrive and the node's role commits them; a pass built on metadata a data commit
+// has since moved is refused, so in the end every record is a row exactly once.
+func TestMaintenanceRacesCommits(t *testing.T) {
+	c := embeddedWith(t, noMaintenance)
+	n := c.nodes[0]
+	ctx := context.Background()
+	createTableTopic(t, n.Broker, "racy")
+	topic, err := n.Catalog.Topic(ctx, "racy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := tables.New(n.Store, n.Catalog, n.Reader, tables.Config{Location: c.location, Holder: "maintainer",
+		TargetFileBytes: 1 << 20, MinInputFiles: 2, SnapshotMaxAge: time.Millisecond, OrphanGrace: time.Minute}, nil)
+	done, stop := make(chan struct{}), make(chan struct{})
+	var passes, refused, merged int
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			m, err := w.Maintain(ctx, topic)
+			switch {
+			case errors.Is(err, catalog.ErrTableConflict):
+				refused++
+			case err != nil:
+				t.Errorf("maintain: %v", err)
+				return
+			}
+			passes++
+			merged += m.FilesRewritten
+		}
+	}()
+	produced := map[[2]int64]want{}
+	cat := restCatalog(t, n, c.props)
+	for range 8 {
+		maps.Copy(produced, produce(t, n.Broker, "racy", 200))
+		waitRows(t, cat, "racy", len(produced))
+	}
+	close(stop)
+	<-done
+	t.Logf("%d maintenance passes, %d refused by a data commit, %d files merged", passes, refused, merged)
+	if merged == 0 {
+		t.Fatal("no pass merged anything: the race was not run")
+	}
+	checkRows(t, waitRows(t, cat, "racy", len(produced)), produced)
+}
+
+// TestMaintenanceLosesToADataCommit: a data commit that lands while a maintenance
+// pass is writing its merge refuses the pass, which changes nothing; the next pass
+// merges on top, and every record is a row exactly once.
+func TestMaintenanceLosesToADataCommit(t *testing.T) {
+	c := embeddedWith(t, noMaintenance)
+	n := c.nodes[0]
+	ctx := context.Background()
+	createTableTopic(t, n.Broker, "late")
+	cat := restCatalog(t, n, c.props)
+	produced := map[[2]int64]want{}
+	for range 3 {
+		maps.Copy(produced, produce(t, n.Broker, "late", 300))
+		waitRows(t, cat, "late", len(produced))
+	}
+	topic, err := n.Catalog.Topic(ctx, "late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first metadata file the pass writes waits for a data commit to land.
+	fs := fault.New(n.Store)
+	var once sync.Once
+	fs.SetBefore(func(op fault.Op, key string) error {
+		if op == fault.Put && strings.HasSuffix(key, ".metadata.json") {
+			once.Do(func() {
+				maps.Copy(produced, produce(t, n.Broker, "late", 300))
+				waitRows(t, cat, "late", len(produced))
+			})
+		}
+		return nil
+	})
+	w := tables.New(fs, n.Catalog, n.Reader, tables.Config{Location: c.location, Holder: "maintainer",
+		TargetFileBytes: 1 << 20, MinInputFiles: 2, SnapshotMaxAge: time.Millisecond}, nil)
+	if m, err := w.Maintain(ctx, topic); !errors.Is(err, catalog.ErrTableConflict) {
+		t.Fatalf("a pass overtaken by a data commit: %+v, %v; want ErrTableConflict", m, err)
+	}
+	checkRows(t, waitRows(t, cat, "late", len(produced)), produced)
+	m, err := w.Maintain(ctx, topic)
+	if err != nil || m.FilesRewritten == 0 {
+		t.Fatalf("the next pass: %+v, %v; want a merge", m, err)
+	}
+	tbl := waitRows(t, cat, "late", len(produced))
+	if got := dataFiles(t, tbl); got > 3 {
+		t.Fatalf("%d data files after the merge, want one per day", got)
+	}
 	checkRows(t, tbl, produced)
 }
