@@ -54,7 +54,8 @@ const (
 // Kinds lists every anomaly kind, in report order.
 var Kinds = []Kind{Lost, Unseen, Inconsistent, Duplicate, Nonmonotonic, Skipping, RefusedVisible, Phantom,
 	FinalIncomplete, GroupRegressed, GroupBeyondHWM, GroupSkipped,
-	TxnAbortedRead, TxnTorn, TxnLost, TxnDuplicate, TxnOffsetsWithoutOutputs}
+	TxnAbortedRead, TxnTorn, TxnLost, TxnDuplicate, TxnOffsetsWithoutOutputs,
+	ShareAcceptedTwice, ShareRedelivered, ShareHeldTwice, ShareOverLimit, ShareNotAccepted, ShareNotDrained}
 
 // Anomaly is one finding.
 type Anomaly struct {
@@ -86,6 +87,9 @@ type Report struct {
 	GroupBatches int
 	// Transactions of the transactional workload, by outcome.
 	TxnCommitted, TxnAborted, TxnUnknown int
+	// ShareDeliveries counts the share-group workload's deliveries; ShareAccepted
+	// the records whose acceptance was answered ok.
+	ShareDeliveries, ShareAccepted int
 	// Counts per kind; Examples keeps the first few of each.
 	Counts   map[Kind]int
 	Examples map[Kind][]Anomaly
@@ -173,6 +177,7 @@ func Check(h *History) *Report {
 	checkFinal(r, h, v)
 	checkGroups(r, h)
 	checkTxns(r, h, v)
+	checkShares(r, h, v)
 	return r
 }
 

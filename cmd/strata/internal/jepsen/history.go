@@ -157,6 +157,12 @@ type History struct {
 	Txns     []Txn        `json:"txns,omitempty"`
 	TxnReads []Read       `json:"txn_reads,omitempty"`
 	TxnFinal []FinalState `json:"txn_final,omitempty"`
+	// The share-group workload (share.go): its group and delivery-count limit, every
+	// delivery, and whether the final member drained the group.
+	ShareGroup   string          `json:"share_group,omitempty"`
+	ShareLimit   int             `json:"share_limit,omitempty"`
+	Shares       []ShareDelivery `json:"shares,omitempty"`
+	ShareDrained bool            `json:"share_drained,omitempty"`
 	Events   []Event      `json:"events"`
 	Start    time.Time    `json:"start"`
 	End      time.Time    `json:"end"`

@@ -54,6 +54,8 @@ type WorkloadConfig struct {
 	FinalTimeout time.Duration
 	// Kafka adds franz-go clients (kafka.go) when its Seeds are set.
 	Kafka KafkaConfig
+	// Share is the share-group workload (share.go).
+	Share ShareConfig
 	Log   *slog.Logger
 }
 
@@ -61,6 +63,7 @@ func (c WorkloadConfig) withDefaults() WorkloadConfig {
 	if c.Topic == "" {
 		c.Topic = "jepsen"
 	}
+	c.Share = c.Share.withDefaults()
 	if c.Partitions <= 0 {
 		c.Partitions = 4
 	}
@@ -142,7 +145,7 @@ func (w *Workload) Setup(ctx context.Context) error {
 	for {
 		_, err := w.cli.CreateTopic(ctx, w.cfg.Topic, w.cfg.Partitions, map[string]string{"value.format": "string"})
 		if err == nil || client.HasCode(err, "topic_exists") {
-			return w.setupTxn(ctx)
+			return errors.Join(w.setupTxn(ctx), w.setupShare(ctx))
 		}
 		if ctxwait.Sleep(ctx, 200*time.Millisecond) != nil {
 			return fmt.Errorf("jepsen: create topic %s: %w", w.cfg.Topic, err)
@@ -170,7 +173,7 @@ func (w *Workload) Start(ctx context.Context) {
 	for i := range w.cfg.Rereaders {
 		w.goRun(func() { w.reread(ctx, fmt.Sprintf("r%d", i)) })
 	}
-	if len(w.groups()) > 0 {
+	if len(w.groups()) > 0 || w.shareConfigured() {
 		gctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		w.stopGrp = stop
 		for i := range max(w.cfg.GroupMembers, 0) {
@@ -178,6 +181,7 @@ func (w *Workload) Start(ctx context.Context) {
 			go func() { defer w.groupWG.Done(); w.member(gctx, fmt.Sprintf("m%d", i)) }()
 		}
 		w.startKafka(ctx, gctx)
+		w.startShare(gctx)
 		w.goRun(func() { w.observeGroup(ctx) })
 	} else {
 		w.startKafka(ctx, ctx)
@@ -583,6 +587,7 @@ func (w *Workload) Final(parent context.Context) {
 		w.finalPartition(parent, p)
 	}
 	w.finalTxn(parent)
+	w.finalShare(parent)
 	ctx, cancel := context.WithTimeout(parent, w.cfg.FinalTimeout)
 	defer cancel()
 	for _, g := range w.groups() {
