@@ -163,9 +163,9 @@ type History struct {
 	ShareLimit   int             `json:"share_limit,omitempty"`
 	Shares       []ShareDelivery `json:"shares,omitempty"`
 	ShareDrained bool            `json:"share_drained,omitempty"`
-	Events   []Event      `json:"events"`
-	Start    time.Time    `json:"start"`
-	End      time.Time    `json:"end"`
+	Events       []Event         `json:"events"`
+	Start        time.Time       `json:"start"`
+	End          time.Time       `json:"end"`
 
 	mu       sync.Mutex
 	requests int64
