@@ -76,8 +76,12 @@ func (r *Role) maintainDue(t catalog.Topic, now time.Time) bool {
 // meanwhile refuses it (ErrTableConflict) and nothing changes: rows are never added
 // or lost by maintenance, and the next pass tries again. Rows keep their offsets;
 // the partitions' next offsets do not move.
-func (r *Role) Maintain(ctx context.Context, t catalog.Topic) (Maintained, error) {
-	var m Maintained
+func (r *Role) Maintain(ctx context.Context, t catalog.Topic) (m Maintained, err error) {
+	defer func() {
+		r.m.rewritten.Add(float64(m.FilesRewritten))
+		r.m.expired.Add(float64(m.SnapshotsExpired))
+		r.m.orphans.Add(float64(m.OrphansDeleted))
+	}()
 	cfg, err := catalog.ParseConfig(t.Configs)
 	if err != nil {
 		return m, err

@@ -160,6 +160,35 @@ func TestMaintainedByTheRole(t *testing.T) {
 		return err == nil && dataFiles(t, tbl) <= 3 && len(tbl.Metadata().Snapshots()) == 1
 	})
 	checkRows(t, tbl, produced)
+
+	// What the node's metrics say of it.
+	got := map[string]float64{}
+	mfs, err := n.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += "{" + l.GetName() + "=" + l.GetValue() + "}"
+			}
+			got[name] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	if got["strata_tables_rows_total"] != float64(len(produced)) || got["strata_tables_commits_total{result=ok}"] < 3 ||
+		got["strata_tables_files_rewritten_total"] < 2 || got["strata_tables_snapshots_expired_total"] < 1 ||
+		got["strata_tables_maintenance_total{result=ok}"] < 1 || got["strata_tables_lag_records{topic=kept}"] != 0 {
+		t.Fatalf("metrics: %v", func() map[string]float64 {
+			out := map[string]float64{}
+			for k, v := range got {
+				if strings.HasPrefix(k, "strata_tables_") {
+					out[k] = v
+				}
+			}
+			return out
+		}())
+	}
 }
 
 // TestMaintenanceRacesCommits: maintenance passes run over and over while records

@@ -18,6 +18,7 @@ import (
 	"github.com/apache/iceberg-go"
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/reader"
@@ -66,6 +67,9 @@ type Config struct {
 	SnapshotMaxAge   time.Duration
 	MinSnapshots     int
 	OrphanGrace      time.Duration
+
+	// Registerer receives the role's metrics (strata_tables_*); nil: none.
+	Registerer prometheus.Registerer
 }
 
 func (c Config) withDefaults() Config {
@@ -140,6 +144,7 @@ type Role struct {
 	// maintained is, per topic id whose partition 0 this worker holds, when the
 	// table's next maintenance is due.
 	maintained map[int64]time.Time
+	m          *metrics
 }
 
 type partKey struct {
@@ -153,7 +158,7 @@ func New(store Store, cat RoleCatalog, recs Records, cfg Config, log *slog.Logge
 		log = slog.New(slog.DiscardHandler)
 	}
 	cfg = cfg.withDefaults()
-	return &Role{cat: cat, recs: recs, store: store, cfg: cfg, log: log.With("component", "tables", "holder", cfg.Holder), due: map[int64]time.Time{}, held: map[partKey]catalog.TableLease{}, maintained: map[int64]time.Time{}}
+	return &Role{cat: cat, recs: recs, store: store, cfg: cfg, log: log.With("component", "tables", "holder", cfg.Holder), due: map[int64]time.Time{}, held: map[partKey]catalog.TableLease{}, maintained: map[int64]time.Time{}, m: newMetrics(cfg.Registerer)}
 }
 
 // Run converts until ctx ends, then releases its leases, so that another worker takes
@@ -209,7 +214,14 @@ func (r *Role) Pass(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("topic %s: %w", t.Name, err))
 		}
 		if r.maintainDue(t, now) {
-			if _, err := r.Maintain(ctx, t); err != nil && !errors.Is(err, catalog.ErrTableConflict) {
+			_, err := r.Maintain(ctx, t)
+			switch {
+			case err == nil:
+				r.m.maintenance.WithLabelValues("ok").Inc()
+			case errors.Is(err, catalog.ErrTableConflict):
+				r.m.maintenance.WithLabelValues("conflict").Inc()
+			default:
+				r.m.maintenance.WithLabelValues("error").Inc()
 				errs = append(errs, fmt.Errorf("maintain topic %s: %w", t.Name, err))
 			}
 		}
@@ -238,7 +250,17 @@ func (r *Role) Topic(ctx context.Context, t catalog.Topic, cfg catalog.Config, t
 		return nil, nil
 	}
 	for attempt := 0; ; attempt++ {
+		start := time.Now()
 		ranges, err := r.commit(ctx, t, cfg, leases)
+		switch {
+		case err == nil && len(ranges) > 0:
+			r.m.commits.WithLabelValues("ok").Inc()
+			r.m.commitSeconds.Observe(time.Since(start).Seconds())
+		case errors.Is(err, catalog.ErrTableConflict):
+			r.m.commits.WithLabelValues("conflict").Inc()
+		case err != nil:
+			r.m.commits.WithLabelValues("error").Inc()
+		}
 		if !errors.Is(err, errMetadataMoved) || attempt == 3 {
 			return ranges, err
 		}
@@ -261,12 +283,14 @@ func (r *Role) commit(ctx context.Context, t catalog.Topic, cfg catalog.Config, 
 		parts  []partRecords
 		ranges []catalog.TableRange
 		rows   int
+		lag    int64
 	)
 	for _, l := range leases {
 		pr, rg, err := r.read(ctx, t.ID, l.Partition, state.NextOffset(l.Partition))
 		if err != nil {
 			return nil, fmt.Errorf("read partition %d: %w", l.Partition, err)
 		}
+		lag += max(pr.stable-rg.To, 0)
 		if len(pr.records) == 0 {
 			// Offsets with no row (transaction markers, aborted records) move with the
 			// next commit that has rows: a commit of no rows would be an empty snapshot.
@@ -275,6 +299,7 @@ func (r *Role) commit(ctx context.Context, t catalog.Topic, cfg catalog.Config, 
 		parts, ranges, rows = append(parts, pr), append(ranges, rg), rows+len(pr.records)
 	}
 	if rows == 0 {
+		r.m.lag.WithLabelValues(t.Name).Set(float64(lag))
 		return nil, nil
 	}
 	rec, err := toArrow(tbl.Schema(), parts)
@@ -306,6 +331,8 @@ func (r *Role) commit(ctx context.Context, t catalog.Topic, cfg catalog.Config, 
 		}
 		return nil, fmt.Errorf("commit: %w", err)
 	}
+	r.m.rows.Add(float64(rows))
+	r.m.lag.WithLabelValues(t.Name).Set(float64(lag))
 	r.log.Debug("committed", "topic", t.Name, "rows", rows, "ranges", string(summary))
 	return ranges, nil
 }
@@ -352,6 +379,7 @@ func (r *Role) read(ctx context.Context, topicID int64, partition int32, from in
 		}
 		if until < 0 {
 			until = res.LastStableOffset
+			pr.stable = until
 		}
 		for _, rec := range res.Records {
 			if rec.Offset < rg.To || rec.Offset >= until {

@@ -75,6 +75,8 @@ func newMetadata(cfg catalog.Config, location string) (table.Metadata, error) {
 type partRecords struct {
 	partition int32
 	records   []segment.DecodedRecord
+	// stable is the partition's last stable offset when the read began.
+	stable int64
 }
 
 // toArrow lays records out as one Arrow record batch of the table's schema sc (its

@@ -18,7 +18,9 @@ func (n *Node) startTables(cat catalog.Backend, store objstore.Store, start func
 	if err := n.cfg.TablesConfig.Validate(); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	n.Tables = tables.New(store, cat, n.Reader, n.cfg.TablesConfig, n.log)
+	cfg := n.cfg.TablesConfig
+	cfg.Registerer = n.Registry
+	n.Tables = tables.New(store, cat, n.Reader, cfg, n.log)
 	start("tables", n.Tables.Run)
 	return nil
 }
