@@ -136,7 +136,7 @@ func BenchmarkShareCatalog(b *testing.B) {
 					if _, err := c.CreateTopic(ctx, topic, 1, nil); err != nil {
 						b.Fatal(err)
 					}
-					m, err := n.Catalog.ShareHeartbeat(ctx, catalog.ShareHeartbeat{Group: group, Topics: []string{topic}, SessionTimeout: time.Hour})
+					m, err := n.Catalog.ShareHeartbeat(ctx, catalog.ShareHeartbeat{Group: group, MemberID: "bench", Topics: []string{topic}, SessionTimeout: time.Hour})
 					if err != nil {
 						b.Fatal(err)
 					}
