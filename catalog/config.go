@@ -32,6 +32,10 @@ type Config struct {
 	// snapshot, so how far the table lags the topic under load.
 	IcebergEnabled          bool
 	IcebergCommitIntervalMs int64
+	// IcebergRetention says whether the table follows the topic's retention: "keep"
+	// (the table keeps every row it was given) or "follow" (table maintenance deletes
+	// the rows below each partition's log start offset).
+	IcebergRetention string
 }
 
 type configKey struct {
@@ -125,6 +129,7 @@ var configKeys = map[string]configKey{
 	"confluent.value.subject.name.strategy": {"topic", strategy(func(c *Config, v string) { c.ValueSubjectStrategy = v })},
 	"iceberg.enabled":                       {"false", boolean(func(c *Config, v bool) { c.IcebergEnabled = v })},
 	"iceberg.commit.interval.ms":            {"60000", intIn(100, 24*60*60*1000, func(c *Config, n int64) { c.IcebergCommitIntervalMs = n })},
+	"iceberg.retention":                     {"keep", oneOf([]string{"keep", "follow"}, func(c *Config, v string) { c.IcebergRetention = v })},
 }
 
 // ConfigKeys lists the supported config names, sorted.

@@ -34,6 +34,9 @@ const MaintainProperty = "strata.maintenance"
 
 // Maintained is what one maintenance pass did to a table.
 type Maintained struct {
+	// FilesTrimmed data files held rows below their partition's log start
+	// (iceberg.retention=follow): deleted, or rewritten without those rows.
+	FilesTrimmed int
 	// FilesRewritten small data files were merged into FilesAdded.
 	FilesRewritten, FilesAdded int
 	// SnapshotsExpired were removed from the table's history (their files no other
@@ -93,6 +96,20 @@ func (r *Role) Maintain(ctx context.Context, t catalog.Topic) (m Maintained, err
 	}
 	if tbl.CurrentSnapshot() == nil {
 		return m, nil
+	}
+
+	// Retention first, so that the merge does not rewrite rows about to go.
+	if cfg.IcebergRetention == "follow" {
+		deleted, err := r.followRetention(ctx, t, fio, tbl, state)
+		if err != nil {
+			return m, err
+		}
+		if deleted > 0 {
+			m.FilesTrimmed = deleted
+			if tbl, state, err = r.load(ctx, t, cfg, fio); err != nil {
+				return m, err
+			}
+		}
 	}
 
 	// Small files: a topic's commits each add a file per partition and day, at
@@ -165,10 +182,50 @@ func (r *Role) Maintain(ctx context.Context, t catalog.Topic) (m Maintained, err
 		m.OrphansDeleted = len(res.DeletedFiles)
 	}
 	if m != (Maintained{}) {
-		r.log.Info("table maintained", "topic", t.Name, "files_rewritten", m.FilesRewritten, "files_added", m.FilesAdded,
+		r.log.Info("table maintained", "topic", t.Name, "files_trimmed", m.FilesTrimmed, "files_rewritten", m.FilesRewritten, "files_added", m.FilesAdded,
 			"snapshots_expired", m.SnapshotsExpired, "orphans_deleted", m.OrphansDeleted)
 	}
 	return m, nil
+}
+
+// followRetention deletes the table's rows below each partition's log start offset,
+// in one copy-on-write commit; it answers how many data files held such rows (0: none,
+// and nothing committed).
+func (r *Role) followRetention(ctx context.Context, t catalog.Topic, fio *fileIO, tbl *table.Table, state catalog.TableState) (int, error) {
+	parts, err := r.cat.Partitions(ctx, t.ID)
+	if err != nil {
+		return 0, fmt.Errorf("read the log start offsets: %w", err)
+	}
+	var below []iceberg.BooleanExpression
+	for _, p := range parts {
+		if p.LogStartOffset > 0 {
+			below = append(below, iceberg.NewAnd(iceberg.EqualTo(iceberg.Reference("partition"), p.Partition),
+				iceberg.LessThan(iceberg.Reference("offset"), p.LogStartOffset)))
+		}
+	}
+	if len(below) == 0 {
+		return 0, nil
+	}
+	filter := below[0]
+	if len(below) > 1 {
+		filter = iceberg.NewOr(below[0], below[1], below[2:]...)
+	}
+	// The files' column bounds say which may hold such rows: none, no commit.
+	tasks, err := tbl.Scan(table.WithRowFilter(filter)).PlanFiles(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("find the rows below the log start: %w", err)
+	}
+	if len(tasks) == 0 {
+		return 0, nil
+	}
+	txn := r.maintainTable(fio, t, tbl, state).NewTransaction()
+	if err := txn.Delete(ctx, filter, iceberg.Properties{MaintainProperty: "retention"}); err != nil {
+		return 0, fmt.Errorf("delete the rows below the log start: %w", err)
+	}
+	if _, err := txn.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("commit the rows' deletion: %w", err)
+	}
+	return len(tasks), nil
 }
 
 // maintainTable is tbl committing through the catalog as a data commit does, with

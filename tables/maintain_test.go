@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/objstore"
@@ -287,4 +288,55 @@ func TestMaintenanceLosesToADataCommit(t *testing.T) {
 		t.Fatalf("%d data files after the merge, want one per day", got)
 	}
 	checkRows(t, tbl, produced)
+}
+
+// TestRetention: with iceberg.retention=follow, maintenance deletes the rows below
+// each partition's log start offset and keeps the rest; with the default (keep), the
+// table keeps every row.
+func TestRetention(t *testing.T) {
+	c := embeddedWith(t, noMaintenance)
+	n := c.nodes[0]
+	ctx := context.Background()
+	cat := restCatalog(t, n, c.props)
+	for _, retention := range []string{"follow", "keep"} {
+		t.Run(retention, func(t *testing.T) {
+			name := "ret-" + retention
+			if _, err := n.Broker.CreateTopic(ctx, broker.Anonymous, broker.CreateTopicRequest{Name: name, Partitions: 3,
+				Configs: map[string]string{"iceberg.enabled": "true", "iceberg.commit.interval.ms": "100", "iceberg.retention": retention}}); err != nil {
+				t.Fatal(err)
+			}
+			produced := produce(t, n.Broker, name, 900)
+			waitRows(t, cat, name, len(produced))
+			starts := map[int32]int64{0: 100, 1: 37}
+			for p, before := range starts {
+				if _, err := n.Broker.DeleteRecords(ctx, broker.Anonymous, name, p, before); err != nil {
+					t.Fatal(err)
+				}
+			}
+			topic, err := n.Catalog.Topic(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := tables.New(n.Store, n.Catalog, n.Reader, tables.Config{Location: c.location, Holder: "maintainer"}, nil)
+			m, err := w.Maintain(ctx, topic)
+			if err != nil {
+				t.Fatalf("maintain: %v", err)
+			}
+			kept := produced
+			if retention == "follow" {
+				kept = map[[2]int64]want{}
+				for k, v := range produced {
+					if k[1] >= starts[int32(k[0])] {
+						kept[k] = v
+					}
+				}
+				if m.FilesTrimmed == 0 {
+					t.Fatalf("maintained %+v: no file trimmed", m)
+				}
+			} else if m.FilesTrimmed != 0 {
+				t.Fatalf("maintained %+v: rows trimmed from a table that keeps them", m)
+			}
+			checkRows(t, waitRows(t, cat, name, len(kept)), kept)
+		})
+	}
 }

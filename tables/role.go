@@ -122,6 +122,8 @@ func (c Config) Validate() error {
 // RoleCatalog is the part of the catalog the role uses.
 type RoleCatalog interface {
 	Topics(ctx context.Context) ([]catalog.Topic, error)
+	// Partitions gives maintenance the log start offsets (iceberg.retention=follow).
+	Partitions(ctx context.Context, topicID int64) ([]catalog.PartitionInfo, error)
 	catalog.Tables
 }
 
