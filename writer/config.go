@@ -53,6 +53,10 @@ type Config struct {
 	Compression segment.Compression
 	// PutTimeout bounds one object PUT (the SDK's own retries included). Default 30s.
 	PutTimeout time.Duration
+	// HedgeQuantile: a PUT slower than this quantile of the recent ones is sent again
+	// under a fresh key, and the first to land is committed (hedge.go). 0: the
+	// default, DefaultHedgeQuantile; below 0: never hedge.
+	HedgeQuantile float64
 	// CommitTimeout bounds one catalog commit; past it the outcome is unknown and is
 	// settled. Keep it below the catalog's commit_timeout. Default 10s.
 	CommitTimeout time.Duration
@@ -98,6 +102,9 @@ func (c Config) withDefaults() Config {
 	if c.PutTimeout == 0 {
 		c.PutTimeout = DefaultPutTimeout
 	}
+	if c.HedgeQuantile == 0 {
+		c.HedgeQuantile = DefaultHedgeQuantile
+	}
 	if c.CommitTimeout == 0 {
 		c.CommitTimeout = DefaultCommitTimeout
 	}
@@ -131,6 +138,11 @@ func (c Config) Validate() error {
 	}
 	if c.MaxInflight < 0 || c.MaxInflight > 64 {
 		bad("MaxInflight is %d: set it between 1 and 64 (0 means the default, %d)", c.MaxInflight, DefaultMaxInflight)
+	}
+	if c.HedgeQuantile >= 1 {
+		bad("HedgeQuantile is %g: set it between 0.5 and 0.999 (0 means the default, %g; below 0 never hedges)", c.HedgeQuantile, DefaultHedgeQuantile)
+	} else if c.HedgeQuantile > 0 && c.HedgeQuantile < 0.5 {
+		bad("HedgeQuantile is %g: below 0.5 would send a second PUT for most flushes; set it between 0.5 and 0.999", c.HedgeQuantile)
 	}
 	if c.Compression < segment.CompressionNone || c.Compression > segment.CompressionZstd {
 		bad("Compression is %d: use one of none (0), gzip (1), snappy (2), lz4 (3), zstd (4)", c.Compression)

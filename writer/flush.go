@@ -71,10 +71,9 @@ func (w *Writer) flush(f *flush) {
 	}
 	w.m.flushBytes.Observe(float64(size))
 
-	key := w.newKey(now)
 	start = time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.PutTimeout)
-	err = w.store.PutParts(ctx, key, obj)
+	key, err := w.put(ctx, now, obj)
 	cancel()
 	w.m.stage.WithLabelValues("put").Observe(time.Since(start).Seconds())
 	if err != nil {

@@ -14,6 +14,7 @@ type metrics struct {
 	flushBytes   prometheus.Histogram
 	flushRecords prometheus.Histogram
 	puts         *prometheus.CounterVec   // result: ok|error
+	hedges       *prometheus.CounterVec   // result: sent|won
 	commits      *prometheus.CounterVec   // result: ok|too_late|aborted|invalid|unknown
 	settles      *prometheus.CounterVec   // result: committed|aborted|unknown
 	stage        *prometheus.HistogramVec // stage: encode|put|commit
@@ -44,6 +45,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		puts: prom.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_writer_puts_total",
 			Help: "Segment object PUTs by result (ok, error).",
+		}, []string{"result"})),
+		hedges: prom.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_writer_put_hedges_total",
+			Help: "Second PUTs of a flush slower than the hedge quantile (sent), and those that landed first and were committed (won).",
 		}, []string{"result"})),
 		commits: prom.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_writer_commits_total",

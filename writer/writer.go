@@ -58,6 +58,7 @@ type Writer struct {
 	// bodies) rather than copy them into the object: a flush holds its bytes once.
 	encode func([]segment.Batch, segment.EncodeOptions) ([][]byte, int64, []segment.BatchInfo, error)
 	newKey func(time.Time) string
+	hedge  *hedger
 
 	kick chan struct{}  // wakes Run when the buffer starts filling, to arm the linger timer
 	wg   sync.WaitGroup // flush goroutines
@@ -124,6 +125,7 @@ func New(store segmentStore, cat committer, cfg Config, log *slog.Logger, reg pr
 		m:      newMetrics(reg),
 		encode: segment.EncodeParts,
 		newKey: segment.NewKey,
+		hedge:  newHedger(cfg.withDefaults().HedgeQuantile),
 		kick:   make(chan struct{}, 1),
 		sticky: make(map[int64]uint64),
 	}

@@ -36,6 +36,9 @@ func TestConfigValidate(t *testing.T) {
 		{"negative in flight", Config{MaxInflight: -1}, "MaxInflight is -1"},
 		{"unknown compression", Config{Compression: 9}, "Compression is 9"},
 		{"negative settle timeout", Config{SettleTimeout: -time.Second}, "SettleTimeout is -1s"},
+		{"hedge quantile 1", Config{HedgeQuantile: 1}, "HedgeQuantile is 1"},
+		{"hedge quantile too low", Config{HedgeQuantile: 0.2}, "below 0.5"},
+		{"hedging off", Config{HedgeQuantile: -1}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,7 @@ type nodeFlags struct {
 	listen          string
 	linger          time.Duration
 	maxFlushBytes   byteSize
+	hedgeQuantile   float64
 	bufferBytes     byteSize
 	cacheBytes      byteSize
 	cacheDir        string   // the block cache's disk tier (bench issue): none when empty
@@ -97,6 +99,7 @@ func addNodeFlags(c *command, listen, logFormat string) *nodeFlags {
 	c.fs.StringVar(&n.listen, "listen", listen, "`address` to serve HTTP on, host:port (port 0 picks a free one)")
 	c.fs.DurationVar(&n.linger, "linger", writer.DefaultLinger, "how long a produce may wait to share a flush: longer means fewer, larger objects and more latency")
 	c.fs.Var(&n.maxFlushBytes, "max-flush-bytes", "cut a flush early at this `size` (e.g. 8MiB)")
+	c.fs.Float64Var(&n.hedgeQuantile, "hedge-quantile", writer.DefaultHedgeQuantile, "a segment PUT slower than this `quantile` of the recent ones is sent again under a fresh key, and the first to land is committed (the other is cancelled or swept as an orphan); 0 never")
 	c.fs.Var(&n.bufferBytes, "buffer-bytes", "`size` of writer memory, buffered plus in flight; beyond it produce answers 429")
 	c.fs.Var(&n.cacheBytes, "cache-bytes", "reader block cache `size` (default 256MiB, or less when --memory-limit's budget has no room for it)")
 	c.fs.Var(&n.memoryLimit, "memory-limit", "the node process's memory `size` (GOMEMLIMIT, unless that is set); 60% of it is the budget that request bodies, buffered records (--buffer-bytes), the block cache (--cache-bytes) and answers being sent are reserved against (default: 90% of the container's cgroup memory limit, or half the machine's memory)")
@@ -138,6 +141,9 @@ func (n *nodeFlags) validate() []string {
 	}
 	if n.linger < time.Millisecond || n.linger > time.Minute {
 		bad = append(bad, fmt.Sprintf("--linger %s: want between 1ms and 1m (default %s; 50ms-250ms suits most)", n.linger, writer.DefaultLinger))
+	}
+	if n.hedgeQuantile != 0 && (n.hedgeQuantile < 0.5 || n.hedgeQuantile >= 1) {
+		bad = append(bad, fmt.Sprintf("--hedge-quantile %g: want 0 (never hedge) or between 0.5 and 0.999 (default %g)", n.hedgeQuantile, writer.DefaultHedgeQuantile))
 	}
 	if n.maxFlushBytes < 64<<10 || n.maxFlushBytes > 5<<30 {
 		bad = append(bad, fmt.Sprintf("--max-flush-bytes %s: want between 64KiB and 5GiB (default %s)", &n.maxFlushBytes, formatBytes(writer.DefaultMaxFlushBytes)))
@@ -234,6 +240,7 @@ func (n *nodeFlags) writerConfig() writer.Config {
 		Linger:        n.linger,
 		MaxFlushBytes: int64(n.maxFlushBytes),
 		BufferBytes:   int64(n.bufferBytes),
+		HedgeQuantile: cmp.Or(n.hedgeQuantile, -1), // the flag's 0 is the writer's never
 		// A commit that takes a third of the catalog's commit timeout is settled rather
 		// than awaited, so it is settled before the catalog would refuse it as too late.
 		CommitTimeout: n.commitTimeout / 3,

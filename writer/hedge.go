@@ -1,0 +1,124 @@
+package writer
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Hedged PUTs: object stores have long tails (a PUT now and then takes many times the
+// median), and every flush behind a slow one waits for it to commit in order. Once a
+// PUT has taken longer than HedgeQuantile of the recent ones, the same bytes go again
+// under a fresh key; the first to succeed is the one committed, the other is cancelled
+// (or, if it landed meanwhile, left to the orphan sweep like any object never
+// committed). A second PUT of the same key could not help: create-only PUTs of one
+// key refuse each other while the first is in flight.
+
+// Hedging defaults.
+const (
+	// DefaultHedgeQuantile is the PUT latency quantile past which a flush hedges.
+	DefaultHedgeQuantile = 0.95
+	// hedgeWindow is how many recent PUT latencies the quantile is taken over, and
+	// hedgeMinSamples how many it needs before any hedge.
+	hedgeWindow     = 512
+	hedgeMinSamples = 64
+	// hedgeFloor is the least delay before a hedge: below it a second PUT saves too
+	// little to pay for.
+	hedgeFloor = 20 * time.Millisecond
+)
+
+// hedger keeps the recent PUT latencies.
+type hedger struct {
+	q    float64 // 0: never hedge
+	mu   sync.Mutex
+	ring []time.Duration
+	next int
+}
+
+func newHedger(q float64) *hedger { return &hedger{q: q} }
+
+func (h *hedger) observe(d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.ring) < hedgeWindow {
+		h.ring = append(h.ring, d)
+		return
+	}
+	h.ring[h.next] = d
+	h.next = (h.next + 1) % hedgeWindow
+}
+
+// delay answers how long a PUT may take before it is hedged; ok false: do not hedge
+// (off, or too few samples yet).
+func (h *hedger) delay() (time.Duration, bool) {
+	if h.q <= 0 {
+		return 0, false
+	}
+	h.mu.Lock()
+	if len(h.ring) < hedgeMinSamples {
+		h.mu.Unlock()
+		return 0, false
+	}
+	s := slices.Clone(h.ring)
+	h.mu.Unlock()
+	slices.Sort(s)
+	return max(s[min(len(s)-1, int(h.q*float64(len(s))))], hedgeFloor), true
+}
+
+// put stores obj under a new key, hedged, and answers the key stored. It returns only
+// when no PUT of obj is in flight any more, so the caller may release obj's buffers.
+func (w *Writer) put(ctx context.Context, now time.Time, obj [][]byte) (string, error) {
+	key := w.newKey(now)
+	start := time.Now()
+	after, hedge := w.hedge.delay()
+	if !hedge {
+		err := w.store.PutParts(ctx, key, obj)
+		if err == nil {
+			w.hedge.observe(time.Since(start))
+		}
+		return key, err
+	}
+	type result struct {
+		key string
+		err error
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(chan result, 2)
+	send := func(k string) {
+		go func() { results <- result{k, w.store.PutParts(ctx, k, obj)} }()
+	}
+	send(key)
+	timer := time.NewTimer(after)
+	defer timer.Stop()
+	running := 1
+	var first error
+	for running > 0 {
+		select {
+		case r := <-results:
+			running--
+			if r.err == nil {
+				w.hedge.observe(time.Since(start))
+				if r.key != key {
+					w.m.hedges.WithLabelValues("won").Inc()
+				}
+				cancel()
+				for ; running > 0; running-- {
+					<-results // the other is cancelled: wait for it to let go of obj
+				}
+				return r.key, nil
+			}
+			if first == nil {
+				first = r.err
+			}
+		case <-timer.C:
+			if running == 1 && first == nil {
+				w.m.hedges.WithLabelValues("sent").Inc()
+				send(w.newKey(now))
+				running++
+			}
+		}
+	}
+	return key, first
+}
