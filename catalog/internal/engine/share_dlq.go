@@ -310,4 +310,3 @@ func (c *ShareDLQCheck) Finish(ctx context.Context, q ShareStmts, results []cata
 	}
 	return nil
 }
-
