@@ -160,7 +160,9 @@ func testShareDeadLetters(t *testing.T, s shareNode, cat catalog.ShareGroups) {
 			}
 			out = append(out, c)
 		}
-		slices.SortFunc(out, func(a, b copied) int { return cmpStr(a.headers["__dlq.errors.offset"], b.headers["__dlq.errors.offset"]) })
+		slices.SortFunc(out, func(a, b copied) int {
+			return cmpStr(a.headers["__dlq.errors.offset"], b.headers["__dlq.errors.offset"])
+		})
 		return out
 	}
 	testwait.NoError(t, 60*time.Second, "r0-r3 dead-lettered", func() error {
