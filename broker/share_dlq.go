@@ -122,7 +122,7 @@ func (b *Broker) RunShareDLQ(ctx context.Context, holder string, interval time.D
 // their copies in one request whose commit archives them (catalog.ShareDLQCommit). It
 // answers how many records it copied. A failed copy leaves the records pending for the
 // next pass; a group whose topic is gone or no longer opts in keeps them pending (a
-// warning), never dropped.
+// warning), never dropped; a group that no longer names a topic has them archived.
 func (b *Broker) MoveShareDLQ(ctx context.Context, holder string, log *slog.Logger) (int, error) {
 	if e := b.checkShare(); e != nil {
 		return 0, e
@@ -162,12 +162,6 @@ func (b *Broker) MoveShareDLQ(ctx context.Context, holder string, log *slog.Logg
 // moveShareDLQ copies one share-partition's pending records (up to shareDLQMaxRecords
 // offsets) in one request.
 func (b *Broker) moveShareDLQ(ctx context.Context, l catalog.ShareDLQLease, w catalog.ShareDLQWork) (int, error) {
-	if w.DLQTopic == "" {
-		return 0, fmt.Errorf("group %q names no dead-letter topic: %d ranges stay pending until it does", w.Group, len(w.Ranges))
-	}
-	if e := b.checkDLQTopic(ctx, w.Group, w.DLQTopic); e != nil {
-		return 0, e
-	}
 	ranges := w.Ranges
 	left := int64(shareDLQMaxRecords)
 	for i, r := range ranges {
@@ -177,6 +171,18 @@ func (b *Broker) moveShareDLQ(ctx context.Context, l catalog.ShareDLQLease, w ca
 			break
 		}
 		left -= n
+	}
+	commit := &catalog.ShareDLQCommit{Lease: l, TopicID: w.TopicID, Partition: w.Partition, Ranges: ranges}
+	if w.DLQTopic == "" {
+		// The group no longer names a dead-letter topic: its pending records are
+		// archived as they would have been without one.
+		if err := b.d.Share.ArchiveShareDLQ(ctx, *commit); err != nil {
+			return 0, fmt.Errorf("archive without a dead-letter topic: %w", err)
+		}
+		return 0, nil
+	}
+	if e := b.checkDLQTopic(ctx, w.Group, w.DLQTopic); e != nil {
+		return 0, e // kept pending: the topic may come back or opt in again
 	}
 	ti, e := b.lookupPartition(ctx, w.Topic, w.Partition)
 	if e != nil {
@@ -203,16 +209,19 @@ func (b *Broker) moveShareDLQ(ctx context.Context, l catalog.ShareDLQLease, w ca
 		}
 	}
 	if len(recs) == 0 {
-		// TODO(issue 30): offsets with no record (retention, control batches) need a
-		// catalog-only archive; they stay pending meanwhile.
-		return 0, fmt.Errorf("no records left at %s/%d %d-%d to copy", w.Topic, w.Partition, ranges[0].First, ranges[len(ranges)-1].Last)
+		// No record left at these offsets (retention, transaction markers): nothing to
+		// copy, so they are archived alone.
+		if err := b.d.Share.ArchiveShareDLQ(ctx, *commit); err != nil {
+			return 0, fmt.Errorf("archive offsets without records: %w", err)
+		}
+		return 0, nil
 	}
 	preq := ProduceRequest{Records: recs}
 	wreq, topics, e := b.produceRequest(ctx, &preq)
 	if e != nil {
 		return 0, e
 	}
-	wreq.ShareDLQ = &catalog.ShareDLQCommit{Lease: l, TopicID: w.TopicID, Partition: w.Partition, Ranges: ranges}
+	wreq.ShareDLQ = commit
 	if _, e := b.write(ctx, wreq, topics); e != nil {
 		return 0, e
 	}

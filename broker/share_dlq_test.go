@@ -113,6 +113,28 @@ func TestShareDLQMover(t *testing.T) {
 	if err != nil || ps[0].HighWatermark != 1 {
 		t.Fatalf("dead-letter topic: %+v, %v; want one record", ps, err)
 	}
+
+	// A group that no longer names a dead-letter topic has its pending records
+	// archived, not copied.
+	if _, err := b.Produce(ctx, who, ProduceRequest{Records: []Record{{Topic: "q", Partition: 0, Value: []byte("w"), Timestamp: -1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ShareFetch(ctx, who, ShareFetchRequest{Group: "g", MemberID: "m", MaxRecords: 10, Partitions: []catalog.ShareTP{{Topic: "q"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if errs, err := b.ShareAcknowledge(ctx, who, "g", "m", []catalog.ShareAckPartition{{ShareTP: catalog.ShareTP{Topic: "q"}, Batches: []catalog.AckBatch{{First: 1, Last: 1, Types: []int8{catalog.AckReject}}}}}); err != nil || errs[0] != nil {
+		t.Fatalf("reject: %v %v", errs, err)
+	}
+	if err := b.AlterGroupConfigs(ctx, who, "g", AlterConfigsRequest{Changes: []ConfigChange{{Name: catalog.ShareDLQTopic, Op: ConfigDelete}}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.MoveShareDLQ(ctx, "mover-1", nil); err != nil || n != 0 {
+		t.Fatalf("mover without a dead-letter topic: copied %d, %v; want 0", n, err)
+	}
+	d, err := b.DescribeShareGroup(ctx, who, "g")
+	if err != nil || len(d.Partitions) != 1 || d.Partitions[0].DeadLetterPending != 0 || d.Partitions[0].StartOffset != 2 {
+		t.Fatalf("after the config was removed: %+v, %v; want offset 1 archived", d, err)
+	}
 }
 
 func mustTopicID(t *testing.T, b *Broker, name string) int64 {

@@ -54,6 +54,10 @@ type ShareDLQ interface {
 	AcquireShareDLQLease(ctx context.Context, group, holder string, ttl time.Duration) (l ShareDLQLease, ok bool, err error)
 	// ReleaseShareDLQLease frees l if it is still l.
 	ReleaseShareDLQLease(ctx context.Context, l ShareDLQLease) error
+	// ArchiveShareDLQ archives pending records without copies, under the same checks
+	// as a copy's commit (ErrShareDLQFenced, ErrShareDLQNotPending): for a group that
+	// no longer names a dead-letter topic, or offsets that hold no record to copy.
+	ArchiveShareDLQ(ctx context.Context, c ShareDLQCommit) error
 }
 
 // ShareDLQLease is a mover's claim on dead-lettering a group's records. Token grows

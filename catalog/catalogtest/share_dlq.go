@@ -170,3 +170,34 @@ func testShareDLQCommit(t *testing.T, c ShareCatalog) {
 		t.Fatalf("dead-letter work left: %+v", got)
 	}
 }
+
+func testShareDLQArchive(t *testing.T, c ShareCatalog) {
+	ctx := t.Context()
+	tp, g := shareDLQGroup(t, c, 2)
+	acquire(t, c, g, "a", tp.Name, acquireOpt{max: 2})
+	if err := ack(c, ctx, g, "a", tp.Name, 0, batch(0, 1, catalog.AckReject)); err != nil {
+		t.Fatal(err)
+	}
+	l, ok, err := c.AcquireShareDLQLease(ctx, g, "m1", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("lease: %v %v", ok, err)
+	}
+	stale := l
+	stale.Token--
+	rs := []catalog.ShareDLQRange{{First: 0, Last: 1}}
+	if err := c.ArchiveShareDLQ(ctx, catalog.ShareDLQCommit{Lease: stale, TopicID: tp.ID, Partition: 0, Ranges: rs}); !errors.Is(err, catalog.ErrShareDLQFenced) {
+		t.Fatalf("archive under a stale token: %v, want ErrShareDLQFenced", err)
+	}
+	if s := sharePartition(t, c, g); s.DeadLetterPending != 2 {
+		t.Fatalf("after the fenced archive: %+v, want 2 pending", s)
+	}
+	if err := c.ArchiveShareDLQ(ctx, catalog.ShareDLQCommit{Lease: l, TopicID: tp.ID, Partition: 0, Ranges: rs}); err != nil {
+		t.Fatal(err)
+	}
+	if s := sharePartition(t, c, g); s.DeadLetterPending != 0 || s.StartOffset != 2 {
+		t.Fatalf("after the archive: %+v, want start 2, nothing pending", s)
+	}
+	if err := c.ArchiveShareDLQ(ctx, catalog.ShareDLQCommit{Lease: l, TopicID: tp.ID, Partition: 0, Ranges: rs}); !errors.Is(err, catalog.ErrShareDLQNotPending) {
+		t.Fatalf("archive again: %v, want ErrShareDLQNotPending", err)
+	}
+}

@@ -251,6 +251,11 @@ func (m Methods) AcquireShareDLQLease(ctx context.Context, group, holder string,
 	return AcquireShareDLQLease(ctx, m.DB, group, holder, ttl)
 }
 
+// ArchiveShareDLQ implements catalog.ShareDLQ (ArchiveShareDLQ).
+func (m Methods) ArchiveShareDLQ(ctx context.Context, c catalog.ShareDLQCommit) error {
+	return ArchiveShareDLQ(ctx, m.DB, c)
+}
+
 // ReleaseShareDLQLease implements catalog.ShareDLQ (ReleaseShareDLQLease).
 func (m Methods) ReleaseShareDLQLease(ctx context.Context, l catalog.ShareDLQLease) error {
 	return ReleaseShareDLQLease(ctx, m.DB, l)

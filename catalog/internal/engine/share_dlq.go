@@ -156,6 +156,22 @@ func ReleaseShareDLQLease(ctx context.Context, db ShareBackend, l catalog.ShareD
 	})
 }
 
+// ArchiveShareDLQ implements catalog.ShareDLQ (ArchiveShareDLQ): the checks and the
+// archive of a copy's commit, without the copy.
+func ArchiveShareDLQ(ctx context.Context, db ShareBackend, c catalog.ShareDLQCommit) error {
+	plan := &Plan{Segment: catalog.Segment{Requests: []catalog.Request{{ShareDLQ: &c}}}}
+	return shareTx(ctx, db, "archive dead-letter records of "+c.Lease.Group, func(q ShareStmts) error {
+		dc, err := CheckShareDLQ(ctx, q, plan, make([]error, 1))
+		if err != nil {
+			return err
+		}
+		if dc.Errs[0] != nil {
+			return dc.Errs[0]
+		}
+		return dc.Finish(ctx, q, make([]catalog.Result, 1))
+	})
+}
+
 // ShareDLQCheck is the outcome of CheckShareDLQ.
 type ShareDLQCheck struct {
 	// Errs is the errors passed in with the dead-letter refusals added.
