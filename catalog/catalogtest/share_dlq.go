@@ -159,6 +159,15 @@ func testShareDLQCommit(t *testing.T, c ShareCatalog) {
 	if got := Partition(t, c, dlq.ID, 0).HighWatermark; got != hw+1 {
 		t.Fatalf("the dead-letter topic's high watermark %d, want %d", got, hw+1)
 	}
+	// A flush of nothing but a refused copy commits nothing.
+	alone := Flush(NewKey(t), Req(B{TopicID: dlq.ID, Partition: 0, Records: 2}))
+	alone.Requests[0].ShareDLQ = &catalog.ShareDLQCommit{Lease: l1, TopicID: tp.ID, Partition: 0, Ranges: []catalog.ShareDLQRange{{First: 2, Last: 3}}}
+	if res, err := c.Commit(ctx, alone); err != nil || !errors.Is(res[0].Err, catalog.ErrShareDLQFenced) {
+		t.Fatalf("a flush of one fenced copy: %+v, %v; want it refused as fenced", res, err)
+	}
+	if got := Partition(t, c, dlq.ID, 0).HighWatermark; got != hw+1 {
+		t.Fatalf("the dead-letter topic's high watermark %d, want %d", got, hw+1)
+	}
 	res = dlqFlush(t, c, tp, dlq, l2, catalog.ShareDLQRange{First: 2, Last: 3})
 	if res[0].Err != nil {
 		t.Fatalf("m2's copy: %v", res[0].Err)
