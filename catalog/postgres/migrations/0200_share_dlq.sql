@@ -10,3 +10,8 @@ CREATE TABLE share_dlq_leases (
     token      bigint NOT NULL,
     expires_ms bigint NOT NULL
 );
+
+-- The mover's look for pending records (share.go's dlqPendingSQL, whose WHERE this
+-- predicate must equal) reads only the share-partitions that have some.
+CREATE INDEX share_partitions_dlq_pending ON share_partitions (group_name, topic_id, partition)
+    WHERE state LIKE '%"s":4%';
