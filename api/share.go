@@ -59,7 +59,8 @@ func (rs *shareGroupsResource) describe(w http.ResponseWriter, r *http.Request) 
 	}
 	for _, p := range d.Partitions {
 		out.Partitions = append(out.Partitions, v1.SharePartition{Topic: p.Topic, Partition: p.Partition, StartOffset: p.StartOffset,
-			Lag: lag[p.ShareTP], Available: p.Available, Acquired: p.Acquired, Acknowledged: p.Acknowledged, Archived: p.Archived})
+			Lag: lag[p.ShareTP], Available: p.Available, Acquired: p.Acquired, Acknowledged: p.Acknowledged, Archived: p.Archived,
+			DeadLetterPending: p.DeadLetterPending})
 	}
 	sort.Slice(out.Partitions, func(i, j int) bool {
 		a, b := out.Partitions[i], out.Partitions[j]

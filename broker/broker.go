@@ -192,6 +192,10 @@ type Config struct {
 	// Longer asks are capped, not refused: a client asking for a long poll gets the
 	// longest this node allows. Default DefaultMaxWait.
 	MaxWait time.Duration
+	// ShareDLQPrefix is the prefix a share group's dead-letter topic's name must start
+	// with (Kafka's errors.deadletterqueue.topic.name.prefix); default
+	// catalog.DefaultShareDLQPrefix, "dlq.".
+	ShareDLQPrefix string
 }
 
 // Defaults of Config.
@@ -221,6 +225,7 @@ type Broker struct {
 	// txnMaxTimeout is Config.TxnMaxTimeout; txnMetrics the coordinator's metrics.
 	txnMaxTimeout time.Duration
 	txnMetrics    *txnMetrics
+	dlqPrefix     string // Config.ShareDLQPrefix, default applied
 }
 
 // New builds the core over d.
@@ -237,8 +242,11 @@ func New(cfg Config, d Deps) *Broker {
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = DefaultMaxWait
 	}
+	if cfg.ShareDLQPrefix == "" {
+		cfg.ShareDLQPrefix = catalog.DefaultShareDLQPrefix
+	}
 	b := &Broker{d: d, now: d.Now, maxAfterMs: cfg.MaxTimestampAfterMs, maxWait: cfg.MaxWait, waits: newGroupWaits(), schemas: newSchemaCache(),
-		txnMaxTimeout: cfg.TxnMaxTimeout, txnMetrics: newTxnMetrics(cfg.Registerer)}
+		txnMaxTimeout: cfg.TxnMaxTimeout, txnMetrics: newTxnMetrics(cfg.Registerer), dlqPrefix: cfg.ShareDLQPrefix}
 	if b.now == nil {
 		b.now = time.Now
 	}

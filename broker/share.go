@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -503,6 +504,7 @@ func (b *Broker) AlterGroupConfigs(ctx context.Context, who Principal, group str
 	if err != nil {
 		return shareError("group configs", err, group)
 	}
+	before := maps.Clone(cur)
 	if req.Replace {
 		cur = map[string]string{}
 	}
@@ -518,6 +520,9 @@ func (b *Broker) AlterGroupConfigs(ctx context.Context, who Principal, group str
 	}
 	if err := catalog.ValidateShareGroupConfigs(cur); err != nil {
 		return shareError("alter group configs", err, group)
+	}
+	if e := b.authorizeDLQChange(ctx, who, group, before, cur); e != nil {
+		return e
 	}
 	if req.ValidateOnly {
 		return nil

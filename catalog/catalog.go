@@ -121,6 +121,11 @@ type Request struct {
 	// (engine.Plan.CheckTxns) and records where the transaction begins on each
 	// partition. It needs Producer, and carries neither GroupOffsets nor Source.
 	Txn *TxnWrite
+	// ShareDLQ, when set, makes the request's batches dead-letter copies of a
+	// share-partition's pending records: the commit checks its lease and that the
+	// records are pending, refusing the whole request otherwise, and archives them in
+	// the same transaction. It carries nothing else (no producer, offsets or Txn).
+	ShareDLQ *ShareDLQCommit
 }
 
 // Producer identifies an idempotent producer instance.

@@ -30,7 +30,11 @@ type Config struct {
 	// IcebergEnabled makes the topic also an Iceberg table in its bucket, kept by the
 	// tables role (package tables); IcebergCommitIntervalMs is how often it commits a
 	// snapshot, so how far the table lags the topic under load.
-	IcebergEnabled          bool
+	IcebergEnabled bool
+	// DLQGroupEnable (errors.deadletterqueue.group.enable, KIP-1191) lets share groups
+	// name the topic as their dead-letter topic: without it no reader may route
+	// records into it.
+	DLQGroupEnable          bool
 	IcebergCommitIntervalMs int64
 	// IcebergRetention says whether the table follows the topic's retention: "keep"
 	// (the table keeps every row it was given) or "follow" (table maintenance deletes
@@ -128,6 +132,7 @@ var configKeys = map[string]configKey{
 	"confluent.key.subject.name.strategy":   {"topic", strategy(func(c *Config, v string) { c.KeySubjectStrategy = v })},
 	"confluent.value.subject.name.strategy": {"topic", strategy(func(c *Config, v string) { c.ValueSubjectStrategy = v })},
 	"iceberg.enabled":                       {"false", boolean(func(c *Config, v bool) { c.IcebergEnabled = v })},
+	"errors.deadletterqueue.group.enable":   {"false", boolean(func(c *Config, v bool) { c.DLQGroupEnable = v })},
 	"iceberg.commit.interval.ms":            {"60000", intIn(100, 24*60*60*1000, func(c *Config, n int64) { c.IcebergCommitIntervalMs = n })},
 	"iceberg.retention":                     {"keep", oneOf([]string{"keep", "follow"}, func(c *Config, v string) { c.IcebergRetention = v })},
 }

@@ -55,6 +55,7 @@ type ShareGroups interface {
 	// SetGroupConfigs replaces a group id's configs, validated by
 	// ValidateShareGroupConfigs (ErrInvalidConfig).
 	SetGroupConfigs(ctx context.Context, group string, configs map[string]string) error
+	ShareDLQ
 }
 
 var (
@@ -214,6 +215,9 @@ type SharePartitionState struct {
 	ShareTP
 	StartOffset                                 int64
 	Available, Acquired, Acknowledged, Archived int64
+	// DeadLetterPending counts records archived but not yet copied to the group's
+	// dead-letter topic.
+	DeadLetterPending int64
 }
 
 // Share group configs (Kafka's names) and their validation.
@@ -230,6 +234,7 @@ var ShareGroupConfigNames = map[string]string{
 	ShareLockDurationMs:  "30000",
 	ShareDeliveryLimit:   "5",
 	ShareIsolationLevel:  "read_uncommitted",
+	ShareDLQTopic:        "",
 }
 
 // ValidateShareGroupConfigs checks group configs: known names and values in range.
@@ -259,6 +264,13 @@ func ValidateShareGroupConfigs(configs map[string]string) error {
 			if v != "read_uncommitted" && v != "read_committed" {
 				return bad("want read_uncommitted or read_committed")
 			}
+		case ShareDLQTopic:
+			// The node's prefix and the topic's opt-in are the broker core's checks.
+			if v != "" {
+				if err := ValidateTopicName(v); err != nil {
+					return bad(err.Error())
+				}
+			}
 		default:
 			return fmt.Errorf("%w: unknown group config %q", ErrInvalidConfig, k)
 		}
@@ -272,6 +284,8 @@ type ShareSettings struct {
 	DeliveryLimit int
 	ResetEarliest bool
 	ReadCommitted bool
+	// DLQTopic is the dead-letter topic's name ("": none).
+	DLQTopic string
 }
 
 // ParseShareSettings reads group configs (validated ones; a value it cannot read takes
@@ -287,5 +301,6 @@ func ParseShareSettings(configs map[string]string) ShareSettings {
 	r := configs[ShareAutoOffsetReset]
 	s.ResetEarliest = r == "earliest" || strings.HasPrefix(r, "by_duration:")
 	s.ReadCommitted = configs[ShareIsolationLevel] == "read_committed"
+	s.DLQTopic = configs[ShareDLQTopic]
 	return s
 }

@@ -91,7 +91,7 @@ func (w *Writer) flush(f *flush) {
 	seg := catalog.Segment{Key: key, Size: size, Requests: make([]catalog.Request, len(lay.reqs))}
 	for k, p := range lay.reqs {
 		sp := lay.spans[k]
-		cr := catalog.Request{Producer: p.req.Producer, GroupOffsets: p.req.GroupOffsets, Source: p.req.Source, Txn: p.req.Txn,
+		cr := catalog.Request{Producer: p.req.Producer, GroupOffsets: p.req.GroupOffsets, Source: p.req.Source, Txn: p.req.Txn, ShareDLQ: p.req.ShareDLQ,
 			Batches: make([]catalog.Batch, sp.catalogBatches())}
 		for j := range sp.n {
 			b, info := &lay.batches[sp.first+j], &infos[sp.first+j]

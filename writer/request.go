@@ -46,6 +46,10 @@ type Request struct {
 	// transactional batches, catalog.Request.Txn): it needs Producer, and its batches
 	// carry the transactional attribute (a Raw request's must already).
 	Txn *catalog.TxnWrite
+	// ShareDLQ, when set, makes the records dead-letter copies of a share-partition's
+	// pending records: the catalog archives those in the same transaction, or refuses
+	// the request (catalog.Request.ShareDLQ). It carries nothing else.
+	ShareDLQ *catalog.ShareDLQCommit
 }
 
 // RawBatches is one partition's records already laid out as Kafka v2 record batches,

@@ -267,6 +267,9 @@ func (w *Writer) prepare(req Request) (*pending, error) {
 	if req.Txn != nil && (req.Producer == nil || req.GroupOffsets != nil || req.Source != nil) {
 		return w.invalid("a transactional request needs a producer and carries no offsets")
 	}
+	if req.ShareDLQ != nil && (req.Producer != nil || req.GroupOffsets != nil || req.Source != nil || req.Txn != nil) {
+		return w.invalid("a dead-letter request carries no producer, offsets or transaction")
+	}
 	if req.Raw != nil {
 		return w.prepareRaw(req)
 	}

@@ -113,6 +113,9 @@ type SharePartition struct {
 	Acquired     int64  `json:"acquired"`
 	Acknowledged int64  `json:"acknowledged"`
 	Archived     int64  `json:"archived"`
+	// DeadLetterPending counts records archived but not yet copied to the group's
+	// dead-letter topic.
+	DeadLetterPending int64 `json:"dead_letter_pending"`
 }
 
 // ShareGroupConfigs is PUT /v1/share-groups/{group} (the configs to set, replacing

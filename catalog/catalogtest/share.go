@@ -42,6 +42,9 @@ func runShareGroups(t *testing.T, open func(t *testing.T) ShareCatalog) {
 		{"offsets_admin_and_delete", testShareOffsetsAdmin},
 		{"unknown_member_refused", testShareUnknownMember},
 		{"acquisition_tied_acks", testShareAcquisitionAcks},
+		{"dead_letter_pending", testShareDLQPending},
+		{"dead_letter_commit_once_and_fenced", testShareDLQCommit},
+		{"dead_letter_archive_without_copy", testShareDLQArchive},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
 	}

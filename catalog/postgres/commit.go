@@ -81,23 +81,64 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	if err != nil {
 		return nil, fmt.Errorf("postgres: commit %s: %w", seg.Key, err)
 	}
-	out, pre, err := c.callCommit(ctx, plan, kt)
+	if plan.DLQRequests() {
+		return c.commitDLQ(ctx, plan, kt)
+	}
+	out, pre, err := c.callCommit(ctx, c.pool, plan, kt, nil)
 	if err != nil {
 		return c.commitError(ctx, plan, err)
 	}
 	return c.answer(plan, out, pre)
 }
 
+// commitDLQ commits a flush with dead-letter copies (catalog.ShareDLQCommit): in one
+// transaction, the dead-letter checks under their rows' locks (engine.CheckShareDLQ;
+// its refusals are refusals before the call), the commit function, and the archive of
+// the copied records — three round trips, for the mover's flushes only.
+func (c *Catalog) commitDLQ(ctx context.Context, plan *engine.Plan, kt time.Time) ([]catalog.Result, error) {
+	var (
+		results []catalog.Result
+		hw      map[catalog.TopicPartition]int64
+	)
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		q := pgShare{tx}
+		dc, err := engine.CheckShareDLQ(ctx, q, plan, make([]error, len(plan.Segment.Requests)))
+		if err != nil {
+			return err
+		}
+		out, pre, err := c.callCommit(ctx, tx, plan, kt, dc.Errs)
+		if err != nil {
+			return err
+		}
+		if results, hw, err = c.results(plan, out, pre); err != nil {
+			return err
+		}
+		return dc.Finish(ctx, q, results)
+	})
+	if err != nil {
+		return c.commitError(ctx, plan, err)
+	}
+	if len(hw) > 0 {
+		c.notify.add(hw)
+	}
+	return results, nil
+}
+
+// querier runs the commit function: the pool, or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
 // callCommit runs the commit function and collects its rows, with the refusals decided
 // in Go before the call (the shape of group offsets), per request.
-func (c *Catalog) callCommit(ctx context.Context, plan *engine.Plan, keyTime time.Time) ([]batchRow, []error, error) {
+func (c *Catalog) callCommit(ctx context.Context, db querier, plan *engine.Plan, keyTime time.Time, refused []error) ([]batchRow, []error, error) {
 	n := 0
 	for _, r := range plan.Segment.Requests {
 		n += len(r.Batches)
 	}
 	out := make([]batchRow, n)
-	sql, args, pre := c.commitArgs(plan.Segment, keyTime)
-	rows, err := c.pool.Query(ctx, sql, args...)
+	sql, args, pre := c.commitArgs(plan.Segment, keyTime, refused)
+	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -164,6 +205,19 @@ func sessionEnded(pe *pgconn.PgError) bool {
 // answer maps the commit function's rows to per-request results and queues the commit
 // notification. pre holds the errors of requests refused before the call.
 func (c *Catalog) answer(plan *engine.Plan, out []batchRow, pre []error) ([]catalog.Result, error) {
+	results, hw, err := c.results(plan, out, pre)
+	if err != nil {
+		return nil, err
+	}
+	if len(hw) > 0 {
+		c.notify.add(hw)
+	}
+	return results, nil
+}
+
+// results maps the commit function's rows to per-request results and the high
+// watermarks they moved.
+func (c *Catalog) results(plan *engine.Plan, out []batchRow, pre []error) ([]catalog.Result, map[catalog.TopicPartition]int64, error) {
 	seg := plan.Segment
 	results := make([]catalog.Result, len(seg.Requests))
 	hw := map[catalog.TopicPartition]int64{}
@@ -184,7 +238,7 @@ func (c *Catalog) answer(plan *engine.Plan, out []batchRow, pre []error) ([]cata
 		for bi, br := range batches {
 			if br.base == nil || br.dup != batches[0].dup {
 				// The transaction committed, but its answer contradicts itself.
-				return nil, fmt.Errorf("postgres: commit %s: request %d answered for only some of its batches", seg.Key, ri)
+				return nil, nil, fmt.Errorf("postgres: commit %s: request %d answered for only some of its batches", seg.Key, ri)
 			}
 			results[ri].BaseOffsets[bi] = *br.base
 			if br.dup {
@@ -195,10 +249,7 @@ func (c *Catalog) answer(plan *engine.Plan, out []batchRow, pre []error) ([]cata
 			hw[tp] = max(hw[tp], *br.base+int64(b.Records))
 		}
 	}
-	if len(hw) > 0 {
-		c.notify.add(hw)
-	}
-	return results, nil
+	return results, hw, nil
 }
 
 // commitArgs are the commit's statement and arguments: strata_commit's, the batches
@@ -209,7 +260,7 @@ func (c *Catalog) answer(plan *engine.Plan, out []batchRow, pre []error) ([]cata
 // of its group or source offsets' shape, decided here (catalog.ValidateOffsetCommit and
 // ValidateSourceCommit, as Plan.CheckGroupOffsets and CheckSources do first); nil when
 // the flush has neither.
-func (c *Catalog) commitArgs(seg catalog.Segment, keyTime time.Time) (sql string, args []any, pre []error) {
+func (c *Catalog) commitArgs(seg catalog.Segment, keyTime time.Time, refusedBefore []error) (sql string, args []any, pre []error) {
 	n := 0
 	for _, r := range seg.Requests {
 		n += len(r.Batches)
@@ -264,10 +315,14 @@ func (c *Catalog) commitArgs(seg catalog.Segment, keyTime time.Time) (sql string
 			txTID = append(txTID, r.Txn.TransactionalID)
 			txImpl = append(txImpl, r.Txn.ImplicitAdd)
 		}
-		if r.Source != nil || r.GroupOffsets != nil {
+		if r.Source != nil || r.GroupOffsets != nil || refusedBefore != nil {
 			if pre == nil {
 				pre = make([]error, len(seg.Requests))
 			}
+		}
+		if refusedBefore != nil && refusedBefore[ri] != nil {
+			refusals[ri], pre[ri] = &refused, refusedBefore[ri]
+			continue
 		}
 		if sr := r.Source; sr != nil {
 			if err := catalog.ValidateSourceCommit(*sr); err != nil {

@@ -40,7 +40,7 @@ func BenchmarkCommitDue(b *testing.B) {
 					b.Fatal(err)
 				}
 				kt, _ := engine.KeyTime(plan.Segment.Key)
-				sql, args, _ := c.commitArgs(plan.Segment, kt)
+				sql, args, _ := c.commitArgs(plan.Segment, kt, nil)
 				start := time.Now()
 				rows, err := c.pool.Query(ctx, strings.Replace(sql, "strata_commit(", fn+"(", 1), args...)
 				if err == nil {

@@ -179,7 +179,7 @@ func TestSettleWaitsForInFlightCommit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sql, args, _ := c.commitArgs(seg, kt)
+		sql, args, _ := c.commitArgs(seg, kt, nil)
 		rows, err := tx.Query(ctx, sql, args...)
 		if err != nil {
 			t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -231,5 +232,43 @@ func (q pgShare) SetGroupConfigs(ctx context.Context, group, configs string) err
 	}
 	_, err := q.tx.Exec(ctx, `INSERT INTO group_configs (group_name, configs) VALUES ($1, $2)
 		ON CONFLICT (group_name) DO UPDATE SET configs = excluded.configs`, group, configs)
+	return err
+}
+
+// dlqPendingSQL finds share-partitions with a RangeDLQPending range ("s":4) in their
+// stored state.
+const dlqPendingSQL = `SELECT group_name, topic_id, partition, start_offset, state FROM share_partitions
+	WHERE state LIKE '%"s":4%' ORDER BY group_name, topic_id, partition`
+
+func (q pgShare) DLQPendingPartitions(ctx context.Context, max int) ([]engine.DLQPendingRow, error) {
+	sql := dlqPendingSQL
+	if max > 0 {
+		sql += fmt.Sprintf(" LIMIT %d", max)
+	}
+	rows, err := q.tx.Query(ctx, sql)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (engine.DLQPendingRow, error) {
+		var s engine.DLQPendingRow
+		err := r.Scan(&s.Group, &s.TopicID, &s.Partition, &s.StartOffset, &s.State)
+		return s, err
+	})
+}
+
+func (q pgShare) DLQLease(ctx context.Context, group string) (engine.DLQLeaseRow, bool, error) {
+	var l engine.DLQLeaseRow
+	err := q.tx.QueryRow(ctx, `SELECT holder, token, expires_ms FROM share_dlq_leases WHERE group_name = $1 FOR UPDATE`, group).
+		Scan(&l.Holder, &l.Token, &l.ExpiresMs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return l, false, nil
+	}
+	return l, err == nil, err
+}
+
+func (q pgShare) PutDLQLease(ctx context.Context, group string, l engine.DLQLeaseRow) error {
+	_, err := q.tx.Exec(ctx, `INSERT INTO share_dlq_leases (group_name, holder, token, expires_ms) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (group_name) DO UPDATE SET holder = excluded.holder, token = excluded.token, expires_ms = excluded.expires_ms`,
+		group, l.Holder, l.Token, l.ExpiresMs)
 	return err
 }

@@ -159,7 +159,7 @@ func TestTopicChangesAndCommits(t *testing.T) {
 	}
 	seg = makeSegment(testKey(time.Now()), 10, []flushBatch{{tp.ID, 0, 2, 1}})
 	kt, _ := engine.KeyTime(seg.Key)
-	sql, args, _ := c.commitArgs(seg, kt)
+	sql, args, _ := c.commitArgs(seg, kt, nil)
 	if _, err := tx.Exec(ctx, sql, args...); err != nil {
 		t.Fatal(err)
 	}

@@ -140,6 +140,13 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: commit %s: %w", seg.Key, err)
 	}
+	var dc *engine.ShareDLQCheck
+	if plan.DLQRequests() {
+		if dc, err = engine.CheckShareDLQ(ctx, sqliteShare{tx, now}, plan, reqErrs); err != nil {
+			return nil, fmt.Errorf("sqlite: commit %s: dead letters: %w", seg.Key, err)
+		}
+		reqErrs = dc.Errs
+	}
 	var pc *engine.ProducerCheck
 	if plan.Idempotent() {
 		if pc, err = c.checkProducers(ctx, stmt, plan, reqErrs); err != nil {
@@ -181,6 +188,11 @@ func (c *Catalog) Commit(ctx context.Context, seg catalog.Segment) ([]catalog.Re
 	if tc != nil {
 		if err := writeTxnFlush(ctx, tx, tc, a.Results, now); err != nil {
 			return nil, fmt.Errorf("sqlite: commit %s: transactions: %w", seg.Key, err)
+		}
+	}
+	if dc != nil {
+		if err := dc.Finish(ctx, sqliteShare{tx, now}, a.Results); err != nil {
+			return nil, fmt.Errorf("sqlite: commit %s: dead letters: %w", seg.Key, err)
 		}
 	}
 	if err := tx.Commit(); err != nil {

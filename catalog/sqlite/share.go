@@ -250,3 +250,41 @@ func (q sqliteShare) SetGroupConfigs(ctx context.Context, group, configs string)
 		ON CONFLICT (group_name) DO UPDATE SET configs = excluded.configs`, group, configs)
 	return err
 }
+
+func (q sqliteShare) DLQPendingPartitions(ctx context.Context, max int) ([]engine.DLQPendingRow, error) {
+	if max <= 0 {
+		max = -1 // SQLite: no limit
+	}
+	rows, err := q.tx.QueryContext(ctx, `SELECT group_name, topic_id, partition, start_offset, state FROM share_partitions
+		WHERE state LIKE '%"s":4%' ORDER BY group_name, topic_id, partition LIMIT ?`, max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []engine.DLQPendingRow
+	for rows.Next() {
+		var s engine.DLQPendingRow
+		if err := rows.Scan(&s.Group, &s.TopicID, &s.Partition, &s.StartOffset, &s.State); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+func (q sqliteShare) DLQLease(ctx context.Context, group string) (engine.DLQLeaseRow, bool, error) {
+	var l engine.DLQLeaseRow
+	err := q.tx.QueryRowContext(ctx, `SELECT holder, token, expires_ms FROM share_dlq_leases WHERE group_name = ?`, group).
+		Scan(&l.Holder, &l.Token, &l.ExpiresMs)
+	if errors.Is(err, sql.ErrNoRows) {
+		return l, false, nil
+	}
+	return l, err == nil, err
+}
+
+func (q sqliteShare) PutDLQLease(ctx context.Context, group string, l engine.DLQLeaseRow) error {
+	_, err := q.tx.ExecContext(ctx, `INSERT INTO share_dlq_leases (group_name, holder, token, expires_ms) VALUES (?, ?, ?, ?)
+		ON CONFLICT (group_name) DO UPDATE SET holder = excluded.holder, token = excluded.token, expires_ms = excluded.expires_ms`,
+		group, l.Holder, l.Token, l.ExpiresMs)
+	return err
+}

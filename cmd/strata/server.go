@@ -63,6 +63,8 @@ type nodeFlags struct {
 	maxTimestampAfterMs int64
 	// txnMaxTimeout bounds a Kafka transaction's timeout (transaction.max.timeout.ms).
 	txnMaxTimeout time.Duration
+	// shareDLQPrefix is --share-dlq-prefix (broker.Config.ShareDLQPrefix).
+	shareDLQPrefix string
 
 	// The node's memory: the process limit (0: the default, DefaultLimit), how long a
 	// write may stall, and the caps on reads served at once.
@@ -121,6 +123,7 @@ func addNodeFlags(c *command, listen, logFormat string) *nodeFlags {
 	c.fs.DurationVar(&n.tablesOrphanGrace, "tables-orphan-grace", tables.DefaultOrphanGrace, "tables role: how old a file under a table's location that no metadata references must be before it is deleted; longer than any commit takes")
 	c.fs.Int64Var(&n.maxTimestampAfterMs, "max-timestamp-after-ms", catalog.DefaultMaxTimestampAfterMs, "the largest message.timestamp.after.max.ms a topic may set without the alter-configs permission on the cluster (with authentication off, at all), -1 for no limit")
 	c.fs.DurationVar(&n.txnMaxTimeout, "transaction-max-timeout", broker.DefaultTxnMaxTimeout, "the longest transaction timeout a Kafka producer may ask for (Kafka's transaction.max.timeout.ms); a transaction open longer than its timeout is aborted")
+	c.fs.StringVar(&n.shareDLQPrefix, "share-dlq-prefix", catalog.DefaultShareDLQPrefix, "the `prefix` a share group's dead-letter topic's name must start with (Kafka's errors.deadletterqueue.topic.name.prefix, KIP-1191); the topic must also set errors.deadletterqueue.group.enable=true")
 	c.fs.Var(&n.logLevel, "log-level", "log `level`: debug, info, warn, error")
 	c.fs.Var(&n.logFormat, "log-format", "log `format`: json or text")
 	n.tls = addTLSFlags(c)
@@ -179,6 +182,9 @@ func (n *nodeFlags) validate() []string {
 	}
 	if n.txnMaxTimeout < time.Second {
 		bad = append(bad, fmt.Sprintf("--transaction-max-timeout %s: want at least 1s (default %s)", n.txnMaxTimeout, broker.DefaultTxnMaxTimeout))
+	}
+	if n.shareDLQPrefix == "" {
+		bad = append(bad, fmt.Sprintf("--share-dlq-prefix is empty: want a prefix such as %q, so that no group can name any topic its dead-letter topic", catalog.DefaultShareDLQPrefix))
 	}
 	if n.shutdownTimeout < time.Second {
 		bad = append(bad, fmt.Sprintf("--shutdown-timeout %s: want at least 1s (default 30s)", n.shutdownTimeout))
@@ -610,7 +616,7 @@ func (spec nodeSpec) nodeConfig(cat catalog.Backend, store objstore.Store, conne
 		Connect: spec.connect, ConnectConfig: connectCfg,
 		API: apiCfg, Lambda: spec.lambda, Log: log,
 		MemoryBudget: nf.mem.budget, StallTimeout: nf.stallTimeout,
-		Broker:          broker.Config{MaxTimestampAfterMs: nf.maxTimestampAfterMs, MaxWait: spec.maxWait, TxnMaxTimeout: nf.txnMaxTimeout},
+		Broker:          broker.Config{MaxTimestampAfterMs: nf.maxTimestampAfterMs, MaxWait: spec.maxWait, TxnMaxTimeout: nf.txnMaxTimeout, ShareDLQPrefix: nf.shareDLQPrefix},
 		Security:        spec.auth.security,
 		ShutdownTimeout: nf.shutdownTimeout,
 	}

@@ -109,7 +109,7 @@ released on the way out.`)
 
 func shareDescribeCommand() (*command, func(context.Context, *env, *command, []string) error) {
 	c := newCommand("share describe", "strata share describe GROUP [--json]",
-		"Shows a share group's live members with their subscriptions, and per share-partition\nthe start offset (everything below it is done), the records in flight by state\n(available, acquired, acknowledged, archived) and the lag.")
+		"Shows a share group's live members with their subscriptions, and per share-partition\nthe start offset (everything below it is done), the records in flight by state\n(available, acquired, acknowledged, archived, dead-letter pending) and the lag.")
 	sf := addServerFlags(c)
 	asJSON := c.fs.Bool("json", false, "print one JSON object instead of text")
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
@@ -144,9 +144,9 @@ func shareDescribeCommand() (*command, func(context.Context, *env, *command, []s
 		}
 		fmt.Fprintln(e.stdout)
 		tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TOPIC\tPARTITION\tSTART\tLAG\tAVAILABLE\tACQUIRED\tACKNOWLEDGED\tARCHIVED")
+		fmt.Fprintln(tw, "TOPIC\tPARTITION\tSTART\tLAG\tAVAILABLE\tACQUIRED\tACKNOWLEDGED\tARCHIVED\tDLQ_PENDING")
 		for _, p := range g.Partitions {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", p.Topic, p.Partition, p.StartOffset, p.Lag, p.Available, p.Acquired, p.Acknowledged, p.Archived)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", p.Topic, p.Partition, p.StartOffset, p.Lag, p.Available, p.Acquired, p.Acknowledged, p.Archived, p.DeadLetterPending)
 		}
 		return tw.Flush()
 	}

@@ -11,6 +11,7 @@ package node
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -93,6 +94,9 @@ type Config struct {
 	// ShutdownTimeout bounds Serve's shutdown: requests in flight, the front ends, the
 	// writer's drain and the other roles. 0: 30s.
 	ShutdownTimeout time.Duration
+	// ShareDLQInterval is how often the share groups' dead-letter mover looks for
+	// records to copy (0: broker.ShareDLQInterval).
+	ShareDLQInterval time.Duration
 
 	// Lambda: the node answers Lambda invocations, between which nothing runs, so no
 	// role may depend on a background loop: the reader does not listen for commit
@@ -301,6 +305,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		// Transactions past their timeout are aborted by whichever node notices.
 		start("transaction reaper", func(ctx context.Context) error {
 			return n.Broker.RunTxnReaper(ctx, 0, log.With("component", "txn-reaper"))
+		})
+		// Share groups' dead-letter copies, leased per group: one node moves a group's
+		// records at a time, fenced by its lease's token at each copy's commit.
+		start("share dead-letter mover", func(ctx context.Context) error {
+			return n.Broker.RunShareDLQ(ctx, "node-"+rand.Text(), cfg.ShareDLQInterval, log.With("component", "share-dlq"))
 		})
 	}
 	n.apiD = api.Deps{

@@ -310,6 +310,12 @@ func cases() []tc {
 		{name: "alter topic: fewer partitions", method: "PATCH", path: "/v1/topics/orders", ctype: "application/json", body: []byte(`{"partitions":1}`), want: 400},
 		{name: "alter topic: broken JSON", method: "PATCH", path: "/v1/topics/orders", ctype: "application/json", body: []byte(`{"partitions":`), want: 400, code: "invalid_json"},
 		{name: "alter topic: unknown config", method: "PATCH", path: "/v1/topics/orders", ctype: "application/json", body: []byte(`{"configs":{"bogus":"1"}}`), want: 400, code: "invalid_config"},
+		// A share group's dead-letter topic (KIP-1191): the node's prefix, an existing
+		// topic, its opt-in.
+		{name: "share group: dead-letter topic without the prefix", method: "PUT", path: "/v1/share-groups/sg1", ctype: "application/json", body: []byte(`{"configs":{"errors.deadletterqueue.topic.name":"orders"}}`), want: 400, code: "invalid_config"},
+		{name: "share group: dead-letter topic that does not exist", method: "PUT", path: "/v1/share-groups/sg1", ctype: "application/json", body: []byte(`{"configs":{"errors.deadletterqueue.topic.name":"dlq.nosuch"}}`), want: 400, code: "invalid_config"},
+		{name: "share group: dead-letter topic that does not opt in", method: "PUT", path: "/v1/share-groups/sg1", ctype: "application/json", body: []byte(`{"configs":{"errors.deadletterqueue.topic.name":"dlq.closed"}}`), want: 400, code: "invalid_config"},
+		{name: "share group: dead-letter topic name invalid", method: "PUT", path: "/v1/share-groups/sg1", ctype: "application/json", body: []byte(`{"configs":{"errors.deadletterqueue.topic.name":"dlq.a/b"}}`), want: 400, code: "invalid_config"},
 		{name: "delete topic: unknown", method: "DELETE", path: "/v1/topics/nosuch", want: 404, code: "topic_not_found"},
 		{name: "delete topic: SQL in name", method: "DELETE", path: "/v1/topics/orders'%20OR%20'1'='1", want: 400, code: "invalid_topic_name"},
 
@@ -397,6 +403,7 @@ func runCases(t *testing.T, s *server) {
 		{"strs", 1, map[string]string{"value.format": "string"}},
 		{"bins", 1, map[string]string{"value.format": "binary", "key.format": "binary"}},
 		{"small", 1, map[string]string{"max.message.bytes": "100"}},
+		{"dlq.closed", 1, nil},
 	} {
 		if _, err := s.cli.CreateTopic(ctx, tp.name, tp.n, tp.configs); err != nil {
 			t.Fatal(err)

@@ -240,3 +240,23 @@ func (m Methods) GroupConfigs(ctx context.Context, group string) (map[string]str
 func (m Methods) SetGroupConfigs(ctx context.Context, group string, configs map[string]string) error {
 	return SetGroupConfigs(ctx, m.DB, group, configs)
 }
+
+// ShareDLQPending implements catalog.ShareDLQ (ShareDLQPending).
+func (m Methods) ShareDLQPending(ctx context.Context, max int) ([]catalog.ShareDLQWork, error) {
+	return ShareDLQPending(ctx, m.DB, max)
+}
+
+// AcquireShareDLQLease implements catalog.ShareDLQ (AcquireShareDLQLease).
+func (m Methods) AcquireShareDLQLease(ctx context.Context, group, holder string, ttl time.Duration) (catalog.ShareDLQLease, bool, error) {
+	return AcquireShareDLQLease(ctx, m.DB, group, holder, ttl)
+}
+
+// ArchiveShareDLQ implements catalog.ShareDLQ (ArchiveShareDLQ).
+func (m Methods) ArchiveShareDLQ(ctx context.Context, c catalog.ShareDLQCommit) error {
+	return ArchiveShareDLQ(ctx, m.DB, c)
+}
+
+// ReleaseShareDLQLease implements catalog.ShareDLQ (ReleaseShareDLQLease).
+func (m Methods) ReleaseShareDLQLease(ctx context.Context, l catalog.ShareDLQLease) error {
+	return ReleaseShareDLQLease(ctx, m.DB, l)
+}

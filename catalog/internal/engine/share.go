@@ -81,6 +81,7 @@ type ShareStmts interface {
 	// writes them ("" deletes).
 	GroupConfigs(ctx context.Context, group string) (string, error)
 	SetGroupConfigs(ctx context.Context, group, configs string) error
+	ShareDLQStmts
 }
 
 // ShareBackend runs share-group calls.
@@ -351,6 +352,7 @@ func ShareAcquire(ctx context.Context, db ShareBackend, req catalog.ShareAcquire
 					p.Start = b.LogStart
 				}
 			}
+			p.DLQ = set.DLQTopic != ""
 			if p.clampLogStart(b.LogStart) {
 				changed = true
 			}
@@ -464,6 +466,7 @@ func ShareAcknowledge(ctx context.Context, db ShareBackend, req catalog.ShareAck
 				if err != nil {
 					return err
 				}
+				sp.DLQ = set.DLQTopic != ""
 				p = &sp
 				parts[ap.ShareTP] = p
 			}
@@ -546,7 +549,7 @@ func sharePartitionStates(ctx context.Context, q ShareStmts, rows []SharePartiti
 			return nil, err
 		}
 		s := catalog.SharePartitionState{ShareTP: catalog.ShareTP{Topic: t.Name, Partition: r.Partition}, StartOffset: p.Start}
-		s.Available, s.Acquired, s.Acknowledged, s.Archived = p.counts()
+		s.Available, s.Acquired, s.Acknowledged, s.Archived, s.DeadLetterPending = p.counts()
 		out = append(out, s)
 	}
 	return out, nil

@@ -19,6 +19,16 @@ const (
 	RangeAcquired  int8 = 1
 	RangeAcked     int8 = 2
 	RangeArchived  int8 = 3
+	// RangeDLQPending: archived for consumers, but not yet copied to the group's
+	// dead-letter topic (share_dlq.go). Not done: the start offset stays below it
+	// until the copy's flush archives it.
+	RangeDLQPending int8 = 4
+)
+
+// Why a pending range is dead-lettered (ShareRange.Reason).
+const (
+	ReasonRejected      int8 = 1
+	ReasonDeliveryLimit int8 = 2
 )
 
 // ShareRange is a run of in-flight offsets in one state: acquired ranges name their
@@ -30,12 +40,16 @@ type ShareRange struct {
 	Count    int16  `json:"c,omitempty"`
 	Deadline int64  `json:"d,omitempty"`
 	Member   string `json:"m,omitempty"`
+	Reason   int8   `json:"r,omitempty"` // RangeDLQPending only
 }
 
 // SharePart is a share-partition's state: Ranges cover [Start, End()) without gaps.
 type SharePart struct {
 	Start  int64
 	Ranges []ShareRange
+	// DLQ: the group names a dead-letter topic, so records rejected or over the
+	// delivery limit become RangeDLQPending rather than RangeArchived (not stored).
+	DLQ bool
 }
 
 // DecodeSharePart reads a stored state ("" or "[]": nothing in flight).
@@ -93,7 +107,7 @@ func (p *SharePart) normalize() {
 		}
 		if n := len(out); n > 0 {
 			prev := &out[n-1]
-			if prev.State == r.State && prev.Count == r.Count && prev.Deadline == r.Deadline && prev.Member == r.Member && prev.Last+1 == r.First {
+			if prev.State == r.State && prev.Count == r.Count && prev.Deadline == r.Deadline && prev.Member == r.Member && prev.Reason == r.Reason && prev.Last+1 == r.First {
 				prev.Last = r.Last
 				continue
 			}
@@ -127,14 +141,24 @@ func (p *SharePart) clampLogStart(logStart int64) bool {
 }
 
 // release returns a range to available, or archives it when its deliveries reached the
-// limit.
-func release(r *ShareRange, limit int) {
+// limit (dead-letter pending when dlq).
+func release(r *ShareRange, limit int, dlq bool) {
 	r.Member, r.Deadline = "", 0
 	if int(r.Count) >= limit {
-		r.State = RangeArchived
+		archive(r, dlq, ReasonDeliveryLimit)
 	} else {
 		r.State = RangeAvailable
 	}
+}
+
+// archive archives a range, or marks it dead-letter pending for reason when dlq.
+func archive(r *ShareRange, dlq bool, reason int8) {
+	r.Member, r.Deadline = "", 0
+	if dlq {
+		r.State, r.Reason = RangeDLQPending, reason
+		return
+	}
+	r.State = RangeArchived
 }
 
 // expire releases the acquired ranges whose lock deadline has passed (nowMs, the
@@ -144,7 +168,7 @@ func (p *SharePart) expire(nowMs int64, limit int) bool {
 	for i := range p.Ranges {
 		r := &p.Ranges[i]
 		if r.State == RangeAcquired && r.Deadline <= nowMs {
-			release(r, limit)
+			release(r, limit, p.DLQ)
 			changed = true
 		}
 	}
@@ -157,7 +181,7 @@ func (p *SharePart) releaseMember(member string, limit int) bool {
 	for i := range p.Ranges {
 		r := &p.Ranges[i]
 		if r.State == RangeAcquired && r.Member == member {
-			release(r, limit)
+			release(r, limit, p.DLQ)
 			changed = true
 		}
 	}
@@ -229,7 +253,7 @@ func (p *SharePart) ack(member string, nowMs int64, batches []catalog.AckBatch, 
 	if err := validateAcks(batches); err != nil {
 		return err
 	}
-	q := SharePart{Start: p.Start, Ranges: append([]ShareRange(nil), p.Ranges...)}
+	q := SharePart{Start: p.Start, Ranges: append([]ShareRange(nil), p.Ranges...), DLQ: p.DLQ}
 	end := q.End()
 	for _, b := range batches {
 		if b.Last >= end {
@@ -269,9 +293,9 @@ func (p *SharePart) ack(member string, nowMs int64, batches []catalog.AckBatch, 
 				case catalog.AckGap, catalog.AckAccept:
 					r.State, r.Member, r.Deadline = RangeAcked, "", 0
 				case catalog.AckRelease:
-					release(r, limit)
+					release(r, limit, q.DLQ)
 				case catalog.AckReject:
-					r.State, r.Member, r.Deadline = RangeArchived, "", 0
+					archive(r, q.DLQ, ReasonRejected)
 				case catalog.AckRenew:
 					r.Deadline = nowMs + lock.Milliseconds()
 				}
@@ -284,7 +308,7 @@ func (p *SharePart) ack(member string, nowMs int64, batches []catalog.AckBatch, 
 }
 
 // counts counts the in-flight records by state.
-func (p *SharePart) counts() (avail, acquired, acked, archived int64) {
+func (p *SharePart) counts() (avail, acquired, acked, archived, pending int64) {
 	for _, r := range p.Ranges {
 		n := r.Last - r.First + 1
 		switch r.State {
@@ -296,6 +320,8 @@ func (p *SharePart) counts() (avail, acquired, acked, archived int64) {
 			acked += n
 		case RangeArchived:
 			archived += n
+		case RangeDLQPending:
+			pending += n
 		}
 	}
 	return

@@ -181,3 +181,11 @@ func TestSharePartRules(t *testing.T) {
 		t.Fatalf("clamp: %+v", p)
 	}
 }
+
+func (m *memShare) DLQPendingPartitions(context.Context, int) ([]DLQPendingRow, error) {
+	return nil, nil
+}
+func (m *memShare) DLQLease(context.Context, string) (DLQLeaseRow, bool, error) {
+	return DLQLeaseRow{}, false, nil
+}
+func (m *memShare) PutDLQLease(context.Context, string, DLQLeaseRow) error { return nil }
