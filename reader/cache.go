@@ -55,6 +55,8 @@ type blockCache struct {
 	disk *diskTier
 	// mem is the node's memory budget (nil: not accounted).
 	mem *membudget.Budget
+	// got is Config.Got.
+	got func(topicID int64)
 
 	mu      sync.Mutex
 	size    int64
@@ -79,8 +81,9 @@ func newBlockCache(store rangeGetter, blockSize, maxBytes int64, m *metrics) *bl
 // answer); a block loaded from the store waits up to wait for room (0: only room there
 // is, for reads nobody waits on, the prefetcher's).
 type acct struct {
-	hold *membudget.Hold
-	wait time.Duration
+	hold  *membudget.Hold
+	wait  time.Duration
+	topic int64 // the fetch's, for Config.Got; 0: none
 }
 
 // read returns bytes [off, off+n) of object obj, whose whole size is objSize. They
@@ -188,7 +191,7 @@ func (c *blockCache) blocks(ctx context.Context, a acct, obj string, objSize, fi
 
 	// Every load this call leads completes before it waits on anyone else's, so two
 	// fetches that each lead a block the other needs cannot deadlock.
-	if err := c.fetch(ctx, a.wait, obj, objSize, mine); err != nil {
+	if err := c.fetch(ctx, a, obj, objSize, mine); err != nil {
 		return nil, false, err
 	}
 	for _, p := range mine {
@@ -214,7 +217,7 @@ func (c *blockCache) blocks(ctx context.Context, a acct, obj string, objSize, fi
 // completes every one of their loads, whatever happens. Each GET's bytes are reserved
 // in the node's budget first (waiting up to wait), until they are in the cache — whose
 // bytes are a standing reservation — or dropped.
-func (c *blockCache) fetch(ctx context.Context, wait time.Duration, obj string, objSize int64, mine []pending) (err error) {
+func (c *blockCache) fetch(ctx context.Context, a acct, obj string, objSize int64, mine []pending) (err error) {
 	if c.disk != nil {
 		mine = c.fromDisk(obj, objSize, mine)
 	}
@@ -236,13 +239,16 @@ func (c *blockCache) fetch(ctx context.Context, wait time.Duration, obj string, 
 		run := mine[next:end]
 		off := run[0].idx * c.blockSize
 		n := min((run[len(run)-1].idx+1)*c.blockSize, objSize) - off
-		if err = c.mem.Reserve(ctx, n, wait, membudget.UseCache); err != nil {
+		if err = c.mem.Reserve(ctx, n, a.wait, membudget.UseCache); err != nil {
 			return memoryError(ctx, err)
 		}
 		var data []byte
 		data, err = c.store.GetRange(ctx, obj, off, n)
 		c.m.gets.Inc()
 		c.m.getBytes.Add(float64(len(data)))
+		if c.got != nil && a.topic != 0 {
+			c.got(a.topic)
+		}
 		if err == nil && int64(len(data)) != n {
 			err = fmt.Errorf("get range %s [%d,+%d): got %d bytes", obj, off, n, len(data))
 		}

@@ -11,6 +11,10 @@ import (
 
 // Config tunes a Reader. A zero field takes its default.
 type Config struct {
+	// Got, when set, is told the topic of each object-store GET made to serve a
+	// fetch of it (per-topic usage): one call per GET, on the fetch's goroutine; it
+	// must not block. GETs made for no fetch (prefetching) are not told.
+	Got func(topicID int64)
 	// CacheBytes bounds the in-memory block cache (LRU by bytes). Decoded footers of
 	// objects read through their footer are kept besides, in up to CacheBytes/16.
 	// Default 256 MiB.

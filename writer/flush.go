@@ -127,8 +127,54 @@ func (w *Writer) flush(f *flush) {
 	waitPrev()
 	w.m.stage.WithLabelValues("wait").Observe(time.Since(start).Seconds())
 	start = time.Now()
-	w.commit(lay, seg)
+	results := w.commit(lay, seg)
 	w.m.stage.WithLabelValues("commit").Observe(time.Since(start).Seconds())
+	w.reportUsage(lay, seg, results)
+}
+
+// reportUsage tells Config.Usage what the flush carried per (topic, principal): work
+// per batch, never per record. results is nil when nothing committed.
+func (w *Writer) reportUsage(lay layout, seg catalog.Segment, results []catalog.Result) {
+	if w.cfg.Usage == nil {
+		return
+	}
+	var total int64
+	for _, r := range seg.Requests {
+		for _, b := range r.Batches {
+			total += int64(b.Len)
+		}
+	}
+	if total <= 0 {
+		return
+	}
+	type key struct {
+		topic     int64
+		principal string
+	}
+	var (
+		out []TopicUsage
+		at  = make(map[key]int, 4)
+	)
+	for k, r := range seg.Requests {
+		ok := results != nil && results[k].Err == nil && !results[k].Duplicate
+		who := lay.reqs[k].req.Principal
+		for _, b := range r.Batches {
+			kk := key{b.TopicID, who}
+			i, seen := at[kk]
+			if !seen {
+				i = len(out)
+				at[kk] = i
+				out = append(out, TopicUsage{TopicID: b.TopicID, Principal: who})
+			}
+			u := &out[i]
+			u.Share += float64(b.Len) / float64(total)
+			if ok {
+				u.Bytes += int64(b.Len)
+				u.Records += int64(b.Records)
+			}
+		}
+	}
+	w.cfg.Usage(out)
 }
 
 // encodeFlush lays out and encodes f, as the object's parts and its size. A request
@@ -289,8 +335,9 @@ func (w *Writer) layout(f *flush, reqs []*pending, now time.Time) layout {
 	return lay
 }
 
-// commit commits seg, settles an unknown outcome, and sets every request's answer.
-func (w *Writer) commit(lay layout, seg catalog.Segment) {
+// commit commits seg, settles an unknown outcome, and sets every request's answer. It
+// answers the results the requests were answered from; nil when nothing committed.
+func (w *Writer) commit(lay layout, seg catalog.Segment) []catalog.Result {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.CommitTimeout)
 	results, err := w.cat.Commit(ctx, seg)
 	cancel()
@@ -302,41 +349,42 @@ func (w *Writer) commit(lay layout, seg catalog.Segment) {
 		w.m.commits.WithLabelValues("ok").Inc()
 		w.committed(seg, results)
 		w.answer(lay, results, false)
-		return
+		return results
 	case errors.Is(err, catalog.ErrCommitTooLate):
 		w.m.commits.WithLabelValues("too_late").Inc()
 		w.log.Warn("commit segment refused as too late", "key", seg.Key, "err", err)
 		failAll(lay.reqs, fmt.Errorf("%w: commit %s: %w", ErrCommit, seg.Key, err))
-		return
+		return nil
 	case errors.Is(err, catalog.ErrCommitAborted):
 		w.m.commits.WithLabelValues("aborted").Inc()
 		w.log.Warn("commit segment aborted", "key", seg.Key, "err", err)
 		failAll(lay.reqs, fmt.Errorf("%w: commit %s: %w", ErrCommit, seg.Key, err))
-		return
+		return nil
 	case errors.Is(err, catalog.ErrCommitFailed):
 		// Definitely not written (the catalog was unreachable or refused the whole
 		// transaction): answer at once instead of settling for SettleTimeout.
 		w.m.commits.WithLabelValues("failed").Inc()
 		w.log.Warn("commit segment failed", "key", seg.Key, "err", err)
 		failAll(lay.reqs, fmt.Errorf("%w: commit %s: %w", ErrCommit, seg.Key, err))
-		return
+		return nil
 	case errors.Is(err, catalog.ErrInvalidSegment):
 		// A writer bug, not the requests' fault: nothing was written, and each request
 		// may well commit in another flush.
 		w.m.commits.WithLabelValues("invalid").Inc()
 		w.log.Error("commit segment refused as malformed", "key", seg.Key, "err", err)
 		failAll(lay.reqs, fmt.Errorf("%w: commit %s: %w", ErrCommit, seg.Key, err))
-		return
+		return nil
 	}
 	w.m.commits.WithLabelValues("unknown").Inc()
 	w.log.Warn("commit segment: outcome unknown, settling", "key", seg.Key, "err", err)
 	results, serr := w.settle(seg)
 	if serr != nil {
 		failAll(lay.reqs, fmt.Errorf("%w: commit %s: %v; %w", ErrCommit, seg.Key, err, serr))
-		return
+		return nil
 	}
 	w.committed(seg, results)
 	w.answer(lay, results, true)
+	return results
 }
 
 // committed tells Config.Committed the high watermarks seg's new batches moved, before
