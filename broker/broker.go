@@ -164,6 +164,9 @@ type Deps struct {
 	// QuotaStore keeps the quotas (both catalog backends); their administration needs
 	// it.
 	QuotaStore QuotaStore
+	// Usage counts per-topic usage on this node and answers it (package usage); nil
+	// counts nothing, and TopicUsage answers CodeRoleUnavailable.
+	Usage UsageRecorder
 	// Now is the node clock that stamps and bounds CreateTime timestamps; nil: time.Now.
 	Now func() time.Time
 }
@@ -192,6 +195,8 @@ type Config struct {
 	// Longer asks are capped, not refused: a client asking for a long poll gets the
 	// longest this node allows. Default DefaultMaxWait.
 	MaxWait time.Duration
+	// Prices are the list prices of TopicUsage's cost estimate; zero: DefaultPrices.
+	Prices Prices
 }
 
 // Defaults of Config.
@@ -221,6 +226,7 @@ type Broker struct {
 	// txnMaxTimeout is Config.TxnMaxTimeout; txnMetrics the coordinator's metrics.
 	txnMaxTimeout time.Duration
 	txnMetrics    *txnMetrics
+	prices        Prices // Config.Prices, default applied
 }
 
 // New builds the core over d.
@@ -237,7 +243,10 @@ func New(cfg Config, d Deps) *Broker {
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = DefaultMaxWait
 	}
-	b := &Broker{d: d, now: d.Now, maxAfterMs: cfg.MaxTimestampAfterMs, maxWait: cfg.MaxWait, waits: newGroupWaits(), schemas: newSchemaCache(),
+	if cfg.Prices == (Prices{}) {
+		cfg.Prices = DefaultPrices
+	}
+	b := &Broker{d: d, now: d.Now, maxAfterMs: cfg.MaxTimestampAfterMs, maxWait: cfg.MaxWait, prices: cfg.Prices, waits: newGroupWaits(), schemas: newSchemaCache(),
 		txnMaxTimeout: cfg.TxnMaxTimeout, txnMetrics: newTxnMetrics(cfg.Registerer)}
 	if b.now == nil {
 		b.now = time.Now
