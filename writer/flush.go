@@ -133,46 +133,54 @@ func (w *Writer) flush(f *flush) {
 }
 
 // reportUsage tells Config.Usage what the flush carried per (topic, principal): work
-// per batch, never per record. results is nil when nothing committed.
+// per batch — an integer add, and a map lookup only where the topic changes within a
+// request — never per record. results is nil when nothing committed.
 func (w *Writer) reportUsage(lay layout, seg catalog.Segment, results []catalog.Result) {
 	if w.cfg.Usage == nil {
 		return
 	}
-	var total int64
-	for _, r := range seg.Requests {
+	var (
+		out   []TopicUsage
+		all   []int64 // per entry of out: its bytes in the object, committed or not
+		total int64
+		// Entries by principal, then topic: the principal (a string) is hashed once
+		// per request, a topic (an integer) where it changes within a request.
+		byWho = make(map[string]map[int64]int, 4)
+	)
+	for k, r := range seg.Requests {
+		ok := results != nil && results[k].Err == nil && !results[k].Duplicate
+		who := lay.reqs[k].req.Principal
+		idx := byWho[who]
+		if idx == nil {
+			idx = make(map[int64]int, 8)
+			byWho[who] = idx
+		}
+		i, topic := -1, int64(0)
 		for _, b := range r.Batches {
-			total += int64(b.Len)
+			if i < 0 || b.TopicID != topic {
+				topic = b.TopicID
+				var seen bool
+				if i, seen = idx[topic]; !seen {
+					i = len(out)
+					idx[topic] = i
+					out = append(out, TopicUsage{TopicID: topic, Principal: who})
+					all = append(all, 0)
+				}
+			}
+			n := int64(b.Len)
+			all[i] += n
+			total += n
+			if ok {
+				out[i].Bytes += n
+				out[i].Records += int64(b.Records)
+			}
 		}
 	}
 	if total <= 0 {
 		return
 	}
-	type key struct {
-		topic     int64
-		principal string
-	}
-	var (
-		out []TopicUsage
-		at  = make(map[key]int, 4)
-	)
-	for k, r := range seg.Requests {
-		ok := results != nil && results[k].Err == nil && !results[k].Duplicate
-		who := lay.reqs[k].req.Principal
-		for _, b := range r.Batches {
-			kk := key{b.TopicID, who}
-			i, seen := at[kk]
-			if !seen {
-				i = len(out)
-				at[kk] = i
-				out = append(out, TopicUsage{TopicID: b.TopicID, Principal: who})
-			}
-			u := &out[i]
-			u.Share += float64(b.Len) / float64(total)
-			if ok {
-				u.Bytes += int64(b.Len)
-				u.Records += int64(b.Records)
-			}
-		}
+	for i := range out {
+		out[i].Share = float64(all[i]) / float64(total)
 	}
 	w.cfg.Usage(out)
 }
