@@ -116,7 +116,7 @@ func (rs *topicsResource) usage(w http.ResponseWriter, r *http.Request) *problem
 		return rs.a.problemFor(r, err)
 	}
 	out := v1.TopicUsage{
-		Topic: u.Topic, Since: catalog.UsageMinute(u.Since), Until: u.Until.UTC(),
+		Topic: u.Topic, Since: u.Since.UTC(), Until: u.Until.UTC(),
 		BytesIn: u.BytesIn, BytesOut: u.BytesOut, RecordsIn: u.RecordsIn, RecordsOut: u.RecordsOut,
 		PutRequests: u.PutRequests, GetRequests: u.GetRequests, CatalogCommits: u.Commits,
 		StoredBytes: u.StoredBytes, EstimatedCostUSD: u.Cost.TotalUSD,

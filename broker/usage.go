@@ -43,6 +43,8 @@ const UsageMonth = 30 * 24 * time.Hour
 // estimated monthly cost.
 type TopicUsage struct {
 	Topic string
+	// Since is where the counts start: the start of the minute bucket the asked-for
+	// start falls in (counts are kept per minute).
 	Since time.Time
 	Until time.Time
 	catalog.UsageCounts
@@ -118,14 +120,14 @@ func (b *Broker) TopicUsage(ctx context.Context, who Principal, topic, since str
 	if err != nil {
 		return TopicUsage{}, catalogError("usage of topic", err, onTopic(topic))
 	}
-	u := TopicUsage{Topic: t.Name, Since: from, Until: now, Principals: rows}
+	u := TopicUsage{Topic: t.Name, Since: catalog.UsageMinute(from), Until: now, Principals: rows}
 	for _, r := range rows {
 		u.Add(r.UsageCounts)
 	}
 	for _, p := range parts {
 		u.StoredBytes += p.Bytes
 	}
-	u.Cost = b.prices.cost(u.UsageCounts, u.StoredBytes, now.Sub(catalog.UsageMinute(from)))
+	u.Cost = b.prices.cost(u.UsageCounts, u.StoredBytes, now.Sub(u.Since))
 	return u, nil
 }
 
