@@ -55,8 +55,9 @@ type blockCache struct {
 	disk *diskTier
 	// mem is the node's memory budget (nil: not accounted).
 	mem *membudget.Budget
-	// got is Config.Got.
-	got func(topicID int64)
+	// got is Config.Got; footer looks an object's footer up in the footer cache.
+	got    func(topicID int64, share float64)
+	footer func(obj string) (segment.Footer, bool)
 
 	mu      sync.Mutex
 	size    int64
@@ -246,8 +247,8 @@ func (c *blockCache) fetch(ctx context.Context, a acct, obj string, objSize int6
 		data, err = c.store.GetRange(ctx, obj, off, n)
 		c.m.gets.Inc()
 		c.m.getBytes.Add(float64(len(data)))
-		if c.got != nil && a.topic != 0 {
-			c.got(a.topic)
+		if c.got != nil && a.topic != 0 && err == nil {
+			c.attribute(a.topic, obj, objSize, off, data)
 		}
 		if err == nil && int64(len(data)) != n {
 			err = fmt.Errorf("get range %s [%d,+%d): got %d bytes", obj, off, n, len(data))
@@ -261,6 +262,53 @@ func (c *blockCache) fetch(ctx context.Context, a acct, obj string, objSize int6
 		next = end
 	}
 	return nil
+}
+
+// attribute tells Config.Got whose GET of [off, off+len(data)) of obj this was: the
+// topics of the batches in the range by bytes, when the footer is in the range read
+// (an object read whole) or in the footer cache; else wholly topic, the fetch's.
+func (c *blockCache) attribute(topic int64, obj string, objSize, off int64, data []byte) {
+	ft, ok := c.footer(obj)
+	if !ok && off+int64(len(data)) == objSize && len(data) >= segment.TrailerSize {
+		if n, err := segment.ParseTrailer(data[len(data)-segment.TrailerSize:]); err == nil && n > 0 && n <= int64(len(data))-segment.TrailerSize {
+			end := int64(len(data)) - segment.TrailerSize
+			ft, err = segment.DecodeFooter(data[end-n : end])
+			ok = err == nil
+		}
+	}
+	if !ok {
+		c.got(topic, 1)
+		return
+	}
+	var (
+		topics []int64
+		bytes  []int64
+		total  int64
+	)
+	end := off + int64(len(data))
+	for _, b := range ft.Batches {
+		n := min(b.Pos+b.Len, end) - max(b.Pos, off)
+		if n <= 0 {
+			continue
+		}
+		total += n
+		if k := len(topics) - 1; k >= 0 && topics[k] == b.TopicID {
+			bytes[k] += n
+			continue
+		}
+		if i := slices.Index(topics, b.TopicID); i >= 0 {
+			bytes[i] += n
+			continue
+		}
+		topics, bytes = append(topics, b.TopicID), append(bytes, n)
+	}
+	if total == 0 { // only the footer read: the fetch's
+		c.got(topic, 1)
+		return
+	}
+	for i, t := range topics {
+		c.got(t, float64(bytes[i])/float64(total))
+	}
 }
 
 // fromDisk completes the loads of mine whose blocks the disk tier holds and returns

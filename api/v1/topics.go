@@ -151,7 +151,8 @@ type TopicUsage struct {
 	EstimatedCostUSD float64   `json:"estimated_cost_usd"`
 	Cost             UsageCost `json:"cost"`
 	// Principals splits the counts by who caused them; "" holds anonymous requests and
-	// the GETs, which are made for whoever reads first.
+	// the GETs, which are made for whoever reads first (a GET is split among the topics
+	// whose batches it read, by bytes).
 	Principals []PrincipalUsage `json:"principals"`
 }
 

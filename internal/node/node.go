@@ -295,8 +295,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		cfg.ReaderConfig.Memory = n.Memory
 		if u := n.Usage; u != nil && cfg.ReaderConfig.Got == nil {
-			cfg.ReaderConfig.Got = func(topicID int64) {
-				u.Add(time.Now(), topicID, "", catalog.UsageCounts{GetRequests: 1})
+			cfg.ReaderConfig.Got = func(topicID int64, share float64) {
+				u.Add(time.Now(), topicID, "", catalog.UsageCounts{GetRequests: share})
 			}
 		}
 		n.Reader = reader.New(store, cat, cfg.ReaderConfig, log, reg)

@@ -290,11 +290,23 @@ func TestTopicUsage(t *testing.T) {
 		t.Errorf("since=%s: %d records in, want %d", from, u.RecordsIn, smallB.RecordsIn)
 	}
 
-	// Node b's reads are its own GETs, in its answer at once.
+	// Node b's reads are its own GETs, in its answer at once, split between the topics
+	// by their bytes in the objects read: small's first records lie in an object that
+	// holds three times as many of big's bytes.
+	bigBefore, smallBefore := usageOf(t, b.URL, alice, "big", ""), usageOf(t, b.URL, alice, "small", "")
 	must(t, b.URL, bob, "GET", "/v1/topics/small/partitions/0/records?offset=0&max_records=5", nil, http.StatusOK)
 	gets := counter(t, b.Registry, "strata_objstore_requests_total", map[string]string{"op": "get_range", "result": "ok"}) +
 		counter(t, b.Registry, "strata_objstore_requests_total", map[string]string{"op": "get", "result": "ok"})
-	if u := usageOf(t, b.URL, alice, "small", ""); u.GetRequests < 1 || u.GetRequests > gets || principalOf(u, "User:bob").RecordsOut != 5 {
-		t.Errorf("node b after a fetch: %v GETs attributed (the store saw %v), bob's records out %d, want 5", u.GetRequests, gets, principalOf(u, "User:bob").RecordsOut)
+	bigAfter, smallAfter := usageOf(t, b.URL, alice, "big", ""), usageOf(t, b.URL, alice, "small", "")
+	dBig, dSmall := bigAfter.GetRequests-bigBefore.GetRequests, smallAfter.GetRequests-smallBefore.GetRequests
+	sum := dBig + dSmall
+	if sum < 1-1e-9 || sum > gets+1e-9 || math.Abs(sum-math.Round(sum)) > 1e-6 {
+		t.Errorf("node b's fetch: GETs attributed %.6f to big and %.6f to small; want whole GETs in all, at most the %v the store saw", dBig, dSmall, gets)
+	}
+	if dBig <= dSmall {
+		t.Errorf("node b's fetch of small: GETs attributed %.4f to big and %.4f to small; big has most of the bytes in those objects", dBig, dSmall)
+	}
+	if got := principalOf(smallAfter, "User:bob").RecordsOut; got != 5 {
+		t.Errorf("bob's records out of small: %d, want 5", got)
 	}
 }
