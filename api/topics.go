@@ -28,6 +28,7 @@ func (rs *topicsResource) Routes() chi.Router {
 		r.Get("/", a.serve(broker.CapTopics, rs.get))
 		r.Delete("/", a.serve(broker.CapTopics, rs.delete))
 		r.Patch("/", a.serve(broker.CapTopics, rs.patch))
+		r.Get("/usage", a.serve(broker.CapTopics, rs.usage))
 		r.Mount("/partitions", (&partitionsResource{a}).Routes())
 		r.Mount("/records", (&recordsResource{a}).Routes())
 	})
@@ -106,6 +107,27 @@ func (rs *topicsResource) get(w http.ResponseWriter, r *http.Request) *problem {
 		return rs.a.problemFor(r, err)
 	}
 	writeJSON(w, http.StatusOK, oneTopic(t))
+	return nil
+}
+
+func (rs *topicsResource) usage(w http.ResponseWriter, r *http.Request) *problem {
+	u, err := rs.a.core.TopicUsage(r.Context(), principal(r), topicParam(r), r.URL.Query().Get("since"))
+	if err != nil {
+		return rs.a.problemFor(r, err)
+	}
+	out := v1.TopicUsage{
+		Topic: u.Topic, Since: u.Since.UTC(), Until: u.Until.UTC(),
+		BytesIn: u.BytesIn, BytesOut: u.BytesOut, RecordsIn: u.RecordsIn, RecordsOut: u.RecordsOut,
+		PutRequests: u.PutRequests, GetRequests: u.GetRequests, CatalogCommits: u.Commits,
+		StoredBytes: u.StoredBytes, EstimatedCostUSD: u.Cost.TotalUSD,
+		Cost:       v1.UsageCost{PutUSD: u.Cost.PutUSD, GetUSD: u.Cost.GetUSD, CommitUSD: u.Cost.CommitUSD, StorageUSD: u.Cost.StorageUSD},
+		Principals: make([]v1.PrincipalUsage, len(u.Principals)),
+	}
+	for i, p := range u.Principals {
+		out.Principals[i] = v1.PrincipalUsage{Principal: p.Principal, BytesIn: p.BytesIn, BytesOut: p.BytesOut, RecordsIn: p.RecordsIn,
+			RecordsOut: p.RecordsOut, PutRequests: p.PutRequests, GetRequests: p.GetRequests, CatalogCommits: p.Commits}
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

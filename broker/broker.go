@@ -164,6 +164,9 @@ type Deps struct {
 	// QuotaStore keeps the quotas (both catalog backends); their administration needs
 	// it.
 	QuotaStore QuotaStore
+	// Usage counts per-topic usage on this node and answers it (package usage); nil
+	// counts nothing, and TopicUsage answers CodeRoleUnavailable.
+	Usage UsageRecorder
 	// Now is the node clock that stamps and bounds CreateTime timestamps; nil: time.Now.
 	Now func() time.Time
 }
@@ -196,6 +199,8 @@ type Config struct {
 	// with (Kafka's errors.deadletterqueue.topic.name.prefix); default
 	// catalog.DefaultShareDLQPrefix, "dlq.".
 	ShareDLQPrefix string
+	// Prices are the list prices of TopicUsage's cost estimate; zero: DefaultPrices.
+	Prices Prices
 }
 
 // Defaults of Config.
@@ -226,6 +231,7 @@ type Broker struct {
 	txnMaxTimeout time.Duration
 	txnMetrics    *txnMetrics
 	dlqPrefix     string // Config.ShareDLQPrefix, default applied
+	prices        Prices // Config.Prices, default applied
 }
 
 // New builds the core over d.
@@ -245,7 +251,10 @@ func New(cfg Config, d Deps) *Broker {
 	if cfg.ShareDLQPrefix == "" {
 		cfg.ShareDLQPrefix = catalog.DefaultShareDLQPrefix
 	}
-	b := &Broker{d: d, now: d.Now, maxAfterMs: cfg.MaxTimestampAfterMs, maxWait: cfg.MaxWait, waits: newGroupWaits(), schemas: newSchemaCache(),
+	if cfg.Prices == (Prices{}) {
+		cfg.Prices = DefaultPrices
+	}
+	b := &Broker{d: d, now: d.Now, maxAfterMs: cfg.MaxTimestampAfterMs, maxWait: cfg.MaxWait, prices: cfg.Prices, waits: newGroupWaits(), schemas: newSchemaCache(),
 		txnMaxTimeout: cfg.TxnMaxTimeout, txnMetrics: newTxnMetrics(cfg.Registerer), dlqPrefix: cfg.ShareDLQPrefix}
 	if b.now == nil {
 		b.now = time.Now

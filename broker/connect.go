@@ -51,6 +51,7 @@ func (b *Broker) CommitSource(ctx context.Context, who Principal, req SourceRequ
 	}
 	src := req.Source
 	wreq.Source = &src
+	wreq.Principal = who.Name
 	resp, e := b.write(ctx, wreq, topics)
 	if e != nil {
 		return ProduceResult{}, e

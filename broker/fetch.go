@@ -71,6 +71,7 @@ func (b *Broker) Fetch(ctx context.Context, who Principal, req FetchRequest) (Fe
 	if err != nil {
 		return FetchResult{}, fetchError(err, onPartition(req.Topic, req.Partition))
 	}
+	b.countRecords(f.TopicID, who, res.Records)
 	return res, nil
 }
 
@@ -88,6 +89,7 @@ func (b *Broker) FetchBatches(ctx context.Context, who Principal, req FetchReque
 	if err != nil {
 		return BatchesFetch{}, fetchError(err, onPartition(req.Topic, req.Partition))
 	}
+	b.countBatches(f.TopicID, who, res.Batches)
 	return res, nil
 }
 

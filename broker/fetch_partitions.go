@@ -75,6 +75,11 @@ func (b *Broker) FetchPartitions(ctx context.Context, who Principal, req Partiti
 	for {
 		ready, failed := b.fetchOnce(ctx, fetches, out, req.MaxBytes)
 		if failed || ready >= max(req.MinBytes, 1) || !time.Now().Before(deadline) {
+			for i := range out {
+				if fetches[i] != nil && out[i].Err == nil {
+					b.countBatches(fetches[i].TopicID, who, out[i].Batches)
+				}
+			}
 			return out, nil
 		}
 		if w != nil {

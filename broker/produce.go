@@ -68,6 +68,7 @@ func (b *Broker) Produce(ctx context.Context, who Principal, req ProduceRequest)
 	if e != nil {
 		return ProduceResult{}, e
 	}
+	wreq.Principal = who.Name
 	resp, e := b.write(ctx, wreq, topics)
 	if e != nil {
 		return ProduceResult{}, e

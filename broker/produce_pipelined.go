@@ -64,6 +64,7 @@ func (b *Broker) PrepareBatches(ctx context.Context, who Principal, req BatchesR
 	if e != nil {
 		return nil, e
 	}
+	wreq.Principal = who.Name
 	return &PreparedBatches{b: b, ti: ti, part: req.Partition, wreq: wreq, count: count}, nil
 }
 

@@ -62,6 +62,22 @@ func (c *Client) Topic(ctx context.Context, name string) (Topic, error) {
 	return t, err
 }
 
+// TopicUsage is what a topic used over a window and its estimated monthly cost.
+type TopicUsage = v1.TopicUsage
+
+// TopicUsage answers a topic's usage since since: a duration back from now ("15m",
+// "24h") or an RFC 3339 time; "" is the server's default, the last hour. It needs
+// describe on the topic.
+func (c *Client) TopicUsage(ctx context.Context, topic, since string) (TopicUsage, error) {
+	var q url.Values
+	if since != "" {
+		q = url.Values{"since": {since}}
+	}
+	var u TopicUsage
+	err := c.do(ctx, "usage of topic "+topic, http.MethodGet, q, nil, &u, "v1", "topics", topic, "usage")
+	return u, err
+}
+
 // DeleteTopic deletes a topic and, eventually, its data. A topic created later under the
 // same name never sees the old data.
 func (c *Client) DeleteTopic(ctx context.Context, name string) error {

@@ -50,7 +50,7 @@ func (r *Reader) scan(ctx context.Context, f Fetch, list catalog.ChunkList, visi
 	hw := list.Partition.HighWatermark
 	end := limit(f, list.Partition)
 	next := f.Offset
-	a := acct{hold: f.Memory, wait: r.cfg.MemoryWait}
+	a := acct{hold: f.Memory, wait: r.cfg.MemoryWait, topic: f.TopicID}
 	markers := list.Markers
 	// drain visits the markers below bound. stop: the fetch is done.
 	drain := func(bound int64) (stop bool, err error) {

@@ -55,6 +55,9 @@ type blockCache struct {
 	disk *diskTier
 	// mem is the node's memory budget (nil: not accounted).
 	mem *membudget.Budget
+	// got is Config.Got; footer looks an object's footer up in the footer cache.
+	got    func(topicID int64, share float64)
+	footer func(obj string) (segment.Footer, bool)
 
 	mu      sync.Mutex
 	size    int64
@@ -79,8 +82,9 @@ func newBlockCache(store rangeGetter, blockSize, maxBytes int64, m *metrics) *bl
 // answer); a block loaded from the store waits up to wait for room (0: only room there
 // is, for reads nobody waits on, the prefetcher's).
 type acct struct {
-	hold *membudget.Hold
-	wait time.Duration
+	hold  *membudget.Hold
+	wait  time.Duration
+	topic int64 // the fetch's, for Config.Got; 0: none
 }
 
 // read returns bytes [off, off+n) of object obj, whose whole size is objSize. They
@@ -188,7 +192,7 @@ func (c *blockCache) blocks(ctx context.Context, a acct, obj string, objSize, fi
 
 	// Every load this call leads completes before it waits on anyone else's, so two
 	// fetches that each lead a block the other needs cannot deadlock.
-	if err := c.fetch(ctx, a.wait, obj, objSize, mine); err != nil {
+	if err := c.fetch(ctx, a, obj, objSize, mine); err != nil {
 		return nil, false, err
 	}
 	for _, p := range mine {
@@ -214,7 +218,7 @@ func (c *blockCache) blocks(ctx context.Context, a acct, obj string, objSize, fi
 // completes every one of their loads, whatever happens. Each GET's bytes are reserved
 // in the node's budget first (waiting up to wait), until they are in the cache — whose
 // bytes are a standing reservation — or dropped.
-func (c *blockCache) fetch(ctx context.Context, wait time.Duration, obj string, objSize int64, mine []pending) (err error) {
+func (c *blockCache) fetch(ctx context.Context, a acct, obj string, objSize int64, mine []pending) (err error) {
 	if c.disk != nil {
 		mine = c.fromDisk(obj, objSize, mine)
 	}
@@ -236,13 +240,16 @@ func (c *blockCache) fetch(ctx context.Context, wait time.Duration, obj string, 
 		run := mine[next:end]
 		off := run[0].idx * c.blockSize
 		n := min((run[len(run)-1].idx+1)*c.blockSize, objSize) - off
-		if err = c.mem.Reserve(ctx, n, wait, membudget.UseCache); err != nil {
+		if err = c.mem.Reserve(ctx, n, a.wait, membudget.UseCache); err != nil {
 			return memoryError(ctx, err)
 		}
 		var data []byte
 		data, err = c.store.GetRange(ctx, obj, off, n)
 		c.m.gets.Inc()
 		c.m.getBytes.Add(float64(len(data)))
+		if c.got != nil && a.topic != 0 && err == nil {
+			c.attribute(a.topic, obj, objSize, off, data)
+		}
 		if err == nil && int64(len(data)) != n {
 			err = fmt.Errorf("get range %s [%d,+%d): got %d bytes", obj, off, n, len(data))
 		}
@@ -255,6 +262,53 @@ func (c *blockCache) fetch(ctx context.Context, wait time.Duration, obj string, 
 		next = end
 	}
 	return nil
+}
+
+// attribute tells Config.Got whose GET of [off, off+len(data)) of obj this was: the
+// topics of the batches in the range by bytes, when the footer is in the range read
+// (an object read whole) or in the footer cache; else wholly topic, the fetch's.
+func (c *blockCache) attribute(topic int64, obj string, objSize, off int64, data []byte) {
+	ft, ok := c.footer(obj)
+	if !ok && off+int64(len(data)) == objSize && len(data) >= segment.TrailerSize {
+		if n, err := segment.ParseTrailer(data[len(data)-segment.TrailerSize:]); err == nil && n > 0 && n <= int64(len(data))-segment.TrailerSize {
+			end := int64(len(data)) - segment.TrailerSize
+			ft, err = segment.DecodeFooter(data[end-n : end])
+			ok = err == nil
+		}
+	}
+	if !ok {
+		c.got(topic, 1)
+		return
+	}
+	var (
+		topics []int64
+		bytes  []int64
+		total  int64
+	)
+	end := off + int64(len(data))
+	for _, b := range ft.Batches {
+		n := min(b.Pos+b.Len, end) - max(b.Pos, off)
+		if n <= 0 {
+			continue
+		}
+		total += n
+		if k := len(topics) - 1; k >= 0 && topics[k] == b.TopicID {
+			bytes[k] += n
+			continue
+		}
+		if i := slices.Index(topics, b.TopicID); i >= 0 {
+			bytes[i] += n
+			continue
+		}
+		topics, bytes = append(topics, b.TopicID), append(bytes, n)
+	}
+	if total == 0 { // only the footer read: the fetch's
+		c.got(topic, 1)
+		return
+	}
+	for i, t := range topics {
+		c.got(t, float64(bytes[i])/float64(total))
+	}
 }
 
 // fromDisk completes the loads of mine whose blocks the disk tier holds and returns

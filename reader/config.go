@@ -11,6 +11,13 @@ import (
 
 // Config tunes a Reader. A zero field takes its default.
 type Config struct {
+	// Got, when set, is told the topics each object-store GET made to serve a fetch
+	// was for (per-topic usage), with each one's share of the GET: by its batches'
+	// bytes in the range read when the object's footer is at hand (in the range, as
+	// for an object read whole, or in the footer cache), else wholly the fetch's
+	// topic. A GET's shares sum to 1. Called on the fetch's goroutine: it must not
+	// block. GETs made for no fetch (prefetching) are not told.
+	Got func(topicID int64, share float64)
 	// CacheBytes bounds the in-memory block cache (LRU by bytes). Decoded footers of
 	// objects read through their footer are kept besides, in up to CacheBytes/16.
 	// Default 256 MiB.

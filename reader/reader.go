@@ -98,6 +98,8 @@ func New(store rangeGetter, cat chunkSource, cfg Config, log *slog.Logger, reg p
 	}
 	r.cache.wholeObject = cfg.WholeObjectBytes
 	r.cache.mem = cfg.Memory
+	r.cache.got = cfg.Got
+	r.cache.footer = r.footers.get
 	if cfg.DiskCacheDir != "" {
 		d, err := openDiskTier(cfg.DiskCacheDir, cfg.DiskCacheBytes, m, r.log)
 		if err != nil {

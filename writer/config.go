@@ -80,6 +80,11 @@ type Config struct {
 	// and long-polls that will read it the moment it is committed. parts alias request
 	// bodies: it must copy what it keeps before it returns.
 	Written func(key string, parts [][]byte)
+	// Usage, when set, is told after each flush whose PUT succeeded what it carried
+	// per (topic, principal): the share of the object (and of its commit) by batch
+	// bytes, and the bytes and records that committed. One call per flush, on the
+	// flush's goroutine: it must not block.
+	Usage func([]TopicUsage)
 	// Now is the writer's clock: it stamps LogAppendTime records and dates segment
 	// keys. Default time.Now; tests inject their own. Linger uses real time.
 	Now func() time.Time

@@ -126,8 +126,62 @@ func (w *Writer) flush(f *flush) {
 	waitPrev()
 	w.m.stage.WithLabelValues("wait").Observe(time.Since(start).Seconds())
 	start = time.Now()
-	w.commit(lay, seg)
+	results := w.commit(lay, seg)
 	w.m.stage.WithLabelValues("commit").Observe(time.Since(start).Seconds())
+	w.reportUsage(lay, seg, results)
+}
+
+// reportUsage tells Config.Usage what the flush carried per (topic, principal): work
+// per batch — an integer add, and a map lookup only where the topic changes within a
+// request — never per record. results is nil when nothing committed.
+func (w *Writer) reportUsage(lay layout, seg catalog.Segment, results []catalog.Result) {
+	if w.cfg.Usage == nil {
+		return
+	}
+	var (
+		out   []TopicUsage
+		all   []int64 // per entry of out: its bytes in the object, committed or not
+		total int64
+		// Entries by principal, then topic: the principal (a string) is hashed once
+		// per request, a topic (an integer) where it changes within a request.
+		byWho = make(map[string]map[int64]int, 4)
+	)
+	for k, r := range seg.Requests {
+		ok := results != nil && results[k].Err == nil && !results[k].Duplicate
+		who := lay.reqs[k].req.Principal
+		idx := byWho[who]
+		if idx == nil {
+			idx = make(map[int64]int, 8)
+			byWho[who] = idx
+		}
+		i, topic := -1, int64(0)
+		for _, b := range r.Batches {
+			if i < 0 || b.TopicID != topic {
+				topic = b.TopicID
+				var seen bool
+				if i, seen = idx[topic]; !seen {
+					i = len(out)
+					idx[topic] = i
+					out = append(out, TopicUsage{TopicID: topic, Principal: who})
+					all = append(all, 0)
+				}
+			}
+			n := int64(b.Len)
+			all[i] += n
+			total += n
+			if ok {
+				out[i].Bytes += n
+				out[i].Records += int64(b.Records)
+			}
+		}
+	}
+	if total <= 0 {
+		return
+	}
+	for i := range out {
+		out[i].Share = float64(all[i]) / float64(total)
+	}
+	w.cfg.Usage(out)
 }
 
 // encodeFlush lays out and encodes f, as the object's parts and its size. A request
@@ -288,8 +342,9 @@ func (w *Writer) layout(f *flush, reqs []*pending, now time.Time) layout {
 	return lay
 }
 
-// commit commits seg, settles an unknown outcome, and sets every request's answer.
-func (w *Writer) commit(lay layout, seg catalog.Segment) {
+// commit commits seg, settles an unknown outcome, and sets every request's answer. It
+// answers the results the requests were answered from; nil when nothing committed.
+func (w *Writer) commit(lay layout, seg catalog.Segment) []catalog.Result {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.CommitTimeout)
 	results, err := w.cat.Commit(ctx, seg)
 	cancel()
@@ -301,41 +356,42 @@ func (w *Writer) commit(lay layout, seg catalog.Segment) {
 		w.m.commits.WithLabelValues("ok").Inc()
 		w.committed(seg, results)
 		w.answer(lay, results, false)
-		return
+		return results
 	case errors.Is(err, catalog.ErrCommitTooLate):
 		w.m.commits.WithLabelValues("too_late").Inc()
 		w.log.Warn("commit segment refused as too late", "key", seg.Key, "err", err)
 		failAll(lay.reqs, fmt.Errorf("%w: commit %s: %w", ErrCommit, seg.Key, err))
-		return
+		return nil
 	case errors.Is(err, catalog.ErrCommitAborted):
 		w.m.commits.WithLabelValues("aborted").Inc()
 		w.log.Warn("commit segment aborted", "key", seg.Key, "err", err)
 		failAll(lay.reqs, fmt.Errorf("%w: commit %s: %w", ErrCommit, seg.Key, err))
-		return
+		return nil
 	case errors.Is(err, catalog.ErrCommitFailed):
 		// Definitely not written (the catalog was unreachable or refused the whole
 		// transaction): answer at once instead of settling for SettleTimeout.
 		w.m.commits.WithLabelValues("failed").Inc()
 		w.log.Warn("commit segment failed", "key", seg.Key, "err", err)
 		failAll(lay.reqs, fmt.Errorf("%w: commit %s: %w", ErrCommit, seg.Key, err))
-		return
+		return nil
 	case errors.Is(err, catalog.ErrInvalidSegment):
 		// A writer bug, not the requests' fault: nothing was written, and each request
 		// may well commit in another flush.
 		w.m.commits.WithLabelValues("invalid").Inc()
 		w.log.Error("commit segment refused as malformed", "key", seg.Key, "err", err)
 		failAll(lay.reqs, fmt.Errorf("%w: commit %s: %w", ErrCommit, seg.Key, err))
-		return
+		return nil
 	}
 	w.m.commits.WithLabelValues("unknown").Inc()
 	w.log.Warn("commit segment: outcome unknown, settling", "key", seg.Key, "err", err)
 	results, serr := w.settle(seg)
 	if serr != nil {
 		failAll(lay.reqs, fmt.Errorf("%w: commit %s: %v; %w", ErrCommit, seg.Key, err, serr))
-		return
+		return nil
 	}
 	w.committed(seg, results)
 	w.answer(lay, results, true)
+	return results
 }
 
 // committed tells Config.Committed the high watermarks seg's new batches moved, before

@@ -50,6 +50,21 @@ type Request struct {
 	// pending records: the catalog archives those in the same transaction, or refuses
 	// the request (catalog.Request.ShareDLQ). It carries nothing else.
 	ShareDLQ *catalog.ShareDLQCommit
+	// Principal names who sent the request, for per-topic usage (Config.Usage);
+	// nothing else reads it.
+	Principal string
+}
+
+// TopicUsage is one (topic, principal)'s part of a flush (Config.Usage).
+type TopicUsage struct {
+	TopicID   int64
+	Principal string
+	// Share is the part of the flush's object — and so of its PUT and its commit —
+	// that was this topic's and principal's batches, by bytes: a flush's shares sum to 1.
+	Share float64
+	// Bytes and Records are the batch bytes and records that committed (duplicates of
+	// an idempotent producer's earlier requests and refused requests excluded).
+	Bytes, Records int64
 }
 
 // RawBatches is one partition's records already laid out as Kafka v2 record batches,

@@ -126,3 +126,52 @@ type DeleteRecordsRequest struct {
 	// BeforeOffset: every record below it is deleted; -1 is the high watermark.
 	BeforeOffset *int64 `json:"before_offset"`
 }
+
+// TopicUsage answers GET /v1/topics/{topic}/usage: what the topic used from Since (the
+// start of the minute bucket ?since= falls in; default an hour ago) to Until, every
+// node's written counts plus the answering node's unwritten ones, and what that costs a
+// month at the node's list prices (the README's cost model). PutRequests and
+// GetRequests are fractional: a segment PUT holding several topics is attributed by
+// each one's byte share.
+type TopicUsage struct {
+	Topic          string    `json:"topic"`
+	Since          time.Time `json:"since"`
+	Until          time.Time `json:"until"`
+	BytesIn        int64     `json:"bytes_in"`
+	BytesOut       int64     `json:"bytes_out"`
+	RecordsIn      int64     `json:"records_in"`
+	RecordsOut     int64     `json:"records_out"`
+	PutRequests    float64   `json:"put_requests"`
+	GetRequests    float64   `json:"get_requests"`
+	CatalogCommits float64   `json:"catalog_commits"`
+	// StoredBytes is what the topic keeps now (its chunks at or above the log start).
+	StoredBytes int64 `json:"stored_bytes"`
+	// EstimatedCostUSD is Cost's total: a month at the window's request rates, plus a
+	// month of the stored bytes.
+	EstimatedCostUSD float64   `json:"estimated_cost_usd"`
+	Cost             UsageCost `json:"cost"`
+	// Principals splits the counts by who caused them; "" holds anonymous requests and
+	// the GETs, which are made for whoever reads first (a GET is split among the topics
+	// whose batches it read, by bytes).
+	Principals []PrincipalUsage `json:"principals"`
+}
+
+// UsageCost is TopicUsage's monthly estimate by item, in USD.
+type UsageCost struct {
+	PutUSD     float64 `json:"put_usd"`
+	GetUSD     float64 `json:"get_usd"`
+	CommitUSD  float64 `json:"commit_usd"`
+	StorageUSD float64 `json:"storage_usd"`
+}
+
+// PrincipalUsage is one principal's part of a TopicUsage.
+type PrincipalUsage struct {
+	Principal      string  `json:"principal"`
+	BytesIn        int64   `json:"bytes_in"`
+	BytesOut       int64   `json:"bytes_out"`
+	RecordsIn      int64   `json:"records_in"`
+	RecordsOut     int64   `json:"records_out"`
+	PutRequests    float64 `json:"put_requests"`
+	GetRequests    float64 `json:"get_requests"`
+	CatalogCommits float64 `json:"catalog_commits"`
+}

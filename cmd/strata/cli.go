@@ -40,6 +40,7 @@ func verbs() []verb {
 		{"topics describe", topicsDescribeCommand},
 		{"topics delete", topicsDeleteCommand},
 		{"topics alter", topicsAlterCommand},
+		{"topics usage", topicsUsageCommand},
 		{"produce", produceCommand},
 		{"consume", consumeCommand},
 		{"groups list", groupsListCommand},
@@ -378,6 +379,7 @@ Talking to a server (--server, env STRATA_SERVER, default http://127.0.0.1:8080)
   topics describe     show a topic's configs and partitions
   topics delete       delete a topic
   topics alter        add partitions, set or remove configs
+  topics usage        show a topic's bytes, records and requests, and its estimated monthly cost
   produce             send JSON lines from stdin or a file
   consume             print records as JSON lines (--group G: as a member of a consumer group)
   groups list         list consumer groups

@@ -56,6 +56,7 @@ type nodeFlags struct {
 	logFormat         oneOfFlag
 	tls               *tlsFlags
 	connect           *connectFlags
+	usage             *usageFlags
 
 	// compactBatch: the compactor role's partitions per pass. maxTimestampAfterMs: the
 	// largest message.timestamp.after.max.ms a topic may set (catalog.CheckConfigLimits).
@@ -128,6 +129,7 @@ func addNodeFlags(c *command, listen, logFormat string) *nodeFlags {
 	c.fs.Var(&n.logFormat, "log-format", "log `format`: json or text")
 	n.tls = addTLSFlags(c)
 	n.connect = addConnectFlags(c)
+	n.usage = addUsageFlags(c)
 	return n
 }
 
@@ -154,6 +156,7 @@ func (n *nodeFlags) validate() []string {
 		bad = append(bad, fmt.Sprintf("--buffer-bytes %s is below --max-flush-bytes %s: a whole flush must fit in the buffer; raise --buffer-bytes (e.g. to %s) or lower --max-flush-bytes", &n.bufferBytes, &n.maxFlushBytes, formatBytes(int64(8*n.maxFlushBytes))))
 	}
 	bad = append(bad, n.resolveMemory()...)
+	bad = append(bad, n.usage.validate()...)
 	if n.cacheBytes < reader.DefaultBlockSize {
 		bad = append(bad, fmt.Sprintf("--cache-bytes %s: want at least one cache block, %s (default %s)", &n.cacheBytes, formatBytes(reader.DefaultBlockSize), formatBytes(reader.DefaultCacheBytes)))
 	}
@@ -616,7 +619,8 @@ func (spec nodeSpec) nodeConfig(cat catalog.Backend, store objstore.Store, conne
 		Connect: spec.connect, ConnectConfig: connectCfg,
 		API: apiCfg, Lambda: spec.lambda, Log: log,
 		MemoryBudget: nf.mem.budget, StallTimeout: nf.stallTimeout,
-		Broker:          broker.Config{MaxTimestampAfterMs: nf.maxTimestampAfterMs, MaxWait: spec.maxWait, TxnMaxTimeout: nf.txnMaxTimeout, ShareDLQPrefix: nf.shareDLQPrefix},
+		Broker:          broker.Config{MaxTimestampAfterMs: nf.maxTimestampAfterMs, MaxWait: spec.maxWait, TxnMaxTimeout: nf.txnMaxTimeout, ShareDLQPrefix: nf.shareDLQPrefix, Prices: nf.usage.prices},
+		Usage:           nf.usage.config(),
 		Security:        spec.auth.security,
 		ShutdownTimeout: nf.shutdownTimeout,
 	}

@@ -330,3 +330,49 @@ func writeTopicChanges(w io.Writer, before, after client.Topic) {
 	}
 	_ = tw.Flush()
 }
+
+func topicsUsageCommand() (*command, func(context.Context, *env, *command, []string) error) {
+	c := newCommand("topics usage", "strata topics usage NAME [--since 1h] [--json]",
+		"Shows what a topic used over a window — bytes and records in and out, object-store "+
+			"requests attributed by its byte share of each object, catalog commits, stored bytes — "+
+			"per principal, and its estimated monthly cost at the server's list prices.")
+	sf := addServerFlags(c)
+	since := c.fs.String("since", "", "start of the window: a duration back from now (15m, 24h) or an RFC 3339 time (default: the server's, the last hour)")
+	asJSON := c.fs.Bool("json", false, "print the server's JSON object instead of text")
+	return c, func(ctx context.Context, e *env, c *command, args []string) error {
+		name, err := oneName(c.name, args)
+		if err != nil {
+			return err
+		}
+		cl, err := sf.client(c.name)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, sf.timeout)
+		defer cancel()
+		u, err := cl.TopicUsage(ctx, name, *since)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(e.stdout).Encode(u)
+		}
+		fmt.Fprintf(e.stdout, "Topic:   %s\nWindow:  %s to %s\nStored:  %s\nCost:    $%.4f a month (PUTs $%.4f, GETs $%.4f, commits $%.4f, storage $%.4f)\n\n",
+			u.Topic, u.Since.UTC().Format(time.RFC3339), u.Until.UTC().Format(time.RFC3339), formatBytes(u.StoredBytes),
+			u.EstimatedCostUSD, u.Cost.PutUSD, u.Cost.GetUSD, u.Cost.CommitUSD, u.Cost.StorageUSD)
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "PRINCIPAL\tBYTES IN\tRECORDS IN\tBYTES OUT\tRECORDS OUT\tPUTS\tGETS\tCOMMITS\t")
+		row := func(who string, bin, rin, bout, rout int64, puts, gets, commits float64) {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%.2f\t%.2f\t%.2f\t\n", who, formatBytes(bin), rin, formatBytes(bout), rout, puts, gets, commits)
+		}
+		for _, p := range u.Principals {
+			who := p.Principal
+			if who == "" {
+				who = "(anonymous, GETs)"
+			}
+			row(who, p.BytesIn, p.RecordsIn, p.BytesOut, p.RecordsOut, p.PutRequests, p.GetRequests, p.CatalogCommits)
+		}
+		row("total", u.BytesIn, u.RecordsIn, u.BytesOut, u.RecordsOut, u.PutRequests, u.GetRequests, u.CatalogCommits)
+		return tw.Flush()
+	}
+}

@@ -30,6 +30,7 @@ import (
 	"github.com/strata-io/strata/compactor"
 	"github.com/strata-io/strata/connect"
 	"github.com/strata-io/strata/internal/membudget"
+	"github.com/strata-io/strata/internal/prom"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/metered"
 	"github.com/strata-io/strata/quota"
@@ -38,6 +39,7 @@ import (
 	"github.com/strata-io/strata/security"
 	"github.com/strata-io/strata/tables"
 	"github.com/strata-io/strata/ui"
+	"github.com/strata-io/strata/usage"
 	"github.com/strata-io/strata/writer"
 )
 
@@ -85,6 +87,9 @@ type Config struct {
 	Security security.Config
 	// Quota tunes quota enforcement (zero: package quota's defaults).
 	Quota quota.Config
+	// Usage tunes per-topic usage counting (zero: package usage's defaults). A Lambda
+	// node counts none: nothing would write its counts between invocations.
+	Usage usage.Config
 
 	// HTTP is where Serve serves the API; Kafka, the Kafka listener (none without an
 	// address). Start opens both listeners, so their addresses are known (port 0 picks
@@ -132,6 +137,8 @@ type Node struct {
 	Guard *security.Guard
 	// Quotas enforces the catalog's client quotas on this node.
 	Quotas *quota.Enforcer
+	// Usage counts per-topic usage on this node (nil on a Lambda node).
+	Usage *usage.Recorder
 	// The roles, nil when the node does not run them.
 	Writer    *writer.Writer
 	Reader    *reader.Reader
@@ -167,8 +174,12 @@ type Node struct {
 	// commits.
 	stopConnect context.CancelFunc
 	connectDone chan struct{}
-	once        sync.Once
-	ended       chan struct{}
+	// The usage recorder stops after every role, so it writes the writer's last
+	// flushes too.
+	stopUsage context.CancelFunc
+	usageDone chan struct{}
+	once      sync.Once
+	ended     chan struct{}
 }
 
 // gcCPU adds the collector's CPU time (go_cpu_classes_gc_total_cpu_seconds_total) to
@@ -232,6 +243,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.startQuotas(ctx, cfg, reg, start)
 	bd.Quotas = n.Quotas
+	if !cfg.Lambda {
+		n.startUsage(cfg, reg, log)
+		bd.Usage = n.Usage
+	}
 	if cfg.Security.Enabled() {
 		bd.Authorizer = n.Guard
 		cfg.API.Auth.Authenticator = n.Guard
@@ -263,6 +278,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 				}
 			}
 		}
+		if u := n.Usage; u != nil && wcfg.Usage == nil {
+			wcfg.Usage = func(us []writer.TopicUsage) {
+				now := time.Now()
+				for _, x := range us {
+					u.Add(now, x.TopicID, x.Principal, catalog.UsageCounts{BytesIn: x.Bytes, RecordsIn: x.Records, PutRequests: x.Share, Commits: x.Share})
+				}
+			}
+		}
 		n.Writer = writer.New(store, com, wcfg, log, reg)
 		bd.Writer, bd.Submitter = n.Writer, n.Writer
 		start("writer", n.Writer.Run)
@@ -275,6 +298,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("node: %w: lower the cache size or raise the memory limit", err)
 		}
 		cfg.ReaderConfig.Memory = n.Memory
+		if u := n.Usage; u != nil && cfg.ReaderConfig.Got == nil {
+			cfg.ReaderConfig.Got = func(topicID int64, share float64) {
+				u.Add(time.Now(), topicID, "", catalog.UsageCounts{GetRequests: share})
+			}
+		}
 		n.Reader = reader.New(store, cat, cfg.ReaderConfig, log, reg)
 		localReader.Store(n.Reader)
 		bd.Reader, bd.Batches, bd.Watcher = n.Reader, n.Reader, n.Reader
@@ -399,6 +427,27 @@ func (n *Node) startQuotas(ctx context.Context, cfg Config, reg prometheus.Regis
 	if !cfg.Lambda {
 		start("quotas", n.Quotas.Run)
 	}
+}
+
+// startUsage starts the per-topic usage recorder (package usage) on a context of its
+// own, which Stop cancels once the roles have stopped.
+func (n *Node) startUsage(cfg Config, reg prometheus.Registerer, log *slog.Logger) {
+	uc := cfg.Usage
+	if uc.Name == nil {
+		cat := cfg.Catalog
+		uc.Name = func(ctx context.Context, id int64) (string, error) {
+			t, err := cat.TopicByID(ctx, id)
+			return t.Name, err
+		}
+	}
+	n.Usage = usage.New(cfg.Catalog, uc, log)
+	prom.Register(reg, n.Usage.Collector())
+	ctx, stop := context.WithCancel(context.Background())
+	n.stopUsage, n.usageDone = stop, make(chan struct{})
+	go func() {
+		defer close(n.usageDone)
+		_ = n.Usage.Run(ctx) // ends only with ctx
+	}()
 }
 
 // quotaFeed is what the quota enforcer reads: the security version and its changes

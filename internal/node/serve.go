@@ -109,6 +109,10 @@ func (n *Node) Stop(ctx context.Context) error {
 			}
 			n.stop()
 			n.wg.Wait()
+			if n.stopUsage != nil {
+				n.stopUsage()
+				<-n.usageDone
+			}
 			close(n.ended)
 		}()
 	})

@@ -332,6 +332,12 @@ func cases() []tc {
 		get("fetch: partition overflows int32", "/v1/topics/orders/partitions/2147483648/records?offset=0", 400, "invalid_partition"),
 		get("fetch: partition beyond the topic", "/v1/topics/orders/partitions/7/records?offset=0", 404, "partition_out_of_range"),
 		get("offset for time: timestamp gibberish", "/v1/topics/orders/partitions/0/offsets?timestamp=noon", 400, ""),
+		get("usage: since a word", "/v1/topics/orders/usage?since=yesterday", 400, "invalid_request"),
+		get("usage: since in the future", "/v1/topics/orders/usage?since=2999-01-01T00:00:00Z", 400, "invalid_request"),
+		get("usage: since negative", "/v1/topics/orders/usage?since=-1h", 400, "invalid_request"),
+		get("usage: since twice", "/v1/topics/orders/usage?since=1h&since=2h", 400, "invalid_parameter"),
+		get("usage: unknown parameter", "/v1/topics/orders/usage?window=1h", 400, "invalid_parameter"),
+		get("usage: unknown topic", "/v1/topics/nosuch/usage", 404, "topic_not_found"),
 
 		// Groups.
 		post("heartbeat: broken JSON", "/v1/groups/g1/heartbeat", `{"member_id":`, 400, "invalid_json"),
