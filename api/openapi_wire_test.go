@@ -75,6 +75,7 @@ var wireOps = map[string]wireOp{
 	"DELETE /v1/scram-credentials/{user}":                           op(nil, v1.ScramUser{}),
 	"GET /v1/audit":                                                 op(nil, v1.AuditPage{}),
 	"GET /v1/nodes":                                                 op(nil, v1.NodeList{}),
+	"GET /v1/share-groups":                                          op(nil, v1.ShareGroupList{}),
 	"GET /v1/share-groups/{group}":                                  op(nil, v1.ShareGroup{}),
 	"PUT /v1/share-groups/{group}":                                  op(v1.ShareGroupConfigs{}, v1.ShareGroupConfigs{}),
 	"DELETE /v1/share-groups/{group}":                               op(nil), // 204, no body

@@ -2,9 +2,11 @@ package api
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -23,6 +25,7 @@ type shareGroupsResource struct{ a *API }
 func (rs *shareGroupsResource) Routes() chi.Router {
 	h := func(f handlerFunc) http.HandlerFunc { return rs.a.serve(broker.CapShareGroups, f) }
 	r := chi.NewRouter()
+	r.Get("/", h(rs.list))
 	r.Route("/{group}", func(r chi.Router) {
 		r.Get("/", h(rs.describe))
 		r.Put("/", h(rs.configure))
@@ -33,6 +36,21 @@ func (rs *shareGroupsResource) Routes() chi.Router {
 		r.Delete("/members/{member}", h(rs.leave))
 	})
 	return r
+}
+
+// list answers the share groups the caller may describe.
+func (rs *shareGroupsResource) list(w http.ResponseWriter, r *http.Request) *problem {
+	gs, err := rs.a.core.ShareGroupSummaries(r.Context(), principal(r))
+	if err != nil {
+		return rs.a.problemFor(r, err)
+	}
+	out := v1.ShareGroupList{ShareGroups: make([]v1.ShareGroupSummary, len(gs))}
+	for i, g := range gs {
+		out.ShareGroups[i] = v1.ShareGroupSummary{Name: g.Name, State: strings.ToLower(g.State), Members: g.Members}
+	}
+	sort.Slice(out.ShareGroups, func(i, j int) bool { return out.ShareGroups[i].Name < out.ShareGroups[j].Name })
+	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 func (rs *shareGroupsResource) describe(w http.ResponseWriter, r *http.Request) *problem {
@@ -66,6 +84,16 @@ func (rs *shareGroupsResource) describe(w http.ResponseWriter, r *http.Request) 
 		a, b := out.Partitions[i], out.Partitions[j]
 		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
 	})
+	// The configs too, for a caller who may describe them (describe-configs on the
+	// group); to others the answer is the group without them.
+	configs, _, err := rs.a.core.GroupConfigs(r.Context(), principal(r), group)
+	var be *broker.Error
+	switch {
+	case err == nil:
+		out.Configs = configs
+	case !errors.As(err, &be) || be.Code != broker.CodeForbidden:
+		return rs.a.problemFor(r, err)
+	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

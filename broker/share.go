@@ -336,7 +336,10 @@ func (b *Broker) ListShareGroups(ctx context.Context, who Principal) ([]string, 
 
 // ShareGroupSummary is a share group as ListGroups shows it: Empty or Stable (live
 // members).
-type ShareGroupSummary struct{ Name, State string }
+type ShareGroupSummary struct {
+	Name, State string
+	Members     int
+}
 
 // ShareGroupSummaries lists the share groups the caller may describe, with their state.
 func (b *Broker) ShareGroupSummaries(ctx context.Context, who Principal) ([]ShareGroupSummary, error) {
@@ -357,7 +360,7 @@ func (b *Broker) ShareGroupSummaries(ctx context.Context, who Principal) ([]Shar
 		if len(d.Members) > 0 {
 			st = "Stable"
 		}
-		out = append(out, ShareGroupSummary{Name: n, State: st})
+		out = append(out, ShareGroupSummary{Name: n, State: st, Members: len(d.Members)})
 	}
 	return out, nil
 }

@@ -90,6 +90,18 @@ func (c *Client) AcknowledgeShareRecords(ctx context.Context, group, memberID st
 	return c.do(ctx, "acknowledge records of share group "+group, http.MethodPost, nil, in, nil, "v1", "share-groups", group, "acks")
 }
 
+// ShareGroupSummary is a share group in ListShareGroups.
+type ShareGroupSummary = v1.ShareGroupSummary
+
+// ListShareGroups lists the share groups the key may describe, by name.
+func (c *Client) ListShareGroups(ctx context.Context) ([]ShareGroupSummary, error) {
+	var out v1.ShareGroupList
+	if err := c.do(ctx, "list share groups", http.MethodGet, nil, nil, &out, "v1", "share-groups"); err != nil {
+		return nil, err
+	}
+	return out.ShareGroups, nil
+}
+
 // DescribeShareGroup answers a share group's members and share-partitions.
 func (c *Client) DescribeShareGroup(ctx context.Context, group string) (ShareGroup, error) {
 	var out ShareGroup

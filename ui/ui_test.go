@@ -30,7 +30,7 @@ func serve(t *testing.T, c *Console, method, path string, hdr ...string) *httpte
 // build's assets.
 func TestPages(t *testing.T) {
 	c := New()
-	for _, p := range []string{"/ui/", "/ui/topics", "/ui/topics/orders", "/ui/topics/a.b-c/partitions/3", "/ui/groups/g1", "/ui/connectors", "/ui/no/such/page"} {
+	for _, p := range []string{"/ui/", "/ui/topics", "/ui/topics/orders", "/ui/topics/a.b-c/partitions/3", "/ui/groups/g1", "/ui/share-groups", "/ui/share-groups/q1", "/ui/connectors", "/ui/no/such/page"} {
 		w := serve(t, c, "GET", p+"?offset=5")
 		if w.Code != 200 {
 			t.Fatalf("%s: %d", p, w.Code)

@@ -87,12 +87,28 @@ type ShareAckRange struct {
 	Type  string `json:"type"`
 }
 
+// ShareGroupList answers GET /v1/share-groups: the share groups the caller may
+// describe, by name.
+type ShareGroupList struct {
+	ShareGroups []ShareGroupSummary `json:"share_groups"`
+}
+
+// ShareGroupSummary is a share group in the list: empty or stable (live members).
+type ShareGroupSummary struct {
+	Name    string `json:"name"`
+	State   string `json:"state"`
+	Members int    `json:"members"`
+}
+
 // ShareGroup is GET /v1/share-groups/{group}.
 type ShareGroup struct {
 	Name       string             `json:"name"`
 	Epoch      int32              `json:"epoch"`
 	Members    []ShareGroupMember `json:"members"`
 	Partitions []SharePartition   `json:"partitions"`
+	// Configs are the group's configs with their defaults, when the caller may
+	// describe them (describe-configs on the group).
+	Configs map[string]string `json:"configs,omitempty"`
 }
 
 // ShareGroupMember is a live member and its subscription.

@@ -16,6 +16,7 @@ import (
 
 func shareVerbs() []verb {
 	return []verb{
+		{"share list", shareListCommand},
 		{"share consume", shareConsumeCommand},
 		{"share describe", shareDescribeCommand},
 		{"share reset", shareResetCommand},
@@ -104,6 +105,42 @@ released on the way out.`)
 			return err
 		}
 		return werr
+	}
+}
+
+func shareListCommand() (*command, func(context.Context, *env, *command, []string) error) {
+	c := newCommand("share list", "strata share list [--json]", "Lists the share groups with their state and live member count.")
+	sf := addServerFlags(c)
+	asJSON := c.fs.Bool("json", false, "print one JSON object per share group instead of a table")
+	return c, func(ctx context.Context, e *env, c *command, args []string) error {
+		if len(args) > 0 {
+			return usagef(c.name, "unexpected argument %q", args[0])
+		}
+		cl, err := sf.client(c.name)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, sf.timeout)
+		defer cancel()
+		gs, err := cl.ListShareGroups(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(e.stdout)
+			for _, g := range gs {
+				if err := enc.Encode(g); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tSTATE\tMEMBERS")
+		for _, g := range gs {
+			fmt.Fprintf(tw, "%s\t%s\t%d\n", g.Name, g.State, g.Members)
+		}
+		return tw.Flush()
 	}
 }
 

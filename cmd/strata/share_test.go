@@ -65,6 +65,10 @@ func TestShareCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "jobs   0          5      0") {
 		t.Fatalf("share describe: exit %d:\n%s%s", code, stdout, stderr)
 	}
+	code, stdout, stderr = runCLI(t, nil, "", "share", "list", "--server", url)
+	if code != 0 || !strings.Contains(stdout, "Q     empty  0") {
+		t.Fatalf("share list: exit %d:\n%s%s", code, stdout, stderr)
+	}
 	// The consumers left on their way out: a reset (no live members) goes ahead.
 	code, stdout, stderr = runCLI(t, nil, "", "share", "reset", "Q", "--topic", "jobs", "--to", "earliest", "--server", url)
 	if code != 0 || !strings.Contains(stdout, "jobs   0          0") {
