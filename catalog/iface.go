@@ -25,6 +25,7 @@ type Backend interface {
 	ShareGroups
 	Quotas
 	Tables
+	PushSubscriptions
 }
 
 // Catalog is the core of the catalog — topics, partitions, the segment commit, chunk
