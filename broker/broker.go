@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/push/egress"
 	"github.com/strata-io/strata/quota"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
@@ -164,6 +165,11 @@ type Deps struct {
 	// QuotaStore keeps the quotas (both catalog backends); their administration needs
 	// it.
 	QuotaStore QuotaStore
+	// Push keeps push subscriptions (both catalog backends); their administration
+	// needs it. PushEgress is the node's outbound policy for their targets (nil
+	// allows none).
+	Push       PushStore
+	PushEgress *egress.Policy
 	// Now is the node clock that stamps and bounds CreateTime timestamps; nil: time.Now.
 	Now func() time.Time
 }
