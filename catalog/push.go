@@ -30,6 +30,10 @@ type PushSubscriptions interface {
 	// SetPushState pauses (with the reason) or resumes group's subscription:
 	// ErrPushNotFound when there is none.
 	SetPushState(ctx context.Context, group string, paused bool, lastError string) error
+	// PausePush pauses group's subscription with lastError only if it was last
+	// changed at seen (its Updated as read): the push role's pause, which must not undo
+	// a resume or a change made since it read the subscription. ok false: it changed.
+	PausePush(ctx context.Context, group string, seen time.Time, lastError string) (ok bool, err error)
 	// RotatePushSecret replaces group's signing secret: ErrPushNotFound when there is
 	// none.
 	RotatePushSecret(ctx context.Context, group, secret string) error

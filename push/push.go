@@ -43,7 +43,7 @@ type Core interface {
 // Store is the part of the catalog the role reads subscriptions and leases from.
 type Store interface {
 	PushSubscriptionList(ctx context.Context) ([]catalog.PushSubscription, error)
-	SetPushState(ctx context.Context, group string, paused bool, lastError string) error
+	PausePush(ctx context.Context, group string, seen time.Time, lastError string) (bool, error)
 	AcquirePushLease(ctx context.Context, group, holder string, ttl time.Duration) (catalog.PushLease, bool, error)
 	ReleasePushLease(ctx context.Context, l catalog.PushLease) error
 }
@@ -220,7 +220,8 @@ type sub struct {
 	s   catalog.PushSubscription
 	who broker.Principal
 	// stop ends the delivery (a pause).
-	stop context.CancelFunc
+	stop   context.CancelFunc
+	paused sync.Once
 
 	mu        sync.Mutex
 	notBefore time.Time
@@ -267,14 +268,21 @@ func (d *sub) wait(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// pause pauses the subscription with why and stops its delivery.
+// pause pauses the subscription with why, once, and stops its delivery. The pause
+// is refused when the subscription changed since this delivery read it (a resume,
+// new settings): the next scan delivers it as it is now.
 func (d *sub) pause(ctx context.Context, why string) {
-	d.r.m.pauses.WithLabelValues(d.s.Group).Inc()
-	d.r.log.Warn("push: pausing", "group", d.s.Group, "reason", why)
-	if err := d.r.store.SetPushState(context.WithoutCancel(ctx), d.s.Group, true, why); err != nil {
-		d.r.log.Error("push: pause", "group", d.s.Group, "err", err)
-	}
-	d.stop()
+	d.paused.Do(func() {
+		ok, err := d.r.store.PausePush(context.WithoutCancel(ctx), d.s.Group, d.s.Updated, why)
+		if err != nil {
+			d.r.log.Error("push: pause", "group", d.s.Group, "err", err)
+		}
+		if ok {
+			d.r.m.pauses.WithLabelValues(d.s.Group).Inc()
+			d.r.log.Warn("push: paused", "group", d.s.Group, "reason", why)
+		}
+		d.stop()
+	})
 }
 
 // failed notes a call that got no answer: backoff doubles from MinBackoff (with

@@ -47,14 +47,24 @@ func testPushLifecycle(t *testing.T, c catalog.Backend) {
 	if s2.BatchSize != 50 || len(s2.Topics) != 2 || s2.URL != "https://example.com/other" || s2.Secret != "s1" {
 		t.Fatalf("replaced %+v, want the new settings and the old secret", s2)
 	}
-	if err := c.SetPushState(ctx, "g", true, "401 Unauthorized"); err != nil {
+	if err := c.SetPushState(ctx, "g", false, ""); err != nil {
 		t.Fatal(err)
+	}
+	cur, err := c.PushSubscription(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := c.PausePush(ctx, "g", s2.Updated, "stale"); err != nil || ok {
+		t.Fatalf("a pause by a reader of older settings: ok %v err %v, want refused", ok, err)
+	}
+	if ok, err := c.PausePush(ctx, "g", cur.Updated, "500s"); err != nil || !ok {
+		t.Fatalf("a pause by a reader of the current settings: ok %v err %v", ok, err)
 	}
 	if err := c.RotatePushSecret(ctx, "g", "s2"); err != nil {
 		t.Fatal(err)
 	}
 	got, err := c.PushSubscription(ctx, "g")
-	if err != nil || !got.Paused || got.LastError != "401 Unauthorized" || got.Secret != "s2" {
+	if err != nil || !got.Paused || got.LastError != "500s" || got.Secret != "s2" {
 		t.Fatalf("after pause and rotation: %+v %v", got, err)
 	}
 	if _, _, err := c.PutPushSubscription(ctx, catalog.PushSubscription{Group: "h", Topics: []string{"t"},

@@ -15,6 +15,9 @@ import (
 // as the table topics' state, both backends run the same statements through TablesDB;
 // the rules are here, once.
 
+// Every change moves updated_ms forward, by one when the clock has not (two changes in
+// one millisecond), so a reader's Updated names the version it read (PausePush).
+
 // Push implements catalog.PushSubscriptions over DB; a backend embeds it.
 type Push struct{ DB TablesDB }
 
@@ -86,7 +89,7 @@ func (p Push) PutPushSubscription(ctx context.Context, s catalog.PushSubscriptio
 		if err != nil {
 			return err
 		}
-		n, err := q.Exec(ctx, `UPDATE push_subscriptions SET settings = $2, updated_ms = $3 WHERE group_id = $1`, s.Group, string(settings), now)
+		n, err := q.Exec(ctx, `UPDATE push_subscriptions SET settings = $2, updated_ms = CASE WHEN $3 > updated_ms THEN $3 ELSE updated_ms + 1 END WHERE group_id = $1`, s.Group, string(settings), now)
 		if err != nil {
 			return fmt.Errorf("update the subscription: %w", err)
 		}
@@ -168,7 +171,25 @@ func (p Push) SetPushState(ctx context.Context, group string, paused bool, lastE
 	if len(lastError) > 2000 {
 		lastError = lastError[:2000]
 	}
-	return p.update(ctx, "set push state", group, `UPDATE push_subscriptions SET paused = $3, last_error = $4, updated_ms = $2 WHERE group_id = $1`, v, lastError)
+	return p.update(ctx, "set push state", group, `UPDATE push_subscriptions SET paused = $3, last_error = $4, updated_ms = CASE WHEN $2 > updated_ms THEN $2 ELSE updated_ms + 1 END WHERE group_id = $1`, v, lastError)
+}
+
+// PausePush implements catalog.PushSubscriptions.
+func (p Push) PausePush(ctx context.Context, group string, seen time.Time, lastError string) (bool, error) {
+	if len(lastError) > 2000 {
+		lastError = lastError[:2000]
+	}
+	n := int64(0)
+	err := p.DB.WriteTx(ctx, func(q RegistryQuerier) error {
+		now, err := p.now(ctx, q)
+		if err != nil {
+			return err
+		}
+		n, err = q.Exec(ctx, `UPDATE push_subscriptions SET paused = 1, last_error = $3, updated_ms = CASE WHEN $4 > updated_ms THEN $4 ELSE updated_ms + 1 END WHERE group_id = $1 AND updated_ms = $2`,
+			group, seen.UnixMilli(), lastError, now)
+		return err
+	})
+	return n == 1, p.wrap(fmt.Sprintf("pause push subscription of group %q", group), err)
 }
 
 // RotatePushSecret implements catalog.PushSubscriptions.
@@ -176,7 +197,7 @@ func (p Push) RotatePushSecret(ctx context.Context, group, secret string) error 
 	if secret == "" {
 		return p.wrap("rotate push secret", fmt.Errorf("%w: an empty secret", catalog.ErrInvalidPushSubscription))
 	}
-	return p.update(ctx, "rotate push secret", group, `UPDATE push_subscriptions SET secret = $3, updated_ms = $2 WHERE group_id = $1`, secret)
+	return p.update(ctx, "rotate push secret", group, `UPDATE push_subscriptions SET secret = $3, updated_ms = CASE WHEN $2 > updated_ms THEN $2 ELSE updated_ms + 1 END WHERE group_id = $1`, secret)
 }
 
 // AcquirePushLease implements catalog.PushSubscriptions.
