@@ -389,4 +389,3 @@ func TestMisconfiguredTargetPauses(t *testing.T) {
 		t.Fatalf("delivery count %d after a pause: the 404 used up deliveries", rc.maxCount)
 	}
 }
-
