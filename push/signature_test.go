@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,7 +14,7 @@ import (
 )
 
 // verify is the receiver's check documented in README.md ("Push delivery"), as it is
-// written there.
+// written there (TestReadmeVerifyIsTheTested keeps them the same).
 func verify(secret, header string, body []byte, now time.Time, tolerance time.Duration) bool {
 	ts, sig, _ := strings.Cut(header, ",v1=")
 	t, err := strconv.ParseInt(strings.TrimPrefix(ts, "t="), 10, 64)
@@ -22,8 +23,7 @@ func verify(secret, header string, body []byte, now time.Time, tolerance time.Du
 	}
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write([]byte(strings.TrimPrefix(ts, "t=") + "." + string(body)))
-	want := hex.EncodeToString(mac.Sum(nil))
-	return hmac.Equal([]byte(sig), []byte(want))
+	return hmac.Equal([]byte(sig), []byte(hex.EncodeToString(mac.Sum(nil))))
 }
 
 func TestSignature(t *testing.T) {
@@ -46,5 +46,24 @@ func TestSignature(t *testing.T) {
 	}
 	if verify("whsec_x", "garbage", body, now, 5*time.Minute) {
 		t.Fatal("a malformed header verified")
+	}
+}
+
+// TestReadmeVerifyIsTheTested: the README's receiver check is this file's verify,
+// line for line.
+func TestReadmeVerifyIsTheTested(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.ReadFile("signature_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := strings.Index(string(self), "func verify(")
+	end := strings.Index(string(self)[start:], "\n}\n")
+	fn := string(self)[start : start+end+3]
+	if !strings.Contains(string(readme), fn) {
+		t.Fatalf("README.md's receiver check is not verify as tested:\n%s", fn)
 	}
 }
