@@ -194,6 +194,7 @@ func (d *sub) call(ctx context.Context, member string, b *batch) {
 	c := classify(a)
 	d.r.m.calls.WithLabelValues(d.s.Group, string(c)).Inc()
 	d.r.m.latency.WithLabelValues(d.s.Group).Observe(time.Since(start).Seconds())
+	d.r.log.Debug("push: call", "group", d.s.Group, "records", b.len(), "class", c, "status", a.status, "err", a.err)
 	why := ""
 	switch {
 	case a.err != nil:

@@ -32,6 +32,8 @@ func pushNode(t *testing.T, opts ...nodetest.Option) *nodetest.Node {
 	})}, opts...)...)
 }
 
+func nodeMutate(m func(*node.Config)) nodetest.Option { return nodetest.Mutate(m) }
+
 // setup creates a topic of 3 partitions with n records (value "poison" every
 // poisonEvery'th when not 0) and a share group reading from the earliest offset.
 func setup(t *testing.T, core *broker.Broker, n, poisonEvery int) (topic, group string) {

@@ -21,6 +21,7 @@ import (
 	"github.com/strata-io/strata/connect"
 	"github.com/strata-io/strata/internal/membudget"
 	"github.com/strata-io/strata/internal/node"
+	"github.com/strata-io/strata/push"
 	"github.com/strata-io/strata/internal/redact"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/open"
@@ -561,6 +562,9 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 	// Tables live in the bucket, named by its URI; every node serves their catalog.
 	cfg.Tables, cfg.TablesConfig.Location = spec.tables, bucket.URI()
 	cfg.Push = spec.push
+	if spec.push {
+		cfg.PushConfig.Lambda = &push.DefaultLambda{}
+	}
 	cfg.PushConfig.Allow, cfg.PushConfig.AllowInsecure = strings.Split(nf.pushAllow, ","), nf.pushAllowInsecure
 	n, err := node.Start(ctx, cfg)
 	if err != nil {
