@@ -34,7 +34,7 @@ func pushWire(s catalog.PushSubscription) v1.PushSubscription {
 	}
 	return v1.PushSubscription{Group: s.Group, Topics: topics, URL: s.URL, LambdaARN: s.LambdaARN, BatchSize: s.BatchSize,
 		LingerMs: s.Linger.Milliseconds(), Concurrency: s.Concurrency, TimeoutMs: s.Timeout.Milliseconds(),
-		Retry: v1.PushRetry{MinBackoffMs: s.Retry.MinBackoff.Milliseconds(), MaxBackoffMs: s.Retry.MaxBackoff.Milliseconds(), PauseAfter: s.Retry.PauseAfter},
+		Retry:     v1.PushRetry{MinBackoffMs: s.Retry.MinBackoff.Milliseconds(), MaxBackoffMs: s.Retry.MaxBackoff.Milliseconds(), PauseAfter: s.Retry.PauseAfter},
 		Principal: s.Principal, State: state, LastError: s.LastError, CreatedMs: s.Created.UnixMilli(), UpdatedMs: s.Updated.UnixMilli()}
 }
 

@@ -170,5 +170,7 @@ func pushRecords(t *testing.T, reg *prometheus.Registry, group, result string) p
 
 type collectorFunc func(chan<- prometheus.Metric)
 
-func (f collectorFunc) Describe(ch chan<- *prometheus.Desc) { ch <- prometheus.NewDesc("x", "x", nil, nil) }
+func (f collectorFunc) Describe(ch chan<- *prometheus.Desc) {
+	ch <- prometheus.NewDesc("x", "x", nil, nil)
+}
 func (f collectorFunc) Collect(ch chan<- prometheus.Metric) { f(ch) }
