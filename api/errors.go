@@ -97,6 +97,8 @@ const (
 	CodeSchemaValidationFailed = Code(broker.CodeSchemaValidationFailed)
 	CodeThrottled              = Code(broker.CodeThrottled)
 	CodeQuotaExceeded          = Code(broker.CodeQuotaExceeded)
+	CodePushNotFound           = Code(broker.CodePushNotFound)
+	CodePushTargetNotAllowed   = Code(broker.CodePushTargetNotAllowed)
 )
 
 // CodeInfo is one row of the error table.
@@ -187,6 +189,8 @@ var codeTable = []CodeInfo{
 	{CodeAcquisitionNotHeld, http.StatusConflict, "Acquisition no longer holds the records", false},
 	{CodeThrottled, http.StatusTooManyRequests, "Quota exceeded: retry later", true},
 	{CodeQuotaExceeded, http.StatusForbidden, "Quota cap reached", false},
+	{CodePushNotFound, http.StatusNotFound, "Push subscription not found", false},
+	{CodePushTargetNotAllowed, http.StatusUnprocessableEntity, "Push target not allowed", false},
 }
 
 var codeIndex = func() map[Code]CodeInfo {

@@ -83,6 +83,12 @@ var wireOps = map[string]wireOp{
 	"POST /v1/share-groups/{group}/acks":                            op(v1.ShareAckRequest{}), // 204, no body
 	"DELETE /v1/share-groups/{group}/members/{member}":              op(nil),                  // 204, no body
 	"POST /v1/share-groups/{group}/offsets:reset":                   op(v1.ResetOffsetsRequest{}, v1.GroupOffsets{}),
+	"PUT /v1/share-groups/{group}/push":                             op(v1.PushSubscriptionRequest{}, v1.PushSubscription{}),
+	"GET /v1/share-groups/{group}/push":                             op(nil, v1.PushSubscription{}),
+	"DELETE /v1/share-groups/{group}/push":                          op(nil), // 204, no body
+	"POST /v1/share-groups/{group}/push:pause":                      op(nil, v1.PushSubscription{}),
+	"POST /v1/share-groups/{group}/push:resume":                     op(nil, v1.PushSubscription{}),
+	"POST /v1/share-groups/{group}/push:rotate-secret":              op(nil, v1.PushSecret{}),
 }
 
 // openSchemas may document members their Go type does not hold: a problem's extension

@@ -34,6 +34,7 @@ func (rs *shareGroupsResource) Routes() chi.Router {
 		r.Post("/acks", h(rs.acks))
 		r.Post("/offsets:reset", h(rs.reset))
 		r.Delete("/members/{member}", h(rs.leave))
+		rs.pushRoutes(r, h)
 	})
 	return r
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/push/egress"
 	"github.com/strata-io/strata/quota"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/writer"
@@ -167,6 +168,11 @@ type Deps struct {
 	// Usage counts per-topic usage on this node and answers it (package usage); nil
 	// counts nothing, and TopicUsage answers CodeRoleUnavailable.
 	Usage UsageRecorder
+	// Push keeps push subscriptions (both catalog backends); their administration
+	// needs it. PushEgress is the node's outbound policy for their targets (nil
+	// allows none).
+	Push       PushStore
+	PushEgress *egress.Policy
 	// Now is the node clock that stamps and bounds CreateTime timestamps; nil: time.Now.
 	Now func() time.Time
 }

@@ -100,6 +100,10 @@ const (
 	// creation past its principal's topic_count or connector_count is refused.
 	CodeThrottled     Code = "throttling_quota_exceeded"
 	CodeQuotaExceeded Code = "quota_exceeded"
+	// Push subscriptions: a share group without one; a target the node's egress
+	// policy (--push-allow, --push-allow-insecure) refuses.
+	CodePushNotFound         Code = "push_subscription_not_found"
+	CodePushTargetNotAllowed Code = "push_target_not_allowed"
 )
 
 // retriable lists the codes whose request may succeed later unchanged: the node was
@@ -139,7 +143,7 @@ func Codes() []Code {
 		CodeConnectorNotFound, CodeConnectorExists, CodeTaskNotFound, CodeConnectorNotStopped,
 		CodeSchemaNotFound, CodeInvalidSchema, CodeIncompatibleSchema, CodeSchemaValidationFailed,
 		CodeGroupTypeMismatch, CodeInvalidRecordState, CodeAckOutOfRange, CodeAcquisitionNotHeld,
-		CodeThrottled, CodeQuotaExceeded,
+		CodeThrottled, CodeQuotaExceeded, CodePushNotFound, CodePushTargetNotAllowed,
 	}
 }
 

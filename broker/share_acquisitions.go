@@ -275,6 +275,10 @@ func (b *Broker) shareRecords(ctx context.Context, who Principal, group, member 
 // on the group and on each topic; every range must lie in its acquisition, and the
 // acquisition must still hold its records (CodeAcquisitionNotHeld otherwise).
 func (b *Broker) ShareAckAcquisitions(ctx context.Context, who Principal, group, member string, acks []ShareAcquisitionAck) error {
+	return b.shareAckAcquisitions(ctx, who, group, member, acks, false)
+}
+
+func (b *Broker) shareAckAcquisitions(ctx context.Context, who Principal, group, member string, acks []ShareAcquisitionAck, requeue bool) error {
 	if e := b.checkShare(); e != nil {
 		return e
 	}
@@ -311,7 +315,7 @@ func (b *Broker) ShareAckAcquisitions(ctx context.Context, who Principal, group,
 		}
 		parts[i] = catalog.ShareAckPartition{ShareTP: catalog.ShareTP{Topic: acq.Topic, Partition: acq.Partition}, Batches: batches}
 	}
-	res, err := b.d.Share.ShareAcknowledge(ctx, catalog.ShareAck{Group: group, MemberID: member, Partitions: parts, AllOrNothing: true})
+	res, err := b.d.Share.ShareAcknowledge(ctx, catalog.ShareAck{Group: group, MemberID: member, Partitions: parts, AllOrNothing: true, Requeue: requeue})
 	if err != nil {
 		return shareError("share acknowledge", err, group)
 	}

@@ -26,6 +26,7 @@ type Backend interface {
 	Quotas
 	Tables
 	Usage
+	PushSubscriptions
 }
 
 // Catalog is the core of the catalog — topics, partitions, the segment commit, chunk

@@ -172,6 +172,11 @@ type ShareAck struct {
 	// otherwise nothing changes and the answers say which were refused (HTTP's, one
 	// request one outcome).
 	AllOrNothing bool
+	// Requeue makes AckRelease give back the delivery its acquisition counted: the
+	// records return to available at the count they had before, never archived (the
+	// push role's calls that got no answer, which did not reach a handler's
+	// decision). Kafka's and HTTP members' releases never set it.
+	Requeue bool
 }
 
 // ShareAckPartition acknowledges ranges of one partition.

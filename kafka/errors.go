@@ -76,6 +76,9 @@ var kafkaCodes = map[broker.Code]*kerr.Error{
 	broker.CodeConnectorExists:     kerr.InvalidRequest,
 	broker.CodeTaskNotFound:        kerr.ResourceNotFound,
 	broker.CodeConnectorNotStopped: kerr.InvalidRequest,
+	// Push subscriptions are not Kafka's: the Kafka listener never calls them.
+	broker.CodePushNotFound:         kerr.ResourceNotFound,
+	broker.CodePushTargetNotAllowed: kerr.InvalidRequest,
 	// The registry's refusals reach Kafka clients only as validation's.
 	broker.CodeSchemaNotFound:         kerr.InvalidRequest,
 	broker.CodeInvalidSchema:          kerr.InvalidRequest,

@@ -79,4 +79,6 @@ const (
 	CodeAcquisitionNotHeld        = "acquisition_not_held"
 	CodeThrottled                 = "throttling_quota_exceeded"
 	CodeQuotaExceeded             = "quota_exceeded"
+	CodePushNotFound              = "push_subscription_not_found"
+	CodePushTargetNotAllowed      = "push_target_not_allowed"
 )

@@ -80,6 +80,7 @@ func Run(t *testing.T, open Open) {
 		{"quotas", func(t *testing.T) { runQuotas(t, fresh) }},
 		{"tables", func(t *testing.T) { runTables(t, fresh) }},
 		{"usage", func(t *testing.T) { runUsage(t, fresh) }},
+		{"push", func(t *testing.T) { runPush(t, fresh) }},
 	} {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel() // each suite on stores of its own: most of their time is waiting

@@ -36,6 +36,7 @@ type Catalog struct {
 
 	registry // catalog.Registry, the engine's (set by OpenConfig)
 	tables   // catalog.Tables, the engine's (set by OpenConfig)
+	push     // catalog.PushSubscriptions, the engine's (set by OpenConfig)
 	scripts  // the methods whose scripts are the engine's (set by OpenConfig)
 	scram    // catalog.Scram, the engine's (set by OpenConfig)
 }
@@ -86,6 +87,7 @@ func OpenConfig(ctx context.Context, cfg *pgxpool.Config, opts catalog.Options) 
 	c.maxTimestampAfterMs = opts.MaxTimestampAfterMs
 	c.registry = registry{DB: pgEngine{c}}
 	c.tables = tables{DB: pgEngine{c}}
+	c.push = push{DB: pgEngine{c}}
 	c.scripts = scripts{DB: pgEngine{c}}
 	c.scram = scram{DB: pgEngine{c}}
 	c.notify = startNotifier(pool, log)

@@ -14,3 +14,6 @@ type tables = engine.Tables
 func (pgEngine) ClockSQL() string {
 	return `SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint`
 }
+
+// push is catalog.PushSubscriptions, written once (engine.Push).
+type push = engine.Push

@@ -52,6 +52,7 @@ type Catalog struct {
 
 	registry // catalog.Registry, the engine's (set by Open)
 	tables   // catalog.Tables, the engine's (set by Open)
+	push     // catalog.PushSubscriptions, the engine's (set by Open)
 	scripts  // the methods whose scripts are the engine's (set by Open)
 	scram    // catalog.Scram, the engine's (set by Open)
 }
@@ -112,6 +113,7 @@ func Open(ctx context.Context, path string, opts catalog.Options) (*Catalog, err
 	c := &Catalog{w: w, r: r, path: path, opts: opts, log: log, hub: newHub(log), st: st}
 	c.registry = registry{DB: sqliteEngine{c}}
 	c.tables = tables{DB: sqliteEngine{c}}
+	c.push = push{DB: sqliteEngine{c}}
 	c.scripts = scripts{DB: sqliteEngine{c}}
 	c.scram = scram{DB: sqliteEngine{c}}
 	return c, nil

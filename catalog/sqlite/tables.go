@@ -14,3 +14,6 @@ type tables = engine.Tables
 func (sqliteEngine) ClockSQL() string {
 	return `SELECT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`
 }
+
+// push is catalog.PushSubscriptions, written once (engine.Push).
+type push = engine.Push

@@ -64,7 +64,7 @@ func verbs() []verb {
 		{"torture", tortureCommand},
 		{"bench", benchCommand},
 		{"version", versionCommand},
-	}, append(append(connectorVerbs(), schemaVerbs()...), shareVerbs()...)...)
+	}, append(append(append(connectorVerbs(), schemaVerbs()...), shareVerbs()...), pushVerbs()...)...)
 }
 
 // groups are the commands that only hold others, with what they are for.
@@ -72,6 +72,7 @@ var groupAbout = map[string]string{
 	"topics":     "create, list, describe, alter and delete topics",
 	"groups":     "list, describe, reset and delete consumer groups",
 	"share":      "consume from, describe and reset share groups (queues: each record to one member)",
+	"push":       "push a share group's records to a webhook or Lambda function (create, describe, pause, resume, rotate-secret, delete)",
 	"streams":    "manage Streams applications (reset one to reprocess its inputs)",
 	"keys":       "create, list and revoke API keys kept in the catalog",
 	"scram":      "set, list and delete SCRAM credentials (Kafka SASL SCRAM-SHA-256/512 logins)",
@@ -389,6 +390,11 @@ Talking to a server (--server, env STRATA_SERVER, default http://127.0.0.1:8080)
   share consume       print records a share group acquires, accepting each (queue semantics)
   share describe      show a share group's members, start offsets, records in flight and lag
   share reset         move a share group's start offsets (no live members)
+  push create         push a share group's records to a webhook or Lambda function (prints the secret once)
+  push describe       show a push subscription's target, settings and state
+  push pause|resume   stop or restart a push subscription's calls
+  push rotate-secret  give a push subscription a new signing secret (printed once)
+  push delete         delete a push subscription (the share group stays)
   streams reset       rewind a Streams application to reprocess its inputs (no live instances)
   connectors list     list connectors with their state and tasks
   connectors create   create a connector from --config KEY=VALUE and/or --config-file

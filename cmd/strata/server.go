@@ -25,6 +25,7 @@ import (
 	"github.com/strata-io/strata/internal/redact"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/open"
+	"github.com/strata-io/strata/push"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/tables"
 	"github.com/strata-io/strata/ui"
@@ -46,8 +47,11 @@ type nodeFlags struct {
 	bodyTimeout     time.Duration
 	// The compactor role's tuning.
 	compactInterval time.Duration
-	gracePeriod     time.Duration
-	sweepInterval   time.Duration
+	// Push targets' allow-list (every node checks them) and plain HTTP.
+	pushAllow         string
+	pushAllowInsecure bool
+	gracePeriod       time.Duration
+	sweepInterval     time.Duration
 	// The tables role's maintenance.
 	tablesMaintain    time.Duration
 	tablesSnapshotAge time.Duration
@@ -115,6 +119,8 @@ func addNodeFlags(c *command, listen, logFormat string) *nodeFlags {
 	c.fs.DurationVar(&n.commitTimeout, "commit-timeout", 30*time.Second, "how old a segment may be when its commit lands; the orphan sweep waits twice this")
 	c.fs.DurationVar(&n.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown may take: in-flight requests finish and the writer drains")
 	c.fs.DurationVar(&n.bodyTimeout, "body-timeout", api.DefaultBodyTimeout, "how long a request body may take to arrive; a slower or stalled client gets 408 request_timeout")
+	c.fs.StringVar(&n.pushAllow, "push-allow", "", "comma-separated `hosts`, wildcard domains (*.example.com) and CIDRs push subscriptions may call; loopback, link-local and private addresses only when a CIDR lists them, checked on the address dialled")
+	c.fs.BoolVar(&n.pushAllowInsecure, "push-allow-insecure", false, "let push subscriptions call plain http:// targets (local development and tests); without it targets must be https")
 	c.fs.DurationVar(&n.compactInterval, "compact-interval", compactor.DefaultInterval, "compactor role: time between compaction passes (merging, retention, deletion)")
 	c.fs.DurationVar(&n.gracePeriod, "grace-period", compactor.DefaultGracePeriod, "compactor role: how long an object no row refers to stays readable before it is deleted; longer than any fetch")
 	c.fs.DurationVar(&n.sweepInterval, "sweep-interval", compactor.DefaultSweepInterval, "compactor role: how often the orphan sweep lists the bucket (shared by all compactors)")
@@ -285,7 +291,9 @@ type nodeSpec struct {
 	// connect runs the connector runtime (worker and REST API).
 	connect bool
 	// tables runs the tables role (table topics; it needs the reader on the node).
-	tables  bool
+	tables bool
+	// push runs the push role (share groups' push subscriptions; it needs the reader).
+	push    bool
 	catalog func(ctx context.Context, opts catalog.Options) (catalog.Backend, error)
 	// The object store: bucketURL (--bucket), parsed at start, or bucket (dev's
 	// directory); createBucket creates a missing S3 bucket at start.
@@ -320,7 +328,7 @@ type nodeSpec struct {
 func devCommand() (*command, func(context.Context, *env, *command, []string) error) {
 	c := newCommand("dev", "strata dev [--data ./strata-data] [--listen 127.0.0.1:8080]",
 		`Runs everything in one process for development: a SQLite catalog at DATA/catalog.db,
-objects under DATA/objects, the writer, reader, compactor, connect and tables roles and the HTTP API. Data survives
+objects under DATA/objects, the writer, reader, compactor, connect, tables and push roles and the HTTP API. Data survives
 restarts. Ctrl-C shuts down gracefully: requests in flight finish, the writer drains. It listens
 on loopback; with another --listen address, set --api-keys (it warns otherwise).`)
 	data := c.fs.String("data", "./strata-data", "`directory` holding the catalog and the objects (created if missing)")
@@ -353,7 +361,7 @@ on loopback; with another --listen address, set --api-keys (it warns otherwise).
 		}
 		objDir := filepath.Join(*data, "objects")
 		spec := nodeSpec{
-			flags: nf, writer: true, reader: true, compactor: true, connect: true, tables: true, kafka: kf, dev: true,
+			flags: nf, writer: true, reader: true, compactor: true, connect: true, tables: true, push: true, kafka: kf, dev: true,
 			catalog: cat.Open, bucket: open.Dir(objDir),
 			catalogName: cat.String(), bucketName: objDir,
 			ownDirs: []connect.OwnDir{{Path: *data, What: "the dev data directory (--data)"}},
@@ -379,7 +387,7 @@ on loopback; with another --listen address, set --api-keys (it warns otherwise).
 	}
 }
 
-var knownRoles = []string{"writer", "reader", "compactor", "connect", "tables"}
+var knownRoles = []string{"writer", "reader", "compactor", "connect", "tables", "push"}
 
 func serveCommand() (*command, func(context.Context, *env, *command, []string) error) {
 	c := newCommand("serve", "strata serve --catalog postgres://... --bucket s3://bucket/prefix [--roles writer,reader] [--listen :8080]",
@@ -419,7 +427,7 @@ type serveFlags struct {
 func addServeFlags(c *command, listen string) *serveFlags {
 	defer c.shared()()
 	return &serveFlags{
-		roles:        c.fs.String("roles", "writer,reader", "comma-separated `roles` to run: writer, reader, compactor, connect (the connector runtime; it needs writer and reader on the node too), tables (topics with iceberg.enabled as Iceberg tables; it needs reader on the node too)"),
+		roles:        c.fs.String("roles", "writer,reader", "comma-separated `roles` to run: writer, reader, compactor, connect (the connector runtime; it needs writer and reader on the node too), tables (topics with iceberg.enabled as Iceberg tables; it needs reader on the node too), push (share groups' push subscriptions to webhooks and Lambda; it needs reader on the node too)"),
 		catalog:      c.fs.String("catalog", "", "catalog `DSN`: postgres://USER:PASSWORD@HOST:5432/DB?sslmode=verify-full, a libpq string (\"host=HOST user=USER dbname=DB sslmode=verify-full\"), or for a single node a SQLite file (sqlite:PATH, or the path of an existing file)"),
 		create:       c.fs.Bool("create", false, "create the SQLite catalog file (and its directory) when --catalog names one that does not exist; without it a missing file is refused, so a typo cannot start an empty catalog"),
 		bucket:       c.fs.String("bucket", "", "object store `URL`: s3://bucket/prefix[?endpoint=http://host:9000&path_style=true&region=R], or file:///dir"),
@@ -437,9 +445,12 @@ func (sf *serveFlags) spec() (nodeSpec, []string) {
 	if err != nil {
 		bad = append(bad, err.Error())
 	}
-	spec := nodeSpec{flags: nf, writer: rs["writer"], reader: rs["reader"], compactor: rs["compactor"], connect: rs["connect"], tables: rs["tables"]}
+	spec := nodeSpec{flags: nf, writer: rs["writer"], reader: rs["reader"], compactor: rs["compactor"], connect: rs["connect"], tables: rs["tables"], push: rs["push"]}
 	if spec.tables && !spec.reader {
 		bad = append(bad, "--roles: tables needs reader on the same node (it reads the topics through it): e.g. --roles writer,reader,tables")
+	}
+	if spec.push && !spec.reader {
+		bad = append(bad, "--roles: push needs reader on the same node (it reads the share groups through it): e.g. --roles writer,reader,push")
 	}
 	if spec.connect && (!spec.writer || !spec.reader) {
 		bad = append(bad, "--roles: connect needs writer and reader on the same node (its tasks call them in-process): e.g. --roles writer,reader,connect")
@@ -485,12 +496,12 @@ func parseRoles(s string) (map[string]bool, error) {
 			known = known || r == k
 		}
 		if !known {
-			return nil, fmt.Errorf("--roles: unknown role %q: use a comma-separated list of writer, reader, compactor, connect, tables", r)
+			return nil, fmt.Errorf("--roles: unknown role %q: use a comma-separated list of writer, reader, compactor, connect, tables, push", r)
 		}
 		rs[r] = true
 	}
 	if len(rs) == 0 {
-		return nil, errors.New("--roles is empty: give at least one of writer, reader, compactor, connect, tables (e.g. --roles writer,reader)")
+		return nil, errors.New("--roles is empty: give at least one of writer, reader, compactor, connect, tables, push (e.g. --roles writer,reader)")
 	}
 	return rs, nil
 }
@@ -581,6 +592,11 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 	if nf.tablesMaintain == 0 {
 		cfg.TablesConfig.MaintainInterval = -1
 	}
+	cfg.Push = spec.push
+	if spec.push {
+		cfg.PushConfig.Lambda = &push.DefaultLambda{}
+	}
+	cfg.PushConfig.Allow, cfg.PushConfig.AllowInsecure = strings.Split(nf.pushAllow, ","), nf.pushAllowInsecure
 	n, err := node.Start(ctx, cfg)
 	if err != nil {
 		closeCatalog()

@@ -33,6 +33,8 @@ import (
 	"github.com/strata-io/strata/internal/prom"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/metered"
+	"github.com/strata-io/strata/push"
+	"github.com/strata-io/strata/push/egress"
 	"github.com/strata-io/strata/quota"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/registry/rest"
@@ -76,6 +78,11 @@ type Config struct {
 	// TablesConfig.Location is set serves the Iceberg REST catalog at /iceberg.
 	Tables       bool
 	TablesConfig tables.Config
+	// Push runs the push role (issue 36, package push): it acquires through the
+	// core's share groups, so it needs the reader role on the node too. Every node
+	// checks push targets against PushConfig's allow-list.
+	Push       bool
+	PushConfig PushConfig
 
 	Broker broker.Config
 	API    api.Config
@@ -145,6 +152,7 @@ type Node struct {
 	Compactor *compactor.Compactor
 	Connect   *connect.Worker
 	Tables    *tables.Role
+	Push      *push.Role
 	// Store is the metered store the roles use.
 	Store    objstore.Store
 	Registry *prometheus.Registry
@@ -160,13 +168,15 @@ type Node struct {
 	KafkaAddr   string
 	KafkaNodeID int32
 
-	cfg    Config
-	apiD   api.Deps
-	log    *slog.Logger
-	errs   chan error
-	stop   context.CancelFunc
-	wg     sync.WaitGroup
-	httpLn net.Listener
+	cfg Config
+	// pushEgress is the outbound policy for push targets (PushConfig).
+	pushEgress *egress.Policy
+	apiD       api.Deps
+	log        *slog.Logger
+	errs       chan error
+	stop       context.CancelFunc
+	wg         sync.WaitGroup
+	httpLn     net.Listener
 	// fronts are the front ends served beside the HTTP API (the Kafka listener),
 	// stopped with it, before the roles.
 	fronts []*front
@@ -320,8 +330,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			start("compactor", n.Compactor.Run)
 		}
 	}
+	if err := n.pushDeps(cat, &bd); err != nil {
+		n.Stop(context.Background())
+		return nil, err
+	}
 	cfg.Broker.Registerer = reg
 	n.Broker = broker.New(cfg.Broker, bd)
+	n.startPush(cat, start)
 	if err := n.startTables(cat, store, start); err != nil {
 		n.Stop(context.Background())
 		return nil, err
@@ -373,6 +388,8 @@ func (c Config) check() error {
 		return errors.New("node: the connect role calls the core in-process: run it with the writer and reader roles, not on Lambda")
 	case c.Tables && (!c.Reader || c.Lambda):
 		return errors.New("node: the tables role reads through the reader role: run it with the reader role, not on Lambda")
+	case c.Push && (!c.Reader || c.Lambda):
+		return errors.New("node: the push role reads through the reader role: run it with the reader role, not on Lambda")
 	case c.Kafka.Listen != "" && (!c.Writer || !c.Reader):
 		// Kafka clients produce and fetch on whichever node Metadata names.
 		return errors.New("node: the Kafka listener produces and fetches in-process: run it with the writer and reader roles")

@@ -105,7 +105,7 @@ func startServer(t *testing.T) *server {
 	var out bytes.Buffer
 	var outMu sync.Mutex
 	cmd := exec.Command(bin, "serve", "--catalog", dsn, "--bucket", "s3://"+bucket+"/bad?"+q.Encode(), "--listen", addr,
-		"--log-level", "warn", "--roles", "writer,reader", "--body-timeout", "2s")
+		"--log-level", "warn", "--roles", "writer,reader", "--body-timeout", "2s", "--push-allow", "hooks.example.com")
 	cmd.Env = env
 	cmd.Stdout = lockedWriter{&out, &outMu}
 	cmd.Stderr = cmd.Stdout
@@ -155,6 +155,7 @@ type state struct {
 	Groups  string
 	Offsets map[string]string
 	Objects []string
+	Push    string // the push subscription of share group pg
 }
 
 func (s *server) snapshot(t *testing.T) state {
@@ -192,6 +193,7 @@ func (s *server) snapshot(t *testing.T) state {
 	for _, g := range groups.Groups {
 		st.Offsets[g.Name] = get("/v1/groups/" + g.Name + "/offsets")
 	}
+	st.Push = get("/v1/share-groups/pg/push")
 	err := s.store.List(context.Background(), "", func(i objstore.Info) error {
 		st.Objects = append(st.Objects, i.Key)
 		return nil
@@ -227,6 +229,10 @@ type tc struct {
 
 func post(name, path string, body string, want int, code string) tc {
 	return tc{name: name, method: http.MethodPost, path: path, ctype: "application/json", body: []byte(body), want: want, code: code}
+}
+
+func put(name, path string, body string, want int, code string) tc {
+	return tc{name: name, method: http.MethodPut, path: path, ctype: "application/json", body: []byte(body), want: want, code: code}
 }
 
 func get(name, path string, want int, code string) tc {
@@ -376,6 +382,24 @@ func cases() []tc {
 		get("describe group: does not exist", "/v1/groups/nosuch", 404, "group_not_found"),
 		{name: "delete group: does not exist", method: "DELETE", path: "/v1/groups/nosuch", want: 404, code: "group_not_found"},
 		{name: "alter topic: unknown topic", method: "PATCH", path: "/v1/topics/nosuch", ctype: "application/json", body: []byte(`{"partitions":4}`), want: 404, code: "topic_not_found"},
+		// Push subscriptions (the server allows only hooks.example.com; share group pg
+		// has a subscription, which must stay as it was).
+		put("push: target outside the allow-list", "/v1/share-groups/pg/push", `{"topics":["orders"],"url":"https://evil.example.net/x"}`, 422, "push_target_not_allowed"),
+		put("push: plain http without the allow", "/v1/share-groups/pg/push", `{"topics":["orders"],"url":"http://hooks.example.com/x"}`, 422, "push_target_not_allowed"),
+		put("push: loopback address", "/v1/share-groups/pg/push", `{"topics":["orders"],"url":"https://127.0.0.1/x"}`, 422, "push_target_not_allowed"),
+		put("push: cloud metadata address", "/v1/share-groups/pg/push", `{"topics":["orders"],"url":"https://169.254.169.254/latest"}`, 422, "push_target_not_allowed"),
+		put("push: batch size out of range", "/v1/share-groups/pg/push", `{"topics":["orders"],"url":"https://hooks.example.com/b","batch_size":5000}`, 400, "invalid_parameter"),
+		put("push: concurrency out of range", "/v1/share-groups/pg/push", `{"topics":["orders"],"url":"https://hooks.example.com/b","concurrency":1000}`, 400, "invalid_parameter"),
+		put("push: negative timeout", "/v1/share-groups/pg/push", `{"topics":["orders"],"url":"https://hooks.example.com/b","timeout_ms":-1}`, 400, "invalid_parameter"),
+		put("push: url and lambda_arn", "/v1/share-groups/pg/push", `{"topics":["orders"],"url":"https://hooks.example.com/b","lambda_arn":"arn:aws:lambda:us-east-1:123456789012:function:f"}`, 400, "invalid_parameter"),
+		put("push: malformed lambda_arn", "/v1/share-groups/pg/push", `{"topics":["orders"],"lambda_arn":"arn:aws:s3:::bucket"}`, 400, "invalid_parameter"),
+		put("push: no topics", "/v1/share-groups/pg/push", `{"url":"https://hooks.example.com/b"}`, 400, "invalid_parameter"),
+		put("push: unknown topic", "/v1/share-groups/pg/push", `{"topics":["nosuch"],"url":"https://hooks.example.com/b"}`, 404, "topic_not_found"),
+		put("push: unknown field", "/v1/share-groups/pg/push", `{"topics":["orders"],"url":"https://hooks.example.com/b","retries":3}`, 400, "invalid_request"),
+		get("push: describe a group without one", "/v1/share-groups/nosuch/push", 404, "push_subscription_not_found"),
+		post("push: pause a group without one", "/v1/share-groups/nosuch/push:pause", ``, 404, "push_subscription_not_found"),
+		post("push: rotate the secret of a group without one", "/v1/share-groups/nosuch/push:rotate-secret", ``, 404, "push_subscription_not_found"),
+		{name: "push: delete a group without one", method: "DELETE", path: "/v1/share-groups/nosuch/push", want: 404, code: "push_subscription_not_found"},
 		// Found by this suite: a stalled body held its request forever (the server runs
 		// with --body-timeout 2s).
 		{name: "request: body shorter than its Content-Length, then silence",
@@ -420,6 +444,9 @@ func runCases(t *testing.T, s *server) {
 	}
 	if err := s.cli.CommitOffsets(ctx, "g1", "", 0, []client.GroupOffset{{Topic: "orders", Partition: 0, Offset: 1}}); err != nil {
 		t.Logf("commit from outside the group: %v", err)
+	}
+	if _, err := s.cli.PutPush(ctx, "pg", client.PushSubscriptionRequest{Topics: []string{"orders"}, URL: "https://hooks.example.com/a"}); err != nil {
+		t.Fatal(err)
 	}
 	before := s.snapshot(t)
 

@@ -37,6 +37,7 @@ func startNode(tb testing.TB, wcfg writer.Config, acfg api.Config) *nodetest.Nod
 	tb.Helper()
 	return nodetest.Start(tb, nodetest.Log(slog.New(slog.DiscardHandler)), nodetest.Mutate(func(c *node.Config) {
 		c.WriterConfig, c.ReaderConfig, c.API = wcfg, reader.Config{}, acfg
+		c.PushConfig.Allow = []string{"hooks.example.com"}
 	}))
 }
 

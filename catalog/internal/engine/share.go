@@ -470,7 +470,7 @@ func ShareAcknowledge(ctx context.Context, db ShareBackend, req catalog.ShareAck
 				p = &sp
 				parts[ap.ShareTP] = p
 			}
-			if err := p.ack(req.MemberID, now.UnixMilli(), ap.Batches, set.LockDuration, set.DeliveryLimit); err != nil {
+			if err := p.ackRequeue(req.MemberID, now.UnixMilli(), ap.Batches, set.LockDuration, set.DeliveryLimit, req.Requeue); err != nil {
 				results[i] = err
 				continue
 			}

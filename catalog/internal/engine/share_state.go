@@ -250,6 +250,12 @@ func validateAcks(batches []catalog.AckBatch) error {
 // held by member now (acquired by it, its lock not expired at nowMs). On an error p is
 // unchanged.
 func (p *SharePart) ack(member string, nowMs int64, batches []catalog.AckBatch, lock time.Duration, limit int) error {
+	return p.ackRequeue(member, nowMs, batches, lock, limit, false)
+}
+
+// ackRequeue is ack; with requeue a release gives back the delivery it counted
+// (catalog.ShareAck.Requeue).
+func (p *SharePart) ackRequeue(member string, nowMs int64, batches []catalog.AckBatch, lock time.Duration, limit int, requeue bool) error {
 	if err := validateAcks(batches); err != nil {
 		return err
 	}
@@ -293,7 +299,11 @@ func (p *SharePart) ack(member string, nowMs int64, batches []catalog.AckBatch, 
 				case catalog.AckGap, catalog.AckAccept:
 					r.State, r.Member, r.Deadline = RangeAcked, "", 0
 				case catalog.AckRelease:
-					release(r, limit, q.DLQ)
+					if requeue {
+						r.State, r.Member, r.Deadline, r.Count = RangeAvailable, "", 0, max(r.Count-1, 0)
+					} else {
+						release(r, limit, q.DLQ)
+					}
 				case catalog.AckReject:
 					archive(r, q.DLQ, ReasonRejected)
 				case catalog.AckRenew:

@@ -67,7 +67,7 @@ func (n *Node) Close() error {
 // Roles runs exactly these roles: "writer", "reader", "compactor", "connect".
 func Roles(roles ...string) Option {
 	return func(c *node.Config) {
-		c.Writer, c.Reader, c.Compactor, c.Connect = false, false, false, false
+		c.Writer, c.Reader, c.Compactor, c.Connect, c.Push = false, false, false, false, false
 		for _, r := range roles {
 			switch r {
 			case "writer":
@@ -76,6 +76,8 @@ func Roles(roles ...string) Option {
 				c.Reader = true
 			case "compactor":
 				c.Compactor = true
+			case "push":
+				c.Push = true
 			case "connect":
 				c.Connect = true
 			default:
