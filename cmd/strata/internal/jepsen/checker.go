@@ -55,7 +55,8 @@ const (
 var Kinds = []Kind{Lost, Unseen, Inconsistent, Duplicate, Nonmonotonic, Skipping, RefusedVisible, Phantom,
 	FinalIncomplete, GroupRegressed, GroupBeyondHWM, GroupSkipped,
 	TxnAbortedRead, TxnTorn, TxnLost, TxnDuplicate, TxnOffsetsWithoutOutputs,
-	ShareAcceptedTwice, ShareRedelivered, ShareHeldTwice, ShareOverLimit, ShareNotAccepted, ShareNotDrained}
+	ShareAcceptedTwice, ShareRedelivered, ShareHeldTwice, ShareOverLimit, ShareNotAccepted, ShareNotDrained,
+	ShareDLQDuplicate, ShareDLQMissing, ShareDLQAccepted}
 
 // Anomaly is one finding.
 type Anomaly struct {
@@ -90,6 +91,8 @@ type Report struct {
 	// ShareDeliveries counts the share-group workload's deliveries; ShareAccepted
 	// the records whose acceptance was answered ok.
 	ShareDeliveries, ShareAccepted int
+	// ShareDeadLettered counts the copies in the share group's dead-letter topic.
+	ShareDeadLettered int
 	// Counts per kind; Examples keeps the first few of each.
 	Counts   map[Kind]int
 	Examples map[Kind][]Anomaly

@@ -163,9 +163,13 @@ type History struct {
 	ShareLimit   int             `json:"share_limit,omitempty"`
 	Shares       []ShareDelivery `json:"shares,omitempty"`
 	ShareDrained bool            `json:"share_drained,omitempty"`
-	Events       []Event         `json:"events"`
-	Start        time.Time       `json:"start"`
-	End          time.Time       `json:"end"`
+	// The dead-letter topic and what the final read found in it.
+	ShareDLQTopic string           `json:"share_dlq_topic,omitempty"`
+	ShareDLQ      []ShareDLQRecord `json:"share_dlq,omitempty"`
+	ShareDLQRead  bool             `json:"share_dlq_read,omitempty"`
+	Events        []Event          `json:"events"`
+	Start         time.Time        `json:"start"`
+	End           time.Time        `json:"end"`
 
 	mu       sync.Mutex
 	requests int64

@@ -35,6 +35,10 @@ type ShareConfig struct {
 	// Release is the fraction of deliveries released rather than accepted. Default
 	// 0.1.
 	Release float64
+	// Reject is the fraction of deliveries rejected: archived and copied once to the
+	// group's dead-letter topic DLQTopic ("dlq.jepsen"). Default 0.01; negative: none.
+	Reject   float64
+	DLQTopic string
 	// Limit is the group's share.delivery.count.limit. Default 10 (Kafka's most): a
 	// record released at random that many times is archived unaccepted, once in
 	// 10^10 deliveries.
@@ -57,6 +61,12 @@ func (c ShareConfig) withDefaults() ShareConfig {
 	if c.Release == 0 {
 		c.Release = 0.1
 	}
+	if c.Reject == 0 {
+		c.Reject = 0.01
+	}
+	if c.DLQTopic == "" {
+		c.DLQTopic = "dlq.jepsen"
+	}
 	if c.Limit <= 0 {
 		c.Limit = 10
 	}
@@ -70,6 +80,7 @@ func (c ShareConfig) withDefaults() ShareConfig {
 const (
 	ShareAccept  = "accept"
 	ShareRelease = "release"
+	ShareReject  = "reject"
 	ViaHTTP      = "http"
 	ViaKafka     = "kafka"
 	ViaFinal     = "final"
@@ -117,6 +128,19 @@ func (w *Workload) setupShare(ctx context.Context) error {
 		"share.delivery.count.limit":    strconv.Itoa(s.Limit),
 		"share.record.lock.duration.ms": strconv.FormatInt(s.Lock.Milliseconds(), 10),
 	}
+	if s.Reject > 0 {
+		w.hist.ShareDLQTopic = s.DLQTopic
+		cfg["errors.deadletterqueue.topic.name"] = s.DLQTopic
+		for {
+			_, err := w.cli.CreateTopic(ctx, s.DLQTopic, 1, map[string]string{"value.format": "string", "errors.deadletterqueue.group.enable": "true"})
+			if err == nil || client.HasCode(err, "topic_exists") {
+				break
+			}
+			if ctxwait.Sleep(ctx, 200*time.Millisecond) != nil {
+				return fmt.Errorf("jepsen: create topic %s: %w", s.DLQTopic, err)
+			}
+		}
+	}
 	for {
 		_, err := w.cli.ConfigureShareGroup(ctx, s.Group, cfg)
 		if err == nil {
@@ -134,7 +158,7 @@ func (w *Workload) startShare(gctx context.Context) {
 		return
 	}
 	for i := range max(w.cfg.Share.HTTPMembers, 0) {
-		w.groupWG.Go(func() { w.shareHTTP(gctx, fmt.Sprintf("sh%d", i), ViaHTTP, w.cfg.Share.Release) })
+		w.groupWG.Go(func() { w.shareHTTP(gctx, fmt.Sprintf("sh%d", i), ViaHTTP, w.cfg.Share.Release, w.cfg.Share.Reject) })
 	}
 	if len(w.cfg.Kafka.Seeds) == 0 {
 		return
@@ -145,10 +169,10 @@ func (w *Workload) startShare(gctx context.Context) {
 }
 
 // shareHTTP runs one HTTP member until ctx ends: it acquires, decides each record
-// (accept, or release with probability release), acknowledges, and records each
-// delivery with the answer. The member leaves at the end, releasing what it holds.
-// It answers whether its last acquisition was empty.
-func (w *Workload) shareHTTP(ctx context.Context, name, via string, release float64) (idle bool) {
+// (accept; release or reject with probabilities release and reject), acknowledges,
+// and records each delivery with the answer. The member leaves at the end, releasing
+// what it holds. It answers whether its last acquisition was empty.
+func (w *Workload) shareHTTP(ctx context.Context, name, via string, release, reject float64) (idle bool) {
 	member := ""
 	defer func() {
 		if member != "" {
@@ -185,7 +209,10 @@ func (w *Workload) shareHTTP(ctx context.Context, name, via string, release floa
 				d := ShareDelivery{Member: name, Via: via, Partition: p.Partition, Offset: r.Offset, DeliveryCount: r.DeliveryCount,
 					Action: ShareAccept, At: at}
 				_ = json.Unmarshal(r.Value, &d.Value)
-				if rand.Float64() < release {
+				switch x := rand.Float64(); {
+				case x < reject:
+					d.Action = ShareReject
+				case x < reject+release:
 					d.Action = ShareRelease
 				}
 				ack.Ranges = append(ack.Ranges, client.ShareAckRange{First: r.Offset, Last: r.Offset, Type: d.Action})
@@ -228,7 +255,10 @@ func (w *Workload) shareKafka(ctx context.Context, name string) {
 			d := ShareDelivery{Member: name, Via: ViaKafka, Partition: r.Partition, Offset: r.Offset, Value: string(r.Value),
 				DeliveryCount: int(r.DeliveryCount()), Action: ShareAccept, Outcome: Unknown, At: at}
 			st := kgo.AckAccept
-			if rand.Float64() < w.cfg.Share.Release {
+			switch x := rand.Float64(); {
+			case x < w.cfg.Share.Reject:
+				d.Action, st = ShareReject, kgo.AckReject
+			case x < w.cfg.Share.Reject+w.cfg.Share.Release:
 				d.Action, st = ShareRelease, kgo.AckRelease
 			}
 			r.Ack(st)
@@ -250,7 +280,7 @@ func (w *Workload) finalShare(parent context.Context) {
 	var last error
 	for ctx.Err() == nil {
 		// One member per round: shareHTTP leaves when it returns.
-		if !w.shareHTTP(ctx, "final", ViaFinal, 0) {
+		if !w.shareHTTP(ctx, "final", ViaFinal, 0, 0) {
 			break
 		}
 		g, err := w.cli.DescribeShareGroup(ctx, w.cfg.Share.Group)
@@ -260,17 +290,68 @@ func (w *Workload) finalShare(parent context.Context) {
 		}
 		done := true
 		for _, p := range g.Partitions {
-			done = done && p.Lag == 0 && p.Acquired == 0
+			done = done && p.Lag == 0 && p.Acquired == 0 && p.DeadLetterPending == 0
 		}
 		if done {
 			w.hist.mu.Lock()
 			w.hist.ShareDrained = true
 			w.hist.mu.Unlock()
+			w.readDLQ(ctx)
 			return
 		}
 		ctxwait.Sleep(ctx, 250*time.Millisecond)
 	}
 	w.hist.AddEvent("workload", fmt.Sprintf("share group not drained: %v", errors.Join(last, ctx.Err())))
+}
+
+// ShareDLQRecord is a copy in the dead-letter topic, by the original it names in its
+// headers.
+type ShareDLQRecord struct {
+	Offset    int64  `json:"offset"` // in the dead-letter topic
+	Partition int32  `json:"orig_partition"`
+	Orig      int64  `json:"orig_offset"`
+	Reason    string `json:"reason"`
+	Value     string `json:"value"`
+}
+
+// readDLQ reads the whole dead-letter topic (every copy is made once nothing is
+// pending) into the history.
+func (w *Workload) readDLQ(ctx context.Context) {
+	if w.hist.ShareDLQTopic == "" {
+		return
+	}
+	var out []ShareDLQRecord
+	for offset := int64(0); ctx.Err() == nil; {
+		res, err := w.cli.Fetch(ctx, w.hist.ShareDLQTopic, 0, client.FetchOptions{Offset: offset, MaxRecords: 1000})
+		if err != nil {
+			ctxwait.Sleep(ctx, 200*time.Millisecond)
+			continue
+		}
+		for _, r := range res.Records {
+			d := ShareDLQRecord{Offset: r.Offset, Partition: -1, Orig: -1}
+			_ = json.Unmarshal(r.Value, &d.Value)
+			for _, h := range r.Headers {
+				switch h.Key {
+				case "__dlq.errors.partition":
+					if p, err := strconv.ParseInt(string(h.Value), 10, 32); err == nil {
+						d.Partition = int32(p)
+					}
+				case "__dlq.errors.offset":
+					d.Orig, _ = strconv.ParseInt(string(h.Value), 10, 64)
+				case "__dlq.errors.reason":
+					d.Reason = string(h.Value)
+				}
+			}
+			out = append(out, d)
+		}
+		if res.NextOffset >= res.HighWatermark {
+			w.hist.mu.Lock()
+			w.hist.ShareDLQ, w.hist.ShareDLQRead = out, true
+			w.hist.mu.Unlock()
+			return
+		}
+		offset = res.NextOffset
+	}
 }
 
 // sharesByRecord groups deliveries by record.

@@ -20,8 +20,17 @@ const (
 	// ShareNotAccepted: after the group was drained, a record of the topic was never
 	// accepted, although it was delivered fewer times than the limit.
 	ShareNotAccepted Kind = "share_never_accepted"
-	// ShareNotDrained: the final member could not drain the group after healing.
+	// ShareNotDrained: the final member could not drain the share group after healing
+	// (or read its dead-letter topic once nothing was pending).
 	ShareNotDrained Kind = "share_not_drained"
+	// ShareDLQDuplicate: the dead-letter topic holds two copies of one record.
+	ShareDLQDuplicate Kind = "share_dead_letter_duplicate"
+	// ShareDLQMissing: a record whose rejection was answered ok has no copy in the
+	// dead-letter topic.
+	ShareDLQMissing Kind = "share_dead_letter_missing"
+	// ShareDLQAccepted: the dead-letter topic holds a copy of a record whose
+	// acceptance was answered ok.
+	ShareDLQAccepted Kind = "share_dead_lettered_and_accepted"
 )
 
 // checkShares checks the share-group workload against the history alone: the
@@ -31,6 +40,7 @@ func checkShares(r *Report, h *History, v *seen) {
 		return
 	}
 	by := sharesByRecord(h.Shares)
+	dlq := checkDLQ(r, h, v, by)
 	keys := make([]pos, 0, len(by))
 	for p := range by {
 		keys = append(keys, p)
@@ -89,14 +99,55 @@ func checkShares(r *Report, h *History, v *seen) {
 		}
 		for _, rec := range rd.Records {
 			p := pos{rd.Partition, rec.Offset}
-			maxCount, maybe := 0, false
+			maxCount, maybe := 0, dlq[p] > 0
 			for _, d := range by[p] {
 				maxCount = max(maxCount, d.DeliveryCount)
-				maybe = maybe || (d.Action == ShareAccept && d.Outcome != Failed)
+				maybe = maybe || (d.Action != ShareRelease && d.Outcome != Failed)
 			}
 			if !maybe && maxCount < h.ShareLimit {
 				r.add(Anomaly{ShareNotAccepted, p.partition, p.offset, rec.Value, fmt.Sprintf("delivered %d times, never accepted", maxCount)})
 			}
 		}
 	}
+}
+
+// checkDLQ checks the dead-letter topic's copies against the deliveries: one copy
+// per record at most, one for every rejection answered ok, none of a record whose
+// acceptance was answered ok, each with the record's value. It answers the copies
+// per original record.
+func checkDLQ(r *Report, h *History, v *seen, by map[pos][]*ShareDelivery) map[pos]int {
+	copies := map[pos]int{}
+	if h.ShareDLQTopic == "" || !h.ShareDrained {
+		return copies
+	}
+	if !h.ShareDLQRead {
+		r.add(Anomaly{Kind: ShareNotDrained, Detail: "the dead-letter topic " + h.ShareDLQTopic + " was not read after the group drained"})
+		return copies
+	}
+	for _, c := range h.ShareDLQ {
+		p := pos{c.Partition, c.Orig}
+		copies[p]++
+		r.ShareDeadLettered++
+		if copies[p] == 2 {
+			r.add(Anomaly{ShareDLQDuplicate, p.partition, p.offset, c.Value, fmt.Sprintf("copied again at dead-letter offset %d (%s)", c.Offset, c.Reason)})
+		}
+		if was, ok := v.at[p]; ok && was != c.Value {
+			r.add(Anomaly{Inconsistent, p.partition, p.offset, c.Value, fmt.Sprintf("dead-letter copy at %d; read as %q", c.Offset, was)})
+		}
+		for _, d := range by[p] {
+			if d.Action == ShareAccept && d.Outcome == OK {
+				r.add(Anomaly{ShareDLQAccepted, p.partition, p.offset, c.Value, fmt.Sprintf("dead-lettered (%s) after %s's acceptance of delivery %d", c.Reason, d.Member, d.DeliveryCount)})
+				break
+			}
+		}
+	}
+	for p, ds := range by {
+		for _, d := range ds {
+			if d.Action == ShareReject && d.Outcome == OK && copies[p] == 0 {
+				r.add(Anomaly{ShareDLQMissing, p.partition, p.offset, d.Value, fmt.Sprintf("rejected by %s (delivery %d), no dead-letter copy", d.Member, d.DeliveryCount)})
+				break
+			}
+		}
+	}
+	return copies
 }

@@ -71,3 +71,41 @@ func TestCheckSharesValue(t *testing.T) {
 		t.Fatalf("%v", r.Counts)
 	}
 }
+
+// dlq gives the history a dead-letter topic read after the drain, holding copies of
+// the offsets of partition 0 given.
+func (b *shareHist) dlq(offsets ...int64) *shareHist {
+	b.h.ShareDLQTopic, b.h.ShareDLQRead = "dlq.t", true
+	for i, o := range offsets {
+		b.h.ShareDLQ = append(b.h.ShareDLQ, ShareDLQRecord{Offset: int64(i), Partition: 0, Orig: o, Reason: "rejected", Value: "v" + string(rune('0'+o))})
+	}
+	return b
+}
+
+// TestCheckSharesDLQ: each dead-letter anomaly is found, and a clean history has none.
+func TestCheckSharesDLQ(t *testing.T) {
+	rejected := func() *shareHist {
+		return newShareHist().d("a", 0, 1, ShareAccept, OK).d("a", 1, 1, ShareReject, OK).d("b", 2, 1, ShareAccept, OK)
+	}
+	for _, tc := range []struct {
+		name string
+		h    *shareHist
+		want map[Kind]int
+	}{
+		{"clean", rejected().dlq(1), nil},
+		{"a rejection whose answer was lost", newShareHist().d("a", 0, 1, ShareAccept, OK).d("a", 1, 1, ShareReject, Unknown).d("b", 2, 1, ShareAccept, OK).dlq(1), nil},
+		{"copied twice", rejected().dlq(1, 1), map[Kind]int{ShareDLQDuplicate: 1}},
+		{"missing", rejected().dlq(), map[Kind]int{ShareDLQMissing: 1}},
+		{"accepted and dead-lettered", rejected().dlq(1, 2), map[Kind]int{ShareDLQAccepted: 1}},
+		{"not read", func() *shareHist { b := rejected().dlq(1); b.h.ShareDLQRead = false; return b }(), map[Kind]int{ShareNotDrained: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Check(tc.h.h)
+			for _, k := range Kinds {
+				if r.Counts[k] != tc.want[k] {
+					t.Errorf("%s: %d, want %d\n%s", k, r.Counts[k], tc.want[k], r.Summary())
+				}
+			}
+		})
+	}
+}

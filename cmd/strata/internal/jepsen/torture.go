@@ -410,7 +410,7 @@ func (su *setup) workload(ctx context.Context, rc RunConfig, wcfg WorkloadConfig
 // WriteTable writes the summary table of a set of runs.
 func WriteTable(w io.Writer, results []*Result) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "fault\tduration\twindows\tok\tfailed\tunknown\tpolls\tlost\tunseen\tinconsistent\tduplicates(idem)\tnonmonotonic\tskipping\trefused-visible\tphantom\tfinal-incomplete\tgroup\ttxns(c/a/u)\ttxn-anomalies\tshares(d/a)\tshare-anomalies\tcheck\tverdict\t")
+	fmt.Fprintln(tw, "fault\tduration\twindows\tok\tfailed\tunknown\tpolls\tlost\tunseen\tinconsistent\tduplicates(idem)\tnonmonotonic\tskipping\trefused-visible\tphantom\tfinal-incomplete\tgroup\ttxns(c/a/u)\ttxn-anomalies\tshares(d/a/dlq)\tshare-anomalies\tcheck\tverdict\t")
 	for _, r := range results {
 		if r.Report == nil {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\tERROR\t\n", r.Class, r.Duration.Round(time.Second), r.Faults)
@@ -426,8 +426,8 @@ func WriteTable(w io.Writer, results []*Result) {
 			checked = fmt.Sprint(len(r.Check.Problems))
 		}
 		txns := fmt.Sprintf("%d/%d/%d", r.Report.TxnCommitted, r.Report.TxnAborted, r.Report.TxnUnknown)
-		shares := fmt.Sprintf("%d/%d", r.Report.ShareDeliveries, r.Report.ShareAccepted)
-		shareAnomalies := c[ShareAcceptedTwice] + c[ShareRedelivered] + c[ShareHeldTwice] + c[ShareOverLimit] + c[ShareNotAccepted] + c[ShareNotDrained]
+		shares := fmt.Sprintf("%d/%d/%d", r.Report.ShareDeliveries, r.Report.ShareAccepted, r.Report.ShareDeadLettered)
+		shareAnomalies := c[ShareAcceptedTwice] + c[ShareRedelivered] + c[ShareHeldTwice] + c[ShareOverLimit] + c[ShareNotAccepted] + c[ShareNotDrained] + c[ShareDLQDuplicate] + c[ShareDLQMissing] + c[ShareDLQAccepted]
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d(%d)\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%d\t%s\t%s\t\n",
 			r.Class, r.Duration.Round(time.Second), r.Faults, r.Report.OK, r.Report.Failed, r.Report.Unknown, r.Report.Polls,
 			c[Lost], c[Unseen], c[Inconsistent], c[Duplicate], r.Report.DuplicatesIdempotent, c[Nonmonotonic], c[Skipping],
