@@ -90,6 +90,10 @@ func (b *Broker) authorizeDLQChange(ctx context.Context, who Principal, group st
 // interval a pass (MoveShareDLQ) as holder.
 func (b *Broker) RunShareDLQ(ctx context.Context, holder string, interval time.Duration, log *slog.Logger) error {
 	if b.checkShare() != nil || b.d.Writer == nil || b.d.Reader == nil {
+		// A node without share groups, or without the writer and reader it copies
+		// through, has nothing to move: it waits for the end rather than return, which
+		// its caller would take for a failed role.
+		<-ctx.Done()
 		return nil
 	}
 	if interval <= 0 {

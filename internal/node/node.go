@@ -349,8 +349,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		start("transaction reaper", func(ctx context.Context) error {
 			return n.Broker.RunTxnReaper(ctx, 0, log.With("component", "txn-reaper"))
 		})
+	}
+	if !cfg.Lambda && n.Writer != nil && n.Reader != nil {
 		// Share groups' dead-letter copies, leased per group: one node moves a group's
-		// records at a time, fenced by its lease's token at each copy's commit.
+		// records at a time, fenced by its lease's token at each copy's commit. The
+		// mover reads the records and produces the copies in-process, so only nodes
+		// with both roles run it.
 		start("share dead-letter mover", func(ctx context.Context) error {
 			return n.Broker.RunShareDLQ(ctx, "node-"+rand.Text(), cfg.ShareDLQInterval, log.With("component", "share-dlq"))
 		})
