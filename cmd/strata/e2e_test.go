@@ -91,6 +91,14 @@ func startDev(t *testing.T, bin, data string) *devServer {
 	t.Helper()
 	addr := freeAddr(t)
 	s, out := startStrata(t, bin, nil, addr, "dev", "--data", data, "--listen", addr, "--log-level", "warn")
+	// The banner follows the listeners, so /readyz may answer before it is written:
+	// wait for it (under load that took long enough for a single look to miss it).
+	banner := func() bool {
+		return strings.Contains(out.String(), "curl -X POST "+s.url+"/v1/topics") && strings.Contains(out.String(), "Web console: "+s.url+"/ui/\n")
+	}
+	for deadline := time.Now().Add(10 * time.Second); !banner() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if !strings.Contains(out.String(), s.url) || !strings.Contains(out.String(), "curl -X POST "+s.url+"/v1/topics") {
 		t.Errorf("the banner does not show the URL and a first command:\n%s", out.String())
 	}
