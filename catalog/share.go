@@ -132,6 +132,11 @@ type ShareAcquire struct {
 type ShareAcquireResult struct {
 	Partitions   []ShareAcquired
 	LockDuration time.Duration
+	// ReadCommitted: the group reads committed records only
+	// (share.isolation.level=read_committed). Acquisitions stop at the last stable
+	// offset, but records of aborted transactions below it are acquired like the
+	// others: the reader of the records answers their offsets as gaps.
+	ReadCommitted bool
 }
 
 // ShareAcquired is one partition's acquisition: its ranges, in offset order (none when

@@ -298,6 +298,7 @@ func ShareAcquire(ctx context.Context, db ShareBackend, req catalog.ShareAcquire
 	}
 	var out []catalog.ShareAcquired
 	var lock time.Duration
+	var committed bool
 	err := shareTx(ctx, db, "share acquire", func(q ShareStmts) error {
 		out = nil
 		now, err := q.Now(ctx)
@@ -308,7 +309,7 @@ func ShareAcquire(ctx context.Context, db ShareBackend, req catalog.ShareAcquire
 		if err != nil {
 			return err
 		}
-		lock = set.LockDuration
+		lock, committed = set.LockDuration, set.ReadCommitted
 		req.ResetEarliest = req.ResetEarliest || set.ResetEarliest
 		ms, err := q.ShareMembers(ctx, req.Group)
 		if err != nil {
@@ -395,7 +396,7 @@ func ShareAcquire(ctx context.Context, db ShareBackend, req catalog.ShareAcquire
 		}
 		return nil
 	})
-	return catalog.ShareAcquireResult{Partitions: out, LockDuration: lock}, err
+	return catalog.ShareAcquireResult{Partitions: out, LockDuration: lock, ReadCommitted: committed}, err
 }
 
 // shareSettings reads the group's configs, with the caller's overrides (0: none).
