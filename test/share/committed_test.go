@@ -141,3 +141,40 @@ func TestReadCommittedSkipsAborted(t *testing.T) {
 		t.Errorf("read_uncommitted over HTTP delivered %q, want %q", got, all)
 	}
 }
+
+// TestResetByDuration: share.auto.offset.reset=by_duration:PT1H starts a new
+// share-partition at the first record at most an hour old (on both catalog backends).
+func TestResetByDuration(t *testing.T) {
+	for name, opts := range map[string][]nodetest.Option{"embedded": nil, "services": {nodetest.OnServices()}} {
+		t.Run(name, func(t *testing.T) {
+			n := nodetest.Start(t, opts...)
+			c := client.New(n.URL)
+			ctx := t.Context()
+			if _, err := c.CreateTopic(ctx, "timed", 1, map[string]string{"value.format": "string"}); err != nil {
+				t.Fatal(err)
+			}
+			old := time.Now().Add(-3 * time.Hour)
+			var recs []client.Record
+			for i := range 5 {
+				recs = append(recs, client.Record{Value: client.String("old"), Partition: client.Int32(0), Timestamp: old.Add(time.Duration(i) * time.Second)})
+			}
+			if _, err := c.Produce(ctx, "timed", recs); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Produce(ctx, "timed", []client.Record{{Value: client.String("new"), Partition: client.Int32(0)}, {Value: client.String("new"), Partition: client.Int32(0)}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.ConfigureShareGroup(ctx, "recent", map[string]string{"share.auto.offset.reset": "by_duration:PT1H"}); err != nil {
+				t.Fatal(err)
+			}
+			res, err := c.AcquireShareRecords(ctx, "recent", client.ShareAcquireRequest{Topics: []string{"timed"}, Wait: time.Second})
+			if err != nil || len(res.Partitions) != 1 {
+				t.Fatalf("acquire: %+v, %v", res, err)
+			}
+			rs := res.Partitions[0].Records
+			if len(rs) != 2 || rs[0].Offset != 5 || string(rs[0].Value) != `"new"` {
+				t.Fatalf("acquired %d records from offset %d, want the 2 recent ones from 5", len(rs), rs[0].Offset)
+			}
+		})
+	}
+}
