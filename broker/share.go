@@ -193,7 +193,7 @@ func (b *Broker) ShareFetch(ctx context.Context, who Principal, req ShareFetchRe
 		}
 		out.AckErrs = errs
 	}
-	acquired, refused, lock, err := b.shareAcquire(ctx, who, req)
+	acquired, refused, lock, committed, err := b.shareAcquire(ctx, who, req)
 	if err != nil {
 		return out, err
 	}
@@ -202,9 +202,41 @@ func (b *Broker) ShareFetch(ctx context.Context, who Principal, req ShareFetchRe
 		p := SharePartitionFetch{ShareTP: tp, Err: refused[tp]}
 		if a, ok := acquired[tp]; ok && p.Err == nil {
 			p.Ranges = a.Ranges
-			p.BatchesFetch, p.Err = b.shareBatches(ctx, who, tp, a.Ranges, req.MaxBytes, req.Memory)
+			if committed {
+				// ShareFetch has no aborted-transactions list: a Kafka client would
+				// hand aborted records to the application. The offsets acquired are
+				// cut to the committed records; the rest are acknowledged as gaps.
+				p.Ranges, p.Err = b.committedRanges(ctx, who, req.Group, req.MemberID, a, req.Memory)
+			}
+			if p.Err == nil && len(p.Ranges) > 0 {
+				p.BatchesFetch, p.Err = b.shareBatches(ctx, who, tp, p.Ranges, req.MaxBytes, req.Memory)
+			}
 		}
 		out.Partitions = append(out.Partitions, p)
+	}
+	return out, nil
+}
+
+// committedRanges answers the runs of a's offsets that hold committed records (read
+// as read_committed), acknowledging the others — aborted records, transaction
+// markers — as gaps, as shareRecords does.
+func (b *Broker) committedRanges(ctx context.Context, who Principal, group, member string, a catalog.ShareAcquired, mem *membudget.Hold) ([]catalog.AcquiredRange, error) {
+	p, err := b.shareRecords(ctx, who, group, member, a, true, mem)
+	if err != nil {
+		return nil, err
+	}
+	var out []catalog.AcquiredRange
+	ri := 0
+	for _, rec := range p.Records {
+		for a.Ranges[ri].Last < rec.Offset {
+			ri++
+		}
+		r := a.Ranges[ri]
+		if n := len(out); n > 0 && out[n-1].Last+1 == rec.Offset && out[n-1].DeliveryCount == r.DeliveryCount && out[n-1].Deadline.Equal(r.Deadline) {
+			out[n-1].Last = rec.Offset
+			continue
+		}
+		out = append(out, catalog.AcquiredRange{First: rec.Offset, Last: rec.Offset, DeliveryCount: r.DeliveryCount, Deadline: r.Deadline})
 	}
 	return out, nil
 }
@@ -212,7 +244,7 @@ func (b *Broker) ShareFetch(ctx context.Context, who Principal, req ShareFetchRe
 // shareAcquire acquires records for a member over req.Partitions, long-polling up to
 // req.Wait when none are available: the acquisitions by partition, and the partitions
 // refused (not readable by who, or not there) with their errors.
-func (b *Broker) shareAcquire(ctx context.Context, who Principal, req ShareFetchRequest) (acquired map[catalog.ShareTP]catalog.ShareAcquired, refused map[catalog.ShareTP]error, lock time.Duration, err error) {
+func (b *Broker) shareAcquire(ctx context.Context, who Principal, req ShareFetchRequest) (acquired map[catalog.ShareTP]catalog.ShareAcquired, refused map[catalog.ShareTP]error, lock time.Duration, committed bool, err error) {
 	// Partitions the member may not read, or that do not exist, answer their error
 	// and are not acquired.
 	var ask []catalog.ShareTP
@@ -239,9 +271,9 @@ func (b *Broker) shareAcquire(ctx context.Context, who Principal, req ShareFetch
 			res, err := b.d.Share.ShareAcquire(ctx, catalog.ShareAcquire{Group: req.Group, MemberID: req.MemberID,
 				Partitions: ask, MaxRecords: req.MaxRecords})
 			if err != nil {
-				return nil, nil, 0, shareError("share fetch", err, req.Group)
+				return nil, nil, 0, false, shareError("share fetch", err, req.Group)
 			}
-			lock = res.LockDuration
+			lock, committed = res.LockDuration, res.ReadCommitted
 			got := false
 			for _, a := range res.Partitions {
 				if len(a.Ranges) > 0 {
@@ -262,14 +294,14 @@ func (b *Broker) shareAcquire(ctx context.Context, who Principal, req ShareFetch
 			}
 			if w != nil {
 				if _, err := w.Wait(ctx, deadline); err != nil {
-					return nil, nil, 0, newError(CodeShuttingDown, "share fetch: the request was cancelled")
+					return nil, nil, 0, false, newError(CodeShuttingDown, "share fetch: the request was cancelled")
 				}
 			} else if err := ctxwait.Sleep(ctx, min(watchlessPoll, time.Until(deadline))); err != nil {
-				return nil, nil, 0, newError(CodeShuttingDown, "share fetch: the request was cancelled")
+				return nil, nil, 0, false, newError(CodeShuttingDown, "share fetch: the request was cancelled")
 			}
 		}
 	}
-	return acquired, refused, lock, nil
+	return acquired, refused, lock, committed, nil
 }
 
 // shareBatches reads the stored batches covering ranges (from the first acquired

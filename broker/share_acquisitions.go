@@ -10,6 +10,7 @@ import (
 	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/internal/membudget"
+	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/segment"
 )
 
@@ -187,7 +188,7 @@ func (b *Broker) ShareRecords(ctx context.Context, who Principal, req ShareRecor
 			tps = append(tps, catalog.ShareTP{Topic: a.Topic, Partition: p})
 		}
 	}
-	acquired, refused, lock, err := b.shareAcquire(ctx, who, ShareFetchRequest{Group: req.Group, MemberID: out.MemberID,
+	acquired, refused, lock, committed, err := b.shareAcquire(ctx, who, ShareFetchRequest{Group: req.Group, MemberID: out.MemberID,
 		Partitions: tps, MaxRecords: req.MaxRecords, Wait: req.Wait})
 	if err != nil {
 		return out, err
@@ -201,7 +202,7 @@ func (b *Broker) ShareRecords(ctx context.Context, who Principal, req ShareRecor
 		if !ok {
 			continue
 		}
-		p, err := b.shareRecords(ctx, who, req.Group, out.MemberID, a, req.Memory)
+		p, err := b.shareRecords(ctx, who, req.Group, out.MemberID, a, committed, req.Memory)
 		if err != nil {
 			return out, err
 		}
@@ -214,7 +215,7 @@ func (b *Broker) ShareRecords(ctx context.Context, who Principal, req ShareRecor
 // shareRecords reads the records of an acquisition. Offsets acquired that hold no
 // record (transaction markers, records compacted away) are acknowledged as gaps at
 // once, as a Kafka client does, so they do not come back.
-func (b *Broker) shareRecords(ctx context.Context, who Principal, group, member string, a catalog.ShareAcquired, mem *membudget.Hold) (ShareRecordsPartition, error) {
+func (b *Broker) shareRecords(ctx context.Context, who Principal, group, member string, a catalog.ShareAcquired, committed bool, mem *membudget.Hold) (ShareRecordsPartition, error) {
 	acq := acquisition{Group: group, Member: member, Topic: a.Topic, Partition: a.Partition}
 	p := ShareRecordsPartition{ShareTP: a.ShareTP}
 	for _, r := range a.Ranges {
@@ -237,8 +238,12 @@ func (b *Broker) shareRecords(ctx context.Context, who Principal, group, member 
 		}
 	}
 	for off := first; off <= last; {
+		iso := reader.ReadUncommitted
+		if committed {
+			iso = reader.ReadCommitted // aborted records are gaps
+		}
 		res, err := b.Fetch(ctx, who, FetchRequest{Topic: a.Topic, Partition: a.Partition, Offset: off,
-			MaxRecords: int(last - off + 1), MaxBytes: 64 << 20, Memory: mem})
+			MaxRecords: int(last - off + 1), MaxBytes: 64 << 20, Memory: mem, Isolation: iso})
 		if err != nil {
 			return p, err
 		}

@@ -132,6 +132,11 @@ type ShareAcquire struct {
 type ShareAcquireResult struct {
 	Partitions   []ShareAcquired
 	LockDuration time.Duration
+	// ReadCommitted: the group reads committed records only
+	// (share.isolation.level=read_committed). Acquisitions stop at the last stable
+	// offset, but records of aborted transactions below it are acquired like the
+	// others: the reader of the records answers their offsets as gaps.
+	ReadCommitted bool
 }
 
 // ShareAcquired is one partition's acquisition: its ranges, in offset order (none when
@@ -251,8 +256,12 @@ func ValidateShareGroupConfigs(configs map[string]string) error {
 		switch k {
 		case ShareAutoOffsetReset:
 			if v != "latest" && v != "earliest" {
-				if d, ok := strings.CutPrefix(v, "by_duration:"); !ok || d == "" {
+				d, ok := strings.CutPrefix(v, "by_duration:")
+				if !ok {
 					return bad("want latest, earliest or by_duration:<ISO-8601 duration>")
+				}
+				if _, err := ParseISODuration(d); err != nil {
+					return bad(err.Error())
 				}
 			}
 		case ShareLockDurationMs:
@@ -288,13 +297,16 @@ type ShareSettings struct {
 	LockDuration  time.Duration
 	DeliveryLimit int
 	ResetEarliest bool
+	// ResetBefore, when not 0, starts a new share-partition at the first record at
+	// most this old (share.auto.offset.reset=by_duration:…, Kafka's rule).
+	ResetBefore   time.Duration
 	ReadCommitted bool
 	// DLQTopic is the dead-letter topic's name ("": none).
 	DLQTopic string
 }
 
 // ParseShareSettings reads group configs (validated ones; a value it cannot read takes
-// the default). share.auto.offset.reset=by_duration:… starts at the log start.
+// the default).
 func ParseShareSettings(configs map[string]string) ShareSettings {
 	s := ShareSettings{LockDuration: DefaultShareLockDuration, DeliveryLimit: DefaultShareDeliveryLimit}
 	if n, err := strconv.ParseInt(configs[ShareLockDurationMs], 10, 64); err == nil && n > 0 {
@@ -304,8 +316,69 @@ func ParseShareSettings(configs map[string]string) ShareSettings {
 		s.DeliveryLimit = n
 	}
 	r := configs[ShareAutoOffsetReset]
-	s.ResetEarliest = r == "earliest" || strings.HasPrefix(r, "by_duration:")
+	s.ResetEarliest = r == "earliest"
+	if d, ok := strings.CutPrefix(r, "by_duration:"); ok {
+		s.ResetBefore, _ = ParseISODuration(d)
+	}
 	s.ReadCommitted = configs[ShareIsolationLevel] == "read_committed"
 	s.DLQTopic = configs[ShareDLQTopic]
 	return s
+}
+
+// ParseISODuration reads an ISO-8601 duration as Java's Duration.parse does (Kafka's
+// share.auto.offset.reset=by_duration:…): P, then days, then T and hours, minutes and
+// seconds (decimal), each optional but at least one: P1D, PT1H30M, P2DT0.5S. It must
+// be positive.
+func ParseISODuration(s string) (time.Duration, error) {
+	bad := fmt.Errorf("duration %q: want ISO-8601, as PT1H, P1D or P1DT12H30M", s)
+	rest, ok := strings.CutPrefix(strings.ToUpper(s), "P")
+	if !ok || rest == "" {
+		return 0, bad
+	}
+	var total time.Duration
+	inTime, units, last := false, 0, -1
+	for rest != "" {
+		if rest[0] == 'T' {
+			if inTime || len(rest) == 1 {
+				return 0, bad
+			}
+			inTime, rest = true, rest[1:]
+			continue
+		}
+		i := strings.IndexAny(rest, "DHMS")
+		if i <= 0 {
+			return 0, bad
+		}
+		n, err := strconv.ParseFloat(rest[:i], 64)
+		if err != nil || n < 0 || (rest[i] != 'S' && strings.Contains(rest[:i], ".")) {
+			return 0, bad
+		}
+		if o := strings.IndexByte("DHMS", rest[i]); o <= last {
+			return 0, bad // each unit once, in order
+		} else {
+			last = o
+		}
+		var unit time.Duration
+		switch {
+		case rest[i] == 'D' && !inTime:
+			unit = 24 * time.Hour
+		case rest[i] == 'H' && inTime:
+			unit = time.Hour
+		case rest[i] == 'M' && inTime:
+			unit = time.Minute
+		case rest[i] == 'S' && inTime:
+			unit = time.Second
+		default:
+			return 0, bad
+		}
+		if n*float64(unit) > float64(1<<62) {
+			return 0, bad
+		}
+		total += time.Duration(n * float64(unit))
+		rest, units = rest[i+1:], units+1
+	}
+	if units == 0 || total <= 0 {
+		return 0, bad
+	}
+	return total, nil
 }

@@ -177,6 +177,18 @@ func (q pgShare) SharePartitions(ctx context.Context, group string, keys []engin
 	})
 }
 
+func (q pgShare) OffsetForTime(ctx context.Context, k engine.PartitionKey, ts int64) (int64, error) {
+	var logStart, hwm int64
+	var base *int64
+	if err := q.tx.QueryRow(ctx, offsetForTimeSQL, k.TopicID, k.Partition, ts).Scan(&logStart, &hwm, &base); err != nil {
+		return 0, fmt.Errorf("offset for time %d: %w", ts, err)
+	}
+	if base == nil {
+		return hwm, nil
+	}
+	return max(*base, logStart), nil
+}
+
 func (q pgShare) Bounds(ctx context.Context, keys []engine.PartitionKey) (map[engine.PartitionKey]engine.PartitionBounds, error) {
 	ids, parts := keyArrays(keys)
 	rows, err := q.tx.Query(ctx, `SELECT p.topic_id, p.partition, p.log_start_offset, p.high_watermark,

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/strata-io/strata/catalog"
@@ -185,6 +186,22 @@ func (q sqliteShare) SharePartitions(ctx context.Context, group string, keys []e
 		}
 	}
 	return out, nil
+}
+
+func (q sqliteShare) OffsetForTime(ctx context.Context, k engine.PartitionKey, ts int64) (int64, error) {
+	info, err := partitionState(ctx, q.tx, k.TopicID, k.Partition)
+	if err != nil {
+		return 0, fmt.Errorf("offset for time %d: %w", ts, err)
+	}
+	var base int64
+	err = q.tx.QueryRowContext(ctx, chunkByTime, k.TopicID, k.Partition, ts).Scan(&base)
+	if errors.Is(err, sql.ErrNoRows) {
+		return info.HighWatermark, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("offset for time %d: %w", ts, err)
+	}
+	return max(base, info.LogStartOffset), nil
 }
 
 func (q sqliteShare) Bounds(ctx context.Context, keys []engine.PartitionKey) (map[engine.PartitionKey]engine.PartitionBounds, error) {

@@ -72,6 +72,10 @@ type ShareStmts interface {
 	// Bounds reads the partitions' log start offsets, high watermarks and last stable
 	// offsets.
 	Bounds(ctx context.Context, keys []PartitionKey) (map[PartitionKey]PartitionBounds, error)
+	// OffsetForTime is the partition's first offset whose records may be at or after
+	// ts (unix ms), at chunk granularity, not below its log start; its high watermark
+	// when none is (catalog.Catalog.OffsetForTime, in the transaction).
+	OffsetForTime(ctx context.Context, k PartitionKey, ts int64) (int64, error)
 	// InsertSharePartition inserts a row unless one exists, answering whether it did.
 	InsertSharePartition(ctx context.Context, group string, row SharePartitionRow) (bool, error)
 	UpdateSharePartition(ctx context.Context, group string, row SharePartitionRow) error
@@ -298,6 +302,7 @@ func ShareAcquire(ctx context.Context, db ShareBackend, req catalog.ShareAcquire
 	}
 	var out []catalog.ShareAcquired
 	var lock time.Duration
+	var committed bool
 	err := shareTx(ctx, db, "share acquire", func(q ShareStmts) error {
 		out = nil
 		now, err := q.Now(ctx)
@@ -308,7 +313,7 @@ func ShareAcquire(ctx context.Context, db ShareBackend, req catalog.ShareAcquire
 		if err != nil {
 			return err
 		}
-		lock = set.LockDuration
+		lock, committed = set.LockDuration, set.ReadCommitted
 		req.ResetEarliest = req.ResetEarliest || set.ResetEarliest
 		ms, err := q.ShareMembers(ctx, req.Group)
 		if err != nil {
@@ -348,8 +353,13 @@ func ShareAcquire(ctx context.Context, db ShareBackend, req catalog.ShareAcquire
 			} else {
 				row = SharePartitionRow{TopicID: k.TopicID, Partition: k.Partition}
 				p.Start = b.HighWatermark
-				if req.ResetEarliest {
+				switch {
+				case req.ResetEarliest:
 					p.Start = b.LogStart
+				case set.ResetBefore > 0:
+					if p.Start, err = q.OffsetForTime(ctx, k, nowMs-set.ResetBefore.Milliseconds()); err != nil {
+						return err
+					}
 				}
 			}
 			p.DLQ = set.DLQTopic != ""
@@ -395,7 +405,7 @@ func ShareAcquire(ctx context.Context, db ShareBackend, req catalog.ShareAcquire
 		}
 		return nil
 	})
-	return catalog.ShareAcquireResult{Partitions: out, LockDuration: lock}, err
+	return catalog.ShareAcquireResult{Partitions: out, LockDuration: lock, ReadCommitted: committed}, err
 }
 
 // shareSettings reads the group's configs, with the caller's overrides (0: none).

@@ -91,6 +91,9 @@ func (m *memShare) SharePartitions(_ context.Context, _ string, keys []Partition
 func (m *memShare) Bounds(_ context.Context, keys []PartitionKey) (map[PartitionKey]PartitionBounds, error) {
 	return m.bounds, nil
 }
+func (m *memShare) OffsetForTime(_ context.Context, k PartitionKey, _ int64) (int64, error) {
+	return m.bounds[k].HighWatermark, nil
+}
 func (m *memShare) InsertSharePartition(_ context.Context, _ string, r SharePartitionRow) (bool, error) {
 	m.writes++
 	m.parts[PartitionKey{r.TopicID, r.Partition}] = r
