@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,6 +71,7 @@ func CreateDatabase(t testing.TB, base string) string {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		t.Fatalf("testsvc: create database: %v", err)
 	}
+	created.Store(name, true)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -196,7 +198,9 @@ func Kcat(t testing.TB) string {
 // (a slot pins WAL, and blocks dropping its database), then the database.
 func CDCPostgresDSN(t testing.TB) string {
 	t.Helper()
-	dsn := CreateDatabase(t, Require(t, "STRATA_TEST_CDC_POSTGRES"))
+	base := Require(t, "STRATA_TEST_CDC_POSTGRES")
+	dropStaleSlots(t, base)
+	dsn := CreateDatabase(t, base)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -217,4 +221,52 @@ func CDCPostgresDSN(t testing.TB) string {
 		_, _ = c.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = current_database()`)
 	})
 	return dsn
+}
+
+// created holds the databases this process made: theirs are never stale.
+var created sync.Map
+
+// dropStaleSlots drops the replication slots a killed earlier test run left behind in
+// the test databases (the cleanup that drops them never ran): slot names are
+// cluster-wide, so a test's slot would collide with them. A logical slot is dropped
+// from its own database, which is then dropped too. The databases of this process are
+// left alone (their slots are idle between polls, not stale); one test process uses
+// the CDC cluster at a time (scripts/test.sh's first lane).
+func dropStaleSlots(t testing.TB, base string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("testsvc: connect to %s: %v", base, err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT DISTINCT database FROM pg_replication_slots WHERE NOT active AND database LIKE 'strata_t_%'`)
+	if err != nil {
+		t.Fatalf("testsvc: list replication slots: %v", err)
+	}
+	dbs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("testsvc: list replication slots: %v", err)
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("testsvc: parse dsn: %v", err)
+	}
+	for _, db := range dbs {
+		if _, ours := created.Load(db); ours {
+			continue
+		}
+		u.Path = "/" + db
+		c, err := pgx.Connect(ctx, u.String())
+		if err != nil {
+			continue // gone meanwhile
+		}
+		_, err = c.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = current_database() AND NOT active`)
+		c.Close(ctx)
+		if err != nil {
+			t.Logf("testsvc: drop stale replication slots of %s: %v", db, err)
+			continue
+		}
+		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)")
+	}
 }
