@@ -63,9 +63,17 @@ func TestKilledAndRacingWorkers(t *testing.T) {
 			w := newWorker(holder)
 			r := rand.New(rand.NewPCG(uint64(len(holder)), 7))
 			for ctx.Err() == nil {
-				// A kill at a random point of the pass (or none).
-				pass, cancel := context.WithTimeout(ctx, time.Duration(r.IntN(60))*time.Millisecond)
-				ranges, err := w.Topic(pass, topic, cfg, 30*time.Millisecond)
+				// A kill at a random point of the pass, on a short lease the other
+				// worker takes over as soon as it lapses; or, one pass in four, none,
+				// on a lease long enough to finish however loaded the machine is (under
+				// CI's two lanes no pass finished within the kill window and the lease,
+				// and neither worker ever committed).
+				limit, ttl := time.Duration(r.IntN(60))*time.Millisecond, 30*time.Millisecond
+				if r.IntN(4) == 0 {
+					limit, ttl = 10*time.Second, 2*time.Second
+				}
+				pass, cancel := context.WithTimeout(ctx, limit)
+				ranges, err := w.Topic(pass, topic, cfg, ttl)
 				if pass.Err() != nil {
 					v, _ := kills.LoadOrStore(holder, new(int))
 					*(v.(*int))++
