@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-io/strata/internal/testkit/testwait"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -124,17 +126,17 @@ func TestLeaseFailover(t *testing.T) {
 		return testutil.ToFloat64(pushRecords(t, r.reg, group, "accept"))
 	}
 	a := start("a")
-	waitFor(t, time.Minute, "a to deliver", func() bool { return accepted(a) >= 200 })
+	testwait.Until(t, time.Minute, "a to deliver", func() bool { return accepted(a) >= 200 })
 	b := start("b")
 	a.dead.Store(true) // SIGKILL: from now on a acknowledges, leaves and releases nothing
 	killed := time.Now()
 	a.cancel()
 	<-a.done
-	waitFor(t, time.Minute, "b to take over", func() bool { return accepted(b) > 0 })
+	testwait.Until(t, time.Minute, "b to take over", func() bool { return accepted(b) > 0 })
 	if took := time.Since(killed); took > 3*ttl {
 		t.Fatalf("b took over %v after a died; the lease is %v", took, ttl)
 	}
-	waitFor(t, 2*time.Minute, "every record done", func() bool { return done(t, n.Broker, group) })
+	testwait.Until(t, 2*time.Minute, "every record done", func() bool { return done(t, n.Broker, group) })
 	if got := accepted(a) + accepted(b); int(got) != total {
 		t.Fatalf("%v records accepted (a %v, b %v), want each of %d once", got, accepted(a), accepted(b), total)
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-io/strata/internal/testkit/testwait"
+
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/catalog/postgres"
@@ -85,7 +87,7 @@ func TestPushFigures(t *testing.T) {
 		Group: group, Topics: []string{topic}, URL: "http://" + ln.Addr().String() + "/"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Minute, "every record done", func() bool { return done(t, n.Broker, group) })
+	testwait.Until(t, 10*time.Minute, "every record done", func() bool { return done(t, n.Broker, group) })
 	el := time.Since(start).Seconds()
 	txns := cat.txns.Load() - before
 	t.Logf("FIGURES: %d records in %.1fs: %.0f records/s, %.0f calls/s (batch size 10, concurrency 8, one node); %d share transactions for %d calls: %.2f per delivered batch",

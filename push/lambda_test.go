@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-io/strata/internal/testkit/testwait"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -86,7 +88,7 @@ func TestLambdaTarget(t *testing.T) {
 		Retry: catalog.PushRetry{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "every record done", func() bool { return done(t, n.Broker, group) })
+	testwait.Until(t, time.Minute, "every record done", func() bool { return done(t, n.Broker, group) })
 	fake.mu.Lock()
 	if len(fake.seen) != total || fake.maxCount != 1 || fake.flaky != 0 {
 		t.Fatalf("the function saw %d records, highest delivery count %d, %d function errors left; want %d, 1, 0",
@@ -101,7 +103,7 @@ func TestLambdaTarget(t *testing.T) {
 	}
 	var s catalog.PushSubscription
 	var err error
-	waitFor(t, time.Minute, "the subscription paused", func() bool {
+	testwait.Until(t, time.Minute, "the subscription paused", func() bool {
 		s, err = n.Broker.Push(ctx, broker.Anonymous, group)
 		if err == nil && s.Paused {
 			return true

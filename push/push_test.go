@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-io/strata/internal/testkit/testwait"
+
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/strata-io/strata/broker"
@@ -207,18 +209,6 @@ func labelIs(m *dto.Metric, k, v string) bool {
 	return false
 }
 
-// waitFor waits for cond, failing after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // done answers whether the share group has nothing left: every record acknowledged
 // or archived.
 func done(t *testing.T, core *broker.Broker, group string) bool {
@@ -269,7 +259,7 @@ func TestDeliveryUnderChaos(t *testing.T) {
 	rc.secret = res.Secret
 	rc.mu.Unlock()
 	start := time.Now()
-	waitFor(t, 10*time.Minute, "every record done", func() bool { return done(t, n.Broker, group) })
+	testwait.Until(t, 10*time.Minute, "every record done", func() bool { return done(t, n.Broker, group) })
 	t.Logf("%d records in %v", total, time.Since(start))
 
 	poison := (total + poisonEvery - 1) / poisonEvery
@@ -319,7 +309,7 @@ func TestOutageUsesNoDeliveries(t *testing.T) {
 		Retry: catalog.PushRetry{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond, PauseAfter: 1_000_000}}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "50 refused calls", func() bool {
+	testwait.Until(t, time.Minute, "50 refused calls", func() bool {
 		return metric(t, n, "strata_push_calls_total", group, "class", "fail") >= 50
 	})
 	if rej := metric(t, n, "strata_push_records_total", group, "result", "reject"); rej != 0 {
@@ -333,7 +323,7 @@ func TestOutageUsesNoDeliveries(t *testing.T) {
 	srv := &http.Server{Handler: rc}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	waitFor(t, 2*time.Minute, "every record done", func() bool { return done(t, n.Broker, group) })
+	testwait.Until(t, 2*time.Minute, "every record done", func() bool { return done(t, n.Broker, group) })
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if len(rc.accepted) != total || len(rc.rejected) != 0 || rc.maxCount != 1 {
@@ -360,7 +350,7 @@ func TestMisconfiguredTargetPauses(t *testing.T) {
 		t.Fatal(err)
 	}
 	var s catalog.PushSubscription
-	waitFor(t, time.Minute, "the subscription paused", func() bool {
+	testwait.Until(t, time.Minute, "the subscription paused", func() bool {
 		s, err = n.Broker.Push(ctx, broker.Anonymous, group)
 		return err == nil && s.Paused
 	})
@@ -386,7 +376,7 @@ func TestMisconfiguredTargetPauses(t *testing.T) {
 	if err := n.Broker.SetPushPaused(ctx, broker.Anonymous, group, false); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "every record done", func() bool { return done(t, n.Broker, group) })
+	testwait.Until(t, time.Minute, "every record done", func() bool { return done(t, n.Broker, group) })
 	if rc.maxCount != 1 {
 		t.Fatalf("delivery count %d after a pause: the 404 used up deliveries", rc.maxCount)
 	}
