@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"errors"
 	"net/http"
 	"sort"
 	"strconv"
@@ -85,14 +84,7 @@ func (rs *shareGroupsResource) describe(w http.ResponseWriter, r *http.Request) 
 		a, b := out.Partitions[i], out.Partitions[j]
 		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
 	})
-	// The configs too, for a caller who may describe them (describe-configs on the
-	// group); to others the answer is the group without them.
-	configs, _, err := rs.a.core.GroupConfigs(r.Context(), principal(r), group)
-	var be *broker.Error
-	switch {
-	case err == nil:
-		out.Configs = configs
-	case !errors.As(err, &be) || be.Code != broker.CodeForbidden:
+	if out.Configs, err = rs.a.core.VisibleGroupConfigs(r.Context(), principal(r), group); err != nil {
 		return rs.a.problemFor(r, err)
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -521,6 +521,18 @@ func (b *Broker) GroupConfigs(ctx context.Context, who Principal, group string) 
 	return configs, explicit, nil
 }
 
+// VisibleGroupConfigs answers a group's configs (with their defaults) to a principal
+// who may describe them (describe-configs on the group), and nil to others: a share
+// group's description shows them only to those.
+func (b *Broker) VisibleGroupConfigs(ctx context.Context, who Principal, group string) (map[string]string, error) {
+	configs, _, err := b.GroupConfigs(ctx, who, group)
+	var e *Error
+	if errors.As(err, &e) && e.Code == CodeForbidden {
+		return nil, nil
+	}
+	return configs, err
+}
+
 // AlterGroupConfigs changes configs of a group id, whether or not the group exists yet
 // (clients configure a group before its first member joins): alter configs on the
 // group. Set and delete only (no group config is a list); with Replace the changes
