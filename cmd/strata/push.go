@@ -94,21 +94,13 @@ func pushDescribeCommand() (*command, func(context.Context, *env, *command, []st
 	sf := addServerFlags(c)
 	asJSON := c.fs.Bool("json", false, "print one JSON object instead of text")
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
-		group, err := oneGroup(c.name, args)
-		if err != nil {
-			return err
-		}
-		cl, err := sf.client(c.name)
-		if err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(ctx, sf.timeout)
-		defer cancel()
-		s, err := cl.Push(ctx, group)
-		if err != nil {
-			return err
-		}
-		return printPush(e.stdout, s, *asJSON)
+		return withGroup(ctx, sf, c.name, args, func(ctx context.Context, cl *client.Client, group string) error {
+			s, err := cl.Push(ctx, group)
+			if err != nil {
+				return err
+			}
+			return printPush(e.stdout, s, *asJSON)
+		})
 	}
 }
 
@@ -121,25 +113,17 @@ func pushStateCommand(verb string) func() (*command, func(context.Context, *env,
 		c := newCommand("push "+verb, "strata push "+verb+" GROUP", about)
 		sf := addServerFlags(c)
 		return c, func(ctx context.Context, e *env, c *command, args []string) error {
-			group, err := oneGroup(c.name, args)
-			if err != nil {
-				return err
-			}
-			cl, err := sf.client(c.name)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(ctx, sf.timeout)
-			defer cancel()
-			call := cl.PausePush
-			if verb == "resume" {
-				call = cl.ResumePush
-			}
-			s, err := call(ctx, group)
-			if err != nil {
-				return err
-			}
-			return printPush(e.stdout, s, false)
+			return withGroup(ctx, sf, c.name, args, func(ctx context.Context, cl *client.Client, group string) error {
+				call := cl.PausePush
+				if verb == "resume" {
+					call = cl.ResumePush
+				}
+				s, err := call(ctx, group)
+				if err != nil {
+					return err
+				}
+				return printPush(e.stdout, s, false)
+			})
 		}
 	}
 }
@@ -149,22 +133,14 @@ func pushRotateCommand() (*command, func(context.Context, *env, *command, []stri
 		"Gives a share group's push subscription a new signing secret and prints it, this\nonce. Calls already in flight may carry the old one.")
 	sf := addServerFlags(c)
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
-		group, err := oneGroup(c.name, args)
-		if err != nil {
-			return err
-		}
-		cl, err := sf.client(c.name)
-		if err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(ctx, sf.timeout)
-		defer cancel()
-		secret, err := cl.RotatePushSecret(ctx, group)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(e.stdout, secret)
-		return nil
+		return withGroup(ctx, sf, c.name, args, func(ctx context.Context, cl *client.Client, group string) error {
+			secret, err := cl.RotatePushSecret(ctx, group)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(e.stdout, secret)
+			return nil
+		})
 	}
 }
 
@@ -173,20 +149,28 @@ func pushDeleteCommand() (*command, func(context.Context, *env, *command, []stri
 		"Deletes a share group's push subscription; the share group and its state stay.")
 	sf := addServerFlags(c)
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
-		group, err := oneGroup(c.name, args)
-		if err != nil {
-			return err
-		}
-		cl, err := sf.client(c.name)
-		if err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(ctx, sf.timeout)
-		defer cancel()
-		if err := cl.DeletePush(ctx, group); err != nil {
-			return err
-		}
-		fmt.Fprintf(e.stdout, "Deleted the push subscription of share group %s\n", group)
-		return nil
+		return withGroup(ctx, sf, c.name, args, func(ctx context.Context, cl *client.Client, group string) error {
+			if err := cl.DeletePush(ctx, group); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "Deleted the push subscription of share group %s\n", group)
+			return nil
+		})
 	}
+}
+
+// withGroup runs do for the one GROUP argument with a client of the server flags,
+// bounded by their timeout.
+func withGroup(ctx context.Context, sf *serverFlags, cmd string, args []string, do func(context.Context, *client.Client, string) error) error {
+	group, err := oneGroup(cmd, args)
+	if err != nil {
+		return err
+	}
+	cl, err := sf.client(cmd)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, sf.timeout)
+	defer cancel()
+	return do(ctx, cl, group)
 }
