@@ -1,7 +1,8 @@
 // /ui/share-groups/{group}: live members, per share-partition the start offset and
-// the records in flight by state (refreshed every 5 s while the page is open), the
-// group's configs, its push subscription when it has one (pause, resume, delete),
-// resetting offsets (the API refuses it while the group has members) and deleting.
+// the records in flight by state, the group's configs, its push subscription when it
+// has one (pause, resume, delete) — members, partitions and the subscription refreshed
+// every 5 s while the page is open — resetting offsets (the API refuses it while the
+// group has members) and deleting.
 import { h, replace, table, link, fmtInt, fmtTime, enc } from '../dom.js';
 import { get, call } from '../api.js';
 
@@ -24,22 +25,30 @@ export default {
           fmtInt(p.lag), fmtInt(p.available), fmtInt(p.acquired), fmtInt(p.acknowledged), fmtInt(p.archived), fmtInt(p.dead_letter_pending)]), { id: 'share-partitions' })
         : h('p', { class: 'muted', id: 'share-partitions' }, 'Nothing acquired yet.'));
     draw(g);
-    const timer = setInterval(async () => {
-      try { draw(await get(base, { signal })); } catch (err) { if (err.name !== 'AbortError') showError(stateBox, err); }
-    }, 5000);
-    onCleanup(() => clearInterval(timer));
 
     const configs = g.configs ? table(['Config', 'Value'], Object.keys(g.configs).sort().map((k) => [k, g.configs[k]]), { id: 'share-configs' }) : null;
 
-    // The push subscription, when there is one.
+    // The push subscription, when there is one. The push role pauses it on its own (a
+    // misconfigured target), so it is refreshed with the rest; it is drawn again only
+    // when it changed, so that a refresh never swallows a click or an action's error.
     const pushBox = h('div', { class: 'card', id: 'push' }, h('h2', null, 'Push delivery'), h('p', { class: 'muted' }, '…'));
+    let shownPush;
     const drawPush = async () => {
       let p;
       try { p = await get(`${base}/push`, { signal }); } catch (err) {
         if (err.name === 'AbortError') return;
-        if (err.status === 404) { replace(pushBox, h('h2', null, 'Push delivery'), h('p', { class: 'muted', id: 'push-none' }, 'No push subscription: members pull.')); return; }
+        if (err.status === 404) {
+          if (shownPush === null) return;
+          shownPush = null;
+          replace(pushBox, h('h2', null, 'Push delivery'), h('p', { class: 'muted', id: 'push-none' }, 'No push subscription: members pull.'));
+          return;
+        }
+        shownPush = undefined;
         showError(pushBox, err); return;
       }
+      const key = JSON.stringify(p);
+      if (key === shownPush) return;
+      shownPush = key;
       const pushErr = h('div');
       const act = (label, method, path) => h('button', {
         type: 'button', class: method === 'DELETE' ? 'danger' : null,
@@ -54,6 +63,11 @@ export default {
         act('Delete subscription', 'DELETE', `${base}/push`), pushErr);
     };
     drawPush();
+    const timer = setInterval(async () => {
+      try { draw(await get(base, { signal })); } catch (err) { if (err.name !== 'AbortError') showError(stateBox, err); }
+      drawPush();
+    }, 5000);
+    onCleanup(() => clearInterval(timer));
 
     const topics = [...new Set((g.partitions || []).map((p) => p.topic))];
     const resetErr = h('div', { id: 'share-reset-result' });
