@@ -49,6 +49,7 @@ var wireOps = map[string]wireOp{
 	"PATCH /v1/topics/{topic}":          op(v1.UpdateTopicRequest{}, v1.Topic{}),
 	"GET /v1/topics/{topic}/partitions": op(nil, v1.PartitionList{}),
 	"GET /v1/topics/{topic}/usage":      op(nil, v1.TopicUsage{}),
+	"GET /v1/topics/{topic}/table":      op(nil, v1.TableStatus{}),
 	"GET /v1/topics/{topic}/partitions/{partition}/offsets":         op(nil, v1.OffsetAnswer{}),
 	"GET /v1/topics/{topic}/partitions/{partition}/records":         op(nil, v1.FetchResponse{}),
 	"POST /v1/topics/{topic}/partitions/{partition}/records:delete": op(v1.DeleteRecordsRequest{}, v1.Partition{}),

@@ -29,6 +29,7 @@ func (rs *topicsResource) Routes() chi.Router {
 		r.Delete("/", a.serve(broker.CapTopics, rs.delete))
 		r.Patch("/", a.serve(broker.CapTopics, rs.patch))
 		r.Get("/usage", a.serve(broker.CapTopics, rs.usage))
+		r.Get("/table", a.serve(broker.CapTopics, rs.table))
 		r.Mount("/partitions", (&partitionsResource{a}).Routes())
 		r.Mount("/records", (&recordsResource{a}).Routes())
 	})
@@ -126,6 +127,19 @@ func (rs *topicsResource) usage(w http.ResponseWriter, r *http.Request) *problem
 	for i, p := range u.Principals {
 		out.Principals[i] = v1.PrincipalUsage{Principal: p.Principal, BytesIn: p.BytesIn, BytesOut: p.BytesOut, RecordsIn: p.RecordsIn,
 			RecordsOut: p.RecordsOut, PutRequests: p.PutRequests, GetRequests: p.GetRequests, CatalogCommits: p.Commits}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (rs *topicsResource) table(w http.ResponseWriter, r *http.Request) *problem {
+	st, err := rs.a.core.TableStatus(r.Context(), principal(r), topicParam(r))
+	if err != nil {
+		return rs.a.problemFor(r, err)
+	}
+	out := v1.TableStatus{Topic: st.Topic, MetadataLocation: st.MetadataLocation, Lag: st.Lag(), Partitions: make([]v1.TablePartition, len(st.Partitions))}
+	for i, p := range st.Partitions {
+		out.Partitions[i] = v1.TablePartition{Partition: p.Partition, NextOffset: p.Next, LastStableOffset: p.Stable, Lag: p.Lag()}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

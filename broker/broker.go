@@ -173,6 +173,8 @@ type Deps struct {
 	// allows none).
 	Push       PushStore
 	PushEgress *egress.Policy
+	// Tables reads the table topics' state (both catalog backends), for TableStatus.
+	Tables TableStates
 	// Now is the node clock that stamps and bounds CreateTime timestamps; nil: time.Now.
 	Now func() time.Time
 }

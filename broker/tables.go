@@ -43,3 +43,63 @@ func tableTopic(t catalog.Topic) bool {
 	cfg, err := catalog.ParseConfig(t.Configs)
 	return err == nil && cfg.IcebergEnabled
 }
+
+// TableStates reads the table topics' committed state (both catalog backends).
+type TableStates interface {
+	TableState(ctx context.Context, topicID int64) (catalog.TableState, error)
+}
+
+// TableStatus is how far a table topic's table has come: per partition, the next
+// offset the table does not hold yet beside the partition's last stable offset, the
+// most the tables role converts (it reads committed records only).
+type TableStatus struct {
+	Topic string
+	// MetadataLocation is the table's current metadata file, "" before its first
+	// commit.
+	MetadataLocation string
+	Partitions       []TablePartition
+}
+
+// TablePartition is one partition of a TableStatus.
+type TablePartition struct {
+	Partition    int32
+	Next, Stable int64
+}
+
+// Lag is the records (offsets) the table is behind the partition.
+func (p TablePartition) Lag() int64 { return max(0, p.Stable-p.Next) }
+
+// Lag is the table's lag summed over its partitions.
+func (s TableStatus) Lag() int64 {
+	var n int64
+	for _, p := range s.Partitions {
+		n += p.Lag()
+	}
+	return n
+}
+
+// TableStatus answers how far topic's table has come, for who may read the topic (as
+// loading the table does): CodeTopicNotFound for a topic that is not a table topic,
+// CodeRoleUnavailable on a node without the catalog's table state.
+func (b *Broker) TableStatus(ctx context.Context, who Principal, topic string) (TableStatus, error) {
+	t, err := b.TableTopic(ctx, who, topic)
+	if err != nil {
+		return TableStatus{}, err
+	}
+	if b.d.Tables == nil {
+		return TableStatus{}, newError(CodeRoleUnavailable, "this node does not read table state")
+	}
+	st, err := b.d.Tables.TableState(ctx, t.ID)
+	if err != nil {
+		return TableStatus{}, catalogError("table status", err, onTopic(topic))
+	}
+	parts, err := b.d.Catalog.Partitions(ctx, t.ID)
+	if err != nil {
+		return TableStatus{}, catalogError("table status", err, onTopic(topic))
+	}
+	out := TableStatus{Topic: t.Name, MetadataLocation: st.MetadataLocation, Partitions: make([]TablePartition, len(parts))}
+	for i, p := range parts {
+		out.Partitions[i] = TablePartition{Partition: p.Partition, Next: st.NextOffset(p.Partition), Stable: p.LastStableOffset}
+	}
+	return out, nil
+}

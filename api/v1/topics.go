@@ -175,3 +175,25 @@ type PrincipalUsage struct {
 	GetRequests    float64 `json:"get_requests"`
 	CatalogCommits float64 `json:"catalog_commits"`
 }
+
+// TableStatus answers GET /v1/topics/{topic}/table: how far a table topic's Iceberg
+// table has come (README.md "Table topics"). Its snapshots, files and bytes are the
+// table's own, in its metadata (the Iceberg REST catalog at /iceberg).
+type TableStatus struct {
+	Topic string `json:"topic"`
+	// MetadataLocation is the current metadata file, "" before the first commit.
+	MetadataLocation string `json:"metadata_location"`
+	// Lag is the offsets committed to the topic and not yet in the table, summed over
+	// the partitions.
+	Lag        int64            `json:"lag"`
+	Partitions []TablePartition `json:"partitions"`
+}
+
+// TablePartition is one partition of a TableStatus: the table holds its offsets below
+// NextOffset; the tables role converts up to LastStableOffset (committed records).
+type TablePartition struct {
+	Partition        int32 `json:"partition"`
+	NextOffset       int64 `json:"next_offset"`
+	LastStableOffset int64 `json:"last_stable_offset"`
+	Lag              int64 `json:"lag"`
+}

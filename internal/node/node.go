@@ -246,7 +246,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.Memory = membudget.New(cfg.MemoryBudget, reg)
 	}
 	bd := broker.Deps{Catalog: cat, Producers: cat, Records: cat, Groups: cat, Connect: cat, Security: cat, Classic: cat,
-		Registry: cat, Transactions: cat, Nodes: cat, Share: cat, Scram: cat, QuotaStore: cat}
+		Registry: cat, Transactions: cat, Nodes: cat, Share: cat, Scram: cat, QuotaStore: cat, Tables: cat}
 	if err := n.startGuard(ctx, cfg, start); err != nil {
 		n.Stop(context.Background())
 		return nil, err

@@ -1,6 +1,8 @@
 // /ui/topics/{topic}: the partitions (log start, high watermark, last stable offset,
-// bytes, last record's time), the groups reading the topic with their lag, the configs
-// (alter), adding partitions, and deleting the topic behind a confirmation.
+// bytes, last record's time), the groups reading the topic with their lag, its Iceberg
+// table when it is a table topic (lag per partition, the current snapshot's records,
+// files and bytes), the configs (alter), adding partitions, and deleting the topic
+// behind a confirmation.
 import { h, replace, table, link, fmtInt, fmtBytes, fmtTime, enc } from '../dom.js';
 import { get, call } from '../api.js';
 
@@ -34,6 +36,31 @@ export async function groupsReading(topic, signal) {
   return out.sort((a, b) => a.group.name.localeCompare(b.group.name));
 }
 
+// tableCard shows a table topic's table: how far it has come (the API) and its current
+// snapshot (its metadata, through the Iceberg REST catalog engines use).
+async function tableCard(box, topic, signal, showError) {
+  let st;
+  try { st = await get(`/v1/topics/${enc(topic)}/table`, { signal }); } catch (err) {
+    if (err.name !== 'AbortError') showError(box, err);
+    return;
+  }
+  let snap = null;
+  if (st.metadata_location) {
+    try {
+      const { metadata: m } = await get(`/iceberg/v1/namespaces/strata/tables/${enc(topic)}`, { signal });
+      snap = (m.snapshots || []).find((s) => s['snapshot-id'] === m['current-snapshot-id']) || null;
+    } catch (err) { if (err.name === 'AbortError') return; } // the catalog is off on this node: the API's part alone
+  }
+  const sum = (snap && snap.summary) || {};
+  replace(box,
+    h('p', { id: 'table-summary' }, st.metadata_location
+      ? [`Lag ${fmtInt(st.lag)}`, snap ? ` · ${fmtInt(Number(sum['total-records'] || 0))} rows in ${fmtInt(Number(sum['total-data-files'] || 0))} data files, ${fmtBytes(Number(sum['total-files-size'] || 0))} · snapshot of ${fmtTime(snap['timestamp-ms'])}` : '']
+      : 'No snapshot yet: the tables role has not committed this table.'),
+    table(['Partition', 'In the table below', 'Last stable', 'Lag'],
+      st.partitions.map((p) => [String(p.partition), fmtInt(p.next_offset), fmtInt(p.last_stable_offset), fmtInt(p.lag)]), { id: 'table-partitions' }),
+    st.metadata_location ? h('p', { class: 'muted small' }, 'Metadata: ', h('code', null, st.metadata_location)) : null);
+}
+
 export default {
   path: /^\/topics\/([^/]+)$/,
   title: (t) => 'Topic ' + t,
@@ -49,6 +76,7 @@ export default {
 
     const groupsBox = h('div', { id: 'groups' }, h('p', { class: 'muted' }, 'Looking for groups…'));
     const ec = t.effective_configs || {};
+    const tableBox = ec['iceberg.enabled'] === 'true' ? h('div', { id: 'table' }, h('p', { class: 'muted' }, '…')) : null;
     const cfgRows = Object.keys(ec).sort().map((k) => [k, ec[k], k in (t.configs || {}) ? 'set' : 'default']);
 
     const alterErr = h('div');
@@ -103,9 +131,11 @@ export default {
       h('p', { class: 'muted' }, `${t.partitions} partition(s), created ${fmtTime(Date.parse(t.created_at))}`),
       h('h2', null, 'Partitions'), ptable,
       h('h2', null, 'Groups reading it'), groupsBox,
+      tableBox ? [h('h2', null, 'Iceberg table'), tableBox] : null,
       h('h2', null, 'Configs'), cfgRows.length ? table(['Config', 'Value', ''], cfgRows, { id: 'configs' }) : h('p', { class: 'muted' }, 'None.'),
       h('div', { class: 'cards' }, alter, grow, del));
 
+    const tableShown = tableBox ? tableCard(tableBox, topic, signal, showError) : null;
     const lastTimes = Promise.all(partitions.map(async (p, i) => {
       if (p.high_watermark <= p.log_start_offset) { replace(lastCells[i], '—'); return; }
       try {
@@ -119,6 +149,6 @@ export default {
         link(`/ui/groups/${enc(g.group.name)}`, g.group.name), g.group.state, fmtInt(g.lag),
         g.partitions.map((p) => `${p.partition}: ${fmtInt(p.lag)}`).join(', ')])) : h('p', { class: 'muted' }, 'No group has offsets on this topic.'));
     } catch (err) { showError(groupsBox, err); }
-    await lastTimes;
+    await Promise.all([lastTimes, tableShown]);
   },
 };
