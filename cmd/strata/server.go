@@ -56,6 +56,7 @@ type nodeFlags struct {
 	tablesMaintain    time.Duration
 	tablesSnapshotAge time.Duration
 	tablesOrphanGrace time.Duration
+	tablesLeaseTTL    time.Duration
 	logLevel          oneOfFlag
 	logFormat         oneOfFlag
 	tls               *tlsFlags
@@ -127,6 +128,7 @@ func addNodeFlags(c *command, listen, logFormat string) *nodeFlags {
 	c.fs.IntVar(&n.compactBatch, "compact-batch", compactor.DefaultMaxPartitions, "compactor role: the most partitions one pass works on, most overdue first (partitions with nothing due are never visited)")
 	c.fs.DurationVar(&n.tablesMaintain, "tables-maintain-interval", tables.DefaultMaintainInterval, "tables role: how often a table's small data files are merged, its old snapshots expired and its orphan files deleted (by the node holding its partition 0); 0 never")
 	c.fs.DurationVar(&n.tablesSnapshotAge, "tables-snapshot-max-age", tables.DefaultSnapshotMaxAge, "tables role: how long a table keeps a snapshot to time-travel to (the last one always stays); older ones expire with the files only they reference")
+	c.fs.DurationVar(&n.tablesLeaseTTL, "tables-lease-ttl", tables.DefaultLeaseTTL, "tables role: how long a node's table partitions stay its without renewal, so how long a partition of a node that died waits for another (at least three of the topic's iceberg.commit.interval.ms)")
 	c.fs.DurationVar(&n.tablesOrphanGrace, "tables-orphan-grace", tables.DefaultOrphanGrace, "tables role: how old a file under a table's location that no metadata references must be before it is deleted; longer than any commit takes")
 	c.fs.Int64Var(&n.maxTimestampAfterMs, "max-timestamp-after-ms", catalog.DefaultMaxTimestampAfterMs, "the largest message.timestamp.after.max.ms a topic may set without the alter-configs permission on the cluster (with authentication off, at all), -1 for no limit")
 	c.fs.DurationVar(&n.txnMaxTimeout, "transaction-max-timeout", broker.DefaultTxnMaxTimeout, "the longest transaction timeout a Kafka producer may ask for (Kafka's transaction.max.timeout.ms); a transaction open longer than its timeout is aborted")
@@ -197,6 +199,9 @@ func (n *nodeFlags) validate() []string {
 	}
 	if n.shutdownTimeout < time.Second {
 		bad = append(bad, fmt.Sprintf("--shutdown-timeout %s: want at least 1s (default 30s)", n.shutdownTimeout))
+	}
+	if n.tablesLeaseTTL < time.Second {
+		bad = append(bad, fmt.Sprintf("--tables-lease-ttl %s: want at least 1s", n.tablesLeaseTTL))
 	}
 	if n.tablesMaintain < 0 || n.tablesSnapshotAge < time.Minute || n.tablesOrphanGrace < time.Minute {
 		bad = append(bad, fmt.Sprintf("--tables-maintain-interval %s, --tables-snapshot-max-age %s, --tables-orphan-grace %s: want 0 (never) or more for the first, at least 1m for the others", n.tablesMaintain, n.tablesSnapshotAge, n.tablesOrphanGrace))
@@ -589,6 +594,7 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 	// Tables live in the bucket, named by its URI; every node serves their catalog.
 	cfg.Tables, cfg.TablesConfig.Location = spec.tables, bucket.URI()
 	cfg.TablesConfig.MaintainInterval, cfg.TablesConfig.SnapshotMaxAge, cfg.TablesConfig.OrphanGrace = nf.tablesMaintain, nf.tablesSnapshotAge, nf.tablesOrphanGrace
+	cfg.TablesConfig.LeaseTTL = nf.tablesLeaseTTL
 	if nf.tablesMaintain == 0 {
 		cfg.TablesConfig.MaintainInterval = -1
 	}
