@@ -73,7 +73,7 @@ func (w *Writer) flush(f *flush) {
 
 	start = time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.PutTimeout)
-	key, err := w.put(ctx, now, obj)
+	key, puts, err := w.put(ctx, now, obj)
 	cancel()
 	w.m.stage.WithLabelValues("put").Observe(time.Since(start).Seconds())
 	if err != nil {
@@ -128,13 +128,14 @@ func (w *Writer) flush(f *flush) {
 	start = time.Now()
 	results := w.commit(lay, seg)
 	w.m.stage.WithLabelValues("commit").Observe(time.Since(start).Seconds())
-	w.reportUsage(lay, seg, results)
+	w.reportUsage(lay, seg, results, puts)
 }
 
 // reportUsage tells Config.Usage what the flush carried per (topic, principal): work
 // per batch — an integer add, and a map lookup only where the topic changes within a
-// request — never per record. results is nil when nothing committed.
-func (w *Writer) reportUsage(lay layout, seg catalog.Segment, results []catalog.Result) {
+// request — never per record. results is nil when nothing committed; puts is the
+// PUT requests the object took.
+func (w *Writer) reportUsage(lay layout, seg catalog.Segment, results []catalog.Result, puts int) {
 	if w.cfg.Usage == nil {
 		return
 	}
@@ -162,7 +163,7 @@ func (w *Writer) reportUsage(lay layout, seg catalog.Segment, results []catalog.
 				if i, seen = idx[topic]; !seen {
 					i = len(out)
 					idx[topic] = i
-					out = append(out, TopicUsage{TopicID: topic, Principal: who})
+					out = append(out, TopicUsage{TopicID: topic, Principal: who, Puts: puts})
 					all = append(all, 0)
 				}
 			}

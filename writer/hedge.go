@@ -66,10 +66,11 @@ func (h *hedger) delay() (time.Duration, bool) {
 	return max(s[min(len(s)-1, int(h.q*float64(len(s))))], hedgeFloor), true
 }
 
-// put stores obj under a new key, hedged, and answers the key stored. It returns only
+// put stores obj under a new key, hedged, and answers the key stored and the PUT
+// requests it took (2 when it hedged: the object store bills both). It returns only
 // when no PUT of obj is in flight any more, so the caller may release obj's buffers.
-func (w *Writer) put(ctx context.Context, now time.Time, obj [][]byte) (string, error) {
-	key := w.newKey(now)
+func (w *Writer) put(ctx context.Context, now time.Time, obj [][]byte) (key string, puts int, err error) {
+	key = w.newKey(now)
 	start := time.Now()
 	after, hedge := w.hedge.delay()
 	if !hedge {
@@ -77,7 +78,7 @@ func (w *Writer) put(ctx context.Context, now time.Time, obj [][]byte) (string, 
 		if err == nil {
 			w.hedge.observe(time.Since(start))
 		}
-		return key, err
+		return key, 1, err
 	}
 	type result struct {
 		key string
@@ -92,7 +93,7 @@ func (w *Writer) put(ctx context.Context, now time.Time, obj [][]byte) (string, 
 	send(key)
 	timer := time.NewTimer(after)
 	defer timer.Stop()
-	running := 1
+	running, puts := 1, 1
 	var first error
 	for running > 0 {
 		select {
@@ -107,7 +108,7 @@ func (w *Writer) put(ctx context.Context, now time.Time, obj [][]byte) (string, 
 				for ; running > 0; running-- {
 					<-results // the other is cancelled: wait for it to let go of obj
 				}
-				return r.key, nil
+				return r.key, puts, nil
 			}
 			if first == nil {
 				first = r.err
@@ -117,8 +118,9 @@ func (w *Writer) put(ctx context.Context, now time.Time, obj [][]byte) (string, 
 				w.m.hedges.WithLabelValues("sent").Inc()
 				send(w.newKey(now))
 				running++
+				puts++
 			}
 		}
 	}
-	return key, first
+	return key, puts, first
 }

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
 // prime runs n one-record flushes so that the hedger has its samples.
@@ -18,8 +20,15 @@ func (h *harness) prime(t *testing.T, n int) {
 // TestHedgedPut: a PUT that hangs past the recent PUTs' 95th percentile is sent again
 // under a fresh key; the flush commits that one, its request is answered, and the
 // hanging PUT is cancelled before the flush lets go of the bytes.
+//
+// The flush's usage counts both PUTs: the object store bills the hedge too.
 func TestHedgedPut(t *testing.T) {
-	h := start(t, Config{Linger: time.Millisecond}, true)
+	var lastPuts atomic.Int32
+	h := start(t, Config{Linger: time.Millisecond, Usage: func(us []TopicUsage) {
+		for _, u := range us {
+			lastPuts.Store(int32(u.Counts().PutRequests / u.Share))
+		}
+	}}, true)
 	h.prime(t, hedgeMinSamples)
 	var stuck atomic.Int32
 	first := int32(hedgeMinSamples + 1)
@@ -52,6 +61,8 @@ func TestHedgedPut(t *testing.T) {
 	if got := metricValue(t, h.w.m.hedges.WithLabelValues("won")); got != 1 {
 		t.Fatalf("hedges won = %v, want 1", got)
 	}
+	// Usage is told after the commit that answered the request: wait for it.
+	testwait.Until(t, 10*time.Second, "the hedged flush's usage to count both PUTs", func() bool { return lastPuts.Load() == 2 })
 	h.store.mu.Lock()
 	inFlight := h.store.inFlight
 	h.store.mu.Unlock()

@@ -65,6 +65,15 @@ type TopicUsage struct {
 	// Bytes and Records are the batch bytes and records that committed (duplicates of
 	// an idempotent producer's earlier requests and refused requests excluded).
 	Bytes, Records int64
+	// Puts is the PUT requests the flush's object took: 1, or 2 when it was hedged
+	// (both are billed). A topic's part of them is Share × Puts.
+	Puts int
+}
+
+// Counts is u as the usage counters count it: its bytes and records in, and its share
+// of the flush's PUT requests and of its catalog commit.
+func (u TopicUsage) Counts() catalog.UsageCounts {
+	return catalog.UsageCounts{BytesIn: u.Bytes, RecordsIn: u.Records, PutRequests: u.Share * float64(u.Puts), Commits: u.Share}
 }
 
 // RawBatches is one partition's records already laid out as Kafka v2 record batches,

@@ -44,7 +44,7 @@ func BenchmarkProduceUsage(b *testing.B) {
 				cfg.Usage = func(us []TopicUsage) {
 					now := time.Now()
 					for _, x := range us {
-						rec.Add(now, x.TopicID, x.Principal, catalog.UsageCounts{BytesIn: x.Bytes, RecordsIn: x.Records, PutRequests: x.Share, Commits: x.Share})
+						rec.Add(now, x.TopicID, x.Principal, x.Counts())
 					}
 				}
 			}
@@ -118,11 +118,11 @@ func BenchmarkFlushUsageCounting(b *testing.B) {
 	w := &Writer{cfg: Config{Usage: func(us []TopicUsage) {
 		now := time.Now()
 		for _, x := range us {
-			rec.Add(now, x.TopicID, x.Principal, catalog.UsageCounts{BytesIn: x.Bytes, RecordsIn: x.Records, PutRequests: x.Share, Commits: x.Share})
+			rec.Add(now, x.TopicID, x.Principal, x.Counts())
 		}
 	}}}
 	b.ReportAllocs()
 	for b.Loop() {
-		w.reportUsage(lay, seg, results)
+		w.reportUsage(lay, seg, results, 1)
 	}
 }

@@ -292,7 +292,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			wcfg.Usage = func(us []writer.TopicUsage) {
 				now := time.Now()
 				for _, x := range us {
-					u.Add(now, x.TopicID, x.Principal, catalog.UsageCounts{BytesIn: x.Bytes, RecordsIn: x.Records, PutRequests: x.Share, Commits: x.Share})
+					u.Add(now, x.TopicID, x.Principal, x.Counts())
 				}
 			}
 		}
