@@ -251,6 +251,7 @@ func (r *Role) Topic(ctx context.Context, t catalog.Topic, cfg catalog.Config, t
 			r.held[partKey{t.ID, p}] = l
 		} else {
 			delete(r.held, partKey{t.ID, p})
+			r.forgetStatus(t, p) // another worker's now: its status is that worker's
 		}
 	}
 	if len(leases) == 0 {

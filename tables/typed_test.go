@@ -142,8 +142,13 @@ func orderJSON(i int) string {
 // a nullable union, an array, a map, a nested record, an enum, logical types, bytes,
 // fixed, a union with no Iceberg type (a JSON string), a field named like a default
 // column (value_offset), and a tombstone (typed columns null, the record's row there).
-func TestTypedColumnsAvro(t *testing.T) {
-	c := embedded(t)
+func TestTypedColumnsAvro(t *testing.T) { typedAvro(t, embedded(t)) }
+
+// TestTypedColumnsAvroServices: the same on two nodes on Postgres (the registry's
+// state too) and MinIO.
+func TestTypedColumnsAvroServices(t *testing.T) { typedAvro(t, services(t)) }
+
+func typedAvro(t *testing.T, c cluster) {
 	core := c.nodes[0].Broker
 	typedTopic(t, core, "orders")
 	id, s := register(t, core, "orders-value", "", ordersV1)
@@ -269,8 +274,12 @@ func TestTypedColumnsJSONSchema(t *testing.T) {
 // rows before it read it as null and records written with the new schema carry it.
 // An incompatible schema is refused at the registry (BACKWARD, the default) and the
 // table's schema stays as it was.
-func TestSchemaEvolution(t *testing.T) {
-	c := embedded(t)
+func TestSchemaEvolution(t *testing.T) { schemaEvolution(t, embedded(t)) }
+
+// TestSchemaEvolutionServices: the same on two nodes on Postgres and MinIO.
+func TestSchemaEvolutionServices(t *testing.T) { schemaEvolution(t, services(t)) }
+
+func schemaEvolution(t *testing.T, c cluster) {
 	core := c.nodes[0].Broker
 	cat := restCatalog(t, c.nodes[0], c.props)
 	typedTopic(t, core, "users")

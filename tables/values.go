@@ -80,6 +80,21 @@ func (r *Role) setStatus(t catalog.Topic, p int32, st *PartitionStatus) {
 	default:
 		return
 	}
+	r.countStopped(t)
+}
+
+// forgetStatus drops what this worker knew of partition p of t (its lease is gone).
+func (r *Role) forgetStatus(t catalog.Topic, p int32) {
+	r.stops.mu.Lock()
+	defer r.stops.mu.Unlock()
+	if _, ok := r.stops.m[partKey{t.ID, p}]; ok {
+		delete(r.stops.m, partKey{t.ID, p})
+		r.countStopped(t)
+	}
+}
+
+// countStopped sets t's gauge of stopped partitions; r.stops.mu held.
+func (r *Role) countStopped(t catalog.Topic) {
 	n := 0
 	for k := range r.stops.m {
 		if k.topic == t.ID {
