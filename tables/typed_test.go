@@ -462,3 +462,35 @@ func gauge(t *testing.T, n *nodetest.Node, name, topic string) float64 {
 	}
 	return 0
 }
+
+// TestIncompatibleUnderNone: with the subject's compatibility NONE the registry takes
+// a schema that changes a column's type in a way Iceberg cannot (long to string):
+// the table stops, every partition saying why, its schema unchanged, and records
+// written with the new schema never land as rows with a column silently dropped.
+func TestIncompatibleUnderNone(t *testing.T) {
+	c := embedded(t)
+	n := c.nodes[0]
+	core := n.Broker
+	cat := restCatalog(t, n, c.props)
+	typedTopic(t, core, "m")
+	id1, s1 := register(t, core, "m-value", "", `{"type":"record","name":"M","fields":[{"name":"v","type":"long"}]}`)
+	produceValues(t, core, "m", framed(t, id1, s1, `{"v":1}`))
+	before := waitRows(t, cat, "m", 1).Schema()
+	if _, err := core.SetCompatibilityLevel(context.Background(), broker.Anonymous, "m-value", "NONE"); err != nil {
+		t.Fatal(err)
+	}
+	id2, s2 := register(t, core, "m-value", "", `{"type":"record","name":"M","fields":[{"name":"v","type":"string"}]}`)
+	produceValues(t, core, "m", framed(t, id2, s2, `{"v":"two"}`))
+	topic, err := core.TableTopic(context.Background(), broker.Anonymous, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, time.Minute, "the table stopped", func() bool {
+		st := status(n, topic.ID)
+		return len(st) == 1 && strings.Contains(st[0].Reason, "column v is long, and the latest schema makes it string")
+	})
+	tbl := waitRows(t, cat, "m", 1)
+	if !tbl.Schema().Equals(before) {
+		t.Fatalf("the schema changed: %s, was %s", tbl.Schema(), before)
+	}
+}
