@@ -17,6 +17,7 @@ import (
 	"github.com/strata-io/strata/internal/node/nodetest"
 	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/registry"
+	"github.com/strata-io/strata/tables"
 )
 
 // register registers schema text of typ under subject and answers its id and the
@@ -274,10 +275,10 @@ func TestTypedColumnsJSONSchema(t *testing.T) {
 // rows before it read it as null and records written with the new schema carry it.
 // An incompatible schema is refused at the registry (BACKWARD, the default) and the
 // table's schema stays as it was.
-func TestSchemaEvolution(t *testing.T) { schemaEvolution(t, embedded(t)) }
+func TestSchemaEvolution(t *testing.T) { schemaEvolution(t, embeddedWith(t, noMaintenance)) }
 
 // TestSchemaEvolutionServices: the same on two nodes on Postgres and MinIO.
-func TestSchemaEvolutionServices(t *testing.T) { schemaEvolution(t, services(t)) }
+func TestSchemaEvolutionServices(t *testing.T) { schemaEvolution(t, services(t, noMaintenance)) }
 
 func schemaEvolution(t *testing.T, c cluster) {
 	core := c.nodes[0].Broker
@@ -350,6 +351,30 @@ func schemaEvolution(t *testing.T, c cluster) {
 	}
 	if len(tbl.Metadata().Snapshots()) <= snapshots {
 		t.Fatal("no commit after the refused registration")
+	}
+
+	// Maintenance merges the files written before and after the evolution into files
+	// of the new schema: every row reads as it did.
+	topic, err := core.TableTopic(context.Background(), broker.Anonymous, "users")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := c.nodes[0]
+	w := tables.New(n.Store, n.Catalog, n.Reader, tables.Config{Location: c.location, Holder: "maintainer",
+		TargetFileBytes: 1 << 20, MinInputFiles: 2, SnapshotMaxAge: time.Hour, MinSnapshots: 1, OrphanGrace: time.Hour}, nil)
+	m, err := w.Maintain(context.Background(), topic)
+	if err != nil || m.FilesRewritten < 2 {
+		t.Fatalf("maintain: %+v, %v; want the files merged", m, err)
+	}
+	tbl = waitRows(t, cat, "users", 12)
+	if files := dataFiles(t, tbl); files != 1 {
+		t.Fatalf("%d data files after the merge, want 1", files)
+	}
+	merged := rowsByOffset(t, tbl)
+	for _, off := range offs[:11] {
+		if fmt.Sprint(merged[off]) != fmt.Sprint(rows[off]) {
+			t.Fatalf("offset %d after the merge: %v, was %v", off, merged[off], rows[off])
+		}
 	}
 }
 
