@@ -295,18 +295,22 @@ func (r *Role) commit(ctx context.Context, t catalog.Topic, cfg catalog.Config, 
 	sc := tbl.Schema()
 	if vs != nil {
 		if sc, err = evolve(tbl.Schema(), tbl.Metadata().LastColumnID(), vs.cols); err != nil {
+			stopped := map[int32]*PartitionStatus{}
 			for _, l := range leases {
-				r.setStatus(t, l.Partition, &PartitionStatus{Partition: l.Partition, Offset: state.NextOffset(l.Partition), Reason: err.Error()})
+				st := &PartitionStatus{Partition: l.Partition, Offset: state.NextOffset(l.Partition), Reason: err.Error()}
+				r.setStatus(t, l.Partition, st)
+				stopped[l.Partition] = st
 			}
-			return nil, nil
+			return nil, r.commitStatus(ctx, t, tbl, state, fio, leases, stopped)
 		}
 	}
 	cols := typedColumns(sc)
 	var (
-		parts  []partRecords
-		ranges []catalog.TableRange
-		rows   int
-		lag    int64
+		parts   []partRecords
+		ranges  []catalog.TableRange
+		rows    int
+		lag     int64
+		stopped = map[int32]*PartitionStatus{}
 	)
 	for _, l := range leases {
 		pr, rg, err := r.read(ctx, t.ID, l.Partition, state.NextOffset(l.Partition))
@@ -320,10 +324,9 @@ func (r *Role) commit(ctx context.Context, t catalog.Topic, cfg catalog.Config, 
 				stop.Partition = l.Partition
 				pr.records, rg.To = pr.records[:len(pr.typed)], stop.Offset
 			}
-			r.setStatus(t, l.Partition, stop)
-		} else {
-			r.setStatus(t, l.Partition, nil)
+			stopped[l.Partition] = stop
 		}
+		r.setStatus(t, l.Partition, stopped[l.Partition])
 		lag += max(pr.stable-rg.To, 0)
 		if len(pr.records) == 0 {
 			// Offsets with no row (transaction markers, aborted records) move with the
@@ -334,7 +337,7 @@ func (r *Role) commit(ctx context.Context, t catalog.Topic, cfg catalog.Config, 
 	}
 	if rows == 0 {
 		r.m.lag.WithLabelValues(t.Name).Set(float64(lag))
-		return nil, nil
+		return nil, r.commitStatus(ctx, t, tbl, state, fio, leases, stopped)
 	}
 	if sc != tbl.Schema() {
 		// The new schema goes in the same metadata file as the rows that carry it.
@@ -360,6 +363,9 @@ func (r *Role) commit(ctx context.Context, t catalog.Topic, cfg catalog.Config, 
 	cio := &commitIO{r: r, fio: fio, topicID: t.ID, prev: state.MetadataLocation, base: tbl.Metadata(), ranges: ranges, leases: leases}
 	tbl = table.New(tbl.Identifier(), tbl.Metadata(), state.MetadataLocation, fio.fsF(), cio)
 	txn := tbl.NewTransaction()
+	if err := statusProperties(txn, tbl.Metadata().Properties(), leases, stopped); err != nil {
+		return nil, err
+	}
 	if err := txn.Append(ctx, rdr, iceberg.Properties{SummaryOffsets: string(summary)}); err != nil {
 		return nil, fmt.Errorf("write data files: %w", err)
 	}

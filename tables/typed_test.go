@@ -418,6 +418,11 @@ func TestValueDoesNotMatch(t *testing.T) {
 	if !strings.Contains(n.Logs.String(), "table partition stopped") {
 		t.Error("no error logged for the stop")
 	}
+	// Engines see it in the table's properties, through every node's REST catalog.
+	testwait.Until(t, time.Minute, "the table's status property", func() bool {
+		tbl, err = cat.LoadTable(context.Background(), table.Identifier{tables.Namespace, "pay"})
+		return err == nil && strings.HasPrefix(tbl.Properties()[tables.StoppedProperty(0)], fmt.Sprintf("offset %d: ", offs[3]))
+	})
 	// The role goes on trying; nothing past the record lands meanwhile.
 	if rows := rowsByOffset(t, tbl); len(rows) != 3 {
 		t.Fatalf("%d rows, want the 3 before the record", len(rows))
@@ -437,6 +442,9 @@ func TestValueDoesNotMatch(t *testing.T) {
 		t.Fatalf("row at offset %d: %v, want cur USD", offs[3], rows[offs[3]])
 	}
 	testwait.Until(t, time.Minute, "the stop cleared", func() bool { return len(status(n, topic.ID)) == 0 })
+	if v, ok := tbl.Properties()[tables.StoppedProperty(0)]; ok {
+		t.Fatalf("the table still says %s = %q after going on", tables.StoppedProperty(0), v)
+	}
 	if got := gauge(t, n, "strata_tables_stopped_partitions", "pay"); got != 0 {
 		t.Fatalf("strata_tables_stopped_partitions{topic=pay} = %v after the fix, want 0", got)
 	}

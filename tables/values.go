@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/registry"
@@ -24,7 +25,10 @@ import (
 // every commit interval, so the partition goes on by itself once the record fits (the
 // schema id registered under the subject, say). A latest schema whose columns the
 // table cannot follow (a type Iceberg cannot widen to) stops every partition the same
-// way. Stopping rather than a dead-letter topic: no row ever goes missing from the
+// way. The table's properties say it too, for engines and every node's REST catalog:
+// strata.stopped.<partition> = "offset N: reason", set by the commit that stops the
+// partition (one of no rows when nothing else commits) and removed by the one that
+// passes the record. Stopping rather than a dead-letter topic: no row ever goes missing from the
 // table or lands somewhere a reader of the table does not look, the tables role stays
 // a reader of the log (it never produces), and the record stays where it is, in the
 // topic, for whoever fixes the cause.
@@ -238,4 +242,68 @@ func decodeValue(vs *valueSchemas, cols []iceberg.NestedField, value []byte) (ty
 		return nil, fmt.Errorf("the value does not decode with schema id %d: %w", id, err)
 	}
 	return toTypedRow(cols, v)
+}
+
+// StoppedProperty is the table property that says why partition p stopped.
+func StoppedProperty(p int32) string { return "strata.stopped." + strconv.Itoa(int(p)) }
+
+// statusProperties sets, in txn, the leased partitions' strata.stopped.<p> properties
+// as stopped says (absent: the partition goes on), changing only what differs from
+// cur.
+func statusProperties(txn *table.Transaction, cur iceberg.Properties, leases []catalog.TableLease, stopped map[int32]*PartitionStatus) error {
+	set := iceberg.Properties{}
+	var remove []string
+	for _, l := range leases {
+		k := StoppedProperty(l.Partition)
+		old, had := cur[k]
+		switch st := stopped[l.Partition]; {
+		case st != nil:
+			if v := "offset " + strconv.FormatInt(st.Offset, 10) + ": " + st.Reason; v != old || !had {
+				set[k] = v
+			}
+		case had:
+			remove = append(remove, k)
+		}
+	}
+	if len(set) > 0 {
+		if err := txn.SetProperties(set); err != nil {
+			return fmt.Errorf("set the table's status: %w", err)
+		}
+	}
+	if len(remove) > 0 {
+		if err := txn.RemoveProperties(remove); err != nil {
+			return fmt.Errorf("clear the table's status: %w", err)
+		}
+	}
+	return nil
+}
+
+// statusChanged says whether the leased partitions' status properties differ from
+// what stopped says.
+func statusChanged(cur iceberg.Properties, leases []catalog.TableLease, stopped map[int32]*PartitionStatus) bool {
+	for _, l := range leases {
+		old, had := cur[StoppedProperty(l.Partition)]
+		st := stopped[l.Partition]
+		if (st != nil) != had || st != nil && old != "offset "+strconv.FormatInt(st.Offset, 10)+": "+st.Reason {
+			return true
+		}
+	}
+	return false
+}
+
+// commitStatus commits, with no rows, the leased partitions' status properties when
+// they changed.
+func (r *Role) commitStatus(ctx context.Context, t catalog.Topic, tbl *table.Table, state catalog.TableState, fio *fileIO, leases []catalog.TableLease, stopped map[int32]*PartitionStatus) error {
+	if !statusChanged(tbl.Metadata().Properties(), leases, stopped) {
+		return nil
+	}
+	cio := &commitIO{r: r, fio: fio, topicID: t.ID, prev: state.MetadataLocation, base: tbl.Metadata(), leases: leases}
+	txn := table.New(tbl.Identifier(), tbl.Metadata(), state.MetadataLocation, fio.fsF(), cio).NewTransaction()
+	if err := statusProperties(txn, tbl.Metadata().Properties(), leases, stopped); err != nil {
+		return err
+	}
+	if _, err := txn.Commit(ctx); err != nil {
+		return fmt.Errorf("commit the table's status: %w", err)
+	}
+	return nil
 }
