@@ -120,7 +120,10 @@ const ordersV1 = `{"type":"record","name":"Order","namespace":"shop","fields":[
  {"name":"blob","type":"bytes"},
  {"name":"code","type":{"type":"fixed","name":"Code","size":2}},
  {"name":"either","type":["int","string"]},
- {"name":"offset","type":"long"}
+ {"name":"offset","type":"long"},
+ {"name":"tm","type":{"type":"int","logicalType":"time-millis"}},
+ {"name":"lts","type":{"type":"long","logicalType":"local-timestamp-micros"}},
+ {"name":"fdec","type":{"type":"fixed","name":"D","size":4,"logicalType":"decimal","precision":6,"scale":1}}
 ]}`
 
 func orderJSON(i int) string {
@@ -133,7 +136,7 @@ func orderJSON(i int) string {
 		either = `{"string":"s` + strconv.Itoa(i) + `"}`
 	}
 	return fmt.Sprintf(`{"id":%d,"customer":"c%d","qty":%d,"price":%d.5,"rate":0.25,"paid":%t,"note":%s,"tags":["a","t%d"],"attrs":{"x":%d},`+
-		`"ship":{"city":"city%d","zip":{"int":%d}},"state":"DONE","at":%d,"day":19000,"amount":"\u0001\u0000","blob":"\u0000\u00ff","code":"ab","either":%s,"offset":%d}`,
+		`"ship":{"city":"city%d","zip":{"int":%d}},"state":"DONE","at":%d,"day":19000,"amount":"\u0001\u0000","blob":"\u0000\u00ff","code":"ab","either":%s,"offset":%d,"tm":3723004,"lts":1700000000000001,"fdec":"\u0000\u0000\u0001\u0001"}`,
 		i, i, i, i, i%2 == 0, note, i, i, i, 10000+i, 1700000000000+int64(i), either, 1000+i)
 }
 
@@ -168,7 +171,7 @@ func typedAvro(t *testing.T, c cluster) {
 		"id": "long", "customer": "string", "qty": "int", "price": "double", "rate": "float", "paid": "boolean",
 		"note": "string", "tags": "list<string>", "attrs": "map<string, long>", "ship": "struct<", "state": "string",
 		"at": "timestamptz", "day": "date", "amount": "decimal(9, 2)", "blob": "binary", "code": "fixed[2]",
-		"either": "string", "value_offset": "long",
+		"either": "string", "value_offset": "long", "tm": "time", "lts": "timestamp", "fdec": "decimal(6, 1)",
 	}
 	for name, typ := range wantTypes {
 		f, ok := sc.FindFieldByName(name)
@@ -228,6 +231,9 @@ func typedAvro(t *testing.T, c cluster) {
 		}
 		check("value_offset", r["value_offset"], float64(1000+i))
 		check("offset", r["offset"], float64(offs[i]))
+		check("tm", r["tm"], "01:02:03.004")
+		check("lts", r["lts"], "2023-11-14T22:13:20.000001")
+		check("fdec", r["fdec"], "25.7") // 0x0101 = 257, scale 1
 	}
 	tomb := rows[offs[n]]
 	if tomb["value"] != nil || tomb["id"] != nil || tomb["ship"] != nil {
