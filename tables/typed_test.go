@@ -390,8 +390,13 @@ func schemaEvolution(t *testing.T, c cluster) {
 // none after it is, the role's Status and strata_tables_stopped_partitions say so.
 // Registering the record's schema under the subject lets the table go on, and then
 // every record is a row, each once: never a silently missing row.
-func TestValueDoesNotMatch(t *testing.T) {
-	c := embedded(t)
+func TestValueDoesNotMatch(t *testing.T) { valueDoesNotMatch(t, embedded(t)) }
+
+// TestValueDoesNotMatchServices: the same on two nodes on Postgres and MinIO (the
+// status is the node's that holds the partition).
+func TestValueDoesNotMatchServices(t *testing.T) { valueDoesNotMatch(t, services(t)) }
+
+func valueDoesNotMatch(t *testing.T, c cluster) {
 	n := c.nodes[0]
 	core := n.Broker
 	cat := restCatalog(t, n, c.props)
@@ -412,16 +417,16 @@ func TestValueDoesNotMatch(t *testing.T) {
 	}
 	var st []tablesStatus
 	testwait.Until(t, time.Minute, "partition 0 stopped", func() bool {
-		st = status(n, topic.ID)
+		st = status(c, topic.ID)
 		return len(st) == 1
 	})
 	if st[0].Partition != 0 || st[0].Offset != offs[3] || !strings.Contains(st[0].Reason, fmt.Sprintf("schema id %d is not registered under subject pay-value", otherID)) {
 		t.Fatalf("status %+v, want partition 0 stopped at offset %d for schema id %d", st[0], offs[3], otherID)
 	}
-	if got := gauge(t, n, "strata_tables_stopped_partitions", "pay"); got != 1 {
+	if got := gauge(t, c, "strata_tables_stopped_partitions", "pay"); got != 1 {
 		t.Fatalf("strata_tables_stopped_partitions{topic=pay} = %v, want 1", got)
 	}
-	if !strings.Contains(n.Logs.String(), "table partition stopped") {
+	if !logged(c, "table partition stopped") {
 		t.Error("no error logged for the stop")
 	}
 	// Engines see it in the table's properties, through every node's REST catalog.
@@ -447,18 +452,18 @@ func TestValueDoesNotMatch(t *testing.T) {
 	if rows[offs[3]]["cur"] != "USD" {
 		t.Fatalf("row at offset %d: %v, want cur USD", offs[3], rows[offs[3]])
 	}
-	testwait.Until(t, time.Minute, "the stop cleared", func() bool { return len(status(n, topic.ID)) == 0 })
+	testwait.Until(t, time.Minute, "the stop cleared", func() bool { return len(status(c, topic.ID)) == 0 })
 	if v, ok := tbl.Properties()[tables.StoppedProperty(0)]; ok {
 		t.Fatalf("the table still says %s = %q after going on", tables.StoppedProperty(0), v)
 	}
-	if got := gauge(t, n, "strata_tables_stopped_partitions", "pay"); got != 0 {
+	if got := gauge(t, c, "strata_tables_stopped_partitions", "pay"); got != 0 {
 		t.Fatalf("strata_tables_stopped_partitions{topic=pay} = %v after the fix, want 0", got)
 	}
 
 	// A value that is not framed at all stops it again, with the reason.
 	produceValues(t, core, "pay", []byte(`{"amount":5}`), good(6))
 	testwait.Until(t, time.Minute, "partition 0 stopped again", func() bool {
-		st = status(n, topic.ID)
+		st = status(c, topic.ID)
 		return len(st) == 1 && strings.Contains(st[0].Reason, "not framed for the schema registry")
 	})
 	if rows := rowsByOffset(t, waitRows(t, cat, "pay", 5)); len(rows) != 5 {
@@ -472,16 +477,37 @@ type tablesStatus = struct {
 	Reason    string
 }
 
-func status(n *nodetest.Node, topicID int64) []tablesStatus {
+// status is the stopped partitions of a table, as the nodes holding them say.
+func status(c cluster, topicID int64) []tablesStatus {
 	var out []tablesStatus
-	for _, s := range n.Tables.Status(topicID) {
-		out = append(out, tablesStatus(s))
+	for _, n := range c.nodes {
+		for _, s := range n.Tables.Status(topicID) {
+			out = append(out, tablesStatus(s))
+		}
 	}
 	return out
 }
 
-// gauge reads a gauge of the node's registry by its topic label.
-func gauge(t *testing.T, n *nodetest.Node, name, topic string) float64 {
+func logged(c cluster, msg string) bool {
+	for _, n := range c.nodes {
+		if strings.Contains(n.Logs.String(), msg) {
+			return true
+		}
+	}
+	return false
+}
+
+// gauge sums a gauge of the nodes' registries by its topic label.
+func gauge(t *testing.T, c cluster, name, topic string) float64 {
+	t.Helper()
+	var sum float64
+	for _, n := range c.nodes {
+		sum += gaugeOf(t, n, name, topic)
+	}
+	return sum
+}
+
+func gaugeOf(t *testing.T, n *nodetest.Node, name, topic string) float64 {
 	t.Helper()
 	mfs, err := n.Registry.Gather()
 	if err != nil {
@@ -525,7 +551,7 @@ func TestIncompatibleUnderNone(t *testing.T) {
 		t.Fatal(err)
 	}
 	testwait.Until(t, time.Minute, "the table stopped", func() bool {
-		st := status(n, topic.ID)
+		st := status(c, topic.ID)
 		return len(st) == 1 && strings.Contains(st[0].Reason, "column v is long, and the latest schema makes it string")
 	})
 	tbl := waitRows(t, cat, "m", 1)
