@@ -74,7 +74,7 @@ func valueColumns(s *registry.Schema) []iceberg.NestedField {
 		}
 		st = avroType(s.Avro(), map[string]bool{})
 	case s.JSONDocument() != nil:
-		st = jsonType(s.JSONDocument(), 0)
+		st = jsonType(s.JSONDocument(), s.JSONDocument(), map[string]bool{}, 0)
 	}
 	top, ok := st.(*iceberg.StructType)
 	if !ok {
@@ -193,12 +193,23 @@ const maxJSONDepth = 32
 // string as themselves, object with "properties" as a struct of them (by name: a JSON
 // object's keys have no order), object with only an "additionalProperties" schema as a
 // map, array with an "items" schema as a list; a type list of null and one type as that
-// type. Anything else — "$ref", allOf/anyOf/oneOf, several types, no type — is a string
-// column holding the value's JSON (a string as it is).
-func jsonType(doc any, depth int) iceberg.Type {
+// type; a "$ref" within the schema's own document (#/definitions/…, #/$defs/…) as what
+// it names, unless it names a schema it is inside of. Anything else — other "$ref"s,
+// allOf/anyOf/oneOf, several types, no type — is a string column holding the value's
+// JSON (a string as it is).
+func jsonType(doc, root any, open map[string]bool, depth int) iceberg.Type {
 	m, ok := doc.(map[string]any)
 	if !ok || depth > maxJSONDepth {
 		return iceberg.PrimitiveTypes.String
+	}
+	if ref, ok := m["$ref"].(string); ok { // draft-07: what is beside a $ref does not count
+		target, found := jsonPointer(root, ref)
+		if !found || open[ref] {
+			return iceberg.PrimitiveTypes.String
+		}
+		open[ref] = true
+		defer delete(open, ref)
+		return jsonType(target, root, open, depth+1)
 	}
 	for _, k := range []string{"$ref", "allOf", "anyOf", "oneOf", "not", "if"} {
 		if _, ok := m[k]; ok {
@@ -230,7 +241,7 @@ func jsonType(doc any, depth int) iceberg.Type {
 		props, ok := m["properties"].(map[string]any)
 		if !ok {
 			if ap, ok := m["additionalProperties"].(map[string]any); ok {
-				return &iceberg.MapType{KeyType: iceberg.PrimitiveTypes.String, ValueType: jsonType(ap, depth+1)}
+				return &iceberg.MapType{KeyType: iceberg.PrimitiveTypes.String, ValueType: jsonType(ap, root, open, depth+1)}
 			}
 			break
 		}
@@ -241,15 +252,42 @@ func jsonType(doc any, depth int) iceberg.Type {
 		sort.Strings(names)
 		st := &iceberg.StructType{}
 		for _, n := range names {
-			st.FieldList = append(st.FieldList, iceberg.NestedField{Name: n, Type: jsonType(props[n], depth+1)})
+			st.FieldList = append(st.FieldList, iceberg.NestedField{Name: n, Type: jsonType(props[n], root, open, depth+1)})
 		}
 		return st
 	case "array":
 		if items, ok := m["items"].(map[string]any); ok {
-			return &iceberg.ListType{Element: jsonType(items, depth+1)}
+			return &iceberg.ListType{Element: jsonType(items, root, open, depth+1)}
 		}
 	}
 	return iceberg.PrimitiveTypes.String
+}
+
+// jsonPointer resolves a reference within the document root ("#/a/b", RFC 6901
+// escapes), nothing else.
+func jsonPointer(root any, ref string) (any, bool) {
+	rest, ok := strings.CutPrefix(ref, "#")
+	if !ok {
+		return nil, false
+	}
+	cur := root
+	if rest == "" {
+		return cur, true
+	}
+	if !strings.HasPrefix(rest, "/") {
+		return nil, false
+	}
+	for _, tok := range strings.Split(rest[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[tok]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
 }
 
 // evolve is the table's schema cur with the typed columns: a column of cur keeps its id

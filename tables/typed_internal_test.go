@@ -1,6 +1,7 @@
 package tables
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -59,5 +60,23 @@ func TestEvolve(t *testing.T) {
 		if colName(field) != col || fieldName(col) != field {
 			t.Errorf("colName(%q) = %q, fieldName back %q", field, colName(field), fieldName(colName(field)))
 		}
+	}
+}
+
+// TestJSONRefs: a JSON schema's references within its own document are followed (the
+// root a $ref to its definitions, as generators write them); one back into a schema it
+// is inside of, or to another document, is a JSON string column.
+func TestJSONRefs(t *testing.T) {
+	var doc any
+	if err := json.Unmarshal([]byte(`{"$ref":"#/definitions/Order","definitions":{
+		"Order":{"type":"object","properties":{"id":{"type":"integer"},"ship":{"$ref":"#/definitions/Addr"},
+			"parent":{"$ref":"#/definitions/Order"},"ext":{"$ref":"other.json"}}},
+		"Addr":{"type":"object","properties":{"city":{"type":"string"}}}}}`), &doc); err != nil {
+		t.Fatal(err)
+	}
+	got := jsonType(doc, doc, map[string]bool{}, 0)
+	want := "struct<0: ext: optional string, 0: id: optional long, 0: parent: optional string, 0: ship: optional struct<0: city: optional string>>"
+	if got.String() != want {
+		t.Fatalf("got %s\nwant %s", got, want)
 	}
 }
