@@ -9,8 +9,9 @@ import (
 )
 
 // Decoding a value into Go values, for what lays records out by their schema's fields
-// (the tables role's typed columns): the same strict walk Validate does first, then
-// hamba/avro (Avro) or encoding/json with numbers kept as json.Number (JSON Schema).
+// (the tables role's typed columns): Avro in one strict pass that checks what Validate
+// checks (avrodecode.go); JSON validated, then encoding/json with numbers kept as
+// json.Number.
 
 // Avro is the schema's parsed Avro form; nil when s is not Avro.
 func (s *Schema) Avro() avro.Schema {
@@ -31,21 +32,14 @@ func (s *Schema) JSONDocument() any {
 
 // Decode decodes payload (a record's value after the framing) as one value of s:
 // Avro as hamba decodes into any (records and maps as map[string]any, arrays as
-// []any, a union of null and one type as that type's value or nil, another union
-// as map[string]any{branch: value}, logical types as time.Time, time.Duration and
-// *big.Rat); JSON as its JSON value with numbers as json.Number. Protobuf values are
+// []any, int as int and long as int64, a union as its branch's value, enum as its
+// symbol, bytes and fixed as []byte, logical types as time.Time (UTC), time.Duration
+// and *big.Rat); JSON as its JSON value with numbers as json.Number. Protobuf values are
 // not decoded here.
 func (s *Schema) Decode(payload []byte) (any, error) {
 	switch {
 	case s.avro != nil:
-		if err := s.avro.validate(payload); err != nil {
-			return nil, err
-		}
-		var v any
-		if err := avro.Unmarshal(s.avro.s, payload, &v); err != nil {
-			return nil, fmt.Errorf("%w: %v", errAvro, err)
-		}
-		return v, nil
+		return decodeAvro(s.avro.s, payload)
 	case s.json != nil:
 		if err := s.json.validate(payload); err != nil {
 			return nil, err
