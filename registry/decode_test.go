@@ -106,3 +106,20 @@ func TestDecodeAvroAsHamba(t *testing.T) {
 		t.Fatal("a trailing byte decoded")
 	}
 }
+
+// FuzzDecodeAvro: Decode never panics or loops, and accepts exactly what Validate
+// accepts.
+func FuzzDecodeAvro(f *testing.F) {
+	s, err := Parse(TypeAvro, orderSchema, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte{14, 0, 2, 0, 0, 1, 2, 3, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, derr := s.Decode(b)
+		verr := s.Validate(b)
+		if (derr == nil) != (verr == nil) {
+			t.Fatalf("Decode: %v; Validate: %v", derr, verr)
+		}
+	})
+}
