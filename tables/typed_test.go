@@ -559,3 +559,35 @@ func TestIncompatibleUnderNone(t *testing.T) {
 		t.Fatalf("the schema changed: %s, was %s", tbl.Schema(), before)
 	}
 }
+
+// TestSchemaEvolutionJSON: a JSON schema's property added (closed content model:
+// compatible under BACKWARD) evolves the table as an Avro field does: the new column
+// after the others with a new field id, null in the rows before it.
+func TestSchemaEvolutionJSON(t *testing.T) {
+	c := embedded(t)
+	core := c.nodes[0].Broker
+	cat := restCatalog(t, c.nodes[0], c.props)
+	typedTopic(t, core, "j")
+	id1, s1 := register(t, core, "j-value", registry.TypeJSON,
+		`{"type":"object","properties":{"id":{"type":"integer"}},"additionalProperties":false}`)
+	o1 := produceValues(t, core, "j", framed(t, id1, s1, `{"id":1}`))
+	before := waitRows(t, cat, "j", 1).Schema()
+	id2, s2 := register(t, core, "j-value", registry.TypeJSON,
+		`{"type":"object","properties":{"id":{"type":"integer"},"email":{"type":"string"}},"additionalProperties":false}`)
+	o2 := produceValues(t, core, "j", framed(t, id2, s2, `{"id":2,"email":"e@x"}`))
+	tbl := waitRows(t, cat, "j", 2)
+	after := tbl.Schema()
+	idCol, _ := after.FindFieldByName("id")
+	was, _ := before.FindFieldByName("id")
+	email, ok := after.FindFieldByName("email")
+	if !ok || idCol.ID != was.ID || email.ID <= before.HighestFieldID() || after.Fields()[len(after.Fields())-1].Name != "email" {
+		t.Fatalf("evolved schema %s from %s", after, before)
+	}
+	rows := rowsByOffset(t, tbl)
+	if r := rows[o1[0]]; r["id"] != float64(1) || r["email"] != nil {
+		t.Fatalf("the row before: %v", r)
+	}
+	if r := rows[o2[0]]; r["id"] != float64(2) || r["email"] != "e@x" {
+		t.Fatalf("the row after: %v", r)
+	}
+}
