@@ -2,7 +2,9 @@ package tables_test
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -111,4 +113,81 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestTypedFigures measures what typed columns cost (STRATA_TABLES_FIGURES=1; records
+// with STRATA_TABLES_RECORDS, default 50,000): records/s per core of CPU converting an
+// Avro-framed topic with typed columns beside the same bytes on a topic without a
+// value subject (default columns only), and the Parquet bytes of each.
+func TestTypedFigures(t *testing.T) {
+	if os.Getenv("STRATA_TABLES_FIGURES") != "1" {
+		t.Skip("a measurement: STRATA_TABLES_FIGURES=1 runs it")
+	}
+	n := 50_000
+	if v, err := strconv.Atoi(os.Getenv("STRATA_TABLES_RECORDS")); err == nil {
+		n = v
+	}
+	dir := t.TempDir()
+	loc := "file://" + filepath.Join(dir, "objects")
+	nd := nodetest.Start(t, nodetest.InDir(dir), nodetest.Mutate(func(c *node.Config) { c.TablesConfig.Location = loc }))
+	ctx := context.Background()
+	id, s := register(t, nd.Broker, "typed-value", "", `{"type":"record","name":"Order","fields":[
+		{"name":"id","type":"long"},{"name":"customer","type":"string"},{"name":"qty","type":"int"},
+		{"name":"price","type":"double"},{"name":"paid","type":"boolean"},{"name":"note","type":["null","string"]},
+		{"name":"tags","type":{"type":"array","items":"string"}},
+		{"name":"ship","type":{"type":"record","name":"Addr","fields":[{"name":"city","type":"string"},{"name":"zip","type":"int"}]}},
+		{"name":"at","type":{"type":"long","logicalType":"timestamp-millis"}}]}`)
+	rng := rand.New(rand.NewPCG(5, 6))
+	var valueBytes int64
+	values := make([][]byte, n)
+	for i := range n {
+		v := fmt.Sprintf(`{"id":%d,"customer":"customer-%d","qty":%d,"price":%d.25,"paid":%t,"note":{"string":"%s"},"tags":["t%d","u%d"],`+
+			`"ship":{"city":"city-%d","zip":%d},"at":%d}`, i, rng.IntN(10000), rng.IntN(100), rng.IntN(1000), i%2 == 0,
+			hex.EncodeToString(binary.LittleEndian.AppendUint64(nil, rng.Uint64())), rng.IntN(50), rng.IntN(50), rng.IntN(500), rng.IntN(99999), 1700000000000+int64(i))
+		values[i] = framed(t, id, s, v)
+		valueBytes += int64(len(values[i]))
+	}
+	for _, name := range []string{"typed", "untyped"} {
+		if _, err := nd.Broker.CreateTopic(ctx, broker.Anonymous, broker.CreateTopicRequest{Name: name, Partitions: 1,
+			Configs: map[string]string{"iceberg.enabled": "true", "value.format": "binary"}}); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < n; i += 1000 {
+			var recs []broker.Record
+			for j := i; j < min(n, i+1000); j++ {
+				recs = append(recs, broker.Record{Topic: name, Key: []byte("key-" + strconv.Itoa(j)), Value: values[j], Timestamp: -1})
+			}
+			if _, err := nd.Broker.Produce(ctx, broker.Anonymous, broker.ProduceRequest{Records: recs}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Logf("records %d, value bytes %d (%.0f bytes each, Avro-framed); GOMAXPROCS %d", n, valueBytes, float64(valueBytes)/float64(n), runtime.GOMAXPROCS(0))
+	for _, name := range []string{"untyped", "typed"} {
+		topic, err := nd.Catalog.Topic(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, _ := catalog.ParseConfig(topic.Configs)
+		role := tables.New(nd.Store, nd.Catalog, nd.Reader, tables.Config{Location: loc, MaxRecords: n, MaxBytes: 1 << 40}, nil)
+		runtime.GC()
+		cpu0, start := cpuTime(), time.Now()
+		ranges, err := role.Topic(ctx, topic, cfg, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wall, cpu := time.Since(start), cpuTime()-cpu0
+		if len(ranges) != 1 || ranges[0].To-ranges[0].From != int64(n) {
+			t.Fatalf("%s: ranges %v, want %d records", name, ranges, n)
+		}
+		var parquet int64
+		_ = nd.Store.List(ctx, "tables/"+name+"-", func(i objstore.Info) error {
+			if strings.HasSuffix(i.Key, ".parquet") {
+				parquet += i.Size
+			}
+			return nil
+		})
+		t.Logf("%s: wall %v, CPU %v: %.0f records/s per core of CPU; Parquet bytes %d (%.2f of the value bytes)",
+			name, wall.Round(time.Millisecond), cpu.Round(time.Millisecond), float64(n)/cpu.Seconds(), parquet, float64(parquet)/float64(valueBytes))
+	}
 }

@@ -20,6 +20,9 @@ type metrics struct {
 	expired     prometheus.Counter
 	orphans     prometheus.Counter
 	maintenance *prometheus.CounterVec // result: ok|conflict|error
+	// stopped is, per table topic, its partitions stopped at a record that does not
+	// fit the table (values.go).
+	stopped *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -57,5 +60,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "strata_tables_maintenance_total",
 			Help: "Table maintenance passes by result: ok, conflict (a data commit landed first), error.",
 		}, []string{"result"})),
+		stopped: prom.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "strata_tables_stopped_partitions",
+			Help: "Per table topic, partitions of this node's stopped at a record that does not fit the table's schema (see the role's error log for why).",
+		}, []string{"topic"})),
 	}
 }

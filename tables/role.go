@@ -22,6 +22,7 @@ import (
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/reader"
+	"github.com/strata-io/strata/registry"
 )
 
 // Defaults of Config.
@@ -125,6 +126,7 @@ type RoleCatalog interface {
 	// Partitions gives maintenance the log start offsets (iceberg.retention=follow).
 	Partitions(ctx context.Context, topicID int64) ([]catalog.PartitionInfo, error)
 	catalog.Tables
+	SchemaSource
 }
 
 // Records reads committed records (the reader role).
@@ -147,6 +149,9 @@ type Role struct {
 	// table's next maintenance is due.
 	maintained map[int64]time.Time
 	m          *metrics
+	// schemas are the registry's schemas this worker parsed, by id (typed columns).
+	schemas map[int64]*registry.Schema
+	stops   stops
 }
 
 type partKey struct {
@@ -160,7 +165,7 @@ func New(store Store, cat RoleCatalog, recs Records, cfg Config, log *slog.Logge
 		log = slog.New(slog.DiscardHandler)
 	}
 	cfg = cfg.withDefaults()
-	return &Role{cat: cat, recs: recs, store: store, cfg: cfg, log: log.With("component", "tables", "holder", cfg.Holder), due: map[int64]time.Time{}, held: map[partKey]catalog.TableLease{}, maintained: map[int64]time.Time{}, m: newMetrics(cfg.Registerer)}
+	return &Role{cat: cat, recs: recs, store: store, cfg: cfg, log: log.With("component", "tables", "holder", cfg.Holder), due: map[int64]time.Time{}, held: map[partKey]catalog.TableLease{}, maintained: map[int64]time.Time{}, m: newMetrics(cfg.Registerer), schemas: map[int64]*registry.Schema{}}
 }
 
 // Run converts until ctx ends, then releases its leases, so that another worker takes
@@ -246,6 +251,7 @@ func (r *Role) Topic(ctx context.Context, t catalog.Topic, cfg catalog.Config, t
 			r.held[partKey{t.ID, p}] = l
 		} else {
 			delete(r.held, partKey{t.ID, p})
+			r.forgetStatus(t, p) // another worker's now: its status is that worker's
 		}
 	}
 	if len(leases) == 0 {
@@ -281,17 +287,46 @@ func (r *Role) commit(ctx context.Context, t catalog.Topic, cfg catalog.Config, 
 	if err != nil {
 		return nil, err
 	}
+	// The table's columns: the value subject's latest schema evolves them first.
+	vs, err := r.valueSchemas(ctx, t, cfg)
+	if err != nil {
+		return nil, err
+	}
+	sc := tbl.Schema()
+	if vs != nil {
+		if sc, err = evolve(tbl.Schema(), tbl.Metadata().LastColumnID(), vs.cols); err != nil {
+			stopped := map[int32]*PartitionStatus{}
+			for _, l := range leases {
+				st := &PartitionStatus{Partition: l.Partition, Offset: state.NextOffset(l.Partition), Reason: err.Error()}
+				r.setStatus(t, l.Partition, st)
+				stopped[l.Partition] = st
+			}
+			return nil, r.commitStatus(ctx, t, tbl, state, fio, leases, stopped)
+		}
+	}
+	cols := typedColumns(sc)
 	var (
-		parts  []partRecords
-		ranges []catalog.TableRange
-		rows   int
-		lag    int64
+		parts   []partRecords
+		ranges  []catalog.TableRange
+		rows    int
+		lag     int64
+		stopped = map[int32]*PartitionStatus{}
 	)
 	for _, l := range leases {
 		pr, rg, err := r.read(ctx, t.ID, l.Partition, state.NextOffset(l.Partition))
 		if err != nil {
 			return nil, fmt.Errorf("read partition %d: %w", l.Partition, err)
 		}
+		if len(cols) > 0 {
+			var stop *PartitionStatus
+			if pr.typed, stop = decode(vs, cols, pr.records); stop != nil {
+				// What comes before the record commits; the range ends at it.
+				stop.Partition = l.Partition
+				pr.records, rg.To = pr.records[:len(pr.typed)], stop.Offset
+			}
+			stopped[l.Partition] = stop
+		}
+		r.setStatus(t, l.Partition, stopped[l.Partition])
 		lag += max(pr.stable-rg.To, 0)
 		if len(pr.records) == 0 {
 			// Offsets with no row (transaction markers, aborted records) move with the
@@ -302,9 +337,16 @@ func (r *Role) commit(ctx context.Context, t catalog.Topic, cfg catalog.Config, 
 	}
 	if rows == 0 {
 		r.m.lag.WithLabelValues(t.Name).Set(float64(lag))
-		return nil, nil
+		return nil, r.commitStatus(ctx, t, tbl, state, fio, leases, stopped)
 	}
-	rec, err := toArrow(tbl.Schema(), parts)
+	if sc != tbl.Schema() {
+		// The new schema goes in the same metadata file as the rows that carry it.
+		if tbl, err = withSchema(tbl, sc, state.MetadataLocation, fio); err != nil {
+			return nil, err
+		}
+		r.log.Info("table schema evolved", "topic", t.Name, "schema_id", sc.ID, "columns", len(sc.Fields()))
+	}
+	rec, err := toArrow(sc, parts)
 	if err != nil {
 		return nil, err
 	}
@@ -321,6 +363,9 @@ func (r *Role) commit(ctx context.Context, t catalog.Topic, cfg catalog.Config, 
 	cio := &commitIO{r: r, fio: fio, topicID: t.ID, prev: state.MetadataLocation, base: tbl.Metadata(), ranges: ranges, leases: leases}
 	tbl = table.New(tbl.Identifier(), tbl.Metadata(), state.MetadataLocation, fio.fsF(), cio)
 	txn := tbl.NewTransaction()
+	if err := statusProperties(txn, tbl.Metadata().Properties(), leases, stopped); err != nil {
+		return nil, err
+	}
 	if err := txn.Append(ctx, rdr, iceberg.Properties{SummaryOffsets: string(summary)}); err != nil {
 		return nil, fmt.Errorf("write data files: %w", err)
 	}
@@ -439,6 +484,25 @@ func (r *Role) load(ctx context.Context, t catalog.Topic, cfg catalog.Config, fi
 		return nil, state, fmt.Errorf("parse metadata %s: %w", state.MetadataLocation, err)
 	}
 	return table.New(ident, meta, state.MetadataLocation, fio.fsF(), nil), state, nil
+}
+
+// withSchema is tbl with sc added as its current schema.
+func withSchema(tbl *table.Table, sc *iceberg.Schema, loc string, fio *fileIO) (*table.Table, error) {
+	mb, err := table.MetadataBuilderFromBase(tbl.Metadata(), "")
+	if err != nil {
+		return nil, fmt.Errorf("evolve the schema: %w", err)
+	}
+	if err := mb.AddSchema(sc); err != nil {
+		return nil, fmt.Errorf("evolve the schema: %w", err)
+	}
+	if err := mb.SetCurrentSchemaID(-1); err != nil {
+		return nil, fmt.Errorf("evolve the schema: %w", err)
+	}
+	meta, err := mb.Build()
+	if err != nil {
+		return nil, fmt.Errorf("evolve the schema: %w", err)
+	}
+	return table.New(tbl.Identifier(), meta, loc, fio.fsF(), nil), nil
 }
 
 func (f *fileIO) fsF() table.FSysF {

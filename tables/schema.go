@@ -77,6 +77,9 @@ type partRecords struct {
 	records   []segment.DecodedRecord
 	// stable is the partition's last stable offset when the read began.
 	stable int64
+	// typed are the records' typed columns, one row per record; nil when the table
+	// has none.
+	typed []typedRow
 }
 
 // toArrow lays records out as one Arrow record batch of the table's schema sc (its
@@ -99,10 +102,17 @@ func toArrow(sc *iceberg.Schema, parts []partRecords) (arrow.RecordBatch, error)
 	if pi < 0 || oi < 0 || ti < 0 || ki < 0 || vi < 0 || hi < 0 {
 		return nil, fmt.Errorf("the table's schema lacks a default column: %s", asc)
 	}
+	// The typed columns: their builders, in the order of the rows' values.
+	var typed []array.Builder
+	for i, f := range asc.Fields() {
+		if !isDefaultColumn(f.Name) {
+			typed = append(typed, b.Field(i))
+		}
+	}
 	hl := b.Field(hi).(*array.ListBuilder)
 	hs := hl.ValueBuilder().(*array.StructBuilder)
 	for _, p := range parts {
-		for _, r := range p.records {
+		for j, r := range p.records {
 			b.Field(pi).(*array.Int32Builder).Append(p.partition)
 			b.Field(oi).(*array.Int64Builder).Append(r.Offset)
 			b.Field(ti).(*array.TimestampBuilder).Append(arrow.Timestamp(r.Timestamp * 1000))
@@ -113,6 +123,13 @@ func toArrow(sc *iceberg.Schema, parts []partRecords) (arrow.RecordBatch, error)
 				hs.Append(true)
 				hs.FieldBuilder(0).(*array.StringBuilder).Append(h.Key)
 				appendBytes(hs.FieldBuilder(1), h.Value)
+			}
+			for c, tb := range typed {
+				if p.typed == nil {
+					tb.AppendNull()
+				} else {
+					appendValue(tb, p.typed[j][c])
+				}
 			}
 		}
 	}

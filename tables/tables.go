@@ -2,7 +2,9 @@
 // Apache Iceberg table in its own bucket. The tables role (Role) turns each partition's
 // committed records (read_committed) into Parquet data files and Iceberg snapshots,
 // written by apache/iceberg-go over the node's object store; REST serves the tables
-// to engines as a read-only Iceberg REST catalog at /iceberg.
+// to engines as a read-only Iceberg REST catalog at /iceberg. A topic whose value
+// subject has an Avro or JSON schema gets its fields as columns too (typed.go), and a
+// value that does not fit them stops its partition's table (values.go).
 //
 // Exactly once: a snapshot's data files cover, per partition, the offsets [From, To)
 // written in its summary (strata.offsets), and the same ranges move in the catalog
