@@ -12,17 +12,20 @@ import (
 	"github.com/chromedp/chromedp"
 
 	v1 "github.com/strata-io/strata/api/v1"
+	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/internal/node/nodetest"
 	"github.com/strata-io/strata/internal/testkit/testwait"
+	"github.com/strata-io/strata/registry"
 	"github.com/strata-io/strata/tables"
 )
 
 // TestConsoleTable: a table topic's page shows its Iceberg table — per partition how
 // far the table has come, and the current snapshot's rows and files from the table's
-// metadata — once the tables role has committed what was produced; a topic that is
-// not a table topic has no table section, and the API answers topic_not_found for it.
+// metadata — once the tables role has committed what was produced; a table stopped on
+// a record that does not fit its schema says where; a topic that is not a table topic
+// has no table section, and the API answers topic_not_found for it.
 func TestConsoleTable(t *testing.T) {
 	dir := t.TempDir()
 	loc := "file://" + filepath.Join(dir, "objects")
@@ -67,6 +70,24 @@ func TestConsoleTable(t *testing.T) {
 		t.Fatalf("the table's first partition row is %q, want 0: 15 in the table, lag 0", row)
 	}
 	tb.screenshot(t, "table-topic")
+
+	// A table topic whose value subject has a schema, and a record framed with an id
+	// the subject does not hold: the table stops at it, and the page says where.
+	if _, err := n.Broker.CreateTopic(ctx, broker.Anonymous, broker.CreateTopicRequest{Name: "pay", Partitions: 1,
+		Configs: map[string]string{"iceberg.enabled": "true", "iceberg.commit.interval.ms": "100", "value.format": "binary"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Broker.RegisterSchema(ctx, broker.Anonymous, "pay-value", broker.SchemaRequest{Schema: `{"type":"record","name":"Pay","fields":[{"name":"amount","type":"long"}]}`}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Broker.Produce(ctx, broker.Anonymous, broker.ProduceRequest{Records: []broker.Record{
+		{Topic: "pay", Partition: 0, Value: registry.AppendFrame(nil, 999, []byte{2})}}}); err != nil {
+		t.Fatal(err)
+	}
+	tb.run(t, "open the stopped table", chromedp.Navigate(n.URL+"/ui/topics/pay"), waitJS(`document.querySelector('.table-stopped') !== null`))
+	if got := tb.text(t, `.table-stopped`); !strings.Contains(got, "Partition 0 stopped at offset 0") || !strings.Contains(got, "999") {
+		t.Fatalf("the stopped table shows %q, want partition 0 stopped at offset 0 for schema id 999", got)
+	}
 	tb.run(t, "open a topic that is not a table", chromedp.Navigate(n.URL+"/ui/topics/orders"), chromedp.WaitVisible(chromedp.CSS(`#partitions`)))
 	if eval[bool](t, tb, `document.querySelector('#table') !== null`) {
 		t.Fatal("a topic without iceberg.enabled shows a table section")

@@ -1,7 +1,7 @@
 // /ui/topics/{topic}: the partitions (log start, high watermark, last stable offset,
 // bytes, last record's time), the groups reading the topic with their lag, its Iceberg
-// table when it is a table topic (lag per partition, the current snapshot's records,
-// files and bytes), the configs (alter), adding partitions, and deleting the topic
+// table when it is a table topic (lag per partition, partitions stopped on a record that
+// does not fit, the current snapshot's records, files and bytes), the configs (alter), adding partitions, and deleting the topic
 // behind a confirmation.
 import { h, replace, table, link, fmtInt, fmtBytes, fmtTime, enc } from '../dom.js';
 import { get, call } from '../api.js';
@@ -45,10 +45,15 @@ async function tableCard(box, topic, signal, showError) {
     return;
   }
   let snap = null;
+  let stopped = [];
   if (st.metadata_location) {
     try {
       const { metadata: m } = await get(`/iceberg/v1/namespaces/strata/tables/${enc(topic)}`, { signal });
       snap = (m.snapshots || []).find((s) => s['snapshot-id'] === m['current-snapshot-id']) || null;
+      // A partition whose record does not fit the table's schema stops there (README
+      // "Table schema"): the table says so in a property per partition.
+      stopped = Object.entries(m.properties || {}).filter(([k]) => k.startsWith('strata.stopped.'))
+        .map(([k, v]) => [k.slice('strata.stopped.'.length), v]).sort((a, b) => Number(a[0]) - Number(b[0]));
     } catch (err) { if (err.name === 'AbortError') return; } // the catalog is off on this node: the API's part alone
   }
   const sum = (snap && snap.summary) || {};
@@ -56,6 +61,7 @@ async function tableCard(box, topic, signal, showError) {
     h('p', { id: 'table-summary' }, st.metadata_location
       ? [`Lag ${fmtInt(st.lag)}`, snap ? ` · ${fmtInt(Number(sum['total-records'] || 0))} rows in ${fmtInt(Number(sum['total-data-files'] || 0))} data files, ${fmtBytes(Number(sum['total-files-size'] || 0))} · snapshot of ${fmtTime(snap['timestamp-ms'])}` : '']
       : 'No snapshot yet: the tables role has not committed this table.'),
+    stopped.map(([p, why]) => h('p', { class: 'problem table-stopped' }, `Partition ${p} stopped at ${why}`)),
     table(['Partition', 'In the table below', 'Last stable', 'Lag'],
       st.partitions.map((p) => [String(p.partition), fmtInt(p.next_offset), fmtInt(p.last_stable_offset), fmtInt(p.lag)]), { id: 'table-partitions' }),
     st.metadata_location ? h('p', { class: 'muted small' }, 'Metadata: ', h('code', null, st.metadata_location)) : null);
