@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -37,6 +40,11 @@ type Maintained struct {
 	// FilesTrimmed data files held rows below their partition's log start
 	// (iceberg.retention=follow): deleted, or rewritten without those rows.
 	FilesTrimmed int
+	// RowsSuperseded rows of a compacted topic's table (cleanup.policy compact) were
+	// deleted: a later record of their partition has their key, or their key's
+	// latest record is a tombstone (then it goes too). FilesCompacted data files
+	// held them.
+	RowsSuperseded, FilesCompacted int
 	// FilesRewritten small data files were merged into FilesAdded.
 	FilesRewritten, FilesAdded int
 	// SnapshotsExpired were removed from the table's history (their files no other
@@ -106,6 +114,21 @@ func (r *Role) Maintain(ctx context.Context, t catalog.Topic) (m Maintained, err
 		}
 		if deleted > 0 {
 			m.FilesTrimmed = deleted
+			if tbl, state, err = r.load(ctx, t, cfg, fio); err != nil {
+				return m, err
+			}
+		}
+	}
+
+	// A compacted topic's table keeps one row per key: before the merge, so that it
+	// merges what stays.
+	if strings.Contains(cfg.CleanupPolicy, "compact") {
+		rows, files, err := r.compactKeys(ctx, t, fio, tbl, state)
+		if err != nil {
+			return m, err
+		}
+		if rows > 0 {
+			m.RowsSuperseded, m.FilesCompacted = rows, files
 			if tbl, state, err = r.load(ctx, t, cfg, fio); err != nil {
 				return m, err
 			}
@@ -182,7 +205,7 @@ func (r *Role) Maintain(ctx context.Context, t catalog.Topic) (m Maintained, err
 		m.OrphansDeleted = len(res.DeletedFiles)
 	}
 	if m != (Maintained{}) {
-		r.log.Info("table maintained", "topic", t.Name, "files_trimmed", m.FilesTrimmed, "files_rewritten", m.FilesRewritten, "files_added", m.FilesAdded,
+		r.log.Info("table maintained", "topic", t.Name, "files_trimmed", m.FilesTrimmed, "rows_superseded", m.RowsSuperseded, "files_rewritten", m.FilesRewritten, "files_added", m.FilesAdded,
 			"snapshots_expired", m.SnapshotsExpired, "orphans_deleted", m.OrphansDeleted)
 	}
 	return m, nil
@@ -226,6 +249,98 @@ func (r *Role) followRetention(ctx context.Context, t catalog.Topic, fio *fileIO
 		return 0, fmt.Errorf("commit the rows' deletion: %w", err)
 	}
 	return len(tasks), nil
+}
+
+// compactKeys deletes the rows of a compacted topic's table that the topic's own
+// compaction would remove: per partition, every row of a key but its latest, and the
+// latest too when it is a tombstone (a null value), in one copy-on-write commit. Rows
+// without a key (written before the topic became compacted, which refuses them) stay.
+// It answers the rows deleted and the data files that held them (0, 0: none, and
+// nothing committed).
+//
+// Copy-on-write rather than equality deletes: engines then read plain data files with
+// nothing to merge at read time, at the price of rewriting each file that holds a
+// superseded row once per pass; between passes the table holds a key's rows since
+// the last pass, as the topic holds them until its compactor runs.
+func (r *Role) compactKeys(ctx context.Context, t catalog.Topic, fio *fileIO, tbl *table.Table, state catalog.TableState) (rows, files int, err error) {
+	type row struct {
+		partition int32
+		offset    int64
+	}
+	latest := map[string]row{} // by partition and key
+	var superseded []row
+	keyOf := func(p int32, k string) string { return strconv.Itoa(int(p)) + "/" + k }
+	scan := func(filter iceberg.BooleanExpression, fn func(p int32, off int64, key string)) error {
+		opts := []table.ScanOption{table.WithSelectedFields(colPartition, colOffset, colKey)}
+		if filter != nil {
+			opts = append(opts, table.WithRowFilter(filter))
+		}
+		_, it, err := tbl.Scan(opts...).ToArrowRecords(ctx)
+		if err != nil {
+			return err
+		}
+		for rec, err := range it {
+			if err != nil {
+				return err
+			}
+			ps, offs, keys := rec.Column(0).(*array.Int32), rec.Column(1).(*array.Int64), rec.Column(2)
+			for i := range int(rec.NumRows()) {
+				if keys.IsNull(i) {
+					continue
+				}
+				fn(ps.Value(i), offs.Value(i), keys.ValueStr(i))
+			}
+			rec.Release()
+		}
+		return nil
+	}
+	if err := scan(nil, func(p int32, off int64, key string) {
+		k := keyOf(p, key)
+		if l, ok := latest[k]; ok {
+			if l.offset > off {
+				superseded = append(superseded, row{p, off})
+				return
+			}
+			superseded = append(superseded, l)
+		}
+		latest[k] = row{p, off}
+	}); err != nil {
+		return 0, 0, fmt.Errorf("read the table's keys: %w", err)
+	}
+	if err := scan(iceberg.IsNull(iceberg.Reference(colValue)), func(p int32, off int64, key string) {
+		if latest[keyOf(p, key)].offset == off {
+			superseded = append(superseded, row{p, off})
+		}
+	}); err != nil {
+		return 0, 0, fmt.Errorf("read the table's tombstones: %w", err)
+	}
+	if len(superseded) == 0 {
+		return 0, 0, nil
+	}
+	byPart := map[int32][]int64{}
+	for _, x := range superseded {
+		byPart[x.partition] = append(byPart[x.partition], x.offset)
+	}
+	var ors []iceberg.BooleanExpression
+	for p, offs := range byPart {
+		ors = append(ors, iceberg.NewAnd(iceberg.EqualTo(iceberg.Reference(colPartition), p), iceberg.IsIn(iceberg.Reference(colOffset), offs...)))
+	}
+	filter := ors[0]
+	if len(ors) > 1 {
+		filter = iceberg.NewOr(ors[0], ors[1], ors[2:]...)
+	}
+	tasks, err := tbl.Scan(table.WithRowFilter(filter)).PlanFiles(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("find the files of the superseded rows: %w", err)
+	}
+	txn := r.maintainTable(fio, t, tbl, state).NewTransaction()
+	if err := txn.Delete(ctx, filter, iceberg.Properties{MaintainProperty: "compact"}); err != nil {
+		return 0, 0, fmt.Errorf("delete the superseded rows: %w", err)
+	}
+	if _, err := txn.Commit(ctx); err != nil {
+		return 0, 0, fmt.Errorf("commit the superseded rows' deletion: %w", err)
+	}
+	return len(superseded), len(tasks), nil
 }
 
 // maintainTable is tbl committing through the catalog as a data commit does, with

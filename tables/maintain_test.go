@@ -3,6 +3,7 @@ package tables_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/strata-io/strata/broker"
@@ -337,6 +339,98 @@ func TestRetention(t *testing.T) {
 				t.Fatalf("maintained %+v: rows trimmed from a table that keeps them", m)
 			}
 			checkRows(t, waitRows(t, cat, name, len(kept)), kept)
+		})
+	}
+}
+
+// TestCompactedTopic: a compacted topic's table keeps one row per key after
+// maintenance — each key's latest record, none for a key whose latest is a tombstone
+// — and a topic that is not compacted keeps every row.
+func TestCompactedTopic(t *testing.T) {
+	c := embeddedWith(t, noMaintenance)
+	n := c.nodes[0]
+	ctx := context.Background()
+	cat := restCatalog(t, n, c.props)
+	for _, policy := range []string{"compact", "delete"} {
+		t.Run(policy, func(t *testing.T) {
+			name := "keys-" + policy
+			if _, err := n.Broker.CreateTopic(ctx, broker.Anonymous, broker.CreateTopicRequest{Name: name, Partitions: 2,
+				Configs: map[string]string{"iceberg.enabled": "true", "iceberg.commit.interval.ms": "100", "cleanup.policy": policy}}); err != nil {
+				t.Fatal(err)
+			}
+			// 10 keys per partition, each written 5 times over several commits; keys
+			// 0 and 1 of each partition end with a tombstone.
+			type pk struct {
+				partition int32
+				key       string
+			}
+			latest := map[pk]int64{}
+			var total int
+			for round := range 5 {
+				var recs []broker.Record
+				for p := range int32(2) {
+					for k := range 10 {
+						r := broker.Record{Topic: name, Partition: p, Key: []byte("key" + strconv.Itoa(k)), Value: []byte(fmt.Sprintf(`{"round":%d}`, round))}
+						if round == 4 && k < 2 {
+							r.Value = nil
+						}
+						recs = append(recs, r)
+					}
+				}
+				res, err := n.Broker.Produce(ctx, broker.Anonymous, broker.ProduceRequest{Records: recs})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, o := range res.Offsets {
+					if recs[i].Key != nil {
+						latest[pk{o.Partition, string(recs[i].Key)}] = o.Offset
+					}
+				}
+				total += len(recs)
+				waitRows(t, cat, name, total)
+			}
+			topic, err := n.Catalog.Topic(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := tables.New(n.Store, n.Catalog, n.Reader, tables.Config{Location: c.location, Holder: "maintainer"}, nil)
+			m, err := w.Maintain(ctx, topic)
+			if err != nil {
+				t.Fatalf("maintain: %v", err)
+			}
+			if policy == "delete" {
+				if m.RowsSuperseded != 0 {
+					t.Fatalf("maintained %+v: rows deleted from a topic that is not compacted", m)
+				}
+				waitRows(t, cat, name, total)
+				return
+			}
+			// 16 keys with a live latest value.
+			if want := total - 16; m.RowsSuperseded != want || m.FilesCompacted == 0 {
+				t.Fatalf("maintained %+v: want %d rows superseded", m, want)
+			}
+			tbl := waitRows(t, cat, name, 16)
+			at, err := tbl.Scan(table.WithSelectedFields("partition", "offset", "key", "value")).ToArrowTable(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer at.Release()
+			tr := array.NewTableReader(at, 1024)
+			defer tr.Release()
+			for tr.Next() {
+				rec := tr.RecordBatch()
+				ps, offs, keys, vals := rec.Column(0).(*array.Int32), rec.Column(1).(*array.Int64), rec.Column(2).(*array.String), rec.Column(3).(*array.String)
+				for i := range int(rec.NumRows()) {
+					k := pk{ps.Value(i), keys.Value(i)}
+					if latest[k] != offs.Value(i) || vals.IsNull(i) || vals.Value(i) != `{"round":4}` {
+						t.Fatalf("row %v at offset %d value %q, want only the key's latest record (offset %d), not a tombstone", k, offs.Value(i), vals.Value(i), latest[k])
+					}
+				}
+			}
+			// A second pass finds nothing to do.
+			if m, err := w.Maintain(ctx, topic); err != nil || m.RowsSuperseded != 0 {
+				t.Fatalf("second pass: %+v, %v", m, err)
+			}
 		})
 	}
 }
