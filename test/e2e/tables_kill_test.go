@@ -74,7 +74,7 @@ func TestTablesRoleSIGKILLed(t *testing.T) {
 	c := newCluster(t)
 	front := c.start(t, "front")
 	workerArgs := []string{"--roles", "reader,tables", "--tables-lease-ttl", "2s", "--tables-maintain-interval", "0"}
-	workers := []*serveProc{c.start(t, "tables0", workerArgs...), c.start(t, "tables1", workerArgs...)}
+	workers := []*serveProc{c.start(t, "tables0.0", workerArgs...), c.start(t, "tables1.0", workerArgs...)}
 	for _, p := range append([]*serveProc{front}, workers...) {
 		p.waitReady(t)
 	}
@@ -122,7 +122,7 @@ func TestTablesRoleSIGKILLed(t *testing.T) {
 		<-victim.done
 		st, _ := getTableStatus(t, front.url, topic)
 		t.Logf("kill %d: %s, the table at %d of %d records produced", k+1, victim.name, st.covered(), produced)
-		workers[i] = c.start(t, fmt.Sprintf("%s-%d", victim.name, k+1), workerArgs...)
+		workers[i] = c.start(t, fmt.Sprintf("tables%d.%d", i, k+1), workerArgs...)
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
