@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -253,4 +254,78 @@ func TestCompactFigures(t *testing.T) {
 	t.Logf("compaction pass over %d rows of %d keys: %d superseded in %d files; wall %v, CPU %v: %.0f rows/s (%.0f per core of CPU)",
 		n, keys, m.RowsSuperseded, m.FilesCompacted, wall, cpu, float64(n)/wall.Seconds(), float64(n)/cpu.Seconds())
 	t.Logf("Parquet bytes: %d before, %d after (the merge and the expiry of the superseded snapshots included)", before, parquet())
+}
+
+// TestLagFigures measures a table's lag behind its topic under a steady produce
+// (STRATA_TABLES_FIGURES=1; STRATA_TABLES_MIBS MiB/s, default 50, for
+// STRATA_TABLES_SECONDS, default 60, of 1 KiB records over 6 partitions, with
+// iceberg.commit.interval.ms 10000): the records not yet in the table, sampled every
+// 100 ms, and what that is in seconds of produce, beside the commit interval that
+// bounds it.
+func TestLagFigures(t *testing.T) {
+	if os.Getenv("STRATA_TABLES_FIGURES") != "1" {
+		t.Skip("a measurement: STRATA_TABLES_FIGURES=1 runs it")
+	}
+	mibs, secs := 50.0, 60
+	if v, err := strconv.ParseFloat(os.Getenv("STRATA_TABLES_MIBS"), 64); err == nil {
+		mibs = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("STRATA_TABLES_SECONDS")); err == nil {
+		secs = v
+	}
+	dir := t.TempDir()
+	loc := "file://" + filepath.Join(dir, "objects")
+	nd := nodetest.Start(t, nodetest.InDir(dir), tablesRole(loc, noMaintenance))
+	ctx := context.Background()
+	const parts, interval = 6, 10 * time.Second
+	if _, err := nd.Broker.CreateTopic(ctx, broker.Anonymous, broker.CreateTopicRequest{Name: "lag", Partitions: parts,
+		Configs: map[string]string{"iceberg.enabled": "true", "iceberg.commit.interval.ms": strconv.Itoa(int(interval.Milliseconds()))}}); err != nil {
+		t.Fatal(err)
+	}
+	value := []byte(strings.Repeat("v", 1000))
+	const batch = 500
+	perSec := mibs * (1 << 20) / float64(len(value)+24)
+	tick := time.Duration(float64(time.Second) * batch / perSec)
+	var lags []int64
+	sampled := make(chan struct{})
+	stop := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			st, err := nd.Broker.TableStatus(ctx, broker.Anonymous, "lag")
+			if err == nil {
+				lags = append(lags, st.Lag())
+			}
+		}
+	}()
+	start := time.Now()
+	produced, next := 0, start
+	for time.Since(start) < time.Duration(secs)*time.Second {
+		recs := make([]broker.Record, batch)
+		for i := range recs {
+			recs[i] = broker.Record{Topic: "lag", Partition: int32((produced + i) % parts), Key: []byte("k" + strconv.Itoa(produced+i)), Value: value}
+		}
+		if _, err := nd.Broker.Produce(ctx, broker.Anonymous, broker.ProduceRequest{Records: recs}); err != nil {
+			t.Fatal(err)
+		}
+		produced += batch
+		next = next.Add(tick)
+		if d := time.Until(next); d > 0 {
+			time.Sleep(d) // pacing the load, not waiting for a result
+		}
+	}
+	elapsed := time.Since(start)
+	close(stop)
+	<-sampled
+	rate := float64(produced) / elapsed.Seconds()
+	slices.Sort(lags)
+	q := func(f float64) int64 { return lags[min(len(lags)-1, int(f*float64(len(lags))))] }
+	t.Logf("produced %d records (%.1f MiB/s achieved of %.0f asked) over %v; commit interval %v", produced, rate*float64(len(value)+24)/(1<<20), mibs, elapsed.Round(time.Second), interval)
+	t.Logf("table lag over %d samples: p50 %d records (%.1f s of produce), p99 %d (%.1f s), max %d (%.1f s)", len(lags),
+		q(0.5), float64(q(0.5))/rate, q(0.99), float64(q(0.99))/rate, lags[len(lags)-1], float64(lags[len(lags)-1])/rate)
 }
