@@ -224,6 +224,10 @@ func roundTrip(t *testing.T, c cluster) {
 		tbl := waitRows(t, restCatalog(t, n, c.props), "orders", len(produced))
 		checkRows(t, tbl, produced)
 	}
+	// The nodes that committed say what the table holds.
+	if files, bytes := gauge(t, c, "strata_tables_data_files", "orders"), gauge(t, c, "strata_tables_data_bytes", "orders"); files < 1 || bytes <= 0 {
+		t.Fatalf("strata_tables_data_files %v, strata_tables_data_bytes %v: want the table's files and bytes", files, bytes)
+	}
 }
 
 // TestRoundTripEmbedded: on strata dev's shape (SQLite, files), a topic's records

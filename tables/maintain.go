@@ -207,6 +207,7 @@ func (r *Role) Maintain(ctx context.Context, t catalog.Topic) (m Maintained, err
 	if m != (Maintained{}) {
 		r.log.Info("table maintained", "topic", t.Name, "files_trimmed", m.FilesTrimmed, "rows_superseded", m.RowsSuperseded, "files_rewritten", m.FilesRewritten, "files_added", m.FilesAdded,
 			"snapshots_expired", m.SnapshotsExpired, "orphans_deleted", m.OrphansDeleted)
+		r.m.observe(t.Name, tbl)
 	}
 	return m, nil
 }

@@ -1,6 +1,9 @@
 package tables
 
 import (
+	"strconv"
+
+	"github.com/apache/iceberg-go/table"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-io/strata/internal/prom"
@@ -23,6 +26,9 @@ type metrics struct {
 	// stopped is, per table topic, its partitions stopped at a record that does not
 	// fit the table (values.go).
 	stopped *prometheus.GaugeVec
+	// files and bytes are, per table topic, the data files and their bytes in the
+	// table's current snapshot, as of this node's last commit to it.
+	files, bytes *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -64,5 +70,27 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "strata_tables_stopped_partitions",
 			Help: "Per table topic, partitions of this node's stopped at a record that does not fit the table's schema (see the role's error log for why).",
 		}, []string{"topic"})),
+		files: prom.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "strata_tables_data_files",
+			Help: "Per table topic, the data files of the table's current snapshot, as of this node's last commit to it.",
+		}, []string{"topic"})),
+		bytes: prom.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "strata_tables_data_bytes",
+			Help: "Per table topic, the bytes of the data files of the table's current snapshot, as of this node's last commit to it.",
+		}, []string{"topic"})),
+	}
+}
+
+// observe sets topic's files and bytes from tbl's current snapshot (its summary's
+// totals, which every Iceberg writer keeps).
+func (m *metrics) observe(topic string, tbl *table.Table) {
+	s := tbl.CurrentSnapshot()
+	if s == nil || s.Summary == nil {
+		return
+	}
+	for g, k := range map[*prometheus.GaugeVec]string{m.files: "total-data-files", m.bytes: "total-files-size"} {
+		if v, err := strconv.ParseFloat(s.Summary.Properties[k], 64); err == nil {
+			g.WithLabelValues(topic).Set(v)
+		}
 	}
 }

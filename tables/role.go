@@ -369,7 +369,8 @@ func (r *Role) commit(ctx context.Context, t catalog.Topic, cfg catalog.Config, 
 	if err := txn.Append(ctx, rdr, iceberg.Properties{SummaryOffsets: string(summary)}); err != nil {
 		return nil, fmt.Errorf("write data files: %w", err)
 	}
-	if _, err := txn.Commit(ctx); err != nil {
+	committed, err := txn.Commit(ctx)
+	if err != nil {
 		if errors.Is(err, catalog.ErrTableConflict) {
 			moved, lerr := r.cat.TableState(ctx, t.ID)
 			if lerr == nil && samePartitions(state, moved, ranges) {
@@ -380,6 +381,7 @@ func (r *Role) commit(ctx context.Context, t catalog.Topic, cfg catalog.Config, 
 	}
 	r.m.rows.Add(float64(rows))
 	r.m.lag.WithLabelValues(t.Name).Set(float64(lag))
+	r.m.observe(t.Name, committed)
 	r.log.Debug("committed", "topic", t.Name, "rows", rows, "ranges", string(summary))
 	return ranges, nil
 }
