@@ -216,10 +216,14 @@ func (r *Role) Pass(ctx context.Context) error {
 			continue
 		}
 		interval := time.Duration(cfg.IcebergCommitIntervalMs) * time.Millisecond
-		r.due[t.ID] = now.Add(interval)
+		start := time.Now()
 		if _, err := r.Topic(ctx, t, cfg, max(r.cfg.LeaseTTL, 3*interval)); err != nil {
 			errs = append(errs, fmt.Errorf("topic %s: %w", t.Name, err))
 		}
+		// The next commit starts early by what this one took, so that a snapshot is at
+		// most about one interval behind the topic when it lands — its records were
+		// read when it started — not an interval plus the conversion.
+		r.due[t.ID] = start.Add(interval - min(time.Since(start), interval/2))
 		if r.maintainDue(t, now) {
 			_, err := r.Maintain(ctx, t)
 			switch {
