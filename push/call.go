@@ -170,6 +170,9 @@ type perRecord struct {
 		Partition int32  `json:"partition"`
 		Offset    int64  `json:"offset"`
 		Result    string `json:"result"` // accept, reject, release
+		// Reason, for a reject: why, written in the dead-letter copy's
+		// __dlq.errors.http.body header.
+		Reason string `json:"reason"`
 	} `json:"records"`
 }
 
@@ -206,14 +209,17 @@ func (d *sub) call(ctx context.Context, member string, b *batch) {
 	}
 	requeue := true
 	typ := "release"
+	var rej *catalog.ShareRejection
 	switch c {
 	case classAccept:
 		d.succeeded()
-		d.ackEach(ctx, member, b, a.body)
+		d.ackEach(ctx, member, b, a.status, a.body)
 		return
 	case classReject:
 		d.succeeded()
 		typ, requeue = "reject", false
+		r := catalog.ShareRejection{Status: a.status, Body: string(a.body)}.Bounded()
+		rej = &r
 	case classThrottle:
 		d.throttled(a.retryAfter)
 	case classPause:
@@ -225,11 +231,11 @@ func (d *sub) call(ctx context.Context, member string, b *batch) {
 			defer d.failed(ctx, why)
 		}
 	}
-	d.ackAll(ctx, member, b, typ, requeue)
+	d.ackAll(ctx, member, b, typ, requeue, rej)
 }
 
-// ackAll acknowledges every record of b with typ.
-func (d *sub) ackAll(ctx context.Context, member string, b *batch, typ string, requeue bool) {
+// ackAll acknowledges every record of b with typ (rejects with the answer rej).
+func (d *sub) ackAll(ctx context.Context, member string, b *batch, typ string, requeue bool, rej *catalog.ShareRejection) {
 	acks := make([]broker.ShareAcquisitionAck, 0, len(b.parts))
 	for _, p := range b.parts {
 		var rs []broker.ShareAckRange
@@ -238,7 +244,7 @@ func (d *sub) ackAll(ctx context.Context, member string, b *batch, typ string, r
 				rs[n-1].Last = rec.Offset
 				continue
 			}
-			rs = append(rs, broker.ShareAckRange{First: rec.Offset, Last: rec.Offset, Type: typ})
+			rs = append(rs, broker.ShareAckRange{First: rec.Offset, Last: rec.Offset, Type: typ, Rejection: rej})
 		}
 		acks = append(acks, broker.ShareAcquisitionAck{AcquisitionID: p.AcquisitionID, Ranges: rs})
 	}
@@ -246,11 +252,12 @@ func (d *sub) ackAll(ctx context.Context, member string, b *batch, typ string, r
 }
 
 // ackEach acknowledges a 2xx answer's records: by its body's results where it names
-// them, accepted otherwise.
-func (d *sub) ackEach(ctx context.Context, member string, b *batch, body []byte) {
+// them (a reject with the answer's status and the record's reason), accepted
+// otherwise.
+func (d *sub) ackEach(ctx context.Context, member string, b *batch, status int, body []byte) {
 	var pr perRecord
 	if len(body) == 0 || json.Unmarshal(body, &pr) != nil || len(pr.Records) == 0 {
-		d.ackAll(ctx, member, b, "accept", false)
+		d.ackAll(ctx, member, b, "accept", false, nil)
 		return
 	}
 	type at struct {
@@ -259,9 +266,14 @@ func (d *sub) ackEach(ctx context.Context, member string, b *batch, body []byte)
 		offset    int64
 	}
 	results := map[at]string{}
+	reasons := map[at]*catalog.ShareRejection{}
 	for _, r := range pr.Records {
 		if r.Result == "reject" || r.Result == "release" || r.Result == "accept" {
 			results[at{r.Topic, r.Partition, r.Offset}] = r.Result
+		}
+		if r.Result == "reject" {
+			rej := catalog.ShareRejection{Status: status, Body: r.Reason}.Bounded()
+			reasons[at{r.Topic, r.Partition, r.Offset}] = &rej
 		}
 	}
 	// One acknowledgement per type: each call is all or nothing on its own.
@@ -270,16 +282,18 @@ func (d *sub) ackEach(ctx context.Context, member string, b *batch, body []byte)
 	for _, p := range b.parts {
 		ranges := map[string][]broker.ShareAckRange{}
 		for _, rec := range p.Records {
-			typ := results[at{p.Topic, p.Partition, rec.Offset}]
+			k := at{p.Topic, p.Partition, rec.Offset}
+			typ := results[k]
 			if typ == "" {
 				typ = "accept"
 			}
 			counts[typ]++
 			rs := ranges[typ]
-			if n := len(rs); n > 0 && rs[n-1].Last+1 == rec.Offset {
+			// A run of rejects merges only under the same answer.
+			if n := len(rs); n > 0 && rs[n-1].Last+1 == rec.Offset && sameRejection(rs[n-1].Rejection, reasons[k]) {
 				rs[n-1].Last = rec.Offset
 			} else {
-				rs = append(rs, broker.ShareAckRange{First: rec.Offset, Last: rec.Offset, Type: typ})
+				rs = append(rs, broker.ShareAckRange{First: rec.Offset, Last: rec.Offset, Type: typ, Rejection: reasons[k]})
 			}
 			ranges[typ] = rs
 		}
@@ -290,6 +304,10 @@ func (d *sub) ackEach(ctx context.Context, member string, b *batch, body []byte)
 	for typ, acks := range byType {
 		d.ack(ctx, member, acks, false, typ, counts[typ])
 	}
+}
+
+func sameRejection(a, b *catalog.ShareRejection) bool {
+	return a == b || a != nil && b != nil && *a == *b
 }
 
 func (d *sub) ack(ctx context.Context, member string, acks []broker.ShareAcquisitionAck, requeue bool, typ string, n int) {

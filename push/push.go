@@ -7,8 +7,10 @@
 //
 // Answers and what they do (docs in README.md "Push delivery"):
 //   - 2xx: accepted — unless the body names records to reject or release one by one
-//     ({"records":[{"topic":T,"partition":N,"offset":N,"result":"reject"}]});
-//   - 400, 422: rejected (dead-lettered by the group's config, where it has one);
+//     ({"records":[{"topic":T,"partition":N,"offset":N,"result":"reject","reason":R}]});
+//   - 400, 422: rejected (dead-lettered by the group's config, where it has one, with
+//     the answer's status and body excerpt — or a per-record reject's reason — in the
+//     copy's headers);
 //   - 408, 429, 503: released without using up a delivery, the next call waits
 //     Retry-After;
 //   - 401, 403, 404, 410: released, and the subscription pauses with the error;
