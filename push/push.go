@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,6 +41,7 @@ type Core interface {
 	PushAckAcquisitions(ctx context.Context, who broker.Principal, group, member string, acks []broker.ShareAcquisitionAck, requeue bool) error
 	LeaveShareGroup(ctx context.Context, who broker.Principal, group, member string) error
 	ShareOffsets(ctx context.Context, who broker.Principal, group string) ([]catalog.ShareOffset, error)
+	Fetch(ctx context.Context, who broker.Principal, req broker.FetchRequest) (broker.FetchResult, error)
 }
 
 // Store is the part of the catalog the role reads subscriptions and leases from.
@@ -202,17 +204,32 @@ func (r *Role) scan(ctx context.Context, held map[string]*running, stop func(str
 	}
 }
 
-// backlog sets the backlog gauge of a subscription this node holds.
+// backlog sets the backlog gauges of a subscription this node holds: the records not
+// yet done, and the age of the oldest of them — the record at the start offset of
+// each of its share-partitions with a backlog (one read of one record each), by its
+// timestamp. A partition whose read fails counts as no age rather than a stale one.
 func (r *Role) backlog(ctx context.Context, s catalog.PushSubscription) {
-	offs, err := r.core.ShareOffsets(ctx, broker.Principal{Name: s.Principal}, s.Group)
+	who := broker.Principal{Name: s.Principal}
+	offs, err := r.core.ShareOffsets(ctx, who, s.Group)
 	if err != nil {
 		return
 	}
 	var lag int64
+	oldest := time.Duration(0)
 	for _, o := range offs {
 		lag += o.Lag
+		if o.Lag <= 0 || !slices.Contains(s.Topics, o.Topic) {
+			continue
+		}
+		res, err := r.core.Fetch(ctx, who, broker.FetchRequest{Topic: o.Topic, Partition: o.Partition, Offset: o.StartOffset,
+			MaxRecords: 1, MaxBytes: 1 << 20})
+		if err != nil || len(res.Records) == 0 {
+			continue
+		}
+		oldest = max(oldest, time.Since(time.UnixMilli(res.Records[0].Timestamp)))
 	}
 	r.m.backlog.WithLabelValues(s.Group).Set(float64(lag))
+	r.m.oldest.WithLabelValues(s.Group).Set(oldest.Seconds())
 }
 
 // sub is one subscription's delivery: its workers share the backoff and the run of
