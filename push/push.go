@@ -121,6 +121,9 @@ func (r *Role) Run(ctx context.Context) error {
 		h.cancel()
 		<-h.done
 		delete(held, group)
+		// The gauges are the holder's: another node (or none, paused) reports them now.
+		r.m.backlog.DeleteLabelValues(group)
+		r.m.oldest.DeleteLabelValues(group)
 		if release {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			if err := r.store.ReleasePushLease(rctx, h.lease); err != nil {
