@@ -14,8 +14,9 @@ import (
 	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
-// pushHook is a webhook that accepts every record and counts, per record, the calls
-// that delivered it and the highest delivery count seen.
+// pushHook is a webhook that accepts every record but the poison ones (value
+// {"poison":true}), which it rejects one by one in its 200 answer, and counts per
+// record the calls that delivered it.
 type pushHook struct {
 	mu    sync.Mutex
 	seen  map[[2]int64]int // (partition, offset) → calls answered 200
@@ -30,8 +31,10 @@ func (h *pushHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var req struct {
 		Records []struct {
-			Partition int32 `json:"partition"`
-			Offset    int64 `json:"offset"`
+			Topic     string          `json:"topic"`
+			Partition int32           `json:"partition"`
+			Offset    int64           `json:"offset"`
+			Value     json.RawMessage `json:"value"`
 		} `json:"records"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil || len(req.Records) == 0 {
@@ -42,9 +45,15 @@ func (h *pushHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer h.mu.Unlock()
 	h.calls++
 	h.keys[r.Header.Get("Idempotency-Key")]++
+	var results []map[string]any
 	for _, rec := range req.Records {
 		h.seen[[2]int64{int64(rec.Partition), rec.Offset}]++
+		if strings.Contains(string(rec.Value), "poison") {
+			results = append(results, map[string]any{"topic": rec.Topic, "partition": rec.Partition, "offset": rec.Offset,
+				"result": "reject", "reason": "poison"})
+		}
 	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"records": results})
 }
 
 func (h *pushHook) distinct() int {
@@ -71,12 +80,14 @@ func pushAccepted(t *testing.T, base, group string) float64 {
 // mid-run": two `strata serve` processes run the push role on one catalog and
 // bucket; the one delivering (its records counter moves) is killed with SIGKILL; the
 // other takes the subscription over within the lease time (plus a scan and slack),
-// and every record reaches the webhook — none lost — and is done in the share group.
-// A record may reach it twice only if the dead node's call was answered and its
+// and every record reaches the webhook — none lost — and is done in the share group,
+// and each one the webhook rejects is in the dead-letter topic exactly once. A record
+// may reach the webhook twice only if the dead node's call was answered and its
 // acknowledgement died with it: at most what the dead node had in flight.
 func TestPushHolderKilled(t *testing.T) {
 	const (
 		total       = 3000
+		poisonEvery = 97
 		leaseTTL    = 2 * time.Second
 		batch       = 10
 		concurrency = 2
@@ -102,7 +113,11 @@ func TestPushHolderKilled(t *testing.T) {
 	for i := 0; i < total; i += 500 {
 		var recs []map[string]any
 		for j := i; j < i+500; j++ {
-			recs = append(recs, map[string]any{"partition": j % 3, "value": map[string]int{"n": j}})
+			v := map[string]any{"n": j}
+			if j%poisonEvery == 0 {
+				v["poison"] = true
+			}
+			recs = append(recs, map[string]any{"partition": j % 3, "value": v})
 		}
 		body, _ := json.Marshal(map[string]any{"records": recs})
 		if res := do(t, http.MethodPost, base+"/v1/topics/orders/records", "application/json", body); res.status != http.StatusOK {
@@ -111,8 +126,9 @@ func TestPushHolderKilled(t *testing.T) {
 	}
 	// Records the dead node held come back at their lock's end (3 s), above the
 	// calls' 1 s timeout (the rule push_timeout_lock).
+	createTopic(t, base, "dlq.hooks", 1, map[string]string{"errors.deadletterqueue.group.enable": "true"})
 	if res := do(t, http.MethodPut, base+"/v1/share-groups/hooks", "application/json",
-		[]byte(`{"configs":{"share.auto.offset.reset":"earliest","share.record.lock.duration.ms":"3000"}}`)); res.status != http.StatusOK {
+		[]byte(`{"configs":{"share.auto.offset.reset":"earliest","share.record.lock.duration.ms":"3000","errors.deadletterqueue.topic.name":"dlq.hooks"}}`)); res.status != http.StatusOK {
 		t.Fatalf("configure the share group: HTTP %d %s", res.status, res.body)
 	}
 	sub := fmt.Sprintf(`{"topics":["orders"],"url":"http://%s/hook","batch_size":%d,"concurrency":%d,"timeout_ms":1000,"linger_ms":0}`,
@@ -168,6 +184,42 @@ func TestPushHolderKilled(t *testing.T) {
 		}
 		return true
 	})
+	poison := (total + poisonEvery - 1) / poisonEvery
+	dead := map[string]int{} // "partition/offset" → copies
+	testwait.Until(t, time.Minute, "every rejected record in the dead-letter topic", func() bool {
+		clear(dead)
+		var a struct {
+			Records []struct {
+				Headers []struct {
+					Key   string `json:"key"`
+					Value string `json:"value"`
+				} `json:"headers"`
+			} `json:"records"`
+		}
+		res := do(t, http.MethodGet, survivor.url+"/v1/topics/dlq.hooks/partitions/0/records?offset=0&max_records=1000", "", nil)
+		if res.status != http.StatusOK || json.Unmarshal(res.body, &a) != nil {
+			return false
+		}
+		for _, r := range a.Records {
+			h := map[string]string{}
+			for _, x := range r.Headers {
+				h[x.Key] = x.Value
+			}
+			if h["__dlq.errors.http.body"] != "poison" {
+				t.Fatalf("a dead-letter copy's headers %v: want the webhook's reason", h)
+			}
+			dead[h["__dlq.errors.partition"]+"/"+h["__dlq.errors.offset"]]++
+		}
+		return len(a.Records) >= poison
+	})
+	if len(dead) != poison {
+		t.Fatalf("%d records dead-lettered, want the %d rejected", len(dead), poison)
+	}
+	for id, n := range dead {
+		if n != 1 {
+			t.Fatalf("record %s dead-lettered %d times, want once", id, n)
+		}
+	}
 	hook.mu.Lock()
 	defer hook.mu.Unlock()
 	twice := 0
