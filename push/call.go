@@ -23,15 +23,36 @@ import (
 // batch is what one call carries: the acquisitions' records, in acquisition order.
 type batch struct {
 	parts []broker.ShareRecordsPartition
+	// lockedUntil is, on this node's clock, when the first of the records' locks
+	// may pass: each acquisition's start plus its lock duration (the deadlines
+	// themselves are on the catalog's clock).
+	lockedUntil time.Time
+	lock        time.Duration // the shortest lock duration
 }
 
-func (b *batch) add(ps []broker.ShareRecordsPartition) {
-	for _, p := range ps {
+// add adds an acquisition's records, which was asked for at start.
+func (b *batch) add(start time.Time, res broker.ShareRecordsResult) {
+	n := 0
+	for _, p := range res.Partitions {
 		if len(p.Records) > 0 {
 			b.parts = append(b.parts, p)
+			n++
 		}
 	}
+	if n == 0 || res.LockDuration <= 0 {
+		return
+	}
+	if until := start.Add(res.LockDuration); b.lockedUntil.IsZero() || until.Before(b.lockedUntil) {
+		b.lockedUntil = until
+	}
+	if b.lock == 0 || res.LockDuration < b.lock {
+		b.lock = res.LockDuration
+	}
 }
+
+// lockMargin is what a call leaves of its records' lock for the acknowledgement to
+// land: a tenth of the lock, at most a second.
+func lockMargin(lock time.Duration) time.Duration { return min(lock/10, time.Second) }
 
 func (b *batch) len() int {
 	n := 0
@@ -99,9 +120,16 @@ func newTargets(p *egress.Policy, lambda Invoker) *targets {
 	return &targets{client: p.Client(), lambda: lambda}
 }
 
-func (t *targets) call(ctx context.Context, s catalog.PushSubscription, body []byte, key string) answer {
+// call calls s's target with body, for at most s.Timeout and never past until (the
+// records' lock, less the margin for the acknowledgement; zero: no bound).
+func (t *targets) call(ctx context.Context, s catalog.PushSubscription, body []byte, key string, until time.Time) answer {
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
+	if !until.IsZero() {
+		var cancelLock context.CancelFunc
+		ctx, cancelLock = context.WithDeadline(ctx, until)
+		defer cancelLock()
+	}
 	if s.LambdaARN != "" {
 		if t.lambda == nil {
 			return answer{status: http.StatusNotFound, body: []byte("this node has no AWS Lambda client")}
@@ -193,7 +221,15 @@ func excerpt(b []byte) string {
 func (d *sub) call(ctx context.Context, member string, b *batch) {
 	body, key := b.body()
 	start := time.Now()
-	a := d.r.targets.call(ctx, d.s, body, key)
+	// A call never outlives its records' lock (push_timeout_lock refuses settings
+	// that would, but a subscription may predate the rule or race a config change):
+	// one cut short is a timeout, released without using up a delivery, rather than
+	// records handed to another member mid-call.
+	var until time.Time
+	if !b.lockedUntil.IsZero() {
+		until = b.lockedUntil.Add(-lockMargin(b.lock))
+	}
+	a := d.r.targets.call(ctx, d.s, body, key, until)
 	c := classify(a)
 	d.r.m.calls.WithLabelValues(d.s.Group, string(c)).Inc()
 	d.r.m.latency.WithLabelValues(d.s.Group).Observe(time.Since(start).Seconds())

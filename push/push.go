@@ -378,12 +378,13 @@ func (d *sub) worker(ctx context.Context, member string) {
 // linger for the rest.
 func (d *sub) acquire(ctx context.Context, member string) (*batch, error) {
 	b := &batch{}
+	start := time.Now()
 	res, err := d.r.core.ShareRecords(ctx, d.who, broker.ShareRecordsRequest{Group: d.s.Group, MemberID: member,
 		Topics: d.s.Topics, MaxRecords: d.s.BatchSize, Wait: time.Second})
 	if err != nil {
 		return nil, err
 	}
-	b.add(res.Partitions)
+	b.add(start, res)
 	if n := b.len(); n == 0 || n >= d.s.BatchSize || d.s.Linger <= 0 {
 		return b, nil
 	}
@@ -393,10 +394,11 @@ func (d *sub) acquire(ctx context.Context, member string) (*batch, error) {
 		t.Stop()
 	case <-t.C:
 	}
+	start = time.Now()
 	res, err = d.r.core.ShareRecords(ctx, d.who, broker.ShareRecordsRequest{Group: d.s.Group, MemberID: member,
 		Topics: d.s.Topics, MaxRecords: d.s.BatchSize - b.len()})
 	if err == nil {
-		b.add(res.Partitions)
+		b.add(start, res)
 	}
 	return b, nil // the first acquisition's records go out regardless
 }
