@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/catalog"
@@ -101,6 +103,13 @@ func (b *Broker) PutPush(ctx context.Context, who Principal, req PushRequest) (P
 	case !lambdaARN.MatchString(s.LambdaARN):
 		return out, newError(CodeInvalidParameter, "lambda_arn %q: want arn:aws:lambda:<region>:<account>:function:<name>", s.LambdaARN).with("field", "lambda_arn")
 	}
+	configs, err := b.d.Share.GroupConfigs(ctx, s.Group)
+	if err != nil {
+		return out, shareError("put push subscription", err, s.Group)
+	}
+	if e := pushLockRule(s.Group, s, configs); e != nil {
+		return out, e
+	}
 	for _, t := range s.Topics {
 		if e := b.authorize(ctx, who, acl.OpRead, acl.Topic(t)); e != nil {
 			return out, e
@@ -124,6 +133,48 @@ func (b *Broker) PutPush(ctx context.Context, who Principal, req PushRequest) (P
 	}
 	out.Subscription.Secret = ""
 	return out, nil
+}
+
+// PushLockRule is the detail "rule" of the refusal of a push subscription whose call
+// could outlive its records' lock (pushLockRule).
+const PushLockRule = "push_timeout_lock"
+
+// pushLockRule refuses s when a call could outlive the lock on its records under the
+// group's configs: a batch's first records are held through the linger and the call,
+// and a lock that passes mid-call hands them to another member, delivered twice and
+// acknowledged by neither. So timeout + linger must stay below
+// share.record.lock.duration.ms (CodeInvalidConfig, rule PushLockRule).
+func pushLockRule(group string, s catalog.PushSubscription, configs map[string]string) *Error {
+	v, ok := configs[catalog.ShareLockDurationMs]
+	if !ok {
+		v = catalog.ShareGroupConfigNames[catalog.ShareLockDurationMs]
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return nil // ValidateShareGroupConfigs' to refuse
+	}
+	if lock := time.Duration(ms) * time.Millisecond; s.Timeout+s.Linger >= lock {
+		return newError(CodeInvalidConfig, "group %q: a push call's timeout_ms (%d) plus linger_ms (%d) must be below %s (%d): a call longer than the records' lock hands them to another member mid-call",
+			group, s.Timeout.Milliseconds(), s.Linger.Milliseconds(), catalog.ShareLockDurationMs, ms).
+			with("config", catalog.ShareLockDurationMs).with("rule", PushLockRule)
+	}
+	return nil
+}
+
+// checkPushLock refuses group configs that would put the lock duration at or below
+// the time a call of the group's push subscription may take (pushLockRule).
+func (b *Broker) checkPushLock(ctx context.Context, group string, configs map[string]string) *Error {
+	if b.d.Push == nil {
+		return nil
+	}
+	s, err := b.d.Push.PushSubscription(ctx, group)
+	if errors.Is(err, catalog.ErrPushNotFound) {
+		return nil
+	}
+	if err != nil {
+		return pushError("check push subscription", err, group)
+	}
+	return pushLockRule(group, s, configs)
 }
 
 // Push describes a share group's push subscription (describe on the group); the secret

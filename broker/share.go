@@ -571,6 +571,9 @@ func (b *Broker) AlterGroupConfigs(ctx context.Context, who Principal, group str
 	if e := b.authorizeDLQChange(ctx, who, group, before, cur); e != nil {
 		return e
 	}
+	if e := b.checkPushLock(ctx, group, cur); e != nil {
+		return e
+	}
 	if req.ValidateOnly {
 		return nil
 	}

@@ -74,6 +74,9 @@ type ShareRecord struct {
 type ShareAckRange struct {
 	First, Last int64
 	Type        string
+	// Rejection is a reject's answer (the push role's: a target's status and body
+	// excerpt), kept for the dead-letter copies' headers.
+	Rejection *catalog.ShareRejection
 }
 
 // shareAckTypes are the acknowledgement types by name.
@@ -365,7 +368,7 @@ func acquisitionBatches(i int, acq acquisition, ranges []ShareAckRange) ([]catal
 			if lo != covered {
 				break
 			}
-			out = append(out, catalog.AckBatch{First: lo, Last: hi, Types: []int8{typ}, DeliveryCount: int16(a[2])})
+			out = append(out, catalog.AckBatch{First: lo, Last: hi, Types: []int8{typ}, DeliveryCount: int16(a[2]), Rejection: r.Rejection})
 			covered = hi + 1
 		}
 		if covered <= r.Last {

@@ -33,6 +33,11 @@ const (
 	DLQHeaderDeliveryCount = "__dlq.errors.delivery.count"
 	DLQHeaderReason        = "__dlq.errors.reason" // rejected, delivery_limit
 	DLQHeaderGroup         = "__dlq.errors.group.id"
+	// A push target's rejecting answer (issue 36), when one rejected the record: its
+	// HTTP status, and a body excerpt (at most catalog.MaxRejectionBody bytes of
+	// UTF-8; for a record rejected one by one in a 2xx batch answer, its reason).
+	DLQHeaderHTTPStatus = "__dlq.errors.http.status"
+	DLQHeaderHTTPBody   = "__dlq.errors.http.body"
 )
 
 // Mover defaults.
@@ -171,7 +176,9 @@ func (b *Broker) moveShareDLQ(ctx context.Context, l catalog.ShareDLQLease, w ca
 	for i, r := range ranges {
 		n := r.Last - r.First + 1
 		if n >= left {
-			ranges = append(ranges[:i:i], catalog.ShareDLQRange{First: r.First, Last: r.First + left - 1, Count: r.Count, Reason: r.Reason})
+			cut := r
+			cut.Last = r.First + left - 1
+			ranges = append(ranges[:i:i], cut)
 			break
 		}
 		left -= n
@@ -244,5 +251,9 @@ func dlqCopy(w catalog.ShareDLQWork, r catalog.ShareDLQRange, rec segment.Decode
 		segment.Header{Key: DLQHeaderReason, Value: []byte(r.Reason)},
 		segment.Header{Key: DLQHeaderGroup, Value: []byte(w.Group)},
 	)
+	if rej := r.Rejection; rej.Status != 0 {
+		h = append(h, segment.Header{Key: DLQHeaderHTTPStatus, Value: []byte(strconv.Itoa(rej.Status))},
+			segment.Header{Key: DLQHeaderHTTPBody, Value: []byte(rej.Body)})
+	}
 	return Record{Topic: w.DLQTopic, Partition: -1, Key: rec.Key, Value: rec.Value, Headers: h, Timestamp: rec.Timestamp}
 }

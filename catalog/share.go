@@ -200,6 +200,10 @@ type AckBatch struct {
 	// counts one more), else ErrShareAcquisitionStale. 0: whatever the member holds
 	// now (Kafka's rule).
 	DeliveryCount int16
+	// Rejection, when not nil, is why the batch's rejected records were rejected (a
+	// push target's answer): kept with them while they are pending dead-lettering and
+	// written in their copies' headers. Ignored without a dead-letter topic.
+	Rejection *ShareRejection
 }
 
 // ShareOffset is a share-partition's start offset.

@@ -3,7 +3,9 @@ package catalog
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Dead-letter topics for share groups (KIP-1191, docs/design.md "Share groups"). A
@@ -70,11 +72,43 @@ type ShareDLQLease struct {
 }
 
 // ShareDLQRange is a run of records pending dead-lettering: delivered Count times,
-// dead-lettered for Reason (ShareDLQRejected, ShareDLQDeliveryLimit).
+// dead-lettered for Reason (ShareDLQRejected, ShareDLQDeliveryLimit), with the
+// rejecting answer when one was given.
 type ShareDLQRange struct {
 	First, Last int64
 	Count       int16
 	Reason      string
+	Rejection   ShareRejection
+}
+
+// MaxRejectionBody bounds a rejection's body excerpt, in bytes: it is kept in the
+// share-partition's state until the copy is made, once per run of records.
+const MaxRejectionBody = 256
+
+// ShareRejection is a push target's answer that rejected records (issue 36): its
+// HTTP status and an excerpt of its body (or, for a record rejected one by one in a
+// 2xx batch answer, that record's reason). Zero: none (a consumer's reject, the
+// delivery limit).
+type ShareRejection struct {
+	Status int
+	Body   string
+}
+
+// Bounded answers r with its body cut to MaxRejectionBody bytes of valid UTF-8 (a
+// character cut in half is dropped whole), its status in 0-999.
+func (r ShareRejection) Bounded() ShareRejection {
+	if r.Status < 0 || r.Status > 999 {
+		r.Status = 0
+	}
+	b := strings.ToValidUTF8(r.Body, "\uFFFD")
+	if len(b) > MaxRejectionBody {
+		b = b[:MaxRejectionBody]
+		for len(b) > 0 && !utf8.ValidString(b) {
+			b = b[:len(b)-1]
+		}
+	}
+	r.Body = b
+	return r
 }
 
 // ShareDLQWork is one share-partition's records pending dead-lettering.

@@ -23,15 +23,36 @@ import (
 // batch is what one call carries: the acquisitions' records, in acquisition order.
 type batch struct {
 	parts []broker.ShareRecordsPartition
+	// lockedUntil is, on this node's clock, when the first of the records' locks
+	// may pass: each acquisition's start plus its lock duration (the deadlines
+	// themselves are on the catalog's clock).
+	lockedUntil time.Time
+	lock        time.Duration // the shortest lock duration
 }
 
-func (b *batch) add(ps []broker.ShareRecordsPartition) {
-	for _, p := range ps {
+// add adds an acquisition's records, which was asked for at start.
+func (b *batch) add(start time.Time, res broker.ShareRecordsResult) {
+	n := 0
+	for _, p := range res.Partitions {
 		if len(p.Records) > 0 {
 			b.parts = append(b.parts, p)
+			n++
 		}
 	}
+	if n == 0 || res.LockDuration <= 0 {
+		return
+	}
+	if until := start.Add(res.LockDuration); b.lockedUntil.IsZero() || until.Before(b.lockedUntil) {
+		b.lockedUntil = until
+	}
+	if b.lock == 0 || res.LockDuration < b.lock {
+		b.lock = res.LockDuration
+	}
 }
+
+// lockMargin is what a call leaves of its records' lock for the acknowledgement to
+// land: a tenth of the lock, at most a second.
+func lockMargin(lock time.Duration) time.Duration { return min(lock/10, time.Second) }
 
 func (b *batch) len() int {
 	n := 0
@@ -99,9 +120,16 @@ func newTargets(p *egress.Policy, lambda Invoker) *targets {
 	return &targets{client: p.Client(), lambda: lambda}
 }
 
-func (t *targets) call(ctx context.Context, s catalog.PushSubscription, body []byte, key string) answer {
+// call calls s's target with body, for at most s.Timeout and never past until (the
+// records' lock, less the margin for the acknowledgement; zero: no bound).
+func (t *targets) call(ctx context.Context, s catalog.PushSubscription, body []byte, key string, until time.Time) answer {
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
+	if !until.IsZero() {
+		var cancelLock context.CancelFunc
+		ctx, cancelLock = context.WithDeadline(ctx, until)
+		defer cancelLock()
+	}
 	if s.LambdaARN != "" {
 		if t.lambda == nil {
 			return answer{status: http.StatusNotFound, body: []byte("this node has no AWS Lambda client")}
@@ -170,6 +198,9 @@ type perRecord struct {
 		Partition int32  `json:"partition"`
 		Offset    int64  `json:"offset"`
 		Result    string `json:"result"` // accept, reject, release
+		// Reason, for a reject: why, written in the dead-letter copy's
+		// __dlq.errors.http.body header.
+		Reason string `json:"reason"`
 	} `json:"records"`
 }
 
@@ -190,7 +221,15 @@ func excerpt(b []byte) string {
 func (d *sub) call(ctx context.Context, member string, b *batch) {
 	body, key := b.body()
 	start := time.Now()
-	a := d.r.targets.call(ctx, d.s, body, key)
+	// A call never outlives its records' lock (push_timeout_lock refuses settings
+	// that would, but a subscription may predate the rule or race a config change):
+	// one cut short is a timeout, released without using up a delivery, rather than
+	// records handed to another member mid-call.
+	var until time.Time
+	if !b.lockedUntil.IsZero() {
+		until = b.lockedUntil.Add(-lockMargin(b.lock))
+	}
+	a := d.r.targets.call(ctx, d.s, body, key, until)
 	c := classify(a)
 	d.r.m.calls.WithLabelValues(d.s.Group, string(c)).Inc()
 	d.r.m.latency.WithLabelValues(d.s.Group).Observe(time.Since(start).Seconds())
@@ -206,14 +245,17 @@ func (d *sub) call(ctx context.Context, member string, b *batch) {
 	}
 	requeue := true
 	typ := "release"
+	var rej *catalog.ShareRejection
 	switch c {
 	case classAccept:
 		d.succeeded()
-		d.ackEach(ctx, member, b, a.body)
+		d.ackEach(ctx, member, b, a.status, a.body)
 		return
 	case classReject:
 		d.succeeded()
 		typ, requeue = "reject", false
+		r := catalog.ShareRejection{Status: a.status, Body: string(a.body)}.Bounded()
+		rej = &r
 	case classThrottle:
 		d.throttled(a.retryAfter)
 	case classPause:
@@ -225,11 +267,11 @@ func (d *sub) call(ctx context.Context, member string, b *batch) {
 			defer d.failed(ctx, why)
 		}
 	}
-	d.ackAll(ctx, member, b, typ, requeue)
+	d.ackAll(ctx, member, b, typ, requeue, rej)
 }
 
-// ackAll acknowledges every record of b with typ.
-func (d *sub) ackAll(ctx context.Context, member string, b *batch, typ string, requeue bool) {
+// ackAll acknowledges every record of b with typ (rejects with the answer rej).
+func (d *sub) ackAll(ctx context.Context, member string, b *batch, typ string, requeue bool, rej *catalog.ShareRejection) {
 	acks := make([]broker.ShareAcquisitionAck, 0, len(b.parts))
 	for _, p := range b.parts {
 		var rs []broker.ShareAckRange
@@ -238,7 +280,7 @@ func (d *sub) ackAll(ctx context.Context, member string, b *batch, typ string, r
 				rs[n-1].Last = rec.Offset
 				continue
 			}
-			rs = append(rs, broker.ShareAckRange{First: rec.Offset, Last: rec.Offset, Type: typ})
+			rs = append(rs, broker.ShareAckRange{First: rec.Offset, Last: rec.Offset, Type: typ, Rejection: rej})
 		}
 		acks = append(acks, broker.ShareAcquisitionAck{AcquisitionID: p.AcquisitionID, Ranges: rs})
 	}
@@ -246,11 +288,12 @@ func (d *sub) ackAll(ctx context.Context, member string, b *batch, typ string, r
 }
 
 // ackEach acknowledges a 2xx answer's records: by its body's results where it names
-// them, accepted otherwise.
-func (d *sub) ackEach(ctx context.Context, member string, b *batch, body []byte) {
+// them (a reject with the answer's status and the record's reason), accepted
+// otherwise.
+func (d *sub) ackEach(ctx context.Context, member string, b *batch, status int, body []byte) {
 	var pr perRecord
 	if len(body) == 0 || json.Unmarshal(body, &pr) != nil || len(pr.Records) == 0 {
-		d.ackAll(ctx, member, b, "accept", false)
+		d.ackAll(ctx, member, b, "accept", false, nil)
 		return
 	}
 	type at struct {
@@ -259,9 +302,14 @@ func (d *sub) ackEach(ctx context.Context, member string, b *batch, body []byte)
 		offset    int64
 	}
 	results := map[at]string{}
+	reasons := map[at]*catalog.ShareRejection{}
 	for _, r := range pr.Records {
 		if r.Result == "reject" || r.Result == "release" || r.Result == "accept" {
 			results[at{r.Topic, r.Partition, r.Offset}] = r.Result
+		}
+		if r.Result == "reject" {
+			rej := catalog.ShareRejection{Status: status, Body: r.Reason}.Bounded()
+			reasons[at{r.Topic, r.Partition, r.Offset}] = &rej
 		}
 	}
 	// One acknowledgement per type: each call is all or nothing on its own.
@@ -270,16 +318,18 @@ func (d *sub) ackEach(ctx context.Context, member string, b *batch, body []byte)
 	for _, p := range b.parts {
 		ranges := map[string][]broker.ShareAckRange{}
 		for _, rec := range p.Records {
-			typ := results[at{p.Topic, p.Partition, rec.Offset}]
+			k := at{p.Topic, p.Partition, rec.Offset}
+			typ := results[k]
 			if typ == "" {
 				typ = "accept"
 			}
 			counts[typ]++
 			rs := ranges[typ]
-			if n := len(rs); n > 0 && rs[n-1].Last+1 == rec.Offset {
+			// A run of rejects merges only under the same answer.
+			if n := len(rs); n > 0 && rs[n-1].Last+1 == rec.Offset && sameRejection(rs[n-1].Rejection, reasons[k]) {
 				rs[n-1].Last = rec.Offset
 			} else {
-				rs = append(rs, broker.ShareAckRange{First: rec.Offset, Last: rec.Offset, Type: typ})
+				rs = append(rs, broker.ShareAckRange{First: rec.Offset, Last: rec.Offset, Type: typ, Rejection: reasons[k]})
 			}
 			ranges[typ] = rs
 		}
@@ -290,6 +340,10 @@ func (d *sub) ackEach(ctx context.Context, member string, b *batch, body []byte)
 	for typ, acks := range byType {
 		d.ack(ctx, member, acks, false, typ, counts[typ])
 	}
+}
+
+func sameRejection(a, b *catalog.ShareRejection) bool {
+	return a == b || a != nil && b != nil && *a == *b
 }
 
 func (d *sub) ack(ctx context.Context, member string, acks []broker.ShareAcquisitionAck, requeue bool, typ string, n int) {

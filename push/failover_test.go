@@ -98,7 +98,8 @@ func TestLeaseFailover(t *testing.T) {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	if _, err := n.Broker.PutPush(ctx, broker.Anonymous, broker.PushRequest{PushSubscription: catalog.PushSubscription{
-		Group: group, Topics: []string{topic}, URL: "http://" + ln.Addr().String() + "/", Concurrency: 2}}); err != nil {
+		Group: group, Topics: []string{topic}, URL: "http://" + ln.Addr().String() + "/", Concurrency: 2,
+		Timeout: time.Second}}); err != nil { // below the 2 s lock
 		t.Fatal(err)
 	}
 	policy, err := egress.Parse([]string{"127.0.0.0/8"}, true)

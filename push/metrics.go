@@ -14,6 +14,7 @@ type metrics struct {
 	pauses    *prometheus.CounterVec
 	ackErrors *prometheus.CounterVec
 	backlog   *prometheus.GaugeVec
+	oldest    *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -42,6 +43,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		backlog: prom.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "strata_push_backlog_records",
 			Help: "Records of a held subscription's share group not yet done.",
+		}, []string{"group"})),
+		oldest: prom.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "strata_push_oldest_unacked_seconds",
+			Help: "Age (by its timestamp) of the oldest record of a held subscription's topics not yet done; 0 when none waits.",
 		}, []string{"group"})),
 	}
 }

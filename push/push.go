@@ -7,8 +7,10 @@
 //
 // Answers and what they do (docs in README.md "Push delivery"):
 //   - 2xx: accepted — unless the body names records to reject or release one by one
-//     ({"records":[{"topic":T,"partition":N,"offset":N,"result":"reject"}]});
-//   - 400, 422: rejected (dead-lettered by the group's config, where it has one);
+//     ({"records":[{"topic":T,"partition":N,"offset":N,"result":"reject","reason":R}]});
+//   - 400, 422: rejected (dead-lettered by the group's config, where it has one, with
+//     the answer's status and body excerpt — or a per-record reject's reason — in the
+//     copy's headers);
 //   - 408, 429, 503: released without using up a delivery, the next call waits
 //     Retry-After;
 //   - 401, 403, 404, 410: released, and the subscription pauses with the error;
@@ -22,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,6 +41,7 @@ type Core interface {
 	PushAckAcquisitions(ctx context.Context, who broker.Principal, group, member string, acks []broker.ShareAcquisitionAck, requeue bool) error
 	LeaveShareGroup(ctx context.Context, who broker.Principal, group, member string) error
 	ShareOffsets(ctx context.Context, who broker.Principal, group string) ([]catalog.ShareOffset, error)
+	Fetch(ctx context.Context, who broker.Principal, req broker.FetchRequest) (broker.FetchResult, error)
 }
 
 // Store is the part of the catalog the role reads subscriptions and leases from.
@@ -117,6 +121,9 @@ func (r *Role) Run(ctx context.Context) error {
 		h.cancel()
 		<-h.done
 		delete(held, group)
+		// The gauges are the holder's: another node (or none, paused) reports them now.
+		r.m.backlog.DeleteLabelValues(group)
+		r.m.oldest.DeleteLabelValues(group)
 		if release {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			if err := r.store.ReleasePushLease(rctx, h.lease); err != nil {
@@ -200,17 +207,32 @@ func (r *Role) scan(ctx context.Context, held map[string]*running, stop func(str
 	}
 }
 
-// backlog sets the backlog gauge of a subscription this node holds.
+// backlog sets the backlog gauges of a subscription this node holds: the records not
+// yet done, and the age of the oldest of them — the record at the start offset of
+// each of its share-partitions with a backlog (one read of one record each), by its
+// timestamp. A partition whose read fails counts as no age rather than a stale one.
 func (r *Role) backlog(ctx context.Context, s catalog.PushSubscription) {
-	offs, err := r.core.ShareOffsets(ctx, broker.Principal{Name: s.Principal}, s.Group)
+	who := broker.Principal{Name: s.Principal}
+	offs, err := r.core.ShareOffsets(ctx, who, s.Group)
 	if err != nil {
 		return
 	}
 	var lag int64
+	oldest := time.Duration(0)
 	for _, o := range offs {
 		lag += o.Lag
+		if o.Lag <= 0 || !slices.Contains(s.Topics, o.Topic) {
+			continue
+		}
+		res, err := r.core.Fetch(ctx, who, broker.FetchRequest{Topic: o.Topic, Partition: o.Partition, Offset: o.StartOffset,
+			MaxRecords: 1, MaxBytes: 1 << 20})
+		if err != nil || len(res.Records) == 0 {
+			continue
+		}
+		oldest = max(oldest, time.Since(time.UnixMilli(res.Records[0].Timestamp)))
 	}
 	r.m.backlog.WithLabelValues(s.Group).Set(float64(lag))
+	r.m.oldest.WithLabelValues(s.Group).Set(oldest.Seconds())
 }
 
 // sub is one subscription's delivery: its workers share the backoff and the run of
@@ -356,12 +378,13 @@ func (d *sub) worker(ctx context.Context, member string) {
 // linger for the rest.
 func (d *sub) acquire(ctx context.Context, member string) (*batch, error) {
 	b := &batch{}
+	start := time.Now()
 	res, err := d.r.core.ShareRecords(ctx, d.who, broker.ShareRecordsRequest{Group: d.s.Group, MemberID: member,
 		Topics: d.s.Topics, MaxRecords: d.s.BatchSize, Wait: time.Second})
 	if err != nil {
 		return nil, err
 	}
-	b.add(res.Partitions)
+	b.add(start, res)
 	if n := b.len(); n == 0 || n >= d.s.BatchSize || d.s.Linger <= 0 {
 		return b, nil
 	}
@@ -371,10 +394,11 @@ func (d *sub) acquire(ctx context.Context, member string) (*batch, error) {
 		t.Stop()
 	case <-t.C:
 	}
+	start = time.Now()
 	res, err = d.r.core.ShareRecords(ctx, d.who, broker.ShareRecordsRequest{Group: d.s.Group, MemberID: member,
 		Topics: d.s.Topics, MaxRecords: d.s.BatchSize - b.len()})
 	if err == nil {
-		b.add(res.Partitions)
+		b.add(start, res)
 	}
 	return b, nil // the first acquisition's records go out regardless
 }

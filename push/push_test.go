@@ -291,30 +291,68 @@ func TestDeliveryUnderChaos(t *testing.T) {
 	}
 }
 
-// TestOutageUsesNoDeliveries: while the webhook's listener is closed (connection
-// refused) nothing is rejected and no delivery is used up; once it is back every
-// record is accepted at delivery count 1.
+// TestOutageUsesNoDeliveries is the issue's "a 30-second outage of the webhook
+// (connection refused) dead-letters nothing": the group has a dead-letter topic and a
+// delivery limit of 2, so a failed call that used up a delivery would dead-letter its
+// records after the second; the webhook's listener stays closed for 30 s of wall
+// time (the outage's length is what is tested), during which nothing is rejected or
+// dead-lettered; once it is back every record is accepted at delivery count 1 and the
+// dead-letter topic is still empty.
 func TestOutageUsesNoDeliveries(t *testing.T) {
-	n := pushNode(t)
+	n := pushNode(t, nodeMutate(func(c *node.Config) { c.ShareDLQInterval = 50 * time.Millisecond }))
 	const total = 600
 	topic, group := setup(t, n.Broker, total, 0)
+	ctx := context.Background()
+	if _, err := n.Broker.CreateTopic(ctx, broker.Anonymous, broker.CreateTopicRequest{Name: "dlq.hooks", Partitions: 1,
+		Configs: map[string]string{catalog.TopicDLQGroupEnable: "true"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Broker.AlterGroupConfigs(ctx, broker.Anonymous, group, broker.AlterConfigsRequest{Changes: []broker.ConfigChange{
+		{Name: catalog.ShareDLQTopic, Op: broker.ConfigSet, Value: "dlq.hooks"},
+		{Name: catalog.ShareDeliveryLimit, Op: broker.ConfigSet, Value: "2"}}}); err != nil {
+		t.Fatal(err)
+	}
+	dlq := func() int {
+		res, err := n.Broker.Fetch(ctx, broker.Anonymous, broker.FetchRequest{Topic: "dlq.hooks", Partition: 0, MaxRecords: 10, MaxBytes: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(res.Records)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
 	ln.Close() // the outage: connection refused
-	if _, err := n.Broker.PutPush(context.Background(), broker.Anonymous, broker.PushRequest{PushSubscription: catalog.PushSubscription{
+	if _, err := n.Broker.PutPush(ctx, broker.Anonymous, broker.PushRequest{PushSubscription: catalog.PushSubscription{
 		Group: group, Topics: []string{topic}, URL: "http://" + addr + "/hook", BatchSize: 10,
 		Retry: catalog.PushRetry{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond, PauseAfter: 1_000_000}}}); err != nil {
 		t.Fatal(err)
 	}
-	testwait.Until(t, time.Minute, "50 refused calls", func() bool {
-		return metric(t, n, "strata_push_calls_total", group, "class", "fail") >= 50
+	outage := time.Now()
+	testwait.Until(t, 2*time.Minute, "30 s of outage and 50 refused calls", func() bool {
+		return time.Since(outage) >= 30*time.Second && metric(t, n, "strata_push_calls_total", group, "class", "fail") >= 50
 	})
+	fails := metric(t, n, "strata_push_calls_total", group, "class", "fail")
 	if rej := metric(t, n, "strata_push_records_total", group, "result", "reject"); rej != 0 {
 		t.Fatalf("%v records rejected during the outage", rej)
 	}
+	offs, err := n.Broker.ShareOffsets(ctx, broker.Anonymous, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lag int64
+	for _, o := range offs {
+		lag += o.Lag
+	}
+	if lag != total {
+		t.Fatalf("after the outage %d records wait, want all %d: some were archived or dead-lettered", lag, total)
+	}
+	if got := dlq(); got != 0 {
+		t.Fatalf("%d records dead-lettered during the outage", got)
+	}
+	t.Logf("%.0f refused calls in %v of outage", fails, time.Since(outage).Round(time.Second))
 	rc := newReceiver(t, false)
 	ln, err = net.Listen("tcp", addr)
 	if err != nil {
@@ -329,6 +367,9 @@ func TestOutageUsesNoDeliveries(t *testing.T) {
 	if len(rc.accepted) != total || len(rc.rejected) != 0 || rc.maxCount != 1 {
 		t.Fatalf("after the outage: %d accepted, %d rejected, highest delivery count %d; want %d, 0, 1",
 			len(rc.accepted), len(rc.rejected), rc.maxCount, total)
+	}
+	if got := dlq(); got != 0 {
+		t.Fatalf("%d records dead-lettered", got)
 	}
 }
 

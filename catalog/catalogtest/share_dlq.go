@@ -63,7 +63,10 @@ func dlqFlush(t *testing.T, c ShareCatalog, tp catalog.Topic, dlq catalog.Topic,
 func testShareDLQPending(t *testing.T, c ShareCatalog) {
 	tp, g := shareDLQGroup(t, c, 6)
 	wantRanges(t, "first delivery", acquire(t, c, g, "a", tp.Name, acquireOpt{max: 4, limit: 1}), [3]int64{0, 3, 1})
-	if err := ack(c, t.Context(), g, "a", tp.Name, 1, batch(0, 3, catalog.AckReject, catalog.AckReject, catalog.AckRelease, catalog.AckAccept)); err != nil {
+	// The rejects carry a push target's answer, kept with them for the copies.
+	first := batch(0, 3, catalog.AckReject, catalog.AckReject, catalog.AckRelease, catalog.AckAccept)
+	first.Rejection = &catalog.ShareRejection{Status: 422, Body: "no such customer"}
+	if err := ack(c, t.Context(), g, "a", tp.Name, 1, first); err != nil {
 		t.Fatalf("reject, release at the limit, accept: %v", err)
 	}
 	s := sharePartition(t, c, g)
@@ -84,7 +87,7 @@ func testShareDLQPending(t *testing.T, c ShareCatalog) {
 		}
 	}
 	want := []catalog.ShareDLQRange{
-		{First: 0, Last: 1, Count: 1, Reason: catalog.ShareDLQRejected},
+		{First: 0, Last: 1, Count: 1, Reason: catalog.ShareDLQRejected, Rejection: catalog.ShareRejection{Status: 422, Body: "no such customer"}},
 		{First: 2, Last: 2, Count: 1, Reason: catalog.ShareDLQDeliveryLimit},
 		{First: 4, Last: 4, Count: 1, Reason: catalog.ShareDLQDeliveryLimit},
 	}

@@ -50,6 +50,7 @@ type nodeFlags struct {
 	// Push targets' allow-list (every node checks them) and plain HTTP.
 	pushAllow         string
 	pushAllowInsecure bool
+	pushLeaseTTL      time.Duration
 	gracePeriod       time.Duration
 	sweepInterval     time.Duration
 	// The tables role's maintenance.
@@ -122,6 +123,7 @@ func addNodeFlags(c *command, listen, logFormat string) *nodeFlags {
 	c.fs.DurationVar(&n.bodyTimeout, "body-timeout", api.DefaultBodyTimeout, "how long a request body may take to arrive; a slower or stalled client gets 408 request_timeout")
 	c.fs.StringVar(&n.pushAllow, "push-allow", "", "comma-separated `hosts`, wildcard domains (*.example.com) and CIDRs push subscriptions may call; loopback, link-local and private addresses only when a CIDR lists them, checked on the address dialled")
 	c.fs.BoolVar(&n.pushAllowInsecure, "push-allow-insecure", false, "let push subscriptions call plain http:// targets (local development and tests); without it targets must be https")
+	c.fs.DurationVar(&n.pushLeaseTTL, "push-lease-ttl", 15*time.Second, "push role: how long a subscription's lease lasts unrenewed, so how soon another node takes it over when its holder dies (renewed every third of it)")
 	c.fs.DurationVar(&n.compactInterval, "compact-interval", compactor.DefaultInterval, "compactor role: time between compaction passes (merging, retention, deletion)")
 	c.fs.DurationVar(&n.gracePeriod, "grace-period", compactor.DefaultGracePeriod, "compactor role: how long an object no row refers to stays readable before it is deleted; longer than any fetch")
 	c.fs.DurationVar(&n.sweepInterval, "sweep-interval", compactor.DefaultSweepInterval, "compactor role: how often the orphan sweep lists the bucket (shared by all compactors)")
@@ -181,6 +183,9 @@ func (n *nodeFlags) validate() []string {
 	}
 	if n.commitTimeout < 3*time.Second || n.commitTimeout > time.Hour {
 		bad = append(bad, fmt.Sprintf("--commit-timeout %s: want between 3s and 1h (default 30s)", n.commitTimeout))
+	}
+	if n.pushLeaseTTL < time.Second || n.pushLeaseTTL > 10*time.Minute {
+		bad = append(bad, fmt.Sprintf("--push-lease-ttl %s: want between 1s and 10m (default 15s)", n.pushLeaseTTL))
 	}
 	if n.bodyTimeout < time.Second {
 		bad = append(bad, fmt.Sprintf("--body-timeout %s: want at least 1s (default %s)", n.bodyTimeout, api.DefaultBodyTimeout))
@@ -603,6 +608,7 @@ func startNode(ctx context.Context, e *env, spec nodeSpec) (*started, error) {
 		cfg.PushConfig.Lambda = &push.DefaultLambda{}
 	}
 	cfg.PushConfig.Allow, cfg.PushConfig.AllowInsecure = strings.Split(nf.pushAllow, ","), nf.pushAllowInsecure
+	cfg.PushConfig.LeaseTTL = nf.pushLeaseTTL
 	n, err := node.Start(ctx, cfg)
 	if err != nil {
 		closeCatalog()

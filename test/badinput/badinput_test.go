@@ -156,6 +156,7 @@ type state struct {
 	Offsets map[string]string
 	Objects []string
 	Push    string // the push subscription of share group pg
+	PG      string // share group pg, its configs with it
 }
 
 func (s *server) snapshot(t *testing.T) state {
@@ -194,6 +195,7 @@ func (s *server) snapshot(t *testing.T) state {
 		st.Offsets[g.Name] = get("/v1/groups/" + g.Name + "/offsets")
 	}
 	st.Push = get("/v1/share-groups/pg/push")
+	st.PG = get("/v1/share-groups/pg")
 	err := s.store.List(context.Background(), "", func(i objstore.Info) error {
 		st.Objects = append(st.Objects, i.Key)
 		return nil
@@ -395,6 +397,8 @@ func cases() []tc {
 		put("push: malformed lambda_arn", "/v1/share-groups/pg/push", `{"topics":["orders"],"lambda_arn":"arn:aws:s3:::bucket"}`, 400, "invalid_parameter"),
 		put("push: no topics", "/v1/share-groups/pg/push", `{"url":"https://hooks.example.com/b"}`, 400, "invalid_parameter"),
 		put("push: unknown topic", "/v1/share-groups/pg/push", `{"topics":["nosuch"],"url":"https://hooks.example.com/b"}`, 404, "topic_not_found"),
+		put("push: timeout not below the group's lock duration", "/v1/share-groups/pg/push", `{"topics":["orders"],"url":"https://hooks.example.com/b","timeout_ms":30000}`, 400, "invalid_config"),
+		put("push: group's lock duration lowered to its subscription's timeout", "/v1/share-groups/pg", `{"configs":{"share.record.lock.duration.ms":"10000"}}`, 400, "invalid_config"),
 		put("push: unknown field", "/v1/share-groups/pg/push", `{"topics":["orders"],"url":"https://hooks.example.com/b","retries":3}`, 400, "invalid_request"),
 		get("push: describe a group without one", "/v1/share-groups/nosuch/push", 404, "push_subscription_not_found"),
 		post("push: pause a group without one", "/v1/share-groups/nosuch/push:pause", ``, 404, "push_subscription_not_found"),
@@ -446,6 +450,15 @@ func runCases(t *testing.T, s *server) {
 		t.Logf("commit from outside the group: %v", err)
 	}
 	if _, err := s.cli.PutPush(ctx, "pg", client.PushSubscriptionRequest{Topics: []string{"orders"}, URL: "https://hooks.example.com/a"}); err != nil {
+		t.Fatal(err)
+	}
+	// pg exists as a share group (a member joined and left), so its description, its
+	// configs with it, is part of the state.
+	joined, err := s.cli.AcquireShareRecords(ctx, "pg", client.ShareAcquireRequest{Topics: []string{"orders"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cli.LeaveShareGroup(ctx, "pg", joined.MemberID); err != nil {
 		t.Fatal(err)
 	}
 	before := s.snapshot(t)

@@ -99,14 +99,14 @@ func newCluster(t *testing.T) *cluster {
 	}
 }
 
-// start starts a node with serve's flags and extra; it is killed when the test ends
+// start starts a node, with more flags when given; it is killed when the test ends
 // if it still runs.
-func (c *cluster) start(t *testing.T, name string, extra ...string) *serveProc {
+func (c *cluster) start(t *testing.T, name string, flags ...string) *serveProc {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", testsvc.FreePort(t))
 	out := &lockedBuffer{}
 	cmd := exec.Command(c.bin, append([]string{"serve", "--catalog", c.catalog, "--bucket", c.bucket,
-		"--listen", addr, "--log-level", "warn"}, extra...)...)
+		"--listen", addr, "--log-level", "warn"}, flags...)...)
 	cmd.Env = c.env
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

@@ -95,7 +95,8 @@ func ShareDLQPending(ctx context.Context, db ShareBackend, max int) ([]catalog.S
 				ShareTP: catalog.ShareTP{Topic: t.Name, Partition: r.Partition}}
 			for _, sr := range p.Ranges {
 				if sr.State == RangeDLQPending {
-					w.Ranges = append(w.Ranges, catalog.ShareDLQRange{First: sr.First, Last: sr.Last, Count: sr.Count, Reason: dlqReason(sr.Reason)})
+					w.Ranges = append(w.Ranges, catalog.ShareDLQRange{First: sr.First, Last: sr.Last, Count: sr.Count, Reason: dlqReason(sr.Reason),
+						Rejection: catalog.ShareRejection{Status: int(sr.Status), Body: sr.Body}})
 				}
 			}
 			if len(w.Ranges) > 0 {
@@ -314,7 +315,7 @@ func (c *ShareDLQCheck) Finish(ctx context.Context, q ShareStmts, results []cata
 			for i := range dp.p.Ranges {
 				r := &dp.p.Ranges[i]
 				if r.First >= want.First && r.Last <= want.Last && r.State == RangeDLQPending {
-					r.State, r.Reason = RangeArchived, 0
+					r.State, r.Reason, r.Status, r.Body = RangeArchived, 0, 0, ""
 				}
 			}
 		}

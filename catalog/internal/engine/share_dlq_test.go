@@ -2,8 +2,10 @@ package engine
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/strata-io/strata/catalog"
 )
@@ -56,5 +58,45 @@ func TestDLQPendingRules(t *testing.T) {
 		if !p.expire(2000, 1) || p.Ranges[len(p.Ranges)-1].State != RangeDLQPending {
 			t.Fatalf("after an expiry at the limit: %+v", p)
 		}
+	}
+}
+
+// TestDLQRejectionKept: a reject that carries the target's answer keeps it (bounded
+// to catalog.MaxRejectionBody bytes of valid UTF-8) with the pending records, through
+// the stored form; records rejected by different answers stay apart; archiving them
+// drops it.
+func TestDLQRejectionKept(t *testing.T) {
+	p := SharePart{DLQ: true}
+	p.acquire("m", 1000, 4, 10)
+	long := strings.Repeat("é", catalog.MaxRejectionBody) // 2 bytes each: cut mid-character
+	err := p.ack("m", 0, []catalog.AckBatch{
+		{First: 0, Last: 1, Types: []int8{catalog.AckReject}, Rejection: &catalog.ShareRejection{Status: 422, Body: "bad order"}},
+		{First: 2, Last: 2, Types: []int8{catalog.AckReject}, Rejection: &catalog.ShareRejection{Status: 400, Body: long}},
+		{First: 3, Last: 3, Types: []int8{catalog.AckReject}},
+	}, time.Second, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := DecodeSharePart(p.Start, p.Encode())
+	if err != nil || len(q.Ranges) != 3 {
+		t.Fatalf("after the rejects: %+v %v, want three pending ranges", q.Ranges, err)
+	}
+	if r := q.Ranges[0]; r.First != 0 || r.Last != 1 || r.Status != 422 || r.Body != "bad order" {
+		t.Fatalf("range 0: %+v, want 0-1 with 422 and its body", r)
+	}
+	if r := q.Ranges[1]; r.Status != 400 || len(r.Body) > catalog.MaxRejectionBody || !utf8.ValidString(r.Body) || !strings.HasPrefix(long, r.Body) || len(r.Body) < catalog.MaxRejectionBody-1 {
+		t.Fatalf("range 1: status %d, body of %d bytes (valid %v): want 400 and a prefix of at most %d valid bytes",
+			r.Status, len(r.Body), utf8.ValidString(r.Body), catalog.MaxRejectionBody)
+	}
+	if r := q.Ranges[2]; r.Status != 0 || r.Body != "" {
+		t.Fatalf("range 2 (no answer given): %+v", r)
+	}
+	q.normalize()
+	for i := range q.Ranges {
+		q.Ranges[i].State = RangeArchived
+	}
+	q.normalize()
+	if q.Start != 4 || len(q.Ranges) != 0 {
+		t.Fatalf("archived: %+v", q)
 	}
 }

@@ -41,6 +41,10 @@ type ShareRange struct {
 	Deadline int64  `json:"d,omitempty"`
 	Member   string `json:"m,omitempty"`
 	Reason   int8   `json:"r,omitempty"` // RangeDLQPending only
+	// The rejecting answer of RangeDLQPending records rejected by a push target
+	// (catalog.ShareRejection, bounded).
+	Status int16  `json:"hs,omitempty"`
+	Body   string `json:"hb,omitempty"`
 }
 
 // SharePart is a share-partition's state: Ranges cover [Start, End()) without gaps.
@@ -103,11 +107,11 @@ func (p *SharePart) normalize() {
 	out := p.Ranges[:0]
 	for _, r := range p.Ranges {
 		if done(r.State) {
-			r.Count, r.Deadline, r.Member = 0, 0, ""
+			r.Count, r.Deadline, r.Member, r.Reason, r.Status, r.Body = 0, 0, "", 0, 0, ""
 		}
 		if n := len(out); n > 0 {
 			prev := &out[n-1]
-			if prev.State == r.State && prev.Count == r.Count && prev.Deadline == r.Deadline && prev.Member == r.Member && prev.Reason == r.Reason && prev.Last+1 == r.First {
+			if prev.State == r.State && prev.Count == r.Count && prev.Deadline == r.Deadline && prev.Member == r.Member && prev.Reason == r.Reason && prev.Status == r.Status && prev.Body == r.Body && prev.Last+1 == r.First {
 				prev.Last = r.Last
 				continue
 			}
@@ -145,17 +149,22 @@ func (p *SharePart) clampLogStart(logStart int64) bool {
 func release(r *ShareRange, limit int, dlq bool) {
 	r.Member, r.Deadline = "", 0
 	if int(r.Count) >= limit {
-		archive(r, dlq, ReasonDeliveryLimit)
+		archive(r, dlq, ReasonDeliveryLimit, nil)
 	} else {
 		r.State = RangeAvailable
 	}
 }
 
-// archive archives a range, or marks it dead-letter pending for reason when dlq.
-func archive(r *ShareRange, dlq bool, reason int8) {
+// archive archives a range, or marks it dead-letter pending for reason (with the
+// rejecting answer, when one came) when dlq.
+func archive(r *ShareRange, dlq bool, reason int8, rej *catalog.ShareRejection) {
 	r.Member, r.Deadline = "", 0
 	if dlq {
 		r.State, r.Reason = RangeDLQPending, reason
+		if rej != nil {
+			b := rej.Bounded()
+			r.Status, r.Body = int16(b.Status), b.Body
+		}
 		return
 	}
 	r.State = RangeArchived
@@ -305,7 +314,7 @@ func (p *SharePart) ackRequeue(member string, nowMs int64, batches []catalog.Ack
 						release(r, limit, q.DLQ)
 					}
 				case catalog.AckReject:
-					archive(r, q.DLQ, ReasonRejected)
+					archive(r, q.DLQ, ReasonRejected, b.Rejection)
 				case catalog.AckRenew:
 					r.Deadline = nowMs + lock.Milliseconds()
 				}
