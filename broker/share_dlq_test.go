@@ -1,10 +1,15 @@
 package broker
 
 import (
+	"context"
+	"errors"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/writer"
 )
 
 // opAuthorizer refuses one operation on one resource.
@@ -69,7 +74,9 @@ func TestShareDLQConfig(t *testing.T) {
 }
 
 // TestShareDLQMover: a second mover is kept out by the first's lease; the first copies
-// a rejected record once, and passes after the copy find nothing to do.
+// a rejected record once, and passes after the copy find nothing to do. The running
+// total (strata_share_dead_lettered_records_total) counts the one copy, and nothing
+// for the fenced mover, the empty passes or records archived without a copy.
 func TestShareDLQMover(t *testing.T) {
 	b, cat := newRealCore(t)
 	ctx := t.Context()
@@ -100,15 +107,31 @@ func TestShareDLQMover(t *testing.T) {
 	if _, ok, err := cat.AcquireShareDLQLease(ctx, "g", "mover-1", ShareDLQLeaseTTL); err != nil || !ok {
 		t.Fatalf("mover-1's lease: %v %v", ok, err)
 	}
+	dead := func(want float64) {
+		t.Helper()
+		if got := testutil.ToFloat64(b.dlqMetrics.copied.WithLabelValues("g")); got != want {
+			t.Fatalf("strata_share_dead_lettered_records_total{group=g} = %v, want %v", got, want)
+		}
+	}
 	if n, err := b.MoveShareDLQ(ctx, "mover-2", nil); err != nil || n != 0 {
 		t.Fatalf("second mover while the first holds the lease: copied %d, %v; want 0", n, err)
 	}
+	dead(0)
+	// A copy whose flush fails is not counted: the records stay pending.
+	w := b.d.Writer
+	b.d.Writer = failingWriter{}
+	if n, err := b.MoveShareDLQ(ctx, "mover-1", nil); err == nil || n != 0 {
+		t.Fatalf("first mover with a failing flush: copied %d, %v; want an error", n, err)
+	}
+	dead(0)
+	b.d.Writer = w
 	if n, err := b.MoveShareDLQ(ctx, "mover-1", nil); err != nil || n != 1 {
 		t.Fatalf("first mover: copied %d, %v; want 1", n, err)
 	}
 	if n, err := b.MoveShareDLQ(ctx, "mover-1", nil); err != nil || n != 0 {
 		t.Fatalf("first mover again: copied %d, %v; want 0", n, err)
 	}
+	dead(1)
 	ps, err := cat.Partitions(ctx, mustTopicID(t, b, "dlq.q"))
 	if err != nil || ps[0].HighWatermark != 1 {
 		t.Fatalf("dead-letter topic: %+v, %v; want one record", ps, err)
@@ -131,10 +154,18 @@ func TestShareDLQMover(t *testing.T) {
 	if n, err := b.MoveShareDLQ(ctx, "mover-1", nil); err != nil || n != 0 {
 		t.Fatalf("mover without a dead-letter topic: copied %d, %v; want 0", n, err)
 	}
+	dead(1)
 	d, err := b.DescribeShareGroup(ctx, who, "g")
 	if err != nil || len(d.Partitions) != 1 || d.Partitions[0].DeadLetterPending != 0 || d.Partitions[0].StartOffset != 2 {
 		t.Fatalf("after the config was removed: %+v, %v; want offset 1 archived", d, err)
 	}
+}
+
+// failingWriter fails every flush before it commits.
+type failingWriter struct{}
+
+func (failingWriter) Produce(context.Context, writer.Request) (writer.Response, error) {
+	return writer.Response{}, errors.New("the flush failed before its commit")
 }
 
 func mustTopicID(t *testing.T, b *Broker, name string) int64 {
