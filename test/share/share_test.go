@@ -183,7 +183,8 @@ func kafkaMember(ctx context.Context, t *testing.T, seed, group, topic string, t
 // once, and then the group has nothing in flight and nothing archived. With poison,
 // one more record is released by every member every time: it is delivered exactly
 // share.delivery.count.limit times (10) and copied once, with its headers, to the
-// group's dead-letter topic — counted once in strata_share_dead_lettered_records_total.
+// group's dead-letter topic — counted once in strata_share_dead_lettered_records_total
+// and in the group's description.
 func mixed(t *testing.T, poison bool, opts ...nodetest.Option) {
 	n := nodetest.Start(t, append(opts, nodetest.Kafka())...)
 	c := client.New(n.URL)
@@ -276,7 +277,8 @@ func TestMixedMembersPoisonServices(t *testing.T) { mixed(t, true, nodetest.OnSe
 
 // checkPoison checks what became of the poison record (ty.mu held): seen at delivery
 // counts 1 to limit, once each; one copy in the dead-letter topic with its own headers
-// and the __dlq.errors.* ones; the node's running total of dead-lettered records 1.
+// and the __dlq.errors.* ones; the node's and the group's running totals of
+// dead-lettered records 1.
 func checkPoison(t *testing.T, n *nodetest.Node, c *client.Client, ty *tally, dlq, group, topic string, limit int) {
 	t.Helper()
 	counts := slices.Sorted(slices.Values(ty.poisonCounts))
@@ -309,6 +311,9 @@ func checkPoison(t *testing.T, n *nodetest.Node, c *client.Client, ty *tally, dl
 	testwait.Until(t, 10*time.Second, "the dead-lettered record counted", func() bool { return deadLettered(t, n, group) >= 1 })
 	if total := deadLettered(t, n, group); total != 1 {
 		t.Errorf("strata_share_dead_lettered_records_total{group=%q} = %v, want 1", group, total)
+	}
+	if g, err := c.DescribeShareGroup(t.Context(), group); err != nil || g.DeadLettered != 1 {
+		t.Errorf("the group's description: %d dead-lettered, %v; want 1", g.DeadLettered, err)
 	}
 }
 
