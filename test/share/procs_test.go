@@ -290,11 +290,11 @@ func (m *memberProc) next(t *testing.T, v any) {
 	}
 }
 
-// processGroup starts a node with its Kafka listener and a one-partition topic with
-// records records, and configures the group with the tests' short lock.
-func processGroup(t *testing.T, records int) (*nodetest.Node, *client.Client) {
+// processGroup starts a node (with opts) with its Kafka listener and a one-partition
+// topic with records records, and configures the group with the tests' short lock.
+func processGroup(t *testing.T, records int, opts ...nodetest.Option) (*nodetest.Node, *client.Client) {
 	t.Helper()
-	n := nodetest.Start(t, nodetest.Kafka())
+	n := nodetest.Start(t, append(opts, nodetest.Kafka())...)
 	c := client.New(n.URL)
 	if _, err := c.CreateTopic(t.Context(), memberTopic, 1, nil); err != nil {
 		t.Fatal(err)
@@ -310,12 +310,15 @@ func processGroup(t *testing.T, records int) (*nodetest.Node, *client.Client) {
 // TestKilledMemberProcessKafka and TestKilledMemberProcessHTTP: a member process
 // SIGKILLed while it holds records. Another member, acquiring all along from the
 // kill, gets none of them before their lock deadline, and gets every one of them after
-// it, at delivery count 2.
+// it, at delivery count 2. The Services variant judges the lock on Postgres's clock.
 func TestKilledMemberProcessKafka(t *testing.T) { killedMember(t, "kafka") }
 func TestKilledMemberProcessHTTP(t *testing.T)  { killedMember(t, "http") }
+func TestKilledMemberProcessKafkaServices(t *testing.T) {
+	killedMember(t, "kafka", nodetest.OnServices())
+}
 
-func killedMember(t *testing.T, kind string) {
-	n, c := processGroup(t, 20)
+func killedMember(t *testing.T, kind string, opts ...nodetest.Option) {
+	n, c := processGroup(t, 20, opts...)
 	ctx := t.Context()
 	m := startMember(t, n, kind, 0)
 	var h held
@@ -385,17 +388,20 @@ func killedMember(t *testing.T, kind string) {
 // accepts its old delivery: refused (HTTP: acquisition_not_held, 409; Kafka:
 // INVALID_RECORD_STATE), and the other member's delivery is untouched — it releases
 // them and they come back at delivery count 3, then it accepts them and the group is
-// done.
+// done. The Services variant runs on Postgres and MinIO.
 func TestStoppedMemberProcessKafka(t *testing.T) {
 	stoppedMember(t, "kafka", "INVALID_RECORD_STATE", 0)
 }
 func TestStoppedMemberProcessHTTP(t *testing.T) {
 	stoppedMember(t, "http", client.CodeAcquisitionNotHeld, 409)
 }
+func TestStoppedMemberProcessHTTPServices(t *testing.T) {
+	stoppedMember(t, "http", client.CodeAcquisitionNotHeld, 409, nodetest.OnServices())
+}
 
-func stoppedMember(t *testing.T, kind, wantCode string, wantStatus int) {
+func stoppedMember(t *testing.T, kind, wantCode string, wantStatus int, opts ...nodetest.Option) {
 	const records = 10
-	n, c := processGroup(t, records)
+	n, c := processGroup(t, records, opts...)
 	ctx := t.Context()
 	handle := memberLockTime / 2
 	m := startMember(t, n, kind, handle)
