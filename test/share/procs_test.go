@@ -48,16 +48,11 @@ type held struct {
 	// Started is when the member began (unix ms): its records were acquired after it.
 	Started int64 `json:"started"`
 	// Deadline is the lock deadline its acquisition answered (unix ms; HTTP only).
-	Deadline int64    `json:"deadline,omitempty"`
-	Offsets  []int64  `json:"offsets"`
-	Counts   []int    `json:"counts"`
-	Member   string   `json:"member,omitempty"`
-	Acks     []ackRef `json:"acks,omitempty"`
-}
-
-type ackRef struct {
-	AcquisitionID string `json:"acquisition_id"`
-	First, Last   int64
+	Deadline int64 `json:"deadline,omitempty"`
+	// Answered is when it said so (unix ms): its handler's time runs from then.
+	Answered int64   `json:"answered"`
+	Offsets  []int64 `json:"offsets"`
+	Counts   []int   `json:"counts"`
 }
 
 // acked is what a member process says after it acknowledged: "" or the refusal's code
@@ -133,6 +128,7 @@ func kafkaMemberProcess(seed string, handle time.Duration, say func(any)) error 
 	for _, r := range recs {
 		h.Offsets, h.Counts = append(h.Offsets, r.Offset), append(h.Counts, int(r.DeliveryCount()))
 	}
+	h.Answered = time.Now().UnixMilli()
 	say(h)
 	if handle == 0 {
 		time.Sleep(time.Hour) // until killed
@@ -184,7 +180,7 @@ func httpMemberProcess(url string, handle time.Duration, say func(any)) error {
 		}
 		member = res.MemberID
 	}
-	h := held{Started: started.UnixMilli(), Member: member, Deadline: time.Time(res.Partitions[0].LockDeadline).UnixMilli()}
+	h := held{Started: started.UnixMilli(), Deadline: time.Time(res.Partitions[0].LockDeadline).UnixMilli()}
 	var acks []client.ShareAck
 	for _, p := range res.Partitions {
 		rs := p.Records
@@ -194,6 +190,7 @@ func httpMemberProcess(url string, handle time.Duration, say func(any)) error {
 		acks = append(acks, client.ShareAck{AcquisitionID: p.AcquisitionID,
 			Ranges: []client.ShareAckRange{{First: rs[0].Offset, Last: rs[len(rs)-1].Offset, Type: client.AckAccept}}})
 	}
+	h.Answered = time.Now().UnixMilli()
 	say(h)
 	if handle == 0 {
 		time.Sleep(time.Hour) // until killed
@@ -214,9 +211,27 @@ func httpMemberProcess(url string, handle time.Duration, say func(any)) error {
 // memberProc is a running member process.
 type memberProc struct {
 	cmd    *exec.Cmd
-	lines  chan string
-	mu     sync.Mutex
-	stderr strings.Builder
+	lines  chan string // its answers
+	stderr syncBuffer
+}
+
+// syncBuffer is a strings.Builder written by the process's stderr copier and read by
+// the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *syncBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
 
 // startMember starts a member process of kind (kafka, http) on n; handle as
@@ -233,7 +248,7 @@ func startMember(t *testing.T, n *nodetest.Node, kind string, handle time.Durati
 		cmd.Env = append(cmd.Env, memberHandle+"="+handle.String())
 	}
 	m := &memberProc{cmd: cmd, lines: make(chan string, 16)}
-	cmd.Stderr = (*lockedWriter)(m)
+	cmd.Stderr = &m.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -260,19 +275,7 @@ func startMember(t *testing.T, n *nodetest.Node, kind string, handle time.Durati
 	return m
 }
 
-type lockedWriter memberProc
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.stderr.Write(p)
-}
-
-func (m *memberProc) errText() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.stderr.String()
-}
+func (m *memberProc) errText() string { return m.stderr.String() }
 
 // next decodes the member's next answer into v.
 func (m *memberProc) next(t *testing.T, v any) {
@@ -407,14 +410,12 @@ func stoppedMember(t *testing.T, kind, wantCode string, wantStatus int, opts ...
 	m := startMember(t, n, kind, handle)
 	var h held
 	m.next(t, &h)
-	read := time.Now()
 	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	// The member answered at most a moment before read, so its handler has handle
-	// left, give or take that moment: stopped well within it, it cannot have
-	// acknowledged.
-	if d := time.Since(read); d > handle/2 {
+	// Its handler began when it answered: stopped well within the handler's time, it
+	// cannot have acknowledged.
+	if d := time.Since(time.UnixMilli(h.Answered)); d > handle/2 {
 		t.Fatalf("the member was stopped %s after it answered, too late to be sure it had not acknowledged", d)
 	}
 	other, again, _ := acquireAll(t, c, memberGroup, "", memberTopic)
