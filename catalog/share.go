@@ -219,7 +219,8 @@ type ShareGroupDescription struct {
 	Members    []ShareMember
 	Partitions []SharePartitionState
 	// DeadLettered is the running total of the group's records copied to its
-	// dead-letter topic (added to by each copy's commit).
+	// dead-letter topic (added to by each copy's commit); kept for the group id when the
+	// group is deleted.
 	DeadLettered int64
 }
 
