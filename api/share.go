@@ -67,7 +67,7 @@ func (rs *shareGroupsResource) describe(w http.ResponseWriter, r *http.Request) 
 	for _, o := range offs {
 		lag[o.ShareTP] = o.Lag
 	}
-	out := v1.ShareGroup{Name: d.Name, Epoch: d.Epoch, Members: []v1.ShareGroupMember{}, Partitions: []v1.SharePartition{}}
+	out := v1.ShareGroup{Name: d.Name, Epoch: d.Epoch, Members: []v1.ShareGroupMember{}, Partitions: []v1.SharePartition{}, DeadLettered: d.DeadLettered}
 	for _, m := range d.Members {
 		ts := m.Topics
 		if ts == nil {

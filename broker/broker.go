@@ -195,8 +195,8 @@ type Config struct {
 	// TxnMaxTimeout is the longest transaction timeout a producer may ask for (Kafka's
 	// transaction.max.timeout.ms); default DefaultTxnMaxTimeout.
 	TxnMaxTimeout time.Duration
-	// Registerer takes the core's metrics (the transaction coordinator's); nil keeps
-	// them unregistered.
+	// Registerer takes the core's metrics (the transaction coordinator's and the
+	// dead-letter mover's); nil keeps them unregistered.
 	Registerer prometheus.Registerer
 	// MaxWait caps how long a fetch long-polls (FetchRequest.Wait, PartitionsFetch.Wait),
 	// whichever front end asked: an HTTP fetch's wait_ms, a Kafka Fetch's MaxWaitMillis.
@@ -239,6 +239,7 @@ type Broker struct {
 	txnMaxTimeout time.Duration
 	txnMetrics    *txnMetrics
 	dlqPrefix     string // Config.ShareDLQPrefix, default applied
+	dlqMetrics    *shareDLQMetrics
 	prices        Prices // Config.Prices, default applied
 }
 
@@ -263,7 +264,8 @@ func New(cfg Config, d Deps) *Broker {
 		cfg.Prices = DefaultPrices
 	}
 	b := &Broker{d: d, now: d.Now, maxAfterMs: cfg.MaxTimestampAfterMs, maxWait: cfg.MaxWait, prices: cfg.Prices, waits: newGroupWaits(), schemas: newSchemaCache(),
-		txnMaxTimeout: cfg.TxnMaxTimeout, txnMetrics: newTxnMetrics(cfg.Registerer), dlqPrefix: cfg.ShareDLQPrefix}
+		txnMaxTimeout: cfg.TxnMaxTimeout, txnMetrics: newTxnMetrics(cfg.Registerer), dlqPrefix: cfg.ShareDLQPrefix,
+		dlqMetrics: newShareDLQMetrics(cfg.Registerer)}
 	if b.now == nil {
 		b.now = time.Now
 	}

@@ -10,8 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/strata-io/strata/acl"
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/prom"
 	"github.com/strata-io/strata/reader"
 	"github.com/strata-io/strata/segment"
 )
@@ -49,6 +52,20 @@ const (
 	// shareDLQMaxRecords bounds the records one copy request carries.
 	shareDLQMaxRecords = 500
 )
+
+// shareDLQMetrics are the dead-letter mover's (share_dlq.go).
+type shareDLQMetrics struct {
+	// copied counts records copied to dead-letter topics by group, counted once the
+	// copy's flush committed (the commit that archives them), never before.
+	copied *prometheus.CounterVec
+}
+
+func newShareDLQMetrics(reg prometheus.Registerer) *shareDLQMetrics {
+	return &shareDLQMetrics{
+		copied: prom.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_share_dead_lettered_records_total",
+			Help: "Records this node's dead-letter mover copied to a share group's dead-letter topic, by group (counted when the copy commits)."}, []string{"group"})),
+	}
+}
 
 // checkDLQTopic checks a dead-letter topic named for group: the prefix, then the topic
 // (it exists and opts in). Refusals are CodeInvalidConfig with a detail "rule":
@@ -135,6 +152,9 @@ func (b *Broker) RunShareDLQ(ctx context.Context, holder string, interval time.D
 func (b *Broker) MoveShareDLQ(ctx context.Context, holder string, log *slog.Logger) (int, error) {
 	if e := b.checkShare(); e != nil {
 		return 0, e
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler) // as RunShareDLQ's: a failed copy logged to nil panicked
 	}
 	work, err := b.d.Share.ShareDLQPending(ctx, 100)
 	if err != nil {
@@ -236,6 +256,9 @@ func (b *Broker) moveShareDLQ(ctx context.Context, l catalog.ShareDLQLease, w ca
 	if _, e := b.write(ctx, wreq, topics); e != nil {
 		return 0, e
 	}
+	// The write answered after its flush committed, archiving the records: only now
+	// are they dead-lettered.
+	b.dlqMetrics.copied.WithLabelValues(w.Group).Add(float64(len(recs)))
 	return len(recs), nil
 }
 

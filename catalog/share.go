@@ -222,6 +222,10 @@ type ShareGroupDescription struct {
 	Epoch      int32
 	Members    []ShareMember
 	Partitions []SharePartitionState
+	// DeadLettered is the running total of the group's records copied to its
+	// dead-letter topic (added to by each copy's commit); kept for the group id when the
+	// group is deleted.
+	DeadLettered int64
 }
 
 // SharePartitionState counts a share-partition's in-flight records by state.

@@ -106,6 +106,9 @@ type ShareGroup struct {
 	Epoch      int32              `json:"epoch"`
 	Members    []ShareGroupMember `json:"members"`
 	Partitions []SharePartition   `json:"partitions"`
+	// DeadLettered is the running total of the group's records copied to its
+	// dead-letter topic.
+	DeadLettered int64 `json:"dead_lettered"`
 	// Configs are the group's configs with their defaults, when the caller may
 	// describe them (describe-configs on the group).
 	Configs map[string]string `json:"configs,omitempty"`

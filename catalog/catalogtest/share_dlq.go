@@ -60,6 +60,15 @@ func dlqFlush(t *testing.T, c ShareCatalog, tp catalog.Topic, dlq catalog.Topic,
 	return res
 }
 
+// wantDeadLettered checks the group's running total of dead-lettered records.
+func wantDeadLettered(t *testing.T, c ShareCatalog, g, when string, want int64) {
+	t.Helper()
+	d, err := c.DescribeShareGroup(t.Context(), g)
+	if err != nil || d.DeadLettered != want {
+		t.Fatalf("%s: %d records dead-lettered, %v; want %d", when, d.DeadLettered, err, want)
+	}
+}
+
 func testShareDLQPending(t *testing.T, c ShareCatalog) {
 	tp, g := shareDLQGroup(t, c, 6)
 	wantRanges(t, "first delivery", acquire(t, c, g, "a", tp.Name, acquireOpt{max: 4, limit: 1}), [3]int64{0, 3, 1})
@@ -132,6 +141,7 @@ func testShareDLQCommit(t *testing.T, c ShareCatalog) {
 	if s := sharePartition(t, c, g); s.StartOffset != 2 || s.DeadLetterPending != 2 {
 		t.Fatalf("after the copy of 0-1: %+v, want start 2 and 2 pending", s)
 	}
+	wantDeadLettered(t, c, g, "after the first copy", 1) // its request's batch: one record
 	hw := Partition(t, c, dlq.ID, 0).HighWatermark
 
 	// Never twice: a second copy of 0-1 is refused, its records not stored.
@@ -143,6 +153,7 @@ func testShareDLQCommit(t *testing.T, c ShareCatalog) {
 		t.Fatalf("the dead-letter topic's high watermark %d, want %d (only the plain request)", got, hw+1)
 	}
 	hw++
+	wantDeadLettered(t, c, g, "after a refused copy", 1)
 
 	// Fenced: m2 takes the lease over; m1's copy is refused, and nothing changes.
 	if err := c.ReleaseShareDLQLease(ctx, l1); err != nil {
@@ -178,6 +189,8 @@ func testShareDLQCommit(t *testing.T, c ShareCatalog) {
 	if s := sharePartition(t, c, g); s.StartOffset != 4 || s.DeadLetterPending != 0 {
 		t.Fatalf("after every copy: %+v, want start 4, nothing pending", s)
 	}
+	// The total outlives a change of holder, and counted nothing refused.
+	wantDeadLettered(t, c, g, "after m2's copy", 2)
 	if got := dlqWork(t, c, g); len(got) != 0 {
 		t.Fatalf("dead-letter work left: %+v", got)
 	}
@@ -209,6 +222,7 @@ func testShareDLQArchive(t *testing.T, c ShareCatalog) {
 	if s := sharePartition(t, c, g); s.DeadLetterPending != 0 || s.StartOffset != 2 {
 		t.Fatalf("after the archive: %+v, want start 2, nothing pending", s)
 	}
+	wantDeadLettered(t, c, g, "after an archive without copies", 0)
 	if err := c.ArchiveShareDLQ(ctx, catalog.ShareDLQCommit{Lease: l, TopicID: tp.ID, Partition: 0, Ranges: rs}); !errors.Is(err, catalog.ErrShareDLQNotPending) {
 		t.Fatalf("archive again: %v, want ErrShareDLQNotPending", err)
 	}

@@ -270,8 +270,8 @@ func (q pgShare) DLQPendingPartitions(ctx context.Context, max int) ([]engine.DL
 
 func (q pgShare) DLQLease(ctx context.Context, group string) (engine.DLQLeaseRow, bool, error) {
 	var l engine.DLQLeaseRow
-	err := q.tx.QueryRow(ctx, `SELECT holder, token, expires_ms FROM share_dlq_leases WHERE group_name = $1 FOR UPDATE`, group).
-		Scan(&l.Holder, &l.Token, &l.ExpiresMs)
+	err := q.tx.QueryRow(ctx, `SELECT holder, token, expires_ms, copied FROM share_dlq_leases WHERE group_name = $1 FOR UPDATE`, group).
+		Scan(&l.Holder, &l.Token, &l.ExpiresMs, &l.Copied)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return l, false, nil
 	}
@@ -279,8 +279,17 @@ func (q pgShare) DLQLease(ctx context.Context, group string) (engine.DLQLeaseRow
 }
 
 func (q pgShare) PutDLQLease(ctx context.Context, group string, l engine.DLQLeaseRow) error {
-	_, err := q.tx.Exec(ctx, `INSERT INTO share_dlq_leases (group_name, holder, token, expires_ms) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (group_name) DO UPDATE SET holder = excluded.holder, token = excluded.token, expires_ms = excluded.expires_ms`,
-		group, l.Holder, l.Token, l.ExpiresMs)
+	_, err := q.tx.Exec(ctx, `INSERT INTO share_dlq_leases (group_name, holder, token, expires_ms, copied) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (group_name) DO UPDATE SET holder = excluded.holder, token = excluded.token, expires_ms = excluded.expires_ms, copied = excluded.copied`,
+		group, l.Holder, l.Token, l.ExpiresMs, l.Copied)
 	return err
+}
+
+func (q pgShare) DLQCopied(ctx context.Context, group string) (int64, error) {
+	var n int64
+	err := q.tx.QueryRow(ctx, `SELECT copied FROM share_dlq_leases WHERE group_name = $1`, group).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return n, err
 }

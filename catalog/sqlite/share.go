@@ -291,8 +291,8 @@ func (q sqliteShare) DLQPendingPartitions(ctx context.Context, max int) ([]engin
 
 func (q sqliteShare) DLQLease(ctx context.Context, group string) (engine.DLQLeaseRow, bool, error) {
 	var l engine.DLQLeaseRow
-	err := q.tx.QueryRowContext(ctx, `SELECT holder, token, expires_ms FROM share_dlq_leases WHERE group_name = ?`, group).
-		Scan(&l.Holder, &l.Token, &l.ExpiresMs)
+	err := q.tx.QueryRowContext(ctx, `SELECT holder, token, expires_ms, copied FROM share_dlq_leases WHERE group_name = ?`, group).
+		Scan(&l.Holder, &l.Token, &l.ExpiresMs, &l.Copied)
 	if errors.Is(err, sql.ErrNoRows) {
 		return l, false, nil
 	}
@@ -300,8 +300,17 @@ func (q sqliteShare) DLQLease(ctx context.Context, group string) (engine.DLQLeas
 }
 
 func (q sqliteShare) PutDLQLease(ctx context.Context, group string, l engine.DLQLeaseRow) error {
-	_, err := q.tx.ExecContext(ctx, `INSERT INTO share_dlq_leases (group_name, holder, token, expires_ms) VALUES (?, ?, ?, ?)
-		ON CONFLICT (group_name) DO UPDATE SET holder = excluded.holder, token = excluded.token, expires_ms = excluded.expires_ms`,
-		group, l.Holder, l.Token, l.ExpiresMs)
+	_, err := q.tx.ExecContext(ctx, `INSERT INTO share_dlq_leases (group_name, holder, token, expires_ms, copied) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (group_name) DO UPDATE SET holder = excluded.holder, token = excluded.token, expires_ms = excluded.expires_ms, copied = excluded.copied`,
+		group, l.Holder, l.Token, l.ExpiresMs, l.Copied)
 	return err
+}
+
+func (q sqliteShare) DLQCopied(ctx context.Context, group string) (int64, error) {
+	var n int64
+	err := q.tx.QueryRowContext(ctx, `SELECT copied FROM share_dlq_leases WHERE group_name = ?`, group).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return n, err
 }

@@ -146,7 +146,7 @@ func shareListCommand() (*command, func(context.Context, *env, *command, []strin
 
 func shareDescribeCommand() (*command, func(context.Context, *env, *command, []string) error) {
 	c := newCommand("share describe", "strata share describe GROUP [--json]",
-		"Shows a share group's live members with their subscriptions, and per share-partition\nthe start offset (everything below it is done), the records in flight by state\n(available, acquired, acknowledged, archived, dead-letter pending) and the lag.")
+		"Shows a share group's live members with their subscriptions, and per share-partition\nthe start offset (everything below it is done), the records in flight by state\n(available, acquired, acknowledged, archived, dead-letter pending) and the lag; and\nthe running total of records copied to the group's dead-letter topic.")
 	sf := addServerFlags(c)
 	asJSON := c.fs.Bool("json", false, "print one JSON object instead of text")
 	return c, func(ctx context.Context, e *env, c *command, args []string) error {
@@ -167,7 +167,7 @@ func shareDescribeCommand() (*command, func(context.Context, *env, *command, []s
 		if *asJSON {
 			return json.NewEncoder(e.stdout).Encode(g)
 		}
-		fmt.Fprintf(e.stdout, "Share group: %s\nEpoch:       %d\n\n", g.Name, g.Epoch)
+		fmt.Fprintf(e.stdout, "Share group:   %s\nEpoch:         %d\nDead-lettered: %d\n\n", g.Name, g.Epoch, g.DeadLettered)
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "MEMBER\tEPOCH\tTOPICS")
 		for _, m := range g.Members {

@@ -62,7 +62,7 @@ func TestShareCLI(t *testing.T) {
 		t.Fatalf("two runs of 5 printed %v, want every record once: %v", seen, want)
 	}
 	code, stdout, stderr := runCLI(t, nil, "", "share", "describe", "Q", "--server", url)
-	if code != 0 || !strings.Contains(stdout, "jobs   0          5      0") {
+	if code != 0 || !strings.Contains(stdout, "jobs   0          5      0") || !strings.Contains(stdout, "Dead-lettered: 0\n") {
 		t.Fatalf("share describe: exit %d:\n%s%s", code, stdout, stderr)
 	}
 	code, stdout, stderr = runCLI(t, nil, "", "share", "list", "--server", url)

@@ -6,8 +6,10 @@ package share_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -56,6 +58,21 @@ type tally struct {
 	released int
 	maxCount int
 	errs     []string
+	// poison is the record every member always releases (none: partition -1), and
+	// poisonCounts the delivery counts it was seen at.
+	poison       pos
+	poisonCounts []int
+}
+
+// isPoison answers whether p is the poison record, counting its delivery if so.
+func (ty *tally) isPoison(p pos, count int) bool {
+	if p != ty.poison {
+		return false
+	}
+	ty.mu.Lock()
+	defer ty.mu.Unlock()
+	ty.poisonCounts = append(ty.poisonCounts, count)
+	return true
 }
 
 func (ty *tally) accept(p pos, count int) {
@@ -102,7 +119,7 @@ func httpMember(ctx context.Context, c *client.Client, group, topic string, ty *
 			ack := client.ShareAck{AcquisitionID: p.AcquisitionID}
 			for _, r := range p.Records {
 				typ := client.AckAccept
-				if rand.IntN(10) == 0 {
+				if ty.isPoison(pos{p.Partition, r.Offset}, r.DeliveryCount) || rand.IntN(10) == 0 {
 					typ = client.AckRelease
 				}
 				ack.Ranges = append(ack.Ranges, client.ShareAckRange{First: r.Offset, Last: r.Offset, Type: typ})
@@ -150,7 +167,7 @@ func kafkaMember(ctx context.Context, t *testing.T, seed, group, topic string, t
 	for ctx.Err() == nil {
 		fs := cl.PollFetches(ctx)
 		fs.EachRecord(func(r *kgo.Record) {
-			if rand.IntN(10) == 0 {
+			if ty.isPoison(pos{r.Partition, r.Offset}, int(r.DeliveryCount())) || rand.IntN(10) == 0 {
 				r.Ack(kgo.AckRelease)
 				ty.release(int(r.DeliveryCount()))
 				return
@@ -163,8 +180,12 @@ func kafkaMember(ctx context.Context, t *testing.T, seed, group, topic string, t
 
 // mixed: eight members, four over Kafka and four over HTTP, share a two-partition
 // topic and release one delivery in ten at random: every record is accepted exactly
-// once, and then the group has nothing in flight and nothing archived.
-func mixed(t *testing.T, opts ...nodetest.Option) {
+// once, and then the group has nothing in flight and nothing archived. With poison,
+// one more record is released by every member every time: it is delivered exactly
+// share.delivery.count.limit times (10) and copied once, with its headers, to the
+// group's dead-letter topic — counted once in strata_share_dead_lettered_records_total
+// and in the group's description.
+func mixed(t *testing.T, poison bool, opts ...nodetest.Option) {
 	n := nodetest.Start(t, append(opts, nodetest.Kafka())...)
 	c := client.New(n.URL)
 	ctx := t.Context()
@@ -172,13 +193,29 @@ func mixed(t *testing.T, opts ...nodetest.Option) {
 	if _, err := c.CreateTopic(ctx, topic, 2, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.ConfigureShareGroup(ctx, group, map[string]string{"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "10"}); err != nil {
+	const limit, dlq = 10, "dlq.jobs"
+	configs := map[string]string{"share.auto.offset.reset": "earliest", "share.delivery.count.limit": strconv.Itoa(limit)}
+	if poison {
+		if _, err := c.CreateTopic(ctx, dlq, 1, map[string]string{"errors.deadletterqueue.group.enable": "true"}); err != nil {
+			t.Fatal(err)
+		}
+		configs["errors.deadletterqueue.topic.name"] = dlq
+	}
+	if _, err := c.ConfigureShareGroup(ctx, group, configs); err != nil {
 		t.Fatal(err)
 	}
 	total := recordCount()
 	start := time.Now()
 	produce(t, c, topic, 2, total)
-	ty := &tally{accepted: map[pos]int{}}
+	ty := &tally{accepted: map[pos]int{}, poison: pos{p: -1}}
+	if poison {
+		offs, err := c.Produce(ctx, topic, []client.Record{{Value: client.String("poison"), Partition: client.Int32(1),
+			Headers: []client.Header{{Key: "trace", Value: []byte("p-1")}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ty.poison = pos{offs[0].Partition, offs[0].Offset}
+	}
 	run, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for range 4 {
@@ -187,6 +224,12 @@ func mixed(t *testing.T, opts ...nodetest.Option) {
 	}
 	testwait.Until(t, 5*time.Minute, fmt.Sprintf("%d records accepted", total), func() bool { return ty.done() >= total })
 	elapsed := time.Since(start)
+	if poison {
+		testwait.Until(t, time.Minute, "the poison record dead-lettered", func() bool {
+			g, err := c.DescribeShareGroup(ctx, group)
+			return err == nil && len(g.Partitions) == 2 && g.Partitions[1].StartOffset > ty.poison.o
+		})
+	}
 	stop()
 	wg.Wait()
 	ty.mu.Lock()
@@ -203,6 +246,9 @@ func mixed(t *testing.T, opts ...nodetest.Option) {
 	}
 	if len(ty.accepted) != total || ty.released == 0 {
 		t.Fatalf("%d records accepted of %d, %d released", len(ty.accepted), total, ty.released)
+	}
+	if poison {
+		checkPoison(t, n, c, ty, dlq, group, topic, limit)
 	}
 	testwait.Until(t, time.Minute, "the group to settle", func() bool {
 		g, err := c.DescribeShareGroup(ctx, group)
@@ -221,8 +267,77 @@ func mixed(t *testing.T, opts ...nodetest.Option) {
 
 // TestMixedMembersEmbedded and TestMixedMembersServices: mixed on strata dev's shape
 // and on Postgres and MinIO.
-func TestMixedMembersEmbedded(t *testing.T) { mixed(t) }
-func TestMixedMembersServices(t *testing.T) { mixed(t, nodetest.OnServices()) }
+func TestMixedMembersEmbedded(t *testing.T) { mixed(t, false) }
+func TestMixedMembersServices(t *testing.T) { mixed(t, false, nodetest.OnServices()) }
+
+// TestMixedMembersPoisonEmbedded and TestMixedMembersPoisonServices: mixed with a
+// poison record.
+func TestMixedMembersPoisonEmbedded(t *testing.T) { mixed(t, true) }
+func TestMixedMembersPoisonServices(t *testing.T) { mixed(t, true, nodetest.OnServices()) }
+
+// checkPoison checks what became of the poison record (ty.mu held): seen at delivery
+// counts 1 to limit, once each; one copy in the dead-letter topic with its own headers
+// and the __dlq.errors.* ones; the node's and the group's running totals of
+// dead-lettered records 1.
+func checkPoison(t *testing.T, n *nodetest.Node, c *client.Client, ty *tally, dlq, group, topic string, limit int) {
+	t.Helper()
+	counts := slices.Sorted(slices.Values(ty.poisonCounts))
+	want := make([]int, limit)
+	for i := range want {
+		want[i] = i + 1
+	}
+	if !slices.Equal(counts, want) {
+		t.Errorf("the poison record was delivered at counts %v, want 1 to %d once each", counts, limit)
+	}
+	res, err := c.Fetch(t.Context(), dlq, 0, client.FetchOptions{MaxRecords: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.HighWatermark != 1 || len(res.Records) != 1 {
+		t.Fatalf("dead-letter topic: %d records, high watermark %d; want the poison record once", len(res.Records), res.HighWatermark)
+	}
+	got := map[string]string{}
+	for _, h := range res.Records[0].Headers {
+		got[h.Key] = string(h.Value)
+	}
+	wantHeaders := map[string]string{"trace": "p-1", "__dlq.errors.topic": topic, "__dlq.errors.partition": strconv.Itoa(int(ty.poison.p)),
+		"__dlq.errors.offset": strconv.FormatInt(ty.poison.o, 10), "__dlq.errors.delivery.count": strconv.Itoa(limit),
+		"__dlq.errors.reason": "delivery_limit", "__dlq.errors.group.id": group}
+	if !maps.Equal(got, wantHeaders) {
+		t.Errorf("the dead-letter copy's headers %v, want %v", got, wantHeaders)
+	}
+	// The mover counts once its copy's flush answered, a moment after the commit that
+	// moved the start offset past the record.
+	testwait.Until(t, 10*time.Second, "the dead-lettered record counted", func() bool { return deadLettered(t, n, group) >= 1 })
+	if total := deadLettered(t, n, group); total != 1 {
+		t.Errorf("strata_share_dead_lettered_records_total{group=%q} = %v, want 1", group, total)
+	}
+	if g, err := c.DescribeShareGroup(t.Context(), group); err != nil || g.DeadLettered != 1 {
+		t.Errorf("the group's description: %d dead-lettered, %v; want 1", g.DeadLettered, err)
+	}
+}
+
+// deadLettered reads the node's strata_share_dead_lettered_records_total for group.
+func deadLettered(t *testing.T, n *nodetest.Node, group string) float64 {
+	t.Helper()
+	mfs, err := n.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "strata_share_dead_lettered_records_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "group" && l.GetValue() == group {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
 
 // acquireAll acquires for member until it holds something, answering the member id
 // and the acquisitions.

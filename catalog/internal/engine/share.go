@@ -533,7 +533,10 @@ func DescribeShareGroup(ctx context.Context, db ShareBackend, group string) (cat
 		if err != nil {
 			return err
 		}
-		d.Partitions, err = sharePartitionStates(ctx, q, rows)
+		if d.Partitions, err = sharePartitionStates(ctx, q, rows); err != nil {
+			return err
+		}
+		d.DeadLettered, err = q.DLQCopied(ctx, group)
 		return err
 	})
 	return d, err

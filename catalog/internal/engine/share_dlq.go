@@ -32,10 +32,13 @@ type DLQPendingRow struct {
 }
 
 // DLQLeaseRow is a group's dead-letter lease; ExpiresMs is on the database clock.
+// Copied is the group's running total of records copied to its dead-letter topic,
+// kept on the row whoever holds the lease.
 type DLQLeaseRow struct {
 	Holder    string
 	Token     int64
 	ExpiresMs int64
+	Copied    int64
 }
 
 // ShareDLQStmts are the dead-letter statements of a share-group transaction.
@@ -47,6 +50,9 @@ type ShareDLQStmts interface {
 	DLQLease(ctx context.Context, group string) (DLQLeaseRow, bool, error)
 	// PutDLQLease writes (inserts or replaces) a group's lease.
 	PutDLQLease(ctx context.Context, group string, l DLQLeaseRow) error
+	// DLQCopied reads a group's DLQLeaseRow.Copied without holding its row (0 without
+	// one).
+	DLQCopied(ctx context.Context, group string) (int64, error)
 }
 
 func dlqReason(r int8) string {
@@ -126,7 +132,7 @@ func AcquireShareDLQLease(ctx context.Context, db ShareBackend, group, holder st
 			return err
 		}
 		nowMs := now.UnixMilli()
-		next := DLQLeaseRow{Holder: holder, ExpiresMs: nowMs + ttl.Milliseconds()}
+		next := DLQLeaseRow{Holder: holder, ExpiresMs: nowMs + ttl.Milliseconds(), Copied: cur.Copied}
 		switch {
 		case !found:
 			next.Token = 1
@@ -153,7 +159,7 @@ func ReleaseShareDLQLease(ctx context.Context, db ShareBackend, l catalog.ShareD
 		if err != nil || !found || cur.Holder != l.Holder || cur.Token != l.Token {
 			return err
 		}
-		return q.PutDLQLease(ctx, l.Group, DLQLeaseRow{Token: cur.Token})
+		return q.PutDLQLease(ctx, l.Group, DLQLeaseRow{Token: cur.Token, Copied: cur.Copied})
 	})
 }
 
@@ -176,9 +182,10 @@ func ArchiveShareDLQ(ctx context.Context, db ShareBackend, c catalog.ShareDLQCom
 // ShareDLQCheck is the outcome of CheckShareDLQ.
 type ShareDLQCheck struct {
 	// Errs is the errors passed in with the dead-letter refusals added.
-	Errs  []error
-	plan  *Plan
-	parts map[int]*dlqPart // by request
+	Errs   []error
+	plan   *Plan
+	parts  map[int]*dlqPart       // by request
+	leases map[string]DLQLeaseRow // by group, read under their rows' locks
 }
 
 type dlqPart struct {
@@ -215,6 +222,7 @@ func CheckShareDLQ(ctx context.Context, q ShareStmts, plan *Plan, errs []error) 
 		return cmp.Or(cmp.Compare(ga, gb), cmp.Compare(ta, tb), cmp.Compare(pa, pb))
 	})
 	leases := map[string]DLQLeaseRow{}
+	c.leases = leases
 	seen := map[DLQPendingRow]bool{}
 	for _, ri := range reqs {
 		d := plan.Segment.Requests[ri].ShareDLQ
@@ -303,11 +311,16 @@ func (p *SharePart) checkPending(ranges []catalog.ShareDLQRange) error {
 }
 
 // Finish archives the ranges of the dead-letter requests that committed now (not
-// refused, not duplicates), in the flush's transaction.
+// refused, not duplicates), in the flush's transaction, and adds their records (the
+// copies) to their groups' running totals.
 func (c *ShareDLQCheck) Finish(ctx context.Context, q ShareStmts, results []catalog.Result) error {
+	copied := map[string]int64{}
 	for ri, dp := range c.parts {
 		if c.Errs[ri] != nil || results[ri].Err != nil || results[ri].Duplicate {
 			continue
+		}
+		for _, b := range c.plan.Segment.Requests[ri].Batches {
+			copied[dp.group] += int64(b.Records)
 		}
 		for _, want := range c.plan.Segment.Requests[ri].ShareDLQ.Ranges {
 			dp.p.split(want.First)
@@ -323,6 +336,16 @@ func (c *ShareDLQCheck) Finish(ctx context.Context, q ShareStmts, results []cata
 		dp.row.StartOffset, dp.row.State = dp.p.Start, dp.p.Encode()
 		if err := q.UpdateSharePartition(ctx, dp.group, dp.row); err != nil {
 			return fmt.Errorf("archive dead-lettered records of %q: %w", dp.group, err)
+		}
+	}
+	for group, n := range copied {
+		if n == 0 {
+			continue
+		}
+		l := c.leases[group]
+		l.Copied += n
+		if err := q.PutDLQLease(ctx, group, l); err != nil {
+			return fmt.Errorf("count dead-lettered records of %q: %w", group, err)
 		}
 	}
 	return nil

@@ -192,3 +192,4 @@ func (m *memShare) DLQLease(context.Context, string) (DLQLeaseRow, bool, error) 
 	return DLQLeaseRow{}, false, nil
 }
 func (m *memShare) PutDLQLease(context.Context, string, DLQLeaseRow) error { return nil }
+func (m *memShare) DLQCopied(context.Context, string) (int64, error)       { return 0, nil }
