@@ -296,9 +296,11 @@ func (r *Role) commit(ctx context.Context, t catalog.Topic, cfg catalog.Config, 
 	if err != nil {
 		return nil, err
 	}
-	sc := tbl.Schema()
+	// Table.Schema answers a copy each call: cur is the one sc is compared with.
+	cur := tbl.Schema()
+	sc := cur
 	if vs != nil {
-		if sc, err = evolve(tbl.Schema(), tbl.Metadata().LastColumnID(), vs.cols); err != nil {
+		if sc, err = evolve(cur, tbl.Metadata().LastColumnID(), vs.cols); err != nil {
 			stopped := map[int32]*PartitionStatus{}
 			for _, l := range leases {
 				st := &PartitionStatus{Partition: l.Partition, Offset: state.NextOffset(l.Partition), Reason: err.Error()}
@@ -343,7 +345,7 @@ func (r *Role) commit(ctx context.Context, t catalog.Topic, cfg catalog.Config, 
 		r.m.lag.WithLabelValues(t.Name).Set(float64(lag))
 		return nil, r.commitStatus(ctx, t, tbl, state, fio, leases, stopped)
 	}
-	if sc != tbl.Schema() {
+	if sc != cur {
 		// The new schema goes in the same metadata file as the rows that carry it.
 		if tbl, err = withSchema(tbl, sc, state.MetadataLocation, fio); err != nil {
 			return nil, err

@@ -18,6 +18,7 @@ func runTables(t *testing.T, open func(t *testing.T) catalog.Backend) {
 		fn   func(t *testing.T, c catalog.Backend)
 	}{
 		{"leases", testTableLeases},
+		{"leases/first_race", testTableFirstLeaseRace},
 		{"commit/exactly_once", testTableCommit},
 		{"commit/racing_workers", testTableRace},
 		{"commit/invalid", testTableInvalid},
@@ -78,6 +79,33 @@ func testTableLeases(t *testing.T, c catalog.Backend) {
 	}
 	if _, ok, _ := c.AcquireTableLease(ctx, 7, 0, "b", time.Minute); ok {
 		t.Fatal("a stale release freed the new holder's lease")
+	}
+}
+
+// testTableFirstLeaseRace: workers asking for a partition's first lease at once (no
+// row yet, so none to lock): one gets it, the others are told it is held — no error.
+func testTableFirstLeaseRace(t *testing.T, c catalog.Backend) {
+	for p := range int32(20) {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		won := 0
+		for w := range 4 {
+			wg.Go(func() {
+				_, ok, err := c.AcquireTableLease(context.Background(), 9, p, "w"+string(rune('a'+w)), time.Minute)
+				if err != nil {
+					t.Errorf("partition %d, worker %d: %v", p, w, err)
+				}
+				if ok {
+					mu.Lock()
+					won++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if won != 1 {
+			t.Fatalf("partition %d: %d workers got its first lease, want 1", p, won)
+		}
 	}
 }
 

@@ -84,9 +84,15 @@ func (t Tables) AcquireTableLease(ctx context.Context, topicID int64, partition 
 		expires := now + ttl.Milliseconds()
 		switch {
 		case len(rows) == 0:
+			// Two workers may both find no row (FOR UPDATE locks none): the one whose
+			// insert finds the other's row lost the race, as if it had found it held.
 			l.Token = 1
-			_, err = q.Exec(ctx, `INSERT INTO table_leases (topic_id, part, holder, token, expires_ms) VALUES ($1, $2, $3, $4, $5)`,
+			var n int64
+			n, err = q.Exec(ctx, `INSERT INTO table_leases (topic_id, part, holder, token, expires_ms) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
 				topicID, partition, holder, l.Token, expires)
+			if err == nil && n == 0 {
+				return errDone
+			}
 		case rows[0].holder == holder && rows[0].expires > now:
 			l.Token = rows[0].token
 			_, err = q.Exec(ctx, `UPDATE table_leases SET expires_ms = $3 WHERE topic_id = $1 AND part = $2`, topicID, partition, expires)
