@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -62,15 +61,9 @@ func TestRejectionDeadLettered(t *testing.T) {
 			w.WriteHeader(http.StatusOK)
 		}
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: hook}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	hookURL := serveHook(t, hook)
 	if _, err := n.Broker.PutPush(ctx, broker.Anonymous, broker.PushRequest{PushSubscription: catalog.PushSubscription{
-		Group: group, Topics: []string{topic}, URL: "http://" + ln.Addr().String() + "/hook", BatchSize: 1, Timeout: time.Second}}); err != nil {
+		Group: group, Topics: []string{topic}, URL: hookURL + "/hook", BatchSize: 1, Timeout: time.Second}}); err != nil {
 		t.Fatal(err)
 	}
 	// setup spreads the records round robin: 10 per partition, offsets 0-9.

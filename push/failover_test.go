@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
-	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -90,15 +88,9 @@ func TestLeaseFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc := newReceiver(t, false)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: rc}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	hookURL := serveHook(t, rc)
 	if _, err := n.Broker.PutPush(ctx, broker.Anonymous, broker.PushRequest{PushSubscription: catalog.PushSubscription{
-		Group: group, Topics: []string{topic}, URL: "http://" + ln.Addr().String() + "/", Concurrency: 2,
+		Group: group, Topics: []string{topic}, URL: hookURL + "/", Concurrency: 2,
 		Timeout: time.Second}}); err != nil { // below the 2 s lock
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 	"reflect"
 	"sync"
@@ -114,13 +113,7 @@ func TestCallCutAtLock(t *testing.T) {
 		longest = max(longest, time.Since(start))
 		mu.Unlock()
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: hook}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	hookURL := serveHook(t, hook)
 	configs, err := n.Catalog.GroupConfigs(ctx, group)
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +124,7 @@ func TestCallCutAtLock(t *testing.T) {
 	}
 	// Written straight to the catalog too: the broker would refuse a 5 s timeout.
 	if _, _, err := n.Catalog.PutPushSubscription(ctx, catalog.PushSubscription{Group: group, Topics: []string{topic},
-		URL: "http://" + ln.Addr().String() + "/hook", Timeout: 5 * time.Second, Concurrency: 4, Principal: "User:ANONYMOUS",
+		URL: hookURL + "/hook", Timeout: 5 * time.Second, Concurrency: 4, Principal: "User:ANONYMOUS",
 		Secret: "whsec_test", Retry: catalog.PushRetry{MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, PauseAfter: 1000}}.WithDefaults()); err != nil {
 		t.Fatal(err)
 	}

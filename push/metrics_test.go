@@ -2,7 +2,6 @@ package push_test
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -47,15 +46,9 @@ func TestOldestUnackedAge(t *testing.T) {
 			http.Error(w, "down", http.StatusInternalServerError)
 		}
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: hook}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	hookURL := serveHook(t, hook)
 	if _, err := n.Broker.PutPush(context.Background(), broker.Anonymous, broker.PushRequest{PushSubscription: catalog.PushSubscription{
-		Group: group, Topics: []string{topic}, URL: "http://" + ln.Addr().String() + "/hook", Timeout: time.Second,
+		Group: group, Topics: []string{topic}, URL: hookURL + "/hook", Timeout: time.Second,
 		Retry: catalog.PushRetry{MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, PauseAfter: 1_000_000}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -200,6 +201,15 @@ func metric(t *testing.T, n *nodetest.Node, name, group, label, value string) fl
 	return sum
 }
 
+// serveHook serves h on loopback as a webhook for the test's length and answers its
+// base URL.
+func serveHook(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
 func labelIs(m *dto.Metric, k, v string) bool {
 	for _, l := range m.GetLabel() {
 		if l.GetName() == k {
@@ -241,16 +251,10 @@ func TestDeliveryUnderChaos(t *testing.T) {
 	const poisonEvery = 97
 	topic, group := setup(t, n.Broker, total, poisonEvery)
 	rc := newReceiver(t, true)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: rc}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	hookURL := serveHook(t, rc)
 
 	res, err := n.Broker.PutPush(context.Background(), broker.Anonymous, broker.PushRequest{PushSubscription: catalog.PushSubscription{
-		Group: group, Topics: []string{topic}, URL: "http://" + ln.Addr().String() + "/hook", BatchSize: 20, Timeout: time.Second,
+		Group: group, Topics: []string{topic}, URL: hookURL + "/hook", BatchSize: 20, Timeout: time.Second,
 		Retry: catalog.PushRetry{MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, PauseAfter: 100_000}}})
 	if err != nil {
 		t.Fatal(err)
@@ -378,20 +382,15 @@ func TestOutageUsesNoDeliveries(t *testing.T) {
 func TestMisconfiguredTargetPauses(t *testing.T) {
 	n := pushNode(t)
 	topic, group := setup(t, n.Broker, 10, 0)
-	srv := &http.Server{Handler: http.NotFoundHandler()}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	hookURL := serveHook(t, http.NotFoundHandler())
 	ctx := context.Background()
 	if _, err := n.Broker.PutPush(ctx, broker.Anonymous, broker.PushRequest{PushSubscription: catalog.PushSubscription{
-		Group: group, Topics: []string{topic}, URL: "http://" + ln.Addr().String() + "/gone"}}); err != nil {
+		Group: group, Topics: []string{topic}, URL: hookURL + "/gone"}}); err != nil {
 		t.Fatal(err)
 	}
 	var s catalog.PushSubscription
 	testwait.Until(t, time.Minute, "the subscription paused", func() bool {
+		var err error
 		s, err = n.Broker.Push(ctx, broker.Anonymous, group)
 		return err == nil && s.Paused
 	})
@@ -403,15 +402,8 @@ func TestMisconfiguredTargetPauses(t *testing.T) {
 	}
 	// Resumed against a working target, everything is delivered.
 	rc := newReceiver(t, false)
-	srv2 := &http.Server{Handler: rc}
-	ln2, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv2.Serve(ln2) }()
-	t.Cleanup(func() { _ = srv2.Close() })
 	if _, err := n.Broker.PutPush(ctx, broker.Anonymous, broker.PushRequest{PushSubscription: catalog.PushSubscription{
-		Group: group, Topics: []string{topic}, URL: "http://" + ln2.Addr().String() + "/hook"}}); err != nil {
+		Group: group, Topics: []string{topic}, URL: serveHook(t, rc) + "/hook"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.Broker.SetPushPaused(ctx, broker.Anonymous, group, false); err != nil {
