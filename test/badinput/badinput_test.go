@@ -20,7 +20,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -29,43 +28,16 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/testkit/gobin"
 	"github.com/strata-io/strata/internal/testkit/testsvc"
 	"github.com/strata-io/strata/internal/testkit/testwait"
 	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/objstore/s3"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-func strataBinary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "strata-badinput-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "strata")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/strata-io/strata/cmd/strata").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/strata: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
+	gobin.Cleanup()
 	os.Exit(code)
 }
 
@@ -78,7 +50,7 @@ type server struct {
 
 func startServer(t *testing.T) *server {
 	t.Helper()
-	bin := strataBinary(t)
+	bin := gobin.Build(t, "cmd/strata")
 	dsn := testsvc.PostgresDSN(t)
 	m := testsvc.MinIO(t)
 	bucket := testsvc.BucketName()

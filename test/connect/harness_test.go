@@ -25,41 +25,16 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/testkit/gobin"
 	"github.com/strata-io/strata/internal/testkit/testsvc"
 )
 
 func long() bool { return os.Getenv("STRATA_LONG") != "" }
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	gobin.Cleanup()
 	os.Exit(code)
-}
-
-// binary builds ./cmd/strata once per run.
-func binary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		if binDir, buildErr = os.MkdirTemp("", "strata-connect-bin-"); buildErr != nil {
-			return
-		}
-		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "strata"), "github.com/strata-io/strata/cmd/strata").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/strata: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return filepath.Join(binDir, "strata")
 }
 
 // lockedBuffer keeps a process's output for assertions and failure reports.
@@ -141,7 +116,7 @@ func (c *cluster) start(name string, extraEnv ...string) *worker {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", testsvc.FreePort(t))
 	w := &worker{name: name, url: "http://" + addr, out: &lockedBuffer{}, done: make(chan struct{})}
-	w.cmd = exec.Command(binary(t), "serve", "--roles", "writer,reader,connect", "--catalog", c.dsn, "--bucket", c.bucket,
+	w.cmd = exec.Command(gobin.Build(t, "cmd/strata"), "serve", "--roles", "writer,reader,connect", "--catalog", c.dsn, "--bucket", c.bucket,
 		"--create-bucket", "--listen", addr, "--log-level", "info", "--linger", "20ms",
 		"--connect-lease", c.lease.String(), "--connect-worker-name", name, "--shutdown-timeout", "10s",
 		"--connect-file-dirs", c.dir)

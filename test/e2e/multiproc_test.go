@@ -8,51 +8,20 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/strata-io/strata/internal/testkit/gobin"
 	"github.com/strata-io/strata/internal/testkit/testsvc"
 	"github.com/strata-io/strata/internal/testkit/testwait"
 )
 
-// The binary under test, built once per package run.
-var (
-	buildOnce sync.Once
-	binDir    string
-	binPath   string
-	buildErr  error
-)
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	gobin.Cleanup()
 	os.Exit(code)
-}
-
-// strataBinary builds ./cmd/strata on first use and returns its path.
-func strataBinary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "strata-e2e-bin-")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "strata")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/strata-io/strata/cmd/strata").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/strata: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
 }
 
 // serveProc is one `strata serve` process.
@@ -92,7 +61,7 @@ func newCluster(t *testing.T) *cluster {
 	}
 	env = append(env, "AWS_ACCESS_KEY_ID="+m.AccessKey, "AWS_SECRET_ACCESS_KEY="+m.SecretKey)
 	return &cluster{
-		bin:     strataBinary(t),
+		bin:     gobin.Build(t, "cmd/strata"),
 		catalog: dsn,
 		bucket:  "s3://" + bucket + "/e2e?" + q.Encode(),
 		env:     env,

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -19,50 +18,16 @@ import (
 
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/examples/retail/retail"
+	"github.com/strata-io/strata/internal/testkit/gobin"
 	"github.com/strata-io/strata/internal/testkit/testsvc"
 )
 
 func long() bool { return os.Getenv("STRATA_LONG") != "" }
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	gobin.Cleanup()
 	os.Exit(code)
-}
-
-// binaries builds ./cmd/strata, ./examples/retail and ./examples/shop once per run.
-func binaries(t testing.TB) (strata, retailBin string) {
-	t.Helper()
-	buildOnce.Do(func() {
-		if binDir, buildErr = os.MkdirTemp("", "strata-streams-bin-"); buildErr != nil {
-			return
-		}
-		for _, pkg := range []string{"cmd/strata", "examples/retail", "examples/shop"} {
-			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, filepath.Base(pkg)), "github.com/strata-io/strata/"+pkg).CombinedOutput()
-			if err != nil {
-				buildErr = fmt.Errorf("go build ./%s: %v\n%s", pkg, err, out)
-				return
-			}
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return filepath.Join(binDir, "strata"), filepath.Join(binDir, "retail")
-}
-
-// shopBin is the shop example's binary.
-func shopBin(t testing.TB) string {
-	binaries(t)
-	return filepath.Join(binDir, "shop")
 }
 
 // proc is a child process whose output is kept for failure reports.
@@ -146,7 +111,7 @@ type node struct {
 
 func startNode(t testing.TB) *node {
 	t.Helper()
-	strata, _ := binaries(t)
+	strata := gobin.Build(t, "cmd/strata")
 	dsn := testsvc.PostgresDSN(t)
 	m := testsvc.MinIO(t)
 	q := url.Values{"endpoint": {m.Endpoint}, "path_style": {"true"}}
@@ -188,7 +153,7 @@ func startNode(t testing.TB) *node {
 // retailProc starts an instance of the retail example against server.
 func retailProc(t testing.TB, server, name string, args ...string) *proc {
 	t.Helper()
-	_, bin := binaries(t)
+	bin := gobin.Build(t, "examples/retail")
 	base := []string{"--server", server, "--instance", name, "--log-level", "info"}
 	return start(t, name, os.Environ(), bin, append(base, args...)...)
 }

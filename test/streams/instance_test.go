@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-io/strata/internal/testkit/gobin"
 	"github.com/strata-io/strata/internal/testkit/testsvc"
 	"github.com/strata-io/strata/streams"
 )
@@ -37,7 +38,7 @@ func newInstance(t *testing.T, server, name string, args ...string) *instance {
 
 // newShopInstance is newInstance of the shop example.
 func newShopInstance(t *testing.T, server, name string, args ...string) *instance {
-	in := &instance{t: t, bin: shopBin(t), name: name, server: server, stateDir: t.TempDir(), args: args,
+	in := &instance{t: t, bin: gobin.Build(t, "examples/shop"), name: name, server: server, stateDir: t.TempDir(), args: args,
 		metrics: fmt.Sprintf("127.0.0.1:%d", testsvc.FreePort(t))}
 	in.start()
 	return in

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/testkit/gobin"
 	"github.com/strata-io/strata/streams"
 	"github.com/strata-io/strata/streams/serde"
 )
@@ -30,7 +31,7 @@ func resetTopology() *streams.Builder {
 
 func strataReset(t *testing.T, server string, args ...string) (string, error) {
 	t.Helper()
-	bin, _ := binaries(t)
+	bin := gobin.Build(t, "cmd/strata")
 	out, err := exec.Command(bin, append([]string{"streams", "reset", "--server", server, "--application", "rs"}, args...)...).CombinedOutput()
 	return string(out), err
 }

@@ -4,16 +4,14 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/strata-io/strata/internal/testkit/gobin"
 	"github.com/strata-io/strata/internal/testkit/testsvc"
 )
 
@@ -31,39 +29,10 @@ var (
 	kafkaClasses = flag.String("jepsen.kafka-classes", "kill", "comma-separated fault classes to run with the Kafka-client workload (TestTortureKafka)")
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// strataBinary builds ./cmd/strata once per package run.
-func strataBinary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "strata-jepsen-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "strata")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/strata-io/strata/cmd/strata").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/strata: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
 func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
+	gobin.Cleanup()
 	os.Exit(code)
 }
 
@@ -84,7 +53,7 @@ func testEnv(t *testing.T, binary bool) Env {
 		Log: slog.New(slog.NewTextHandler(&testWriter{t: t}, &slog.HandlerOptions{Level: slog.LevelError})),
 	}
 	if binary {
-		env.Binary = strataBinary(t)
+		env.Binary = gobin.Build(t, "cmd/strata")
 	}
 	return env
 }
