@@ -37,8 +37,6 @@ func (b *runner) targets(commitP99 float64) {
 	if p := byName["produce-binary"]; p != nil && fl != nil && fl.PutMiBps > 0 {
 		r := p.MiBps / fl.PutMiBps
 		add(Target{Name: "produce binary vs raw PUT bandwidth", Figure: p.MiBps, Bound: 0.7 * fl.PutMiBps, Unit: "MiB/s", Ratio: r, Want: ">= 0.7x", Pass: r >= 0.7})
-		add(Target{Name: "produce binary vs NATS JetStream 82 MiB/s", Figure: p.MiBps, Bound: 82, Unit: "MiB/s", Ratio: p.MiBps / 82, Want: ">= 1x", Pass: p.MiBps >= 82,
-			Note: "reference figure from the issue, not measured here"})
 	}
 	b.kafkaTargets(byName, add)
 	if p := byName["produce-json"]; p != nil && fl != nil && fl.PutMiBps > 0 {
