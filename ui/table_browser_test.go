@@ -84,6 +84,16 @@ func TestConsoleTable(t *testing.T) {
 		{Topic: "pay", Partition: 0, Value: registry.AppendFrame(nil, 999, []byte{2})}}}); err != nil {
 		t.Fatal(err)
 	}
+	// The page draws the table once: open it once the tables role has stopped it.
+	testwait.Until(t, time.Minute, "the table to say it stopped", func() bool {
+		var loaded struct {
+			Metadata struct {
+				Properties map[string]string `json:"properties"`
+			} `json:"metadata"`
+		}
+		return getJSON(t, n.URL+"/iceberg/v1/namespaces/strata/tables/pay", &loaded) == http.StatusOK &&
+			loaded.Metadata.Properties[tables.StoppedProperty(0)] != ""
+	})
 	tb.run(t, "open the stopped table", chromedp.Navigate(n.URL+"/ui/topics/pay"), waitJS(`document.querySelector('.table-stopped') !== null`))
 	if got := tb.text(t, `.table-stopped`); !strings.Contains(got, "Partition 0 stopped at offset 0") || !strings.Contains(got, "999") {
 		t.Fatalf("the stopped table shows %q, want partition 0 stopped at offset 0 for schema id 999", got)
