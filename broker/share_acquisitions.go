@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -199,7 +200,7 @@ func (b *Broker) ShareRecords(ctx context.Context, who Principal, req ShareRecor
 	out.LockDuration = lock
 	for _, tp := range tps {
 		if e := refused[tp]; e != nil {
-			return out, e
+			return ShareRecordsResult{}, errors.Join(e, b.giveBack(ctx, req.Group, out.MemberID, acquired))
 		}
 		a, ok := acquired[tp]
 		if !ok {
@@ -207,12 +208,40 @@ func (b *Broker) ShareRecords(ctx context.Context, who Principal, req ShareRecor
 		}
 		p, err := b.shareRecords(ctx, who, req.Group, out.MemberID, a, committed, req.Memory)
 		if err != nil {
-			return out, err
+			return ShareRecordsResult{}, errors.Join(err, b.giveBack(ctx, req.Group, out.MemberID, acquired))
 		}
 		p.Config = configs[tp.Topic]
 		out.Partitions = append(out.Partitions, p)
 	}
 	return out, nil
+}
+
+// giveBack releases acquisitions an acquire will not answer (reading their records
+// failed, or the caller went away meanwhile), giving back the delivery each counted:
+// the member never saw them, so they must neither wait for their lock to pass nor
+// come back one delivery closer to the limit. It runs on a context of its own; what
+// it cannot release returns at its lock deadline, as a dead member's does, and its
+// error joins the acquire's.
+func (b *Broker) giveBack(ctx context.Context, group, member string, acquired map[catalog.ShareTP]catalog.ShareAcquired) error {
+	var parts []catalog.ShareAckPartition
+	for tp, a := range acquired {
+		p := catalog.ShareAckPartition{ShareTP: tp}
+		for _, r := range a.Ranges {
+			p.Batches = append(p.Batches, catalog.AckBatch{First: r.First, Last: r.Last, Types: []int8{catalog.AckRelease}, DeliveryCount: r.DeliveryCount})
+		}
+		if len(p.Batches) > 0 {
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := b.d.Share.ShareAcknowledge(gctx, catalog.ShareAck{Group: group, MemberID: member, Partitions: parts, Requeue: true}); err != nil {
+		return fmt.Errorf("give back the records acquired (they return at their lock deadline): %w", err)
+	}
+	return nil
 }
 
 // shareRecords reads the records of an acquisition. Offsets acquired that hold no

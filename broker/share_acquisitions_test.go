@@ -1,10 +1,14 @@
 package broker
 
 import (
+	"context"
+	"errors"
 	"reflect"
+	"sync/atomic"
 	"testing"
 
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/reader"
 )
 
 // TestAcquisitionBatches: acknowledged ranges are split by the acquisition's ranges,
@@ -51,6 +55,57 @@ func TestAcquisitionIDs(t *testing.T) {
 	for _, id := range []string{"", "x", "e30", bad.id(), acquisition{Group: "g", Topic: "t", Ranges: a.Ranges}.id()} {
 		if _, ok := parseAcquisition(id); ok {
 			t.Errorf("%q parsed as an acquisition id", id)
+		}
+	}
+}
+
+// failingReader fails its fetches while fail is set.
+type failingReader struct {
+	Reader
+	fail *atomic.Bool
+}
+
+func (f failingReader) Fetch(ctx context.Context, q reader.Fetch) (reader.Result, error) {
+	if f.fail.Load() {
+		return reader.Result{}, errors.New("injected read failure")
+	}
+	return f.Reader.Fetch(ctx, q)
+}
+
+// TestAcquisitionNotAnsweredIsGivenBack: when an acquire cannot read the records it
+// acquired, it answers the error and gives them back — at once, not at their lock
+// deadline, and without using up a delivery: the next acquire gets them at delivery
+// count 1.
+func TestAcquisitionNotAnsweredIsGivenBack(t *testing.T) {
+	b, _ := newRealCore(t)
+	ctx := t.Context()
+	if _, err := b.CreateTopic(ctx, Anonymous, CreateTopicRequest{Name: "jobs", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.AlterGroupConfigs(ctx, Anonymous, "g", AlterConfigsRequest{Changes: []ConfigChange{
+		{Name: catalog.ShareAutoOffsetReset, Op: ConfigSet, Value: "earliest"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Produce(ctx, Anonymous, ProduceRequest{Records: []Record{{Topic: "jobs", Value: []byte("1")}, {Topic: "jobs", Value: []byte("2")}}}); err != nil {
+		t.Fatal(err)
+	}
+	fail := &atomic.Bool{}
+	b.d.Reader = failingReader{Reader: b.d.Reader, fail: fail}
+	fail.Store(true)
+	if _, err := b.ShareRecords(ctx, Anonymous, ShareRecordsRequest{Group: "g", MemberID: "m1", Topics: []string{"jobs"}, MaxRecords: 10}); err == nil {
+		t.Fatal("an acquire whose records could not be read answered no error")
+	}
+	fail.Store(false)
+	res, err := b.ShareRecords(ctx, Anonymous, ShareRecordsRequest{Group: "g", MemberID: "m2", Topics: []string{"jobs"}, MaxRecords: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Partitions) != 1 || len(res.Partitions[0].Records) != 2 {
+		t.Fatalf("the next acquire got %+v, want both records at once (not after their lock)", res.Partitions)
+	}
+	for _, r := range res.Partitions[0].Records {
+		if r.DeliveryCount != 1 {
+			t.Fatalf("offset %d at delivery count %d, want 1: the unanswered acquire used up a delivery", r.Offset, r.DeliveryCount)
 		}
 	}
 }
