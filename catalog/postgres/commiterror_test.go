@@ -12,8 +12,15 @@ import (
 	"github.com/strata-io/strata/catalog/internal/engine"
 )
 
-// TestCommitErrorDefiniteness: only a statement's ERROR (and a request that never left)
-// makes a failed commit definite; an error that ended the session — FATAL from an
+// connClosed stands for pgx's "conn closed" lock error, which says it is safe to
+// retry even when the connection closed while a sent statement's answer was awaited.
+type connClosed struct{}
+
+func (connClosed) Error() string     { return "conn closed" }
+func (connClosed) SafeToRetry() bool { return true }
+
+// TestCommitErrorDefiniteness: only a statement's ERROR (and a connection that could not
+// be made) makes a failed commit definite; an error that ended the session — FATAL from an
 // immediate shutdown or a terminated backend — may follow a commit that landed, so it
 // must leave the outcome unknown for the writer to settle.
 func TestCommitErrorDefiniteness(t *testing.T) {
@@ -30,6 +37,9 @@ func TestCommitErrorDefiniteness(t *testing.T) {
 		{"panic", &pgconn.PgError{Severity: "PANIC", Code: "XX000"}, false},
 		{"connection lost mid-call", io.ErrUnexpectedEOF, false},
 		{"could not connect", &pgconn.ConnectError{}, true},
+		// pgx's "conn closed" while it waited for the answer: marked safe to retry,
+		// yet the statement was sent and may have committed.
+		{"conn closed, marked safe to retry", connClosed{}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := (&Catalog{}).commitError(context.Background(), plan, tc.err)
