@@ -25,18 +25,25 @@ import (
 	"github.com/strata-io/strata/tables"
 )
 
+// figureRecords skips a measurement unless STRATA_TABLES_FIGURES=1, and answers how
+// many records it converts: STRATA_TABLES_RECORDS, default 50,000.
+func figureRecords(t *testing.T) int {
+	t.Helper()
+	if os.Getenv("STRATA_TABLES_FIGURES") != "1" {
+		t.Skip("a measurement: STRATA_TABLES_FIGURES=1 runs it")
+	}
+	if v, err := strconv.Atoi(os.Getenv("STRATA_TABLES_RECORDS")); err == nil {
+		return v
+	}
+	return 50_000
+}
+
 // TestFigures measures the conversion (STRATA_TABLES_FIGURES=1; records with
 // STRATA_TABLES_RECORDS, default 50,000): records/s per core of CPU, Parquet bytes per
 // GiB of topic data, and object-store requests the conversion adds per GiB. Records
 // are 1 KiB string values of random hex (compressible about 2:1) and short keys.
 func TestFigures(t *testing.T) {
-	if os.Getenv("STRATA_TABLES_FIGURES") != "1" {
-		t.Skip("a measurement: STRATA_TABLES_FIGURES=1 runs it")
-	}
-	n := 50_000
-	if v, err := strconv.Atoi(os.Getenv("STRATA_TABLES_RECORDS")); err == nil {
-		n = v
-	}
+	n := figureRecords(t)
 	dir := t.TempDir()
 	loc := "file://" + filepath.Join(dir, "objects")
 	var counted *fault.Store
@@ -121,13 +128,7 @@ func cpuTime() time.Duration {
 // Avro-framed topic with typed columns beside the same bytes on a topic without a
 // value subject (default columns only), and the Parquet bytes of each.
 func TestTypedFigures(t *testing.T) {
-	if os.Getenv("STRATA_TABLES_FIGURES") != "1" {
-		t.Skip("a measurement: STRATA_TABLES_FIGURES=1 runs it")
-	}
-	n := 50_000
-	if v, err := strconv.Atoi(os.Getenv("STRATA_TABLES_RECORDS")); err == nil {
-		n = v
-	}
+	n := figureRecords(t)
 	dir := t.TempDir()
 	loc := "file://" + filepath.Join(dir, "objects")
 	nd := nodetest.Start(t, nodetest.InDir(dir), nodetest.Mutate(func(c *node.Config) { c.TablesConfig.Location = loc }))
@@ -198,13 +199,7 @@ func TestTypedFigures(t *testing.T) {
 // tenth as many keys): the rows read and deleted per second of the pass and per core
 // of CPU, and the Parquet bytes before and after.
 func TestCompactFigures(t *testing.T) {
-	if os.Getenv("STRATA_TABLES_FIGURES") != "1" {
-		t.Skip("a measurement: STRATA_TABLES_FIGURES=1 runs it")
-	}
-	n := 50_000
-	if v, err := strconv.Atoi(os.Getenv("STRATA_TABLES_RECORDS")); err == nil {
-		n = v
-	}
+	n := figureRecords(t)
 	dir := t.TempDir()
 	loc := "file://" + filepath.Join(dir, "objects")
 	nd := nodetest.Start(t, nodetest.InDir(dir), tablesRole(loc, noMaintenance))
@@ -263,9 +258,7 @@ func TestCompactFigures(t *testing.T) {
 // 100 ms, and what that is in seconds of produce, beside the commit interval that
 // bounds it.
 func TestLagFigures(t *testing.T) {
-	if os.Getenv("STRATA_TABLES_FIGURES") != "1" {
-		t.Skip("a measurement: STRATA_TABLES_FIGURES=1 runs it")
-	}
+	figureRecords(t)
 	mibs, secs := 50.0, 60
 	if v, err := strconv.ParseFloat(os.Getenv("STRATA_TABLES_MIBS"), 64); err == nil {
 		mibs = v
