@@ -28,14 +28,7 @@ func TestRejectionDeadLettered(t *testing.T) {
 	const total = 30
 	topic, group := setup(t, n.Broker, total, 0)
 	ctx := context.Background()
-	if _, err := n.Broker.CreateTopic(ctx, broker.Anonymous, broker.CreateTopicRequest{Name: "dlq.hooks", Partitions: 1,
-		Configs: map[string]string{catalog.TopicDLQGroupEnable: "true"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Broker.AlterGroupConfigs(ctx, broker.Anonymous, group, broker.AlterConfigsRequest{Changes: []broker.ConfigChange{
-		{Name: catalog.ShareDLQTopic, Op: broker.ConfigSet, Value: "dlq.hooks"}}}); err != nil {
-		t.Fatal(err)
-	}
+	withDLQ(t, n.Broker, group)
 	// Records 0, 3, 6, … of partition 0 are refused with a 422 whose body is long and
 	// ends in multi-byte characters where it is cut; those of partition 1 at offsets
 	// 0, 3, 6, … are rejected one by one in a 200 with a reason.

@@ -201,6 +201,21 @@ func metric(t *testing.T, n *nodetest.Node, name, group, label, value string) fl
 	return sum
 }
 
+// withDLQ creates the dead-letter topic dlq.hooks and names it group's, with more
+// group config changes when given.
+func withDLQ(t *testing.T, core *broker.Broker, group string, more ...broker.ConfigChange) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := core.CreateTopic(ctx, broker.Anonymous, broker.CreateTopicRequest{Name: "dlq.hooks", Partitions: 1,
+		Configs: map[string]string{catalog.TopicDLQGroupEnable: "true"}}); err != nil {
+		t.Fatal(err)
+	}
+	changes := append([]broker.ConfigChange{{Name: catalog.ShareDLQTopic, Op: broker.ConfigSet, Value: "dlq.hooks"}}, more...)
+	if err := core.AlterGroupConfigs(ctx, broker.Anonymous, group, broker.AlterConfigsRequest{Changes: changes}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // serveHook serves h on loopback as a webhook for the test's length and answers its
 // base URL.
 func serveHook(t *testing.T, h http.Handler) string {
@@ -307,15 +322,7 @@ func TestOutageUsesNoDeliveries(t *testing.T) {
 	const total = 600
 	topic, group := setup(t, n.Broker, total, 0)
 	ctx := context.Background()
-	if _, err := n.Broker.CreateTopic(ctx, broker.Anonymous, broker.CreateTopicRequest{Name: "dlq.hooks", Partitions: 1,
-		Configs: map[string]string{catalog.TopicDLQGroupEnable: "true"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Broker.AlterGroupConfigs(ctx, broker.Anonymous, group, broker.AlterConfigsRequest{Changes: []broker.ConfigChange{
-		{Name: catalog.ShareDLQTopic, Op: broker.ConfigSet, Value: "dlq.hooks"},
-		{Name: catalog.ShareDeliveryLimit, Op: broker.ConfigSet, Value: "2"}}}); err != nil {
-		t.Fatal(err)
-	}
+	withDLQ(t, n.Broker, group, broker.ConfigChange{Name: catalog.ShareDeliveryLimit, Op: broker.ConfigSet, Value: "2"})
 	dlq := func() int {
 		res, err := n.Broker.Fetch(ctx, broker.Anonymous, broker.FetchRequest{Topic: "dlq.hooks", Partition: 0, MaxRecords: 10, MaxBytes: 1 << 20})
 		if err != nil {
