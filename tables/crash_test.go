@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -86,12 +87,19 @@ func TestKilledAndRacingWorkers(t *testing.T) {
 			}
 		})
 	}
-	produced := produce(t, n.Broker, "crashy", recordCount())
-	// Let the chaos run over the produced records for a while, then stop it.
+	// Records arrive in rounds while the chaos runs, until there are enough and each
+	// worker has committed some; then it stops. Produced at once, the first pass to
+	// succeed could take them all and leave the other worker nothing to commit (CI
+	// saw it: b never committed and the wait timed out).
+	produced := map[[2]int64]want{}
 	testwait.Until(t, time.Minute, "both workers to commit at least once", func() bool {
 		_, a := commits.Load("a")
 		_, b := commits.Load("b")
-		return a && b
+		if a && b && len(produced) >= recordCount() {
+			return true
+		}
+		maps.Copy(produced, produce(t, n.Broker, "crashy", recordCount()/30))
+		return false
 	})
 	stop()
 	wg.Wait()

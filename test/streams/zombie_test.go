@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/examples/retail/retail"
 	"github.com/strata-io/strata/internal/testkit/testwait"
 )
@@ -23,11 +24,13 @@ func TestZombie(t *testing.T) {
 	b := newInstance(t, nd.url, "zombie-b", args...)
 	a.waitTasks(1, time.Minute)
 	b.waitTasks(1, time.Minute)
-	// Both instances at work (each has committed) before the pause.
-	testwait.Until(t, time.Minute, "both instances to commit", func() bool {
+	// Both instances at work (each has committed) before the pause, and a tick of
+	// zombie-a readable: a commit alone may carry none yet (CI once paused it after
+	// commits that held only offsets, and the check below had nothing to prove).
+	testwait.Until(t, time.Minute, "both instances to commit, zombie-a's ticks among them", func() bool {
 		ma, _, errA := a.snapshot()
 		mb, _, errB := b.snapshot()
-		return errA == nil && errB == nil && ma.Commits > 0 && mb.Commits > 0
+		return errA == nil && errB == nil && ma.Commits > 0 && mb.Commits > 0 && ticked(t, c, "zombie-a")
 	})
 	if lag := lagOf(t, c, "retail"); lag == 0 {
 		t.Fatal("drained before the pause: the test proves little")
@@ -96,4 +99,16 @@ func TestZombie(t *testing.T) {
 		}
 	}
 	checkAgainstOracle(t, c, "retail")
+}
+
+// ticked reports whether a tick of instance is readable.
+func ticked(t *testing.T, c *client.Client, instance string) bool {
+	for _, r := range readAll(t, c, retail.Ticks) {
+		v, _ := r.ValueBytes()
+		var tk retail.Tick
+		if json.Unmarshal(v, &tk) == nil && tk.Instance == instance {
+			return true
+		}
+	}
+	return false
 }
