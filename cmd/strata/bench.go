@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/strata-io/strata/catalog"
 	catopen "github.com/strata-io/strata/catalog/open"
 	"github.com/strata-io/strata/cmd/strata/internal/bench"
 	"github.com/strata-io/strata/internal/ctxwait"
@@ -31,7 +32,7 @@ import (
 type benchFlags struct {
 	against, againstKafka, cat, bucket        *string
 	createBucket, inProcess, jsonOut, noScale *bool
-	deleteData, noKafka                       *bool
+	deleteData, noKafka, noCapacity           *bool
 	keep                                      *bool
 	// embedded: the nodes create their SQLite catalog in the bench's temporary
 	// directory (serve creates one only with --create).
@@ -39,7 +40,7 @@ type benchFlags struct {
 	nodes, partitions, producers, overload *int
 	tails, recordSize, batch, scaleChunk   *int
 	cpuprofile, out, paths                 *string
-	duration, floorDur, linger             *time.Duration
+	duration, floorDur, linger, capacity   *time.Duration
 	scaleRecords                           *int64
 	maxFlush, bufferBytes, cacheBytes      byteSize
 	memoryLimit                            byteSize
@@ -81,6 +82,8 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 		scaleRecords: c.fs.Int64("scale-records", 10_000_000, "`records` the large partition is seeded to in the scale phase"),
 		scaleChunk:   c.fs.Int("scale-chunk-records", 100, "`records` per seeded chunk row (10 makes 1 M rows for 10 M records)"),
 		noScale:      c.fs.Bool("no-scale", false, "skip the scale phase"),
+		noCapacity:   c.fs.Bool("no-capacity", false, "skip the catalog capacity phase"),
+		capacity:     c.fs.Duration("capacity-duration", 2*time.Second, "`time` of each line of the catalog capacity phase (flush commits, heartbeats, offset commits driven through the catalog)"),
 		linger:       c.fs.Duration("linger", writer.DefaultLinger, "nodes' --linger (started nodes; for the targets otherwise)"),
 		maxFlush:     byteSize(writer.DefaultMaxFlushBytes),
 		bufferBytes:  byteSize(writer.DefaultBufferBytes),
@@ -136,6 +139,7 @@ func (f *benchFlags) config() (bench.Config, []string) {
 		BufferBytes: int64(f.bufferBytes), CacheBytes: int64(f.cacheBytes), ScaleRecords: *f.scaleRecords,
 		MemoryLimit: int64(f.memoryLimit), SlowSockets: *f.slowSockets,
 		ScaleChunkRecords: *f.scaleChunk, NoScale: *f.noScale, FloorDuration: *f.floorDur, Nodes: []string{"http://placeholder"},
+		CapacityDuration: *f.capacity, NoCapacity: *f.noCapacity,
 	}
 	if !*f.noKafka && (*f.against == "" || *f.againstKafka != "") {
 		cfg.KafkaNodes = []string{"placeholder:9092"} // the nodes will serve Kafka
@@ -250,6 +254,14 @@ func runBench(ctx context.Context, e *env, c *command, f *benchFlags) error {
 		}
 		defer db.Close()
 		cfg.DB = db
+		if !*f.noCapacity {
+			cat, err := openBenchCatalog(ctx, catalogURL, log)
+			if err != nil {
+				return err
+			}
+			defer cat.Close()
+			cfg.Catalog = cat
+		}
 	}
 	if *f.cpuprofile != "" {
 		if err := os.MkdirAll(*f.cpuprofile, 0o755); err != nil {
@@ -368,6 +380,20 @@ func openBenchDB(ctx context.Context, catalogURL string) (*bench.DB, error) {
 	}
 	path := target.Path()
 	return bench.OpenSQLite(ctx, path, filepath.Join(filepath.Dir(path), "bench-floor.db"))
+}
+
+// openBenchCatalog opens the nodes' catalog for the capacity phase, as a node does
+// (the nodes have created it and applied its migrations by now).
+func openBenchCatalog(ctx context.Context, catalogURL string, log *slog.Logger) (catalog.Backend, error) {
+	target, err := catalogFlag(catalogURL, catopen.Options{}, nil)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := target.Open(ctx, catalog.Options{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("bench: open the catalog for the capacity phase: %w", err)
+	}
+	return cat, nil
 }
 
 // profilePhases writes a CPU profile of each phase to dir/PHASE.prof.

@@ -42,11 +42,11 @@ func TestBenchInProcess(t *testing.T) {
 	out := t.TempDir()
 	code, stdout, stderr := runCLI(t, nil, "", "bench", "--in-process", "--out", out, "--duration", "1s", "--floor-duration", "200ms",
 		"--partitions", "2", "--producers", "2", "--max-flush-bytes", "1MiB", "--buffer-bytes", "8MiB", "--batch", "50", "--record-size", "100", "--overload-producers", "4",
-		"--scale-records", "10000", "--scale-chunk-records", "50", "--cpuprofile", filepath.Join(out, "prof"))
+		"--scale-records", "10000", "--scale-chunk-records", "50", "--capacity-duration", "100ms", "--cpuprofile", filepath.Join(out, "prof"))
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	for _, want := range []string{"FLOOR", "PRODUCE", "FETCH", "SCALE", "TARGETS", "embedded (SQLite, files)"} {
+	for _, want := range []string{"FLOOR", "PRODUCE", "FETCH", "SCALE", "CATALOG CAPACITY (sqlite", "TARGETS", "embedded (SQLite, files)"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
 		}
@@ -68,7 +68,7 @@ func TestBenchInProcess(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
 		}
 	}
-	for _, f := range []string{"latency.svg", "table.txt", "node-0.log", "prof/produce-binary.prof", "prof/fetch-cached.prof", "prof/produce-kafka.prof"} {
+	for _, f := range []string{"latency.svg", "table.txt", "node-0.log", "prof/produce-binary.prof", "prof/fetch-cached.prof", "prof/produce-kafka.prof", "prof/capacity.prof"} {
 		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}

@@ -15,7 +15,9 @@
 //   - with Kafka listeners (Config.KafkaNodes), franz-go producing at maximum load
 //     beside the binary path, and a cached Kafka fetch of the same data (kafka.go);
 //   - at scale: fetch latency from a partition seeded to 10 M records (chunk rows
-//     inserted directly) against one of 10 K.
+//     inserted directly) against one of 10 K;
+//   - the catalog's capacity: flush commits, heartbeats and offset commits a second
+//     the catalog database sustains, driven through the catalog itself (capacity.go).
 //
 // Every headline figure is reported with its ratio to its floor and checked against
 // the targets of the performance issue. Output: Report, as a table, JSON and an SVG
@@ -86,6 +88,12 @@ type Config struct {
 	NoScale           bool
 	// FloorDuration is spent on each floor measurement [3s].
 	FloorDuration time.Duration
+	// Catalog is the nodes' catalog, opened by the bench, for the capacity phase
+	// (capacity.go), which runs with it and DB unless NoCapacity; CapacityDuration is
+	// each of its cells' time [2s].
+	Catalog          CapacityCatalog
+	CapacityDuration time.Duration
+	NoCapacity       bool
 
 	// Phase, when set, is called as each phase starts ("produce-binary", ...) and
 	// ends (with done true): cmd uses it to profile a phase.
@@ -149,6 +157,9 @@ func (c *Config) defaults() {
 	if c.FloorDuration == 0 {
 		c.FloorDuration = 3 * time.Second
 	}
+	if c.CapacityDuration == 0 {
+		c.CapacityDuration = 2 * time.Second
+	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
@@ -177,6 +188,9 @@ func (c Config) Validate() error {
 	}
 	if c.Duration < time.Second {
 		errs = append(errs, fmt.Errorf("duration %s: at least 1s", c.Duration))
+	}
+	if c.CapacityDuration < 100*time.Millisecond && !c.NoCapacity {
+		errs = append(errs, fmt.Errorf("capacity duration %s: at least 100ms", c.CapacityDuration))
 	}
 	if c.ScaleChunkRecords < 1 || c.ScaleRecords < int64(c.ScaleChunkRecords) {
 		errs = append(errs, fmt.Errorf("scale: %d records in chunks of %d", c.ScaleRecords, c.ScaleChunkRecords))
@@ -329,6 +343,15 @@ func (b *runner) run(ctx context.Context) (*Report, error) {
 			return nil, err
 		}
 		rep.Scale = sc
+	}
+	if !cfg.NoCapacity && cfg.Catalog != nil && cfg.DB != nil {
+		cfg.Phase("capacity", false)
+		cp, err := b.capacity(ctx)
+		cfg.Phase("capacity", true)
+		if err != nil {
+			return nil, err
+		}
+		rep.Capacity = cp
 	}
 	rep.Seconds = time.Since(start).Seconds()
 	b.targets(commitP99)

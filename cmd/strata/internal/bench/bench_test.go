@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/internal/node/nodetest"
 	"github.com/strata-io/strata/objstore"
@@ -131,13 +132,13 @@ func TestBodiesStamp(t *testing.T) {
 // stack is a node in this process: the API over a real writer and reader, a SQLite
 // catalog and a filesystem store, assembled as `strata dev` assembles them (minus the
 // compactor).
-func stack(t *testing.T) (url string, store objstore.Store, catPath string) {
+func stack(t *testing.T) (url string, store objstore.Store, catPath string, cat catalog.Backend) {
 	t.Helper()
 	n := nodetest.Start(t, nodetest.Mutate(func(c *node.Config) {
 		c.WriterConfig = writer.Config{Linger: 20 * time.Millisecond, BufferBytes: 16 << 20}
 		c.ReaderConfig = reader.Config{CacheBytes: 64 << 20}
 	}))
-	return n.URL, n.Store, filepath.Join(n.Dir, "catalog.db")
+	return n.URL, n.Store, filepath.Join(n.Dir, "catalog.db"), n.Catalog
 }
 
 // TestRun runs the whole bench, briefly, against a node in this process and checks
@@ -147,7 +148,7 @@ func TestRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs every phase of the bench for a few seconds")
 	}
-	url, store, catPath := stack(t)
+	url, store, catPath, cat := stack(t)
 	db, err := OpenSQLite(t.Context(), catPath, filepath.Join(t.TempDir(), "floor.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +156,7 @@ func TestRun(t *testing.T) {
 	defer db.Close()
 	var phases []string
 	rep, err := Run(t.Context(), Config{
-		Nodes: []string{url}, Target: "test", Store: store, DB: db,
+		Nodes: []string{url}, Target: "test", Store: store, DB: db, Catalog: cat, CapacityDuration: 100 * time.Millisecond,
 		Partitions: 4, Producers: 4, RecordSize: 100, BatchRecords: 50, Duration: time.Second,
 		Linger: 20 * time.Millisecond, BufferBytes: 16 << 20, CacheBytes: 64 << 20, MaxFlushBytes: 1 << 20,
 		OverloadProducers: 8, ScaleRecords: 20_000, ScaleChunkRecords: 50, FloorDuration: 200 * time.Millisecond,
@@ -168,7 +169,7 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(phases, " "); got != "floor produce-binary produce-json produce-binary-half produce-binary-overload fetch-cold fetch-cached fetch-cached-json slow-readers" {
+	if got := strings.Join(phases, " "); got != "floor produce-binary produce-json produce-binary-half produce-binary-overload fetch-cold fetch-cached fetch-cached-json slow-readers capacity" {
 		t.Errorf("phases %s", got)
 	}
 	if rep.Floor == nil || rep.Floor.PutMiBps <= 0 || rep.Floor.GetMiBps <= 0 || rep.Floor.CommitsPerSec <= 0 || rep.Floor.FlushPut.N == 0 {
@@ -207,6 +208,7 @@ func TestRun(t *testing.T) {
 	if rep.Scale == nil || rep.Scale.Small.N == 0 || rep.Scale.Large.N == 0 || rep.Scale.RowsSeeded != 20_000/50-1+10_000/50-1 {
 		t.Errorf("scale %+v", rep.Scale)
 	}
+	checkCapacity(t, rep.Capacity, "sqlite")
 	if len(rep.Targets) < 8 {
 		t.Errorf("%d targets checked", len(rep.Targets))
 	}

@@ -85,6 +85,17 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(tw, "  fetch from a partition of %s records\t%.2f\t%.2f\n", countString(sc.LargeRecords), sc.Large.P50, sc.Large.P99)
 		fmt.Fprintln(tw)
 	}
+	if cp := r.Capacity; cp != nil {
+		fmt.Fprintf(tw, "CATALOG CAPACITY (%s, %.0fs per line)\tper s\tp50 ms\tp99 ms\tDB CPU ms/op\tclient CPU ms/op\n", cp.CatalogKind, cp.CellSeconds)
+		for _, c := range cp.Cells {
+			srv := "-"
+			if cp.ServerCPU {
+				srv = fmt.Sprintf("%.2f", c.ServerCPUms)
+			}
+			fmt.Fprintf(tw, "  %s\t%.0f\t%.2f\t%.2f\t%s\t%.2f\n", c.Name, c.PerSec, c.Latency.P50, c.Latency.P99, srv, c.ClientCPUms)
+		}
+		fmt.Fprintln(tw)
+	}
 	if len(r.Targets) > 0 {
 		fmt.Fprintf(tw, "TARGETS\tfigure\tbound\tratio\twant\t\n")
 		for _, t := range r.Targets {
@@ -336,6 +347,8 @@ type Report struct {
 	E2E     Latency   `json:"end_to_end"`
 	Fetch   []Fetch   `json:"fetch"`
 	Scale   *Scale    `json:"scale,omitempty"`
+	// Capacity is the catalog capacity phase (capacity.go).
+	Capacity *Capacity `json:"capacity,omitempty"`
 	// SlowReaders is the slow-reader phase (memory.go).
 	SlowReaders *SlowReaders `json:"slow_readers,omitempty"`
 	Targets     []Target     `json:"targets"`
