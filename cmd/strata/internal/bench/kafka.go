@@ -240,8 +240,10 @@ func (b *runner) kafkaTargets(byName map[string]*Produce, add func(Target)) {
 	if k, p := byName["produce-kafka"], byName["produce-binary"]; k != nil && p != nil && p.MiBps > 0 {
 		r := k.MiBps / p.MiBps
 		add(Target{Name: "produce Kafka (franz-go) vs HTTP binary", Figure: k.MiBps, Bound: 0.9 * p.MiBps, Unit: "MiB/s", Ratio: r, Want: ">= 0.9x", Pass: r >= 0.9,
-			Note: fmt.Sprintf("%d franz-go clients (idempotent, uncompressed) vs %d HTTP producers of %d-record batches, same run",
-				max(1, cfg.Producers/kafkaProducersPerClient), cfg.Producers, cfg.BatchRecords)})
+			Note: fmt.Sprintf("%d franz-go clients (idempotent, uncompressed) vs %d HTTP producers of %d-record batches, same run; "+
+				"node CPU s/GiB %.2f vs %.2f, the bench's producers' %.2f vs %.2f (they share the machine's cores)",
+				max(1, cfg.Producers/kafkaProducersPerClient), cfg.Producers, cfg.BatchRecords,
+				k.CPUSecPerGiB, p.CPUSecPerGiB, k.ClientCPUSecPerGiB, p.ClientCPUSecPerGiB)})
 	}
 	var kafka, http *Fetch
 	for i := range rep.Fetch {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/cputime"
 	"github.com/strata-io/strata/internal/ctxwait"
 )
 
@@ -44,9 +45,10 @@ func (b *runner) phase(ctx context.Context, name string, p *Produce, c *counters
 	pctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	peaks := b.memoryPeaks(pctx)
 	cfg.Phase(name, false)
-	start := time.Now()
+	start, cpu := time.Now(), cputime.Self()
 	load(pctx)
 	p.Seconds = time.Since(start).Seconds()
+	cpu = cputime.Self() - cpu
 	cfg.Phase(name, true)
 	cancel()
 	p.PeakRSS, p.PeakHeap = peaks()
@@ -89,6 +91,7 @@ func (b *runner) phase(ctx context.Context, name string, p *Produce, c *counters
 	if gib > 0 {
 		p.PutsPerGiB = p.Puts / gib
 		p.CPUSecPerGiB = p.CPUSeconds / gib
+		p.ClientCPUSecPerGiB = cpu.Seconds() / gib
 	}
 	p.RecordsPS = float64(p.Records) / p.Seconds
 	p.MiBps = float64(p.Bytes) / (1 << 20) / p.Seconds

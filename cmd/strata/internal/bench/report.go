@@ -264,8 +264,12 @@ type Produce struct {
 	FlushBytes   *SizePercentiles `json:"flush_bytes_percentiles,omitempty"`
 	CPUSeconds   float64          `json:"node_cpu_seconds"`
 	CPUSecPerGiB float64          `json:"node_cpu_seconds_per_gib"`
-	PeakRSS      float64          `json:"node_peak_rss_bytes"`
-	PeakHeap     float64          `json:"node_peak_heap_bytes"`
+	// ClientCPUSecPerGiB is the bench's own CPU (its producers; with --in-process,
+	// the node's too) per GiB produced: on a small machine the clients compete with
+	// the node for the same cores.
+	ClientCPUSecPerGiB float64 `json:"client_cpu_seconds_per_gib"`
+	PeakRSS            float64 `json:"node_peak_rss_bytes"`
+	PeakHeap           float64 `json:"node_peak_heap_bytes"`
 	// GCCPUSeconds is the collector's CPU time over the phase; GCShare its share of
 	// the node's CPU.
 	GCCPUSeconds float64 `json:"node_gc_cpu_seconds"`
