@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -69,6 +70,11 @@ func (b *runner) phase(ctx context.Context, name string, p *Produce, c *counters
 	gib := float64(p.Bytes) / (1 << 30)
 	p.Flushes = d.get("strata_writer_flushes_total")
 	p.Puts = d.sum("strata_objstore_requests_total", `op="put"`)
+	p.Hedges = d.sum("strata_writer_put_hedges_total", `result="sent"`)
+	if objBytes, reqs := d.get("strata_writer_flush_bytes_sum"), d.get("strata_writer_requests_total"); objBytes > 0 && reqs > 0 && p.Bytes > 0 {
+		perReq := objBytes / reqs
+		p.FullFlushPayload = math.Floor(float64(cfg.MaxFlushBytes)/perReq) * perReq * float64(p.Bytes) / objBytes
+	}
 	commits := d.sum("strata_writer_commits_total") + d.sum("strata_writer_settles_total")
 	if p.Flushes > 0 {
 		p.CommitsPerFlush = commits / p.Flushes

@@ -253,11 +253,18 @@ type Produce struct {
 	FirstError string  `json:"first_error,omitempty"`
 	Ack        Latency `json:"ack"`
 	// From the nodes' metrics over the phase.
-	Flushes         float64 `json:"flushes"`
-	Puts            float64 `json:"puts"`
-	PutsPerGiB      float64 `json:"puts_per_gib"`
-	CommitsPerFlush float64 `json:"catalog_commits_per_flush"`
-	MeanFlushBytes  float64 `json:"mean_flush_bytes"`
+	Flushes float64 `json:"flushes"`
+	Puts    float64 `json:"puts"`
+	// Hedges are the PUTs sent again under a fresh key for a slow first one (counted in
+	// Puts: the store bills them).
+	Hedges float64 `json:"hedges"`
+	// FullFlushPayload is the payload of the fullest flush these requests allow: a
+	// request is never split between objects, so a flush holds as many whole requests
+	// of the phase's mean object bytes as fit in MaxFlushBytes.
+	FullFlushPayload float64 `json:"full_flush_payload_bytes"`
+	PutsPerGiB       float64 `json:"puts_per_gib"`
+	CommitsPerFlush  float64 `json:"catalog_commits_per_flush"`
+	MeanFlushBytes   float64 `json:"mean_flush_bytes"`
 	// FlushBytes are percentiles of the flush (object) size over the phase, from the
 	// nodes' strata_writer_flush_bytes histogram (interpolated within its 1 MiB
 	// buckets): how close flushes come to --max-flush-bytes.

@@ -51,19 +51,25 @@ func (b *runner) targets(commitP99 float64) {
 				Note: fmt.Sprintf("linger %.0f + PUT p99 %.1f + commit p99 %.1f + 10; the node's flush stages p99: %s", linger, fl.FlushPut.P99, commitP99, stageNote(h.StageP99))})
 			add(Target{Name: "end-to-end p99 through SSE", Figure: rep.E2E.P99, Bound: bound + 20, Unit: "ms", Ratio: rep.E2E.P99 / (bound + 20), Want: "<= ack bound + 20ms", Pass: rep.E2E.P99 > 0 && rep.E2E.P99 <= bound+20})
 		}
-		// PUTs per GiB: the least possible is one PUT per full flush; at a load that
-		// fills less than a flush per linger, one per linger.
+		// PUTs per GiB: the least possible is one PUT per full flush, a full flush being
+		// as many whole requests as fit in MaxFlushBytes (a request is never split
+		// between objects: with 0.5 MiB requests an 8 MiB flush holds 7.6 MiB of them);
+		// at a load that fills less than a flush per linger, one per linger.
 		for _, p := range rep.Produce {
 			if p.Bytes == 0 || p.Puts == 0 || p.Mode != "closed" || p.Name == "produce-binary-overload" {
 				continue // sustained load: the maximum-load phases
 			}
-			minPuts := float64(1<<30) / float64(cfg.MaxFlushBytes)
+			full := float64(cfg.MaxFlushBytes)
+			if p.FullFlushPayload > 0 {
+				full = p.FullFlushPayload
+			}
+			minPuts := float64(1<<30) / full
 			perLinger := p.MiBps * (1 << 20) * cfg.Linger.Seconds() // payload bytes per linger
 			expected := max(minPuts, float64(1<<30)/max(perLinger, 1))
 			add(Target{Name: "PUTs per GiB, " + p.Name, Figure: p.PutsPerGiB, Bound: 1.1 * minPuts, Unit: "PUTs/GiB", Ratio: p.PutsPerGiB / minPuts,
 				Want: "<= 1.1x the minimum for the flush size", Pass: p.PutsPerGiB <= 1.1*minPuts,
-				Note: fmt.Sprintf("minimum %.0f (full %s flushes); %.0f expected at this rate and linger; %.2f commits per flush",
-					minPuts, sizeString(cfg.MaxFlushBytes), expected, p.CommitsPerFlush)})
+				Note: fmt.Sprintf("minimum %.0f (full %s flushes: %.1f MiB of records each); %.0f expected at this rate and linger; %.2f commits per flush; %.1f%% of PUTs were hedges",
+					minPuts, sizeString(cfg.MaxFlushBytes), full/(1<<20), expected, p.CommitsPerFlush, 100*p.Hedges/p.Puts)})
 		}
 	}
 	for _, f := range rep.Fetch {
