@@ -244,6 +244,12 @@ func (b *runner) kafkaTargets(byName map[string]*Produce, add func(Target)) {
 				"node CPU s/GiB %.2f vs %.2f, the bench's producers' %.2f vs %.2f (they share the machine's cores)",
 				max(1, cfg.Producers/kafkaProducersPerClient), cfg.Producers, cfg.BatchRecords,
 				k.CPUSecPerGiB, p.CPUSecPerGiB, k.ClientCPUSecPerGiB, p.ClientCPUSecPerGiB)})
+		// The node's own cost of the two paths, which the throughput ratio above mixes
+		// with the clients' on a machine whose cores they share.
+		if p.CPUSecPerGiB > 0 && k.CPUSecPerGiB > 0 {
+			r := k.CPUSecPerGiB / p.CPUSecPerGiB
+			add(Target{Name: "node CPU per GiB, Kafka vs HTTP binary", Figure: k.CPUSecPerGiB, Bound: 1.1 * p.CPUSecPerGiB, Unit: "CPU s/GiB", Ratio: r, Want: "<= 1.1x", Pass: r <= 1.1})
+		}
 	}
 	var kafka, http *Fetch
 	for i := range rep.Fetch {
