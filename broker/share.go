@@ -198,6 +198,7 @@ func (b *Broker) ShareFetch(ctx context.Context, who Principal, req ShareFetchRe
 		return out, err
 	}
 	out.LockDuration = lock
+	unanswered := map[catalog.ShareTP]catalog.ShareAcquired{}
 	for _, tp := range req.Partitions {
 		p := SharePartitionFetch{ShareTP: tp, Err: refused[tp]}
 		if a, ok := acquired[tp]; ok && p.Err == nil {
@@ -211,8 +212,25 @@ func (b *Broker) ShareFetch(ctx context.Context, who Principal, req ShareFetchRe
 			if p.Err == nil && len(p.Ranges) > 0 {
 				p.BatchesFetch, p.Err = b.shareBatches(ctx, who, tp, p.Ranges, req.MaxBytes, req.Memory)
 			}
+			if p.Err != nil {
+				unanswered[tp], p.Ranges, p.BatchesFetch = a, nil, BatchesFetch{}
+			}
 		}
 		out.Partitions = append(out.Partitions, p)
+	}
+	// What was acquired and could not be read (a failed read, or a member that went
+	// away mid-fetch, cancelling it) goes back at once with its delivery given back,
+	// as ShareRecords does: the member never saw it. Left held, it returned only at
+	// its lock deadline, one delivery closer to the limit — members killed or closed
+	// mid-fetch pushed records to the limit and had them archived unread.
+	if len(unanswered) > 0 {
+		if err := b.giveBack(ctx, req.Group, req.MemberID, unanswered); err != nil {
+			for i := range out.Partitions {
+				if _, ok := unanswered[out.Partitions[i].ShareTP]; ok {
+					out.Partitions[i].Err = errors.Join(out.Partitions[i].Err, err)
+				}
+			}
+		}
 	}
 	return out, nil
 }

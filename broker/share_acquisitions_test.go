@@ -72,6 +72,19 @@ func (f failingReader) Fetch(ctx context.Context, q reader.Fetch) (reader.Result
 	return f.Reader.Fetch(ctx, q)
 }
 
+// failingBatches fails its fetches of stored batches (the Kafka path's) while fail is set.
+type failingBatches struct {
+	BatchReader
+	fail *atomic.Bool
+}
+
+func (f failingBatches) FetchRawShared(ctx context.Context, q reader.Fetch) (reader.SharedRawResult, error) {
+	if f.fail.Load() {
+		return reader.SharedRawResult{}, errors.New("injected read failure")
+	}
+	return f.BatchReader.FetchRawShared(ctx, q)
+}
+
 // TestAcquisitionNotAnsweredIsGivenBack: when an acquire cannot read the records it
 // acquired, it answers the error and gives them back — at once, not at their lock
 // deadline, and without using up a delivery: the next acquire gets them at delivery
@@ -107,5 +120,58 @@ func TestAcquisitionNotAnsweredIsGivenBack(t *testing.T) {
 		if r.DeliveryCount != 1 {
 			t.Fatalf("offset %d at delivery count %d, want 1: the unanswered acquire used up a delivery", r.Offset, r.DeliveryCount)
 		}
+	}
+}
+
+// TestShareFetchNotAnsweredIsGivenBack: a Kafka ShareFetch that cannot read the
+// records it acquired answers the partition's error and gives them back at once,
+// without using up a delivery — as TestAcquisitionNotAnsweredIsGivenBack for HTTP.
+// Left held, they came back only at their lock deadline, one delivery closer to the
+// limit: franz-go's TestShareGroupETL, whose members are closed mid-fetch, saw records
+// archived at the limit unread.
+func TestShareFetchNotAnsweredIsGivenBack(t *testing.T) {
+	b, _ := newRealCore(t)
+	ctx := t.Context()
+	if _, err := b.CreateTopic(ctx, Anonymous, CreateTopicRequest{Name: "jobs", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.AlterGroupConfigs(ctx, Anonymous, "g", AlterConfigsRequest{Changes: []ConfigChange{
+		{Name: catalog.ShareAutoOffsetReset, Op: ConfigSet, Value: "earliest"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Produce(ctx, Anonymous, ProduceRequest{Records: []Record{{Topic: "jobs", Value: []byte("1")}, {Topic: "jobs", Value: []byte("2")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ShareHeartbeat(ctx, Anonymous, catalog.ShareHeartbeat{Group: "g", MemberID: "m1", MemberEpoch: catalog.JoinEpoch, Topics: []string{"jobs"}}); err != nil {
+		t.Fatal(err)
+	}
+	tp := catalog.ShareTP{Topic: "jobs", Partition: 0}
+	fail := &atomic.Bool{}
+	b.d.Batches = failingBatches{BatchReader: b.d.Batches, fail: fail}
+	fail.Store(true)
+	res, err := b.ShareFetch(ctx, Anonymous, ShareFetchRequest{Group: "g", MemberID: "m1", Partitions: []catalog.ShareTP{tp}, MaxRecords: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Partitions) != 1 || res.Partitions[0].Err == nil || len(res.Partitions[0].Ranges) != 0 {
+		t.Fatalf("a fetch whose records could not be read answered %+v; want the partition's error and no ranges", res.Partitions)
+	}
+	fail.Store(false)
+	res, err = b.ShareFetch(ctx, Anonymous, ShareFetchRequest{Group: "g", MemberID: "m1", Partitions: []catalog.ShareTP{tp}, MaxRecords: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Partitions) != 1 || res.Partitions[0].Err != nil || len(res.Partitions[0].Ranges) == 0 {
+		t.Fatalf("the next fetch got %+v, want both records at once (not after their lock)", res.Partitions)
+	}
+	var n int64
+	for _, r := range res.Partitions[0].Ranges {
+		n += r.Last - r.First + 1
+		if r.DeliveryCount != 1 {
+			t.Fatalf("offsets %d-%d at delivery count %d, want 1: the unanswered fetch used up a delivery", r.First, r.Last, r.DeliveryCount)
+		}
+	}
+	if n != 2 {
+		t.Fatalf("the next fetch acquired %d offsets, want 2", n)
 	}
 }
