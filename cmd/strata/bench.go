@@ -41,6 +41,7 @@ type benchFlags struct {
 	tails, recordSize, batch, scaleChunk   *int
 	cpuprofile, out, paths                 *string
 	duration, floorDur, linger, capacity   *time.Duration
+	hedge                                  *float64
 	scaleRecords                           *int64
 	maxFlush, bufferBytes, cacheBytes      byteSize
 	memoryLimit                            byteSize
@@ -85,6 +86,7 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 		noCapacity:   c.fs.Bool("no-capacity", false, "skip the catalog capacity phase"),
 		capacity:     c.fs.Duration("capacity-duration", 2*time.Second, "`time` of each line of the catalog capacity phase (flush commits, heartbeats, offset commits driven through the catalog)"),
 		linger:       c.fs.Duration("linger", writer.DefaultLinger, "nodes' --linger (started nodes; for the targets otherwise)"),
+		hedge:        c.fs.Float64("hedge-quantile", writer.DefaultHedgeQuantile, "started nodes' --hedge-quantile (0: they never hedge a slow PUT): run with 0 and with the default to see what hedging does to the PUT stage's p99 and p99.9"),
 		maxFlush:     byteSize(writer.DefaultMaxFlushBytes),
 		bufferBytes:  byteSize(writer.DefaultBufferBytes),
 		cacheBytes:   byteSize(reader.DefaultCacheBytes),
@@ -120,6 +122,9 @@ func (f *benchFlags) config() (bench.Config, []string) {
 	}
 	if *f.nodes < 1 || *f.nodes > 16 {
 		bad = append(bad, fmt.Sprintf("--nodes %d: want 1 to 16", *f.nodes))
+	}
+	if h := *f.hedge; h != 0 && (h < 0.5 || h >= 1) {
+		bad = append(bad, fmt.Sprintf("--hedge-quantile %g: want 0 (never hedge) or between 0.5 and 0.999", h))
 	}
 	if *f.againstKafka != "" && *f.against == "" {
 		bad = append(bad, "--against-kafka goes with --against")
@@ -160,7 +165,7 @@ func (f *benchFlags) nodeArgs() []string {
 	if f.memoryLimit > 0 {
 		create = append(create, "--memory-limit", strconv.FormatInt(int64(f.memoryLimit), 10))
 	}
-	args := append(create, "--linger", f.linger.String(), "--max-flush-bytes", strconv.FormatInt(int64(f.maxFlush), 10),
+	args := append(create, "--linger", f.linger.String(), "--hedge-quantile", strconv.FormatFloat(*f.hedge, 'g', -1, 64), "--max-flush-bytes", strconv.FormatInt(int64(f.maxFlush), 10),
 		"--buffer-bytes", strconv.FormatInt(int64(f.bufferBytes), 10), "--cache-bytes", strconv.FormatInt(int64(f.cacheBytes), 10),
 		"--roles", "writer,reader", "--log-level", "info", "--log-format", "json", "--listen", "127.0.0.1:0",
 		// A line per request would fill the node's log with the load; refusals are still
@@ -320,9 +325,14 @@ func deleteAll(ctx context.Context, st objstore.Store, log *slog.Logger) {
 // startNodes starts the nodes the bench drives, in this process or as child processes
 // of this binary (none with --against), adds them to cfg and returns what stops them.
 func (f *benchFlags) startNodes(ctx context.Context, cfg *bench.Config, catalogURL, bucketURL string) (stop func(), err error) {
-	switch {
-	case *f.against != "":
+	if *f.against != "" {
 		return func() {}, nil
+	}
+	cfg.Hedge = "never"
+	if *f.hedge > 0 {
+		cfg.Hedge = fmt.Sprintf("past p%.3g", 100**f.hedge)
+	}
+	switch {
 	case *f.inProcess:
 		base, kafkaAddr, stop, err := startBenchNodeInProcess(ctx, catalogURL, bucketURL, f.nodeArgs(), *f.createBucket, filepath.Join(*f.out, "node-0.log"))
 		if err != nil {

@@ -21,6 +21,8 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "--duration", "10ms"}, "duration 10ms: at least 1s"},
 		{[]string{"bench", "extra"}, `unexpected argument "extra"`},
 		{[]string{"bench", "--against-kafka", "127.0.0.1:9092"}, "--against-kafka goes with --against"},
+		{[]string{"bench", "--hedge-quantile", "0.2"}, "--hedge-quantile 0.2: want 0 (never hedge) or between 0.5 and 0.999"},
+		{[]string{"bench", "--capacity-duration", "10ms"}, "capacity duration 10ms: at least 100ms"},
 	} {
 		code, _, stderr := runCLI(t, nil, "", tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {
@@ -46,7 +48,7 @@ func TestBenchInProcess(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	for _, want := range []string{"FLOOR", "PRODUCE", "FETCH", "SCALE", "CATALOG CAPACITY (sqlite", "TARGETS", "embedded (SQLite, files)"} {
+	for _, want := range []string{"FLOOR", "PRODUCE", "FETCH", "SCALE", "CATALOG CAPACITY (sqlite", "TARGETS", "embedded (SQLite, files)", "hedged PUTs past p95", "PUT stage: p99"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
 		}

@@ -74,6 +74,9 @@ type Config struct {
 	MaxFlushBytes int64         // [8 MiB]
 	BufferBytes   int64         // [64 MiB]
 	CacheBytes    int64         // [256 MiB]
+	// Hedge says how the started nodes hedge slow PUTs ("p95", "never"), for the
+	// report; "" when the bench did not start them.
+	Hedge string
 	// MemoryLimit is the nodes' --memory-limit, which peak resident memory is checked
 	// against [0: the nodes' default; checked against buffer + cache + 100 MiB].
 	MemoryLimit int64
@@ -239,6 +242,7 @@ func (b *runner) run(ctx context.Context) (*Report, error) {
 	s.Partitions, s.Producers, s.RecordSize, s.BatchRecords = cfg.Partitions, cfg.Producers, cfg.RecordSize, cfg.BatchRecords
 	s.PhaseSeconds, s.LingerMs = cfg.Duration.Seconds(), float64(cfg.Linger)/1e6
 	s.MaxFlushBytes, s.BufferBytes, s.CacheBytes, s.MemoryLimit = cfg.MaxFlushBytes, cfg.BufferBytes, cfg.CacheBytes, cfg.MemoryLimit
+	s.Hedge = cfg.Hedge
 	start := time.Now()
 	rep.Load[0] = loadAverage()
 	defer func() { rep.Load[1] = loadAverage() }()

@@ -29,8 +29,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if s.MemoryLimit > 0 {
 		limit = sizeString(s.MemoryLimit)
 	}
-	fmt.Fprintf(tw, "%d partitions, %d producers, %d-byte records in requests of %d, linger %.0fms, flush %s, buffer %s, cache %s, memory limit %s\n\n",
-		s.Partitions, s.Producers, s.RecordSize, s.BatchRecords, s.LingerMs, sizeString(s.MaxFlushBytes), sizeString(s.BufferBytes), sizeString(s.CacheBytes), limit)
+	hedge := ""
+	if s.Hedge != "" {
+		hedge = ", hedged PUTs " + s.Hedge
+	}
+	fmt.Fprintf(tw, "%d partitions, %d producers, %d-byte records in requests of %d, linger %.0fms, flush %s, buffer %s, cache %s, memory limit %s%s\n\n",
+		s.Partitions, s.Producers, s.RecordSize, s.BatchRecords, s.LingerMs, sizeString(s.MaxFlushBytes), sizeString(s.BufferBytes), sizeString(s.CacheBytes), limit, hedge)
 	if f := r.Floor; f != nil {
 		fmt.Fprintf(tw, "FLOOR\t\n")
 		if f.PutMiBps > 0 {
@@ -54,6 +58,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if fb := p.FlushBytes; fb != nil {
 			fmt.Fprintf(tw, "    flush sizes: p10 %s  p50 %s  p90 %s  p99 %s (max %s)\n", sizeString(roundSize(int64(fb.P10))), sizeString(roundSize(int64(fb.P50))),
 				sizeString(roundSize(int64(fb.P90))), sizeString(roundSize(int64(fb.P99))), sizeString(r.Settings.MaxFlushBytes))
+		}
+		if p.PutP99 > 0 {
+			fmt.Fprintf(tw, "    PUT stage: p99 %.0f ms  p99.9 %.0f ms; %.0f of %.0f PUTs were hedges\n", p.PutP99, p.PutP999, p.Hedges, p.Puts)
 		}
 		if p.Failed > 0 {
 			fmt.Fprintf(tw, "    %d requests failed; first: %s\n", p.Failed, p.FirstError)
@@ -284,6 +291,10 @@ type Produce struct {
 	// StageP99 is the writer's p99 per flush stage over the phase, in ms, from the
 	// nodes' strata_writer_flush_seconds histogram: where produce-ack latency goes.
 	StageP99 map[string]float64 `json:"writer_stage_p99_ms,omitempty"`
+	// PutP99 and PutP999 are the writer's PUT stage (first PUT or hedge, whichever
+	// landed) at p99 and p99.9 over the phase, in ms: what hedging cuts.
+	PutP99  float64 `json:"writer_put_p99_ms,omitempty"`
+	PutP999 float64 `json:"writer_put_p999_ms,omitempty"`
 }
 
 // SizePercentiles are percentiles of a size, in bytes.
@@ -348,6 +359,7 @@ type Report struct {
 		BatchRecords  int     `json:"batch_records"`
 		PhaseSeconds  float64 `json:"phase_seconds"`
 		LingerMs      float64 `json:"linger_ms"`
+		Hedge         string  `json:"hedge,omitempty"`
 		MaxFlushBytes int64   `json:"max_flush_bytes"`
 		BufferBytes   int64   `json:"buffer_bytes"`
 		CacheBytes    int64   `json:"cache_bytes"`
