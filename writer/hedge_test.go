@@ -150,3 +150,37 @@ func TestHedgerDelay(t *testing.T) {
 		t.Fatal("a hedger turned off hedged")
 	}
 }
+
+// TestHedgeBudget: hedges are spent from a budget that each PUT adds a tenth of a hedge
+// to, saved up to ten: a store slow for every PUT is not sent twice the load.
+func TestHedgeBudget(t *testing.T) {
+	h := newHedger(0.95)
+	for i := range hedgeBurst {
+		if !h.spend() {
+			t.Fatalf("hedge %d refused with the budget saved up", i+1)
+		}
+	}
+	if h.spend() {
+		t.Fatal("a hedge was sent with the budget spent")
+	}
+	for range hedgePUTs - 1 {
+		h.earn()
+	}
+	if h.spend() {
+		t.Fatal("nine PUTs earned a whole hedge")
+	}
+	h.earn()
+	if !h.spend() {
+		t.Fatal("ten PUTs did not earn a hedge")
+	}
+	for range 1000 {
+		h.earn()
+	}
+	n := 0
+	for h.spend() {
+		n++
+	}
+	if n != hedgeBurst {
+		t.Fatalf("%d hedges saved up after 1000 PUTs, want at most %d", n, hedgeBurst)
+	}
+}
