@@ -27,10 +27,11 @@ const (
 	// little to pay for.
 	hedgeFloor = 20 * time.Millisecond
 	// hedgePUTs is the PUTs that earn one hedge and hedgeBurst the most hedges saved
-	// up: over time at most one PUT in ten is hedged. A quantile alone hedges whatever is slow,
-	// and when the store is slow for every PUT (not a tail: overloaded) that sent it
-	// more PUTs just when it could least take them — the bench's half-load phase saw
-	// 40 hedges in 230 PUTs during a stall of the store, and a PUT p99 of 365 ms.
+	// up: over time at most one PUT in ten is hedged. A quantile alone hedges
+	// whatever is slow, and when the store is slow for every PUT (not a tail:
+	// overloaded) that sent it more PUTs just when it could least take them — the
+	// bench's half-load phase saw 40 hedges in 230 PUTs during a stall of the store,
+	// and a PUT p99 of 365 ms.
 	hedgePUTs  = 10
 	hedgeBurst = 10
 )
