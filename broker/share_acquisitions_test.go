@@ -85,12 +85,10 @@ func (f failingBatches) FetchRawShared(ctx context.Context, q reader.Fetch) (rea
 	return f.BatchReader.FetchRawShared(ctx, q)
 }
 
-// TestAcquisitionNotAnsweredIsGivenBack: when an acquire cannot read the records it
-// acquired, it answers the error and gives them back — at once, not at their lock
-// deadline, and without using up a delivery: the next acquire gets them at delivery
-// count 1.
-func TestAcquisitionNotAnsweredIsGivenBack(t *testing.T) {
-	b, _ := newRealCore(t)
+// twoJobs makes topic jobs, one partition holding two records, which share group g
+// reads from the earliest.
+func twoJobs(t *testing.T, b *Broker) {
+	t.Helper()
 	ctx := t.Context()
 	if _, err := b.CreateTopic(ctx, Anonymous, CreateTopicRequest{Name: "jobs", Partitions: 1}); err != nil {
 		t.Fatal(err)
@@ -102,6 +100,16 @@ func TestAcquisitionNotAnsweredIsGivenBack(t *testing.T) {
 	if _, err := b.Produce(ctx, Anonymous, ProduceRequest{Records: []Record{{Topic: "jobs", Value: []byte("1")}, {Topic: "jobs", Value: []byte("2")}}}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestAcquisitionNotAnsweredIsGivenBack: when an acquire cannot read the records it
+// acquired, it answers the error and gives them back — at once, not at their lock
+// deadline, and without using up a delivery: the next acquire gets them at delivery
+// count 1.
+func TestAcquisitionNotAnsweredIsGivenBack(t *testing.T) {
+	b, _ := newRealCore(t)
+	ctx := t.Context()
+	twoJobs(t, b)
 	fail := &atomic.Bool{}
 	b.d.Reader = failingReader{Reader: b.d.Reader, fail: fail}
 	fail.Store(true)
@@ -132,16 +140,7 @@ func TestAcquisitionNotAnsweredIsGivenBack(t *testing.T) {
 func TestShareFetchNotAnsweredIsGivenBack(t *testing.T) {
 	b, _ := newRealCore(t)
 	ctx := t.Context()
-	if _, err := b.CreateTopic(ctx, Anonymous, CreateTopicRequest{Name: "jobs", Partitions: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.AlterGroupConfigs(ctx, Anonymous, "g", AlterConfigsRequest{Changes: []ConfigChange{
-		{Name: catalog.ShareAutoOffsetReset, Op: ConfigSet, Value: "earliest"}}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Produce(ctx, Anonymous, ProduceRequest{Records: []Record{{Topic: "jobs", Value: []byte("1")}, {Topic: "jobs", Value: []byte("2")}}}); err != nil {
-		t.Fatal(err)
-	}
+	twoJobs(t, b)
 	if _, err := b.ShareHeartbeat(ctx, Anonymous, catalog.ShareHeartbeat{Group: "g", MemberID: "m1", MemberEpoch: catalog.JoinEpoch, Topics: []string{"jobs"}}); err != nil {
 		t.Fatal(err)
 	}
