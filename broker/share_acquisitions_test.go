@@ -59,30 +59,33 @@ func TestAcquisitionIDs(t *testing.T) {
 	}
 }
 
-// failingReader fails its fetches while fail is set.
-type failingReader struct {
+// failingReads fails both read paths — records (the HTTP path's) and stored batches
+// (the Kafka path's) — while fail is set.
+type failingReads struct {
 	Reader
+	BatchReader
 	fail *atomic.Bool
 }
 
-func (f failingReader) Fetch(ctx context.Context, q reader.Fetch) (reader.Result, error) {
+func (f failingReads) Fetch(ctx context.Context, q reader.Fetch) (reader.Result, error) {
 	if f.fail.Load() {
 		return reader.Result{}, errors.New("injected read failure")
 	}
 	return f.Reader.Fetch(ctx, q)
 }
 
-// failingBatches fails its fetches of stored batches (the Kafka path's) while fail is set.
-type failingBatches struct {
-	BatchReader
-	fail *atomic.Bool
-}
-
-func (f failingBatches) FetchRawShared(ctx context.Context, q reader.Fetch) (reader.SharedRawResult, error) {
+func (f failingReads) FetchRawShared(ctx context.Context, q reader.Fetch) (reader.SharedRawResult, error) {
 	if f.fail.Load() {
 		return reader.SharedRawResult{}, errors.New("injected read failure")
 	}
 	return f.BatchReader.FetchRawShared(ctx, q)
+}
+
+// failReads puts failingReads in front of b's readers and answers its switch.
+func failReads(b *Broker) *atomic.Bool {
+	f := failingReads{Reader: b.d.Reader, BatchReader: b.d.Batches, fail: &atomic.Bool{}}
+	b.d.Reader, b.d.Batches = f, f
+	return f.fail
 }
 
 // twoJobs makes topic jobs, one partition holding two records, which share group g
@@ -110,8 +113,7 @@ func TestAcquisitionNotAnsweredIsGivenBack(t *testing.T) {
 	b, _ := newRealCore(t)
 	ctx := t.Context()
 	twoJobs(t, b)
-	fail := &atomic.Bool{}
-	b.d.Reader = failingReader{Reader: b.d.Reader, fail: fail}
+	fail := failReads(b)
 	fail.Store(true)
 	if _, err := b.ShareRecords(ctx, Anonymous, ShareRecordsRequest{Group: "g", MemberID: "m1", Topics: []string{"jobs"}, MaxRecords: 10}); err == nil {
 		t.Fatal("an acquire whose records could not be read answered no error")
@@ -145,8 +147,7 @@ func TestShareFetchNotAnsweredIsGivenBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	tp := catalog.ShareTP{Topic: "jobs", Partition: 0}
-	fail := &atomic.Bool{}
-	b.d.Batches = failingBatches{BatchReader: b.d.Batches, fail: fail}
+	fail := failReads(b)
 	fail.Store(true)
 	res, err := b.ShareFetch(ctx, Anonymous, ShareFetchRequest{Group: "g", MemberID: "m1", Partitions: []catalog.ShareTP{tp}, MaxRecords: 10})
 	if err != nil {
