@@ -92,7 +92,6 @@ func (b *runner) phase(ctx context.Context, name string, p *Produce, c *counters
 			p.StageP99[st] = v * 1000
 		}
 	}
-	p.PutP99 = 1000 * d.quantile("strata_writer_flush_seconds", `stage="put"`, 0.99)
 	p.PutP999 = 1000 * d.quantile("strata_writer_flush_seconds", `stage="put"`, 0.999)
 	p.CPUSeconds = d.get("process_cpu_seconds_total")
 	gcShare(p, d)
