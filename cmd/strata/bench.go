@@ -32,7 +32,7 @@ import (
 type benchFlags struct {
 	against, againstKafka, cat, bucket        *string
 	createBucket, inProcess, jsonOut, noScale *bool
-	deleteData, noKafka, noCapacity           *bool
+	deleteData, noKafka, noCapacity, noSettle *bool
 	keep                                      *bool
 	// embedded: the nodes create their SQLite catalog in the bench's temporary
 	// directory (serve creates one only with --create).
@@ -62,6 +62,7 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 		against:      c.fs.String("against", "", "drive these running `nodes` (comma-separated base URLs) instead of starting any"),
 		againstKafka: c.fs.String("against-kafka", "", "with --against: the running nodes' Kafka `addresses` (comma-separated host:port, in the same order), for the Kafka phases"),
 		noKafka:      c.fs.Bool("no-kafka", false, "skip the Kafka protocol's produce and fetch phases"),
+		noSettle:     c.fs.Bool("no-settle", false, "do not write out dirty pages and drop the page cache before each produce phase (done when the bench starts the nodes, so that a phase does not pay for an earlier one's writes; dropping needs root)"),
 		cat:          c.fs.String("catalog", "", "catalog `DSN` of the nodes, as for serve: postgres://..., a libpq string, or an existing SQLite file; with --bucket, nodes are started against them"),
 		bucket:       c.fs.String("bucket", "", "object store `URL` of the nodes: s3://bucket/prefix?endpoint=...&path_style=true, or file:///dir"),
 		createBucket: c.fs.Bool("create-bucket", false, "create the S3 bucket if it is missing (MinIO)"),
@@ -78,7 +79,7 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 		recordSize:   c.fs.Int("record-size", 1024, "record value `bytes` (e.g. 100, 1024, 10240)"),
 		batch:        c.fs.Int("batch", 500, "records per produce `request`"),
 		duration:     c.fs.Duration("duration", 10*time.Second, "`time` of each produce phase"),
-		paths:        c.fs.String("paths", "", "produce `paths` measured at maximum load: binary, json, kafka (default: all the nodes serve)"),
+		paths:        c.fs.String("paths", "", "produce `paths` measured at maximum load: binary, json, kafka (franz-go), kafka-bare (the binary path's batches in bare Produce requests) (default: all the nodes serve)"),
 		floorDur:     c.fs.Duration("floor-duration", 3*time.Second, "`time` of each floor measurement"),
 		scaleRecords: c.fs.Int64("scale-records", 10_000_000, "`records` the large partition is seeded to in the scale phase"),
 		scaleChunk:   c.fs.Int("scale-chunk-records", 100, "`records` per seeded chunk row (10 makes 1 M rows for 10 M records)"),
@@ -145,6 +146,9 @@ func (f *benchFlags) config() (bench.Config, []string) {
 		MemoryLimit: int64(f.memoryLimit), SlowSockets: *f.slowSockets,
 		ScaleChunkRecords: *f.scaleChunk, NoScale: *f.noScale, FloorDuration: *f.floorDur, Nodes: []string{"http://placeholder"},
 		CapacityDuration: *f.capacity, NoCapacity: *f.noCapacity,
+		// Nodes the bench starts share this machine's page cache with it (and their store's
+		// files); running nodes are measured as they are.
+		Settle: *f.against == "" && !*f.noSettle,
 	}
 	if !*f.noKafka && (*f.against == "" || *f.againstKafka != "") {
 		cfg.KafkaNodes = []string{"placeholder:9092"} // the nodes will serve Kafka

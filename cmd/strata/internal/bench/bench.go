@@ -13,7 +13,8 @@
 //   - fetch: a first (cold) and a second (cached) reader of the same data, binary, with
 //     the GETs each caused, and a cached JSON reader;
 //   - with Kafka listeners (Config.KafkaNodes), franz-go producing at maximum load
-//     beside the binary path, and a cached Kafka fetch of the same data (kafka.go);
+//     beside the binary path, a bare Kafka client sending the binary path's own batches,
+//     and a cached Kafka fetch of the same data (kafka.go);
 //   - at scale: fetch latency from a partition seeded to 10 M records (chunk rows
 //     inserted directly) against one of 10 K;
 //   - the catalog's capacity: flush commits, heartbeats and offset commits a second
@@ -67,7 +68,8 @@ type Config struct {
 	BatchRecords int           // records per produce request [500]
 	Duration     time.Duration // of each produce phase [10s]
 	// Paths to measure at maximum load: "binary", "json", "kafka" (franz-go through
-	// KafkaNodes) [all that the nodes serve].
+	// KafkaNodes), "kafka-bare" (the binary path's batches in Produce requests of a bare
+	// client) [all that the nodes serve].
 	Paths []string
 	// The nodes' settings, which the targets depend on.
 	Linger        time.Duration // [50ms]
@@ -97,6 +99,11 @@ type Config struct {
 	Catalog          CapacityCatalog
 	CapacityDuration time.Duration
 	NoCapacity       bool
+
+	// Settle writes the machine's dirty pages out and drops its page cache before each
+	// produce phase (settle in phases.go): for runs whose nodes and store share this
+	// machine.
+	Settle bool
 
 	// Phase, when set, is called as each phase starts ("produce-binary", ...) and
 	// ends (with done true): cmd uses it to profile a phase.
@@ -130,7 +137,7 @@ func (c *Config) defaults() {
 	if len(c.Paths) == 0 {
 		c.Paths = []string{"binary", "json"}
 		if len(c.KafkaNodes) > 0 {
-			c.Paths = append(c.Paths, "kafka")
+			c.Paths = append(c.Paths, "kafka", "kafka-bare")
 		}
 	}
 	if c.Linger == 0 {
@@ -183,10 +190,10 @@ func (c Config) Validate() error {
 	}
 	for _, p := range c.Paths {
 		switch {
-		case p == "kafka" && len(c.KafkaNodes) == 0:
-			errs = append(errs, errors.New("path kafka: the nodes serve no Kafka listener"))
-		case p != "binary" && p != "json" && p != "kafka":
-			errs = append(errs, fmt.Errorf("path %q: use binary, json or kafka", p))
+		case (p == "kafka" || p == "kafka-bare") && len(c.KafkaNodes) == 0:
+			errs = append(errs, fmt.Errorf("path %s: the nodes serve no Kafka listener", p))
+		case p != "binary" && p != "json" && p != "kafka" && p != "kafka-bare":
+			errs = append(errs, fmt.Errorf("path %q: use binary, json, kafka or kafka-bare", p))
 		}
 	}
 	if c.Duration < time.Second {
@@ -228,6 +235,8 @@ type runner struct {
 	rep Report
 	// meanObject is the mean size of the objects the produce phases wrote.
 	meanObject float64
+	// settleWarned: settle has said the page cache cannot be dropped.
+	settleWarned bool
 }
 
 func (b *runner) run(ctx context.Context) (*Report, error) {

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,8 +12,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // The Kafka protocol's phases, when the nodes serve it (Config.KafkaNodes):
@@ -20,6 +24,8 @@ import (
 //   - produce-kafka: franz-go producers (idempotent, five requests in flight per node, as
 //     a Kafka client runs by default) through the listeners at maximum load, the same
 //     records as the binary HTTP path's, measured beside it in the same run;
+//   - produce-kafka-bare: the binary HTTP path's producers, bodies and load sent as
+//     Kafka Produce requests by a bare client, so that only the nodes' path differs;
 //   - fetch-kafka-cached: the data the fetch phases read, read again with Kafka Fetch
 //     requests from the node that cached it, beside the raw GET floor and the cached
 //     binary HTTP fetch.
@@ -44,6 +50,7 @@ func (b *runner) produceKafka(ctx context.Context) (Produce, error) {
 	for range clients {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.KafkaNodes...), kgo.DefaultProduceTopic(cfg.Topic),
 			kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()), // Record.Partition, below
 			// Batches the size of the HTTP path's requests (at most Kafka's default
 			// 1 MB, and well under a flush: a larger request is refused).
 			kgo.ProducerBatchMaxBytes(int32(min(1_000_000, cfg.MaxFlushBytes/4, int64(cfg.BatchRecords*(cfg.RecordSize+40)+61)))),
@@ -69,9 +76,21 @@ func (b *runner) produceKafka(ctx context.Context) (Produce, error) {
 		var wg sync.WaitGroup
 		for ci, cl := range cls {
 			wg.Go(func() {
+				// The client's own partitions, as each HTTP producer writes one: with
+				// every client writing every partition, the records it may buffer
+				// (MaxBufferedRecords) were spread over all of them, and its batches
+				// averaged 165 records instead of 500, each costing the node its
+				// per-batch work. Partition p is client p%clients's (client ci's, for
+				// fewer partitions than clients: p = ci%Partitions).
+				var parts []int32
+				for p := range int32(cfg.Partitions) {
+					if int(p)%clients == ci%cfg.Partitions {
+						parts = append(parts, p)
+					}
+				}
 				for i := ci; ctx.Err() == nil; i += clients {
 					k, v := keys[i%n], vals[i%n]
-					r := &kgo.Record{Key: k, Value: v, Headers: []kgo.RecordHeader{{Key: "t", Value: []byte(tsPlaceholder)}}}
+					r := &kgo.Record{Key: k, Value: v, Partition: parts[i%len(parts)], Headers: []kgo.RecordHeader{{Key: "t", Value: []byte(tsPlaceholder)}}}
 					// Not ctx: records buffered when the phase ends are still answered.
 					cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
 						if err != nil {
@@ -96,6 +115,95 @@ func (b *runner) produceKafka(ctx context.Context) (Produce, error) {
 	})
 	p.Requests = batches.Load()
 	return p, err
+}
+
+// produceKafkaBare is produceMax's binary path over the Kafka protocol: producer i
+// keeps one connection to a Kafka listener and sends the binary path's body for
+// partition i%Partitions (the same Kafka record batch, stamped the same way) as the
+// one batch of a Produce request with acks=all, waiting for each answer as the HTTP
+// producers do. Clients and load are then the binary path's, so the two phases
+// compare the nodes' two produce paths; franz-go's phase compares them with a real
+// client's own CPU, which shares this machine's cores with the nodes.
+func (b *runner) produceKafkaBare(ctx context.Context) (Produce, error) {
+	cfg := &b.cfg
+	name := "produce-kafka-bare"
+	b.log.Info("phase: maximum load", "path", "kafka-bare", "producers", cfg.Producers, "seconds", cfg.Duration.Seconds())
+	bodies, err := b.producerBodies("binary", cfg.Producers)
+	if err != nil {
+		return Produce{}, err
+	}
+	conns := make([]*kafkaConn, cfg.Producers)
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	for i := range conns {
+		if conns[i], err = dialKafka(ctx, cfg.KafkaNodes[i%len(cfg.KafkaNodes)]); err != nil {
+			return Produce{}, err
+		}
+	}
+	p := Produce{Name: name, Path: "kafka-bare", Mode: "closed"}
+	var c counters
+	ack := newRecorder(time.Now())
+	err = b.phase(ctx, name, &p, &c, ack, func(ctx context.Context) {
+		var wg sync.WaitGroup
+		for i, conn := range conns {
+			body, part := bodies[i], int32(i%cfg.Partitions)
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					start := time.Now()
+					body.stamp(start)
+					err := conn.produce(ctx, cfg.Topic, part, body.buf)
+					switch {
+					case err == nil:
+						ack.add(start, time.Since(start))
+						c.requests.Add(1)
+						c.records.Add(int64(body.recs))
+						c.bytes.Add(body.bytes)
+					case errors.Is(err, errBackPressure):
+						c.rejected.Add(1)
+						_ = ctxwait.Sleep(ctx, 20*time.Millisecond)
+					case ctx.Err() == nil:
+						c.fail(err)
+						return // the connection's answers are out of step
+					}
+				}
+			})
+		}
+		wg.Wait()
+	})
+	return p, err
+}
+
+// produce sends batch to topic/p with acks=all and waits for the answer; a full
+// writer buffer (NOT_ENOUGH_REPLICAS, the listener's back-pressure) is errBackPressure.
+func (c *kafkaConn) produce(ctx context.Context, topic string, p int32, batch []byte) error {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 30_000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = p, batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	if err := c.roundTrip(ctx, req, resp, maxProduceVersion); err != nil {
+		return err
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return fmt.Errorf("produce %s/%d: malformed answer", topic, p)
+	}
+	switch code := resp.Topics[0].Partitions[0].ErrorCode; code {
+	case 0:
+		return nil
+	case kerr.NotEnoughReplicas.Code:
+		return errBackPressure
+	default:
+		return fmt.Errorf("produce %s/%d: %w", topic, p, kerr.ErrorForCode(code))
+	}
 }
 
 // batchCounter counts the record batches franz-go writes.
@@ -186,7 +294,7 @@ func kafkaFetchRange(ctx context.Context, c *kafkaConn, topic string, p int32, f
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
-		if err := c.roundTrip(ctx, req, resp); err != nil {
+		if err := c.roundTrip(ctx, req, resp, maxFetchVersion); err != nil {
 			return total, err
 		}
 		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
@@ -251,6 +359,14 @@ func (b *runner) kafkaTargets(byName map[string]*Produce, add func(Target)) {
 			add(Target{Name: "node CPU per GiB, Kafka vs HTTP binary", Figure: k.CPUSecPerGiB, Bound: 1.1 * p.CPUSecPerGiB, Unit: "CPU s/GiB", Ratio: r, Want: "<= 1.1x", Pass: r <= 1.1})
 		}
 	}
+	// The same producers, bodies and load on both protocols: the nodes' paths compared
+	// with the clients' cost equal.
+	if k, p := byName["produce-kafka-bare"], byName["produce-binary"]; k != nil && p != nil && p.MiBps > 0 {
+		r := k.MiBps / p.MiBps
+		add(Target{Name: "produce Kafka (bare client, the binary path's batches) vs HTTP binary", Figure: k.MiBps, Bound: 0.9 * p.MiBps, Unit: "MiB/s", Ratio: r, Want: ">= 0.9x", Pass: r >= 0.9,
+			Note: fmt.Sprintf("%d producers of %d-record batches on each protocol, same run; node CPU s/GiB %.2f vs %.2f, the bench's producers' %.2f vs %.2f",
+				cfg.Producers, cfg.BatchRecords, k.CPUSecPerGiB, p.CPUSecPerGiB, k.ClientCPUSecPerGiB, p.ClientCPUSecPerGiB)})
+	}
 	var kafka, http *Fetch
 	for i := range rep.Fetch {
 		switch rep.Fetch[i].Name {
@@ -270,10 +386,13 @@ func (b *runner) kafkaTargets(byName map[string]*Produce, add func(Target)) {
 	}
 }
 
-// maxFetchVersion is the highest Fetch version the listener serves.
-const maxFetchVersion = 12
+// The highest Fetch and Produce versions the listener serves.
+const (
+	maxFetchVersion   = 12
+	maxProduceVersion = 12
+)
 
-// kafkaConn is a bare Kafka connection for the fetch phase: requests framed by kmsg,
+// kafkaConn is a bare Kafka connection for the fetch and bare produce phases: requests framed by kmsg,
 // responses read into one reused buffer and decoded by kmsg.
 type kafkaConn struct {
 	net.Conn
@@ -290,10 +409,10 @@ func dialKafka(ctx context.Context, addr string) (*kafkaConn, error) {
 	return &kafkaConn{Conn: nc}, nil
 }
 
-// roundTrip sends req (a Fetch, at maxFetchVersion) and decodes the answer into resp, whose
-// byte fields then refer to the connection's buffer until the next roundTrip.
-func (c *kafkaConn) roundTrip(ctx context.Context, req kmsg.Request, resp kmsg.Response) error {
-	req.SetVersion(min(req.MaxVersion(), maxFetchVersion))
+// roundTrip sends req (at most at version maxVersion) and decodes the answer into resp,
+// whose byte fields then refer to the connection's buffer until the next roundTrip.
+func (c *kafkaConn) roundTrip(ctx context.Context, req kmsg.Request, resp kmsg.Response, maxVersion int16) error {
+	req.SetVersion(min(req.MaxVersion(), maxVersion))
 	resp.SetVersion(req.GetVersion())
 	c.corr++
 	c.out = kmsg.NewRequestFormatter(kmsg.FormatterClientID("strata-bench")).AppendRequest(c.out[:0], req, c.corr)
