@@ -21,6 +21,9 @@ var (
 	ErrRange = errors.New("range outside object")
 	// ErrInvalidKey is returned (wrapped) for a key that CheckKey refuses.
 	ErrInvalidKey = errors.New("invalid object key")
+	// ErrChecksum is returned (wrapped) by PutPartsCRC32C when the parts' bytes do not
+	// match the checksum given for them; nothing is stored.
+	ErrChecksum = errors.New("object bytes do not match their checksum")
 )
 
 // CheckKey reports whether key is portable across every implementation: non-empty

@@ -2,8 +2,12 @@ package objstore
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
+
+	"github.com/strata-io/strata/internal/crc32c"
 )
 
 // PartsLen is the size of an object given as parts laid end to end.
@@ -104,4 +108,34 @@ func (r *PartsReader) Seek(offset int64, whence int) (int64, error) {
 		rest -= int64(len(r.parts[r.i]))
 	}
 	return offset, nil
+}
+
+// CRC32CPutter is a Store that takes the CRC-32C of the parts it puts from the caller
+// and has the object store verify it (S3's x-amz-checksum-crc32c), instead of reading
+// the parts to compute one.
+type CRC32CPutter interface {
+	// PutPartsCRC32C is PutParts of parts whose CRC-32C, laid end to end, is crc; when
+	// their bytes do not match it the error wraps ErrChecksum and nothing is stored.
+	PutPartsCRC32C(ctx context.Context, key string, parts [][]byte, crc uint32) error
+}
+
+// PutPartsCRC32C puts parts under key through s, checked against crc, their CRC-32C
+// laid end to end: by the store when s is a CRC32CPutter, else here before PutParts.
+// A writer whose object holds Kafka batches knows crc from the batches' own CRCs,
+// checked when they were accepted (segment.EncodeParts), so bytes changed in memory
+// since fail the put (ErrChecksum) instead of being stored.
+func PutPartsCRC32C(ctx context.Context, s interface {
+	PutParts(ctx context.Context, key string, parts [][]byte) error
+}, key string, parts [][]byte, crc uint32) error {
+	if cp, ok := s.(CRC32CPutter); ok {
+		return cp.PutPartsCRC32C(ctx, key, parts, crc)
+	}
+	var got uint32
+	for _, p := range parts {
+		got = crc32c.Update(got, p)
+	}
+	if got != crc {
+		return fmt.Errorf("objstore: put %s: the parts' CRC-32C is %#08x, not %#08x: %w", key, got, crc, ErrChecksum)
+	}
+	return s.PutParts(ctx, key, parts)
 }

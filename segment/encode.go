@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/crc32c"
 )
 
 // EncodeOptions tunes Encode.
@@ -56,7 +58,7 @@ var encoders = sync.Pool{New: func() any { return new(encoder) }}
 // Batch's fields, ...) is refused with an error wrapping ErrInvalid. A Raw batch is
 // copied, not re-encoded; its footer entry is read from its header.
 func Encode(batches []Batch, opts EncodeOptions) (obj []byte, infos []BatchInfo, err error) {
-	parts, infos, err := encode(batches, opts, false)
+	parts, _, infos, err := encode(batches, opts, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -70,32 +72,39 @@ func Encode(batches []Batch, opts EncodeOptions) (obj []byte, infos []BatchInfo,
 // aliases the caller's batch. A writer's flush of Kafka batches then holds its
 // requests' bytes once, not once more in the object (an object store client streams
 // the parts: objstore.Store.PutParts).
-func EncodeParts(batches []Batch, opts EncodeOptions) (parts [][]byte, size int64, infos []BatchInfo, err error) {
-	parts, infos, err = encode(batches, opts, true)
+//
+// crc is the object's CRC-32C, made from the Raw batches' own CRCs rather than a pass
+// over their bytes, which EncodeParts does not read to check them either: a request's
+// batches are checked as they are accepted (ScanBatch), and the object's CRC then
+// carries that check to the store, which verifies it against the bytes it receives
+// (objstore.PutPartsCRC32C). A batch whose bytes no longer match its CRC — changed in
+// memory since — fails the put instead of being stored.
+func EncodeParts(batches []Batch, opts EncodeOptions) (parts [][]byte, size int64, crc uint32, infos []BatchInfo, err error) {
+	parts, crc, infos, err = encode(batches, opts, true)
 	for _, p := range parts {
 		size += int64(len(p))
 	}
-	return parts, size, infos, err
+	return parts, size, crc, infos, err
 }
 
 // rawHead is how much of a Raw batch EncodeParts copies: up to the magic byte, past
 // the fields it patches.
 const rawHead = offMagic
 
-// encode is Encode, or with split EncodeParts.
-func encode(batches []Batch, opts EncodeOptions, split bool) (parts [][]byte, infos []BatchInfo, err error) {
+// encode is Encode, or with split EncodeParts (and the object's CRC-32C).
+func encode(batches []Batch, opts EncodeOptions, split bool) (parts [][]byte, crc uint32, infos []BatchInfo, err error) {
 	if len(batches) == 0 {
-		return nil, nil, fmt.Errorf("segment: encode: no batches: %w", ErrInvalid)
+		return nil, 0, nil, fmt.Errorf("segment: encode: no batches: %w", ErrInvalid)
 	}
 	if opts.IndexInterval < 0 {
-		return nil, nil, fmt.Errorf("segment: encode: index interval %d is negative: %w", opts.IndexInterval, ErrInvalid)
+		return nil, 0, nil, fmt.Errorf("segment: encode: index interval %d is negative: %w", opts.IndexInterval, ErrInvalid)
 	}
 	plans := make([]plan, len(batches))
 	for i := range batches {
 		b := &batches[i]
-		p, err := checkBatch(b)
+		p, err := checkBatch(b, !split)
 		if err != nil {
-			return nil, nil, fmt.Errorf("segment: encode: batch %d (topic %d, partition %d): %w", i, b.TopicID, b.Partition, err)
+			return nil, 0, nil, fmt.Errorf("segment: encode: batch %d (topic %d, partition %d): %w", i, b.TopicID, b.Partition, err)
 		}
 		plans[i] = p
 	}
@@ -109,7 +118,7 @@ func encode(batches []Batch, opts EncodeOptions, split bool) (parts [][]byte, in
 		for k := 1; k < len(order); k++ {
 			prev, next := &batches[order[k-1]], &batches[order[k]]
 			if comparePartition(prev, next) == 0 && next.BaseOffset <= prev.BaseOffset+int64(plans[order[k-1]].lastDelta) {
-				return nil, nil, fmt.Errorf("segment: encode: batch %d (topic %d, partition %d): base offset %d not above the previous batch's last offset %d: %w",
+				return nil, 0, nil, fmt.Errorf("segment: encode: batch %d (topic %d, partition %d): base offset %d not above the previous batch's last offset %d: %w",
 					order[k], next.TopicID, next.Partition, next.BaseOffset, prev.BaseOffset+int64(plans[order[k-1]].lastDelta), ErrInvalid)
 			}
 		}
@@ -130,7 +139,7 @@ func encode(batches []Batch, opts EncodeOptions, split bool) (parts [][]byte, in
 		}
 		p.staged = len(e.staged)
 		if e.staged, err = e.appendBatch(e.staged, b, p); err != nil {
-			return nil, nil, fmt.Errorf("segment: encode: batch %d (topic %d, partition %d): %w", i, b.TopicID, b.Partition, err)
+			return nil, 0, nil, fmt.Errorf("segment: encode: batch %d (topic %d, partition %d): %w", i, b.TopicID, b.Partition, err)
 		}
 		p.encLen = len(e.staged) - p.staged
 	}
@@ -168,7 +177,7 @@ func encode(batches []Batch, opts EncodeOptions, split bool) (parts [][]byte, in
 	e.footer = appendFooter(e.footer[:0], &footer)
 	footerLen := len(e.footer)
 	if footerLen > maxFooterLen {
-		return nil, nil, fmt.Errorf("segment: encode: footer of %d batches takes %d bytes, more than %d: %w", len(batches), footerLen, maxFooterLen, ErrInvalid)
+		return nil, 0, nil, fmt.Errorf("segment: encode: footer of %d batches takes %d bytes, more than %d: %w", len(batches), footerLen, maxFooterLen, ErrInvalid)
 	}
 
 	// obj's capacity is exact, so the parts cut from it stay valid as it grows.
@@ -183,13 +192,16 @@ func encode(batches []Batch, opts EncodeOptions, split bool) (parts [][]byte, in
 			parts = append(parts, obj[cut:len(obj):len(obj)], b.Raw[rawHead:]) // never empty: rawHead > 0
 			cut = len(obj)
 			infos[i].CRC = binary.BigEndian.Uint32(b.Raw[offCRC:])
+			// The aliased part is the magic byte and the CRC, then what the CRC covers.
+			crc = crc32c.Update(crc, parts[len(parts)-2])
+			crc = crc32c.Combine(crc32c.Update(crc, b.Raw[rawHead:offAttributes]), infos[i].CRC, int64(len(b.Raw)-offAttributes))
 			footer.Batches[k] = infos[i]
 			continue
 		case b.Raw != nil:
 			obj = appendRaw(obj, b, b.Raw)
 		case b.Compression == CompressionNone:
 			if obj, err = e.appendBatch(obj, b, p); err != nil {
-				return nil, nil, fmt.Errorf("segment: encode: batch %d (topic %d, partition %d): %w", i, b.TopicID, b.Partition, err)
+				return nil, 0, nil, fmt.Errorf("segment: encode: batch %d (topic %d, partition %d): %w", i, b.TopicID, b.Partition, err)
 			}
 		default:
 			obj = append(obj, e.staged[p.staged:p.staged+p.encLen]...)
@@ -199,7 +211,10 @@ func encode(batches []Batch, opts EncodeOptions, split bool) (parts [][]byte, in
 	}
 	obj = appendFooter(obj, &footer)
 	obj = appendTrailer(obj, footerLen, binary.BigEndian.Uint32(obj[len(obj)-4:]))
-	return append(parts, obj[cut:]), infos, nil
+	if split {
+		crc = crc32c.Update(crc, obj[cut:])
+	}
+	return append(parts, obj[cut:]), crc, infos, nil
 }
 
 // aliased is how many bytes of batches' Raw batches EncodeParts (split) leaves in the
@@ -245,9 +260,9 @@ func comparePartition(a, b *Batch) int {
 }
 
 // checkBatch validates b and measures its records section.
-func checkBatch(b *Batch) (plan, error) {
+func checkBatch(b *Batch, checkCRC bool) (plan, error) {
 	if b.Raw != nil {
-		return checkRaw(b)
+		return checkRaw(b, checkCRC)
 	}
 	p := plan{assign: true, records: int32(len(b.Records))}
 	n := len(b.Records)
@@ -299,11 +314,12 @@ func checkBatch(b *Batch) (plan, error) {
 	return p, nil
 }
 
-// checkRaw validates a pre-encoded batch: its header and CRC, and that b's fields say
-// what its header says, so that the footer entry read from the header describes the
-// batch the caller meant. The records were checked by ScanBatch; walking them again
+// checkRaw validates a pre-encoded batch: its header, its CRC with checkCRC (EncodeParts
+// does not read the bytes again: the object's CRC it returns carries the batches' CRCs
+// to the store, which verifies them), and that b's fields say what its header says, so
+// that the footer entry read from the header describes the batch the caller meant. The records were checked by ScanBatch; walking them again
 // would cost what storing the batch as it is saves.
-func checkRaw(b *Batch) (plan, error) {
+func checkRaw(b *Batch, checkCRC bool) (plan, error) {
 	var p plan
 	switch {
 	case len(b.Records) != 0:
@@ -319,7 +335,7 @@ func checkRaw(b *Batch) (plan, error) {
 	}
 	var problem string
 	switch {
-	case batchCRC(b.Raw) != h.CRC:
+	case checkCRC && batchCRC(b.Raw) != h.CRC:
 		problem = fmt.Sprintf("CRC %#08x, computed %#08x", h.CRC, batchCRC(b.Raw))
 	case h.ProducerID != b.ProducerID || h.ProducerEpoch != b.ProducerEpoch || h.BaseSequence != b.BaseSequence:
 		problem = fmt.Sprintf("producer %d epoch %d base sequence %d, the batch says %d, %d, %d",

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/crc32c"
 )
 
 // asRaw returns batches with each batch's records replaced by its bytes in obj (as
@@ -398,13 +400,29 @@ func TestEncodePartsAliasesRaw(t *testing.T) {
 		t.Fatal(err)
 	}
 	keepA, keepB := bytes.Clone(rawA), bytes.Clone(rawB)
-	parts, size, pinfos, err := EncodeParts(batches, EncodeOptions{})
+	parts, size, crc, pinfos, err := EncodeParts(batches, EncodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := bytes.Join(parts, nil); !bytes.Equal(got, whole) || size != int64(len(whole)) {
 		t.Fatalf("the parts (%d bytes, size %d) are not Encode's object (%d bytes)", len(got), size, len(whole))
 	}
+	if want := crc32c.Checksum(whole); crc != want {
+		t.Fatalf("CRC-32C %#08x, the object's %#08x", crc, want)
+	}
+	// A raw batch's bytes changed after its CRC was checked: EncodeParts does not read
+	// them, but its CRC is the batch's, so the store's check of it fails.
+	changed := bytes.Clone(rawB)
+	changed[len(changed)-1] ^= 1
+	batches[2].Raw = changed
+	cparts, _, ccrc, _, err := EncodeParts(batches, EncodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ccrc == crc32c.Checksum(bytes.Join(cparts, nil)) {
+		t.Fatal("the CRC-32C of an object holding a changed batch matches its bytes")
+	}
+	batches[2].Raw = rawB
 	if !reflect.DeepEqual(infos, pinfos) {
 		t.Fatalf("infos differ:\n%+v\n%+v", infos, pinfos)
 	}

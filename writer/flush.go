@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/internal/ctxwait"
+	"github.com/strata-io/strata/objstore"
 	"github.com/strata-io/strata/segment"
 )
 
@@ -57,7 +58,7 @@ func (w *Writer) flush(f *flush) {
 	}
 	now := w.cfg.Now()
 	start := time.Now()
-	lay, obj, size, infos, err := w.encodeFlush(f, now)
+	lay, obj, infos, err := w.encodeFlush(f, now)
 	w.m.stage.WithLabelValues("encode").Observe(time.Since(start).Seconds())
 	if err != nil {
 		w.log.Error("encode segment", "requests", len(f.reqs), "err", err)
@@ -69,26 +70,47 @@ func (w *Writer) flush(f *flush) {
 		waitPrev() // every request was refused by the encoder and has its answer
 		return
 	}
-	w.m.flushBytes.Observe(float64(size))
+	w.m.flushBytes.Observe(float64(obj.size))
 
 	start = time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.PutTimeout)
 	key, puts, err := w.put(ctx, now, obj)
+	if errors.Is(err, objstore.ErrChecksum) {
+		// The object's CRC is made from its raw batches' own (EncodeParts), and a batch's
+		// bytes no longer match its CRC: changed in memory since it was accepted. Its
+		// request is refused, as one the encoder refuses, and the rest stored (Encode
+		// reads and checks each batch, as EncodeParts does not).
+		w.log.Error("put segment: a batch changed since it was accepted", "key", key, "err", err)
+		lay, obj, infos, err = w.encodeWithout(f, lay, now, err, func(bs []segment.Batch) error {
+			_, _, err := segment.Encode(bs, segment.EncodeOptions{})
+			return err
+		})
+		if err == nil && len(lay.reqs) == 0 {
+			cancel()
+			waitPrev() // every request was refused and has its answer
+			return
+		}
+		if err == nil {
+			var again int
+			key, again, err = w.put(ctx, now, obj)
+			puts += again
+		}
+	}
 	cancel()
 	w.m.stage.WithLabelValues("put").Observe(time.Since(start).Seconds())
 	if err != nil {
 		w.m.puts.WithLabelValues("error").Inc()
-		w.log.Warn("put segment", "key", key, "bytes", size, "requests", len(lay.reqs), "err", err)
+		w.log.Warn("put segment", "key", key, "bytes", obj.size, "requests", len(lay.reqs), "err", err)
 		waitPrev()
 		failAll(lay.reqs, fmt.Errorf("%w: put %s: %w", ErrStore, key, err))
 		return
 	}
 	w.m.puts.WithLabelValues("ok").Inc()
 	if w.cfg.Written != nil {
-		w.cfg.Written(key, obj)
+		w.cfg.Written(key, obj.parts)
 	}
 
-	seg := catalog.Segment{Key: key, Size: size, Requests: make([]catalog.Request, len(lay.reqs))}
+	seg := catalog.Segment{Key: key, Size: obj.size, Requests: make([]catalog.Request, len(lay.reqs))}
 	for k, p := range lay.reqs {
 		sp := lay.spans[k]
 		cr := catalog.Request{Producer: p.req.Producer, GroupOffsets: p.req.GroupOffsets, Source: p.req.Source, Txn: p.req.Txn, ShareDLQ: p.req.ShareDLQ,
@@ -185,42 +207,63 @@ func (w *Writer) reportUsage(lay layout, seg catalog.Segment, results []catalog.
 	w.cfg.Usage(out)
 }
 
-// encodeFlush lays out and encodes f, as the object's parts and its size. A request
-// the encoder refuses on its own gets ErrInvalid and is left out; the others go on. The
-// returned layout holds only the requests still to commit; on error, those to fail.
-func (w *Writer) encodeFlush(f *flush, now time.Time) (layout, [][]byte, int64, []segment.BatchInfo, error) {
+// object is an encoded flush: its parts laid end to end, size bytes, whose CRC-32C is
+// crc (segment.EncodeParts).
+type object struct {
+	parts [][]byte
+	size  int64
+	crc   uint32
+}
+
+// encodeFlush lays out and encodes f. A request the encoder refuses on its own gets
+// ErrInvalid and is left out; the others go on. The returned layout holds only the
+// requests still to commit; on error, those to fail.
+func (w *Writer) encodeFlush(f *flush, now time.Time) (layout, object, []segment.BatchInfo, error) {
 	lay := w.layout(f, f.reqs, now)
-	obj, size, infos, err := w.encode(lay.batches, segment.EncodeOptions{})
+	var obj object
+	var infos []segment.BatchInfo
+	var err error
+	obj.parts, obj.size, obj.crc, infos, err = w.encode(lay.batches, segment.EncodeOptions{})
 	if err == nil {
 		err = checkInfos(lay, infos)
 	}
 	if err == nil {
-		return lay, obj, size, infos, nil
+		return lay, obj, infos, nil
 	}
-	// Find the requests that cannot be encoded even alone, answer them, and encode the
-	// rest again: one bad request must not fail a whole flush.
+	return w.encodeWithout(f, lay, now, err, func(bs []segment.Batch) error {
+		_, _, _, _, err := w.encode(bs, segment.EncodeOptions{})
+		return err
+	})
+}
+
+// encodeWithout answers the requests of lay that alone fails (err being why the whole
+// failed) with ErrInvalid, and lays out and encodes the rest again: one bad request
+// must not fail a whole flush. When alone fails none, it returns err.
+func (w *Writer) encodeWithout(f *flush, lay layout, now time.Time, err error, alone func([]segment.Batch) error) (layout, object, []segment.BatchInfo, error) {
 	var keep []*pending
 	for k, p := range lay.reqs {
 		sp := lay.spans[k]
-		if _, _, _, e := w.encode(lay.batches[sp.first:sp.first+sp.n], segment.EncodeOptions{}); e != nil {
+		if e := alone(lay.batches[sp.first : sp.first+sp.n]); e != nil {
 			p.err = fmt.Errorf("%w: encode: %w", ErrInvalid, e)
 			continue
 		}
 		keep = append(keep, p)
 	}
 	if len(keep) == len(lay.reqs) {
-		return lay, nil, 0, nil, err
+		return lay, object{}, nil, err
 	}
 	w.log.Warn("encode segment: requests refused", "refused", len(lay.reqs)-len(keep), "err", err)
 	lay = w.layout(f, keep, now)
 	if len(keep) == 0 {
-		return lay, nil, 0, nil, nil
+		return lay, object{}, nil, nil
 	}
-	obj, size, infos, err = w.encode(lay.batches, segment.EncodeOptions{})
+	var obj object
+	var infos []segment.BatchInfo
+	obj.parts, obj.size, obj.crc, infos, err = w.encode(lay.batches, segment.EncodeOptions{})
 	if err == nil {
 		err = checkInfos(lay, infos)
 	}
-	return lay, obj, size, infos, err
+	return lay, obj, infos, err
 }
 
 // checkInfos guards the commit against an encoder that does not describe the batches it

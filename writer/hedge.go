@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/strata-io/strata/objstore"
 )
 
 // Hedged PUTs: object stores have long tails (a PUT now and then takes many times the
@@ -96,13 +98,13 @@ func (h *hedger) delay() (time.Duration, bool) {
 // put stores obj under a new key, hedged, and answers the key stored and the PUT
 // requests it took (2 when it hedged: the object store bills both). It returns only
 // when no PUT of obj is in flight any more, so the caller may release obj's buffers.
-func (w *Writer) put(ctx context.Context, now time.Time, obj [][]byte) (key string, puts int, err error) {
+func (w *Writer) put(ctx context.Context, now time.Time, obj object) (key string, puts int, err error) {
 	key = w.newKey(now)
 	start := time.Now()
 	w.hedge.earn()
 	after, hedge := w.hedge.delay()
 	if !hedge {
-		err := w.store.PutParts(ctx, key, obj)
+		err := objstore.PutPartsCRC32C(ctx, w.store, key, obj.parts, obj.crc)
 		if err == nil {
 			w.hedge.observe(time.Since(start))
 		}
@@ -116,7 +118,7 @@ func (w *Writer) put(ctx context.Context, now time.Time, obj [][]byte) (key stri
 	defer cancel()
 	results := make(chan result, 2)
 	send := func(k string) {
-		go func() { results <- result{k, w.store.PutParts(ctx, k, obj)} }()
+		go func() { results <- result{k, objstore.PutPartsCRC32C(ctx, w.store, k, obj.parts, obj.crc)} }()
 	}
 	send(key)
 	timer := time.NewTimer(after)

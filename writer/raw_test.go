@@ -260,8 +260,10 @@ func TestRawRefused(t *testing.T) {
 	mustOK(t, await(t, chs[0]))
 }
 
-// A raw batch the encoder refuses (here: changed after it was accepted, so its CRC no
-// longer holds) fails its own request; the rest of the flush commits.
+// A raw batch changed after it was accepted, so that its CRC no longer holds, fails its
+// own request and the rest of the flush commits: EncodeParts does not read it, but the
+// object's CRC-32C, made from the batches' CRCs, fails the put (the store checks it;
+// this one through objstore.PutPartsCRC32C), and the request alone is then refused.
 func TestRawRefusedByEncoder(t *testing.T) {
 	h := start(t, Config{Linger: never}, true)
 	raw := clientBatch(t, records(3, 10, 1_000), segment.CompressionNone, -1, -1, -1)

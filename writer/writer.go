@@ -56,7 +56,7 @@ type Writer struct {
 	// encode and newKey are segment.EncodeParts and segment.NewKey; tests replace them
 	// to inject faults. EncodeParts leaves raw batches where they are (in the request
 	// bodies) rather than copy them into the object: a flush holds its bytes once.
-	encode func([]segment.Batch, segment.EncodeOptions) ([][]byte, int64, []segment.BatchInfo, error)
+	encode func([]segment.Batch, segment.EncodeOptions) ([][]byte, int64, uint32, []segment.BatchInfo, error)
 	newKey func(time.Time) string
 	hedge  *hedger
 

@@ -478,10 +478,10 @@ func TestRequestRefusedByCatalog(t *testing.T) {
 func TestEncoderRefusesOneRequest(t *testing.T) {
 	h := start(t, Config{Linger: never}, true)
 	enc := h.w.encode
-	h.w.encode = func(bs []segment.Batch, o segment.EncodeOptions) ([][]byte, int64, []segment.BatchInfo, error) {
+	h.w.encode = func(bs []segment.Batch, o segment.EncodeOptions) ([][]byte, int64, uint32, []segment.BatchInfo, error) {
 		for _, b := range bs {
 			if b.TopicID == 13 {
-				return nil, 0, nil, fmt.Errorf("unlucky: %w", segment.ErrInvalid)
+				return nil, 0, 0, nil, fmt.Errorf("unlucky: %w", segment.ErrInvalid)
 			}
 		}
 		return enc(bs, o)

@@ -75,7 +75,10 @@ type Store struct {
 	injected [6]atomic.Int64
 }
 
-var _ objstore.Store = (*Store)(nil)
+var (
+	_ objstore.Store        = (*Store)(nil)
+	_ objstore.CRC32CPutter = (*Store)(nil)
+)
 
 // New returns a Store passing every call to inner until told otherwise.
 func New(inner objstore.Store) *Store {
@@ -234,6 +237,20 @@ func (s *Store) PutParts(ctx context.Context, key string, parts [][]byte) error 
 		return wrap(Put, key, err)
 	}
 	err = s.inner.PutParts(ctx, key, parts)
+	if f != nil && f.LoseResponse {
+		return wrap(Put, key, orInjected(f.Err))
+	}
+	return err
+}
+
+// PutPartsCRC32C implements objstore.CRC32CPutter, through the inner store's (or
+// objstore.PutPartsCRC32C's check when it has none); its faults are Put's.
+func (s *Store) PutPartsCRC32C(ctx context.Context, key string, parts [][]byte, crc uint32) error {
+	f, ok, err := s.enter(ctx, Put, key)
+	if !ok {
+		return wrap(Put, key, err)
+	}
+	err = objstore.PutPartsCRC32C(ctx, s.inner, key, parts, crc)
 	if f != nil && f.LoseResponse {
 		return wrap(Put, key, orInjected(f.Err))
 	}

@@ -42,7 +42,10 @@ type Store struct {
 	seconds  *prometheus.HistogramVec
 }
 
-var _ objstore.Store = (*Store)(nil)
+var (
+	_ objstore.Store        = (*Store)(nil)
+	_ objstore.CRC32CPutter = (*Store)(nil)
+)
 
 // New returns a Store recording into reg. Several Stores may share one registry (they
 // then share the series); a nil reg records without exposing anything.
@@ -110,6 +113,18 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) error {
 func (s *Store) PutParts(ctx context.Context, key string, parts [][]byte) error {
 	start := time.Now()
 	err := s.inner.PutParts(ctx, key, parts)
+	s.observe(ctx, opPut, start, err)
+	if err == nil {
+		s.bytes.WithLabelValues(opPut).Add(float64(objstore.PartsLen(parts)))
+	}
+	return err
+}
+
+// PutPartsCRC32C implements objstore.CRC32CPutter, through the inner store's (or
+// objstore.PutPartsCRC32C's check when it has none).
+func (s *Store) PutPartsCRC32C(ctx context.Context, key string, parts [][]byte, crc uint32) error {
+	start := time.Now()
+	err := objstore.PutPartsCRC32C(ctx, s.inner, key, parts, crc)
 	s.observe(ctx, opPut, start, err)
 	if err == nil {
 		s.bytes.WithLabelValues(opPut).Add(float64(objstore.PartsLen(parts)))

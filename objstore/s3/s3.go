@@ -19,7 +19,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -37,6 +36,7 @@ import (
 	"github.com/aws/smithy-go/logging"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/strata-io/strata/internal/crc32c"
 	"github.com/strata-io/strata/internal/ctxwait"
 	"github.com/strata-io/strata/objstore"
 )
@@ -48,18 +48,6 @@ const (
 	metaCRC32C = "strata-crc32c"
 	metaSHA256 = "strata-sha256"
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// crc32c is the CRC-32C of parts laid end to end, as S3 spells checksums: base64 of
-// the big-endian value.
-func crc32c(parts [][]byte) string {
-	var sum uint32
-	for _, p := range parts {
-		sum = crc32.Update(sum, castagnoli, p)
-	}
-	return base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, sum))
-}
 
 // defaultPageSize is the most keys one ListObjectsV2 call returns on S3.
 const defaultPageSize = 1000
@@ -95,7 +83,10 @@ type Store struct {
 	pageSize int32
 }
 
-var _ objstore.Store = (*Store)(nil)
+var (
+	_ objstore.Store        = (*Store)(nil)
+	_ objstore.CRC32CPutter = (*Store)(nil)
+)
 
 // New returns a Store for cfg. It does not contact the store: credentials are resolved
 // and the bucket is found on first use (see EnsureBucket).
@@ -203,10 +194,24 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) error {
 // seekable reader, so the SDK can send it again on a retry) under the same checksum
 // and create-only condition, and they are never joined in memory.
 func (s *Store) PutParts(ctx context.Context, key string, parts [][]byte) error {
+	var crc uint32
+	for _, p := range parts {
+		crc = crc32c.Update(crc, p)
+	}
+	return s.put(ctx, key, parts, crc)
+}
+
+// PutPartsCRC32C implements objstore.CRC32CPutter: PutParts with the caller's CRC-32C,
+// which the store verifies against the bytes it receives (BadDigest when they differ).
+func (s *Store) PutPartsCRC32C(ctx context.Context, key string, parts [][]byte, crc uint32) error {
+	return s.put(ctx, key, parts, crc)
+}
+
+func (s *Store) put(ctx context.Context, key string, parts [][]byte, crc uint32) error {
 	if err := objstore.CheckKey(key); err != nil {
 		return fmt.Errorf("s3: put %s: %w", key, err)
 	}
-	sum := crc32c(parts)
+	sum := base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc))
 	size := objstore.PartsLen(parts)
 	backoff := 20 * time.Millisecond
 	vanished := 0
@@ -240,6 +245,9 @@ func (s *Store) PutParts(ctx context.Context, key string, parts [][]byte) error 
 			}
 			s.log.Debug("put found its key holding the same content: an earlier attempt succeeded", "key", key)
 			return nil
+		case code == "BadDigest" || code == "XAmzContentChecksumMismatch":
+			// The bytes the store received are not those the checksum was made for.
+			return fmt.Errorf("s3: put %s: %w: %w", key, objstore.ErrChecksum, err)
 		case status == http.StatusConflict && code == "ConditionalRequestConflict":
 			// Another put of this key (perhaps our own first attempt) is still in flight:
 			// wait for it to settle as 200 or 412.

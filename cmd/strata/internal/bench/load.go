@@ -23,8 +23,11 @@ import (
 // A request body is built once and re-sent: rebuilding 500 records per request would
 // spend on the bench's side the CPU the node is being measured with. Each record
 // carries a header "t" holding its send time (unix nanoseconds, 19 digits) for the
-// end-to-end latency; the digits are rewritten in place before each send, and a
-// binary body's batch CRC recomputed.
+// end-to-end latency; in the half-load phase, whose tails measure it, the digits are
+// rewritten in place before each send, and a binary body's batch CRC recomputed. At
+// maximum load the placeholder goes as it is (as in franz-go's records): stamping cost
+// the binary producers a CRC pass over every byte they sent, a third of their CPU,
+// taken from the cores the nodes' paths are measured on.
 
 // tsDigits is the width of the send-time header value.
 const tsDigits = 19
