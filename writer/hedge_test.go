@@ -151,8 +151,8 @@ func TestHedgerDelay(t *testing.T) {
 	}
 }
 
-// TestHedgeBudget: hedges are spent from a budget that each PUT adds a tenth of a hedge
-// to, saved up to ten: a store slow for every PUT is not sent twice the load.
+// TestHedgeBudget: hedges are spent from a budget that each PUT adds a twentieth of a
+// hedge to, saved up to ten: a store slow for every PUT is not sent twice the load.
 func TestHedgeBudget(t *testing.T) {
 	h := newHedger(0.95)
 	for i := range hedgeBurst {
@@ -167,11 +167,11 @@ func TestHedgeBudget(t *testing.T) {
 		h.earn()
 	}
 	if h.spend() {
-		t.Fatal("nine PUTs earned a whole hedge")
+		t.Fatalf("%d PUTs earned a whole hedge", hedgePUTs-1)
 	}
 	h.earn()
 	if !h.spend() {
-		t.Fatal("ten PUTs did not earn a hedge")
+		t.Fatalf("%d PUTs did not earn a hedge", hedgePUTs)
 	}
 	for range 1000 {
 		h.earn()

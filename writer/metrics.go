@@ -48,7 +48,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"result"})),
 		hedges: prom.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_writer_put_hedges_total",
-			Help: "Second PUTs of a flush slower than the hedge quantile (sent), those that landed first and were committed (won), and those not sent because the hedge budget, one PUT in ten, was spent (over_budget).",
+			Help: "Second PUTs of a flush slower than the hedge quantile (sent), those that landed first and were committed (won), and those not sent because the hedge budget, one PUT in twenty, was spent (over_budget).",
 		}, []string{"result"})),
 		commits: prom.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_writer_commits_total",
