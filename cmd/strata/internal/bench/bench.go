@@ -223,6 +223,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
+		// A request body (0.5 MiB by default) goes out in one write, not 32 KiB at a time.
+		WriteBufferSize: 1 << 20,
 	}}
 	defer b.hc.CloseIdleConnections()
 	return b.run(ctx)

@@ -98,9 +98,13 @@ func (b *runner) produceKafka(ctx context.Context) (Produce, error) {
 							c.fail(err)
 							return
 						}
-						c.records.Add(1)
 						c.bytes.Add(int64(len(k) + len(v)))
-						ack.add(r.Timestamp, time.Since(r.Timestamp))
+						// One record in a request's worth is timed, as the HTTP
+						// producers time one answer per request: timing every record
+						// took a tenth of the clients' CPU, on the nodes' cores.
+						if c.records.Add(1)%int64(cfg.BatchRecords) == 0 {
+							ack.add(r.Timestamp, time.Since(r.Timestamp))
+						}
 					})
 				}
 				// The phase includes answering what was buffered at its end (bounded:
