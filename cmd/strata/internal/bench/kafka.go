@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,8 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/strata-io/strata/internal/ctxwait"
 )
 
 // The Kafka protocol's phases, when the nodes serve it (Config.KafkaNodes):
@@ -122,11 +119,11 @@ func (b *runner) produceKafka(ctx context.Context) (Produce, error) {
 	return p, err
 }
 
-// produceKafkaBare is produceMax's binary path over the Kafka protocol: producer i
-// keeps one connection to a Kafka listener and sends the binary path's body for
-// partition i%Partitions (the same Kafka record batch, unstamped alike) as the
-// one batch of a Produce request with acks=all, waiting for each answer as the HTTP
-// producers do. Clients and load are then the binary path's, so the two phases
+// produceKafkaBare is produceMax's binary path over the Kafka protocol: the same
+// closed loop, in which producer i keeps a connection to a Kafka listener (dialled
+// again when an answer is lost) and sends the binary path's body for partition
+// i%Partitions (the same Kafka record batch) as the one batch of a Produce request
+// with acks=all. Clients and load are then the binary path's, so the two phases
 // compare the nodes' two produce paths; franz-go's phase compares them with a real
 // client's own CPU, which shares this machine's cores with the nodes.
 func (b *runner) produceKafkaBare(ctx context.Context) (Produce, error) {
@@ -153,33 +150,24 @@ func (b *runner) produceKafkaBare(ctx context.Context) (Produce, error) {
 	p := Produce{Name: name, Path: "kafka-bare", Mode: "closed"}
 	var c counters
 	ack := newRecorder(time.Now())
-	err = b.phase(ctx, name, &p, &c, ack, func(ctx context.Context) {
-		var wg sync.WaitGroup
-		for i, conn := range conns {
-			body, part := bodies[i], int32(i%cfg.Partitions)
-			wg.Go(func() {
-				for ctx.Err() == nil {
-					start := time.Now()
-					err := conn.produce(ctx, cfg.Topic, part, body.buf)
-					switch {
-					case err == nil:
-						ack.add(start, time.Since(start))
-						c.requests.Add(1)
-						c.records.Add(int64(body.recs))
-						c.bytes.Add(body.bytes)
-					case errors.Is(err, errBackPressure):
-						c.rejected.Add(1)
-						_ = ctxwait.Sleep(ctx, 20*time.Millisecond)
-					case ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded):
-						return // the phase's end (the connection's deadline)
-					default:
-						c.fail(err)
-						return // the connection's answers are out of step
-					}
-				}
-			})
+	send := func(ctx context.Context, i int, body *body, part int32) (time.Duration, error) {
+		if conns[i] == nil { // its last answer was lost: the connection is out of step
+			nc, err := dialKafka(ctx, cfg.KafkaNodes[i%len(cfg.KafkaNodes)])
+			if err != nil {
+				return 0, err
+			}
+			conns[i] = nc
 		}
-		wg.Wait()
+		err := conns[i].produce(ctx, cfg.Topic, part, body.buf)
+		var answered *kerr.Error // an error code: the connection is still in step
+		if err != nil && !errors.Is(err, errBackPressure) && !errors.As(err, &answered) {
+			conns[i].Close()
+			conns[i] = nil
+		}
+		return 20 * time.Millisecond, err
+	}
+	err = b.phase(ctx, name, &p, &c, ack, func(ctx context.Context) {
+		closedLoop(ctx, cfg.Producers, bodies, cfg.Partitions, send, &c, ack)
 	})
 	return p, err
 }

@@ -10,6 +10,7 @@ import (
 	"hash/crc32"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -167,7 +168,7 @@ type sender struct {
 
 // send posts b to partition p (binary: the query names it; JSON: the body does) and
 // reports whether it was accepted; a 429 reports retryAfter.
-func (s *sender) send(ctx context.Context, b *body, p int32) (retryAfter time.Duration, err error) {
+func (s *sender) send(ctx context.Context, _ int, b *body, p int32) (retryAfter time.Duration, err error) {
 	node := s.nodes[int(s.next.Add(1))%len(s.nodes)]
 	u := node + "/v1/topics/" + s.topic + "/records"
 	ct := "application/json"
@@ -199,11 +200,14 @@ func (s *sender) send(ctx context.Context, b *body, p int32) (retryAfter time.Du
 
 var errBackPressure = errors.New("back-pressure")
 
+// sendFunc sends body b to partition p for producer i and reports whether it was
+// accepted; back-pressure is errBackPressure, with the wait before a retry.
+type sendFunc func(ctx context.Context, i int, b *body, p int32) (retryAfter time.Duration, err error)
+
 // closedLoop runs producers that each send their next request as soon as the last
 // is answered, until ctx ends. Producer i writes partition i%partitions with
-// bodies[i%len(bodies)]; with stamp, it writes its send time into the body first (so
-// each producer needs a body of its own), else bodies may be shared.
-func closedLoop(ctx context.Context, s *sender, producers int, bodies []*body, stamp bool, partitions int, c *counters, ack *recorder) {
+// bodies[i%len(bodies)], unstamped (see the top of this file), through send.
+func closedLoop(ctx context.Context, producers int, bodies []*body, partitions int, send sendFunc, c *counters, ack *recorder) {
 	var wg sync.WaitGroup
 	for i := range producers {
 		b := bodies[i%len(bodies)]
@@ -211,10 +215,7 @@ func closedLoop(ctx context.Context, s *sender, producers int, bodies []*body, s
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				start := time.Now()
-				if stamp {
-					b.stamp(start)
-				}
-				wait, err := s.send(ctx, b, p)
+				wait, err := send(ctx, i, b, p)
 				switch {
 				case err == nil:
 					ack.add(start, time.Since(start))
@@ -224,7 +225,7 @@ func closedLoop(ctx context.Context, s *sender, producers int, bodies []*body, s
 				case errors.Is(err, errBackPressure):
 					c.rejected.Add(1)
 					_ = ctxwait.Sleep(ctx, wait)
-				case ctx.Err() == nil:
+				case ctx.Err() == nil && !errors.Is(err, os.ErrDeadlineExceeded): // not the phase's end
 					c.fail(err)
 					_ = ctxwait.Sleep(ctx, 100*time.Millisecond)
 				}
@@ -267,7 +268,7 @@ func openLoop(ctx context.Context, s *sender, bodies []*body, partitions int, ra
 			defer func() { free <- b }()
 			for ctx.Err() == nil {
 				b.stamp(time.Now())
-				wait, err := s.send(ctx, b, p)
+				wait, err := s.send(ctx, 0, b, p)
 				switch {
 				case err == nil:
 					ack.add(at, time.Since(at))

@@ -133,7 +133,7 @@ func (b *runner) produceMax(ctx context.Context, path string) (Produce, error) {
 	ack := newRecorder(time.Now())
 	s := &sender{hc: b.hc, nodes: cfg.Nodes, topic: cfg.Topic, path: path}
 	err = b.phase(ctx, name, &p, &c, ack, func(ctx context.Context) {
-		closedLoop(ctx, s, cfg.Producers, bodies, false, cfg.Partitions, &c, ack)
+		closedLoop(ctx, cfg.Producers, bodies, cfg.Partitions, s.send, &c, ack)
 	})
 	return p, err
 }
@@ -156,7 +156,7 @@ func (b *runner) warmUp(ctx context.Context) error {
 	defer cancel()
 	var c counters
 	s := &sender{hc: b.hc, nodes: cfg.Nodes, topic: cfg.Topic, path: "binary"}
-	closedLoop(wctx, s, cfg.Producers, bodies, false, cfg.Partitions, &c, newRecorder(time.Now()))
+	closedLoop(wctx, cfg.Producers, bodies, cfg.Partitions, s.send, &c, newRecorder(time.Now()))
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -187,7 +187,7 @@ func (b *runner) overload(ctx context.Context) (Produce, error) {
 	cfg.Duration = min(cfg.Duration, 4*time.Second)
 	defer func() { cfg.Duration = saved }()
 	err = b.phase(ctx, name, &p, &c, ack, func(ctx context.Context) {
-		closedLoop(ctx, s, n, bodies, false, cfg.Partitions, &c, ack)
+		closedLoop(ctx, n, bodies, cfg.Partitions, s.send, &c, ack)
 	})
 	return p, err
 }
