@@ -386,8 +386,8 @@ const (
 	maxProduceVersion = 12
 )
 
-// kafkaConn is a bare Kafka connection for the fetch and bare produce phases: requests framed by kmsg,
-// responses read into one reused buffer and decoded by kmsg.
+// kafkaConn is a bare Kafka connection for the fetch and bare produce phases: requests
+// framed by kmsg, responses read into one reused buffer and decoded by kmsg.
 type kafkaConn struct {
 	net.Conn
 	corr int32

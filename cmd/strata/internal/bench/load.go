@@ -27,8 +27,9 @@ import (
 // end-to-end latency; in the half-load phase, whose tails measure it, the digits are
 // rewritten in place before each send, and a binary body's batch CRC recomputed. At
 // maximum load the placeholder goes as it is (as in franz-go's records): stamping cost
-// the binary producers a CRC pass over every byte they sent, a third of their CPU,
-// taken from the cores the nodes' paths are measured on.
+// the producers a CRC pass over every byte they sent, CPU taken from the cores the
+// nodes' paths are measured on (the bare Kafka producers' fell from 0.61 to 0.45
+// CPU-seconds per GiB without it).
 
 // tsDigits is the width of the send-time header value.
 const tsDigits = 19

@@ -335,9 +335,10 @@ func (b *runner) fetches(ctx context.Context) error {
 }
 
 // settle, with Config.Settle, writes the machine's dirty pages out and drops its clean
-// page cache before a produce phase (and the floor). A phase writes gigabytes (the object store's files,
-// or the embedded node's), and the next phase would pay for them: the kernel writing
-// them back and reclaiming the cache in its writers' write calls. Measured in the
+// page cache before a produce phase (and the floor). A phase writes gigabytes (the
+// object store's files, or the embedded node's), and the next phase would pay for
+// them: the kernel writing them back and reclaiming the cache in its writers' write
+// calls. Measured in the
 // embedded bench, the node's CPU per GiB of Kafka produce was 1.39 s when its phase
 // came first and 2.02 s when it came third, after the binary and JSON phases; with the
 // cache dropped before each phase, 1.39 s third. Phases compared in a target must
