@@ -10,7 +10,6 @@ import (
 	"hash/crc32"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -205,6 +204,14 @@ var errBackPressure = errors.New("back-pressure")
 // accepted; back-pressure is errBackPressure, with the wait before a retry.
 type sendFunc func(ctx context.Context, i int, b *body, p int32) (retryAfter time.Duration, err error)
 
+// ended reports whether ctx is done or past its deadline. A request cut off by the
+// phase's deadline (a connection's deadline is the phase's end) may return before
+// ctx says it is done, and is not a failure.
+func ended(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ctx.Err() != nil || ok && !time.Now().Before(d)
+}
+
 // closedLoop runs producers that each send their next request as soon as the last
 // is answered, until ctx ends. Producer i writes partition i%partitions with
 // bodies[i%len(bodies)], unstamped (see the top of this file), through send.
@@ -214,7 +221,7 @@ func closedLoop(ctx context.Context, producers int, bodies []*body, partitions i
 		b := bodies[i%len(bodies)]
 		p := int32(i % partitions)
 		wg.Go(func() {
-			for ctx.Err() == nil {
+			for !ended(ctx) {
 				start := time.Now()
 				wait, err := send(ctx, i, b, p)
 				switch {
@@ -226,7 +233,7 @@ func closedLoop(ctx context.Context, producers int, bodies []*body, partitions i
 				case errors.Is(err, errBackPressure):
 					c.rejected.Add(1)
 					_ = ctxwait.Sleep(ctx, wait)
-				case ctx.Err() == nil && !errors.Is(err, os.ErrDeadlineExceeded): // not the phase's end
+				case !ended(ctx):
 					c.fail(err)
 					_ = ctxwait.Sleep(ctx, 100*time.Millisecond)
 				}
@@ -281,7 +288,7 @@ func openLoop(ctx context.Context, s *sender, bodies []*body, partitions int, ra
 					c.rejected.Add(1)
 					_ = ctxwait.Sleep(ctx, wait)
 				default:
-					if ctx.Err() == nil {
+					if !ended(ctx) {
 						c.fail(err)
 					}
 					return
