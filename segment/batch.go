@@ -3,8 +3,9 @@ package segment
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"math"
+
+	"github.com/strata-io/strata/internal/crc32c"
 )
 
 // Layout of a Kafka v2 record batch header (61 bytes, big-endian). The length counts
@@ -117,7 +118,7 @@ func ParseBatchHeader(raw []byte) (BatchHeader, error) {
 }
 
 // batchCRC is the CRC-32C Kafka stores in a batch: of the attributes to the end.
-func batchCRC(raw []byte) uint32 { return crc32.Checksum(raw[offAttributes:], castagnoli) }
+func batchCRC(raw []byte) uint32 { return crc32c.Checksum(raw[offAttributes:]) }
 
 // SplitBatches splits data holding whole batches into one sub-slice per batch,
 // checking lengths, magic and CRC (no decompression). Each sub-slice's capacity ends

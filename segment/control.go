@@ -2,7 +2,8 @@ package segment
 
 import (
 	"encoding/binary"
-	"hash/crc32"
+
+	"github.com/strata-io/strata/internal/crc32c"
 )
 
 // A transaction marker as Kafka clients read it: a control batch (transactional and
@@ -50,7 +51,7 @@ func ControlBatch(offset, producerID int64, producerEpoch int16, commit bool, ts
 	if commit {
 		b[batchHeaderSize+8] = 1 // the key's type
 	}
-	be.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
+	be.PutUint32(b[offCRC:], crc32c.Checksum(b[offAttributes:]))
 	return b
 }
 

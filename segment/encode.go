@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"slices"
 	"strings"
@@ -23,8 +22,6 @@ type EncodeOptions struct {
 	// given, to cover strictly increasing offset ranges.
 	IndexInterval int64
 }
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // plan is what validating a batch learns, reused when laying it out.
 type plan struct {
@@ -420,7 +417,7 @@ func (e *encoder) appendBatch(dst []byte, b *Batch, p *plan) ([]byte, error) {
 		return nil, fmt.Errorf("batch of %d bytes: %w", length, ErrInvalid)
 	}
 	binary.BigEndian.PutUint32(dst[start+offLength:], uint32(length))
-	binary.BigEndian.PutUint32(dst[start+offCRC:], crc32.Checksum(dst[start+offAttributes:], castagnoli))
+	binary.BigEndian.PutUint32(dst[start+offCRC:], crc32c.Checksum(dst[start+offAttributes:]))
 	return dst, nil
 }
 

@@ -4,9 +4,10 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"sort"
+
+	"github.com/strata-io/strata/internal/crc32c"
 )
 
 // FormatVersion is the footer format Encode writes and the decoders accept.
@@ -93,7 +94,7 @@ func appendFooter(dst []byte, f *Footer) []byte {
 		dst = appendUvarint(dst, uint64(e.Offset-f.Batches[i].BaseOffset))
 		next = i + 1
 	}
-	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+	return binary.BigEndian.AppendUint32(dst, crc32c.Checksum(dst[start:]))
 }
 
 func appendTrailer(dst []byte, footerLen int, footerCRC uint32) []byte {
@@ -226,7 +227,7 @@ func DecodeFooter(b []byte) (Footer, error) {
 		return Footer{}, fmt.Errorf("segment: decode footer: %d bytes, outside [%d, %d]: %w", len(b), minFooterLen, maxFooterLen, ErrCorrupt)
 	}
 	body := b[:len(b)-footerCRCLength]
-	if want, got := binary.BigEndian.Uint32(b[len(body):]), crc32.Checksum(body, castagnoli); want != got {
+	if want, got := binary.BigEndian.Uint32(b[len(body):]), crc32c.Checksum(body); want != got {
 		return Footer{}, fmt.Errorf("segment: decode footer: CRC %#08x, computed %#08x: %w", want, got, ErrCorrupt)
 	}
 	f, err := decodeFooterBody(body)

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/strata-io/strata/internal/crc32c"
 )
 
 // Every decoder is fuzzed. Each target checks, beyond "no panic", that an accepted
@@ -123,7 +125,7 @@ func FuzzDecodeFooterBody(f *testing.F) {
 		f.Add(fb[:len(fb)-4])
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		b := binary.BigEndian.AppendUint32(bytes.Clone(body), crc32.Checksum(body, castagnoli))
+		b := binary.BigEndian.AppendUint32(bytes.Clone(body), crc32c.Checksum(body))
 		ft, err := DecodeFooter(b)
 		if err != nil {
 			mustCorrupt(t, err)

@@ -1,5 +1,6 @@
 // Package crc32c computes and combines CRC-32C (Castagnoli) checksums, the checksum of
-// Kafka record batches and of S3's x-amz-checksum-crc32c. Combine gives the checksum
+// Kafka record batches, of segment footers and of S3's x-amz-checksum-crc32c: the one
+// table the module uses. Combine gives the checksum
 // of A‖B from those of A and B and B's length without reading either, so a segment
 // object's checksum is made from its batches' own CRCs instead of a pass over their
 // bytes (zlib's crc32_combine: multiplying by x^(8·len(B)) modulo the polynomial).

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/binary"
-	"hash/crc32"
 	"maps"
 	"slices"
 	"testing"
 
+	"github.com/strata-io/strata/internal/crc32c"
 	"github.com/strata-io/strata/objstore"
 )
 
@@ -56,7 +56,7 @@ func WithReadBack(rb ReadBack) Option { return func(o *options) { o.readBack = &
 
 // CRC32C is body's CRC-32C as S3 spells checksums: base64 of the big-endian value.
 func CRC32C(body []byte) string {
-	sum := crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli))
+	sum := crc32c.Checksum(body)
 	return base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, sum))
 }
 

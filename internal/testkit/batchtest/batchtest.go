@@ -8,13 +8,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/binary"
-	"hash/crc32"
 	"io"
 	"strconv"
 	"testing"
 
 	"github.com/pierrec/lz4/v4"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/crc32c"
 )
 
 // Record is a record as a Kafka producer hands it to its batch encoder.
@@ -71,7 +72,7 @@ func BatchAt(t testing.TB, recs []Record, codec int16, pid int64, epoch int16, s
 	}
 	raw := b.AppendTo(nil)
 	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
-	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
+	binary.BigEndian.PutUint32(raw[17:], crc32c.Checksum(raw[21:]))
 	return raw
 }
 

@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"net/http"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/crc32c"
 	"github.com/strata-io/strata/internal/ctxwait"
 )
 
@@ -44,8 +44,6 @@ type body struct {
 	bytes int64 // payload: keys and values
 }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // stamp writes now into every send-time slot.
 func (b *body) stamp(now time.Time) {
 	var d [tsDigits]byte
@@ -58,7 +56,7 @@ func (b *body) stamp(now time.Time) {
 		copy(b.buf[s:], d[:])
 	}
 	if b.crc {
-		binary.BigEndian.PutUint32(b.buf[17:], crc32.Checksum(b.buf[21:], castagnoli))
+		binary.BigEndian.PutUint32(b.buf[17:], crc32c.Checksum(b.buf[21:]))
 	}
 }
 
