@@ -232,11 +232,16 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) error {
 
 // PutParts implements objstore.Store; its faults are Put's.
 func (s *Store) PutParts(ctx context.Context, key string, parts [][]byte) error {
+	return s.put(ctx, key, func() error { return s.inner.PutParts(ctx, key, parts) })
+}
+
+// put runs put, a PUT of key, with Put's faults.
+func (s *Store) put(ctx context.Context, key string, put func() error) error {
 	f, ok, err := s.enter(ctx, Put, key)
 	if !ok {
 		return wrap(Put, key, err)
 	}
-	err = s.inner.PutParts(ctx, key, parts)
+	err = put()
 	if f != nil && f.LoseResponse {
 		return wrap(Put, key, orInjected(f.Err))
 	}
@@ -246,15 +251,7 @@ func (s *Store) PutParts(ctx context.Context, key string, parts [][]byte) error 
 // PutPartsCRC32C implements objstore.CRC32CPutter, through the inner store's (or
 // objstore.PutPartsCRC32C's check when it has none); its faults are Put's.
 func (s *Store) PutPartsCRC32C(ctx context.Context, key string, parts [][]byte, crc uint32) error {
-	f, ok, err := s.enter(ctx, Put, key)
-	if !ok {
-		return wrap(Put, key, err)
-	}
-	err = objstore.PutPartsCRC32C(ctx, s.inner, key, parts, crc)
-	if f != nil && f.LoseResponse {
-		return wrap(Put, key, orInjected(f.Err))
-	}
-	return err
+	return s.put(ctx, key, func() error { return objstore.PutPartsCRC32C(ctx, s.inner, key, parts, crc) })
 }
 
 // Get implements objstore.Store.

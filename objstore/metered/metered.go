@@ -111,8 +111,13 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) error {
 
 // PutParts implements objstore.Store.
 func (s *Store) PutParts(ctx context.Context, key string, parts [][]byte) error {
+	return s.put(ctx, parts, func() error { return s.inner.PutParts(ctx, key, parts) })
+}
+
+// put measures put, a PUT of parts.
+func (s *Store) put(ctx context.Context, parts [][]byte, put func() error) error {
 	start := time.Now()
-	err := s.inner.PutParts(ctx, key, parts)
+	err := put()
 	s.observe(ctx, opPut, start, err)
 	if err == nil {
 		s.bytes.WithLabelValues(opPut).Add(float64(objstore.PartsLen(parts)))
@@ -123,13 +128,7 @@ func (s *Store) PutParts(ctx context.Context, key string, parts [][]byte) error 
 // PutPartsCRC32C implements objstore.CRC32CPutter, through the inner store's (or
 // objstore.PutPartsCRC32C's check when it has none).
 func (s *Store) PutPartsCRC32C(ctx context.Context, key string, parts [][]byte, crc uint32) error {
-	start := time.Now()
-	err := objstore.PutPartsCRC32C(ctx, s.inner, key, parts, crc)
-	s.observe(ctx, opPut, start, err)
-	if err == nil {
-		s.bytes.WithLabelValues(opPut).Add(float64(objstore.PartsLen(parts)))
-	}
-	return err
+	return s.put(ctx, parts, func() error { return objstore.PutPartsCRC32C(ctx, s.inner, key, parts, crc) })
 }
 
 // Get implements objstore.Store.
