@@ -30,14 +30,15 @@ const (
 	hedgeFloor = 20 * time.Millisecond
 	// hedgePUTs is the PUTs that earn one hedge and hedgeBurst the most hedges saved
 	// up: over time at most one PUT in twenty is hedged, what the default quantile
-	// (0.95) hedges when latencies hold still. The quantile is of the recent PUTs, so
-	// while they grow slower it hedges more than that: one in ten, the first budget,
-	// let the bench's maximum-load phases hedge 7 to 8.5% of their PUTs, enough to
-	// take PUTs per GiB past 1.1x the least. A quantile alone hedges
-	// whatever is slow, and when the store is slow for every PUT (not a tail:
-	// overloaded) that sent it more PUTs just when it could least take them — the
-	// bench's half-load phase saw 40 hedges in 230 PUTs during a stall of the store,
-	// and a PUT p99 of 365 ms.
+	// (0.95) hedges while latencies hold still.
+	//
+	// A quantile alone hedges whatever is slow. When the store is slow for every PUT
+	// (overloaded, not a tail) that sent it more PUTs just when it could least take
+	// them: the bench's half-load phase saw 40 hedges in 230 PUTs during a stall of the
+	// store, and a PUT p99 of 365 ms. And the quantile is of the recent PUTs, so while
+	// they grow slower it hedges more than 5%: with one in ten, the first budget, the
+	// bench's maximum-load phases hedged 7 to 8.5% of their PUTs, taking PUTs per GiB
+	// past 1.1x the least.
 	hedgePUTs  = 20
 	hedgeBurst = 10
 )

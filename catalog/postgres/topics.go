@@ -92,7 +92,7 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32
 const analyzeGrowth = 1000
 
 // analyzeAfterGrowth refreshes the partitions table's planner statistics after a
-// topic added added partition rows, when they are many. The commit function's plans
+// topic added `added` partition rows, when they are many. The commit function's plans
 // are made per connection from those statistics; made while the table held a few
 // rows, they scan it whole, and until autovacuum analyzes it (within a minute) a
 // flush commit of 64 partitions cost the database 20 ms of CPU with 5,000 partition
