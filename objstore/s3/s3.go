@@ -28,6 +28,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -38,6 +39,7 @@ import (
 
 	"github.com/strata-io/strata/internal/crc32c"
 	"github.com/strata-io/strata/internal/ctxwait"
+	"github.com/strata-io/strata/internal/sendbody"
 	"github.com/strata-io/strata/objstore"
 )
 
@@ -127,6 +129,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 		}
 		o.UsePathStyle = cfg.PathStyle
+		// The SDK's own client, as configured (timeouts, CA bundle), with connections
+		// that write a put's parts uncopied.
+		if bc, ok := o.HTTPClient.(*awshttp.BuildableClient); ok {
+			o.HTTPClient = partsBodyClient{bc.WithTransportOptions(func(t *http.Transport) {
+				t.DialContext = sendbody.Dial(t.DialContext)
+			})}
+		}
 	})
 	prefix := strings.TrimLeft(cfg.Prefix, "/")
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
@@ -216,7 +225,7 @@ func (s *Store) put(ctx context.Context, key string, parts [][]byte, crc uint32)
 	backoff := 20 * time.Millisecond
 	vanished := 0
 	for {
-		_, err := s.client.PutObject(ctx, &awss3.PutObjectInput{
+		_, err := s.client.PutObject(context.WithValue(ctx, partsKey{}, parts), &awss3.PutObjectInput{
 			Bucket:         &s.bucket,
 			Key:            s.key(key),
 			Body:           objstore.NewPartsReader(parts),
@@ -276,6 +285,26 @@ func (s *Store) put(ctx context.Context, key string, parts [][]byte, crc uint32)
 			return fmt.Errorf("s3: put %s: %w", key, err)
 		}
 	}
+}
+
+// partsKey is the context key under which put hands its parts to partsBodyClient.
+type partsKey struct{}
+
+// partsBodyClient sends a put's parts as the request body itself. The SDK wraps the
+// body it is given in readers of its own, which hide the PartsReader from the
+// connection, so the connection copied every segment through a 32 KiB buffer: the
+// request the SDK builds gets a PartsReader of its own over the same parts instead
+// (each attempt its own, so a retry never shares a position with an attempt still
+// being written), which sendbody's connections write to the socket as it is.
+type partsBodyClient struct{ next awss3.HTTPClient }
+
+func (c partsBodyClient) Do(req *http.Request) (*http.Response, error) {
+	if parts, ok := req.Context().Value(partsKey{}).([][]byte); ok && req.Method == http.MethodPut &&
+		req.Body != nil && req.ContentLength == objstore.PartsLen(parts) {
+		req.Body = objstore.NewPartsReader(parts)
+		req.GetBody = func() (io.ReadCloser, error) { return objstore.NewPartsReader(parts), nil }
+	}
+	return c.next.Do(req)
 }
 
 // unsignedPayload signs a put as UNSIGNED-PAYLOAD instead of with the body's SHA-256

@@ -512,3 +512,63 @@ func reportPercentiles(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 }
+
+type doFunc func(*http.Request) (*http.Response, error)
+
+func (f doFunc) Do(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestPartsBody: a put's request reaches the HTTP client with a PartsReader of its own
+// over the put's parts as its body (which sendbody's connections, installed by New,
+// write uncopied), and GetBody gives another from the start; other requests keep the
+// body they were given.
+func TestPartsBody(t *testing.T) {
+	s, err := New(t.Context(), Config{Bucket: "b", Endpoint: "http://127.0.0.1:1", AccessKey: "a", SecretKey: "s"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.client.Options().HTTPClient.(partsBodyClient); !ok {
+		t.Fatalf("the store's HTTP client is a %T, want partsBodyClient", s.client.Options().HTTPClient)
+	}
+	parts := [][]byte{[]byte("segment "), []byte("bytes")}
+	var got *http.Request
+	c := partsBodyClient{doFunc(func(r *http.Request) (*http.Response, error) {
+		got = r
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
+	})}
+	do := func(ctx context.Context, method string) string {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, "http://store/b/k", io.NopCloser(strings.NewReader("sdk's own body")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = objstore.PartsLen(parts)
+		if _, err := c.Do(req); err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(got.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	put := context.WithValue(t.Context(), partsKey{}, parts)
+	if b := do(put, http.MethodPut); b != "segment bytes" {
+		t.Errorf("put's body %q, want the parts", b)
+	}
+	if _, ok := got.Body.(*objstore.PartsReader); !ok {
+		t.Errorf("put's body is a %T, want *objstore.PartsReader", got.Body)
+	}
+	again, err := got.GetBody()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(again); string(b) != "segment bytes" {
+		t.Errorf("GetBody read %q, want the parts from the start", b)
+	}
+	if b := do(put, http.MethodGet); b != "sdk's own body" {
+		t.Errorf("a GET's body became %q", b)
+	}
+	if b := do(t.Context(), http.MethodPut); b != "sdk's own body" {
+		t.Errorf("a PUT without parts got body %q", b)
+	}
+}

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/client"
+	"github.com/strata-io/strata/internal/sendbody"
 )
 
 // Config says what to run. Zero fields take the defaults in brackets.
@@ -218,13 +219,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	b := &runner{cfg: cfg, log: cfg.Log}
 	b.hc = &http.Client{Transport: &http.Transport{
 		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         sendbody.Dial((&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext),
 		MaxIdleConns:        256,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
-		// A request body (0.5 MiB by default) goes out in one write, not 32 KiB at a time.
-		WriteBufferSize: 1 << 20,
 	}}
 	defer b.hc.CloseIdleConnections()
 	return b.run(ctx)
