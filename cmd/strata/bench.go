@@ -73,7 +73,7 @@ nodes already running (add --catalog and --bucket for the floor and the scale ph
 		out:          c.fs.String("out", "", "`directory` for report.json, latency.svg and the nodes' logs (default: a new one per run under the user's cache directory, e.g. ~/.cache/strata/bench/RUN, so the working tree stays clean)"),
 		jsonOut:      c.fs.Bool("json", false, "print the JSON report to stdout instead of the table"),
 		partitions:   c.fs.Int("partitions", 8, "`number` of partitions of the bench topic"),
-		producers:    c.fs.Int("producers", 32, "`number` of closed-loop producers at maximum load"),
+		producers:    c.fs.Int("producers", 0, "`number` of closed-loop producers at maximum load, each with one request in flight (default: enough to keep 4 flushes of --max-flush-bytes in flight, as the floor keeps 4 PUTs; 32 to 256)"),
 		overload:     c.fs.Int("overload-producers", 0, "`number` of producers in the overload phase (default: enough to offer 2x --buffer-bytes, at most 256)"),
 		tails:        c.fs.Int("tails", 2, "`number` of partitions tailed over Server-Sent Events at half load"),
 		recordSize:   c.fs.Int("record-size", 1024, "record value `bytes` (e.g. 100, 1024, 10240)"),

@@ -57,7 +57,14 @@ type Config struct {
 
 	Topic      string // [bench-<unix time>]
 	Partitions int    // [8]
-	Producers  int    // closed-loop producers [32]: enough requests in flight to fill flushes
+	// Producers are the closed-loop producers at maximum load [enough for floorStreams
+	// flushes: floorStreams x MaxFlushBytes / (BatchRecords x RecordSize), 32 to 256].
+	// Each keeps one request in flight, so together they keep as many bytes in flight as
+	// the floor keeps PUTs of MaxFlushBytes: with half that (32 producers of 0.5 MiB for
+	// 8 MiB flushes), at most two flushes' worth of records existed at once, the node
+	// had at most two PUTs in flight against the floor's four, and the phase measured the
+	// ack latency (Little's law) rather than what the node can carry.
+	Producers int
 	// OverloadProducers drive the overload phase, which offers more than the writer's
 	// buffer holds to check back-pressure and the memory bound [2 x buffer / request, at most 256].
 	OverloadProducers int
@@ -119,9 +126,6 @@ func (c *Config) defaults() {
 	if c.Partitions == 0 {
 		c.Partitions = 8
 	}
-	if c.Producers == 0 {
-		c.Producers = 32
-	}
 	if c.Tails == 0 {
 		c.Tails = 2
 	}
@@ -155,6 +159,9 @@ func (c *Config) defaults() {
 	}
 	if c.SlowSockets == 0 {
 		c.SlowSockets = 20
+	}
+	if c.Producers == 0 {
+		c.Producers = int(min(256, max(32, floorStreams*c.MaxFlushBytes/int64(c.BatchRecords*c.RecordSize))))
 	}
 	if c.OverloadProducers == 0 {
 		c.OverloadProducers = int(min(256, max(8, 2*c.BufferBytes/int64(c.BatchRecords*(c.RecordSize+40)))))
@@ -268,12 +275,12 @@ func (b *runner) run(ctx context.Context) (*Report, error) {
 	prefix := "bench-floor/" + strconv.FormatInt(time.Now().UnixNano(), 36) + "/"
 	var commitP99 float64
 	if cfg.Store != nil || cfg.DB != nil {
-		rep.Floor = &Floor{SegmentBytes: cfg.MaxFlushBytes, Streams: 4}
+		rep.Floor = &Floor{SegmentBytes: cfg.MaxFlushBytes, Streams: floorStreams}
 		b.settle("floor") // from the state each produce phase starts from
 		cfg.Phase("floor", false)
 		if cfg.Store != nil {
 			b.log.Info("floor: object store")
-			put, get, err := floorStore(ctx, cfg.Store, prefix, cfg.MaxFlushBytes, 4, cfg.FloorDuration)
+			put, get, err := floorStore(ctx, cfg.Store, prefix, cfg.MaxFlushBytes, floorStreams, cfg.FloorDuration)
 			if err != nil {
 				return nil, err
 			}

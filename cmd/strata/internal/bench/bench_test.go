@@ -262,3 +262,23 @@ strata_writer_flush_seconds_bucket{stage="commit",le="+Inf"} 4
 		}
 	}
 }
+
+// TestDefaultProducers: at maximum load the producers keep as many bytes in flight as
+// the floor keeps PUTs (floorStreams flushes), within 32 to 256.
+func TestDefaultProducers(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want int
+	}{
+		{Config{}, 65}, // 4 x 8 MiB / (500 x 1 KiB)
+		{Config{MaxFlushBytes: 16 << 20}, 131},
+		{Config{MaxFlushBytes: 1 << 20}, 32},
+		{Config{RecordSize: 100}, 256},
+		{Config{Producers: 7}, 7},
+	} {
+		c.cfg.defaults()
+		if c.cfg.Producers != c.want {
+			t.Errorf("flush %d, record %d: %d producers, want %d", c.cfg.MaxFlushBytes, c.cfg.RecordSize, c.cfg.Producers, c.want)
+		}
+	}
+}

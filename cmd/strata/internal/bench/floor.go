@@ -36,6 +36,10 @@ type Floor struct {
 	Commit        Latency `json:"commit"`
 }
 
+// floorStreams is how many PUTs (and GETs) of segment-sized objects the floor keeps in
+// flight: as many as a node's writer does (writer.DefaultMaxInflight).
+const floorStreams = 4
+
 // floorStore measures PUT and GET bandwidth of segment-sized objects with streams
 // concurrent requests, each for about d, under prefix; the objects are deleted after.
 func floorStore(ctx context.Context, st Store, prefix string, size int64, streams int, d time.Duration) (put, get float64, err error) {

@@ -32,11 +32,18 @@ import (
 // one request per node, so a client stands for several HTTP producers.
 const kafkaProducersPerClient = 4
 
+// kafkaClients is how many franz-go clients stand for the HTTP producers: one per
+// kafkaProducersPerClient, but no more than there are partitions, since each client
+// writes partitions of its own (two clients sharing one would split its batches).
+func kafkaClients(cfg *Config) int {
+	return max(1, min(cfg.Partitions, cfg.Producers/kafkaProducersPerClient))
+}
+
 // produceKafka is produceMax for franz-go through the Kafka listeners.
 func (b *runner) produceKafka(ctx context.Context) (Produce, error) {
 	cfg := &b.cfg
 	name := "produce-kafka"
-	clients := max(1, cfg.Producers/kafkaProducersPerClient)
+	clients := kafkaClients(cfg)
 	b.log.Info("phase: maximum load", "path", "kafka", "clients", clients, "seconds", cfg.Duration.Seconds())
 	var cls []*kgo.Client
 	var batches atomic.Int64
@@ -96,11 +103,10 @@ func (b *runner) produceKafka(ctx context.Context) (Produce, error) {
 				// every client writing every partition, the records it may buffer
 				// (MaxBufferedRecords) were spread over all of them, and its batches
 				// averaged 165 records instead of 500, each costing the node its
-				// per-batch work. Partition p is client p%clients's (client ci's, for
-				// fewer partitions than clients: p = ci%Partitions).
+				// per-batch work. Partition p is client p%clients's.
 				var parts []int32
 				for p := range int32(cfg.Partitions) {
-					if int(p)%clients == ci%cfg.Partitions {
+					if int(p)%clients == ci {
 						parts = append(parts, p)
 					}
 				}
@@ -350,7 +356,7 @@ func (b *runner) kafkaTargets(byName map[string]*Produce, add func(Target)) {
 		add(Target{Name: "produce Kafka (franz-go) vs HTTP binary", Figure: k.MiBps, Bound: 0.9 * p.MiBps, Unit: "MiB/s", Ratio: r, Want: ">= 0.9x", Pass: r >= 0.9,
 			Note: fmt.Sprintf("%d franz-go clients (idempotent, uncompressed) vs %d HTTP producers of %d-record batches, same run; "+
 				"node CPU s/GiB %.2f vs %.2f, the bench's producers' %.2f vs %.2f (they share the machine's cores)",
-				max(1, cfg.Producers/kafkaProducersPerClient), cfg.Producers, cfg.BatchRecords,
+				kafkaClients(cfg), cfg.Producers, cfg.BatchRecords,
 				k.CPUSecPerGiB, p.CPUSecPerGiB, k.ClientCPUSecPerGiB, p.ClientCPUSecPerGiB)})
 		// The node's own cost of the two paths, which the throughput ratio above mixes
 		// with the clients' on a machine whose cores they share.
