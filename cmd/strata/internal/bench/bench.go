@@ -280,7 +280,7 @@ func (b *runner) run(ctx context.Context) (*Report, error) {
 		cfg.Phase("floor", false)
 		if cfg.Store != nil {
 			b.log.Info("floor: object store")
-			put, get, err := floorStore(ctx, cfg.Store, prefix, cfg.MaxFlushBytes, floorStreams, cfg.FloorDuration)
+			put, get, err := floorStore(ctx, cfg.Store, prefix, cfg.MaxFlushBytes, floorStreams, cfg.FloorDuration, true)
 			if err != nil {
 				return nil, err
 			}
@@ -320,6 +320,15 @@ func (b *runner) run(ctx context.Context) (*Report, error) {
 	}
 	if maxBinary == 0 {
 		maxBinary = rep.Produce[0].RecordsPS
+	}
+	if rep.Floor != nil && cfg.Store != nil {
+		b.settle("floor-after")
+		b.log.Info("floor: object store, again after the maximum-load phases")
+		put, _, err := floorStore(ctx, cfg.Store, prefix, cfg.MaxFlushBytes, floorStreams, cfg.FloorDuration, false)
+		if err != nil {
+			return nil, err
+		}
+		rep.Floor.PutAfterMiBps = put
 	}
 
 	// Half the binary maximum, with tails.

@@ -172,8 +172,16 @@ func TestRun(t *testing.T) {
 	if got := strings.Join(phases, " "); got != "floor produce-binary produce-json produce-binary-half produce-binary-overload fetch-cold fetch-cached fetch-cached-json slow-readers capacity" {
 		t.Errorf("phases %s", got)
 	}
-	if rep.Floor == nil || rep.Floor.PutMiBps <= 0 || rep.Floor.GetMiBps <= 0 || rep.Floor.CommitsPerSec <= 0 || rep.Floor.FlushPut.N == 0 {
-		t.Errorf("floor %+v", rep.Floor)
+	if rep.Floor == nil || rep.Floor.PutMiBps <= 0 || rep.Floor.PutAfterMiBps <= 0 || rep.Floor.GetMiBps <= 0 || rep.Floor.CommitsPerSec <= 0 || rep.Floor.FlushPut.N == 0 {
+		t.Fatalf("floor %+v", rep.Floor)
+	}
+	// The produce targets are against the mean of the floors before and after.
+	for _, tg := range rep.Targets {
+		if tg.Name == "produce binary vs raw PUT bandwidth" {
+			if want := 0.7 * (rep.Floor.PutMiBps + rep.Floor.PutAfterMiBps) / 2; math.Abs(tg.Bound-want) > 1e-9 {
+				t.Errorf("binary target's bound %.1f, want %.1f", tg.Bound, want)
+			}
+		}
 	}
 	for _, p := range rep.Produce {
 		if p.Failed > 0 {

@@ -39,6 +39,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(tw, "FLOOR\t\n")
 		if f.PutMiBps > 0 {
 			fmt.Fprintf(tw, "  PUT %s objects, %d streams\t%.1f MiB/s\n", sizeString(f.SegmentBytes), f.Streams, f.PutMiBps)
+			if f.PutAfterMiBps > 0 {
+				fmt.Fprintf(tw, "  the same after the maximum-load phases\t%.1f MiB/s\n", f.PutAfterMiBps)
+			}
 			fmt.Fprintf(tw, "  GET %s objects, %d streams\t%.1f MiB/s\n", sizeString(f.SegmentBytes), f.Streams, f.GetMiBps)
 		}
 		if f.FlushPut.N > 0 {
