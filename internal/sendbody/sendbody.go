@@ -2,10 +2,12 @@
 //
 // net/http hands a body of known length to the connection wrapped in an io.LimitedReader,
 // which hides the body's io.WriterTo, so the connection copies it through a 32 KiB buffer
-// (net's genericReadFrom) one write at a time. For the multi-megabyte segments a node
-// PUTs, that copy alone was a tenth of the node's CPU under produce load. A connection
-// from Dial looks through the LimitedReader: a body that knows its length and writes
-// itself (a Body) goes to the socket as it lies in memory.
+// (net's genericReadFrom) one write at a time. A connection from Dial looks through the
+// LimitedReader: a body that knows its length and writes itself (a Body) goes to the
+// socket as it lies in memory. Measured in three pairs of alternated bench runs (binary
+// produce on Postgres + MinIO, 2 cores), the node's CPU per GiB fell from 1.04–1.14 s to
+// 0.91–0.93 s with it (its segment PUTs), and the bench's HTTP producers' from
+// 0.49–0.55 s to 0.33–0.35 s (their request bodies).
 package sendbody
 
 import (
