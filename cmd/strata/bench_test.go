@@ -35,6 +35,26 @@ func TestBenchUsage(t *testing.T) {
 	}
 }
 
+// TestNodeMemoryLimit: the node processes the bench starts get a memory limit (the one
+// given, else benchMemoryLimit); running nodes and an in-process node keep theirs.
+func TestNodeMemoryLimit(t *testing.T) {
+	for _, c := range []struct {
+		given              byteSize
+		against, inProcess bool
+		want               byteSize
+	}{
+		{0, false, false, benchMemoryLimit},
+		{2 << 30, false, false, 2 << 30},
+		{0, true, false, 0},
+		{0, false, true, 0},
+		{512 << 20, true, false, 512 << 20},
+	} {
+		if got := nodeMemoryLimit(c.given, c.against, c.inProcess); got != c.want {
+			t.Errorf("nodeMemoryLimit(%d, against %v, in-process %v) = %d, want %d", c.given, c.against, c.inProcess, got, c.want)
+		}
+	}
+}
+
 // TestBenchInProcess runs the verb end to end, briefly, with an embedded node in this
 // process, and checks what it writes.
 func TestBenchInProcess(t *testing.T) {
