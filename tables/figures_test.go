@@ -12,12 +12,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
+	"github.com/strata-io/strata/internal/cputime"
 	"github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/internal/node/nodetest"
 	"github.com/strata-io/strata/objstore"
@@ -87,14 +87,14 @@ func TestFigures(t *testing.T) {
 	// The reader's cache is cold for this: a node converting what another wrote.
 	role := tables.New(counted, nd.Catalog, nd.Reader, tables.Config{Location: loc, MaxRecords: n, MaxBytes: 1 << 40}, nil)
 	puts0, gets0, ranges0, heads0 := counted.Calls(fault.Put), counted.Calls(fault.Get), counted.Calls(fault.GetRange), counted.Calls(fault.Head)
-	cpu0 := cpuTime()
+	cpu0 := cputime.Self()
 	start := time.Now()
 	ranges, err := role.Topic(ctx, topic, cfg, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wall := time.Since(start)
-	cpu := cpuTime() - cpu0
+	cpu := cputime.Self() - cpu0
 	var rows int64
 	for _, r := range ranges {
 		rows += r.To - r.From
@@ -115,12 +115,6 @@ func TestFigures(t *testing.T) {
 	t.Logf("Parquet bytes %d: %.0f MiB per GiB of key+value bytes (%.0f MiB per GiB of stored segment bytes)", parquet, float64(parquet)/(1<<20)/gib, float64(parquet)/(1<<20)/(float64(stored)/(1<<30)))
 	t.Logf("object-store requests per GiB of key+value bytes: PUT %.0f, GET %.0f, GET range %.0f, HEAD %.0f",
 		req(counted.Calls(fault.Put), puts0), req(counted.Calls(fault.Get), gets0), req(counted.Calls(fault.GetRange), ranges0), req(counted.Calls(fault.Head), heads0))
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // TestTypedFigures measures what typed columns cost (STRATA_TABLES_FIGURES=1; records
@@ -173,12 +167,12 @@ func TestTypedFigures(t *testing.T) {
 		cfg, _ := catalog.ParseConfig(topic.Configs)
 		role := tables.New(nd.Store, nd.Catalog, nd.Reader, tables.Config{Location: loc, MaxRecords: n, MaxBytes: 1 << 40}, nil)
 		runtime.GC()
-		cpu0, start := cpuTime(), time.Now()
+		cpu0, start := cputime.Self(), time.Now()
 		ranges, err := role.Topic(ctx, topic, cfg, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
-		wall, cpu := time.Since(start), cpuTime()-cpu0
+		wall, cpu := time.Since(start), cputime.Self()-cpu0
 		if len(ranges) != 1 || ranges[0].To-ranges[0].From != int64(n) {
 			t.Fatalf("%s: ranges %v, want %d records", name, ranges, n)
 		}
@@ -237,12 +231,12 @@ func TestCompactFigures(t *testing.T) {
 	}
 	before := parquet()
 	role := tables.New(nd.Store, nd.Catalog, nd.Reader, tables.Config{Location: loc, Holder: "maintainer", OrphanGrace: time.Nanosecond, SnapshotMaxAge: time.Nanosecond}, nil)
-	cpu0, start := cpuTime(), time.Now()
+	cpu0, start := cputime.Self(), time.Now()
 	m, err := role.Maintain(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wall, cpu := time.Since(start), cpuTime()-cpu0
+	wall, cpu := time.Since(start), cputime.Self()-cpu0
 	if m.RowsSuperseded != n-keys {
 		t.Fatalf("maintained %+v, want %d rows superseded", m, n-keys)
 	}

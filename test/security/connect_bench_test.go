@@ -6,14 +6,15 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/strata-io/strata/broker"
 	"github.com/strata-io/strata/catalog"
 	"github.com/strata-io/strata/connect"
+	"github.com/strata-io/strata/internal/cputime"
 	"github.com/strata-io/strata/internal/node"
 	"github.com/strata-io/strata/internal/node/nodetest"
 	"github.com/strata-io/strata/reader"
@@ -36,6 +37,8 @@ type benchNode struct {
 	url string
 	n   *nodetest.Node
 	cat catalog.Backend
+	// fileDir is where the file connectors may read (with the connect role).
+	fileDir string
 }
 
 // startBenchNode starts a node with keys required; with the connect role when withConnect.
@@ -48,11 +51,19 @@ func startBenchNode(b *testing.B, withConnect bool) *benchNode {
 			c.ReaderConfig = reader.Config{PollInterval: 100 * time.Millisecond}
 		}),
 	}
+	var fileDir string
 	if withConnect {
-		opts = append(opts, nodetest.Connect(connect.WorkerConfig{Lease: 2 * time.Second}))
+		// The file connectors are refused unless the operator names directories.
+		fileDir = b.TempDir()
+		dirs, err := connect.NewFileDirs([]string{fileDir}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		opts = append(opts, nodetest.Connect(connect.WorkerConfig{Lease: 2 * time.Second,
+			Plugins: connect.NewPlugins(connect.Source(connect.FileSourceConnector{Dirs: dirs}))}))
 	}
 	n := nodetest.Start(b, opts...)
-	return &benchNode{url: n.URL, n: n, cat: n.Catalog}
+	return &benchNode{url: n.URL, n: n, cat: n.Catalog, fileDir: fileDir}
 }
 
 func (bn *benchNode) do(b *testing.B, key, method, path, body string) (int, string) {
@@ -104,17 +115,8 @@ func (bn *benchNode) benchKey(b *testing.B, principal string) string {
 	return secret
 }
 
-// cpu is the process's user and system CPU time so far.
-func cpu(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64((cpu(b)-start).Microseconds())/float64(b.N), "cpu-us/op")
+	b.ReportMetric(float64((cputime.Self()-start).Microseconds())/float64(b.N), "cpu-us/op")
 }
 
 // BenchmarkConnectKeyed: GET /connectors/{name}/status, and a source task's commit of
@@ -125,11 +127,12 @@ func BenchmarkConnectKeyed(b *testing.B) {
 		bn.must(b, http.StatusCreated, "POST", "/v1/topics", `{"name":"bench-t","partitions":1}`)
 		key := bn.benchKey(b, "User:bench")
 		bn.must(b, http.StatusCreated, "POST", "/connectors",
-			`{"name":"bench-src","config":{"connector.class":"FileSource","file":"/nonexistent/bench","topic":"bench-t"},"initial_state":"STOPPED"}`)
+			fmt.Sprintf(`{"name":"bench-src","config":{"connector.class":"FileSource","file":%q,"topic":"bench-t"},"initial_state":"STOPPED"}`,
+				filepath.Join(bn.fileDir, "bench")))
 		if code, out := bn.do(b, key, "GET", "/connectors/bench-src/status", ""); code != http.StatusOK {
 			b.Fatalf("status: %d %s", code, out)
 		}
-		start := cpu(b)
+		start := cputime.Self()
 		b.ResetTimer()
 		for range b.N {
 			if code, out := bn.do(b, key, "GET", "/connectors/bench-src/status", ""); code != http.StatusOK {
@@ -168,7 +171,7 @@ func BenchmarkConnectKeyed(b *testing.B) {
 			}
 		}
 		commit(0)
-		start := cpu(b)
+		start := cputime.Self()
 		b.ResetTimer()
 		for i := range b.N {
 			commit(i + 1)
