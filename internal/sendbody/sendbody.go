@@ -14,16 +14,27 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/http"
 )
 
 // Body is a request body that Dial's connections write without copying: what is left
 // of it (Len) and a WriteTo that hands it to the socket as it is. The request's Body
-// field must itself be one: net/http passes it on as it is (a body given to
-// http.NewRequest as a bytes.Reader is wrapped in an io.NopCloser, which is not).
+// field must itself be one (SetBody): net/http passes it on as it is, and a body given
+// to http.NewRequest as a bytes.Reader is wrapped in an io.NopCloser, which is not.
 type Body interface {
 	io.ReadCloser
 	io.WriterTo
 	Len() int
+}
+
+// SetBody makes req's body one from body, which Dial's connections write uncopied:
+// req.Body is body's first, ContentLength its length, and GetBody (for a resend) calls
+// body again, so that each send has a reader of its own. body must give the same bytes
+// each time.
+func SetBody(req *http.Request, body func() Body) {
+	b := body()
+	req.Body, req.ContentLength = b, int64(b.Len())
+	req.GetBody = func() (io.ReadCloser, error) { return body(), nil }
 }
 
 // DialFunc is http.Transport's DialContext.

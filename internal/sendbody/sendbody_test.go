@@ -70,6 +70,41 @@ func TestBodies(t *testing.T) {
 			t.Errorf("WriteTo called %d times and Read %d, want WriteTo and never Read", b.writeTos, b.reads)
 		}
 	})
+	t.Run("SetBody", func(t *testing.T) {
+		// A request made without a body, given one by SetBody: written by WriteTo, and
+		// GetBody gives a new one from the start.
+		var made []*body
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, srv.URL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		SetBody(req, func() Body {
+			b := &body{Reader: bytes.NewReader(payload)}
+			made = append(made, b)
+			return b
+		})
+		if req.ContentLength != int64(len(payload)) {
+			t.Errorf("ContentLength %d, want %d", req.ContentLength, len(payload))
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if !bytes.Equal(got, payload) {
+			t.Fatalf("the server got %d bytes, not the %d sent", len(got), len(payload))
+		}
+		if made[0].writeTos == 0 || made[0].reads != 0 {
+			t.Errorf("WriteTo called %d times and Read %d, want WriteTo and never Read", made[0].writeTos, made[0].reads)
+		}
+		again, err := req.GetBody()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := io.ReadAll(again); len(made) != 2 || !bytes.Equal(b, payload) {
+			t.Errorf("GetBody: %d bodies made, read %d bytes; want a second body with the whole payload", len(made), len(b))
+		}
+	})
 	t.Run("wrapped body", func(t *testing.T) {
 		// Hidden behind a wrapper: copied as before, and intact.
 		b := &body{Reader: bytes.NewReader(payload)}

@@ -301,8 +301,7 @@ type partsBodyClient struct{ next awss3.HTTPClient }
 func (c partsBodyClient) Do(req *http.Request) (*http.Response, error) {
 	if parts, ok := req.Context().Value(partsKey{}).([][]byte); ok && req.Method == http.MethodPut &&
 		req.Body != nil && req.ContentLength == objstore.PartsLen(parts) {
-		req.Body = objstore.NewPartsReader(parts)
-		req.GetBody = func() (io.ReadCloser, error) { return objstore.NewPartsReader(parts), nil }
+		sendbody.SetBody(req, func() sendbody.Body { return objstore.NewPartsReader(parts) })
 	}
 	return c.next.Do(req)
 }

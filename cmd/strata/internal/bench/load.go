@@ -18,6 +18,8 @@ import (
 	"github.com/strata-io/strata/client"
 	"github.com/strata-io/strata/internal/crc32c"
 	"github.com/strata-io/strata/internal/ctxwait"
+	"github.com/strata-io/strata/internal/sendbody"
+	"github.com/strata-io/strata/objstore"
 )
 
 // A request body is built once and re-sent: rebuilding 500 records per request would
@@ -174,12 +176,13 @@ func (s *sender) send(ctx context.Context, _ int, b *body, p int32) (retryAfter 
 		u += "?partition=" + strconv.Itoa(int(p))
 		ct = client.RecordBatchContentType
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, memBody{bytes.NewReader(b.buf)})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
 	if err != nil {
 		return 0, err
 	}
-	req.ContentLength = int64(len(b.buf))
-	req.GetBody = func() (io.ReadCloser, error) { return memBody{bytes.NewReader(b.buf)}, nil }
+	// Written from memory by the bench's connections (sendbody.Dial): a body given as a
+	// bytes.Reader was copied on its way out, by producers that share the nodes' cores.
+	sendbody.SetBody(req, func() sendbody.Body { return objstore.NewPartsReader([][]byte{b.buf}) })
 	req.Header.Set("Content-Type", ct)
 	resp, err := s.hc.Do(req)
 	if err != nil {
@@ -199,14 +202,6 @@ func (s *sender) send(ctx context.Context, _ int, b *body, p int32) (retryAfter 
 }
 
 var errBackPressure = errors.New("back-pressure")
-
-// memBody is a request body that the bench's connections (sendbody.Dial) write to the
-// socket as it lies in memory: given as a bytes.Reader, net/http wraps it, and each
-// request body (0.5 MiB by default) was copied on its way out, by producers that share
-// the nodes' cores.
-type memBody struct{ *bytes.Reader }
-
-func (memBody) Close() error { return nil }
 
 // sendFunc sends body b to partition p for producer i and reports whether it was
 // accepted; back-pressure is errBackPressure, with the wait before a retry.
