@@ -29,8 +29,8 @@ type Floor struct {
 	// PutAfterMiBps is the PUT bandwidth measured again after the maximum-load phases:
 	// the produce targets are against the mean of the two (PutBound), which brackets
 	// the phases in time, so that the machine drifting between the floor and the phase
-	// (a 3-second floor varied by a tenth from run to run here) is not counted as the
-	// node's.
+	// (the two measurements differed by up to 14% within one run on the 2-core
+	// development machine) is not counted as the node's.
 	PutAfterMiBps float64 `json:"put_after_mib_per_s,omitempty"`
 	// FlushPut is the latency of one PUT at a time of FlushBytes objects: the size of
 	// the flushes the half-load phase made.
